@@ -1,0 +1,47 @@
+"""Static facts about one module, computed once and shared by every rule.
+
+Rules ask; nothing here is computed until a rule asks for it, and nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Counter as CounterType
+from typing import Dict, Optional
+
+import libcst as cst
+
+from memlint.analysis.dataflow import scope_loads
+from memlint.analysis.loops import Loop, LoopFacts
+from memlint.analysis.torchnames import TorchNames
+
+
+class Facts:
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._torch: Optional[TorchNames] = None
+        self._loops: Dict[int, LoopFacts] = {}
+        self._scope_loads: Dict[int, CounterType[str]] = {}
+
+    @property
+    def names(self) -> TorchNames:
+        """Import-aware names: `facts.names.call_name(call) == "torch.randn"`."""
+        if self._torch is None:
+            self._torch = TorchNames(self.module)
+        return self._torch
+
+    def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
+        """Facts of `loop`, which runs in `scope` (its function, or the module)."""
+        facts = self._loops.get(id(loop))
+        if facts is None:
+            facts = LoopFacts(loop, self.scope_loads(scope), self.names)
+            self._loops[id(loop)] = facts
+        return facts
+
+    def scope_loads(self, scope: cst.CSTNode) -> CounterType[str]:
+        """How often each plain name is read in a scope, closures included."""
+        loads = self._scope_loads.get(id(scope))
+        if loads is None:
+            loads = Counter(use.name for use in scope_loads(scope))
+            self._scope_loads[id(scope)] = loads
+        return loads

@@ -1,0 +1,386 @@
+"""Name-level data flow of a block of statements, in evaluation order.
+
+One walk of a block yields what every loop question needs:
+
+- `uses`: each load and store of a plain name, in the order Python evaluates them (the value
+  of an assignment before its targets), flagged when it happens only conditionally (inside
+  if/try/while/for/match) or inside a nested function, lambda or class (a capture);
+- `flows`: for each binding, the names its value is computed from (`y = f(x)` flows x -> y);
+- `sinks`: places where a value leaves the names of the block: returned, yielded, awaited,
+  stored into an attribute or subscript, passed to a call that keeps it (`xs.append(x)`,
+  `q.put(x)`, any call whose result is thrown away), declared global, deleted.
+
+Values that cannot alias a tensor (`x.item()`, `float(x)`, `x.shape`, `len(x)`) are not
+counted as coming from `x`: `total += loss.item()` does not keep `loss`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import FrozenSet, List, Optional, Set
+
+import libcst as cst
+
+from memlint.analysis.tree import children
+
+# Methods and builtins whose result is a plain Python value, never an alias of a tensor.
+SCALAR_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "nelement", "element_size",
+                            "data_ptr", "is_contiguous", "get_device"})
+SCALAR_FUNCTIONS = frozenset({"float", "int", "bool", "len", "str", "repr", "format", "isinstance",
+                              "type", "id", "hash", "round"})
+SCALAR_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad",
+                               "grad_fn", "is_leaf"})
+# Method calls that keep their argument alive in the receiver.
+STORING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft", "extendleft", "put",
+                             "put_nowait", "update", "setdefault", "push", "register_buffer",
+                             "register_parameter", "add_module", "__setitem__", "send"})
+# Builtins whose use makes any name reachable: give up on the block.
+DYNAMIC_FUNCTIONS = frozenset({"locals", "vars", "eval", "exec", "globals", "setattr"})
+
+
+@dataclass(frozen=True)
+class Use:
+    name: str
+    store: bool
+    node: cst.CSTNode
+    conditional: bool
+    nested: bool
+
+
+@dataclass(frozen=True)
+class Flow:
+    targets: FrozenSet[str]
+    sources: FrozenSet[str]
+    # Attribute/subscript targets: the names their containers come from (`obj.a = v`, `d[k] = v`).
+    containers: FrozenSet[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Sink:
+    """A value leaving the block's names: `sources` escape unless they own the `receiver`."""
+
+    kind: str
+    sources: FrozenSet[str]
+    receiver: FrozenSet[str] = frozenset()
+    node: Optional[cst.CSTNode] = None
+
+
+@dataclass
+class BlockFlow:
+    uses: List[Use] = field(default_factory=list)
+    flows: List[Flow] = field(default_factory=list)
+    sinks: List[Sink] = field(default_factory=list)
+    dynamic: bool = False  # locals()/eval()/setattr(): every name may escape
+
+
+_CONDITIONAL_BLOCKS = (cst.If, cst.Try, cst.TryStar, cst.While, cst.For, cst.Match)
+_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+
+
+def sources_of(expr: cst.CSTNode) -> Set[str]:
+    """The plain names an expression's value can alias or carry the graph of."""
+    found: Set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+            continue
+        if isinstance(node, cst.Attribute):
+            if node.attr.value in SCALAR_ATTRIBUTES:
+                continue
+            stack.append(node.value)
+            continue
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in SCALAR_METHODS:
+                continue
+            if isinstance(func, cst.Name) and func.value in SCALAR_FUNCTIONS:
+                continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)  # skip the keyword's Name
+            continue
+        if isinstance(node, cst.Lambda):
+            stack.append(node.body)
+            continue
+        stack.extend(children(node))
+    return found
+
+
+def target_names(target: cst.CSTNode) -> Set[str]:
+    """Plain names a target binds (`a`, `a, (b, *c)`)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: Set[str] = set()
+        for element in target.elements:
+            names |= target_names(element.value)
+        return names
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return set()
+
+
+def _containers(target: cst.CSTNode) -> Set[str]:
+    """For `a.b = v` / `a[i] = v` (also inside tuples): the names the containers come from."""
+    if isinstance(target, (cst.Attribute, cst.Subscript)):
+        return sources_of(target.value) or {"<expr>"}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        found: Set[str] = set()
+        for element in target.elements:
+            found |= _containers(element.value)
+        return found
+    if isinstance(target, cst.StarredElement):
+        return _containers(target.value)
+    return set()
+
+
+def _local_bindings(scope: cst.CSTNode) -> Set[str]:
+    """Names a nested function or lambda binds itself (its parameters and assignments)."""
+    names: Set[str] = set()
+    params = getattr(scope, "params", None)
+    if isinstance(params, cst.Parameters):
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            names.add(param.name.value)
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                names.add(star.name.value)
+    collector = _Collector()
+    collector.block(getattr(scope, "body", scope), conditional=False, nested=True)
+    names |= {use.name for use in collector.flow.uses if use.store}
+    return names
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.flow = BlockFlow()
+        self._hidden: Set[str] = set()  # names local to the nested scope being walked
+
+    # -- recording ---------------------------------------------------------------------------
+    def _use(self, name: cst.Name, store: bool, conditional: bool, nested: bool) -> None:
+        if nested and name.value in self._hidden:
+            return
+        self.flow.uses.append(Use(name.value, store, name, conditional, nested))
+
+    def _store(self, target: cst.CSTNode, conditional: bool, nested: bool) -> None:
+        if isinstance(target, cst.Name):
+            self._use(target, True, conditional, nested)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._store(element.value, conditional, nested)
+        elif isinstance(target, cst.StarredElement):
+            self._store(target.value, conditional, nested)
+        else:  # attribute or subscript target: its parts are loads
+            self.expr(target, conditional, nested)
+
+    def _bind(self, targets: List[cst.CSTNode], value: Optional[cst.CSTNode], node: cst.CSTNode,
+              conditional: bool, nested: bool, augmented: bool = False) -> None:
+        if augmented:
+            for target in targets:
+                self.expr(target, conditional, nested)
+        if value is not None:
+            self.expr(value, conditional, nested)
+        for target in targets:
+            self._store(target, conditional, nested)
+        if value is None or nested:
+            return
+        sources = frozenset(sources_of(value))
+        names: Set[str] = set()
+        containers: Set[str] = set()
+        for target in targets:
+            names |= target_names(target)
+            containers |= _containers(target)
+        self.flow.flows.append(Flow(frozenset(names), sources, frozenset(containers)))
+        if containers and sources:
+            self.flow.sinks.append(Sink("stored", sources, frozenset(containers), node))
+
+    # -- statements --------------------------------------------------------------------------
+    def block(self, node: cst.CSTNode, conditional: bool, nested: bool) -> None:
+        body = node.body if isinstance(node, cst.BaseSuite) else node
+        if isinstance(body, (tuple, list)):
+            for stmt in body:
+                self.statement(stmt, conditional, nested)
+        else:
+            self.statement(body, conditional, nested)
+
+    def statement(self, stmt: cst.CSTNode, conditional: bool, nested: bool) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self.small(small, conditional, nested)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            self.scope(stmt, conditional)
+            self._use(stmt.name, True, conditional, nested)
+        elif isinstance(stmt, cst.For):
+            self.expr(stmt.iter, conditional, nested)
+            self._bind([stmt.target], None, stmt, True, nested)
+            if not nested:
+                self.flow.flows.append(
+                    Flow(frozenset(target_names(stmt.target)), frozenset(sources_of(stmt.iter)))
+                )
+            self.block(stmt.body, True, nested)
+            if stmt.orelse is not None:
+                self.block(stmt.orelse.body, True, nested)
+        elif isinstance(stmt, cst.With):
+            for item in stmt.items:
+                targets = [item.asname.name] if item.asname is not None else []
+                self._bind(targets, item.item, stmt, conditional, nested)
+            self.block(stmt.body, conditional, nested)
+        elif isinstance(stmt, cst.BaseCompoundStatement):
+            inner = conditional or isinstance(stmt, _CONDITIONAL_BLOCKS)
+            for child in children(stmt):
+                if isinstance(child, (cst.BaseSuite, cst.BaseStatement)):
+                    self.block(child, inner, nested)
+                elif isinstance(child, (cst.Else, cst.Finally)):
+                    self.block(child.body, inner, nested)
+                elif isinstance(child, (cst.ExceptHandler, cst.ExceptStarHandler)):
+                    if child.type is not None:
+                        self.expr(child.type, inner, nested)
+                    if child.name is not None:
+                        self._store(child.name.name, inner, nested)
+                    self.block(child.body, inner, nested)
+                elif isinstance(child, cst.MatchCase):
+                    self.expr(child.pattern, inner, nested)
+                    self.block(child.body, inner, nested)
+                else:
+                    self.expr(child, conditional, nested)  # tests, subjects
+        else:
+            self.small(stmt, conditional, nested)
+
+    def small(self, small: cst.CSTNode, conditional: bool, nested: bool) -> None:
+        if isinstance(small, cst.Assign):
+            self._bind([t.target for t in small.targets], small.value, small, conditional, nested)
+        elif isinstance(small, cst.AnnAssign):
+            self._bind([small.target], small.value, small, conditional, nested)
+        elif isinstance(small, cst.AugAssign):
+            self._bind([small.target], small.value, small, conditional, nested, augmented=True)
+            if not nested and isinstance(small.target, cst.Name):
+                # `acc += x` folds x into acc (a list would keep x itself)
+                self.flow.sinks.append(Sink(
+                    "accumulated", frozenset(sources_of(small.value)),
+                    frozenset(target_names(small.target)), small,
+                ))
+        elif isinstance(small, cst.Expr):
+            self.expr(small.value, conditional, nested)
+            call = small.value
+            if isinstance(call, cst.Call) and not nested:
+                self._discarded_call(call)
+        elif isinstance(small, (cst.Return,)):
+            if small.value is not None:
+                self.expr(small.value, conditional, nested)
+                if not nested:
+                    self.flow.sinks.append(Sink("returned", frozenset(sources_of(small.value)), node=small))
+        elif isinstance(small, (cst.Global, cst.Nonlocal)):
+            if not nested:
+                names = frozenset(item.name.value for item in small.names)
+                self.flow.sinks.append(Sink("global", names, node=small))
+        elif isinstance(small, cst.Del):
+            self.expr(small.target, conditional, nested)
+            if not nested:
+                self.flow.sinks.append(Sink("deleted", frozenset(sources_of(small.target)), node=small))
+        elif isinstance(small, (cst.Import, cst.ImportFrom)):
+            if isinstance(small.names, cst.ImportStar):
+                self.flow.dynamic = True
+                return
+            for alias in small.names:
+                bound = alias.asname.name if alias.asname is not None else alias.name
+                while isinstance(bound, cst.Attribute):
+                    bound = bound.value
+                if isinstance(bound, cst.Name):
+                    self._use(bound, True, conditional, nested)
+        else:  # Raise, Assert, Pass, Break, Continue
+            for child in children(small):
+                self.expr(child, conditional, nested)
+
+    def _discarded_call(self, call: cst.Call) -> None:
+        """A call whose result is thrown away is called for its effect: it may keep its arguments."""
+        args = frozenset().union(*(sources_of(arg.value) for arg in call.args)) if call.args else frozenset()
+        if not args:
+            return
+        receiver: FrozenSet[str] = frozenset()
+        if isinstance(call.func, cst.Attribute):
+            receiver = frozenset(sources_of(call.func.value))
+        self.flow.sinks.append(Sink("called", args, receiver, call))
+
+    def scope(self, node: cst.CSTNode, conditional: bool) -> None:
+        """A nested function, class or lambda: what it reads from outside is captured."""
+        outer_hidden = self._hidden
+        self._hidden = outer_hidden | _local_bindings(node)
+        if isinstance(node, cst.FunctionDef):
+            for decorator in node.decorators:
+                self.expr(decorator.decorator, conditional, nested=False)
+            self._defaults(node.params, conditional)
+            self.block(node.body, conditional, nested=True)
+        elif isinstance(node, cst.ClassDef):
+            for part in (*node.bases, *node.keywords):
+                self.expr(part.value, conditional, nested=False)
+            self.block(node.body, conditional, nested=True)
+        elif isinstance(node, cst.Lambda):
+            self._defaults(node.params, conditional)
+            self.expr(node.body, conditional, nested=True)
+        self._hidden = outer_hidden
+
+    def _defaults(self, params: cst.Parameters, conditional: bool) -> None:
+        # A default is evaluated once, when the function is made, and kept with it: a capture.
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.default is not None:
+                self.expr(param.default, conditional, nested=True)
+
+    # -- expressions -------------------------------------------------------------------------
+    def expr(self, node: cst.CSTNode, conditional: bool, nested: bool) -> None:
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, cst.Name):
+                self._use(current, False, conditional, nested)
+            elif isinstance(current, cst.Attribute):
+                stack.append(current.value)
+            elif isinstance(current, cst.Arg):
+                stack.append(current.value)
+            elif isinstance(current, _NESTED_SCOPES):
+                self.scope(current, conditional)
+            elif isinstance(current, cst.NamedExpr):
+                self._bind([current.target], current.value, current, conditional, nested)
+            elif isinstance(current, (cst.Yield, cst.Await)):
+                inner = current.value if isinstance(current, cst.Yield) else current.expression
+                if isinstance(inner, cst.From):
+                    inner = inner.item
+                if inner is not None:
+                    stack.append(inner)
+                    if not nested:
+                        self.flow.sinks.append(Sink(type(current).__name__.lower(),
+                                                    frozenset(sources_of(inner)), node=current))
+            elif isinstance(current, cst.Call):
+                self._call(current, nested)
+                stack.extend(reversed(tuple(children(current))))
+            elif isinstance(current, cst.CompFor):
+                stack.append(current.iter)
+                self._store(current.target, True, nested)
+                for condition in current.ifs:
+                    stack.append(condition.search)
+                if current.inner_for_in is not None:
+                    stack.append(current.inner_for_in)
+            else:
+                stack.extend(reversed(tuple(children(current))))
+
+    def _call(self, call: cst.Call, nested: bool) -> None:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in DYNAMIC_FUNCTIONS:
+            self.flow.dynamic = True
+        if nested or not isinstance(func, cst.Attribute) or func.attr.value not in STORING_METHODS:
+            return
+        args = frozenset().union(*(sources_of(arg.value) for arg in call.args)) if call.args else frozenset()
+        if args:
+            self.flow.sinks.append(Sink("stored", args, frozenset(sources_of(func.value)), call))
+
+
+def block_flow(body: cst.CSTNode) -> BlockFlow:
+    """The data flow of a block (a suite, a statement, or a list of statements)."""
+    collector = _Collector()
+    collector.block(body, conditional=False, nested=False)
+    return collector.flow
+
+
+def scope_loads(scope: cst.CSTNode) -> List[Use]:
+    """Every load of a plain name in a function or module body, captures in closures included."""
+    body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
+    return [use for use in block_flow(body).uses if not use.store]

@@ -1,0 +1,155 @@
+"""Loop facts: names bound per iteration, loop invariance, and escape from an iteration.
+
+Both questions decide whether rewriting code inside a loop keeps its behaviour:
+
+- an expression is *invariant* when nothing it reads is rebound or mutated by the loop and it
+  calls nothing but pure helpers (`len`, `x.size(0)`, `torch.device`);
+- a value bound in an iteration *escapes* it when anything derived from it (views, results,
+  closures) is still reachable once the next iteration rebinds the name: appended or stored,
+  returned or yielded, captured, read before it is rebound (carried over), read outside the
+  loop, or passed to a call that may keep it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Counter as CounterType
+from typing import FrozenSet, Optional, Sequence, Set, Union
+
+import libcst as cst
+
+from memlint.analysis.dataflow import BlockFlow, Sink, block_flow, target_names
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import children
+
+Loop = Union[cst.For, cst.While]
+
+_PURE_BUILTINS = frozenset({"len", "int", "float", "bool", "min", "max", "abs", "round", "tuple"})
+_PURE_METHODS = frozenset({"size", "numel", "dim"})
+_PURE_TORCH = frozenset({"torch.device", "torch.Size"})
+# Calls made for their effect whose arguments are not kept.
+_HARMLESS_CALLS = frozenset({"print"})
+
+
+class LoopFacts:
+    def __init__(self, loop: Loop, scope_loads: CounterType[str], names: TorchNames) -> None:
+        self.loop = loop
+        self._names = names
+        self._scope_loads = scope_loads
+        self.flow: BlockFlow = block_flow(loop.body)
+        bound = {use.name for use in self.flow.uses if use.store and not use.nested}
+        if isinstance(loop, cst.For):
+            bound |= target_names(loop.target)
+        self.bound: FrozenSet[str] = frozenset(bound)
+        self._mutated_containers: FrozenSet[str] = frozenset(
+            name for flow in self.flow.flows for name in flow.containers
+        )
+        self._body_loads: CounterType[str] = Counter(
+            use.name for use in self.flow.uses if not use.store
+        )
+
+    def bindings_of(self, name: str) -> int:
+        """How many places in the loop (its target included) bind `name`."""
+        count = sum(1 for use in self.flow.uses if use.store and use.name == name)
+        if isinstance(self.loop, cst.For) and name in target_names(self.loop.target):
+            count += 1
+        return count
+
+    # -- invariance --------------------------------------------------------------------------
+    def is_invariant(self, expr: cst.CSTNode) -> bool:
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                if node.value in self.bound or node.value in self._mutated_containers:
+                    return False
+            elif isinstance(node, cst.Attribute):
+                stack.append(node.value)
+            elif isinstance(node, cst.Arg):
+                stack.append(node.value)
+            elif isinstance(node, cst.Call):
+                if not self._is_pure_call(node):
+                    return False
+                stack.extend(children(node))
+            elif isinstance(node, (cst.Lambda, cst.NamedExpr, cst.Yield, cst.Await,
+                                   cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+                return False
+            else:
+                stack.extend(children(node))
+        return True
+
+    def _is_pure_call(self, call: cst.Call) -> bool:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in _PURE_BUILTINS:
+            return func.value not in self.bound
+        if isinstance(func, cst.Attribute) and func.attr.value in _PURE_METHODS:
+            return True
+        return self._names.qualified_name(func) in _PURE_TORCH
+
+    # -- escape ------------------------------------------------------------------------------
+    def derived_from(self, name: str) -> Set[str]:
+        """`name` and every name bound in the loop from a value computed from it."""
+        tainted = {name}
+        changed = True
+        while changed:
+            changed = False
+            for flow in self.flow.flows:
+                if flow.sources & tainted and not flow.targets <= tainted:
+                    tainted |= flow.targets
+                    changed = True
+        return tainted
+
+    def escapes(self, name: str) -> bool:
+        """Whether what `name` holds in one iteration can still be reached after the next rebinds it."""
+        if self.flow.dynamic:
+            return True
+        tainted = self.derived_from(name)
+        if any(self._sink_keeps(sink, tainted) for sink in self.flow.sinks):
+            return True
+        if any(use.nested and use.name in tainted for use in self.flow.uses):
+            return True  # captured by a nested function, lambda or class
+        if self._carried(name, tainted):
+            return True
+        # read outside the loop body: its header, its else, or anywhere else in the scope
+        return any(self._scope_loads[t] > self._body_loads[t] for t in tainted)
+
+    def _sink_keeps(self, sink: Sink, tainted: Set[str]) -> bool:
+        if not sink.sources & tainted or sink.receiver & tainted:
+            return False
+        if sink.kind == "called" and isinstance(sink.node, cst.Call):
+            func = sink.node.func
+            if isinstance(func, cst.Name) and func.value in _HARMLESS_CALLS:
+                return False
+            qualified = self._names.qualified_name(func)
+            if qualified is not None and qualified.split(".")[0] == "torch":
+                return False
+        return True
+
+    def _carried(self, name: str, tainted: Set[str]) -> bool:
+        """A derived name read before it is bound in the iteration reads the previous one."""
+        seen: Set[str] = set()
+        conditionally_bound: Set[str] = set()
+        for use in self.flow.uses:
+            if use.nested or use.name not in tainted:
+                continue
+            if use.name not in seen:
+                seen.add(use.name)
+                if not use.store:
+                    return True
+            if use.store and use.conditional and use.name != name:
+                conditionally_bound.add(use.name)
+        # `if c: y = x` then `use(y)`: y may still be the previous iteration's alias
+        return any(
+            not use.store and use.name in conditionally_bound for use in self.flow.uses
+        )
+
+
+def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> Optional[Loop]:
+    """The innermost loop whose body holds the last ancestor, within the same function scope."""
+    for index in range(len(ancestors) - 2, -1, -1):
+        node = ancestors[index]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
+            return node
+    return None

@@ -1,0 +1,230 @@
+"""Parse once, run every selected rule in one traversal, position what they report, fix.
+
+Speed comes from doing little: a file that never mentions what any rule needs is not parsed;
+the walk skips formatting nodes (memlint.analysis.tree); facts are computed only when a rule
+asks (memlint.analysis); positions are computed only for files with something to report.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from memlint.analysis import Facts
+from memlint.analysis.tree import children
+from memlint.edits import apply_edits
+from memlint.findings import Edit, Finding, Fix, InsertAfter, InsertBefore, Range, Replace, Safety
+from memlint.rule import Rule
+from memlint.suppressions import Suppressions
+
+MAX_FIX_ROUNDS = 10
+
+
+class SourceError(Exception):
+    """The source cannot be linted (it does not parse); the message is one line."""
+
+
+@dataclass
+class _Report:
+    rule: Rule
+    node: cst.CSTNode
+    statement: cst.CSTNode
+    message: str
+    fix: Optional[Fix]
+
+
+class FileContext:
+    """What a rule sees while the tree is walked: the facts, the ancestors of the current node."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.facts = Facts(module)
+        self.ancestors: List[cst.CSTNode] = []  # from the module down to the current node
+        self.reports: List[_Report] = []
+
+    def statement(self) -> cst.CSTNode:
+        """The innermost whole statement around the current node."""
+        for node in reversed(self.ancestors):
+            if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return node
+        return self.module
+
+    def scope(self) -> cst.CSTNode:
+        """The function (or the module) the current node runs in."""
+        for node in reversed(self.ancestors):
+            if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+                return node
+        return self.module
+
+    def report(self, rule: Rule, node: cst.CSTNode, message: str, fix: Optional[Fix]) -> None:
+        self.reports.append(_Report(rule, node, self.statement(), message, fix))
+
+
+Handler = Callable[[cst.CSTNode], object]
+
+
+def _handlers(rules: Sequence[Rule], prefix: str) -> Dict[type, List[Handler]]:
+    table: Dict[type, List[Handler]] = {}
+    for rule in rules:
+        for attr in dir(type(rule)):
+            if attr.startswith(prefix):
+                node_type = getattr(cst, attr[len(prefix):], None)
+                if not isinstance(node_type, type):
+                    raise TypeError(f"{type(rule).__name__}.{attr}: no LibCST node {attr[len(prefix):]}")
+                table.setdefault(node_type, []).append(getattr(rule, attr))
+    return table
+
+
+def _walk(context: FileContext, rules: Sequence[Rule]) -> None:
+    enter = _handlers(rules, "visit_")
+    leave = _handlers(rules, "leave_")
+    ancestors = context.ancestors
+    stack: List[Tuple[cst.CSTNode, bool]] = [(context.module, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            for handler in leave.get(type(node), ()):
+                handler(node)
+            ancestors.pop()
+            continue
+        ancestors.append(node)
+        for handler in enter.get(type(node), ()):
+            handler(node)
+        stack.append((node, True))
+        stack.extend((child, False) for child in reversed(tuple(children(node))))
+
+
+@dataclass
+class Checked:
+    """One lint of one source: its tree, what was found (suppressions applied), node positions."""
+
+    source: str
+    module: Optional[cst.Module]
+    findings: List[Finding]
+    positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
+
+
+def parse(source: str, path: str) -> cst.Module:
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        raise SourceError(
+            f"cannot parse: {error.message} (line {error.raw_line}, column {error.raw_column + 1})"
+        ) from None
+    except (RecursionError, MemoryError):
+        raise SourceError("cannot parse: nesting too deep") from None
+
+
+def check(source: str, path: str, rule_types: Sequence[Type[Rule]]) -> Checked:
+    """Lint one source with the given rules."""
+    wanted = [r for r in rule_types if any(word in source for word in r.REQUIRES)]
+    if not wanted:
+        return Checked(source, None, [])
+    module = parse(source, path)
+    context = FileContext(module)
+    _walk(context, [rule_type(context) for rule_type in wanted])
+    if not context.reports:
+        return Checked(source, module, [])
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    suppressions = Suppressions(source)
+    findings = []
+    for report in context.reports:
+        where = positions[report.node]
+        finding = Finding(
+            code=report.rule.CODE,
+            name=report.rule.NAME,
+            message=report.message,
+            path=path,
+            range=Range(where.start.line, where.start.column + 1, where.end.line, where.end.column + 1),
+            statement_line=positions[report.statement].start.line,
+            fix=report.fix,
+        )
+        if not suppressions.hides(finding):
+            findings.append(finding)
+    findings.sort(key=lambda f: (f.line, f.column, f.code))
+    return Checked(source, module, findings, positions)
+
+
+def fix_allowed(fix: Optional[Fix], unsafe: bool) -> bool:
+    return fix is not None and (fix.safety is Safety.SAFE or unsafe)
+
+
+def _edit_range(edit: Edit, positions: Mapping[cst.CSTNode, CodeRange]) -> Tuple[bool, Range]:
+    node = edit.target if isinstance(edit, Replace) else edit.anchor
+    where = positions[node]
+    return isinstance(edit, Replace), Range(where.start.line, where.start.column,
+                                            where.end.line, where.end.column)
+
+
+def _compatible(a: Fix, b: Fix, positions: Mapping[cst.CSTNode, CodeRange]) -> bool:
+    """Two fixes can go in one pass unless a replacement overlaps anything the other touches."""
+    for edit_a in a.edits:
+        replaces_a, range_a = _edit_range(edit_a, positions)
+        for edit_b in b.edits:
+            replaces_b, range_b = _edit_range(edit_b, positions)
+            if (replaces_a or replaces_b) and range_a.overlaps(range_b):
+                return False
+    return True
+
+
+def verified_code(module: cst.Module, path: str) -> str:
+    """The module's code, if it is still valid Python; else SourceError (nothing gets written)."""
+    code = module.code
+    try:
+        ast.parse(code, filename=path)
+        cst.parse_module(code)
+    except (SyntaxError, ValueError, cst.ParserSyntaxError) as error:
+        raise SourceError(f"a fix produced code that does not parse ({error}); nothing written") from None
+    return code
+
+
+def apply_fixes(checked: Checked, fixes: Sequence[Fix], path: str) -> str:
+    assert checked.module is not None
+    edits = [edit for fix in fixes for edit in fix.edits]
+    return verified_code(apply_edits(checked.module, edits), path)
+
+
+@dataclass
+class FixResult:
+    source: str  # the fixed source (unchanged when nothing applied)
+    applied: List[Finding]  # findings whose fixes were applied, in the round they were found
+    remaining: List[Finding]  # what a lint of the fixed source still reports
+
+
+def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False) -> FixResult:
+    """Apply fixes until nothing changes (at most MAX_FIX_ROUNDS rounds)."""
+    applied: List[Finding] = []
+    checked = check(source, path, rule_types)
+    for _ in range(MAX_FIX_ROUNDS):
+        chosen: List[Finding] = []
+        for finding in checked.findings:
+            if fix_allowed(finding.fix, unsafe) and all(
+                _compatible(finding.fix, other.fix, checked.positions) for other in chosen  # type: ignore[arg-type]
+            ):
+                chosen.append(finding)
+        if not chosen:
+            break
+        new_source = apply_fixes(checked, [f.fix for f in chosen], path)  # type: ignore[misc]
+        if new_source == checked.source:
+            break
+        applied.extend(chosen)
+        checked = check(new_source, path, rule_types)
+    return FixResult(checked.source, applied, checked.findings)
+
+
+def fix_diff(checked: Checked, finding: Finding, path: str) -> str:
+    """The unified diff of one finding's fix alone."""
+    assert finding.fix is not None
+    return unified_diff(checked.source, apply_fixes(checked, [finding.fix], path), path)
+
+
+def unified_diff(before: str, after: str, path: str) -> str:
+    return "".join(difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True),
+        fromfile=f"a/{path}", tofile=f"b/{path}",
+    ))

@@ -1,0 +1,65 @@
+"""The shape every rule has.
+
+A rule is a small class: its code, name and one-line message; the best safety its fixes can
+have; what the verifier must observe after its fix (its claim); a docstring that is its
+documentation; and VALID / INVALID examples that are run as tests and shown by
+`memlint explain`.  It defines `visit_<Node>` / `leave_<Node>` methods for the LibCST node
+types it cares about, asks `self.facts` (memlint.analysis) for anything it needs to know about
+the code, and calls `self.report(node, ...)`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from memlint.findings import Fix, Safety
+
+if TYPE_CHECKING:
+    from memlint.analysis import Facts
+    from memlint.engine import FileContext
+
+
+class Claim(str, enum.Enum):
+    """What running the code after the fix must show, for the verifier to confirm the fix."""
+
+    PEAK_LOWER = "peak-lower"
+    TIME_LOWER = "time-lower"
+    OUTPUT_IDENTICAL = "output-identical"
+    GRADIENTS_FIXED = "gradients-fixed"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An example the rule must report; `fixed` is what its fix must turn it into."""
+
+    code: str
+    fixed: Optional[str] = None
+
+
+class Rule:
+    CODE: ClassVar[str]
+    NAME: ClassVar[str]
+    MESSAGE: ClassVar[str]
+    FIX_SAFETY: ClassVar[Optional[Safety]] = None  # None: the rule only reports
+    CLAIM: ClassVar[Claim] = Claim.NONE
+    DEFAULT_ON: ClassVar[bool] = True
+    # Words a file must contain for the rule to look at it at all (checked before parsing).
+    REQUIRES: ClassVar[Tuple[str, ...]] = ("torch",)
+    VALID: ClassVar[Sequence[str]] = ()
+    INVALID: ClassVar[Sequence[Invalid]] = ()
+
+    def __init__(self, context: "FileContext") -> None:
+        self.context = context
+
+    @property
+    def facts(self) -> "Facts":
+        return self.context.facts
+
+    def report(self, node: cst.CSTNode, message: Optional[str] = None,
+               fix: Optional[Fix] = None) -> None:
+        self.context.report(self, node, message or self.MESSAGE, fix)
