@@ -18,7 +18,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from memlint.analysis import Facts
 from memlint.analysis.tree import children
 from memlint.edits import apply_edits
-from memlint.findings import Edit, Finding, Fix, InsertAfter, InsertBefore, Range, Replace, Safety
+from memlint.findings import Edit, Finding, Fix, Range, Replace, Safety
 from memlint.rule import Rule
 from memlint.suppressions import Suppressions
 
@@ -109,7 +109,7 @@ class Checked:
     positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
 
 
-def parse(source: str, path: str) -> cst.Module:
+def parse(source: str) -> cst.Module:
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -123,9 +123,15 @@ def parse(source: str, path: str) -> cst.Module:
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]]) -> Checked:
     """Lint one source with the given rules."""
     wanted = [r for r in rule_types if any(word in source for word in r.REQUIRES)]
-    if not wanted:
+    if not wanted:  # nothing to look for: only make sure it is Python, ten times cheaper
+        try:
+            ast.parse(source, filename=path)
+        except SyntaxError as error:
+            raise SourceError(f"cannot parse: {error.msg} (line {error.lineno}, column {error.offset})") from None
+        except (ValueError, RecursionError, MemoryError) as error:
+            raise SourceError(f"cannot parse: {error}") from None
         return Checked(source, None, [])
-    module = parse(source, path)
+    module = parse(source)
     context = FileContext(module)
     _walk(context, [rule_type(context) for rule_type in wanted])
     if not context.reports:

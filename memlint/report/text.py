@@ -1,0 +1,57 @@
+"""ruff-style text: `path:line:col: CODE [*] message`, then a summary of what --fix can do."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import List, Mapping, Sequence, Type
+
+from memlint.engine import fix_allowed
+from memlint.findings import Safety
+from memlint.rule import Rule
+from memlint.run import FileOutcome
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def findings(outcomes: Sequence[FileOutcome], unsafe: bool) -> List[str]:
+    lines = []
+    for outcome in outcomes:
+        for f in outcome.findings:
+            mark = "[*] " if fix_allowed(f.fix, unsafe) else ""
+            lines.append(f"{outcome.display}:{f.line}:{f.column}: {f.code} {mark}{f.message}")
+    return lines
+
+
+def summary(outcomes: Sequence[FileOutcome], unsafe: bool, fixing: bool) -> List[str]:
+    remaining = [f for o in outcomes for f in o.findings]
+    fixed = sum(len(o.fixed) for o in outcomes)
+    failed = sum(1 for o in outcomes if o.error is not None)
+    if failed:
+        return [f"Found {_plural(len(remaining), 'error')}; "
+                f"{_plural(failed, 'path')} could not be checked."]
+    if not remaining and not fixed:
+        return ["All checks passed!"]
+    if fixing:
+        return [f"Found {_plural(len(remaining) + fixed, 'error')} ({fixed} fixed, {len(remaining)} remaining)."]
+    lines = [f"Found {_plural(len(remaining), 'error')}."]
+    fixable = sum(1 for f in remaining if fix_allowed(f.fix, unsafe))
+    hidden = sum(1 for f in remaining if f.fix is not None and f.fix.safety is Safety.UNSAFE and not unsafe)
+    if fixable or hidden:
+        line = f"[*] {fixable} fixable with the `--fix` option"
+        if hidden:
+            line += (f" ({_plural(hidden, 'hidden fix')} can be enabled with the "
+                     f"`--unsafe-fixes` option)")
+        lines.append(line + ".")
+    return lines
+
+
+def statistics(outcomes: Sequence[FileOutcome], registry: Mapping[str, Type[Rule]], unsafe: bool) -> List[str]:
+    counts = Counter(f.code for o in outcomes for f in o.findings)
+    fixable = {f.code for o in outcomes for f in o.findings if fix_allowed(f.fix, unsafe)}
+    width = max((len(str(n)) for n in counts.values()), default=1)
+    return [
+        f"{count:>{width}}\t{code}\t{'[*]' if code in fixable else '[ ]'} {registry[code].NAME}"
+        for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
