@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Counter as CounterType
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
@@ -21,7 +21,7 @@ class Facts:
         self.module = module
         self._torch: Optional[TorchNames] = None
         self._loops: Dict[int, LoopFacts] = {}
-        self._scope_loads: Dict[int, CounterType[str]] = {}
+        self._scope_loads: Dict[int, Tuple[CounterType[str], CounterType[str]]] = {}
 
     @property
     def names(self) -> TorchNames:
@@ -34,14 +34,16 @@ class Facts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
         facts = self._loops.get(id(loop))
         if facts is None:
-            facts = LoopFacts(loop, self.scope_loads(scope), self.names)
+            facts = LoopFacts(loop, *self.scope_loads(scope), self.names)
             self._loops[id(loop)] = facts
         return facts
 
-    def scope_loads(self, scope: cst.CSTNode) -> CounterType[str]:
-        """How often each plain name is read in a scope, closures included."""
+    def scope_loads(self, scope: cst.CSTNode) -> Tuple[CounterType[str], CounterType[str]]:
+        """How often each plain name is read in a scope, closures included: all reads, and the
+        reads that take more than a plain value (not `x.item()`, `x.shape`)."""
         loads = self._scope_loads.get(id(scope))
         if loads is None:
-            loads = Counter(use.name for use in scope_loads(scope))
+            uses = scope_loads(scope)
+            loads = (Counter(u.name for u in uses), Counter(u.name for u in uses if not u.scalar))
             self._scope_loads[id(scope)] = loads
         return loads

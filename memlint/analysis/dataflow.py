@@ -45,6 +45,7 @@ class Use:
     node: cst.CSTNode
     conditional: bool
     nested: bool
+    scalar: bool = False  # a load from which only a plain value is taken (`x.item()`, `x.shape`)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,12 @@ _CONDITIONAL_BLOCKS = (cst.If, cst.Try, cst.TryStar, cst.While, cst.For, cst.Mat
 _NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 
 
+def _is_scalar_call(call: cst.Call) -> bool:
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value in SCALAR_METHODS) or (
+        isinstance(func, cst.Name) and func.value in SCALAR_FUNCTIONS)
+
+
 def sources_of(expr: cst.CSTNode) -> Set[str]:
     """The plain names an expression's value can alias or carry the graph of."""
     found: Set[str] = set()
@@ -91,12 +98,8 @@ def sources_of(expr: cst.CSTNode) -> Set[str]:
                 continue
             stack.append(node.value)
             continue
-        if isinstance(node, cst.Call):
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in SCALAR_METHODS:
-                continue
-            if isinstance(func, cst.Name) and func.value in SCALAR_FUNCTIONS:
-                continue
+        if isinstance(node, cst.Call) and _is_scalar_call(node):
+            continue
         if isinstance(node, cst.Arg):
             stack.append(node.value)  # skip the keyword's Name
             continue
@@ -157,10 +160,11 @@ class _Collector:
         self._hidden: Set[str] = set()  # names local to the nested scope being walked
 
     # -- recording ---------------------------------------------------------------------------
-    def _use(self, name: cst.Name, store: bool, conditional: bool, nested: bool) -> None:
+    def _use(self, name: cst.Name, store: bool, conditional: bool, nested: bool,
+             scalar: bool = False) -> None:
         if nested and name.value in self._hidden:
             return
-        self.flow.uses.append(Use(name.value, store, name, conditional, nested))
+        self.flow.uses.append(Use(name.value, store, name, conditional, nested, scalar))
 
     def _store(self, target: cst.CSTNode, conditional: bool, nested: bool) -> None:
         if isinstance(target, cst.Name):
@@ -327,15 +331,15 @@ class _Collector:
 
     # -- expressions -------------------------------------------------------------------------
     def expr(self, node: cst.CSTNode, conditional: bool, nested: bool) -> None:
-        stack = [node]
+        stack = [(node, False)]  # (node, only a plain value such as `x.item()` is taken from it)
         while stack:
-            current = stack.pop()
+            current, scalar = stack.pop()
             if isinstance(current, cst.Name):
-                self._use(current, False, conditional, nested)
+                self._use(current, False, conditional, nested, scalar)
             elif isinstance(current, cst.Attribute):
-                stack.append(current.value)
+                stack.append((current.value, scalar or current.attr.value in SCALAR_ATTRIBUTES))
             elif isinstance(current, cst.Arg):
-                stack.append(current.value)
+                stack.append((current.value, scalar))
             elif isinstance(current, _NESTED_SCOPES):
                 self.scope(current, conditional)
             elif isinstance(current, cst.NamedExpr):
@@ -345,22 +349,22 @@ class _Collector:
                 if isinstance(inner, cst.From):
                     inner = inner.item
                 if inner is not None:
-                    stack.append(inner)
+                    stack.append((inner, scalar))
                     if not nested:
                         self.flow.sinks.append(Sink(type(current).__name__.lower(),
                                                     frozenset(sources_of(inner)), node=current))
             elif isinstance(current, cst.Call):
                 self._call(current, nested)
-                stack.extend(reversed(tuple(children(current))))
+                scalar = scalar or _is_scalar_call(current)
+                stack.extend((child, scalar) for child in reversed(tuple(children(current))))
             elif isinstance(current, cst.CompFor):
-                stack.append(current.iter)
                 self._store(current.target, True, nested)
-                for condition in current.ifs:
-                    stack.append(condition.search)
+                stack.append((current.iter, scalar))
+                stack.extend((condition.search, scalar) for condition in current.ifs)
                 if current.inner_for_in is not None:
-                    stack.append(current.inner_for_in)
+                    stack.append((current.inner_for_in, scalar))
             else:
-                stack.extend(reversed(tuple(children(current))))
+                stack.extend((child, scalar) for child in reversed(tuple(children(current))))
 
     def _call(self, call: cst.Call, nested: bool) -> None:
         func = call.func

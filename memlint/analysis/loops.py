@@ -32,10 +32,12 @@ _HARMLESS_CALLS = frozenset({"print"})
 
 
 class LoopFacts:
-    def __init__(self, loop: Loop, scope_loads: CounterType[str], names: TorchNames) -> None:
+    def __init__(self, loop: Loop, scope_loads: CounterType[str], scope_alias_loads: CounterType[str],
+                 names: TorchNames) -> None:
         self.loop = loop
         self._names = names
         self._scope_loads = scope_loads
+        self._scope_alias_loads = scope_alias_loads
         self.flow: BlockFlow = block_flow(loop.body)
         bound = {use.name for use in self.flow.uses if use.store and not use.nested}
         if isinstance(loop, cst.For):
@@ -46,6 +48,9 @@ class LoopFacts:
         )
         self._body_loads: CounterType[str] = Counter(
             use.name for use in self.flow.uses if not use.store
+        )
+        self._body_alias_loads: CounterType[str] = Counter(
+            use.name for use in self.flow.uses if not use.store and not use.scalar
         )
 
     def bindings_of(self, name: str) -> int:
@@ -110,8 +115,12 @@ class LoopFacts:
             return True  # captured by a nested function, lambda or class
         if self._carried(name, tainted):
             return True
-        # read outside the loop body: its header, its else, or anywhere else in the scope
-        return any(self._scope_loads[t] > self._body_loads[t] for t in tainted)
+        # Read outside the loop body (its header, its else, anywhere else in the scope): the name
+        # itself must not be (after zero iterations it would be the new buffer); what was derived
+        # from it may be, for a plain value (`print(loss.item())` after the loop).
+        if self._scope_loads[name] > self._body_loads[name]:
+            return True
+        return any(self._scope_alias_loads[t] > self._body_alias_loads[t] for t in tainted)
 
     def _sink_keeps(self, sink: Sink, tainted: Set[str]) -> bool:
         if not sink.sources & tainted or sink.receiver & tainted:

@@ -1,0 +1,300 @@
+"""The command line as a user runs it: a subprocess in a scratch folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+BAD = textwrap.dedent("""\
+    import torch
+
+    for step in range(10):
+        noise = torch.randn(64, 64)
+        loss = model(noise).sum()
+""")
+FIXED = textwrap.dedent("""\
+    import torch
+
+    noise = torch.empty(64, 64)
+    for step in range(10):
+        noise.normal_()
+        loss = model(noise).sum()
+""")
+MOVED = textwrap.dedent("""\
+    import torch
+    for step in range(10):
+        noise = torch.randn(64, 64).cuda()
+        loss = model(noise).sum()
+""")
+CLEAN = "import torch\nx = torch.randn(4)\n"
+
+
+def memlint(cwd: Path, *args: str):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "memlint", *args], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_reports_finding_with_position_hint_and_summary(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "train.py")
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("train.py:4:5: MEM101 [*] `noise` gets a new same-shaped tensor")
+    assert "Found 1 error." in lines
+    assert "[*] 1 fixable with the `--fix` option." in lines
+
+
+def test_check_subcommand_and_clean_exit(tmp_path):
+    write(tmp_path, "ok.py", CLEAN)
+    result = memlint(tmp_path, "check", "ok.py")
+    assert result.returncode == 0
+    assert result.stdout.strip() == "All checks passed!"
+
+
+def test_fix_writes_the_file_and_exits_zero_when_nothing_remains(tmp_path):
+    path = write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "--fix", "train.py")
+    assert result.returncode == 0, result.stdout
+    assert path.read_text() == FIXED
+    assert "(1 fixed, 0 remaining)" in result.stdout
+
+
+def test_fix_exits_one_when_findings_remain(tmp_path):
+    path = write(tmp_path, "train.py", MOVED)  # its fix is unsafe: not applied by --fix
+    result = memlint(tmp_path, "--fix", "train.py")
+    assert result.returncode == 1
+    assert path.read_text() == MOVED
+
+
+def test_diff_prints_the_change_and_writes_nothing(tmp_path):
+    path = write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "--diff", "train.py")
+    assert result.returncode == 1
+    assert path.read_text() == BAD
+    assert "--- a/train.py" in result.stdout and "+++ b/train.py" in result.stdout
+    assert "-    noise = torch.randn(64, 64)" in result.stdout
+    assert "+    noise.normal_()" in result.stdout
+    assert "Would fix 1 error" in result.stderr
+
+
+def test_unsafe_fix_is_hidden_then_applied_when_asked(tmp_path):
+    path = write(tmp_path, "train.py", MOVED)
+    result = memlint(tmp_path, "train.py")
+    assert "MEM101 `noise`" in result.stdout  # no [*]: not fixable without --unsafe-fixes
+    assert "(1 hidden fix can be enabled with the `--unsafe-fixes` option)" in result.stdout
+    result = memlint(tmp_path, "--fix", "--unsafe-fixes", "train.py")
+    assert result.returncode == 0
+    assert 'noise = torch.empty(64, 64, device="cuda")' in path.read_text()
+
+
+def test_json_output_is_stable_and_carries_each_fix_diff(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "--output-format", "json", "train.py")
+    assert result.returncode == 1
+    [item] = json.loads(result.stdout)
+    assert set(item) == {"code", "name", "message", "filename", "line", "column", "end_line",
+                         "end_column", "fix"}
+    assert (item["code"], item["name"], item["filename"]) == ("MEM101", "tensor-alloc-in-loop", "train.py")
+    assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (4, 5, 4, 32)
+    assert item["fix"]["safety"] == "safe"
+    assert "+    noise.normal_()" in item["fix"]["diff"]
+
+
+def test_statistics_and_exit_zero(tmp_path):
+    write(tmp_path, "a.py", BAD)
+    write(tmp_path, "b.py", BAD)
+    result = memlint(tmp_path, "--statistics", "--exit-zero", ".")
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[0] == "2\tMEM101\t[*] tensor-alloc-in-loop"
+
+
+@pytest.mark.parametrize("args,reported", [
+    (["--select", "MEM101"], True),
+    (["--select", "MEM1"], True),
+    (["--select", "ALL"], True),
+    (["--ignore", "MEM101"], False),
+    (["--ignore", "MEM"], False),
+    (["--select", "MEM2"], False),
+    (["--select", "MEM2", "--extend-select", "MEM101"], True),
+])
+def test_selection(tmp_path, args, reported):
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, *args, "train.py")
+    assert ("MEM101" in result.stdout) is reported
+    assert result.returncode == (1 if reported else 0)
+
+
+@pytest.mark.parametrize("selector", ["MEM999", "E501", "mem1x"])
+def test_unknown_selector_is_a_one_line_error(tmp_path, selector):
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "--select", selector, "train.py")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stdout == ""
+
+
+def test_bad_inputs_are_one_line_errors_and_the_rest_is_linted(tmp_path):
+    write(tmp_path, "syntax.py", "import torch\ndef broken(:\n")
+    write(tmp_path, "plain_syntax.py", "def broken(:\n")
+    (tmp_path / "binary.py").write_bytes(b"import torch\x00\x01")
+    (tmp_path / "latin.py").write_bytes(b"import torch\nx = '\xe9'\n")
+    write(tmp_path, "empty.py", "")
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "syntax.py", "plain_syntax.py", "binary.py", "latin.py", "empty.py",
+                     "missing.py", "train.py")
+    assert result.returncode == 2
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 5
+    for name, words in [("syntax.py", "cannot parse"), ("plain_syntax.py", "cannot parse"),
+                        ("binary.py", "binary"), ("latin.py", "not valid utf-8"),
+                        ("missing.py", "no such file")]:
+        assert any(line.startswith(f"{name}: error: ") and words in line for line in errors), errors
+    assert "train.py:4:5: MEM101" in result.stdout  # the good file is still linted
+    assert "empty.py" not in result.stderr  # an empty file is valid Python
+
+
+def test_a_file_that_fails_to_parse_is_never_written(tmp_path):
+    path = write(tmp_path, "syntax.py", "import torch\nfor i in x:\n    y = torch.randn(3)\n  bad\n")
+    before = path.read_bytes()
+    result = memlint(tmp_path, "--fix", "syntax.py")
+    assert result.returncode == 2
+    assert path.read_bytes() == before
+
+
+def test_fix_keeps_encoding_newlines_and_permissions(tmp_path):
+    source = ("# -*- coding: latin-1 -*-\r\nimport torch\r\nname = 'caf\xe9'\r\n"
+              "for step in range(3):\r\n    x = torch.zeros(8)\r\n    x.add_(1)\r\n")
+    path = tmp_path / "train.py"
+    path.write_bytes(source.encode("latin-1"))
+    path.chmod(0o750)
+    result = memlint(tmp_path, "--fix", "train.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = path.read_bytes()
+    assert b"caf\xe9" in data
+    assert b"x = torch.empty(8)\r\nfor step" in data
+    assert b"\r\n    x.zero_()\r\n" in data
+    assert b"\n" not in data.replace(b"\r\n", b"")
+    assert path.stat().st_mode & 0o777 == 0o750
+    assert [p.name for p in tmp_path.iterdir()] == ["train.py"]  # no temporary left behind
+
+
+@pytest.mark.parametrize("comment,suppressed", [
+    ("  # noqa", True),
+    ("  # noqa: MEM101", True),
+    ("  # noqa: MEM1", True),
+    ("  # NOQA:MEM202,MEM101", True),
+    ("  # noqa: MEM2", False),
+    ("  # not a noqa comment", False),
+])
+def test_noqa_on_the_reported_line(tmp_path, comment, suppressed):
+    path = write(tmp_path, "train.py", BAD.replace("torch.randn(64, 64)", "torch.randn(64, 64)" + comment))
+    result = memlint(tmp_path, "train.py")
+    assert ("MEM101" in result.stdout) is not suppressed
+    memlint(tmp_path, "--fix", "train.py")
+    assert ("noise.normal_()" in path.read_text()) is not suppressed  # --fix honours it too
+
+
+def test_noqa_on_the_first_line_of_a_multiline_statement_and_file_level(tmp_path):
+    multi = BAD.replace("torch.randn(64, 64)", "torch.randn(  # noqa: MEM101\n        64,\n        64,\n    )")
+    write(tmp_path, "multi.py", multi)
+    write(tmp_path, "whole.py", "# memlint: noqa\n" + BAD)
+    write(tmp_path, "in_string.py", BAD.replace("loss = model(noise).sum()", "loss = model(noise, '# noqa')"))
+    result = memlint(tmp_path, "multi.py", "whole.py", "in_string.py")
+    assert "multi.py" not in result.stdout and "whole.py" not in result.stdout
+    assert "in_string.py:4:5: MEM101" in result.stdout
+
+
+def test_folders_are_walked_honouring_gitignore_and_skipping_environments(tmp_path):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "generated/\n*_tmp.py\n")
+    write(tmp_path, "src/train.py", BAD)
+    write(tmp_path, "src/scratch_tmp.py", BAD)
+    write(tmp_path, "generated/train.py", BAD)
+    write(tmp_path, "src/.gitignore", "local.py\n")
+    write(tmp_path, "src/local.py", BAD)
+    write(tmp_path, ".venv/lib/site.py", BAD)
+    write(tmp_path, "venv/lib/site.py", BAD)
+    write(tmp_path, "build/lib/train.py", BAD)
+    write(tmp_path, "notes.txt", BAD)
+    result = memlint(tmp_path, ".")
+    reported = sorted({line.split(":")[0] for line in result.stdout.splitlines() if ": MEM" in line})
+    assert reported == [os.path.join("src", "train.py")]
+    # a file named explicitly is linted even when ignored
+    assert "MEM101" in memlint(tmp_path, "generated/train.py").stdout
+
+
+def test_pyproject_configuration(tmp_path):
+    write(tmp_path, "pyproject.toml", textwrap.dedent("""\
+        [tool.memlint]
+        exclude = ["legacy/"]
+        per-file-ignores = {"tests/*.py" = ["MEM101"]}
+        unsafe-fixes = true
+    """))
+    write(tmp_path, "legacy/old.py", BAD)
+    write(tmp_path, "tests/test_x.py", BAD)
+    path = write(tmp_path, "train.py", MOVED)
+    result = memlint(tmp_path, ".")
+    assert [line.split(":")[0] for line in result.stdout.splitlines() if ": MEM" in line] == ["train.py"]
+    assert "MEM101 [*]" in result.stdout  # unsafe-fixes = true offers the unsafe fix
+    memlint(tmp_path, "--fix", ".")
+    assert "device=\"cuda\"" in path.read_text()
+    # the CLI overrides the file
+    assert "MEM101 [*]" not in memlint(tmp_path, "--no-unsafe-fixes", "train.py").stdout
+
+
+def test_configuration_is_found_from_a_subfolder_and_select_works(tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.memlint]\nselect = ["MEM2"]\n')
+    write(tmp_path, "pkg/train.py", BAD)
+    result = memlint(tmp_path / "pkg", "train.py")
+    assert result.returncode == 0
+
+
+@pytest.mark.parametrize("table,words", [
+    ('[tool.memlint]\nselct = ["MEM1"]\n', "unknown key `selct`"),
+    ('[tool.memlint]\nselect = ["MEM999"]\n', "unknown rule code MEM999"),
+    ('[tool.memlint]\nselect = "MEM101"\n', "must be a list of strings"),
+    ('[tool.memlint]\nunsafe-fixes = "yes"\n', "must be true or false"),
+    ('[tool.memlint\n', "cannot read"),
+])
+def test_bad_configuration_is_a_one_line_error(tmp_path, table, words):
+    write(tmp_path, "pyproject.toml", table)
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "train.py")
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert "pyproject.toml" in line and words in line
+
+
+def test_rules_and_explain(tmp_path):
+    result = memlint(tmp_path, "rules")
+    assert result.returncode == 0
+    assert "| MEM101 | tensor-alloc-in-loop | on | safe | peak-lower |" in result.stdout
+    result = memlint(tmp_path, "explain", "mem101")
+    assert result.returncode == 0
+    assert result.stdout.startswith("# MEM101 tensor-alloc-in-loop")
+    assert "## Why is this bad?" in result.stdout and "## Not reported (look-alikes)" in result.stdout
+    result = memlint(tmp_path, "explain", "MEM999")
+    assert result.returncode == 2 and "unknown rule code" in result.stderr
+
+
+def test_usage_error_exits_two(tmp_path):
+    result = memlint(tmp_path, "--output-format", "xml", ".")
+    assert result.returncode == 2

@@ -1,0 +1,48 @@
+"""Every fixtures/<CODE>-<name>/ folder: before.py is reported, fixed into after.py byte for
+byte, after.py is clean and stable under a second fix, and after.py runs on a CPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memlint.engine import check, fix
+from memlint.rules import registry
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+FOLDERS = sorted(p for p in FIXTURES.iterdir() if p.is_dir() and (p / "before.py").exists())
+
+
+def _rule(folder: Path):
+    code = folder.name.split("-", 1)[0]
+    rules = registry()
+    assert code in rules, f"{folder.name}: no rule {code}"
+    assert folder.name == f"{code}-{rules[code].NAME}", "folder is named <CODE>-<rule name>"
+    return rules[code]
+
+
+def test_there_are_fixtures():
+    assert FOLDERS
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
+def test_fixture_before_is_fixed_into_after(folder):
+    rule = _rule(folder)
+    before = (folder / "before.py").read_text(encoding="utf-8")
+    after = (folder / "after.py").read_text(encoding="utf-8")
+    assert rule.CODE in [f.code for f in check(before, "before.py", [rule]).findings]
+    assert fix(before, "before.py", [rule], unsafe=True).source == after
+    assert rule.CODE not in [f.code for f in check(after, "after.py", [rule]).findings]
+    assert fix(after, "after.py", [rule], unsafe=True).source == after
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=[f.name for f in FOLDERS])
+def test_fixture_after_runs_on_cpu(folder):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "MEMLINT_SCALE": "1"}
+    result = subprocess.run([sys.executable, str(folder / "after.py")], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
