@@ -84,19 +84,22 @@ def _walk(context: FileContext, rules: Sequence[Rule]) -> None:
     enter = _handlers(rules, "visit_")
     leave = _handlers(rules, "leave_")
     ancestors = context.ancestors
-    stack: List[Tuple[cst.CSTNode, bool]] = [(context.module, False)]
+    # (node, depth); a node of depth -1 is a leave event for a node with leave handlers
+    stack: List[Tuple[cst.CSTNode, int]] = [(context.module, 0)]
     while stack:
-        node, leaving = stack.pop()
-        if leaving:
-            for handler in leave.get(type(node), ()):
+        node, depth = stack.pop()
+        if depth < 0:
+            del ancestors[-depth:]
+            for handler in leave[type(node)]:
                 handler(node)
-            ancestors.pop()
             continue
+        del ancestors[depth:]
         ancestors.append(node)
         for handler in enter.get(type(node), ()):
             handler(node)
-        stack.append((node, True))
-        stack.extend((child, False) for child in reversed(tuple(children(node))))
+        if type(node) in leave:
+            stack.append((node, -(depth + 1)))
+        stack.extend((child, depth + 1) for child in reversed(children(node)))
 
 
 @dataclass
@@ -107,6 +110,17 @@ class Checked:
     module: Optional[cst.Module]
     findings: List[Finding]
     positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
+
+
+def _positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
+    """Every node's range. Run by hand, the provider costs one code generation; through
+    MetadataWrapper it costs a full visit (which rebuilds every node) on top."""
+    provider = PositionProvider()
+    try:
+        provider._gen_impl(module)  # private, but stable across LibCST 1.x
+        return provider._computed
+    except AttributeError:  # a LibCST without these internals: the public, slower way
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
 def parse(source: str) -> cst.Module:
@@ -136,7 +150,7 @@ def check(source: str, path: str, rule_types: Sequence[Type[Rule]]) -> Checked:
     _walk(context, [rule_type(context) for rule_type in wanted])
     if not context.reports:
         return Checked(source, module, [])
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = _positions(module)
     suppressions = Suppressions(source)
     findings = []
     for report in context.reports:

@@ -9,7 +9,7 @@ operators) that no analysis looks at: a full walk then costs about a fifth of th
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, Tuple, Type
+from typing import Dict, Iterator, List, Tuple, Type
 
 import libcst as cst
 
@@ -46,6 +46,7 @@ _FORMATTING_FIELDS = frozenset(
 )
 
 _child_fields: Dict[Type[cst.CSTNode], Tuple[str, ...]] = {}
+_wanted: Dict[type, bool] = {}  # per concrete type: a node worth walking? (ABC checks are slow)
 
 
 def _fields(node_type: Type[cst.CSTNode]) -> Tuple[str, ...]:
@@ -60,17 +61,25 @@ def _fields(node_type: Type[cst.CSTNode]) -> Tuple[str, ...]:
     return fields
 
 
-def children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def _is_wanted(value_type: type) -> bool:
+    wanted = _wanted.get(value_type)
+    if wanted is None:
+        wanted = issubclass(value_type, cst.CSTNode) and not issubclass(value_type, _FORMATTING)
+        _wanted[value_type] = wanted
+    return wanted
+
+
+def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     """The node's meaningful children, in source order."""
+    found = []
     for name in _fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            if not isinstance(value, _FORMATTING):
-                yield value
-        elif isinstance(value, (tuple, list)):
-            for item in value:
-                if isinstance(item, cst.CSTNode) and not isinstance(item, _FORMATTING):
-                    yield item
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
+            found.extend(item for item in value if _is_wanted(type(item)))
+        elif _is_wanted(value_type):
+            found.append(value)
+    return found
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -79,7 +88,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(tuple(children(current))))
+        stack.extend(reversed(children(current)))
 
 
 NEW_SCOPE = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -93,7 +102,7 @@ def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield current
         if current is not node and isinstance(current, NEW_SCOPE):
             continue
-        stack.extend(reversed(tuple(children(current))))
+        stack.extend(reversed(children(current)))
 
 
 def dotted_name(expr: cst.BaseExpression) -> "str | None":
