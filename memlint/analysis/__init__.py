@@ -6,13 +6,12 @@ Rules ask; nothing here is computed until a rule asks for it, and nothing twice.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Counter as CounterType
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import libcst as cst
 
-from memlint.analysis.dataflow import scope_loads
-from memlint.analysis.loops import Loop, LoopFacts
+from memlint.analysis.dataflow import block_flow
+from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.torchnames import TorchNames
 
 
@@ -21,7 +20,7 @@ class Facts:
         self.module = module
         self._torch: Optional[TorchNames] = None
         self._loops: Dict[int, LoopFacts] = {}
-        self._scope_loads: Dict[int, Tuple[CounterType[str], CounterType[str]]] = {}
+        self._scopes: Dict[int, ScopeUses] = {}
 
     @property
     def names(self) -> TorchNames:
@@ -34,16 +33,23 @@ class Facts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
         facts = self._loops.get(id(loop))
         if facts is None:
-            facts = LoopFacts(loop, *self.scope_loads(scope), self.names)
+            facts = LoopFacts(loop, self.scope_uses(scope), self.names)
             self._loops[id(loop)] = facts
         return facts
 
-    def scope_loads(self, scope: cst.CSTNode) -> Tuple[CounterType[str], CounterType[str]]:
-        """How often each plain name is read in a scope, closures included: all reads, and the
-        reads that take more than a plain value (not `x.item()`, `x.shape`)."""
-        loads = self._scope_loads.get(id(scope))
-        if loads is None:
-            uses = scope_loads(scope)
-            loads = (Counter(u.name for u in uses), Counter(u.name for u in uses if not u.scalar))
-            self._scope_loads[id(scope)] = loads
-        return loads
+    def scope_uses(self, scope: cst.CSTNode) -> ScopeUses:
+        """How the names of a function (or the module) are read, closures included."""
+        uses = self._scopes.get(id(scope))
+        if uses is None:
+            body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
+            flow = block_flow(body)
+            loads = [u for u in flow.uses if not u.store]
+            uses = ScopeUses(
+                loads=Counter(u.name for u in loads),
+                alias_loads=Counter(u.name for u in loads if not u.scalar),
+                declared_global=frozenset(
+                    name for sink in flow.sinks if sink.kind == "global" for name in sink.sources
+                ),
+            )
+            self._scopes[id(scope)] = uses
+        return uses

@@ -383,8 +383,3 @@ def block_flow(body: cst.CSTNode) -> BlockFlow:
     collector.block(body, conditional=False, nested=False)
     return collector.flow
 
-
-def scope_loads(scope: cst.CSTNode) -> List[Use]:
-    """Every load of a plain name in a function or module body, captures in closures included."""
-    body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
-    return [use for use in block_flow(body).uses if not use.store]

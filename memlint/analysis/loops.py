@@ -13,6 +13,7 @@ Both questions decide whether rewriting code inside a loop keeps its behaviour:
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Counter as CounterType
 from typing import FrozenSet, Optional, Sequence, Set, Union
 
@@ -31,13 +32,20 @@ _PURE_TORCH = frozenset({"torch.device", "torch.Size"})
 _HARMLESS_CALLS = frozenset({"print"})
 
 
+@dataclass(frozen=True)
+class ScopeUses:
+    """How a function's (or the module's) names are read, nested functions included."""
+
+    loads: CounterType[str]
+    alias_loads: CounterType[str]  # reads that take more than a plain value (not `x.item()`)
+    declared_global: FrozenSet[str]  # `global` / `nonlocal` names: anyone may read them
+
+
 class LoopFacts:
-    def __init__(self, loop: Loop, scope_loads: CounterType[str], scope_alias_loads: CounterType[str],
-                 names: TorchNames) -> None:
+    def __init__(self, loop: Loop, scope: ScopeUses, names: TorchNames) -> None:
         self.loop = loop
         self._names = names
-        self._scope_loads = scope_loads
-        self._scope_alias_loads = scope_alias_loads
+        self._scope = scope
         self.flow: BlockFlow = block_flow(loop.body)
         bound = {use.name for use in self.flow.uses if use.store and not use.nested}
         if isinstance(loop, cst.For):
@@ -118,9 +126,9 @@ class LoopFacts:
         # Read outside the loop body (its header, its else, anywhere else in the scope): the name
         # itself must not be (after zero iterations it would be the new buffer); what was derived
         # from it may be, for a plain value (`print(loss.item())` after the loop).
-        if self._scope_loads[name] > self._body_loads[name]:
+        if self._scope.loads[name] > self._body_loads[name] or tainted & self._scope.declared_global:
             return True
-        return any(self._scope_alias_loads[t] > self._body_alias_loads[t] for t in tainted)
+        return any(self._scope.alias_loads[t] > self._body_alias_loads[t] for t in tainted)
 
     def _sink_keeps(self, sink: Sink, tainted: Set[str]) -> bool:
         if not sink.sources & tainted or sink.receiver & tainted:

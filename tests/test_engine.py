@@ -1,0 +1,110 @@
+"""The engine: one traversal, the fix loop, and what it refuses to write."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from memlint.engine import MAX_FIX_ROUNDS, SourceError, check, fix
+from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
+from memlint.rule import Rule
+from memlint.rules import registry
+
+
+class _NumbersToNames(Rule):
+    """Turns each integer literal into a name (a test rule: every fix replaces one node)."""
+
+    CODE = "MEM990"
+    NAME = "numbers"
+    MESSAGE = "a number"
+    REQUIRES = ("",)
+
+    def visit_Integer(self, node: cst.Integer) -> None:
+        replacement = cst.Name(f"n{node.value}")
+        self.report(node, fix=Fix((Replace(node, replacement),), Safety.SAFE, "name it"))
+
+
+class _BreaksTheCode(Rule):
+    CODE = "MEM991"
+    NAME = "breaks"
+    MESSAGE = "broken"
+    REQUIRES = ("",)
+
+    def visit_Integer(self, node: cst.Integer) -> None:
+        self.report(node, fix=Fix((Replace(node, cst.Name("lambda")),), Safety.SAFE, "break it"))
+
+
+class _CallsAround(Rule):
+    """Turns `run()` into `start()`, `run(once=True)`, `stop()` (an unsafe fix)."""
+
+    CODE = "MEM992"
+    NAME = "around"
+    MESSAGE = "around"
+    REQUIRES = ("",)
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        expr = node.body[0]
+        if cst.Module([]).code_for_node(expr) == "run()":
+            edits = (InsertBefore(node, (cst.parse_statement("start()"),)),
+                     Replace(expr, cst.Expr(cst.parse_expression("run(once=True)"))),
+                     InsertAfter(node, (cst.parse_statement("stop()"),)))
+            self.report(node, fix=Fix(edits, Safety.UNSAFE, "wrap it"))
+
+
+class _NeverDone(Rule):
+    """Counts every integer up by one: its fix never makes it go away."""
+
+    CODE = "MEM993"
+    NAME = "never-done"
+    MESSAGE = "count up"
+    REQUIRES = ("",)
+
+    def visit_Integer(self, node: cst.Integer) -> None:
+        bigger = cst.Integer(str(int(node.value) + 1))
+        self.report(node, fix=Fix((Replace(node, bigger),), Safety.SAFE, "count up"))
+
+
+def test_every_non_overlapping_fix_is_applied_and_positions_are_one_based():
+    checked = check("x = 1 + 2\ny = 3\n", "t.py", [_NumbersToNames])
+    assert [(f.line, f.column, f.range.end_column) for f in checked.findings] == [(1, 5, 6), (1, 9, 10), (2, 5, 6)]
+    result = fix("x = 1 + 2\ny = 3\n", "t.py", [_NumbersToNames])
+    assert result.source == "x = n1 + n2\ny = n3\n"
+    assert len(result.applied) == 3 and result.remaining == []
+
+
+def test_unsafe_fixes_need_asking_and_inserts_keep_comments_with_their_statement():
+    source = "import os\n\n# run it\nrun()\n"
+    assert fix(source, "t.py", [_CallsAround]).source == source
+    fixed = fix(source, "t.py", [_CallsAround], unsafe=True).source
+    assert fixed == "import os\n\nstart()\n# run it\nrun(once=True)\nstop()\n"
+
+
+def test_the_fix_loop_is_bounded():
+    result = fix("x = 0\n", "t.py", [_NeverDone])
+    assert result.source == f"x = {MAX_FIX_ROUNDS}\n"
+    assert len(result.applied) == MAX_FIX_ROUNDS
+    assert result.remaining  # what is left is still reported
+
+
+def test_a_fix_that_does_not_parse_is_refused():
+    with pytest.raises(SourceError, match="does not parse"):
+        fix("x = 1\n", "t.py", [_BreaksTheCode])
+
+
+def test_unparsable_source_is_a_source_error():
+    with pytest.raises(SourceError, match="cannot parse"):
+        check("import torch\nx = (\n", "t.py", list(registry().values()))
+
+
+def test_files_without_the_words_rules_need_are_not_parsed_by_libcst(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(cst, "parse_module", fail)
+    assert check("import numpy\nx = 1\n", "t.py", list(registry().values())).findings == []
+
+
+def test_noqa_hides_from_lint_and_fix():
+    source = "x = 1  # noqa: MEM990\ny = 2  # noqa: MEM1\n"
+    assert [f.line for f in check(source, "t.py", [_NumbersToNames]).findings] == [2]
+    assert fix(source, "t.py", [_NumbersToNames]).source == "x = 1  # noqa: MEM990\ny = n2  # noqa: MEM1\n"
