@@ -72,10 +72,13 @@ def test_contained_values(name):
     ("torch.randn(k, 8)", False),  # k is rebound in the loop
     ("torch.randn(state.n, 8)", False),  # state.n is assigned in the loop
     ("torch.randn(next_size(), 8)", False),  # an unknown call may differ each time
+    ("torch.randn(*shape)", False),  # shape.append() changes it in the loop
+    ("torch.randn(sizes[0], 8)", False),  # sizes.pop() changes it in the loop
 ])
 def test_invariance(expression, invariant):
     facts = _loop_facts(
         "import torch\nfor batch in loader:\n    k = batch.size(0)\n    state.n = k\n"
+        "    shape.append(1)\n    sizes.pop()\n"
         f"    x = {expression}\n"
     )
     call = cst.parse_expression(expression)

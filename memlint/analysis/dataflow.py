@@ -34,6 +34,9 @@ SCALAR_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "r
 STORING_METHODS = frozenset({"append", "extend", "insert", "add", "appendleft", "extendleft", "put",
                              "put_nowait", "update", "setdefault", "push", "register_buffer",
                              "register_parameter", "add_module", "__setitem__", "send"})
+# Methods that change their receiver (besides torch's in-place `*_` methods).
+MUTATING_METHODS = STORING_METHODS | frozenset({"pop", "popitem", "remove", "clear", "discard",
+                                                "sort", "reverse", "popleft"})
 # Builtins whose use makes any name reachable: give up on the block.
 DYNAMIC_FUNCTIONS = frozenset({"locals", "vars", "eval", "exec", "globals", "setattr"})
 
@@ -71,6 +74,7 @@ class BlockFlow:
     uses: List[Use] = field(default_factory=list)
     flows: List[Flow] = field(default_factory=list)
     sinks: List[Sink] = field(default_factory=list)
+    mutated: Set[str] = field(default_factory=set)  # receivers of `xs.append()`, `t.add_()`...
     dynamic: bool = False  # locals()/eval()/setattr(): every name may escape
 
 
@@ -370,7 +374,12 @@ class _Collector:
         func = call.func
         if isinstance(func, cst.Name) and func.value in DYNAMIC_FUNCTIONS:
             self.flow.dynamic = True
-        if nested or not isinstance(func, cst.Attribute) or func.attr.value not in STORING_METHODS:
+        if nested or not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        if method in MUTATING_METHODS or (method.endswith("_") and not method.startswith("_")):
+            self.flow.mutated |= sources_of(func.value)
+        if method not in STORING_METHODS:
             return
         args = frozenset().union(*(sources_of(arg.value) for arg in call.args)) if call.args else frozenset()
         if args:

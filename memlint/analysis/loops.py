@@ -51,8 +51,8 @@ class LoopFacts:
         if isinstance(loop, cst.For):
             bound |= target_names(loop.target)
         self.bound: FrozenSet[str] = frozenset(bound)
-        self._mutated_containers: FrozenSet[str] = frozenset(
-            name for flow in self.flow.flows for name in flow.containers
+        self._mutated: FrozenSet[str] = frozenset(
+            {name for flow in self.flow.flows for name in flow.containers} | self.flow.mutated
         )
         self._body_loads: CounterType[str] = Counter(
             use.name for use in self.flow.uses if not use.store
@@ -74,7 +74,7 @@ class LoopFacts:
         while stack:
             node = stack.pop()
             if isinstance(node, cst.Name):
-                if node.value in self.bound or node.value in self._mutated_containers:
+                if node.value in self.bound or node.value in self._mutated:
                     return False
             elif isinstance(node, cst.Attribute):
                 stack.append(node.value)

@@ -79,6 +79,7 @@ def _split(name: str, call: cst.Call, int64: cst.BaseExpression) -> Optional[Tup
     keywords = {a.keyword.value: _bare(a) for a in call.args if a.keyword is not None}
     if any(a.star == "**" for a in call.args):
         return None
+    keywords.pop("requires_grad", None)  # only ever False here: the default
     empty = [keywords.pop(k) for k in list(keywords) if k in _TO_EMPTY]
     refill = [keywords.pop("generator")] if "generator" in keywords else []
     if name == "torch.randint":
@@ -87,7 +88,7 @@ def _split(name: str, call: cst.Call, int64: cst.BaseExpression) -> Optional[Tup
         bounds += [keywords.pop(k) for k in ("low", "high") if k in keywords]
         if len(bounds) == 1:
             bounds.insert(0, cst.Arg(cst.Integer("0")))
-        if len(bounds) != 2 or any(a.keyword is not None for a in bounds[:1]) or not size:
+        if len(bounds) != 2 or not size:
             return None
         refill = [cst.Arg(b.value) for b in bounds] + refill
         if not any(a.keyword.value == "dtype" for a in empty if a.keyword):  # randint makes int64
