@@ -32,7 +32,7 @@ def _fixed_lines(source: str):
     ("x = torch.full((n,), 3, dtype=torch.int32)", "x = torch.empty((n,), dtype=torch.int32)", "x.fill_(3)"),
     ("x = torch.randint(10, (n,))", "x = torch.empty((n,), dtype=torch.int64)", "x.random_(0, 10)"),
     ("x = torch.randint(low=2, high=9, size=(n,), dtype=torch.int32)",
-     "x = torch.empty((n,), dtype=torch.int32)", "x.random_(2, 9)"),
+     "x = torch.empty(size=(n,), dtype=torch.int32)", "x.random_(2, 9)"),
     ("x = torch.zeros(n).to(device)", "x = torch.empty(n, device=device)", "x.zero_()"),
     ("x = torch.zeros(n).cuda(1)", 'x = torch.empty(n, device="cuda:1")', "x.zero_()"),
     ("x = torch.ones(n, requires_grad=False)", "x = torch.empty(n)", "x.fill_(1)"),
