@@ -17,7 +17,7 @@ counted as coming from `x`: `total += loss.item()` does not keep `loss`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import FrozenSet, List, Optional, Set
+from typing import FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
@@ -114,32 +114,29 @@ def sources_of(expr: cst.CSTNode) -> Set[str]:
     return found
 
 
-def target_names(target: cst.CSTNode) -> Set[str]:
-    """Plain names a target binds (`a`, `a, (b, *c)`)."""
-    if isinstance(target, cst.Name):
-        return {target.value}
+def _leaf_targets(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The names, attributes and subscripts an assignment target stores into (`a, (b.c, *d[0])`)."""
     if isinstance(target, (cst.Tuple, cst.List)):
-        names: Set[str] = set()
         for element in target.elements:
-            names |= target_names(element.value)
-        return names
-    if isinstance(target, cst.StarredElement):
-        return target_names(target.value)
-    return set()
+            yield from _leaf_targets(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _leaf_targets(target.value)
+    else:
+        yield target
+
+
+def target_names(target: cst.CSTNode) -> Set[str]:
+    """Plain names a target binds."""
+    return {leaf.value for leaf in _leaf_targets(target) if isinstance(leaf, cst.Name)}
 
 
 def _containers(target: cst.CSTNode) -> Set[str]:
     """For `a.b = v` / `a[i] = v` (also inside tuples): the names the containers come from."""
-    if isinstance(target, (cst.Attribute, cst.Subscript)):
-        return sources_of(target.value) or {"<expr>"}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        found: Set[str] = set()
-        for element in target.elements:
-            found |= _containers(element.value)
-        return found
-    if isinstance(target, cst.StarredElement):
-        return _containers(target.value)
-    return set()
+    found: Set[str] = set()
+    for leaf in _leaf_targets(target):
+        if isinstance(leaf, (cst.Attribute, cst.Subscript)):
+            found |= sources_of(leaf.value) or {"<expr>"}
+    return found
 
 
 def _local_bindings(scope: cst.CSTNode) -> Set[str]:
@@ -171,15 +168,11 @@ class _Collector:
         self.flow.uses.append(Use(name.value, store, name, conditional, nested, scalar))
 
     def _store(self, target: cst.CSTNode, conditional: bool, nested: bool) -> None:
-        if isinstance(target, cst.Name):
-            self._use(target, True, conditional, nested)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._store(element.value, conditional, nested)
-        elif isinstance(target, cst.StarredElement):
-            self._store(target.value, conditional, nested)
-        else:  # attribute or subscript target: its parts are loads
-            self.expr(target, conditional, nested)
+        for leaf in _leaf_targets(target):
+            if isinstance(leaf, cst.Name):
+                self._use(leaf, True, conditional, nested)
+            else:  # attribute or subscript target: its parts are loads
+                self.expr(leaf, conditional, nested)
 
     def _bind(self, targets: List[cst.CSTNode], value: Optional[cst.CSTNode], node: cst.CSTNode,
               conditional: bool, nested: bool, augmented: bool = False) -> None:
