@@ -68,6 +68,8 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
         outcome.error = str(error)
     except OSError as error:
         outcome.error = f"cannot write: {error.strerror or error}"
+    except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
+        outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
     return outcome
 
 

@@ -83,3 +83,8 @@ def test_invariance(expression, invariant):
     )
     call = cst.parse_expression(expression)
     assert all(facts.is_invariant(arg.value) for arg in call.args) is invariant
+
+
+def test_comprehension_conditions_are_read():
+    facts = _loop_facts("for i in r:\n    x = f()\n    kept = [v for v in vs if v is x]\n    keep(kept)\n")
+    assert facts.escapes("x")

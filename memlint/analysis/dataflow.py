@@ -357,7 +357,7 @@ class _Collector:
             elif isinstance(current, cst.CompFor):
                 self._store(current.target, True, nested)
                 stack.append((current.iter, scalar))
-                stack.extend((condition.search, scalar) for condition in current.ifs)
+                stack.extend((condition.test, scalar) for condition in current.ifs)
                 if current.inner_for_in is not None:
                     stack.append((current.inner_for_in, scalar))
             else:
