@@ -40,6 +40,8 @@ ESCAPING = {
     "global": "def g():\n    global x\n    for i in r:\n        x = f()\n",
     "locals()": "for i in r:\n    x = f()\n    use(**locals())\n",
     "deleted": "for i in r:\n    x = f()\n    del x\n",
+    "made a leaf": "for i in r:\n    x = f()\n    x.requires_grad_()\n    x.sum().backward()\n",
+    "made a leaf by attribute": "for i in r:\n    x = f()\n    x.requires_grad = True\n",
 }
 
 CONTAINED = {

@@ -194,6 +194,15 @@ class _Collector:
         self.flow.flows.append(Flow(frozenset(names), sources, frozenset(containers)))
         if containers and sources:
             self.flow.sinks.append(Sink("stored", sources, frozenset(containers), node))
+        for target in targets:
+            for leaf in _leaf_targets(target):
+                if isinstance(leaf, cst.Attribute) and leaf.attr.value == "requires_grad":
+                    self._made_leaf(leaf.value, node)
+
+    def _made_leaf(self, tensor: cst.CSTNode, node: cst.CSTNode) -> None:
+        """`t.requires_grad_()` / `t.requires_grad = True`: autograd now tracks `t` itself, and
+        changing it in place is an error (it is kept, in autograd's sense)."""
+        self.flow.sinks.append(Sink("made-leaf", frozenset(sources_of(tensor)), node=node))
 
     # -- statements --------------------------------------------------------------------------
     def block(self, node: cst.CSTNode, conditional: bool, nested: bool) -> None:
@@ -372,6 +381,8 @@ class _Collector:
         method = func.attr.value
         if method in MUTATING_METHODS or (method.endswith("_") and not method.startswith("_")):
             self.flow.mutated |= sources_of(func.value)
+        if method == "requires_grad_":
+            self._made_leaf(func.value, call)
         if method not in STORING_METHODS:
             return
         args = frozenset().union(*(sources_of(arg.value) for arg in call.args)) if call.args else frozenset()

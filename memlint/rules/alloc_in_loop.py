@@ -165,6 +165,7 @@ class TensorAllocInLoop(Rule):
         "import torch\nfor batch in loader:\n    mask = torch.ones(batch.shape[0], 8)\n    model(batch * mask)\n",
         # a leaf that requires grad
         "import torch\nfor _ in range(3):\n    w = torch.randn(4, 4, requires_grad=True)\n    w.sum().backward()\n",
+        "import torch\nfor _ in range(3):\n    w = torch.randn(4, 4)\n    w.requires_grad_()\n    w.sum().backward()\n",
         # aliased and read in the next iteration
         "import torch\nprev = None\nfor _ in range(3):\n    if prev is not None:\n        print(prev)\n    x = torch.rand(4)\n    prev = x\n",
         # read after the loop
