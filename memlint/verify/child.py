@@ -274,5 +274,21 @@ def main(spec_path):
     return exit_code
 
 
+def probe():
+    """Print what this interpreter offers the verifier: torch's version, CUDA and its device."""
+    found = {"python": sys.version.split()[0], "torch": None, "cuda": False, "device_name": ""}
+    try:
+        import torch
+
+        found["torch"] = torch.__version__
+        found["cuda"] = bool(torch.cuda.is_available())
+        if found["cuda"]:
+            found["device_name"] = torch.cuda.get_device_name()
+    except ImportError as error:
+        found["error"] = str(error)
+    print(json.dumps(found))
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(probe() if sys.argv[1:] == ["--probe"] else main(sys.argv[1]))

@@ -177,3 +177,13 @@ def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_pea
         grads=result.get("grads"), rss_peak_bytes=rss_peak, device_name=result.get("device_name", ""),
         torch_version=result.get("torch", ""), timeline=timeline,
     )
+
+
+def probe(python: str = sys.executable, timeout: float = 120.0) -> dict:
+    """What the child interpreter offers: {"torch": version or None, "cuda": bool, "device_name"}."""
+    try:
+        done = subprocess.run([python, str(CHILD), "--probe"], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
+        return {"torch": None, "cuda": False, "error": f"cannot probe {python}: {error}"}
