@@ -132,14 +132,14 @@ def _run(argv: Sequence[str]) -> int:
     env = {"MEMLINT_SCALE": str(args.scale)} if args.scale is not None else {}
     options = session.Options(device["kind"], args.repeat, args.timeout, script_args, env, args.seed, args.python)
     stream = None if args.quiet else sys.stderr
-    rows = session.measure_plan(plan, options, stream)
+    rows = session.measure_plan(plan, options, stream, host_timeline=bool(args.plot))
     if args.output_format == "json":
         print(report.as_json(rows, plan.skipped, str(target), device, args.repeat))
     else:
         print(report.text(rows, plan.skipped, report.environment_line(str(target), device, args.repeat)), end="")
     if args.plot:
         try:
-            plot.plot(session.timelines(plan, options, stream), device["memory"], args.plot)
+            plot.plot(session.timelines(rows, options, stream), device["memory"], args.plot)
         except plot.PlotError as error:
             return _error(str(error))
         if stream is not None:

@@ -163,7 +163,9 @@ def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_pea
     timeline = result.get("timeline")
     if memory == "host" and samples and rss_start is not None:
         start = result.get("wall_start", samples[0][0])
-        timeline = [[t - start, max(0, rss - rss_start)] for t, rss in samples]
+        end = result.get("seconds")
+        timeline = [[t - start, max(0, rss - rss_start)] for t, rss in samples
+                    if end is None or t - start <= end + SAMPLE_SECONDS]
     error = result.get("error", "")
     if status == "timeout":
         error = f"no result after {spec.timeout:g} s; its process group was killed"

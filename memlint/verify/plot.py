@@ -13,7 +13,14 @@ class PlotError(Exception):
 
 
 def available() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
+    """matplotlib can be imported (tried for real: a broken install counts as missing)."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return False
+    try:
+        import matplotlib  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
 MISSING = "--plot needs matplotlib: pip install matplotlib (or pip install 'memlint[verify]')"

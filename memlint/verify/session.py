@@ -61,7 +61,12 @@ def _spec(program: Program, options: Options, grads: bool, timeline: bool = Fals
 
 
 def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.stderr,
-                 runner: Callable[[RunSpec], Measurement] = run) -> List[Row]:
+                 runner: Callable[[RunSpec], Measurement] = run, host_timeline: bool = False) -> List[Row]:
+    """Run every program `repeat` times, interleaved, and judge each comparison.
+
+    `host_timeline`: sample host RSS during the first runs (the parent samples /proc, so the
+    child is not slowed; device memory history, which does slow it, needs `timelines`).
+    """
     programs: Dict[Program, str] = {}
     for comparison in plan.comparisons:
         for program in (comparison.before, comparison.after):
@@ -71,7 +76,8 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     runs: Dict[Program, List[Measurement]] = {program: [] for program in programs}
     for attempt in range(options.repeat):
         for program, label in programs.items():
-            measurement = runner(_spec(program, options, grads))
+            timeline = host_timeline and attempt == 0 and options.device != "cuda"
+            measurement = runner(_spec(program, options, grads, timeline))
             runs[program].append(measurement)
             progress(f"{label} (run {attempt + 1}/{options.repeat})", measurement)
     rows = []
@@ -83,22 +89,27 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     return rows
 
 
-def timelines(plan: Plan, options: Options, stream: Optional[TextIO] = sys.stderr,
+def timelines(rows: Sequence[Row], options: Options, stream: Optional[TextIO] = sys.stderr,
               runner: Callable[[RunSpec], Measurement] = run) -> List[tuple]:
-    """One extra run of each plotted pair with memory recording on (kept out of the timings).
+    """Memory over time of each plotted pair: [(title, [(label, timeline or None), ...])].
 
     A script: the original against all fixes; fixtures: each before.py against its after.py.
-    Returns [(title, [(label, timeline or None), ...])].
+    Host timelines come from the measured runs; on a GPU each program runs once more with the
+    allocator's history recorded, which slows it, so those runs are kept out of the timings.
     """
-    pairs = [c for c in plan.comparisons if c.fixture or c.code == "all"]
-    progress = Progress(2 * len(pairs), stream)
+    pairs = [row for row in rows if row.comparison.fixture or row.comparison.code == "all"]
+    device = options.device == "cuda"
+    progress = Progress(2 * len(pairs) if device else 0, stream)
     panels = []
-    for comparison in pairs:
-        series = []
-        for program in (comparison.before, comparison.after):
+    for row in pairs:
+        comparison, series = row.comparison, []
+        for program, runs in ((comparison.before, row.before), (comparison.after, row.after)):
             label = _label(comparison, program)
-            measurement = runner(_spec(program, options, grads=False, timeline=True))
-            progress(f"{label} (recording memory for the plot)", measurement)
+            if device:
+                measurement = runner(_spec(program, options, grads=False, timeline=True))
+                progress(f"{label} (recording memory for the plot)", measurement)
+            else:
+                measurement = runs[0]
             series.append((label, measurement.timeline))
         panels.append((comparison.fixture or comparison.before.path, series))
     return panels
