@@ -153,3 +153,74 @@ def test_host_rss_sees_two_tensors_alive_and_one_after_the_fix(tmp_path):
     assert mb.peak_bytes >= 1.8 * tensor  # two alive at the rebinding
     assert ma.peak_bytes <= 1.3 * tensor
     assert mb.timeline and max(b for _, b in mb.timeline) <= mb.peak_bytes + 2**20
+
+
+@needs_torch
+def test_gradient_health_is_counted_at_optimizer_steps(tmp_path):
+    path = _script(tmp_path, """
+        import torch
+        model = torch.nn.Linear(8, 4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.randn(2, 8)).sum() * (0.0 if step else 1.0)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    """)
+    m = _run(path, torch=True, grads=True)
+    assert m.status == "ok", m.stderr_tail
+    params = 8 * 4 + 4
+    assert m.grads == {"where": "optimizer steps", "steps": 3, "elements": 3 * params,
+                       "zero": 2 * params, "nonfinite": 0}
+
+
+@needs_torch
+def test_gradient_health_at_exit_without_an_optimizer(tmp_path):
+    path = _script(tmp_path, """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        (model(torch.ones(1, 4)) * float("inf")).sum().backward()
+    """)
+    m = _run(path, torch=True, grads=True)
+    assert m.grads["where"] == "exit" and m.grads["elements"] == 5 and m.grads["nonfinite"] >= 4
+
+
+def _child_module():
+    import importlib.util
+
+    from memlint.verify.measure import CHILD
+
+    spec = importlib.util.spec_from_file_location("memlint_verify_child_under_test", CHILD)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_child_imports_nothing_of_memlint():
+    """The child runs where libcst may be missing and must not add memlint to what it measures."""
+    from memlint.verify.measure import CHILD
+
+    text = CHILD.read_text()
+    assert "import memlint" not in text and "from memlint" not in text
+
+
+def test_cuda_timeline_from_allocator_history_is_anchored_and_thinned():
+    """The GPU plot's data path, fed a fake allocator history (no GPU needed)."""
+    from types import SimpleNamespace
+
+    child = _child_module()
+    start = 1_700_000_000.0
+    trace = [{"action": "alloc", "size": 100, "time_us": int((start + 0.1) * 1e6)},
+             {"action": "segment_alloc", "size": 4096, "time_us": int((start + 0.1) * 1e6)},
+             {"action": "alloc", "size": 100, "time_us": int((start + 0.2) * 1e6)},
+             {"action": "free_requested", "size": 100, "time_us": int((start + 0.3) * 1e6)},
+             {"action": "free_completed", "size": 100, "time_us": int((start + 0.3) * 1e6)}]
+    memory = SimpleNamespace(_snapshot=lambda: {"device_traces": [trace]})
+    fake = SimpleNamespace(cuda=SimpleNamespace(memory=memory, current_device=lambda: 0,
+                                                memory_allocated=lambda: 150))
+    points = child._cuda_timeline(fake, start)
+    assert [round(t, 3) for t, _ in points] == [0.1, 0.2, 0.3]
+    assert [b for _, b in points] == [150, 250, 150]  # anchored: 50 bytes were allocated before
+    many = [[float(i), i % 7] for i in range(20000)]
+    thinned = child._thin(many)
+    assert len(thinned) == child.TIMELINE_POINTS and max(b for _, b in thinned) == 6

@@ -56,7 +56,7 @@ class Progress:
 
 def _spec(program: Program, options: Options, grads: bool, timeline: bool = False) -> RunSpec:
     return RunSpec(program.source, program.path, options.argv, options.device, options.seed,
-                   options.timeout, torch="torch" in program.source, grads=grads, timeline=timeline,
+                   options.timeout, torch="torch" in program.source or options.device == "cuda", grads=grads, timeline=timeline,
                    env=options.env)
 
 
