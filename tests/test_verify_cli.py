@@ -70,6 +70,8 @@ def test_usage_errors_exit_2_in_one_line(tmp_path):
     assert done.returncode == 2 and "cannot parse" in done.stderr
     done = verify(tmp_path)
     assert done.returncode == 2 and "no fixtures" in done.stderr
+    done = verify(write(tmp_path, "s.py", ALLOC), "--select", "MEM999")
+    assert done.returncode == 2 and "unknown rule code MEM999" in done.stderr
 
 
 def test_help_exits_0():
@@ -196,3 +198,23 @@ def test_gpu_mem101_8192_float32_peak_halves(tmp_path):
     MiB = 2**20
     assert abs(claim["before"] - 512 * MiB) < 16 * MiB and abs(claim["after"] - 256 * MiB) < 16 * MiB
     assert (tmp_path / "gpu.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.gpu
+def test_gpu_out_of_memory_avoided_by_the_fix_confirms(tmp_path):
+    """Capped at 400 MiB, two 256 MiB tensors alive at once run out of memory; one buffer fits."""
+    from memlint.verify.measure import probe
+
+    if not probe().get("cuda"):
+        pytest.skip("needs a CUDA GPU")
+    capped = ALLOC.replace('device = "cuda" if torch.cuda.is_available() else "cpu"\n',
+                           'device = "cuda"\ntorch.cuda.set_per_process_memory_fraction(\n'
+                           '    400 * 2**20 / torch.cuda.get_device_properties(0).total_memory)\n')
+    done = verify(write(tmp_path, "capped.py", capped), "--device", "cuda", "--repeat", "1", "--scale", "4",
+                  "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    first = data["results"][0]
+    assert first["before_runs"][0]["status"] == "oom"
+    assert first["after_runs"][0]["status"] == "ok"
+    assert first["verdict"] == "confirmed" and "out-of-memory avoided" in first["claims"][0]["reason"]

@@ -55,9 +55,9 @@ class Progress:
 
 
 def _spec(program: Program, options: Options, grads: bool, timeline: bool = False) -> RunSpec:
+    needs_torch = "torch" in program.source or options.device == "cuda"
     return RunSpec(program.source, program.path, options.argv, options.device, options.seed,
-                   options.timeout, torch="torch" in program.source or options.device == "cuda", grads=grads, timeline=timeline,
-                   env=options.env)
+                   options.timeout, torch=needs_torch, grads=grads, timeline=timeline, env=options.env)
 
 
 def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.stderr,
