@@ -83,6 +83,9 @@ def test_nothing_fixable_says_so_and_exits_0(tmp_path):
     done = verify(write(tmp_path, "clean.py", "import torch\nx = torch.zeros(3)\nprint(x)\n"))
     assert done.returncode == 0, done.stderr
     assert "nothing to verify (no findings)" in done.stdout
+    done = verify(write(tmp_path, "clean.py", "print(1)\n"), "--output-format", "json")
+    data = json.loads(done.stdout)
+    assert done.returncode == 0 and data["results"] == [] and data["message"] == "nothing to verify (no findings)"
 
 
 def test_unsafe_fix_is_skipped_without_unsafe_fixes(tmp_path):

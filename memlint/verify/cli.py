@@ -118,6 +118,9 @@ def _run(argv: Sequence[str]) -> int:
         return _error(f"{target}: cannot read: {error}")
     if not plan.comparisons:
         why = "no findings" if not plan.findings else "no finding has a fix to verify"
+        if args.output_format == "json":
+            print(report.as_json([], plan.skipped, str(target), None, args.repeat, f"nothing to verify ({why})"))
+            return EXIT_OK
         print(f"memlint verify {target}: nothing to verify ({why})")
         for code, line, reason in plan.skipped:
             print(f"  {code} line {line}: {reason}")

@@ -84,7 +84,9 @@ def _failures(claim: str, before: Sequence[Measurement], after: Sequence[Measure
     if not failed_before and not failed_after:
         return None
     if failed_after and not failed_before:
-        return REFUTED, f"the fix {failed_after[0].summary()}; the original did not"
+        failed = failed_after[0]
+        detail = f": {failed.detail()}" if failed.detail() else ""
+        return REFUTED, f"the fix {failed.what()} where the original did not{detail}"
     if failed_before and not failed_after:
         if all(m.status == "oom" for m in failed_before):
             if claim in ("peak-lower", "none"):
@@ -94,6 +96,8 @@ def _failures(claim: str, before: Sequence[Measurement], after: Sequence[Measure
         return INCONCLUSIVE, f"the original {failed_before[0].summary()}; the fix did not"
     if all(m.status == "oom" for m in (*failed_before, *failed_after)):
         return INCONCLUSIVE, "both run out of memory"
+    if failed_after:
+        return INCONCLUSIVE, f"both fail: the original {failed_before[0].summary()}"
     return INCONCLUSIVE, f"the original {failed_before[0].summary()}"
 
 

@@ -56,13 +56,18 @@ class Measurement:
     torch_version: str = ""
     timeline: Optional[List[List[float]]] = None  # [[seconds since the script started, bytes]]
 
-    def summary(self) -> str:
-        """One line for a failed run: what happened and its last stderr line."""
-        last = next((line for line in reversed(self.stderr_tail.splitlines()) if line.strip()), "")
-        what = {"timeout": "timed out", "oom": "ran out of memory", "error": "could not be run"}.get(
+    def what(self) -> str:
+        """What happened to a failed run: `crashed (exit 1)`, `timed out`, ..."""
+        return {"timeout": "timed out", "oom": "ran out of memory", "error": "could not be run"}.get(
             self.status, f"crashed (exit {self.exit_code})")
-        detail = self.error or last
-        return f"{what}: {detail}" if detail else what
+
+    def detail(self) -> str:
+        """The error, or the last stderr line."""
+        return self.error or next((line for line in reversed(self.stderr_tail.splitlines()) if line.strip()), "")
+
+    def summary(self) -> str:
+        """One line for a failed run: what happened and why."""
+        return f"{self.what()}: {self.detail()}" if self.detail() else self.what()
 
 
 def _tail(data: bytes) -> str:
