@@ -45,7 +45,8 @@ def test_difference_below_relative_threshold_is_inconclusive():
 
 
 def test_host_memory_has_an_absolute_floor():
-    assert judge("peak-lower", peaks(10, memory="host"), peaks(9, memory="host")).verdict == INCONCLUSIVE
+    assert judge("peak-lower", peaks(10, memory="host"), peaks(7, memory="host")).verdict == INCONCLUSIVE
+    assert judge("peak-lower", peaks(80, memory="host"), peaks(77, memory="host")).verdict == INCONCLUSIVE
     assert judge("peak-lower", peaks(40, memory="host"), peaks(20, memory="host")).verdict == CONFIRMED
 
 
