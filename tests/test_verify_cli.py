@@ -70,6 +70,10 @@ def test_usage_errors_exit_2_in_one_line(tmp_path):
     assert done.returncode == 2 and "cannot parse" in done.stderr
     done = verify(tmp_path)
     assert done.returncode == 2 and "no fixtures" in done.stderr
+    write(tmp_path, "fx/MEM101-x/before.py", "print(1)\n")
+    write(tmp_path, "fx/MEM101-x/after.py", "print(1)\n")
+    done = verify(tmp_path / "fx", "--select", "MEM2")
+    assert done.returncode == 2 and "no fixture matches --select MEM2" in done.stderr
     done = verify(write(tmp_path, "s.py", ALLOC), "--select", "MEM999")
     assert done.returncode == 2 and "unknown rule code MEM999" in done.stderr
 

@@ -224,3 +224,19 @@ def test_cuda_timeline_from_allocator_history_is_anchored_and_thinned():
     many = [[float(i), i % 7] for i in range(20000)]
     thinned = child._thin(many)
     assert len(thinned) == child.TIMELINE_POINTS and max(b for _, b in thinned) == 6
+
+
+def test_a_long_run_sends_heartbeats(tmp_path, monkeypatch):
+    from memlint.verify import measure
+
+    monkeypatch.setattr(measure, "HEARTBEAT_SECONDS", 0.2)
+    beats = []
+    path = _script(tmp_path, "import time\ntime.sleep(1.0)\n")
+    m = run(RunSpec(path.read_text(), str(path), torch=False), heartbeat=beats.append)
+    assert m.status == "ok" and len(beats) >= 2 and beats == sorted(beats)
+
+
+def test_missing_interpreter_is_a_harness_error(tmp_path):
+    path = _script(tmp_path, "print(1)\n")
+    m = run(RunSpec(path.read_text(), str(path), torch=False), python=str(tmp_path / "no-python"))
+    assert m.status == "error" and "cannot start" in m.error

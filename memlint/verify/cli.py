@@ -84,6 +84,11 @@ def _plan(args: argparse.Namespace, target: Path):
         plan = variants.fixture_plan(target, rules)
         if not plan.comparisons:
             raise _Usage(f"{target}: no fixtures in it (folders <CODE>-<name>/ with before.py and after.py)")
+        if args.select is not None:  # prefixes or ALL, as for rules
+            plan.comparisons = [c for c in plan.comparisons
+                                if any(s == "ALL" or c.code.startswith(s) for s in args.select)]
+            if not plan.comparisons:
+                raise _Usage(f"{target}: no fixture matches --select {','.join(args.select)}")
         return plan
     config = config_module.load(target.parent, rules)
     selection = config.selection

@@ -17,7 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 CHILD = Path(__file__).with_name("child.py")
 TAIL_LINES = 15
@@ -95,17 +95,27 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _wait(proc: subprocess.Popen, timeout: float, sample: bool):
+HEARTBEAT_SECONDS = 30.0
+
+
+def _wait(proc: subprocess.Popen, timeout: float, sample: bool,
+          heartbeat: Optional[Callable[[float], None]] = None):
     """(exit code, last peak RSS seen, timed out, [[wall time, rss]]).
 
     The peak seen by polling is a fallback for a child that dies without reporting its own.
     """
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
+    next_beat = started + HEARTBEAT_SECONDS
     samples: List[List[float]] = []
     peak = None
     timed_out = False
     while proc.poll() is None:
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if heartbeat is not None and now > next_beat:
+            heartbeat(now - started)
+            next_beat += HEARTBEAT_SECONDS
+        if now > deadline:
             _kill_group(proc.pid)
             proc.wait()
             timed_out = True
@@ -119,8 +129,12 @@ def _wait(proc: subprocess.Popen, timeout: float, sample: bool):
     return proc.returncode, peak, timed_out, samples
 
 
-def run(spec: RunSpec, python: str = sys.executable) -> Measurement:
-    """Run the spec once in a fresh child process and measure it."""
+def run(spec: RunSpec, python: str = sys.executable,
+        heartbeat: Optional[Callable[[float], None]] = None) -> Measurement:
+    """Run the spec once in a fresh child process and measure it.
+
+    `heartbeat(seconds)` is called every HEARTBEAT_SECONDS while the child is still running.
+    """
     memory = "device" if spec.device == "cuda" else "host"
     with tempfile.TemporaryDirectory(prefix="memlint-verify-") as tmp:
         folder = Path(tmp)
@@ -142,7 +156,8 @@ def run(spec: RunSpec, python: str = sys.executable) -> Measurement:
                                         start_new_session=True)
             except OSError as error:
                 return Measurement("error", None, memory, None, error=f"cannot start {python}: {error}")
-            code, polled_peak, timed_out, samples = _wait(proc, spec.timeout, spec.timeline and memory == "host")
+            sample = spec.timeline and memory == "host"
+            code, polled_peak, timed_out, samples = _wait(proc, spec.timeout, sample, heartbeat)
         stdout = (folder / "stdout").read_bytes()
         stderr = (folder / "stderr").read_bytes()
         try:

@@ -45,6 +45,14 @@ class Progress:
     def __init__(self, total: int, stream: Optional[TextIO]) -> None:
         self.total, self.done, self.stream = total, 0, stream
 
+    def waiting(self, label: str) -> Optional[Callable[[float], None]]:
+        """A heartbeat for a long run: `... still running after 60 s`."""
+        if self.stream is None:
+            return None
+        stream = self.stream
+        return lambda seconds: print(f"memlint verify: [{self.done + 1}/{self.total}] {label}: still running "
+                                     f"after {seconds:.0f} s", file=stream, flush=True)
+
     def __call__(self, label: str, measurement: Measurement) -> None:
         self.done += 1
         if self.stream is None:
@@ -61,7 +69,7 @@ def _spec(program: Program, options: Options, grads: bool, timeline: bool = Fals
 
 
 def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.stderr,
-                 runner: Callable[[RunSpec], Measurement] = run, host_timeline: bool = False) -> List[Row]:
+                 runner: Callable[..., Measurement] = run, host_timeline: bool = False) -> List[Row]:
     """Run every program `repeat` times, interleaved, and judge each comparison.
 
     `host_timeline`: sample host RSS during the first runs (the parent samples /proc, so the
@@ -77,9 +85,10 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     for attempt in range(options.repeat):
         for program, label in programs.items():
             timeline = host_timeline and attempt == 0 and options.device != "cuda"
-            measurement = runner(_spec(program, options, grads, timeline))
+            what = f"{label} (run {attempt + 1}/{options.repeat})"
+            measurement = runner(_spec(program, options, grads, timeline), options.python, progress.waiting(what))
             runs[program].append(measurement)
-            progress(f"{label} (run {attempt + 1}/{options.repeat})", measurement)
+            progress(what, measurement)
     rows = []
     for comparison in plan.comparisons:
         before, after = runs[comparison.before], runs[comparison.after]
@@ -90,7 +99,7 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
 
 
 def timelines(rows: Sequence[Row], options: Options, stream: Optional[TextIO] = sys.stderr,
-              runner: Callable[[RunSpec], Measurement] = run) -> List[tuple]:
+              runner: Callable[..., Measurement] = run) -> List[tuple]:
     """Memory over time of each plotted pair: [(title, [(label, timeline or None), ...])].
 
     A script: the original against all fixes; fixtures: each before.py against its after.py.
@@ -106,8 +115,10 @@ def timelines(rows: Sequence[Row], options: Options, stream: Optional[TextIO] = 
         for program, runs in ((comparison.before, row.before), (comparison.after, row.after)):
             label = _label(comparison, program)
             if device:
-                measurement = runner(_spec(program, options, grads=False, timeline=True))
-                progress(f"{label} (recording memory for the plot)", measurement)
+                what = f"{label} (recording memory for the plot)"
+                measurement = runner(_spec(program, options, grads=False, timeline=True), options.python,
+                                     progress.waiting(what))
+                progress(what, measurement)
             else:
                 measurement = runs[0]
             series.append((label, measurement.timeline))
