@@ -240,3 +240,21 @@ def test_missing_interpreter_is_a_harness_error(tmp_path):
     path = _script(tmp_path, "print(1)\n")
     m = run(RunSpec(path.read_text(), str(path), torch=False), python=str(tmp_path / "no-python"))
     assert m.status == "error" and "cannot start" in m.error
+
+
+def test_interrupting_the_parent_kills_the_child(tmp_path, monkeypatch):
+    from memlint.verify import measure
+
+    pid_file = tmp_path / "child.pid"
+    path = _script(tmp_path, f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+                             "time.sleep(60)\n")
+
+    def interrupt(seconds):
+        if pid_file.exists() and pid_file.read_text():
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(measure, "HEARTBEAT_SECONDS", 0.2)
+    with pytest.raises(KeyboardInterrupt):
+        run(RunSpec(path.read_text(), str(path), torch=False, timeout=30), heartbeat=interrupt)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)

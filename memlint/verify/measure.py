@@ -157,7 +157,12 @@ def run(spec: RunSpec, python: str = sys.executable,
             except OSError as error:
                 return Measurement("error", None, memory, None, error=f"cannot start {python}: {error}")
             sample = spec.timeline and memory == "host"
-            code, polled_peak, timed_out, samples = _wait(proc, spec.timeout, sample, heartbeat)
+            try:
+                code, polled_peak, timed_out, samples = _wait(proc, spec.timeout, sample, heartbeat)
+            except BaseException:  # Ctrl-C: the child is in its own session and would not get it
+                _kill_group(proc.pid)
+                proc.wait()
+                raise
         stdout = (folder / "stdout").read_bytes()
         stderr = (folder / "stderr").read_bytes()
         try:
