@@ -258,3 +258,10 @@ def test_interrupting_the_parent_kills_the_child(tmp_path, monkeypatch):
         run(RunSpec(path.read_text(), str(path), torch=False, timeout=30), heartbeat=interrupt)
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+
+
+def test_os_exit_zero_is_a_finished_run(tmp_path):
+    m = _run(_script(tmp_path, "import os\nprint('bye', flush=True)\nos._exit(0)\n"))
+    assert m.status == "ok" and m.stdout_tail == "bye" and "os._exit" in m.error
+    m = _run(_script(tmp_path, "import os\nos._exit(5)\n"))
+    assert m.status == "crash" and m.exit_code == 5
