@@ -36,16 +36,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("target", help="a script, or a folder of fixtures")
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
                         help="where to measure (default: cuda if available, else cpu with host memory)")
-    parser.add_argument("--select", type=_codes, action="extend", default=None,
+    parser.add_argument("--select", type=_codes, action="extend", default=None, metavar="CODES",
                         help="rule codes or prefixes whose fixes to verify, or ALL")
     parser.add_argument("--unsafe-fixes", action="store_true", default=None, help="verify unsafe fixes too")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run before it is killed (300)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each program; medians are compared (3)")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                        help="seconds per run before it is killed (300)")
+    parser.add_argument("--repeat", type=int, default=3, metavar="N",
+                        help="runs of each program; medians are compared (3)")
     parser.add_argument("--output-format", choices=("text", "json"), default="text")
     parser.add_argument("--plot", metavar="FILE.png", help="write memory over time, before vs after")
-    parser.add_argument("--scale", type=int, help="set MEMLINT_SCALE for the scripts (fixtures grow with it)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for random, numpy and torch (0)")
-    parser.add_argument("--python", default=sys.executable, help="interpreter to run the scripts with")
+    parser.add_argument("--scale", type=int, metavar="N",
+                        help="set MEMLINT_SCALE for the scripts (fixtures grow with it)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed for random, numpy and torch (0)")
+    parser.add_argument("--python", default=sys.executable, metavar="EXE", help="interpreter to run the scripts with")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return parser
 
