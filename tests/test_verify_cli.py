@@ -74,6 +74,8 @@ def test_usage_errors_exit_2_in_one_line(tmp_path):
     write(tmp_path, "fx/MEM101-x/after.py", "print(1)\n")
     done = verify(tmp_path / "fx", "--select", "MEM2")
     assert done.returncode == 2 and "no fixture matches --select MEM2" in done.stderr
+    done = verify(write(tmp_path, "s.py", ALLOC), "--python", tmp_path / "no-python")
+    assert done.returncode == 2 and "cannot run" in done.stderr and done.stderr.count("\n") == 1
     done = verify(write(tmp_path, "s.py", ALLOC), "--select", "MEM999")
     assert done.returncode == 2 and "unknown rule code MEM999" in done.stderr
 

@@ -135,6 +135,8 @@ def _run(argv: Sequence[str]) -> int:
         return EXIT_OK
 
     found = probe(args.python)
+    if found.get("unusable"):
+        return _error(found["unusable"])
     if not found.get("torch"):
         return _error(NEEDS_TORCH + (f" ({found['error']})" if found.get("error") else ""))
     if args.device == "cuda" and not found.get("cuda"):

@@ -216,4 +216,4 @@ def probe(python: str = sys.executable, timeout: float = 120.0) -> dict:
                               timeout=timeout, stdin=subprocess.DEVNULL)
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
-        return {"torch": None, "cuda": False, "error": f"cannot probe {python}: {error}"}
+        return {"torch": None, "cuda": False, "unusable": f"cannot run {python}: {error}"}
