@@ -1,0 +1,174 @@
+"""`memlint verify`: argument parsing and exit codes (0 nothing refuted, 1 a fix refuted, 2 error)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+EXIT_OK, EXIT_REFUTED, EXIT_ERROR = 0, 1, 2
+NEEDS_TORCH = "memlint verify needs torch: pip install 'memlint[verify]'"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # usage errors: one line, exit 2, no traceback
+        raise _Usage(message)
+
+
+class _Usage(Exception):
+    pass
+
+
+def _codes(value: str) -> List[str]:
+    return [part.strip().upper() for part in value.split(",") if part.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="memlint verify",
+        description="Run a script before and after each memlint fix and check what the rule claims "
+                    "(peak memory, time, output, gradients). A folder of fixtures "
+                    "(<CODE>-<name>/before.py, after.py) runs every before.py against its after.py.",
+        epilog="Exit codes: 0 nothing refuted, 1 a fix refuted, 2 usage error or torch missing. "
+               "Script arguments go after `--`.",
+    )
+    parser.add_argument("target", help="a script, or a folder of fixtures")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help="where to measure (default: cuda if available, else cpu with host memory)")
+    parser.add_argument("--select", type=_codes, action="extend", default=None, metavar="CODES",
+                        help="rule codes or prefixes whose fixes to verify, or ALL")
+    parser.add_argument("--unsafe-fixes", action="store_true", default=None, help="verify unsafe fixes too")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                        help="seconds per run before it is killed (300)")
+    parser.add_argument("--repeat", type=int, default=3, metavar="N",
+                        help="runs of each program; medians are compared (3)")
+    parser.add_argument("--output-format", choices=("text", "json"), default="text")
+    parser.add_argument("--plot", metavar="FILE.png", help="write memory over time, before vs after")
+    parser.add_argument("--scale", type=int, metavar="N",
+                        help="set MEMLINT_SCALE for the scripts (fixtures grow with it)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed for random, numpy and torch (0)")
+    parser.add_argument("--python", default=sys.executable, metavar="EXE", help="interpreter to run the scripts with")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def _split(argv: Sequence[str]) -> Tuple[List[str], List[str]]:
+    argv = list(argv)
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1:]
+    return argv, []
+
+
+def _error(message: str) -> int:
+    print(f"memlint verify: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _device(args: argparse.Namespace, found: dict) -> dict:
+    if args.device == "cpu":
+        note = "--device cpu" + (f" (a CUDA device, {found.get('device_name')}, was not used)"
+                                 if found.get("cuda") else "")
+        return {"kind": "cpu", "memory": "host", "torch": found["torch"], "note": note}
+    if found.get("cuda"):
+        return {"kind": "cuda", "memory": "device", "torch": found["torch"], "name": found.get("device_name", "")}
+    return {"kind": "cpu", "memory": "host", "torch": found["torch"],
+            "note": "no GPU present: torch sees no CUDA device"}
+
+
+def _plan(args: argparse.Namespace, target: Path):
+    from memlint import config as config_module
+    from memlint.rules import registry
+    from memlint.verify import variants
+
+    rules = registry()
+    if target.is_dir():
+        plan = variants.fixture_plan(target, rules)
+        if not plan.comparisons:
+            raise _Usage(f"{target}: no fixtures in it (folders <CODE>-<name>/ with before.py and after.py)")
+        if args.select is not None:  # prefixes or ALL, as for rules
+            plan.comparisons = [c for c in plan.comparisons
+                                if any(s == "ALL" or c.code.startswith(s) for s in args.select)]
+            if not plan.comparisons:
+                raise _Usage(f"{target}: no fixture matches --select {','.join(args.select)}")
+        return plan
+    config = config_module.load(target.parent, rules)
+    selection = config.selection
+    if args.select is not None:
+        selection.select = args.select
+    chosen = selection.rules(rules, config.ignored_codes(target))
+    unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
+    return variants.script_plan(target, chosen, unsafe)
+
+
+def _run(argv: Sequence[str]) -> int:
+    from memlint.config import ConfigError
+    from memlint.engine import SourceError
+    from memlint.verify import plot, report, session
+    from memlint.verify.judge import REFUTED
+    from memlint.verify.measure import probe
+
+    ours, script_args = _split(argv)
+    args = _parser().parse_args(ours)
+    if args.repeat < 1 or args.timeout <= 0:
+        raise _Usage("--repeat must be at least 1 and --timeout positive")
+    target = Path(args.target)
+    if not target.exists():
+        raise _Usage(f"{target}: no such file or folder")
+    if args.plot and not plot.available():
+        return _error(plot.MISSING)
+    try:
+        plan = _plan(args, target)
+    except (ConfigError, SourceError) as error:
+        return _error(f"{target}: {error}" if isinstance(error, SourceError) else str(error))
+    except (OSError, UnicodeDecodeError) as error:
+        return _error(f"{target}: cannot read: {error}")
+    if not plan.comparisons:
+        why = "no findings" if not plan.findings else "no finding has a fix to verify"
+        if args.output_format == "json":
+            print(report.as_json([], plan.skipped, str(target), None, args.repeat, f"nothing to verify ({why})"))
+            return EXIT_OK
+        print(f"memlint verify {target}: nothing to verify ({why})")
+        for code, line, reason in plan.skipped:
+            print(f"  {code} line {line}: {reason}")
+        return EXIT_OK
+
+    found = probe(args.python)
+    if found.get("unusable"):
+        return _error(found["unusable"])
+    if not found.get("torch"):
+        return _error(NEEDS_TORCH + (f" ({found['error']})" if found.get("error") else ""))
+    if args.device == "cuda" and not found.get("cuda"):
+        return _error("--device cuda: torch sees no CUDA device here (use --device cpu to measure host memory)")
+    device = _device(args, found)
+    env = {"MEMLINT_SCALE": str(args.scale)} if args.scale is not None else {}
+    options = session.Options(device["kind"], args.repeat, args.timeout, script_args, env, args.seed, args.python)
+    stream = None if args.quiet else sys.stderr
+    rows = session.measure_plan(plan, options, stream, host_timeline=bool(args.plot))
+    if args.output_format == "json":
+        print(report.as_json(rows, plan.skipped, str(target), device, args.repeat))
+    else:
+        print(report.text(rows, plan.skipped, report.environment_line(str(target), device, args.repeat)), end="")
+    if args.plot:
+        try:
+            plot.plot(session.timelines(rows, options, stream), device["memory"], args.plot)
+        except plot.PlotError as error:
+            return _error(str(error))
+        if stream is not None:
+            print(f"memlint verify: wrote {args.plot}", file=stream)
+    return EXIT_REFUTED if any(row.verdict == REFUTED for row in rows) else EXIT_OK
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`memlint verify ...` (argv without the word `verify`). Never raises; returns the exit code."""
+    try:
+        return _run(sys.argv[1:] if argv is None else argv)
+    except _Usage as usage:
+        return _error(str(usage))
+    except SystemExit as done:  # --help, --version
+        return done.code if isinstance(done.code, int) else EXIT_ERROR
+    except KeyboardInterrupt:
+        return _error("interrupted")
+    except Exception as error:  # an internal error: one line, not a traceback
+        return _error(f"internal error: {type(error).__name__}: {error}")

@@ -1,0 +1,219 @@
+"""The parent side of one verifier run: start the child, enforce the timeout, read its result.
+
+Each run is a fresh process in its own session (process group), so a timeout kills the script
+and everything it started. The script's stdout and stderr go to files; the child reports its
+measurements as JSON through a file (memlint.verify.child). This module never imports torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+CHILD = Path(__file__).with_name("child.py")
+TAIL_LINES = 15
+SAMPLE_SECONDS = 0.005  # host RSS sampling period when a timeline is wanted on the CPU
+
+
+@dataclass
+class RunSpec:
+    source: str  # the code to run
+    path: str  # the path it runs as (__file__, sys.argv[0], sys.path[0])
+    argv: Sequence[str] = ()
+    device: str = "cpu"  # "cuda" or "cpu"
+    seed: int = 0
+    timeout: float = 300.0
+    torch: bool = True  # import and seed torch before the script
+    grads: bool = False  # count zero / non-finite gradients at optimizer steps
+    timeline: bool = False  # record memory over time (slows the run: not for timing)
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Measurement:
+    status: str  # ok | crash | oom | timeout | error (the harness could not run it)
+    exit_code: Optional[int]
+    memory: str  # "device" (CUDA allocator) or "host" (resident set size)
+    peak_bytes: Optional[int]  # the peak the script added: device max allocated, or RSS above start
+    reserved_bytes: Optional[int] = None  # device max reserved
+    seconds: Optional[float] = None
+    stdout_sha256: str = ""
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    error: str = ""  # one line: the exception, or why the harness failed
+    grads: Optional[dict] = None
+    rss_peak_bytes: Optional[int] = None  # absolute peak RSS of the child
+    device_name: str = ""
+    torch_version: str = ""
+    timeline: Optional[List[List[float]]] = None  # [[seconds since the script started, bytes]]
+
+    def what(self) -> str:
+        """What happened to a failed run: `crashed (exit 1)`, `timed out`, ..."""
+        return {"timeout": "timed out", "oom": "ran out of memory", "error": "could not be run"}.get(
+            self.status, f"crashed (exit {self.exit_code})")
+
+    def detail(self) -> str:
+        """The error, or the last stderr line."""
+        return self.error or next((line for line in reversed(self.stderr_tail.splitlines()) if line.strip()), "")
+
+    def summary(self) -> str:
+        """One line for a failed run: what happened and why."""
+        return f"{self.what()}: {self.detail()}" if self.detail() else self.what()
+
+
+def _tail(data: bytes) -> str:
+    lines = data.decode("utf-8", "replace").splitlines()
+    return "\n".join(lines[-TAIL_LINES:])
+
+
+def _rss_of(pid: int) -> Tuple[Optional[int], Optional[int]]:
+    """(current RSS, peak RSS) of a running process, from /proc (Linux); None where unknown."""
+    found = {}
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    found[line[:5]] = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return found.get("VmRSS"), found.get("VmHWM")
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+HEARTBEAT_SECONDS = 30.0
+
+
+def _wait(proc: subprocess.Popen, timeout: float, sample: bool,
+          heartbeat: Optional[Callable[[float], None]] = None):
+    """(exit code, last peak RSS seen, timed out, [[wall time, rss]]).
+
+    The peak seen by polling is a fallback for a child that dies without reporting its own.
+    """
+    started = time.monotonic()
+    deadline = started + timeout
+    next_beat = started + HEARTBEAT_SECONDS
+    samples: List[List[float]] = []
+    peak = None
+    timed_out = False
+    while proc.poll() is None:
+        now = time.monotonic()
+        if heartbeat is not None and now > next_beat:
+            heartbeat(now - started)
+            next_beat += HEARTBEAT_SECONDS
+        if now > deadline:
+            _kill_group(proc.pid)
+            proc.wait()
+            timed_out = True
+            break
+        rss, hwm = _rss_of(proc.pid)
+        peak = hwm if hwm is not None else peak
+        if sample and rss is not None:
+            samples.append([time.time(), rss])
+        time.sleep(SAMPLE_SECONDS if sample else 0.02)
+    _kill_group(proc.pid)  # what the script left behind (workers, daemons)
+    return proc.returncode, peak, timed_out, samples
+
+
+def run(spec: RunSpec, python: str = sys.executable,
+        heartbeat: Optional[Callable[[float], None]] = None) -> Measurement:
+    """Run the spec once in a fresh child process and measure it.
+
+    `heartbeat(seconds)` is called every HEARTBEAT_SECONDS while the child is still running.
+    """
+    memory = "device" if spec.device == "cuda" else "host"
+    with tempfile.TemporaryDirectory(prefix="memlint-verify-") as tmp:
+        folder = Path(tmp)
+        (folder / "source.py").write_text(spec.source, encoding="utf-8")
+        result_file = folder / "result.json"
+        (folder / "spec.json").write_text(json.dumps({
+            "source_file": str(folder / "source.py"), "path": os.path.abspath(spec.path),
+            "argv": list(spec.argv), "device": spec.device, "seed": spec.seed, "torch": spec.torch,
+            "grads": spec.grads, "timeline": spec.timeline and spec.device == "cuda",
+            "result_file": str(result_file),
+        }), encoding="utf-8")
+        env = {**os.environ, "PYTHONHASHSEED": str(spec.seed), "PYTHONUNBUFFERED": "1", **spec.env}
+        if spec.device != "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = ""  # the script's own device choice falls to the CPU
+        with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
+            try:
+                proc = subprocess.Popen([python, str(CHILD), str(folder / "spec.json")],
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                                        start_new_session=True)
+            except OSError as error:
+                return Measurement("error", None, memory, None, error=f"cannot start {python}: {error}")
+            sample = spec.timeline and memory == "host"
+            try:
+                code, polled_peak, timed_out, samples = _wait(proc, spec.timeout, sample, heartbeat)
+            except BaseException:  # Ctrl-C: the child is in its own session and would not get it
+                _kill_group(proc.pid)
+                proc.wait()
+                raise
+        stdout = (folder / "stdout").read_bytes()
+        stderr = (folder / "stderr").read_bytes()
+        try:
+            result = json.loads(result_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            result = {}
+    return _measurement(spec, memory, result, code, polled_peak, timed_out, samples, stdout, stderr)
+
+
+def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_peak: Optional[int],
+                 timed_out: bool, samples: List[List[float]], stdout: bytes, stderr: bytes) -> Measurement:
+    status = result.get("status", "started")
+    if timed_out:
+        status = "timeout"
+    elif status == "started" and code == 0:  # os._exit(0): finished, but only the parent measured it
+        status = "ok"
+        result["note"] = "the script left through os._exit; measured from outside only"
+    elif status == "started":  # the child died without reporting: killed by a signal or the OOM killer
+        status = "oom" if code == -signal.SIGKILL else "crash"
+    rss_start = result.get("rss_start")
+    rss_peak = result.get("rss_peak") or polled_peak
+    if memory == "device":
+        peak = result.get("device_peak")
+    else:
+        peak = max(0, rss_peak - rss_start) if rss_peak is not None and rss_start is not None else None
+    timeline = result.get("timeline")
+    if memory == "host" and samples and rss_start is not None:
+        start = result.get("wall_start", samples[0][0])
+        end = result.get("seconds")
+        timeline = [[t - start, max(0, rss - rss_start)] for t, rss in samples
+                    if end is None or t - start <= end + SAMPLE_SECONDS]
+    error = result.get("error", "")
+    if status == "timeout":
+        error = f"no result after {spec.timeout:g} s; its process group was killed"
+    elif status != "ok" and not error and code is not None and code < 0:
+        error = f"killed by signal {-code}"
+    return Measurement(
+        status=status, exit_code=code if not timed_out else None, memory=memory, peak_bytes=peak,
+        reserved_bytes=result.get("device_reserved"), seconds=result.get("seconds"),
+        stdout_sha256=hashlib.sha256(stdout).hexdigest(), stdout_tail=_tail(stdout),
+        stderr_tail=_tail(stderr), error=error + (f" ({result['note']})" if result.get("note") else ""),
+        grads=result.get("grads"), rss_peak_bytes=rss_peak, device_name=result.get("device_name", ""),
+        torch_version=result.get("torch", ""), timeline=timeline,
+    )
+
+
+def probe(python: str = sys.executable, timeout: float = 120.0) -> dict:
+    """What the child interpreter offers: {"torch": version or None, "cuda": bool, "device_name"}."""
+    try:
+        done = subprocess.run([python, str(CHILD), "--probe"], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
+        return {"torch": None, "cuda": False, "unusable": f"cannot run {python}: {error}"}

@@ -1,0 +1,223 @@
+"""`python -m memlint.verify`: exit codes, the table, JSON, fixtures folders, missing torch/matplotlib."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs torch (the verify extra)")
+on_linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="host RSS is read from /proc")
+
+# MEM101 with a safe fix: a 32 MiB tensor allocated afresh each step while the previous one is alive
+ALLOC = """\
+import os
+import sys
+
+import torch
+
+n = int(os.environ.get("MEMLINT_SCALE", "1")) * 2048
+device = "cuda" if torch.cuda.is_available() else "cpu"
+total = 0.0
+for step in range(int(sys.argv[1]) if len(sys.argv) > 1 else 4):
+    noise = torch.randn(n, n, device=device)
+    total += noise.sum().item()
+print(f"steps {step + 1} total {total:.3f}")
+"""
+# MEM101's fix makes this crash: the refilled buffer is a leaf that requires grad
+LEAF = """\
+import torch
+
+for step in range(3):
+    w = torch.randn(64, 64)
+    w.requires_grad_()
+    w.sum().backward()
+print("done")
+"""
+
+
+def verify(*args, env=None, cwd=None):
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), (env or {}).pop(
+        "PYTHONPATH", "")]))}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "memlint.verify", *map(str, args)], capture_output=True,
+                          text=True, env=full_env, cwd=cwd or ROOT, timeout=300)
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_usage_errors_exit_2_in_one_line(tmp_path):
+    done = verify(tmp_path / "missing.py")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no such file" in done.stderr
+    done = verify(write(tmp_path, "a.py", "x = 1\n"), "--repeat", "0")
+    assert done.returncode == 2 and "--repeat" in done.stderr and "Traceback" not in done.stderr
+    done = verify(write(tmp_path, "a.py", "x = 1\n"), "--bogus")
+    assert done.returncode == 2 and "unrecognized" in done.stderr and "Traceback" not in done.stderr
+    done = verify(write(tmp_path, "bad.py", "import torch\nfor x in :\n"))
+    assert done.returncode == 2 and "cannot parse" in done.stderr
+    done = verify(tmp_path)
+    assert done.returncode == 2 and "no fixtures" in done.stderr
+    write(tmp_path, "fx/MEM101-x/before.py", "print(1)\n")
+    write(tmp_path, "fx/MEM101-x/after.py", "print(1)\n")
+    done = verify(tmp_path / "fx", "--select", "MEM2")
+    assert done.returncode == 2 and "no fixture matches --select MEM2" in done.stderr
+    done = verify(write(tmp_path, "s.py", ALLOC), "--python", tmp_path / "no-python")
+    assert done.returncode == 2 and "cannot run" in done.stderr and done.stderr.count("\n") == 1
+    done = verify(write(tmp_path, "s.py", ALLOC), "--select", "MEM999")
+    assert done.returncode == 2 and "unknown rule code MEM999" in done.stderr
+
+
+def test_help_exits_0():
+    done = verify("--help")
+    assert done.returncode == 0 and "--unsafe-fixes" in done.stdout
+
+
+def test_nothing_fixable_says_so_and_exits_0(tmp_path):
+    done = verify(write(tmp_path, "clean.py", "import torch\nx = torch.zeros(3)\nprint(x)\n"))
+    assert done.returncode == 0, done.stderr
+    assert "nothing to verify (no findings)" in done.stdout
+    done = verify(write(tmp_path, "clean.py", "print(1)\n"), "--output-format", "json")
+    data = json.loads(done.stdout)
+    assert done.returncode == 0 and data["results"] == [] and data["message"] == "nothing to verify (no findings)"
+
+
+def test_unsafe_fix_is_skipped_without_unsafe_fixes(tmp_path):
+    script = write(tmp_path, "moved.py", """
+        import torch
+        for _ in range(3):
+            x = torch.rand(64, 64).cuda()
+            print(x.sum().item())
+    """)
+    done = verify(script)
+    assert done.returncode == 0
+    assert "no finding has a fix to verify" in done.stdout and "--unsafe-fixes" in done.stdout
+
+
+def test_torch_missing_is_one_line_naming_the_extra(tmp_path):
+    fake = write(tmp_path, "fake/torch.py", "raise ImportError('No module named torch (simulated)')\n").parent
+    done = verify(write(tmp_path, "s.py", ALLOC), env={"PYTHONPATH": str(fake)})
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert "pip install 'memlint[verify]'" in done.stderr
+
+
+def test_matplotlib_missing_for_plot_is_one_line(tmp_path):
+    fake = write(tmp_path, "fake/matplotlib.py", "raise ImportError('simulated')\n").parent
+    done = verify(write(tmp_path, "s.py", ALLOC), "--plot", tmp_path / "p.png", env={"PYTHONPATH": str(fake)})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "matplotlib" in done.stderr
+
+
+@needs_torch
+@on_linux
+def test_json_confirms_mem101_on_host_memory_and_plots(tmp_path):
+    script = write(tmp_path, "train.py", ALLOC)
+    out = tmp_path / "memory.png"
+    plot = ["--plot", out] if HAS_MATPLOTLIB else []
+    done = verify(script, "--device", "cpu", "--repeat", "1", "--output-format", "json", *plot, "--", "3")
+    assert done.returncode == 0, done.stderr
+    if plot:  # host RSS sampled during the measured runs
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"wrote {out}" in done.stderr
+    data = json.loads(done.stdout)
+    assert data["version"] == 1 and data["repeat"] == 1
+    assert data["device"]["kind"] == "cpu" and data["device"]["memory"] == "host"
+    assert [(r["code"], r["line"]) for r in data["results"]] == [("MEM101", 10), ("all", None)]
+    first = data["results"][0]
+    assert first["verdict"] == "confirmed" and first["safety"] == "safe"
+    claim = first["claims"][0]
+    assert set(claim) >= {"claim", "metric", "unit", "before", "after", "ratio", "verdict", "reason"}
+    assert claim["claim"] == "peak-lower" and claim["ratio"] < 0.8
+    run = first["before_runs"][0]
+    assert run["status"] == "ok" and run["memory"] == "host" and run["stdout_tail"].startswith("steps 3 ")
+    assert data["summary"] == {"confirmed": 2}
+    assert "[2/2]" in done.stderr  # progress: one line per run
+
+
+@needs_torch
+def test_refuted_fix_exits_1_and_shows_the_crash(tmp_path):
+    done = verify(write(tmp_path, "leaf.py", LEAF), "--device", "cpu", "--repeat", "1", "-q")
+    assert done.returncode == 1, done.stderr
+    assert "refuted" in done.stdout
+    assert "leaf Variable that requires grad" in done.stdout
+    assert "no GPU" in done.stdout or "--device cpu" in done.stdout
+    assert done.stderr == ""  # -q: no progress
+
+
+@needs_torch
+@on_linux
+def test_fixtures_folder_runs_before_against_after_with_scale(tmp_path):
+    before = ALLOC
+    after = ALLOC.replace("total = 0.0\n", "total = 0.0\nnoise = torch.empty(n, n, device=device)\n").replace(
+        "    noise = torch.randn(n, n, device=device)", "    noise.normal_()")
+    write(tmp_path, "fixtures/MEM101-tensor-alloc-in-loop/before.py", before)
+    write(tmp_path, "fixtures/MEM101-tensor-alloc-in-loop/after.py", after)
+    write(tmp_path, "fixtures/not-a-fixture/before.py", "raise SystemExit(1)\n")
+    done = verify(tmp_path / "fixtures", "--device", "cpu", "--repeat", "1", "--scale", "1", "-q")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    row = next(line for line in lines if line.startswith("MEM101"))
+    assert "MEM101-tensor-alloc-in-loop" in row and "peak-lower" in row and row.endswith("confirmed")
+    assert "host memory" in lines[0]
+    assert not any("not-a-fixture" in line for line in lines)
+
+
+def test_linter_never_imports_torch():
+    code = ("import sys, memlint, memlint.engine, memlint.rules, memlint.verify.cli, memlint.verify.judge, "
+            "memlint.verify.report, memlint.verify.variants, memlint.verify.plot\n"
+            "memlint.rules.registry(); assert 'torch' not in sys.modules, 'torch imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_mem101_8192_float32_peak_halves(tmp_path):
+    """On a GPU: 8192x8192 float32 noise in a loop, 512 MiB peak -> 256 MiB with one buffer."""
+    from memlint.verify.measure import probe
+
+    if not probe().get("cuda"):
+        pytest.skip("needs a CUDA GPU")
+    done = verify(write(tmp_path, "train.py", ALLOC), "--device", "cuda", "--repeat", "2", "--scale", "4",
+                  "--output-format", "json", "--plot", tmp_path / "gpu.png")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["device"]["kind"] == "cuda"
+    claim = data["results"][0]["claims"][0]
+    assert claim["verdict"] == "confirmed"
+    MiB = 2**20
+    assert abs(claim["before"] - 512 * MiB) < 16 * MiB and abs(claim["after"] - 256 * MiB) < 16 * MiB
+    assert (tmp_path / "gpu.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.gpu
+def test_gpu_out_of_memory_avoided_by_the_fix_confirms(tmp_path):
+    """Capped at 400 MiB, two 256 MiB tensors alive at once run out of memory; one buffer fits."""
+    from memlint.verify.measure import probe
+
+    if not probe().get("cuda"):
+        pytest.skip("needs a CUDA GPU")
+    capped = ALLOC.replace('device = "cuda" if torch.cuda.is_available() else "cpu"\n',
+                           'device = "cuda"\ntorch.cuda.set_per_process_memory_fraction(\n'
+                           '    400 * 2**20 / torch.cuda.get_device_properties(0).total_memory)\n')
+    done = verify(write(tmp_path, "capped.py", capped), "--device", "cuda", "--repeat", "1", "--scale", "4",
+                  "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    first = data["results"][0]
+    assert first["before_runs"][0]["status"] == "oom"
+    assert first["after_runs"][0]["status"] == "ok"
+    assert first["verdict"] == "confirmed" and "out-of-memory avoided" in first["claims"][0]["reason"]

@@ -1,0 +1,171 @@
+"""The CUDA code path of the child and the CLI, on a CPU: a stand-in `torch` that claims a GPU.
+
+The stand-in records what the child asks of it (peak reset, memory history) and returns the
+device peak the script sets, so the device branch is exercised in CI; the real thing is
+tests/test_verify_cli.py's `gpu` tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from memlint.verify.measure import RunSpec, probe, run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_TORCH = '''
+__version__ = "0.0-fake"
+calls = []
+
+
+def manual_seed(seed):
+    calls.append("manual_seed")
+
+
+class _Memory:
+    history = []
+
+    @staticmethod
+    def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=0, **kw):
+        calls.append(f"history {enabled}")
+
+    @staticmethod
+    def _snapshot():
+        return {"device_traces": [_Memory.history]}
+
+
+class cuda:
+    memory = _Memory
+    peak = 0
+    allocated = 0
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    @staticmethod
+    def is_available():
+        return True
+
+    @staticmethod
+    def manual_seed_all(seed):
+        calls.append("manual_seed_all")
+
+    @staticmethod
+    def init():
+        calls.append("init")
+
+    @staticmethod
+    def synchronize():
+        calls.append("synchronize")
+
+    @staticmethod
+    def reset_peak_memory_stats():
+        calls.append("reset_peak")
+
+    @staticmethod
+    def get_device_name():
+        return "Fake GPU"
+
+    @staticmethod
+    def current_device():
+        return 0
+
+    @staticmethod
+    def memory_allocated():
+        return cuda.allocated
+
+    @staticmethod
+    def max_memory_allocated():
+        return cuda.peak
+
+    @staticmethod
+    def max_memory_reserved():
+        return cuda.peak + 2**20
+'''
+
+
+def _fake(tmp_path) -> dict:
+    (tmp_path / "fake" / "torch").mkdir(parents=True)
+    (tmp_path / "fake" / "torch" / "__init__.py").write_text(FAKE_TORCH)
+    return {"PYTHONPATH": str(tmp_path / "fake")}
+
+
+def _script(tmp_path, name, peak_mib, extra=""):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(f"""
+        import torch
+        torch.cuda.peak = {peak_mib} * 2**20
+        t0 = 1_700_000_000_000_000
+        torch.cuda.memory.history[:] = [
+            {{"action": "alloc", "size": 2**20, "time_us": t0}},
+            {{"action": "free_completed", "size": 2**20, "time_us": t0 + 1000}}]
+        {extra}
+        print("calls", torch.calls)
+    """))
+    return path
+
+
+def test_device_branch_of_the_child(tmp_path):
+    env = _fake(tmp_path)
+    path = _script(tmp_path, "s.py", 512)
+    m = run(RunSpec(path.read_text(), str(path), device="cuda", torch=True, timeline=True, env=env))
+    assert m.status == "ok", m.stderr_tail
+    assert m.memory == "device" and m.peak_bytes == 512 * 2**20 and m.reserved_bytes == 513 * 2**20
+    assert m.device_name == "Fake GPU" and m.torch_version == "0.0-fake"
+    calls = m.stdout_tail.split("calls ")[1]
+    for call in ("manual_seed", "manual_seed_all", "init", "reset_peak", "history all"):
+        assert repr(call) in calls
+    (t0, allocated), (t1, freed) = m.timeline
+    assert (allocated, freed) == (2**20, 0) and round(t1 - t0, 6) == 0.001
+
+
+def test_device_out_of_memory(tmp_path):
+    env = _fake(tmp_path)
+    path = _script(tmp_path, "s.py", 300, "raise torch.cuda.OutOfMemoryError('CUDA out of memory')")
+    m = run(RunSpec(path.read_text(), str(path), device="cuda", torch=True, env=env))
+    assert m.status == "oom" and m.peak_bytes == 300 * 2**20 and "OutOfMemoryError" in m.error
+
+
+def test_probe_and_cli_on_the_device(tmp_path):
+    env = _fake(tmp_path)
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = env["PYTHONPATH"]
+    try:
+        found = probe()
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+    assert found == {"python": found["python"], "torch": "0.0-fake", "cuda": True, "device_name": "Fake GPU"}
+
+    fixtures = tmp_path / "fixtures" / "MEM101-fake"
+    fixtures.mkdir(parents=True)
+    _script(fixtures, "before.py", 512)
+    _script(fixtures, "after.py", 256)
+    done = subprocess.run(
+        [sys.executable, "-m", "memlint.verify", str(tmp_path / "fixtures"), "--repeat", "2", "-q",
+         "--output-format", "json"],
+        capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(ROOT)])}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["device"] == {"kind": "cuda", "memory": "device", "torch": "0.0-fake", "name": "Fake GPU"}
+    claim = data["results"][0]["claims"][0]
+    assert (claim["verdict"], claim["before"], claim["after"], claim["ratio"]) == \
+        ("confirmed", 512 * 2**20, 256 * 2**20, 0.5)
+    plot = ["--plot", str(tmp_path / "gpu.png")] if importlib.util.find_spec("matplotlib") else []
+    text = subprocess.run(
+        [sys.executable, "-m", "memlint.verify", str(tmp_path / "fixtures"), "--repeat", "1", "-q", *plot],
+        capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(ROOT)])}, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "CUDA device Fake GPU" in text.stdout and "512.0 MiB" in text.stdout and "256.0 MiB" in text.stdout
+    if plot:  # the device timelines come from extra runs with the allocator history on
+        assert (tmp_path / "gpu.png").read_bytes()[:4] == b"\x89PNG"
