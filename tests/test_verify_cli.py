@@ -57,7 +57,7 @@ print("done")
 
 def verify(*args, env=None, cwd=None):
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), (env or {}).pop(
-        "PYTHONPATH", "")]))}
+        "PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")]))}
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "memlint.verify", *map(str, args)], capture_output=True,
                           text=True, env=full_env, cwd=cwd or ROOT, timeout=300)
