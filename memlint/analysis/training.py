@@ -64,6 +64,9 @@ _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 # Hooks Lightning runs under no_grad / inference_mode.
 _LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})
 _LIGHTNING_TRAINING = frozenset({"training_step"})
+_EVAL_FUNCTION = re.compile(
+    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
+    r"inference|generate|generation|sample|sampling|score|benchmark)(_|$)", re.IGNORECASE)
 _LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 # Functions whose result is, by convention, backwarded by their caller.
 TRAINING_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "forward",
@@ -224,6 +227,7 @@ class TrainingFacts:
         self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
         self._grad_assigns: List[cst.Assign] = []
         self._assigns: List[cst.Assign] = []
+        self._exits: Dict[int, List[cst.BaseExpression]] = {}  # id(scope) -> returned/yielded values
         self._index()
         self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers())
         self.models: FrozenSet[str] = frozenset(self._find_models())
@@ -300,6 +304,9 @@ class TrainingFacts:
             Binding(name, node, value, kind, whole))
 
     def _index_node(self, node: cst.CSTNode, scope: Scope) -> None:
+        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
+            value = node.value.item if isinstance(node.value, cst.From) else node.value
+            self._exits.setdefault(id(scope), []).append(value)
         if isinstance(node, cst.Call):
             self.calls.append(node)
             func = node.func
@@ -1036,4 +1043,94 @@ class TrainingFacts:
             return any(self._iter_carries_grad(a.value, at) for a in iterable.args)
         if isinstance(iterable, cst.Name):
             return self.carries_grad(iterable, at)
+        return False
+
+    # -- where values go -----------------------------------------------------------------------
+    def derived_names(self, scope: Scope, names: Set[str]) -> Set[str]:
+        """`names` and every name of `scope` bound from a value computed from them (any order)."""
+        tainted = set(names)
+        scope_bindings = self._bindings.get(id(scope), {})
+        changed = True
+        while changed:
+            changed = False
+            for name, binds in scope_bindings.items():
+                if name in tainted:
+                    continue
+                if any(b.value is not None and sources_of(b.value) & tainted for b in binds):
+                    tainted.add(name)
+                    changed = True
+        return tainted
+
+    def reaches_backward(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether anything derived from `names` in `scope` is backwarded there, or handed to a
+        function of this module that backwards."""
+        tainted = self.derived_names(scope, names)
+        for backward in self.backwards:
+            if self.scope_of(backward.call) is scope and backward.names & tainted:
+                return True
+            if backward.loss is not None and (dotted_name(backward.loss) or "") in names:
+                return True  # `self.total.backward()`
+        for call in self.calls:
+            if self.scope_of(call) is not scope:
+                continue
+            target = self._resolve(call)
+            if target is None or not any(sources_of(a.value) & tainted for a in call.args):
+                continue
+            if self.backwards_in(target.body):
+                return True
+        return False
+
+    def leaves_scope(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether anything derived from `names` is returned or yielded from `scope`, or stored
+        into an attribute (where other code may backward it)."""
+        tainted = self.derived_names(scope, names)
+        if any(sources_of(value) & tainted for value in self._exits.get(id(scope), [])):
+            return True
+        for assign in self._assigns:
+            if self.scope_of(assign) is scope and sources_of(assign.value) & tainted and any(
+                    isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in assign.targets):
+                return True
+        return False
+
+    def returns_value(self, scope: Scope) -> bool:
+        return bool(self._exits.get(id(scope)))
+
+    # -- evaluation loops ----------------------------------------------------------------------
+    def eval_evidence(self, loop: cst.CSTNode) -> Optional[str]:
+        """Why `loop` looks like evaluation or inference rather than part of a training step:
+        "eval-mode" (after `model.eval()` in the same function), "named" (in a function named
+        like evaluate/validate/predict/infer/generate/sample), "script" (a file with no backward
+        and no optimizer step, at module level or in a function returning nothing); else None."""
+        scope = self.scope_of(loop)
+        position = self.order(loop)
+        latest: Dict[str, ModeCall] = {}
+        for mode_call in sorted(self.mode_calls, key=lambda m: self.order(m.call)):
+            if self.scope_of(mode_call.call) is not scope or self.order(mode_call.call) > position:
+                continue
+            latest[mode_call.target] = mode_call
+        if any(m.mode == "eval" and self.is_model(m.call.func.value) for m in latest.values()):  # type: ignore[attr-defined]
+            return "eval-mode"
+        func = self.function_of(loop)
+        while func is not None:
+            if _EVAL_FUNCTION.search(func.name.value) and not func.name.value.startswith("test_"):
+                return "named"
+            func = self.function_of(func)
+        if not self.backwards and not self.optimizer_steps and (
+                scope is self.module or not self.returns_value(scope)):
+            return "script"
+        return None
+
+    def reset_in_iteration(self, loop: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
+        """Whether `name` is surely rebound (not by `+=` or an append) in `loop`'s body before `at`:
+        then what it holds at `at` does not outlive the iteration."""
+        position = self.order(at)
+        at_ancestors = {id(a) for a in self.ancestors(at)}
+        for bind in self.bindings(self.scope_of(at), name):
+            if bind.kind in ("aug", "append", "param", "def") or bind.node is at:
+                continue
+            if self.order(bind.node) >= position or not self.contains(loop.body, bind.node):  # type: ignore[attr-defined]
+                continue
+            block = self._dominating_block(bind.node)
+            if block is not None and id(block) in at_ancestors:
+                return True
         return False
