@@ -167,7 +167,7 @@ class Binding:
     whole: bool = True  # False when the value is unpacked (`a, b = f()`)
 
 
-def _literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
+def literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
     if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
         return expr.value == "True"
     return None
@@ -322,12 +322,12 @@ class TrainingFacts:
                 elif method in ("eval", "train") and receiver is not None:
                     mode = method
                     flag = _arg(node, "mode", 0)
-                    if method == "train" and flag is not None and _literal_bool(flag.value) is False:
+                    if method == "train" and flag is not None and literal_bool(flag.value) is False:
                         mode = "eval"
                     self.mode_calls.append(ModeCall(node, receiver, mode))
                 elif method == "requires_grad_":
                     flag = _arg(node, "requires_grad", 0)
-                    if flag is not None and _literal_bool(flag.value) is False:
+                    if flag is not None and literal_bool(flag.value) is False:
                         self.requires_grad_off = True
         elif isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
@@ -341,7 +341,7 @@ class TrainingFacts:
                     self._bind(scope, name.value, node, node.value, "assign", whole)
                 tgt = target.target
                 if isinstance(tgt, cst.Attribute):
-                    if tgt.attr.value == "requires_grad" and _literal_bool(node.value) is False:
+                    if tgt.attr.value == "requires_grad" and literal_bool(node.value) is False:
                         self.requires_grad_off = True
                     if tgt.attr.value == "grad":
                         self._grad_assigns.append(node)
@@ -379,12 +379,12 @@ class TrainingFacts:
         if qualified in _GRAD_OFF:
             kind = "inference_mode" if qualified.endswith("inference_mode") else "no_grad"
             mode = _arg(call, "mode", 0) if kind == "inference_mode" else None
-            on = True if mode is None else _literal_bool(mode.value)
+            on = True if mode is None else literal_bool(mode.value)
             if on is not False:  # inference_mode(False) changes nothing
                 region = Region(node, item, kind, None if on is None else False)
         elif qualified in _GRAD_SET:
             mode = _arg(call, "mode", 0)
-            region = Region(node, item, "set_grad_enabled", _literal_bool(mode.value) if mode else None)
+            region = Region(node, item, "set_grad_enabled", literal_bool(mode.value) if mode else None)
         elif qualified in _GRAD_ON:
             region = Region(node, item, "enable_grad", True)
         elif qualified in _AUTOCAST:
@@ -415,7 +415,7 @@ class TrainingFacts:
         dtype = self.names.qualified_name(dtype_arg.value) if dtype_arg is not None else None
         if dtype_arg is not None and dtype is None:
             dtype = "<unknown>"
-        enabled = _literal_bool(enabled_arg.value) if enabled_arg is not None else None
+        enabled = literal_bool(enabled_arg.value) if enabled_arg is not None else None
         return Autocast(Region(node, item, "autocast", None), call, device, dtype, enabled, deprecated)
 
     # -- positions and scopes ------------------------------------------------------------------
@@ -767,14 +767,14 @@ class TrainingFacts:
             if qualified in _GRAD_OFF:
                 if call is not None and qualified.endswith("inference_mode"):
                     mode = _arg(call, "mode", 0)
-                    if mode is not None and _literal_bool(mode.value) is not True:
-                        return None if _literal_bool(mode.value) is None else True
+                    if mode is not None and literal_bool(mode.value) is not True:
+                        return None if literal_bool(mode.value) is None else True
                 return False
             if qualified in _GRAD_ON:
                 return True
             if qualified in _GRAD_SET and call is not None:
                 mode = _arg(call, "mode", 0)
-                return _literal_bool(mode.value) if mode is not None else None
+                return literal_bool(mode.value) if mode is not None else None
         if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
             return False
         return None
@@ -1134,3 +1134,20 @@ class TrainingFacts:
             if block is not None and id(block) in at_ancestors:
                 return True
         return False
+
+    def constructor_of(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The qualified constructor a model name was built from (`torch.nn.GRU` for
+        `rnn = nn.GRU(...).to(device)`), when every assignment to it agrees; else None."""
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return None
+        found: Set[Optional[str]] = set()
+        for assign in self._assigns:
+            if not any(dotted_name(t.target) == dotted for t in assign.targets):
+                continue
+            value = assign.value
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                    value.func.attr.value in _MODEL_MOVERS and isinstance(value.func.value, cst.Call):
+                value = value.func.value
+            found.add(self.names.call_name(value) if isinstance(value, cst.Call) else None)
+        return found.pop() if len(found) == 1 else None
