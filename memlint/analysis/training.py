@@ -49,6 +49,8 @@ _NON_DIFF_TORCH = frozenset({
     "torch.le", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.tensor",
     "torch.no_grad", "torch.inference_mode", "torch.count_nonzero", "torch.numel", "torch.is_tensor",
 })
+# torch functions whose result is a tensor computed from their arguments
+_TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 _GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
                        "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
 _GRAD_SET = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
@@ -535,6 +537,9 @@ class TrainingFacts:
             kind = "autograd" if qualified in _AUTOGRAD_BACKWARD else "grad"
             return Backward(call, value, kind, None, retain.value if retain else None,
                             frozenset(sources_of(value)) if value is not None else frozenset())
+        if qualified is not None and qualified.endswith(".backward"):  # torch.distributed.autograd ...
+            names = frozenset().union(*(sources_of(a.value) for a in call.args)) if call.args else frozenset()
+            return Backward(call, None, "autograd", None, retain.value if retain else None, names)
         if qualified is not None or not isinstance(func, cst.Attribute) or \
                 func.attr.value not in ("backward", "manual_backward"):
             return None
@@ -728,6 +733,8 @@ class TrainingFacts:
         if self.names.qualified_name(expr) is not None:
             return False  # an imported callable (torch.relu, F.softmax, np.mean)
         last = _last(dotted)
+        if dotted in self.classes or (last[:1].isupper() and last[1:2].islower()):
+            return False  # a class: calling it makes a model, it does not run one
         return bool(_MODEL_NAME.search(last)) and not _LOSS_NAME.search(last)
 
     def is_forward(self, call: cst.Call) -> bool:
@@ -944,7 +951,7 @@ class TrainingFacts:
             return self.grad_enabled(call) is True and any(self.carries_grad(a.value, at) for a in call.args)
         qualified = self.names.call_name(call)
         if qualified is not None:
-            if qualified.startswith("torch.") and qualified not in _NON_DIFF_TORCH:
+            if _TENSOR_FUNCTION.match(qualified) and qualified not in _NON_DIFF_TORCH:
                 stack.extend(arg.value for arg in call.args)
             return False
         if isinstance(func, cst.Attribute):
@@ -1115,7 +1122,7 @@ class TrainingFacts:
             if _EVAL_FUNCTION.search(func.name.value) and not func.name.value.startswith("test_"):
                 return "named"
             func = self.function_of(func)
-        if not self.backwards and not self.optimizer_steps and (
+        if not self.backwards and not self.optimizer_steps and self._inference_signs() and (
                 scope is self.module or not self.returns_value(scope)):
             return "script"
         return None
@@ -1151,3 +1158,15 @@ class TrainingFacts:
                 value = value.func.value
             found.add(self.names.call_name(value) if isinstance(value, cst.Call) else None)
         return found.pop() if len(found) == 1 else None
+
+    def _inference_signs(self) -> bool:
+        """The file loads trained weights or puts a model in eval mode somewhere."""
+        if any(m.mode == "eval" for m in self.mode_calls):
+            return True
+        for call in self.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("load_state_dict", "from_pretrained"):
+                return True
+            if self.names.call_name(call) in ("torch.load", "torch.hub.load", "torch.jit.load"):
+                return True
+        return False

@@ -26,7 +26,7 @@ _HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add
 _WHY = {
     "eval-mode": "after `.eval()`",
     "named": "in an evaluation function",
-    "script": "in a file that never calls backward",
+    "script": "in an inference script that never calls backward",
 }
 
 
@@ -121,6 +121,9 @@ class EvalWithoutNoGrad(Rule):
         # the loss goes to code that may backward it
         "import torch\nmodel.eval()  # frozen batch norm\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
         "    trainer.apply(loss)\n",
+        # a file that never trains, but nothing says it evaluates a trained model (a stress test)
+        "import torch\nmem = Elementwise()\nfor _ in range(50):\n    x = torch.randn(4)\n"
+        "    torch.testing.assert_close(lowered(x), mem(x))\n",
         # a frozen model records no graph
         "import torch\nmodel.requires_grad_(False)\nmodel.eval()\nfor x in loader:\n    out = model(x)\n",
         # a bare set_grad_enabled(False) switched grad off for the file's top level
@@ -149,9 +152,9 @@ class EvalWithoutNoGrad(Rule):
         ),
         # an inference script
         Invalid(
-            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\n"
+            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
             "for x in batches:\n    print(net(x).softmax(-1))\n",
-            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\n"
+            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
             "with no_grad():\n    for x in batches:\n        print(net(x).softmax(-1))\n",
         ),
         # a generator: reported, no fix (a `with` around a yield leaks no-grad mode)
