@@ -97,6 +97,11 @@ _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|
                               r"kl_div|nll_loss|mse_loss|l1_loss)$")
 
 
+# Node types the index looks at (beyond functions and classes).
+_INDEXED = frozenset({cst.Call, cst.Return, cst.Yield, cst.SimpleStatementLine, cst.Assign, cst.AnnAssign,
+                      cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
+
+
 # -- facts ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Backward:
@@ -248,6 +253,7 @@ class TrainingFacts:
         self._memo_returns: Dict[int, bool] = {}
         self._memo_enabled: Dict[int, Optional[bool]] = {}
         self._in_progress: Set[Tuple[str, int]] = set()
+        self._calls_in: Dict[Tuple[int, bool], List[Tuple[cst.Call, cst.Call]]] = {}
         for site_list in self._call_sites.values():
             site_list.sort(key=self.order)
 
@@ -257,33 +263,36 @@ class TrainingFacts:
         stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], Scope, Optional[cst.ClassDef]]] = [
             (self.module, None, self.module, None)]
         classes_of: Dict[int, Optional[cst.ClassDef]] = {}
+        parents, orders, scopes = self._parent, self._order, self._scope_of
+        interesting = _INDEXED  # concrete types: `type(x) is` is much cheaper than ABC isinstance
         while stack:
             node, parent, scope, klass = stack.pop()
             key = id(node)
-            if parent is not None:
-                self._parent[key] = parent
-            self._order[key] = order
+            parents[key] = parent  # type: ignore[assignment]
+            orders[key] = order
             order += 1
-            self._scope_of[key] = scope
+            scopes[key] = scope
             inner_scope, inner_class = scope, klass
-            if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            node_type = type(node)
+            if node_type is cst.FunctionDef or node_type is cst.Lambda:
                 inner_scope = node
                 classes_of[key] = klass
                 self._bindings.setdefault(key, {})
                 self._params(node)
-                if isinstance(node, cst.FunctionDef):
+                if node_type is cst.FunctionDef:
                     if scope is self.module and klass is None:
-                        self.functions.setdefault(node.name.value, node)
-                    self._bind(scope, node.name.value, node, None, "def")
-                inner_class = None if isinstance(node, cst.FunctionDef) else klass
-            elif isinstance(node, cst.ClassDef):
-                inner_class = node
+                        self.functions.setdefault(node.name.value, node)  # type: ignore[attr-defined]
+                    self._bind(scope, node.name.value, node, None, "def")  # type: ignore[attr-defined]
+                    inner_class = None
+            elif node_type is cst.ClassDef:
+                inner_class = node  # type: ignore[assignment]
                 if scope is self.module:
-                    self.classes.setdefault(node.name.value, node)
-            else:
+                    self.classes.setdefault(node.name.value, node)  # type: ignore[attr-defined]
+            elif node_type in interesting:
                 self._index_node(node, scope)
             for child in reversed(tuple(children(node))):
                 stack.append((child, node, inner_scope, inner_class))
+        parents.pop(id(self.module), None)
         self._class_of = classes_of
         for call in self.calls:
             target = self._resolve(call)
@@ -306,10 +315,11 @@ class TrainingFacts:
             Binding(name, node, value, kind, whole))
 
     def _index_node(self, node: cst.CSTNode, scope: Scope) -> None:
-        if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None:
+        node_type = type(node)
+        if (node_type is cst.Return or node_type is cst.Yield) and node.value is not None:  # type: ignore[attr-defined]
             value = node.value.item if isinstance(node.value, cst.From) else node.value
             self._exits.setdefault(id(scope), []).append(value)
-        if isinstance(node, cst.Call):
+        if node_type is cst.Call:
             self.calls.append(node)
             func = node.func
             if isinstance(func, cst.Attribute):
@@ -331,12 +341,12 @@ class TrainingFacts:
                     flag = _arg(node, "requires_grad", 0)
                     if flag is not None and literal_bool(flag.value) is False:
                         self.requires_grad_off = True
-        elif isinstance(node, cst.SimpleStatementLine):
+        elif node_type is cst.SimpleStatementLine:
             for small in node.body:
                 if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                     if self.names.call_name(small.value) in _GRAD_SET:
                         self._toggles.add(id(scope))
-        elif isinstance(node, cst.Assign):
+        elif node_type is cst.Assign:
             self._assigns.append(node)
             for target in node.targets:
                 for name, whole in _binding_targets(target.target):
@@ -347,20 +357,20 @@ class TrainingFacts:
                         self.requires_grad_off = True
                     if tgt.attr.value == "grad":
                         self._grad_assigns.append(node)
-        elif isinstance(node, cst.AnnAssign):
+        elif node_type is cst.AnnAssign:
             if node.value is not None:
                 for name, whole in _binding_targets(node.target):
                     self._bind(scope, name.value, node, node.value, "assign", whole)
-        elif isinstance(node, cst.AugAssign):
+        elif node_type is cst.AugAssign:
             for name, whole in _binding_targets(node.target):
                 self._bind(scope, name.value, node, node.value, "aug", whole)
-        elif isinstance(node, cst.NamedExpr):
+        elif node_type is cst.NamedExpr:
             for name, whole in _binding_targets(node.target):
                 self._bind(scope, name.value, node, node.value, "walrus", whole)
-        elif isinstance(node, cst.For):
+        elif node_type is cst.For:
             for name, _ in _binding_targets(node.target):
                 self._bind(scope, name.value, node, node.iter, "for", False)
-        elif isinstance(node, cst.With):
+        elif node_type is cst.With:
             for item in node.items:
                 if item.asname is not None:
                     for name, whole in _binding_targets(item.asname.name):
@@ -503,9 +513,17 @@ class TrainingFacts:
         """Calls in this module that call `func`."""
         return self._call_sites.get(id(func), [])
 
-    def calls_in(self, node: cst.CSTNode, follow: bool = True) -> Iterator[Tuple[cst.Call, cst.Call]]:
+    def calls_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
         """Every call under `node` (nested functions not entered) as (call, call site in `node`):
         with `follow`, also the calls inside functions of this module that those calls reach."""
+        key = (id(node), follow)
+        found = self._calls_in.get(key)
+        if found is None:
+            found = list(self._calls_in_uncached(node, follow))
+            self._calls_in[key] = found
+        return found
+
+    def _calls_in_uncached(self, node: cst.CSTNode, follow: bool) -> Iterator[Tuple[cst.Call, cst.Call]]:
         seen: Set[int] = set()
         pending: List[Tuple[cst.CSTNode, Optional[cst.Call], int]] = [(node, None, 0)]
         while pending:

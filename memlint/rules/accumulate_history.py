@@ -6,6 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
+from memlint.analysis.loops import innermost_loop
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -173,6 +174,9 @@ class AccumulateHistory(Rule):
             self._check(node, target, value.left)
 
     def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if innermost_loop(self.context.ancestors) is None and not any(
+                isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
+            return
         training = self.facts.training
         loops = training.loops_around(node)
         root = _root(target)

@@ -88,6 +88,9 @@ class EvalWithoutNoGrad(Rule):
     MESSAGE = "a model runs in an evaluation loop with autograd recording"
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.PEAK_LOWER
+    # the evidence of evaluation it needs: `.eval()`, a function name, loading trained weights
+    REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "score", "benchmark",
+                "load")
 
     VALID = (
         "import torch\nmodel.eval()\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",

@@ -107,11 +107,11 @@ class MissingDel(Rule):
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
         call = _forward_of(node.value)
-        training = self.facts.training
-        if call is None or not training.is_forward(call):
+        if call is None:
             return
         loop = innermost_loop(self.context.ancestors)
-        if loop is None:
+        training = self.facts.training
+        if loop is None or not training.is_forward(call):
             return
         line = training.parent(node)
         if not isinstance(line, cst.SimpleStatementLine) or training.parent(line) is not loop.body:

@@ -58,6 +58,7 @@ class RetainGraphInLoop(Rule):
     NAME = "retain-graph-in-loop"
     MESSAGE = "`backward(retain_graph=True)` in a loop keeps every iteration's graph alive"
     FIX_SAFETY = None
+    REQUIRES = ("retain_graph",)
 
     VALID = (
         "import torch\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n",
@@ -81,6 +82,8 @@ class RetainGraphInLoop(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
+        if not any(arg.keyword is not None and arg.keyword.value == "retain_graph" for arg in node.args):
+            return
         training = self.facts.training
         backward = training.backward_of(node)
         if backward is None or backward.kind == "grad" or literal_bool(backward.retain_graph) is not True:

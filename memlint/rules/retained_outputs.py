@@ -86,6 +86,7 @@ class RetainedOutputs(Rule):
     MESSAGE = "an output with its autograd graph is stored in a container that outlives the loop"
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.PEAK_LOWER
+    REQUIRES = ("append", "extend", "insert")
 
     VALID = (
         "import torch\npreds = []\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
@@ -141,7 +142,7 @@ class RetainedOutputs(Rule):
         if not isinstance(func, cst.Attribute) or func.attr.value not in _STORING or not node.args:
             return
         container = _root(func.value)
-        if container is None:
+        if container is None or not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
             return
         training = self.facts.training
         loops = training.loops_around(node)
