@@ -85,10 +85,15 @@ _MODEL_NAME = re.compile(
     r"autoencoder|netG|netD|ema_model|lm|llm)\d*$|^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$"
     r"|^(model|net)_\w+$",
     re.IGNORECASE)
+_NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
+                               r"factory|builder|pipeline)$")
 _NN_NOT_MODULE = re.compile(r"^torch\.nn\.(functional|init|utils|parameter|Parameter|parallel\.scatter)")
 _MODEL_FACTORIES = re.compile(
     r"(\.from_pretrained$|^timm\.create_model$|^torchvision\.models\.[a-z]\w*$|^torch\.compile$|"
     r"^torch\.nn\.parallel\.DistributedDataParallel$|^torch\.nn\.DataParallel$|^torch\.jit\.script$)")
+# `X.from_pretrained` that does not make a module running with grad (diffusers pipelines run
+# under no_grad, like HF generate)
+_NOT_A_MODULE = re.compile(r"Tokenizer|Processor|Config|Extractor|Pipeline|Scheduler|Dataset")
 _MODEL_MOVERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "eval", "train",
                            "requires_grad_", "share_memory"})
 _LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_func|loss_function|"
@@ -97,6 +102,7 @@ _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|
                               r"kl_div|nll_loss|mse_loss|l1_loss)$")
 
 
+_NESTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 # Node types the index looks at (beyond functions and classes).
 _INDEXED = frozenset({cst.Call, cst.Return, cst.Yield, cst.SimpleStatementLine, cst.Assign, cst.AnnAssign,
                       cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
@@ -254,6 +260,7 @@ class TrainingFacts:
         self._memo_enabled: Dict[int, Optional[bool]] = {}
         self._in_progress: Set[Tuple[str, int]] = set()
         self._calls_in: Dict[Tuple[int, bool], List[Tuple[cst.Call, cst.Call]]] = {}
+        self._direct: Dict[int, List[cst.Call]] = {}
         for site_list in self._call_sites.values():
             site_list.sort(key=self.order)
 
@@ -294,9 +301,11 @@ class TrainingFacts:
                 stack.append((child, node, inner_scope, inner_class))
         parents.pop(id(self.module), None)
         self._class_of = classes_of
+        self._resolved: Dict[int, cst.FunctionDef] = {}
         for call in self.calls:
             target = self._resolve(call)
             if target is not None:
+                self._resolved[id(call)] = target
                 self._call_sites.setdefault(id(target), []).append(call)
 
     def _params(self, node: cst.CSTNode) -> None:
@@ -507,7 +516,8 @@ class TrainingFacts:
         return None
 
     def resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        return self._resolve(call)
+        """The function or method of this module that `call` calls, when it can be told."""
+        return self._resolved.get(id(call))
 
     def call_sites(self, func: cst.FunctionDef) -> List[cst.Call]:
         """Calls in this module that call `func`."""
@@ -528,21 +538,32 @@ class TrainingFacts:
         pending: List[Tuple[cst.CSTNode, Optional[cst.Call], int]] = [(node, None, 0)]
         while pending:
             root, site, depth = pending.pop()
-            stack = [root]
+            for call in self._direct_calls(root):
+                here = site if site is not None else call
+                yield call, here
+                if follow and depth < self.MAX_FOLLOW_DEPTH:
+                    target = self._resolved.get(id(call))
+                    if target is not None and id(target) not in seen and not self.contains(target, node):
+                        seen.add(id(target))
+                        if self.grad_enabled_by_decorator(target) is not False:
+                            pending.append((target.body, here, depth + 1))
+
+    def _direct_calls(self, node: cst.CSTNode) -> List[cst.Call]:
+        """The calls under `node`, in source order, not inside nested functions or classes."""
+        found = self._direct.get(id(node))
+        if found is None:
+            found = []
+            stack = [node]
             while stack:
                 current = stack.pop()
-                if current is not root and isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                current_type = type(current)
+                if current is not node and current_type in _NESTED:
                     continue
-                if isinstance(current, cst.Call):
-                    here = site if site is not None else current
-                    yield current, here
-                    if follow and depth < self.MAX_FOLLOW_DEPTH:
-                        target = self._resolve(current)
-                        if target is not None and id(target) not in seen and not self.contains(target, node):
-                            seen.add(id(target))
-                            if self.grad_enabled_by_decorator(target) is not False:
-                                pending.append((target.body, here, depth + 1))
-                stack.extend(children(current))
+                if current_type is cst.Call:
+                    found.append(current)  # type: ignore[arg-type]
+                stack.extend(reversed(tuple(children(current))))
+            self._direct[id(node)] = found
+        return found
 
     # -- roles of calls --------------------------------------------------------------------------
     def _backward(self, call: cst.Call) -> Optional[Backward]:
@@ -733,9 +754,7 @@ class TrainingFacts:
         if isinstance(func, cst.Name) and func.value in self.module_classes:
             return True
         if isinstance(func, cst.Attribute):
-            if func.attr.value == "from_pretrained" and "Tokenizer" not in (dotted_name(func.value) or "") \
-                    and "Processor" not in (dotted_name(func.value) or "") \
-                    and "Config" not in (dotted_name(func.value) or ""):
+            if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or ""):
                 return True
             if func.attr.value in _MODEL_MOVERS and (dotted_name(func.value) in known or
                                                      self._is_model_value(func.value, known)):
@@ -751,7 +770,7 @@ class TrainingFacts:
         if self.names.qualified_name(expr) is not None:
             return False  # an imported callable (torch.relu, F.softmax, np.mean)
         last = _last(dotted)
-        if dotted in self.classes or (last[:1].isupper() and last[1:2].islower()):
+        if dotted in self.classes or (last[:1].isupper() and last[1:2].islower()) or _NOT_A_MODEL_CALL.search(last):
             return False  # a class: calling it makes a model, it does not run one
         return bool(_MODEL_NAME.search(last)) and not _LOSS_NAME.search(last)
 
@@ -977,7 +996,7 @@ class TrainingFacts:
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
             return False
-        target = self._resolve(call)
+        target = self._resolved.get(id(call))
         if target is not None:
             return self.returns_grad(target)
         return False  # an unknown function: do not guess
@@ -1098,7 +1117,7 @@ class TrainingFacts:
         for call in self.calls:
             if self.scope_of(call) is not scope:
                 continue
-            target = self._resolve(call)
+            target = self._resolved.get(id(call))
             if target is None or not any(sources_of(a.value) & tainted for a in call.args):
                 continue
             if self.backwards_in(target.body):
