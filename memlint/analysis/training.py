@@ -1152,7 +1152,10 @@ class TrainingFacts:
             if self.scope_of(mode_call.call) is not scope or self.order(mode_call.call) > position:
                 continue
             latest[mode_call.target] = mode_call
-        if any(m.mode == "eval" and self.is_model(m.call.func.value) for m in latest.values()):  # type: ignore[attr-defined]
+        modes = {m.mode for m in latest.values() if self.is_model(m.call.func.value)}  # type: ignore[attr-defined]
+        if "train" in modes:
+            return None  # the model was put in training mode for this loop
+        if "eval" in modes:
             return "eval-mode"
         func = self.function_of(loop)
         while func is not None:

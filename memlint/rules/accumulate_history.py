@@ -120,6 +120,17 @@ class AccumulateHistory(Rule):
         "    print(step_loss.item())\n",
         # HF generate() runs without grad
         "import torch\ntotal = 0\nfor batch in loader:\n    total += model.generate(**batch).shape[1]\n",
+        # accelerate's gradient accumulation, logging a detached loss
+        "import torch\ntotal_loss = 0\nfor batch in loader:\n    with accelerator.accumulate(model):\n"
+        "        outputs = model(**batch)\n        loss = outputs.loss\n        total_loss += loss.detach().float()\n"
+        "        accelerator.backward(loss)\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        # Lightning's training_step returns the summed loss to Lightning, which backwards it
+        "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def training_step(self, batch, i):\n"
+        "        loss = 0\n        for x, y in batch:\n            loss += self.criterion(self.model(x), y)\n        return loss\n",
+        # HF Trainer runs the loop: a compute_loss override returns the sum
+        "import torch\nfrom transformers import Trainer\nclass MyTrainer(Trainer):\n"
+        "    def compute_loss(self, model, inputs, return_outputs=False):\n        loss = 0\n"
+        "        for part in inputs['parts']:\n            loss = loss + model(**part).loss\n        return loss\n",
         # not in a loop
         "import torch\ntotal = criterion(model(x), y)\ntotal += criterion(model(x2), y2)\n",
     )

@@ -111,6 +111,9 @@ class RetainedOutputs(Rule):
         "import torch\nnoises = []\nfor _ in range(10):\n    noises.append(torch.randn(4, 4))\n",
         # labels and predictions without a graph
         "import torch\npreds = []\nfor x in loader:\n    preds.append(model(x).argmax(-1))\n",
+        # Lightning runs validation_step without grad
+        "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def validation_step(self, batch, i):\n"
+        "        for x in batch:\n            self.val_outputs.append(self.model(x))\n",
         # the list is made anew every iteration
         "import torch\nfor x in loader:\n    parts = []\n    parts.append(model(x))\n    print(len(parts))\n",
     )
