@@ -103,6 +103,12 @@ _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|
 
 
 _NESTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
+_HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", "isinstance", "list", "tuple",
+                                 "sorted", "zip", "enumerate", "max", "min", "sum", "abs", "round", "format",
+                                 "type", "id", "dict", "map"})
+_HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add_scalar", "add_scalars",
+                               "write", "append", "extend", "insert", "add", "put", "format", "join",
+                               "set_postfix", "log_dict", "print"})
 # Node types the index looks at (beyond functions and classes).
 _INDEXED = frozenset({cst.Call, cst.Return, cst.Yield, cst.SimpleStatementLine, cst.Assign, cst.AnnAssign,
                       cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
@@ -1198,6 +1204,22 @@ class TrainingFacts:
                 value = value.func.value
             found.add(self.names.call_name(value) if isinstance(value, cst.Call) else None)
         return found.pop() if len(found) == 1 else None
+
+    def hands_graph_away(self, loop: cst.CSTNode) -> bool:
+        """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`)."""
+        training = self
+        for call, site in training.calls_in(loop, follow=False):
+            func = call.func
+            if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or training.resolve(call)):
+                continue
+            if self.names.call_name(call) is not None or training.is_forward(call) or training.is_loss(call):
+                continue
+            if isinstance(func, cst.Attribute) and (func.attr.value in _HARMLESS_METHODS or
+                                                    training.carries_grad(func.value, call)):
+                continue
+            if any(training.carries_grad(arg.value, call) for arg in call.args):
+                return True
+        return False
 
     def _inference_signs(self) -> bool:
         """The file loads trained weights or puts a model in eval mode somewhere."""

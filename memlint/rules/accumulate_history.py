@@ -204,21 +204,30 @@ class AccumulateHistory(Rule):
         if isinstance(target, cst.Name) and training.leaves_scope(scope, {root}) and (
                 training.in_training_function(node) or training.eval_evidence(loops[0]) is None):
             return  # a loss function returning its sum: the caller may backward it
-        in_training = any(training.backwards_in(loop) for loop in loops)
-        self.report(node, self._message(target, value, in_training), Fix(
+        if any(training.backwards_in(loop) for loop in loops):
+            context = "training"
+        elif training.hands_graph_away(loops[0]):
+            context = "unknown"  # the loss goes to code that may backward it
+        else:
+            context = "no-backward"
+        self.report(node, self._message(target, value, context), Fix(
             edits=(Replace(value, detached(value)),),
             safety=Safety.SAFE,
             description=f"accumulate `{show(detached(value))}`",
         ))
 
     @staticmethod
-    def _message(target: cst.CSTNode, value: cst.BaseExpression, in_training: bool) -> str:
+    def _message(target: cst.CSTNode, value: cst.BaseExpression, context: str) -> str:
         acc, fixed = show(target), show(detached(value))
-        if in_training:
+        if context == "training":
             return (f"`{acc}` accumulates a value with its autograd graph; in this training loop "
                     f"backward() frees each step's saved tensors, so it holds GPU memory only until "
                     f"backward (no measurable cost on an H200), but `{acc}` links every step's "
                     f"autograd history: accumulate `{fixed}`")
+        if context == "unknown":
+            return (f"`{acc}` accumulates a value with its autograd graph, which stays linked to every "
+                    f"iteration's graph while `{acc}` lives (their saved activations too, unless a "
+                    f"backward frees them): accumulate `{fixed}`")
         return (f"`{acc}` accumulates a value with its autograd graph, keeping every iteration's "
                 f"saved activations alive while `{acc}` lives (a validation loop doing this peaked "
                 f"1 GB higher on an H200 than with `.item()`): accumulate `{fixed}`")

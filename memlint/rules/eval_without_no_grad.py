@@ -17,12 +17,6 @@ _WANTS_GRAD_METHODS = frozenset({"requires_grad_", "retain_grad", "register_hook
 _WANTS_GRAD_CALLS = frozenset({"torch.enable_grad", "torch.autograd.grad", "torch.autograd.backward",
                                "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
                                "torch.func.grad", "torch.set_grad_enabled"})
-_HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", "isinstance", "list", "tuple",
-                                 "sorted", "zip", "enumerate", "max", "min", "sum", "abs", "round", "format",
-                                 "type", "id", "dict", "map"})
-_HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add_scalar", "add_scalars",
-                               "write", "append", "extend", "insert", "add", "put", "format", "join",
-                               "set_postfix", "log_dict", "print"})
 _WHY = {
     "eval-mode": "after `.eval()`",
     "named": "in an evaluation function",
@@ -181,7 +175,7 @@ class EvalWithoutNoGrad(Rule):
         if not forwards:
             return
         why = training.eval_evidence(loop)
-        if why is None or self._wants_grad(loop) or self._hands_graph_away(loop):
+        if why is None or self._wants_grad(loop) or self.facts.training.hands_graph_away(loop):
             return
         scope = training.scope_of(loop)
         bound = {b.name for name_binds in (training.bindings(scope, n) for n in self._names_bound(loop))
@@ -216,22 +210,6 @@ class EvalWithoutNoGrad(Rule):
         return any(isinstance(n, cst.Assign) and any(
             isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" for t in n.targets)
             for n in walk_scope(loop))
-
-    def _hands_graph_away(self, loop: Loop) -> bool:
-        """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`)."""
-        training = self.facts.training
-        for call, site in training.calls_in(loop, follow=False):
-            func = call.func
-            if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or training.resolve(call)):
-                continue
-            if self.facts.names.call_name(call) is not None or training.is_forward(call) or training.is_loss(call):
-                continue
-            if isinstance(func, cst.Attribute) and (func.attr.value in _HARMLESS_METHODS or
-                                                    training.carries_grad(func.value, call)):
-                continue
-            if any(training.carries_grad(arg.value, call) for arg in call.args):
-                return True
-        return False
 
     @staticmethod
     def _names_bound(loop: Loop) -> List[str]:

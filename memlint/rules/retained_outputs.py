@@ -167,22 +167,30 @@ class RetainedOutputs(Rule):
         if isinstance(container, cst.Name) and training.leaves_scope(scope, {root}) and \
                 training.eval_evidence(loops[0]) is None:
             return
-        in_training = any(training.backwards_in(loop) for loop in loops)
+        if any(training.backwards_in(loop) for loop in loops):
+            context = "training"
+        elif training.hands_graph_away(loops[0]):
+            context = "unknown"  # the graph goes to code that may backward it
+        else:
+            context = "no-backward"
         fixed = _detach_before_move(value)
         fix = None
         if fixed is not None:
             fix = Fix((Replace(value, fixed),), Safety.SAFE, f"store `{show(fixed)}`")
-        self.report(node, self._message(dotted, value, fixed, in_training), fix)
+        self.report(node, self._message(dotted, value, fixed, context), fix)
 
     @staticmethod
     def _message(container: str, value: cst.BaseExpression, fixed: Optional[cst.BaseExpression],
-                 in_training: bool) -> str:
+                 context: str) -> str:
         moved = _moved_to_cpu(value)
         advice = f"store `{show(fixed)}`" if fixed is not None else "store detached tensors"
-        if in_training:
+        if context == "training":
             return (f"`{container}` keeps a tensor with its autograd graph; in this training loop "
                     f"backward() frees the graph's saved tensors, so the cost is the linked autograd "
                     f"history, not GPU memory: {advice}")
+        if context == "unknown":
+            return (f"`{container}` keeps a tensor with its autograd graph, and with it the graph's "
+                    f"saved activations unless a backward frees them: {advice}")
         if moved:
             return (f"`{container}` keeps CPU copies that still hold the autograd graph (`.cpu()` / "
                     f"`.to()` do not detach), so each batch's saved activations stay on the GPU "
