@@ -42,11 +42,18 @@ DETACHING_METHODS = frozenset(SCALAR_METHODS | {
     "logical_and", "logical_or", "logical_not", "logical_xor", "sign", "count_nonzero",
     "zero_grad", "eval", "train", "parameters", "named_parameters", "state_dict", "generate",
     "append", "extend", "insert", "update", "keys", "values", "items", "requires_grad_",
+    "argsort", "argwhere", "multinomial", "unique", "bincount", "histc", "bucketize", "searchsorted",
+    "floor_divide", "is_nonzero", "equal", "allclose", "isclose", "any", "all",
 })
+# Calls returning (values, indices): an unpacked element may be the indices, which carry no graph.
+_VALUES_INDICES = frozenset({"max", "min", "topk", "sort", "kthvalue", "median", "mode", "nanmedian",
+                             "cummax", "cummin"})
 DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad"})
 _NON_DIFF_TORCH = frozenset({
     "torch.argmax", "torch.argmin", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge",
     "torch.le", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.tensor",
+    "torch.argsort", "torch.multinomial", "torch.unique", "torch.bincount", "torch.bucketize",
+    "torch.searchsorted", "torch.equal", "torch.allclose", "torch.isclose", "torch.any", "torch.all",
     "torch.no_grad", "torch.inference_mode", "torch.count_nonzero", "torch.numel", "torch.is_tensor",
 })
 # torch functions whose result is a tensor computed from their arguments
@@ -68,7 +75,12 @@ _LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})
 _LIGHTNING_TRAINING = frozenset({"training_step"})
 _EVAL_FUNCTION = re.compile(
     r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
-    r"inference|generate|generation|sample|sampling|score|benchmark)(_|$)", re.IGNORECASE)
+    r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
+_GRAD_DECORATOR = re.compile(r"no_?grad|inference", re.IGNORECASE)
+_NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "setter", "getter", "deleter",
+                                 "abstractmethod", "wraps", "lru_cache", "cache", "cached_property", "overload",
+                                 "override", "contextmanager", "dataclass", "fixture", "parametrize", "mark",
+                                 "skipif", "skip", "slow", "require_torch", "require_torch_gpu", ""})
 _LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 # Functions whose result is, by convention, backwarded by their caller.
 TRAINING_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "forward",
@@ -87,6 +99,11 @@ _MODEL_NAME = re.compile(
     re.IGNORECASE)
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
+_MAKES_A_MODEL = re.compile(
+    r"^(get|load|build|create|make|init|initialize|setup|prepare|wrap|unwrap|convert|save|export|to|from|copy|"
+    r"clone|freeze|unfreeze|compile|quantize|merge|apply|register|find|check|is|has|update|print|log|"
+    r"instantiate|restore|download|fetch|construct|define|new|train|evaluate|eval|test|run|truncate)_",
+    re.IGNORECASE)
 _NN_NOT_MODULE = re.compile(r"^torch\.nn\.(functional|init|utils|parameter|Parameter|parallel\.scatter)")
 _MODEL_FACTORIES = re.compile(
     r"(\.from_pretrained$|^timm\.create_model$|^torchvision\.models\.[a-z]\w*$|^torch\.compile$|"
@@ -754,7 +771,7 @@ class TrainingFacts:
         if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
                 _last(qualified)[:1].isupper() and not _last(qualified).endswith("Loss"):
             return True
-        if _MODEL_FACTORIES.search(qualified):
+        if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified):
             return True
         func = value.func
         if isinstance(func, cst.Name) and func.value in self.module_classes:
@@ -776,8 +793,10 @@ class TrainingFacts:
         if self.names.qualified_name(expr) is not None:
             return False  # an imported callable (torch.relu, F.softmax, np.mean)
         last = _last(dotted)
-        if dotted in self.classes or (last[:1].isupper() and last[1:2].islower()) or _NOT_A_MODEL_CALL.search(last):
-            return False  # a class: calling it makes a model, it does not run one
+        if dotted in self.classes or (last[:1].isupper() and last[1:2].islower()) or \
+                _NOT_A_MODEL_CALL.search(last) or _MAKES_A_MODEL.search(last) or \
+                any(b.kind == "def" for b in self.bindings(self.module, dotted)):
+            return False  # a class or a function: calling it makes (or loads) a model, it does not run one
         return bool(_MODEL_NAME.search(last)) and not _LOSS_NAME.search(last)
 
     def is_forward(self, call: cst.Call) -> bool:
@@ -825,6 +844,11 @@ class TrainingFacts:
             if qualified in _GRAD_SET and call is not None:
                 mode = _arg(call, "mode", 0)
                 return literal_bool(mode.value) if mode is not None else None
+            dotted = dotted_name(call.func if call is not None else expr) or ""
+            if _GRAD_DECORATOR.search(_last(dotted)):
+                return False  # `@smart_inference_mode()`, `@no_grad_wrapper`: a home-made no_grad
+            if qualified is None and _last(dotted) not in _NEUTRAL_DECORATORS:
+                return None  # an unknown decorator may switch grad off: do not guess
         if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
             return False
         return None
@@ -1080,6 +1104,9 @@ class TrainingFacts:
                 continue
             if self.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
+            if not bind.whole and isinstance(bind.value, cst.Call) and (
+                    _last(dotted_name(bind.value.func)) in _VALUES_INDICES):
+                continue  # `_, predicted = out.max(1)`: do not guess which element it is
             if self.carries_grad(bind.value, bind.node):
                 result = True
                 break
@@ -1169,7 +1196,8 @@ class TrainingFacts:
                 return "named"
             func = self.function_of(func)
         if not self.backwards and not self.optimizer_steps and self._inference_signs() and (
-                scope is self.module or not self.returns_value(scope)):
+                scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
+                                         and not self.returns_value(scope))):
             return "script"
         return None
 

@@ -83,8 +83,7 @@ class EvalWithoutNoGrad(Rule):
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.PEAK_LOWER
     # the evidence of evaluation it needs: `.eval()`, a function name, loading trained weights
-    REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "score", "benchmark",
-                "load")
+    REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
         "import torch\nmodel.eval()\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
