@@ -293,3 +293,65 @@ def test_mem206_points_at_the_recurrent_call():
             criterion(out, y).backward()
     """, "MEM206")
     assert (finding.line, finding.column) == (4, 19)
+
+
+def test_mem202_losses_returned_after_their_own_backward_are_reported():
+    (finding,) = findings("""
+        import torch
+        def train(model, loader):
+            losses = []
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss)
+            return losses
+    """, "MEM202")
+    assert "training loop" in finding.message
+
+
+def test_mem203_fix_keeps_comments_and_else():
+    source = """
+        import torch
+
+        def evaluate(model, loader):
+            model.eval()
+
+            # score every batch
+            for x in loader:  # trailing
+                print(model(x).sum().item())
+            else:
+                print('done')
+    """
+    assert fixed(source, "MEM203") == textwrap.dedent("""
+        import torch
+
+        def evaluate(model, loader):
+            model.eval()
+
+            # score every batch
+            with torch.no_grad():
+                for x in loader:  # trailing
+                    print(model(x).sum().item())
+                else:
+                    print('done')
+    """)
+
+
+def test_unknown_decorators_leave_grad_mode_unknown():
+    source = """
+        import torch
+        @smart_inference_mode()
+        def run(model, loader):
+            model.eval()
+            total = 0
+            for x, y in loader:
+                total += criterion(model(x), y)
+            return total
+        @some_framework.hook
+        def other(model, loader):
+            model.eval()
+            for x in loader:
+                print(model(x).sum().item())
+    """
+    assert not findings(source, "MEM201") and not findings(source, "MEM203")

@@ -1260,3 +1260,9 @@ class TrainingFacts:
             if self.names.call_name(call) in ("torch.load", "torch.hub.load", "torch.jit.load"):
                 return True
         return False
+
+    def backwarded_in(self, value: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+        """Whether `value` is (built from) something `loop` already backwards itself: its graph
+        is spent, so handing it on cannot be for another backward."""
+        names = sources_of(value)
+        return any(b.names & names for b, site in self.backwards_in(loop, follow=False))

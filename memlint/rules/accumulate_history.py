@@ -202,7 +202,8 @@ class AccumulateHistory(Rule):
         if training.reaches_backward(scope, accumulator):
             return
         if isinstance(target, cst.Name) and training.leaves_scope(scope, {root}) and (
-                training.in_training_function(node) or training.eval_evidence(loops[0]) is None):
+                training.in_training_function(node) or training.eval_evidence(loops[0]) is None) and \
+                not training.backwarded_in(value, loops[0]):
             return  # a loss function returning its sum: the caller may backward it
         if any(training.backwards_in(loop) for loop in loops):
             context = "training"

@@ -165,7 +165,7 @@ class RetainedOutputs(Rule):
                 not isinstance(container, cst.Name) or training.leaves_scope(scope, {root})):
             return  # a forward or loss function collecting what its caller backwards
         if isinstance(container, cst.Name) and training.leaves_scope(scope, {root}) and \
-                training.eval_evidence(loops[0]) is None:
+                training.eval_evidence(loops[0]) is None and not training.backwarded_in(value, loops[0]):
             return
         if any(training.backwards_in(loop) for loop in loops):
             context = "training"

@@ -126,8 +126,11 @@ class RnnHiddenNotDetached(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         call = node.value
+        if len(node.targets) != 1 or not isinstance(call, cst.Call) or not call.args or \
+                not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
+            return
         training = self.facts.training
-        if len(node.targets) != 1 or not isinstance(call, cst.Call) or not training.is_forward(call):
+        if not training.is_forward(call):
             return
         names = _state_names(node.targets[0].target)
         args: Set[str] = set().union(*(sources_of(a.value) for a in call.args)) if call.args else set()
