@@ -847,11 +847,18 @@ class TrainingFacts:
             dotted = dotted_name(call.func if call is not None else expr) or ""
             if _GRAD_DECORATOR.search(_last(dotted)):
                 return False  # `@smart_inference_mode()`, `@no_grad_wrapper`: a home-made no_grad
-            if qualified is None and _last(dotted) not in _NEUTRAL_DECORATORS:
-                return None  # an unknown decorator may switch grad off: do not guess
         if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
             return False
         return None
+
+    def _unknown_decorator(self, func: cst.FunctionDef) -> bool:
+        for decorator in func.decorators:
+            expr = decorator.decorator
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            if self.names.qualified_name(target) is None and \
+                    _last(dotted_name(target)) not in _NEUTRAL_DECORATORS:
+                return True
+        return False
 
     def _in_lightning_module(self, func: cst.FunctionDef) -> bool:
         klass = self.class_of(func)
@@ -903,6 +910,8 @@ class TrainingFacts:
         decorated = self.grad_enabled_by_decorator(func)
         if decorated is not None:
             result: Optional[bool] = decorated
+        elif self._unknown_decorator(func):
+            result = None  # an unknown decorator may switch grad off: do not guess
         else:
             sites = self.call_sites(func)
             modes = {self.grad_enabled(site) for site in sites}
