@@ -126,6 +126,10 @@ _HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", 
 _HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add_scalar", "add_scalars",
                                "write", "append", "extend", "insert", "add", "put", "format", "join",
                                "set_postfix", "log_dict", "print"})
+# Node types whose scope is stored (others find it through their parents)
+_SCOPED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign,
+                     cst.For, cst.While, cst.With, cst.SimpleStatementLine, cst.Return, cst.Name, cst.Param,
+                     cst.NamedExpr, cst.Yield, cst.If, cst.Try})
 # Node types the index looks at (beyond functions and classes).
 _INDEXED = frozenset({cst.Call, cst.Return, cst.Yield, cst.SimpleStatementLine, cst.Assign, cst.AnnAssign,
                       cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
@@ -295,15 +299,17 @@ class TrainingFacts:
         classes_of: Dict[int, Optional[cst.ClassDef]] = {}
         parents, orders, scopes = self._parent, self._order, self._scope_of
         interesting = _INDEXED  # concrete types: `type(x) is` is much cheaper than ABC isinstance
+        scoped = _SCOPED
         while stack:
             node, parent, scope, klass = stack.pop()
             key = id(node)
             parents[key] = parent  # type: ignore[assignment]
             orders[key] = order
             order += 1
-            scopes[key] = scope
             inner_scope, inner_class = scope, klass
             node_type = type(node)
+            if node_type in scoped:
+                scopes[key] = scope
             if node_type is cst.FunctionDef or node_type is cst.Lambda:
                 inner_scope = node
                 classes_of[key] = klass
@@ -479,7 +485,18 @@ class TrainingFacts:
 
     def scope_of(self, node: cst.CSTNode) -> Scope:
         """The function (or lambda, or the module) `node` runs in."""
-        return self._scope_of.get(id(node), self.module)
+        scope = self._scope_of.get(id(node))
+        if scope is not None:
+            return scope
+        current = self._parent.get(id(node))
+        while current is not None:
+            if type(current) in _NESTED and type(current) is not cst.ClassDef:
+                return current
+            scope = self._scope_of.get(id(current))
+            if scope is not None:
+                return scope
+            current = self._parent.get(id(current))
+        return self.module
 
     def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         scope = self.scope_of(node)
