@@ -18,6 +18,19 @@ and mixed-precision rule needs:
 
 Every question answers conservatively: when unsure whether grad is enabled, `grad_enabled` says
 None, and rules do not report.
+
+Rules reach it as `self.facts.training`. The questions they ask most:
+
+- lists: `backwards` (Backward), `optimizer_steps` (OptimizerStep), `zero_grads` (ZeroGrad),
+  `autocasts` (Autocast), `grad_regions`, `accumulate_regions`, `mode_calls` (ModeCall);
+  per call: `backward_of(call)`, `step_of(call)`, `is_forward(call)`, `is_loss(call)`,
+  `is_generate(call)`; per receiver: `is_optimizer(expr)`, `is_model(expr)`, `constructor_of(expr)`;
+- under a node (a loop), helpers followed: `backwards_in`, `steps_in`, `forwards_in`, `calls_in`
+  (each item with its call site in the node), `is_training(loop)`, `eval_evidence(loop)`;
+- at a node: `grad_enabled`, `region_at`, `autocast_at`, `in_accumulate`, `loops_around`,
+  `scope_of`, `function_of`, `order` (source order), `ancestors`;
+- values: `carries_grad(expr, at)`, `reaches_backward(scope, names)`, `leaves_scope(scope, names)`,
+  `reset_in_iteration(loop, name, at)`, `hands_graph_away(loop)`.
 """
 
 from __future__ import annotations
