@@ -137,7 +137,7 @@ class RnnHiddenNotDetached(Rule):
         state = [n for n in names if n.value in args]
         if not state or training.grad_enabled(node) is not True:
             return
-        loop = next((l for l in training.loops_around(node) if training.backwards_in(l)), None)
+        loop = next((outer for outer in training.loops_around(node) if training.backwards_in(outer)), None)
         if loop is None:
             return
         scope = training.scope_of(node)
