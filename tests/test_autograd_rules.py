@@ -355,3 +355,18 @@ def test_unknown_decorators_leave_grad_mode_unknown():
                 print(model(x).sum().item())
     """
     assert not findings(source, "MEM201") and not findings(source, "MEM203")
+
+
+def test_attributes_backwarded_by_another_method_are_not_reported():
+    source = """
+        import torch
+        class Trainer:
+            def collect(self, loader):
+                for x, y in loader:
+                    self.total += criterion(self.model(x), y)
+                    self.parts.append(criterion(self.model(x), y))
+            def update(self):
+                loss = self.total / 4 + torch.stack(self.parts).sum()
+                loss.backward()
+    """
+    assert not findings(source, "MEM201") and not findings(source, "MEM202")

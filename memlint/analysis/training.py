@@ -1305,3 +1305,27 @@ class TrainingFacts:
         is spent, so handing it on cannot be for another backward."""
         names = sources_of(value)
         return any(b.names & names for b, site in self.backwards_in(loop, follow=False))
+
+    def attribute_backwarded(self, dotted: str) -> bool:
+        """Whether an attribute (`self.total`) reaches a backward anywhere in the module: read in
+        the backwarded expression, or into a name that some backward of its scope uses."""
+        for backward in self.backwards:
+            if backward.loss is not None and self._mentions(backward.loss, dotted):
+                return True
+        for assign in self._assigns:
+            if not self._mentions(assign.value, dotted):
+                continue
+            names = {name.value for t in assign.targets for name, _ in _binding_targets(t.target)}
+            if names and self.reaches_backward(self.scope_of(assign), names):
+                return True
+        return False
+
+    @staticmethod
+    def _mentions(expr: cst.CSTNode, dotted: str) -> bool:
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if type(node) is cst.Attribute and dotted_name(node) == dotted:  # type: ignore[arg-type]
+                return True
+            stack.extend(children(node))
+        return False

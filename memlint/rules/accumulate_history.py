@@ -30,6 +30,13 @@ def _root(target: cst.BaseExpression) -> Optional[str]:
     return target.value if isinstance(target, cst.Name) else None
 
 
+def _base(target: cst.BaseExpression) -> cst.BaseExpression:
+    """`self.stats` for `self.stats["loss"]`: the attribute chain that holds the accumulator."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return target
+
+
 class AccumulateHistory(Rule):
     """
     ## What it does
@@ -201,6 +208,8 @@ class AccumulateHistory(Rule):
         accumulator = {root} if isinstance(target, cst.Name) else {root, dotted_name(target) or root}
         if training.reaches_backward(scope, accumulator):
             return
+        if not isinstance(target, cst.Name) and training.attribute_backwarded(dotted_name(_base(target)) or ""):
+            return  # `self.total` backwarded by another method
         if isinstance(target, cst.Name) and training.leaves_scope(scope, {root}) and (
                 training.in_training_function(node) or training.eval_evidence(loops[0]) is None) and \
                 not training.backwarded_in(value, loops[0]):

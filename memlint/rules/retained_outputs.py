@@ -161,6 +161,8 @@ class RetainedOutputs(Rule):
         scope = training.scope_of(node)
         if training.reaches_backward(scope, {root, dotted}):
             return
+        if not isinstance(container, cst.Name) and training.attribute_backwarded(dotted):
+            return  # `self.losses` backwarded by another method
         if training.in_training_function(node) and (
                 not isinstance(container, cst.Name) or training.leaves_scope(scope, {root})):
             return  # a forward or loss function collecting what its caller backwards
