@@ -107,9 +107,12 @@ _NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
 _MODEL_NAME = re.compile(
     r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
     r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
-    r"autoencoder|netG|netD|ema_model|lm|llm)\d*$|^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$"
-    r"|^(model|net)_\w+$",
+    r"autoencoder|netG|netD|ema_model|lm|llm)\d*$",
     re.IGNORECASE)
+# `base_model`, `text_encoder`, `model_ema`: only as a plain name or an attribute of `self`
+# (`pipe.generate_language_model(...)` is a method, not a model)
+_MODEL_COMPOUND = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$|^(model|net)_\w+$",
+                             re.IGNORECASE)
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(
@@ -252,6 +255,17 @@ def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
     elif isinstance(target, cst.StarredElement):
         for name, _ in _binding_targets(target.value):
             yield name, False
+
+
+def _stores_into_container(target: cst.CSTNode) -> bool:
+    """`obj.a = v`, `d[k] = v`, also inside a tuple target."""
+    if isinstance(target, (cst.Attribute, cst.Subscript)):
+        return True
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_stores_into_container(e.value) for e in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _stores_into_container(target.value)
+    return False
 
 
 class TrainingFacts:
@@ -827,7 +841,12 @@ class TrainingFacts:
                 _NOT_A_MODEL_CALL.search(last) or _MAKES_A_MODEL.search(last) or \
                 any(b.kind == "def" for b in self.bindings(self.module, dotted)):
             return False  # a class or a function: calling it makes (or loads) a model, it does not run one
-        return bool(_MODEL_NAME.search(last)) and not _LOSS_NAME.search(last)
+        if _LOSS_NAME.search(last):
+            return False
+        if _MODEL_NAME.search(last):
+            return True
+        receiver = dotted[:-len(last)].rstrip(".")
+        return receiver in ("", "self") and bool(_MODEL_COMPOUND.search(last))
 
     def is_forward(self, call: cst.Call) -> bool:
         """A call of a model: `model(x)`, `self.net(x)`, `model(**batch)`, `model.forward(x)`.
@@ -1204,7 +1223,7 @@ class TrainingFacts:
             return True
         for assign in self._assigns:
             if self.scope_of(assign) is scope and sources_of(assign.value) & tainted and any(
-                    isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in assign.targets):
+                    _stores_into_container(t.target) for t in assign.targets):
                 return True
         return False
 
