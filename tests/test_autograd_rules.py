@@ -370,3 +370,18 @@ def test_attributes_backwarded_by_another_method_are_not_reported():
                 loss.backward()
     """
     assert not findings(source, "MEM201") and not findings(source, "MEM202")
+
+
+def test_mem203_eval_inside_an_epoch_loop_without_training():
+    source = """
+        import torch
+        def train_one(x):
+            model(x).sum().backward()
+        for epoch in range(3):
+            model.eval()
+            for x in val_loader:
+                print(model(x).sum().item())
+    """
+    (finding,) = findings(source, "MEM203")
+    assert finding.line == 8
+    assert "    with torch.no_grad():\n        for x in val_loader:\n" in fixed(source, "MEM203")
