@@ -385,3 +385,21 @@ def test_mem203_eval_inside_an_epoch_loop_without_training():
     (finding,) = findings(source, "MEM203")
     assert finding.line == 8
     assert "    with torch.no_grad():\n        for x in val_loader:\n" in fixed(source, "MEM203")
+
+
+def test_mem203_sampling_that_returns_its_graph_is_not_reported():
+    source = """
+        import torch
+        def sample(model, z, steps):
+            for _ in range(steps):
+                z = model(z)
+            return z
+        def generate(model, ids, n):
+            out = []
+            for _ in range(n):
+                ids = model(ids).argmax(-1)
+                out.append(ids)
+            return torch.stack(out)
+    """
+    (finding,) = findings(source, "MEM203")
+    assert finding.line == 10  # generate() hands back token ids, no graph

@@ -94,6 +94,7 @@ _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "set
                                  "abstractmethod", "wraps", "lru_cache", "cache", "cached_property", "overload",
                                  "override", "contextmanager", "dataclass", "fixture", "parametrize", "mark",
                                  "skipif", "skip", "slow", "require_torch", "require_torch_gpu", ""})
+_SAMPLING_FUNCTION = re.compile(r"(^|_)(generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
 _LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 # Functions whose result is, by convention, backwarded by their caller.
 TRAINING_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "forward",
@@ -1250,7 +1251,11 @@ class TrainingFacts:
             return "eval-mode"
         func = self.function_of(loop)
         while func is not None:
-            if _EVAL_FUNCTION.search(func.name.value) and not func.name.value.startswith("test_"):
+            name = func.name.value
+            if _EVAL_FUNCTION.search(name) and not name.startswith("test_"):
+                if _SAMPLING_FUNCTION.search(name) and any(
+                        self.carries_grad(value, value) for value in self._exits.get(id(func), [])):
+                    return None  # samples handed back with their graph: the caller may train on them
                 return "named"
             func = self.function_of(func)
         if not self.backwards and not self.optimizer_steps and self._inference_signs() and (
