@@ -13,6 +13,7 @@ import libcst as cst
 from memlint.analysis.dataflow import block_flow
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.training import TrainingFacts
 
 
 class Facts:
@@ -21,6 +22,7 @@ class Facts:
         self._torch: Optional[TorchNames] = None
         self._loops: Dict[int, LoopFacts] = {}
         self._scopes: Dict[int, ScopeUses] = {}
+        self._training: Optional[TrainingFacts] = None
 
     @property
     def names(self) -> TorchNames:
@@ -28,6 +30,13 @@ class Facts:
         if self._torch is None:
             self._torch = TorchNames(self.module)
         return self._torch
+
+    @property
+    def training(self) -> TrainingFacts:
+        """The shape of the training step: backward, optimizer steps, forwards, grad mode."""
+        if self._training is None:
+            self._training = TrainingFacts(self.module, self.names)
+        return self._training
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
