@@ -14,7 +14,9 @@ from memlint.analysis.tree import walk
 def _loop_facts(source: str):
     module = cst.parse_module(textwrap.dedent(source))
     loop = next(node for node in walk(module) if isinstance(node, (cst.For, cst.While)))
-    scope = next((node for node in walk(module) if isinstance(node, cst.FunctionDef)), module)
+    holders = [node for node in walk(module) if isinstance(node, cst.FunctionDef)
+               and any(inner is loop for inner in walk(node))]
+    scope = holders[-1] if holders else module
     return Facts(module).loop(loop, scope)
 
 
@@ -37,6 +39,10 @@ ESCAPING = {
     "folded into a sum kept": "total = 0\nfor i in r:\n    x = f()\n    total = total + x\n",
     "passed to a call that may keep it": "for i in r:\n    x = f()\n    buffer.push_sample(x)\n",
     "put in a queue": "for i in r:\n    x = f()\n    ok = q.put(x)\n",
+    "kept by a helper": "kept = []\ndef model(t):\n    kept.append(t * 2)\n    return t\n"
+                        "for i in r:\n    x = f()\n    out = model(x)\n",
+    "kept by a method": "class M:\n    def keep(self, t):\n        self.last = t\n        return 1\n"
+                        "    def run(self):\n        for i in r:\n            x = f()\n            n = self.keep(x)\n",
     "global": "def g():\n    global x\n    for i in r:\n        x = f()\n",
     "locals()": "for i in r:\n    x = f()\n    use(**locals())\n",
     "deleted": "for i in r:\n    x = f()\n    del x\n",
@@ -52,6 +58,8 @@ CONTAINED = {
     "mutated in place": "for i in r:\n    x = f()\n    x[0] = 1\n    x.add_(2)\n",
     "torch call for effect": "import torch\nfor i in r:\n    x = f()\n    torch.nn.init.normal_(x)\n",
     "shape kept": "for i in r:\n    x = f()\n    shapes.append(x.shape)\n",
+    "passed to a helper that only reads it": "def model(t):\n    y = t * 2\n    return y.sum()\n"
+                                              "for i in r:\n    x = f()\n    out = model(x)\n",
 }
 
 

@@ -34,23 +34,28 @@ for step in range(int(sys.argv[1]) if len(sys.argv) > 1 else 4):
 print(f"steps {step + 1} total {total:.3f}")
 """
 # MEM101's fix makes this crash: the refilled buffer is a leaf that requires grad
-# A helper that keeps its input: MEM101's analysis does not look into called functions, so
-# it offers a "safe" fix that makes every kept tensor the same buffer. Running it shows it.
+# A module whose forward keeps its input: MEM101 does not look inside `model(x)` (a callable
+# instance), so it offers a "safe" fix that makes every kept input the same buffer. Running
+# both versions shows it: the verifier exists for what static analysis cannot see.
 KEEPS_INPUT = """\
 import torch
 
-kept = []
+
+class Keeper(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kept = []
+
+    def forward(self, x):
+        self.kept.append(x)
+        return x.sum()
 
 
-def model(x):
-    kept.append(x)
-    return x.sum()
-
-
+model = Keeper()
 for step in range(3):
     w = torch.randn(64, 64)
     out = model(w)
-assert not torch.equal(kept[0], kept[1]), "every kept input is the same tensor"
+assert not torch.equal(model.kept[0], model.kept[1]), "every kept input is the same tensor"
 print("done")
 """
 

@@ -42,9 +42,12 @@ class Facts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
         facts = self._loops.get(id(loop))
         if facts is None:
-            facts = LoopFacts(loop, self.scope_uses(scope), self.names)
+            facts = LoopFacts(loop, self.scope_uses(scope), self.names, self._resolve)
             self._loops[id(loop)] = facts
         return facts
+
+    def _resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        return self.training.resolve(call)
 
     def scope_uses(self, scope: cst.CSTNode) -> ScopeUses:
         """How the names of a function (or the module) are read, closures included."""

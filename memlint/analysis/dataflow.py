@@ -75,6 +75,7 @@ class BlockFlow:
     flows: List[Flow] = field(default_factory=list)
     sinks: List[Sink] = field(default_factory=list)
     mutated: Set[str] = field(default_factory=set)  # receivers of `xs.append()`, `t.add_()`...
+    calls: List[cst.Call] = field(default_factory=list)  # every call of the block, in order
     dynamic: bool = False  # locals()/eval()/setattr(): every name may escape
 
 
@@ -139,16 +140,18 @@ def _containers(target: cst.CSTNode) -> Set[str]:
     return found
 
 
+def parameter_names(params: cst.Parameters) -> Set[str]:
+    names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    return names
+
+
 def _local_bindings(scope: cst.CSTNode) -> Set[str]:
     """Names a nested function or lambda binds itself (its parameters and assignments)."""
-    names: Set[str] = set()
     params = getattr(scope, "params", None)
-    if isinstance(params, cst.Parameters):
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            names.add(param.name.value)
-        for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
-                names.add(star.name.value)
+    names = parameter_names(params) if isinstance(params, cst.Parameters) else set()
     collector = _Collector()
     collector.block(getattr(scope, "body", scope), conditional=False, nested=True)
     names |= {use.name for use in collector.flow.uses if use.store}
@@ -376,6 +379,8 @@ class _Collector:
         func = call.func
         if isinstance(func, cst.Name) and func.value in DYNAMIC_FUNCTIONS:
             self.flow.dynamic = True
+        if not nested:
+            self.flow.calls.append(call)
         if nested or not isinstance(func, cst.Attribute):
             return
         method = func.attr.value
@@ -388,6 +393,36 @@ class _Collector:
         args = frozenset().union(*(sources_of(arg.value) for arg in call.args)) if call.args else frozenset()
         if args:
             self.flow.sinks.append(Sink("stored", args, frozenset(sources_of(func.value)), call))
+
+
+def derived(flow: BlockFlow, names: Set[str]) -> Set[str]:
+    """`names` and every name the block binds from a value computed from them."""
+    found = set(names)
+    changed = True
+    while changed:
+        changed = False
+        for item in flow.flows:
+            if item.sources & found and not item.targets <= found:
+                found |= item.targets
+                changed = True
+    return found
+
+
+def keeps_parameters(func: cst.FunctionDef) -> bool:
+    """Whether a function may keep what it is passed beyond the call: a parameter (or a value
+    derived from it) stored, yielded, captured, declared global, or handed to a call that may
+    keep it. Returning it is not keeping it: the caller gets it back."""
+    flow = block_flow(func.body)
+    if flow.dynamic:
+        return True
+    kept = derived(flow, parameter_names(func.params))
+    if any(use.nested and use.name in kept for use in flow.uses):
+        return True
+    # A parameter's value stored into another parameter (`self.last = t`) outlives the call;
+    # stored into itself (`t[0] = t[1]`, `t.add_(t)`) it does not.
+    return any(sink.sources & kept and sink.kind != "returned"
+               and not (sink.receiver and sink.receiver <= sink.sources)
+               for sink in flow.sinks)
 
 
 def block_flow(body: cst.CSTNode) -> BlockFlow:

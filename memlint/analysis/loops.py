@@ -7,7 +7,7 @@ Both questions decide whether rewriting code inside a loop keeps its behaviour:
 - a value bound in an iteration *escapes* it when anything derived from it (views, results,
   closures) is still reachable once the next iteration rebinds the name: appended or stored,
   returned or yielded, captured, read before it is rebound (carried over), read outside the
-  loop, or passed to a call that may keep it.
+  loop, passed to a call that may keep it, or to a function of this module that keeps it.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from typing import Counter as CounterType
-from typing import FrozenSet, Optional, Sequence, Set, Union
+from typing import Callable, FrozenSet, Optional, Sequence, Set, Union
 
 import libcst as cst
 
-from memlint.analysis.dataflow import BlockFlow, Sink, block_flow, target_names
+from memlint.analysis.dataflow import (BlockFlow, Sink, block_flow, derived, keeps_parameters,
+                                       sources_of, target_names)
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import children
 
@@ -42,9 +43,11 @@ class ScopeUses:
 
 
 class LoopFacts:
-    def __init__(self, loop: Loop, scope: ScopeUses, names: TorchNames) -> None:
+    def __init__(self, loop: Loop, scope: ScopeUses, names: TorchNames,
+                 resolve: Callable[[cst.Call], Optional[cst.FunctionDef]]) -> None:
         self.loop = loop
         self._names = names
+        self._resolve = resolve  # the function of this module a call calls, if known
         self._scope = scope
         self.flow: BlockFlow = block_flow(loop.body)
         bound = {use.name for use in self.flow.uses if use.store and not use.nested}
@@ -102,15 +105,7 @@ class LoopFacts:
     # -- escape ------------------------------------------------------------------------------
     def derived_from(self, name: str) -> Set[str]:
         """`name` and every name bound in the loop from a value computed from it."""
-        tainted = {name}
-        changed = True
-        while changed:
-            changed = False
-            for flow in self.flow.flows:
-                if flow.sources & tainted and not flow.targets <= tainted:
-                    tainted |= flow.targets
-                    changed = True
-        return tainted
+        return derived(self.flow, {name})
 
     def escapes(self, name: str) -> bool:
         """Whether what `name` holds in one iteration can still be reached after the next rebinds it."""
@@ -118,6 +113,8 @@ class LoopFacts:
             return True
         tainted = self.derived_from(name)
         if any(self._sink_keeps(sink, tainted) for sink in self.flow.sinks):
+            return True
+        if any(self._callee_keeps(call, tainted) for call in self.flow.calls):
             return True
         if any(use.nested and use.name in tainted for use in self.flow.uses):
             return True  # captured by a nested function, lambda or class
@@ -141,6 +138,13 @@ class LoopFacts:
             if qualified is not None and qualified.split(".")[0] == "torch":
                 return False
         return True
+
+    def _callee_keeps(self, call: cst.Call, tainted: Set[str]) -> bool:
+        """Passed to a function of this module that keeps its arguments (`kept.append(x)` inside)."""
+        if not any(sources_of(arg.value) & tainted for arg in call.args):
+            return False
+        func = self._resolve(call)
+        return func is not None and keeps_parameters(func)
 
     def _carried(self, name: str, tainted: Set[str]) -> bool:
         """A derived name read before it is bound in the iteration reads the previous one."""
