@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Counter as CounterType
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import libcst as cst
 
 from memlint.analysis.dataflow import scope_loads
 from memlint.analysis.loops import Loop, LoopFacts
-from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.torchnames import Reference, TorchNames, references
 
 
 class Facts:
@@ -22,6 +22,7 @@ class Facts:
         self._torch: Optional[TorchNames] = None
         self._loops: Dict[int, LoopFacts] = {}
         self._scope_loads: Dict[int, CounterType[str]] = {}
+        self._references: Optional[Dict[str, List[Reference]]] = None
 
     @property
     def names(self) -> TorchNames:
@@ -45,3 +46,9 @@ class Facts:
             loads = Counter(use.name for use in scope_loads(scope))
             self._scope_loads[id(scope)] = loads
         return loads
+
+    def references(self, qualified: str) -> List[Reference]:
+        """Every place the module names the imported API `qualified` (e.g. `torch.cuda.amp.autocast`)."""
+        if self._references is None:
+            self._references = references(self.module, self.names)
+        return self._references.get(qualified, [])
