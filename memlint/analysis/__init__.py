@@ -14,6 +14,7 @@ import libcst as cst
 from memlint.analysis.dataflow import scope_loads
 from memlint.analysis.loops import Loop, LoopFacts
 from memlint.analysis.torchnames import Reference, TorchNames, references
+from memlint.analysis.training import TrainingFacts
 
 
 class Facts:
@@ -23,6 +24,7 @@ class Facts:
         self._loops: Dict[int, LoopFacts] = {}
         self._scope_loads: Dict[int, CounterType[str]] = {}
         self._references: Optional[Dict[str, List[Reference]]] = None
+        self._training: Optional[TrainingFacts] = None
 
     @property
     def names(self) -> TorchNames:
@@ -30,6 +32,13 @@ class Facts:
         if self._torch is None:
             self._torch = TorchNames(self.module)
         return self._torch
+
+    @property
+    def training(self) -> TrainingFacts:
+        """The shape of the training step: backward, optimizer steps, forwards, grad mode."""
+        if self._training is None:
+            self._training = TrainingFacts(self.module, self.names)
+        return self._training
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""

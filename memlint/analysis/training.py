@@ -1,0 +1,1039 @@
+"""The shape of a training step, from the module's own code.
+
+One walk of the module (done the first time a rule asks) indexes what every autograd, optimizer
+and mixed-precision rule needs:
+
+- *calls by role*: `backward()` (also `scaler.scale(loss).backward()`, `accelerator.backward(loss)`,
+  `torch.autograd.backward/grad`), `optimizer.step()` (also `scaler.step(optimizer)`),
+  `zero_grad()` and `p.grad = None`, forward calls of modules (`model(x)`, `self.net(x)`,
+  `model(**batch)`, `model.forward(x)`), loss calls (`criterion(out, y)`, `F.cross_entropy`),
+  `model.eval()` / `.train()`, HF `generate()`;
+- *regions*: `with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(...)` /
+  `enable_grad()`, functions decorated with them, Lightning's `validation_step`-style hooks
+  (run without grad by Lightning), `with torch.autocast(...)`, `with accelerator.accumulate(...)`;
+- *receivers*: which dotted names are optimizers (built from `torch.optim.*`, used with
+  `.zero_grad()` / `.param_groups`, or named like one) and which are models;
+- *helpers*: calls from a loop into functions and methods of the same module are followed
+  (`train_step(batch)`, `self.validate()`), so a loop "has a backward" when a helper it calls does.
+
+Every question answers conservatively: when unsure whether grad is enabled, `grad_enabled` says
+None, and rules do not report.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from memlint.analysis.dataflow import SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, sources_of
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import children, dotted_name
+
+Scope = cst.CSTNode  # a FunctionDef, Lambda or the Module
+
+# -- vocabulary --------------------------------------------------------------------------------
+# Methods whose result carries no autograd graph.
+DETACHING_METHODS = frozenset(SCALAR_METHODS | {
+    "detach", "detach_", "numpy", "argmax", "argmin", "eq", "ne", "gt", "lt", "ge", "le",
+    "isnan", "isinf", "isfinite", "nonzero", "long", "int", "bool", "short", "byte", "char",
+    "logical_and", "logical_or", "logical_not", "logical_xor", "sign", "count_nonzero",
+    "zero_grad", "eval", "train", "parameters", "named_parameters", "state_dict", "generate",
+    "append", "extend", "insert", "update", "keys", "values", "items", "requires_grad_",
+})
+DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad"})
+_NON_DIFF_TORCH = frozenset({
+    "torch.argmax", "torch.argmin", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge",
+    "torch.le", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.tensor",
+    "torch.no_grad", "torch.inference_mode", "torch.count_nonzero", "torch.numel", "torch.is_tensor",
+})
+_GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+                       "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
+_GRAD_SET = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                       "torch.autograd.grad_mode.set_grad_enabled"})
+_GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
+                      "torch.autograd.grad_mode.enable_grad"})
+_AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
+                       "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
+_GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
+                          "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
+_AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
+_AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+# Hooks Lightning runs under no_grad / inference_mode.
+_LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})
+_LIGHTNING_TRAINING = frozenset({"training_step"})
+_LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
+# Functions whose result is, by convention, backwarded by their caller.
+TRAINING_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "forward",
+                                "loss", "get_loss", "compute_losses", "__call__"})
+# Objects whose `.backward(loss)` backwards its argument.
+_BACKWARD_OWNER = re.compile(r"(accelerator|fabric|engine|trainer|manual_backward)$", re.IGNORECASE)
+_OPTIMIZER_NAME = re.compile(
+    r"^(opt|optim|optimizer|optimiser)s?(_\w+)?$|_(opt|optim|optimizer|optimiser)$|^opt_?[a-z]$|^optimizer\w*$",
+    re.IGNORECASE)
+_NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
+_MODEL_NAME = re.compile(
+    r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
+    r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
+    r"autoencoder|netG|netD|ema_model|lm|llm)\d*$|^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$"
+    r"|^(model|net)_\w+$",
+    re.IGNORECASE)
+_NN_NOT_MODULE = re.compile(r"^torch\.nn\.(functional|init|utils|parameter|Parameter|parallel\.scatter)")
+_MODEL_FACTORIES = re.compile(
+    r"(\.from_pretrained$|^timm\.create_model$|^torchvision\.models\.[a-z]\w*$|^torch\.compile$|"
+    r"^torch\.nn\.parallel\.DistributedDataParallel$|^torch\.nn\.DataParallel$|^torch\.jit\.script$)")
+_MODEL_MOVERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "eval", "train",
+                           "requires_grad_", "share_memory"})
+_LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_func|loss_function|"
+                        r"lossfn|\w+_loss_fn|loss_fn_\w+|loss_module|compute_loss)$", re.IGNORECASE)
+_FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|"
+                              r"kl_div|nll_loss|mse_loss|l1_loss)$")
+
+
+# -- facts ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Backward:
+    """A call that backpropagates: `loss.backward()`, `accelerator.backward(loss)`,
+    `scaler.scale(loss).backward()`, `torch.autograd.backward(loss)`, `torch.autograd.grad(...)`."""
+
+    call: cst.Call
+    loss: Optional[cst.BaseExpression]  # what is backwarded (`loss`), when known
+    kind: str  # "method", "owner" (accelerator.backward), "scaled", "autograd", "grad"
+    scaler: Optional[cst.BaseExpression]  # `scaler` in `scaler.scale(loss).backward()`
+    retain_graph: Optional[cst.BaseExpression]  # the value given for retain_graph=, if any
+    names: FrozenSet[str]  # plain names the backwarded value comes from
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    call: cst.Call
+    optimizer: Optional[str]  # dotted: "optimizer", "self.opt"; None when not a plain name
+    scaler: Optional[str]  # "scaler" in `scaler.step(optimizer)`
+
+
+@dataclass(frozen=True)
+class ZeroGrad:
+    """A gradient reset: `x.zero_grad(...)`, or an assignment `p.grad = None`."""
+
+    node: cst.CSTNode  # the Call, or the Assign
+    target: Optional[str]  # dotted receiver
+    set_to_none: Optional[cst.BaseExpression]  # the value given for set_to_none, if any
+    is_optimizer: bool
+
+
+@dataclass(frozen=True)
+class Region:
+    """A `with` item that changes grad mode, autocast or gradient accumulation."""
+
+    node: cst.With
+    item: cst.WithItem
+    kind: str  # "no_grad", "inference_mode", "set_grad_enabled", "enable_grad", "autocast", "accumulate"
+    grad_enabled: Optional[bool]  # what it sets grad mode to; None when unknown (a variable)
+
+
+@dataclass(frozen=True)
+class Autocast:
+    region: Region
+    call: cst.Call
+    device_type: Optional[str]  # "cuda", "cpu"; None when not a literal
+    dtype: Optional[str]  # "torch.float16", ...; None when not given (device default)
+    enabled: Optional[bool]  # False/True literal, None when not given or not a literal
+    deprecated: bool  # torch.cuda.amp.autocast
+
+
+@dataclass(frozen=True)
+class ModeCall:
+    """`model.eval()` / `model.train()` (`train(False)` counts as eval)."""
+
+    call: cst.Call
+    target: str
+    mode: str  # "eval" or "train"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A name bound in a scope: by assignment, augmented assignment, a for target, `with ... as`,
+    or an append-like call into it (`xs.append(v)`: v flows into xs)."""
+
+    name: str
+    node: cst.CSTNode  # the small statement / For / With / Call that binds
+    value: Optional[cst.BaseExpression]  # the value it is bound to (the iterable for a for target)
+    kind: str  # "assign", "aug", "for", "with", "append", "walrus", "param"
+    whole: bool = True  # False when the value is unpacked (`a, b = f()`)
+
+
+def _literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return None
+
+
+def _arg(call: cst.Call, keyword: str, position: Optional[int] = None) -> Optional[cst.Arg]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    if position is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if len(positional) > position:
+            return positional[position]
+    return None
+
+
+def _last(dotted: Optional[str]) -> str:
+    return dotted.rsplit(".", 1)[-1] if dotted else ""
+
+
+def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
+    """Names a target binds, each with whether it gets the whole value."""
+    if isinstance(target, cst.Name):
+        yield target, True
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            for name, _ in _binding_targets(element.value):
+                yield name, False
+    elif isinstance(target, cst.StarredElement):
+        for name, _ in _binding_targets(target.value):
+            yield name, False
+
+
+class TrainingFacts:
+    """The training-step facts of one module (see the module docstring)."""
+
+    MAX_FOLLOW_DEPTH = 4
+
+    def __init__(self, module: cst.Module, names: TorchNames) -> None:
+        self.module = module
+        self.names = names
+        self._parent: Dict[int, cst.CSTNode] = {}
+        self._order: Dict[int, int] = {}
+        self._scope_of: Dict[int, Scope] = {}
+        self.calls: List[cst.Call] = []
+        self.functions: Dict[str, cst.FunctionDef] = {}  # module-level functions
+        self.classes: Dict[str, cst.ClassDef] = {}
+        self._call_sites: Dict[int, List[cst.Call]] = {}  # id(FunctionDef) -> calls resolving to it
+        self._bindings: Dict[int, Dict[str, List[Binding]]] = {}  # id(scope) -> name -> bindings
+        self._toggles: Set[int] = set()  # scopes with a bare set_grad_enabled(...) statement
+        self.grad_regions: List[Region] = []
+        self.autocasts: List[Autocast] = []
+        self.accumulate_regions: List[Region] = []
+        self._grad_region_of: Dict[int, Region] = {}  # id(With) -> innermost grad item
+        self._accumulate_withs: Set[int] = set()
+        self.mode_calls: List[ModeCall] = []
+        self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
+        self._grad_assigns: List[cst.Assign] = []
+        self._assigns: List[cst.Assign] = []
+        self._index()
+        self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers())
+        self.models: FrozenSet[str] = frozenset(self._find_models())
+        self.loss_objects: FrozenSet[str] = frozenset(
+            dotted for assign in self._assigns if isinstance(assign.value, cst.Call)
+            and (self.names.call_name(assign.value) or "").startswith("torch.nn.")
+            and (self.names.call_name(assign.value) or "").endswith("Loss")
+            for dotted in (dotted_name(t.target) for t in assign.targets) if dotted is not None)
+        self.backwards: List[Backward] = [b for b in map(self._backward, self.calls) if b is not None]
+        self._backward_of = {id(b.call): b for b in self.backwards}
+        self.optimizer_steps: List[OptimizerStep] = [
+            s for s in map(self._optimizer_step, self.calls) if s is not None]
+        self._step_of = {id(s.call): s for s in self.optimizer_steps}
+        self.zero_grads: List[ZeroGrad] = self._find_zero_grads()
+        self._memo_grad: Dict[Tuple[str, int], bool] = {}
+        self._memo_returns: Dict[int, bool] = {}
+        self._memo_enabled: Dict[int, Optional[bool]] = {}
+        self._in_progress: Set[Tuple[str, int]] = set()
+        for site_list in self._call_sites.values():
+            site_list.sort(key=self.order)
+
+    # -- the walk ------------------------------------------------------------------------------
+    def _index(self) -> None:
+        order = 0
+        stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], Scope, Optional[cst.ClassDef]]] = [
+            (self.module, None, self.module, None)]
+        classes_of: Dict[int, Optional[cst.ClassDef]] = {}
+        while stack:
+            node, parent, scope, klass = stack.pop()
+            key = id(node)
+            if parent is not None:
+                self._parent[key] = parent
+            self._order[key] = order
+            order += 1
+            self._scope_of[key] = scope
+            inner_scope, inner_class = scope, klass
+            if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+                inner_scope = node
+                classes_of[key] = klass
+                self._bindings.setdefault(key, {})
+                self._params(node)
+                if isinstance(node, cst.FunctionDef):
+                    if scope is self.module and klass is None:
+                        self.functions.setdefault(node.name.value, node)
+                    self._bind(scope, node.name.value, node, None, "def")
+                inner_class = None if isinstance(node, cst.FunctionDef) else klass
+            elif isinstance(node, cst.ClassDef):
+                inner_class = node
+                if scope is self.module:
+                    self.classes.setdefault(node.name.value, node)
+            else:
+                self._index_node(node, scope)
+            for child in reversed(tuple(children(node))):
+                stack.append((child, node, inner_scope, inner_class))
+        self._class_of = classes_of
+        for call in self.calls:
+            target = self._resolve(call)
+            if target is not None:
+                self._call_sites.setdefault(id(target), []).append(call)
+
+    def _params(self, node: cst.CSTNode) -> None:
+        params = getattr(node, "params", None)
+        if not isinstance(params, cst.Parameters):
+            return
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self._bind(node, param.name.value, param, None, "param")
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self._bind(node, star.name.value, star, None, "param")
+
+    def _bind(self, scope: Scope, name: str, node: cst.CSTNode, value: Optional[cst.BaseExpression],
+              kind: str, whole: bool = True) -> None:
+        self._bindings.setdefault(id(scope), {}).setdefault(name, []).append(
+            Binding(name, node, value, kind, whole))
+
+    def _index_node(self, node: cst.CSTNode, scope: Scope) -> None:
+        if isinstance(node, cst.Call):
+            self.calls.append(node)
+            func = node.func
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                receiver = dotted_name(func.value)
+                if method in ("append", "extend", "insert", "appendleft", "add") and node.args:
+                    root = func.value
+                    while isinstance(root, (cst.Attribute, cst.Subscript)):
+                        root = root.value
+                    if isinstance(root, cst.Name):
+                        self._bind(scope, root.value, node, node.args[-1].value, "append")
+                elif method in ("eval", "train") and receiver is not None:
+                    mode = method
+                    flag = _arg(node, "mode", 0)
+                    if method == "train" and flag is not None and _literal_bool(flag.value) is False:
+                        mode = "eval"
+                    self.mode_calls.append(ModeCall(node, receiver, mode))
+                elif method == "requires_grad_":
+                    flag = _arg(node, "requires_grad", 0)
+                    if flag is not None and _literal_bool(flag.value) is False:
+                        self.requires_grad_off = True
+        elif isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    if self.names.call_name(small.value) in _GRAD_SET:
+                        self._toggles.add(id(scope))
+        elif isinstance(node, cst.Assign):
+            self._assigns.append(node)
+            for target in node.targets:
+                for name, whole in _binding_targets(target.target):
+                    self._bind(scope, name.value, node, node.value, "assign", whole)
+                tgt = target.target
+                if isinstance(tgt, cst.Attribute):
+                    if tgt.attr.value == "requires_grad" and _literal_bool(node.value) is False:
+                        self.requires_grad_off = True
+                    if tgt.attr.value == "grad":
+                        self._grad_assigns.append(node)
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                for name, whole in _binding_targets(node.target):
+                    self._bind(scope, name.value, node, node.value, "assign", whole)
+        elif isinstance(node, cst.AugAssign):
+            for name, whole in _binding_targets(node.target):
+                self._bind(scope, name.value, node, node.value, "aug", whole)
+        elif isinstance(node, cst.NamedExpr):
+            for name, whole in _binding_targets(node.target):
+                self._bind(scope, name.value, node, node.value, "walrus", whole)
+        elif isinstance(node, cst.For):
+            for name, _ in _binding_targets(node.target):
+                self._bind(scope, name.value, node, node.iter, "for", False)
+        elif isinstance(node, cst.With):
+            for item in node.items:
+                if item.asname is not None:
+                    for name, whole in _binding_targets(item.asname.name):
+                        self._bind(scope, name.value, node, item.item, "with", whole)
+                self._region(node, item)
+
+    def _region(self, node: cst.With, item: cst.WithItem) -> None:
+        call = item.item
+        if not isinstance(call, cst.Call):
+            qualified = self.names.qualified_name(call)
+            if qualified in _GRAD_OFF:  # `with torch.no_grad:` is an error, but mean it kindly
+                region = Region(node, item, "no_grad", False)
+                self.grad_regions.append(region)
+                self._grad_region_of[id(node)] = region
+            return
+        qualified = self.names.call_name(call)
+        region: Optional[Region] = None
+        if qualified in _GRAD_OFF:
+            kind = "inference_mode" if qualified.endswith("inference_mode") else "no_grad"
+            mode = _arg(call, "mode", 0) if kind == "inference_mode" else None
+            on = True if mode is None else _literal_bool(mode.value)
+            if on is not False:  # inference_mode(False) changes nothing
+                region = Region(node, item, kind, None if on is None else False)
+        elif qualified in _GRAD_SET:
+            mode = _arg(call, "mode", 0)
+            region = Region(node, item, "set_grad_enabled", _literal_bool(mode.value) if mode else None)
+        elif qualified in _GRAD_ON:
+            region = Region(node, item, "enable_grad", True)
+        elif qualified in _AUTOCAST:
+            autocast = self._autocast(node, item, call, qualified)
+            self.autocasts.append(autocast)
+        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "accumulate" and \
+                "accelerat" in (dotted_name(call.func.value) or "").lower():
+            accumulate = Region(node, item, "accumulate", None)
+            self.accumulate_regions.append(accumulate)
+            self._accumulate_withs.add(id(node))
+        if region is not None:
+            self.grad_regions.append(region)
+            if id(node) not in self._grad_region_of or region.grad_enabled is not None:
+                self._grad_region_of[id(node)] = region
+
+    def _autocast(self, node: cst.With, item: cst.WithItem, call: cst.Call, qualified: str) -> Autocast:
+        deprecated = qualified.startswith(("torch.cuda.amp", "torch.cpu.amp"))
+        device: Optional[str]
+        if deprecated:
+            device = "cuda" if qualified.startswith("torch.cuda") else "cpu"
+            enabled_arg, dtype_arg = _arg(call, "enabled", 0), _arg(call, "dtype", 1)
+        else:
+            device_arg = _arg(call, "device_type", 0)
+            device = None
+            if device_arg is not None and isinstance(device_arg.value, cst.SimpleString):
+                device = device_arg.value.evaluated_value.split(":")[0]  # type: ignore[union-attr]
+            dtype_arg, enabled_arg = _arg(call, "dtype", 1), _arg(call, "enabled", 2)
+        dtype = self.names.qualified_name(dtype_arg.value) if dtype_arg is not None else None
+        if dtype_arg is not None and dtype is None:
+            dtype = "<unknown>"
+        enabled = _literal_bool(enabled_arg.value) if enabled_arg is not None else None
+        return Autocast(Region(node, item, "autocast", None), call, device, dtype, enabled, deprecated)
+
+    # -- positions and scopes ------------------------------------------------------------------
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self._parent.get(id(node))
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """From the node's parent up to the module."""
+        current = self._parent.get(id(node))
+        while current is not None:
+            yield current
+            current = self._parent.get(id(current))
+
+    def order(self, node: cst.CSTNode) -> int:
+        """Pre-order position in the module: a node comes after everything left of it."""
+        return self._order.get(id(node), -1)
+
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        """The function (or lambda, or the module) `node` runs in."""
+        return self._scope_of.get(id(node), self.module)
+
+    def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        scope = self.scope_of(node)
+        return scope if isinstance(scope, cst.FunctionDef) else None
+
+    def class_of(self, func: cst.CSTNode) -> Optional[cst.ClassDef]:
+        """The class a method is defined in (directly), or None."""
+        return self._class_of.get(id(func))
+
+    def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+        return outer is inner or any(a is outer for a in self.ancestors(inner))
+
+    def loops_around(self, node: cst.CSTNode) -> List[cst.CSTNode]:
+        """The loops whose body holds `node`, innermost first, within its function."""
+        loops: List[cst.CSTNode] = []
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
+                loops.append(ancestor)
+            child = ancestor
+        return loops
+
+    def bindings(self, scope: Scope, name: str) -> List[Binding]:
+        return self._bindings.get(id(scope), {}).get(name, [])
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """The function or method of this module that `call` calls, when it can be told."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            scope = self.scope_of(call)
+            while True:  # a nested def in an enclosing function, else a module-level function
+                for binding in self.bindings(scope, func.value):
+                    if binding.kind == "def" and isinstance(binding.node, cst.FunctionDef):
+                        return binding.node
+                if scope is self.module:
+                    return None
+                if self.bindings(scope, func.value):
+                    return None  # bound to something else locally
+                scope = self.scope_of(scope)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
+                func.value.value in ("self", "cls"):
+            method = self.function_of(call)
+            while method is not None and self.class_of(method) is None:
+                method = self.function_of(method)
+            klass = self.class_of(method) if method is not None else None
+            seen: Set[int] = set()
+            while klass is not None and id(klass) not in seen:
+                seen.add(id(klass))
+                for stmt in klass.body.body:
+                    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == func.attr.value:
+                        return stmt
+                klass = next((self.classes[b] for b in (dotted_name(a.value) for a in klass.bases)
+                              if b in self.classes), None)
+        return None
+
+    def resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        return self._resolve(call)
+
+    def call_sites(self, func: cst.FunctionDef) -> List[cst.Call]:
+        """Calls in this module that call `func`."""
+        return self._call_sites.get(id(func), [])
+
+    def calls_in(self, node: cst.CSTNode, follow: bool = True) -> Iterator[Tuple[cst.Call, cst.Call]]:
+        """Every call under `node` (nested functions not entered) as (call, call site in `node`):
+        with `follow`, also the calls inside functions of this module that those calls reach."""
+        seen: Set[int] = set()
+        pending: List[Tuple[cst.CSTNode, Optional[cst.Call], int]] = [(node, None, 0)]
+        while pending:
+            root, site, depth = pending.pop()
+            stack = [root]
+            while stack:
+                current = stack.pop()
+                if current is not root and isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                    continue
+                if isinstance(current, cst.Call):
+                    here = site if site is not None else current
+                    yield current, here
+                    if follow and depth < self.MAX_FOLLOW_DEPTH:
+                        target = self._resolve(current)
+                        if target is not None and id(target) not in seen and not self.contains(target, node):
+                            seen.add(id(target))
+                            if self.grad_enabled_by_decorator(target) is not False:
+                                pending.append((target.body, here, depth + 1))
+                stack.extend(children(current))
+
+    # -- roles of calls --------------------------------------------------------------------------
+    def _backward(self, call: cst.Call) -> Optional[Backward]:
+        func = call.func
+        qualified = self.names.call_name(call)
+        retain = _arg(call, "retain_graph")
+        if qualified in _AUTOGRAD_BACKWARD or qualified in _AUTOGRAD_GRAD:
+            loss = _arg(call, "tensors" if qualified in _AUTOGRAD_BACKWARD else "outputs", 0)
+            value = loss.value if loss is not None else None
+            kind = "autograd" if qualified in _AUTOGRAD_BACKWARD else "grad"
+            return Backward(call, value, kind, None, retain.value if retain else None,
+                            frozenset(sources_of(value)) if value is not None else frozenset())
+        if qualified is not None or not isinstance(func, cst.Attribute) or \
+                func.attr.value not in ("backward", "manual_backward"):
+            return None
+        receiver = func.value
+        owner = dotted_name(receiver)
+        if func.attr.value == "manual_backward" or (owner is not None and _BACKWARD_OWNER.search(_last(owner))
+                                                    and call.args and call.args[0].keyword is None):
+            value = call.args[0].value if call.args else None
+            return Backward(call, value, "owner", None, retain.value if retain else None,
+                            frozenset(sources_of(value)) if value is not None else frozenset())
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and \
+                receiver.func.attr.value == "scale" and receiver.args:
+            value = receiver.args[0].value
+            return Backward(call, value, "scaled", receiver.func.value, retain.value if retain else None,
+                            frozenset(sources_of(value)))
+        return Backward(call, receiver, "method", None, retain.value if retain else None,
+                        frozenset(sources_of(receiver)))
+
+    def backward_of(self, call: cst.Call) -> Optional[Backward]:
+        return self._backward_of.get(id(call))
+
+    def _find_optimizers(self) -> Set[str]:
+        found: Set[str] = set()
+        for call in self.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
+                receiver = dotted_name(func.value)
+                if receiver is not None and not _MODEL_NAME.search(_last(receiver)):
+                    found.add(receiver)
+        for node in self._walk_assigns():
+            for target in node.targets:
+                receiver = dotted_name(target.target)
+                if receiver is not None and isinstance(node.value, cst.Call) and \
+                        self._is_optimizer_factory(node.value):
+                    found.add(receiver)
+        for attr in self._param_group_receivers():
+            found.add(attr)
+        return found
+
+    def _is_optimizer_factory(self, call: cst.Call) -> bool:
+        qualified = self.names.call_name(call) or ""
+        if qualified.startswith("torch.optim.") and not qualified.startswith("torch.optim.lr_scheduler") \
+                and qualified[len("torch.optim."):][:1].isupper():
+            return True
+        if qualified.startswith(("torch.optim.", "transformers.", "bitsandbytes.optim.", "apex.optimizers.",
+                                 "torch.distributed.optim.")) and "Optim" in _last(qualified) or \
+                _last(qualified) in ("AdamW", "Adafactor", "Adam", "SGD", "Lion"):
+            return True
+        func = call.func
+        return isinstance(func, cst.Attribute) and func.attr.value in ("optimizers", "create_optimizer")
+
+    def _walk_assigns(self) -> Iterator[cst.Assign]:
+        return iter(self._assigns)
+
+    def _param_group_receivers(self) -> Iterator[str]:
+        for call in self.calls:  # `opt.param_groups` reached from calls is enough: loops read it
+            for arg in call.args:
+                value = arg.value
+                if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
+                    receiver = dotted_name(value.value)
+                    if receiver:
+                        yield receiver
+        for bindings in self._bindings.values():
+            for binds in bindings.values():
+                for bind in binds:
+                    value = bind.value
+                    while isinstance(value, cst.Subscript):
+                        value = value.value
+                    if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
+                        receiver = dotted_name(value.value)
+                        if receiver:
+                            yield receiver
+
+    def is_optimizer(self, expr: cst.BaseExpression) -> bool:
+        """Built from torch.optim.*, used with .zero_grad()/.param_groups, or named like one."""
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return False
+        if dotted in self.optimizers:
+            return True
+        last = _last(dotted)
+        return bool(_OPTIMIZER_NAME.search(last)) and not _NOT_OPTIMIZER_NAME.search(last)
+
+    def _optimizer_step(self, call: cst.Call) -> Optional[OptimizerStep]:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            return None
+        if self.names.call_name(call) is not None:
+            return None
+        receiver = func.value
+        if call.args and call.args[0].keyword is None and self._is_scaler(receiver):
+            return OptimizerStep(call, dotted_name(call.args[0].value), dotted_name(receiver))
+        if self.is_optimizer(receiver):
+            return OptimizerStep(call, dotted_name(receiver), None)
+        return None
+
+    def _is_scaler(self, expr: cst.BaseExpression) -> bool:
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return False
+        for bind in self._bindings.get(id(self.module), {}).get(dotted, []):
+            if isinstance(bind.value, cst.Call) and self.names.call_name(bind.value) in _GRAD_SCALER:
+                return True
+        return "scaler" in _last(dotted).lower()
+
+    def step_of(self, call: cst.Call) -> Optional[OptimizerStep]:
+        return self._step_of.get(id(call))
+
+    def _find_zero_grads(self) -> List[ZeroGrad]:
+        found: List[ZeroGrad] = []
+        for call in self.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
+                receiver = dotted_name(func.value)
+                arg = _arg(call, "set_to_none", 0)
+                found.append(ZeroGrad(call, receiver, arg.value if arg else None,
+                                      self.is_optimizer(func.value)))
+        for assign in self._grad_assigns:
+            target = assign.targets[0].target
+            found.append(ZeroGrad(assign, dotted_name(target), None, False))
+        return found
+
+    # -- models, forwards and losses -----------------------------------------------------------
+    def _module_classes(self) -> Set[str]:
+        found: Set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, klass in self.classes.items():
+                if name in found:
+                    continue
+                for base in klass.bases:
+                    dotted = dotted_name(base.value) or ""
+                    qualified = self.names.qualified_name(base.value) or ""
+                    if dotted in found or qualified.startswith(("torch.nn.", "transformers.")) or \
+                            _LIGHTNING_BASES.search(dotted) or _last(dotted) in ("Module", "PreTrainedModel"):
+                        found.add(name)
+                        changed = True
+                        break
+        return found
+
+    def _find_models(self) -> Set[str]:
+        self.module_classes = frozenset(self._module_classes())
+        found: Set[str] = set()
+        for assign in self._walk_assigns():
+            if self._is_model_value(assign.value, found):
+                for target in assign.targets:
+                    dotted = dotted_name(target.target)
+                    if dotted is not None:
+                        found.add(dotted)
+        changed = True
+        while changed:  # `model = model.to(device)`, `net = DDP(model)`
+            changed = False
+            for assign in self._walk_assigns():
+                if self._is_model_value(assign.value, found):
+                    for target in assign.targets:
+                        dotted = dotted_name(target.target)
+                        if dotted is not None and dotted not in found:
+                            found.add(dotted)
+                            changed = True
+        return found
+
+    def _is_model_value(self, value: cst.BaseExpression, known: Set[str]) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = self.names.call_name(value) or ""
+        if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
+                _last(qualified)[:1].isupper() and not _last(qualified).endswith("Loss"):
+            return True
+        if _MODEL_FACTORIES.search(qualified):
+            return True
+        func = value.func
+        if isinstance(func, cst.Name) and func.value in self.module_classes:
+            return True
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "from_pretrained" and "Tokenizer" not in (dotted_name(func.value) or "") \
+                    and "Processor" not in (dotted_name(func.value) or "") \
+                    and "Config" not in (dotted_name(func.value) or ""):
+                return True
+            if func.attr.value in _MODEL_MOVERS and (dotted_name(func.value) in known or
+                                                     self._is_model_value(func.value, known)):
+                return True
+        return False
+
+    def is_model(self, expr: cst.BaseExpression) -> bool:
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return False
+        if dotted in self.models:
+            return True
+        if self.names.qualified_name(expr) is not None:
+            return False  # an imported callable (torch.relu, F.softmax, np.mean)
+        last = _last(dotted)
+        return bool(_MODEL_NAME.search(last)) and not _LOSS_NAME.search(last)
+
+    def is_forward(self, call: cst.Call) -> bool:
+        """A call of a model: `model(x)`, `self.net(x)`, `model(**batch)`, `model.forward(x)`.
+        Not `model.generate(...)` (HF runs it without grad)."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            return self.is_model(func.value)
+        return self.is_model(func)
+
+    def is_generate(self, call: cst.Call) -> bool:
+        func = call.func
+        return isinstance(func, cst.Attribute) and func.attr.value == "generate" and self.is_model(func.value)
+
+    def is_loss(self, call: cst.Call) -> bool:
+        """`criterion(out, y)`, `F.cross_entropy(...)`, `nn.MSELoss()(...)`."""
+        qualified = self.names.call_name(call) or ""
+        if _FUNCTIONAL_LOSS.search(qualified):
+            return True
+        func = call.func
+        if isinstance(func, cst.Call):  # nn.CrossEntropyLoss()(out, y)
+            inner = self.names.call_name(func) or ""
+            return inner.startswith("torch.nn.") and inner.endswith("Loss")
+        dotted = dotted_name(func)
+        if dotted is None or qualified:
+            return False
+        return dotted in self.loss_objects or bool(_LOSS_NAME.search(_last(dotted)))
+
+    # -- grad mode -----------------------------------------------------------------------------
+    def grad_enabled_by_decorator(self, func: cst.FunctionDef) -> Optional[bool]:
+        """False for `@torch.no_grad()` / `@torch.inference_mode()` functions and Lightning's
+        no-grad hooks, True for `@torch.enable_grad()`, None when nothing says."""
+        for decorator in func.decorators:
+            expr = decorator.decorator
+            call = expr if isinstance(expr, cst.Call) else None
+            qualified = self.names.call_name(call) if call is not None else self.names.qualified_name(expr)
+            if qualified in _GRAD_OFF:
+                if call is not None and qualified.endswith("inference_mode"):
+                    mode = _arg(call, "mode", 0)
+                    if mode is not None and _literal_bool(mode.value) is not True:
+                        return None if _literal_bool(mode.value) is None else True
+                return False
+            if qualified in _GRAD_ON:
+                return True
+            if qualified in _GRAD_SET and call is not None:
+                mode = _arg(call, "mode", 0)
+                return _literal_bool(mode.value) if mode is not None else None
+        if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
+            return False
+        return None
+
+    def _in_lightning_module(self, func: cst.FunctionDef) -> bool:
+        klass = self.class_of(func)
+        if klass is None:
+            return False
+        names = {dotted_name(b.value) or "" for b in klass.bases}
+        if any(_LIGHTNING_BASES.search(n) for n in names):
+            return True
+        methods = {s.name.value for s in klass.body.body if isinstance(s, cst.FunctionDef)}
+        return "configure_optimizers" in methods
+
+    def is_lightning_training_step(self, func: cst.FunctionDef) -> bool:
+        return func.name.value in _LIGHTNING_TRAINING and self._in_lightning_module(func)
+
+    def region_at(self, node: cst.CSTNode) -> Optional[Region]:
+        """The innermost grad-mode `with` whose body holds `node`."""
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, cst.With) and child is ancestor.body:
+                region = self._grad_region_of.get(id(ancestor))
+                if region is not None:
+                    return region
+            child = ancestor
+        return None
+
+    def grad_enabled(self, node: cst.CSTNode) -> Optional[bool]:
+        """Whether autograd records at `node`: False inside no_grad/inference_mode regions, in
+        decorated functions and in functions called only from such places; None when it cannot
+        be told (a bare `set_grad_enabled(...)`, `set_grad_enabled(flag)`); else True."""
+        region = self.region_at(node)
+        if region is not None:
+            return region.grad_enabled
+        scope = self.scope_of(node)
+        if id(scope) in self._toggles:
+            return None
+        if isinstance(scope, cst.FunctionDef):
+            return self._function_grad_enabled(scope)
+        if isinstance(scope, cst.Lambda):
+            return self.grad_enabled(scope)
+        return True
+
+    def _function_grad_enabled(self, func: cst.FunctionDef) -> Optional[bool]:
+        key = id(func)
+        if key in self._memo_enabled:
+            return self._memo_enabled[key]
+        self._memo_enabled[key] = True  # a recursive call does not decide
+        decorated = self.grad_enabled_by_decorator(func)
+        if decorated is not None:
+            result: Optional[bool] = decorated
+        else:
+            sites = self.call_sites(func)
+            modes = {self.grad_enabled(site) for site in sites}
+            if sites and modes == {False}:
+                result = False
+            elif None in modes:
+                result = None
+            else:
+                result = True
+        self._memo_enabled[key] = result
+        return result
+
+    def in_accumulate(self, node: cst.CSTNode) -> bool:
+        """Inside `with accelerator.accumulate(model):`."""
+        return any(isinstance(a, cst.With) and id(a) in self._accumulate_withs for a in self.ancestors(node))
+
+    def autocast_at(self, node: cst.CSTNode) -> Optional[Autocast]:
+        """The innermost autocast region whose body holds `node` (same function)."""
+        by_with = {id(a.region.node): a for a in self.autocasts}
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, cst.With) and child is ancestor.body and id(ancestor) in by_with:
+                return by_with[id(ancestor)]
+            child = ancestor
+        return None
+
+    # -- the step of a loop --------------------------------------------------------------------
+    def backwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[Backward, cst.Call]]:
+        """Backward calls under `node` (and in helpers it calls), each with its call site in `node`."""
+        return [(self._backward_of[id(call)], site) for call, site in self.calls_in(node, follow)
+                if id(call) in self._backward_of]
+
+    def steps_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[OptimizerStep, cst.Call]]:
+        return [(self._step_of[id(call)], site) for call, site in self.calls_in(node, follow)
+                if id(call) in self._step_of]
+
+    def forwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
+        """Forward calls under `node` (and in helpers it calls), each with its call site in `node`."""
+        return [(call, site) for call, site in self.calls_in(node, follow) if self.is_forward(call)]
+
+    def is_training(self, node: cst.CSTNode) -> bool:
+        """Whether `node` (a loop, usually) trains: it backwards or steps an optimizer, itself or
+        through a helper, or runs inside Lightning's `training_step`, `accelerator.accumulate`,
+        or a function whose result callers backward by convention (`compute_loss`, `forward`)."""
+        if self.backwards_in(node) or self.steps_in(node):
+            return True
+        return self.in_training_function(node)
+
+    def in_training_function(self, node: cst.CSTNode) -> bool:
+        if self.in_accumulate(node):
+            return True
+        func = self.function_of(node)
+        while func is not None:
+            if func.name.value in TRAINING_FUNCTIONS or self.is_lightning_training_step(func):
+                return True
+            klass = self.class_of(func)
+            if klass is not None and klass.name.value in self.module_classes and func.name.value == "forward":
+                return True
+            func = self.function_of(func)
+        return False
+
+    # -- grad-carrying values ------------------------------------------------------------------
+    def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
+        """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
+        from a forward or loss computed in grad mode and no `.item()`, `float()`, `.detach()`,
+        `.tolist()`, `.numpy()` or `.data` ended it. `.cpu()` and `.to()` keep the graph."""
+        at = at if at is not None else expr
+        stack: List[cst.CSTNode] = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                if self._name_carries_grad(node.value, at):
+                    return True
+            elif isinstance(node, cst.Attribute):
+                if node.attr.value not in DETACHING_ATTRIBUTES:
+                    stack.append(node.value)
+            elif isinstance(node, cst.Subscript):
+                stack.append(node.value)
+            elif isinstance(node, cst.Call):
+                if self._call_carries_grad(node, at, stack):
+                    return True
+            elif isinstance(node, (cst.BinaryOperation,)):
+                stack.extend((node.left, node.right))
+            elif isinstance(node, cst.UnaryOperation):
+                if not isinstance(node.operator, cst.Not):
+                    stack.append(node.expression)
+            elif isinstance(node, cst.BooleanOperation):
+                stack.extend((node.left, node.right))
+            elif isinstance(node, cst.IfExp):
+                stack.extend((node.body, node.orelse))
+            elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+                stack.extend(e.value for e in node.elements)
+            elif isinstance(node, cst.Dict):
+                stack.extend(e.value for e in node.elements if isinstance(e, (cst.DictElement, cst.StarredDictElement)))
+            elif isinstance(node, cst.StarredElement):
+                stack.append(node.value)
+            elif isinstance(node, cst.NamedExpr):
+                stack.append(node.value)
+            # constants, comparisons, f-strings, lambdas, comprehensions: no graph (or unknown)
+        return False
+
+    def _call_carries_grad(self, call: cst.Call, at: cst.CSTNode, stack: List[cst.CSTNode]) -> bool:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in SCALAR_FUNCTIONS:
+            return False
+        if self.is_forward(call):
+            # a forward records a graph in grad mode (unless the file freezes parameters: then
+            # only inputs that require grad would, and we do not guess)
+            return self.grad_enabled(call) is True and not self.requires_grad_off
+        if self.is_loss(call):  # a loss of detached values has no graph
+            return self.grad_enabled(call) is True and any(self.carries_grad(a.value, at) for a in call.args)
+        qualified = self.names.call_name(call)
+        if qualified is not None:
+            if qualified.startswith("torch.") and qualified not in _NON_DIFF_TORCH:
+                stack.extend(arg.value for arg in call.args)
+            return False
+        if isinstance(func, cst.Attribute):
+            if func.attr.value in DETACHING_METHODS:
+                return False
+            stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
+            return False
+        target = self._resolve(call)
+        if target is not None:
+            return self.returns_grad(target)
+        return False  # an unknown function: do not guess
+
+    def returns_grad(self, func: cst.FunctionDef) -> bool:
+        """Whether a function of this module returns a grad-carrying value."""
+        key = id(func)
+        if key in self._memo_returns:
+            return self._memo_returns[key]
+        self._memo_returns[key] = False
+        result = False
+        if self.grad_enabled_by_decorator(func) is not False:
+            stack: List[cst.CSTNode] = [func.body]
+            while stack and not result:
+                node = stack.pop()
+                if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                    continue
+                if isinstance(node, cst.Return) and node.value is not None:
+                    result = self.carries_grad(node.value, node)
+                    continue
+                if isinstance(node, cst.BaseExpression):
+                    continue
+                stack.extend(children(node))
+        self._memo_returns[key] = result
+        return result
+
+    def _relevant_bindings(self, name: str, at: cst.CSTNode) -> List[Binding]:
+        scope = self.scope_of(at)
+        binds = self.bindings(scope, name)
+        while not binds and scope is not self.module:
+            scope = self.scope_of(scope)
+            binds = self.bindings(scope, name)
+            if binds:  # a closure or global: any of them may be the one seen
+                return binds
+        position = self.order(at)
+        before = [b for b in binds if self.order(b.node) < position and not self.contains(b.node, at)]
+        if not before:
+            return [b for b in binds if not self.contains(b.node, at)]
+        # the last binding before `at` in a block enclosing `at` hides everything before it
+        at_ancestors = {id(a) for a in self.ancestors(at)}
+        relevant: List[Binding] = []
+        for bind in reversed(before):
+            relevant.append(bind)
+            block = self._dominating_block(bind.node)
+            if bind.kind not in ("aug", "append") and block is not None and id(block) in at_ancestors:
+                break
+        return relevant
+
+    def _dominating_block(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The block after whose statement `node` has surely run (a `with` body runs whole)."""
+        block = self.parent(node)
+        while block is not None:
+            if isinstance(block, cst.Module):
+                return block
+            if isinstance(block, cst.BaseSuite) and not isinstance(self.parent(block), cst.With):
+                return block
+            block = self.parent(block)
+        return None
+
+    def _name_carries_grad(self, name: str, at: cst.CSTNode) -> bool:
+        key = (name, id(at))
+        if key in self._memo_grad:
+            return self._memo_grad[key]
+        if key in self._in_progress:
+            return False
+        self._in_progress.add(key)
+        result = False
+        for bind in self._relevant_bindings(name, at):
+            if bind.value is None or bind.kind == "param":
+                continue
+            if bind.kind == "for":  # `for loss in losses`: an element of a grad-carrying container
+                if self._iter_carries_grad(bind.value, bind.node):
+                    result = True
+                    break
+                continue
+            if self.grad_enabled(bind.node) is False and bind.kind != "append":
+                continue
+            if self.carries_grad(bind.value, bind.node):
+                result = True
+                break
+        self._in_progress.discard(key)
+        self._memo_grad[key] = result
+        return result
+
+    def _iter_carries_grad(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
+                iterable.func.value in ("zip", "enumerate", "reversed"):
+            return any(self._iter_carries_grad(a.value, at) for a in iterable.args)
+        if isinstance(iterable, cst.Name):
+            return self.carries_grad(iterable, at)
+        return False

@@ -1,0 +1,316 @@
+"""memlint.analysis.training: the shape of a training step."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from memlint.analysis import Facts
+from memlint.analysis.tree import walk
+
+
+def facts(source: str):
+    return Facts(cst.parse_module(textwrap.dedent(source))).training
+
+
+def code(node) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def first(f, node_type, predicate=lambda n: True):
+    return next(n for n in walk(f.module) if isinstance(n, node_type) and predicate(n))
+
+
+def call_named(f, text: str) -> cst.Call:
+    return first(f, cst.Call, lambda c: code(c) == text)
+
+
+def name_at(f, name: str, line_text: str):
+    """The Name `name` inside the statement whose code is `line_text`."""
+    stmt = first(f, cst.SimpleStatementLine, lambda s: code(s).strip() == line_text)
+    return next(n for n in walk(stmt) if isinstance(n, cst.Name) and n.value == name)
+
+
+def test_backward_forms():
+    f = facts("""
+        import torch
+        loss.backward()
+        scaler.scale(loss2).backward()
+        accelerator.backward(loss3)
+        torch.autograd.backward(loss4)
+        y.backward(retain_graph=True)
+        g = torch.autograd.grad(out, x)
+        self.manual_backward(loss5)
+    """)
+    got = [(b.kind, code(b.loss)) for b in f.backwards]
+    assert got == [("method", "loss"), ("scaled", "loss2"), ("owner", "loss3"), ("autograd", "loss4"),
+                   ("method", "y"), ("grad", "out"), ("owner", "loss5")]
+    assert code(f.backwards[1].scaler) == "scaler"
+    assert code(f.backwards[4].retain_graph) == "True"
+    assert f.backwards[1].names == {"loss2", "scaler"} or "loss2" in f.backwards[1].names
+
+
+def test_optimizer_receivers():
+    f = facts("""
+        import torch
+        from torch import optim
+        class T:
+            def __init__(self, model):
+                self.opt = optim.AdamW(model.parameters())
+                self.sched = torch.optim.lr_scheduler.StepLR(self.opt, 1)
+        o = torch.optim.SGD(params, lr=0.1)
+        thing.zero_grad()
+        lr = other.param_groups[0]["lr"]
+        o.step(); self.opt.step(); self.sched.step(); thing.step(); other.step()
+        optimizer.step(); scaler.step(optimizer); env.step(action); model.zero_grad()
+    """)
+    assert {"self.opt", "o", "thing", "other"} <= f.optimizers
+    assert "self.sched" not in f.optimizers and "model" not in f.optimizers
+    steps = [(s.optimizer, s.scaler) for s in f.optimizer_steps]
+    assert steps == [("o", None), ("self.opt", None), ("thing", None), ("other", None),
+                     ("optimizer", None), ("optimizer", "scaler")]
+    assert [(z.target, z.is_optimizer) for z in f.zero_grads] == [("thing", True), ("model", False)]
+
+
+def test_zero_grad_by_assignment_and_set_to_none():
+    f = facts("""
+        import torch
+        opt.zero_grad(set_to_none=False)
+        for p in model.parameters():
+            p.grad = None
+    """)
+    assert code(f.zero_grads[0].set_to_none) == "False"
+    assert f.zero_grads[1].target == "p.grad"
+
+
+def test_models_and_forwards():
+    f = facts("""
+        import torch
+        import torch.nn as nn
+        from transformers import AutoModelForCausalLM
+        class Net(nn.Module):
+            def forward(self, x):
+                return self.fc(x)
+        lm = AutoModelForCausalLM.from_pretrained("gpt2")
+        m = Net().to("cuda")
+        wrapped = torch.compile(m)
+        f1 = m(x); f2 = wrapped(x); f3 = model(**batch); f4 = self.net(x); f5 = model.forward(x)
+        n1 = torch.relu(x); n2 = helper(x); n3 = model.generate(x); n4 = lm.generate(ids)
+    """)
+    assert {"lm", "m", "wrapped"} <= f.models
+    calls = {code(c.func): c for c in f.calls}
+    for name in ("m", "wrapped", "model", "self.net", "model.forward"):
+        assert f.is_forward(calls[name]), name
+    for name in ("torch.relu", "helper", "model.generate", "lm.generate"):
+        assert not f.is_forward(calls[name]), name
+    assert f.is_generate(calls["model.generate"])
+
+
+def test_losses():
+    f = facts("""
+        import torch.nn as nn
+        import torch.nn.functional as F
+        ce = nn.CrossEntropyLoss()
+        a = ce(out, y); b = F.cross_entropy(out, y); c = criterion(out, y); d = nn.MSELoss()(out, y)
+        e = F.softmax(out, -1); g = accuracy(out, y)
+    """)
+    verdicts = {code(c.func): f.is_loss(c) for c in f.calls}
+    assert verdicts["ce"] and verdicts["F.cross_entropy"] and verdicts["criterion"]
+    assert verdicts["nn.MSELoss()"]
+    assert not verdicts["F.softmax"] and not verdicts["accuracy"]
+
+
+def test_grad_regions_and_decorators():
+    f = facts("""
+        import torch
+        @torch.no_grad()
+        def evaluate():
+            a = model(x)
+        @torch.inference_mode
+        def infer():
+            b = model(x)
+        def helper():
+            c = model(x)
+        def only_called_without_grad():
+            d = model(x)
+        with torch.no_grad():
+            e = model(x)
+            only_called_without_grad()
+            with torch.enable_grad():
+                g = model(x)
+        with torch.set_grad_enabled(training):
+            h = model(x)
+        with torch.inference_mode(False):
+            i = model(x)
+        helper()
+        j = model(x)
+    """)
+    modes = {code(c.func.value if False else c): None for c in f.calls}
+    mode_of = {}
+    for stmt in walk(f.module):
+        if isinstance(stmt, cst.Assign):
+            mode_of[stmt.targets[0].target.value] = f.grad_enabled(stmt)
+    assert mode_of == {"a": False, "b": False, "c": True, "d": False, "e": False, "g": True,
+                       "h": None, "i": True, "j": True}
+    del modes
+
+
+def test_lightning_hooks_and_bare_toggle():
+    f = facts("""
+        import torch
+        import lightning as L
+        class Lit(L.LightningModule):
+            def training_step(self, batch, i):
+                a = self.model(batch)
+            def validation_step(self, batch, i):
+                b = self.model(batch)
+        def g():
+            torch.set_grad_enabled(False)
+            c = model(x)
+    """)
+    mode_of = {s.targets[0].target.value: f.grad_enabled(s) for s in walk(f.module) if isinstance(s, cst.Assign)}
+    assert mode_of == {"a": True, "b": False, "c": None}
+    training_step = f.classes["Lit"].body.body[0]
+    assert f.is_lightning_training_step(training_step)
+
+
+def test_helpers_are_followed_from_a_loop():
+    f = facts("""
+        import torch
+        class Trainer:
+            def step(self, batch):
+                loss = self.model(batch).sum()
+                loss.backward()
+                self.optimizer.step()
+            def fit(self, loader):
+                for batch in loader:
+                    self.step(batch)
+        def validate(batch):
+            return model(batch)
+        def train_loop():
+            for batch in loader:
+                validate(batch)
+    """)
+    loops = [n for n in walk(f.module) if isinstance(n, cst.For)]
+    fit_loop, val_loop = loops
+    assert f.is_training(fit_loop)
+    ((backward, site),) = f.backwards_in(fit_loop)
+    assert code(site) == "self.step(batch)"
+    assert not f.is_training(val_loop)
+    ((forward, site),) = f.forwards_in(val_loop)
+    assert code(forward) == "model(batch)" and code(site) == "validate(batch)"
+    assert f.steps_in(fit_loop)[0][0].optimizer == "self.optimizer"
+
+
+def test_training_conventions():
+    f = facts("""
+        import torch
+        def compute_loss(model, batches):
+            total = 0
+            for b in batches:
+                total = total + model(b).sum()
+            return total
+        with accelerator.accumulate(model):
+            for b in chunks:
+                out = model(b)
+    """)
+    loops = [n for n in walk(f.module) if isinstance(n, cst.For)]
+    assert all(f.is_training(loop) for loop in loops)
+
+
+def test_grad_carrying_values():
+    f = facts("""
+        import torch
+        for x, y in loader:
+            out = model(x)
+            loss = criterion(out, y)
+            a = loss
+            b = loss.item()
+            c = loss.detach()
+            d = loss.cpu()
+            e = out.to("cpu")
+            g = float(loss)
+            h = out.argmax(1)
+            i = out.softmax(-1)
+            j = loss.detach().cpu()
+            k = out.data
+            with torch.no_grad():
+                m = model(x)
+            n = m
+            p = torch.stack([loss, loss])
+            q = x * 2
+    """)
+    verdict = {}
+    for stmt in walk(f.module):
+        if isinstance(stmt, cst.Assign) and isinstance(stmt.targets[0].target, cst.Name):
+            verdict[stmt.targets[0].target.value] = f.carries_grad(stmt.value, stmt)
+    assert verdict == {"out": True, "loss": True, "a": True, "b": False, "c": False, "d": True, "e": True,
+                       "g": False, "h": False, "i": True, "j": False, "k": False, "m": False, "n": False,
+                       "p": True, "q": False}
+
+
+def test_grad_carrying_follows_the_binding_in_effect():
+    f = facts("""
+        import torch
+        def run():
+            for x in train:
+                loss = criterion(model(x), y)
+                loss.backward()
+            for x in val:
+                with torch.no_grad():
+                    loss = criterion(model(x), y)
+                total += loss
+    """)
+    aug = first(f, cst.AugAssign)
+    assert not f.carries_grad(aug.value, aug)
+
+
+def test_helper_results_carry_grad():
+    f = facts("""
+        import torch
+        def step(x):
+            return criterion(model(x), y)
+        @torch.no_grad()
+        def score(x):
+            return model(x)
+        for x in loader:
+            a = step(x)
+            b = score(x)
+    """)
+    verdict = {s.targets[0].target.value: f.carries_grad(s.value, s) for s in walk(f.module)
+               if isinstance(s, cst.Assign)}
+    assert verdict == {"a": True, "b": False}
+
+
+def test_autocast_regions():
+    f = facts("""
+        import torch
+        from torch.cuda.amp import autocast
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            a = model(x)
+        with autocast(enabled=False):
+            b = model(x)
+        with torch.amp.autocast(device_type="cuda"):
+            c = model(x)
+    """)
+    got = [(a.device_type, a.dtype, a.enabled, a.deprecated) for a in f.autocasts]
+    assert got == [("cuda", "torch.bfloat16", None, False), ("cuda", None, False, True),
+                   ("cuda", None, None, False)]
+    stmt = first(f, cst.Assign, lambda s: s.targets[0].target.value == "c")
+    assert f.autocast_at(stmt) is f.autocasts[2]
+
+
+def test_mode_calls():
+    f = facts("""
+        model.eval()
+        net.train()
+        net.train(False)
+    """)
+    assert [(m.target, m.mode) for m in f.mode_calls] == [("model", "eval"), ("net", "train"), ("net", "eval")]
+
+
+def test_facts_are_cached():
+    module = cst.parse_module("import torch\n")
+    facts_ = Facts(module)
+    assert facts_.training is facts_.training
