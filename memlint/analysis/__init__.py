@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from typing import Counter as CounterType
-from typing import Dict, List, Optional
+from typing import Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
@@ -15,6 +15,7 @@ from memlint.analysis.dataflow import scope_loads
 from memlint.analysis.loops import Loop, LoopFacts
 from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.training import TrainingFacts
+from memlint.analysis.tree import walk
 
 
 class Facts:
@@ -25,6 +26,7 @@ class Facts:
         self._scope_loads: Dict[int, CounterType[str]] = {}
         self._references: Optional[Dict[str, List[Reference]]] = None
         self._training: Optional[TrainingFacts] = None
+        self._identifiers: Optional[FrozenSet[str]] = None
 
     @property
     def names(self) -> TorchNames:
@@ -61,3 +63,10 @@ class Facts:
         if self._references is None:
             self._references = references(self.module, self.names)
         return self._references.get(qualified, [])
+
+    @property
+    def identifiers(self) -> FrozenSet[str]:
+        """Every name spelled anywhere in the module (attribute names too): a new name must avoid them."""
+        if self._identifiers is None:
+            self._identifiers = frozenset(n.value for n in walk(self.module) if isinstance(n, cst.Name))
+        return self._identifiers

@@ -59,6 +59,10 @@ _AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.a
                        "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
 _GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
                           "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
+_DTYPE_ALIASES = {"torch.half": "torch.float16", "torch.bfloat16": "torch.bfloat16",
+                  "torch.float": "torch.float32"}
+# Helpers whose name says they clear gradients (`zero_grads(model)`, `self.reset_grad()`).
+_RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
 _AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 # Hooks Lightning runs under no_grad / inference_mode.
@@ -225,7 +229,7 @@ class TrainingFacts:
         self._grad_assigns: List[cst.Assign] = []
         self._assigns: List[cst.Assign] = []
         self._index()
-        self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers())
+        self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers() | self._annotated_optimizers())
         self.models: FrozenSet[str] = frozenset(self._find_models())
         self.loss_objects: FrozenSet[str] = frozenset(
             dotted for assign in self._assigns if isinstance(assign.value, cst.Call)
@@ -1037,3 +1041,154 @@ class TrainingFacts:
         if isinstance(iterable, cst.Name):
             return self.carries_grad(iterable, at)
         return False
+
+    # -- mixed precision and the parts of a step (used by the 3xx/4xx rules) ---------------------
+    def _annotated_optimizers(self) -> Set[str]:
+        """Parameters annotated as optimizers: `def train(opt: torch.optim.Optimizer)`."""
+        found: Set[str] = set()
+        for bindings in self._bindings.values():
+            for binds in bindings.values():
+                for bind in binds:
+                    node = bind.node
+                    if bind.kind == "param" and isinstance(node, cst.Param) and node.annotation is not None:
+                        qualified = self.names.qualified_name(node.annotation.annotation) or ""
+                        if qualified.startswith("torch.optim.") and "lr_scheduler" not in qualified:
+                            found.add(bind.name)
+        return found
+
+    def device_types(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
+        """The device types (`"cuda"`, `"cpu"`) an expression can name, or None when unknown:
+        `"cuda:0"`, `str(device)`, `device.type`, `torch.device(...)`, `"cuda" if ... else "cpu"`,
+        and a plain name bound once (in its function or the module) to one of these."""
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return frozenset({value.split(":")[0]}) if isinstance(value, str) else None
+        if isinstance(expr, cst.IfExp):
+            body, orelse = self.device_types(expr.body, depth + 1), self.device_types(expr.orelse, depth + 1)
+            return None if body is None or orelse is None else body | orelse
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
+            return self.device_types(expr.value, depth + 1)
+        if isinstance(expr, cst.Call) and expr.args and not expr.args[0].keyword and not expr.args[0].star:
+            is_str = isinstance(expr.func, cst.Name) and expr.func.value == "str"
+            if is_str or self.names.call_name(expr) == "torch.device":
+                return self.device_types(expr.args[0].value, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            binds = self.bindings_seen(expr.value, expr)
+            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
+                return self.device_types(binds[0].value, depth + 1)
+        return None
+
+    def bindings_seen(self, name: str, at: cst.CSTNode) -> List[Binding]:
+        """Every binding of `name` in the scope `at` runs in, else in the nearest enclosing scope
+        that binds it (a closure or a global)."""
+        scope = self.scope_of(at)
+        while True:
+            binds = self.bindings(scope, name)
+            if binds or scope is self.module:
+                return binds
+            scope = self.scope_of(scope)
+
+    def _dtype_values(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
+        qualified = self.names.qualified_name(expr)
+        if qualified is not None:
+            return frozenset({_DTYPE_ALIASES.get(qualified, qualified)})
+        if isinstance(expr, cst.IfExp) and depth < 8:
+            body, orelse = self._dtype_values(expr.body, depth + 1), self._dtype_values(expr.orelse, depth + 1)
+            return None if body is None or orelse is None else body | orelse
+        if isinstance(expr, cst.Name) and depth < 8:
+            binds = self.bindings_seen(expr.value, expr)
+            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
+                return self._dtype_values(binds[0].value, depth + 1)
+        return None
+
+    def autocast_dtypes(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
+        """The dtypes an autocast region can compute in (`torch.float16`, `torch.bfloat16`), the
+        device's default included (float16 on CUDA, bfloat16 on the CPU); None when unknown.
+        A dtype held in a variable assigned once (`amp_dtype = torch.bfloat16`) is followed."""
+        call = autocast.call
+        if autocast.deprecated:
+            devices: Optional[FrozenSet[str]] = frozenset({autocast.device_type or "cuda"})
+            dtype_arg = _arg(call, "dtype", 1)
+        else:
+            device_arg = _arg(call, "device_type", 0)
+            devices = self.device_types(device_arg.value) if device_arg is not None else None
+            dtype_arg = _arg(call, "dtype", 1)
+        if dtype_arg is not None:
+            return self._dtype_values(dtype_arg.value)
+        if devices is None:
+            return None
+        defaults = {"cuda": "torch.float16", "cpu": "torch.bfloat16", "xpu": "torch.bfloat16",
+                    "mps": "torch.float16", "hpu": "torch.bfloat16"}
+        if any(device not in defaults for device in devices):
+            return None
+        return frozenset(defaults[device] for device in devices)
+
+    @property
+    def uses_grad_scaler(self) -> bool:
+        """A GradScaler is made, or a loss is scaled / a step taken through one, anywhere in the module."""
+        if any(b.kind == "scaled" for b in self.backwards) or any(s.scaler for s in self.optimizer_steps):
+            return True
+        return any(self.names.call_name(call) in _GRAD_SCALER for call in self.calls)
+
+    def functions_reached(self, node: cst.CSTNode) -> List[cst.FunctionDef]:
+        """Functions of this module that calls under `node` reach (helpers followed)."""
+        found: Dict[int, cst.FunctionDef] = {}
+        for call, _ in self.calls_in(node):
+            target = self._resolve(call)
+            if target is not None and not self.contains(target, node):
+                found.setdefault(id(target), target)
+        return list(found.values())
+
+    def under(self, node: cst.CSTNode, roots: List[cst.CSTNode]) -> bool:
+        """Whether `node` lies under one of `roots`."""
+        return any(self.contains(root, node) for root in roots)
+
+    def grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
+        """`.grad` read under `node` (nested functions not entered): `p.grad.norm()`, `w.grad is None`;
+        not the target of `p.grad = None`."""
+        found: List[cst.Attribute] = []
+        stack: List[cst.CSTNode] = [node]
+        while stack:
+            current = stack.pop()
+            if current is not node and isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                continue
+            if isinstance(current, cst.Assign):
+                stack.append(current.value)
+                stack.extend(t.target.value for t in current.targets
+                             if isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad")
+                stack.extend(t.target for t in current.targets
+                             if not (isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad"))
+                continue
+            if isinstance(current, cst.Attribute) and current.attr.value == "grad":
+                found.append(current)
+            stack.extend(children(current))
+        return found
+
+    def is_grad_clip(self, call: cst.Call) -> bool:
+        """`torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` (any import spelling)."""
+        qualified = self.names.call_name(call) or ""
+        return qualified.startswith("torch.nn.utils") and _last(qualified) in (
+            "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
+
+    def resets_grads(self, call: cst.Call) -> bool:
+        """A call that clears gradients: `x.zero_grad()`, `p.grad.zero_()` / `.detach_()` /
+        `.fill_(0)`, `torch._foreach_zero_(...)`, or a helper named like it (`zero_grads(model)`)."""
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "zero_grad":
+                return True
+            if method in ("zero_", "detach_", "fill_", "requires_grad_"):
+                receiver = func.value
+                while isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                    receiver = receiver.value
+                if isinstance(receiver, cst.Attribute) and receiver.attr.value == "grad":
+                    return True
+        qualified = self.names.call_name(call)
+        if qualified == "torch._foreach_zero_":
+            return True
+        last = _last(dotted_name(func))
+        return bool(_RESET_NAME.search(last))
