@@ -590,6 +590,8 @@ class TrainingFacts:
         for call in self.calls:  # `opt.param_groups` reached from calls is enough: loops read it
             for arg in call.args:
                 value = arg.value
+                while isinstance(value, cst.Subscript):  # opt.param_groups[0]["lr"]
+                    value = value.value
                 if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
                     receiver = dotted_name(value.value)
                     if receiver:

@@ -1,0 +1,123 @@
+"""MEM301 beyond the examples: where a reset counts, what an optimizer is, fix safety."""
+
+from __future__ import annotations
+
+import textwrap
+
+from memlint.engine import check, fix
+from memlint.findings import Safety
+from memlint.rules import registry
+
+RULE = registry()["MEM301"]
+
+
+def _findings(source: str):
+    return check(textwrap.dedent(source), "t.py", [RULE]).findings
+
+
+def test_zero_grad_in_if_counts():
+    assert not _findings("""
+        import torch
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i, x in enumerate(loader):
+            if i % 1 == 0:
+                opt.zero_grad(set_to_none=True)
+            model(x).sum().backward()
+            opt.step()
+    """)
+
+
+def test_grad_zero_in_place_counts():
+    assert not _findings("""
+        import torch
+        opt = torch.optim.SGD(params, lr=0.1)
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+            for p in params:
+                p.grad.data.zero_()
+    """)
+
+
+def test_optimizer_known_by_param_groups_and_annotation():
+    src = """
+        import torch
+        def train(model, optimizer: torch.optim.Optimizer, loader):
+            for x in loader:
+                loss = model(x).sum()
+                loss.backward()
+                optimizer.step()
+    """
+    [finding] = _findings(src)
+    assert finding.line == 6  # at the backward() call
+    src2 = """
+        import torch
+        def train(model, opt, loader):
+            print(opt.param_groups[0]["lr"])
+            for x in loader:
+                loss = model(x).sum()
+                loss.backward()
+                opt.step()
+    """
+    assert len(_findings(src2)) == 1
+
+
+def test_step_in_helper_reported_at_backward_without_fix():
+    src = """
+        import torch
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+
+        while True:
+            step(next(it))
+    """
+    [finding] = _findings(src)
+    assert finding.line == 7 and finding.fix is None
+
+
+def test_reading_grad_after_the_step_makes_the_fix_unsafe():
+    src = """
+        import torch
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+            print(model.weight.grad.norm())
+    """
+    [finding] = _findings(src)
+    assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
+    assert fix(textwrap.dedent(src), "t.py", [RULE]).source == textwrap.dedent(src)
+
+
+def test_two_optimizers_each_get_a_reset():
+    src = textwrap.dedent("""
+        import torch
+        opt_g = torch.optim.Adam(g.parameters())
+        opt_d = torch.optim.Adam(d.parameters())
+        for x in loader:
+            loss_d = d(x).mean()
+            loss_d.backward()
+            opt_d.step()
+            loss_g = d(g(z)).mean()
+            loss_g.backward()
+            opt_g.step()
+    """)
+    fixed = fix(src, "t.py", [RULE]).source
+    assert "opt_d.step()\n    opt_d.zero_grad(set_to_none=True)\n" in fixed
+    assert "opt_g.step()\n    opt_g.zero_grad(set_to_none=True)\n" in fixed
+
+
+def test_noqa_on_the_backward_line():
+    assert not _findings("""
+        import torch
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in loader:
+            model(x).sum().backward()  # noqa: MEM301
+            opt.step()
+    """)
