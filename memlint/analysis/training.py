@@ -1194,3 +1194,48 @@ class TrainingFacts:
             return True
         last = _last(dotted_name(func))
         return bool(_RESET_NAME.search(last))
+
+    def accumulates_grad(self, backward: Backward) -> bool:
+        """A backward that adds into `.grad`, of something that surely is a loss (not
+        `torch.autograd.grad`, not `planner.backward()`)."""
+        if backward.kind in ("scaled", "autograd", "owner"):
+            return True
+        if backward.kind != "method" or backward.loss is None:
+            return False
+        if self.carries_grad(backward.loss, backward.call):
+            return True
+        loss = backward.loss
+        while isinstance(loss, cst.Call) and isinstance(loss.func, cst.Attribute):  # loss.mean().backward()
+            loss = loss.func.value
+        return isinstance(loss, cst.Name) and "loss" in loss.value.lower()
+
+    def statement_of(self, call: cst.Call) -> Optional[cst.SimpleStatementLine]:
+        """The statement line that is nothing but `call` (`opt.step()`), else None."""
+        expr = self.parent(call)
+        line = self.parent(expr) if expr is not None else None
+        if isinstance(expr, cst.Expr) and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+            return line
+        return None
+
+    def siblings(self, stmt: cst.CSTNode) -> Tuple[Tuple[cst.CSTNode, ...], int]:
+        """The statements of the block holding `stmt`, and its index there ((), -1 if none)."""
+        body = getattr(self.parent(stmt), "body", ())
+        if isinstance(body, (list, tuple)):
+            for index, item in enumerate(body):
+                if item is stmt:
+                    return tuple(body), index
+        return (), -1
+
+    def next_statement(self, stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
+        body, index = self.siblings(stmt)
+        return body[index + 1] if 0 <= index < len(body) - 1 else None
+
+    def after_step(self, step: OptimizerStep, stmt: cst.CSTNode) -> cst.CSTNode:
+        """Where code that runs after the step goes: after `scaler.update()` when that follows it."""
+        following = self.next_statement(stmt)
+        if step.scaler is not None and isinstance(following, cst.SimpleStatementLine) and len(following.body) == 1:
+            expr = following.body[0]
+            if isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call) and \
+                    dotted_name(expr.value.func) == f"{step.scaler}.update":
+                return following
+        return stmt

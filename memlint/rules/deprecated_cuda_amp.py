@@ -9,7 +9,7 @@ import libcst as cst
 
 from memlint.analysis.torchnames import Reference
 from memlint.analysis.tree import dotted_name
-from memlint.findings import Edit, Fix, Replace, Safety
+from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
 _OLD = "torch.cuda.amp"

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -12,7 +11,6 @@ from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
 Loop = cst.CSTNode  # For | While
-_LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
 
 
 def owned_by(t: TrainingFacts, loop: Loop, call: cst.Call, site: cst.Call) -> bool:
@@ -20,48 +18,6 @@ def owned_by(t: TrainingFacts, loop: Loop, call: cst.Call, site: cst.Call) -> bo
     if call is site:
         return t.loops_around(call)[:1] == [loop]
     return not t.loops_around(call) and t.loops_around(site)[:1] == [loop]
-
-
-def accumulates_grad(t: TrainingFacts, backward: Backward) -> bool:
-    """A backward that adds into `.grad`, of something that surely is a loss."""
-    if backward.kind in ("scaled", "autograd", "owner"):
-        return True
-    if backward.kind != "method" or backward.loss is None:
-        return False
-    if t.carries_grad(backward.loss, backward.call):
-        return True
-    loss = backward.loss
-    while isinstance(loss, cst.Call) and isinstance(loss.func, cst.Attribute):  # loss.mean().backward()
-        loss = loss.func.value
-    return isinstance(loss, cst.Name) and bool(_LOSS_NAME.search(loss.value))
-
-
-def statement_of(t: TrainingFacts, call: cst.Call) -> Optional[cst.SimpleStatementLine]:
-    """The statement line that is nothing but `call` (`opt.step()`), else None."""
-    expr = t.parent(call)
-    line = t.parent(expr) if expr is not None else None
-    if isinstance(expr, cst.Expr) and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
-        return line
-    return None
-
-
-def next_statement(t: TrainingFacts, stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
-    block = t.parent(stmt)
-    body: Sequence[cst.CSTNode] = getattr(block, "body", ())
-    if not isinstance(body, (list, tuple)):
-        return None
-    for index, item in enumerate(body):
-        if item is stmt:
-            return body[index + 1] if index + 1 < len(body) else None
-    return None
-
-
-def is_scaler_update(stmt: Optional[cst.CSTNode], scaler: Optional[str]) -> bool:
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or scaler is None:
-        return False
-    expr = stmt.body[0]
-    return (isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call)
-            and cst.Module([]).code_for_node(expr.value.func) == f"{scaler}.update")
 
 
 class MissingZeroGrad(Rule):
@@ -214,7 +170,7 @@ class MissingZeroGrad(Rule):
                  if owned_by(t, loop, s.call, site) and s.optimizer in t.optimizers]
         if not steps:
             return
-        backwards = [(b, site) for b, site in t.backwards_in(loop) if accumulates_grad(t, b)]
+        backwards = [(b, site) for b, site in t.backwards_in(loop) if t.accumulates_grad(b)]
         if not backwards or t.in_accumulate(loop) or t.accumulate_regions and any(
                 t.under(r.node, [loop, *t.functions_reached(loop)]) for r in t.accumulate_regions):
             return
@@ -242,14 +198,13 @@ class MissingZeroGrad(Rule):
         edits = []
         done = set()
         for step, site in steps:
-            statement = statement_of(t, step.call) if step.call is site else None
+            statement = t.statement_of(step.call) if step.call is site else None
             if statement is None or step.optimizer is None:
                 return None
             if step.optimizer in done:
                 continue
             done.add(step.optimizer)
-            following = next_statement(t, statement)
-            anchor = following if is_scaler_update(following, step.scaler) else statement
+            anchor = t.after_step(step, statement)
             reset = cst.parse_statement(f"{step.optimizer}.zero_grad(set_to_none=True)")
             edits.append(InsertAfter(anchor, (reset,)))  # type: ignore[arg-type]
         first = min(t.order(site) for _, site in backwards)
