@@ -1106,22 +1106,26 @@ class TrainingFacts:
                 return self._dtype_values(binds[0].value, depth + 1)
         return None
 
-    def autocast_dtypes(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
-        """The dtypes an autocast region can compute in (`torch.float16`, `torch.bfloat16`), the
-        device's default included (float16 on CUDA, bfloat16 on the CPU); None when unknown.
-        A dtype held in a variable assigned once (`amp_dtype = torch.bfloat16`) is followed."""
-        call = autocast.call
+    def autocast_devices(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
+        """The device types an autocast region may run on; None when unknown."""
         if autocast.deprecated:
-            devices: Optional[FrozenSet[str]] = frozenset({autocast.device_type or "cuda"})
-            dtype_arg = _arg(call, "dtype", 1)
-        else:
-            device_arg = _arg(call, "device_type", 0)
-            devices = self.device_types(device_arg.value) if device_arg is not None else None
-            dtype_arg = _arg(call, "dtype", 1)
+            return frozenset({autocast.device_type or "cuda"})
+        device_arg = _arg(autocast.call, "device_type", 0)
+        return self.device_types(device_arg.value) if device_arg is not None else None
+
+    def autocast_dtypes(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
+        """The dtypes an autocast region can compute in (`torch.float16`, `torch.bfloat16`) on the
+        GPU when it may run there (`"cuda" if available else "cpu"` counts as CUDA), with the
+        device's default when no dtype is given (float16 on CUDA, bfloat16 on the CPU); None when
+        unknown. A dtype held in a variable assigned once (`amp_dtype = torch.bfloat16`) is followed."""
+        dtype_arg = _arg(autocast.call, "dtype", 1)
         if dtype_arg is not None:
             return self._dtype_values(dtype_arg.value)
+        devices = self.autocast_devices(autocast)
         if devices is None:
             return None
+        if "cuda" in devices:
+            devices = frozenset({"cuda"})
         defaults = {"cuda": "torch.float16", "cpu": "torch.bfloat16", "xpu": "torch.bfloat16",
                     "mps": "torch.float16", "hpu": "torch.bfloat16"}
         if any(device not in defaults for device in devices):
@@ -1239,3 +1243,44 @@ class TrainingFacts:
                     dotted_name(expr.value.func) == f"{step.scaler}.update":
                 return following
         return stmt
+
+    def origins(self, backward: Backward) -> Tuple[List[cst.CSTNode], List[cst.FunctionDef]]:
+        """What the backwarded value is computed from, in its function: the binding statements it
+        comes from (transitively, through every binding of each name) and the functions of this
+        module their values call."""
+        if backward.loss is None:
+            return [], []
+        nodes: Dict[int, cst.CSTNode] = {}
+        functions: Dict[int, cst.FunctionDef] = {}
+        seen: Set[str] = set()
+        values: List[cst.CSTNode] = [backward.loss]
+        while values:
+            value = values.pop()
+            for call in (n for n in _expression_nodes(value) if isinstance(n, cst.Call)):
+                target = self._resolve(call)
+                if target is not None:
+                    functions.setdefault(id(target), target)
+            for name in sources_of(value) - seen:
+                seen.add(name)
+                for bind in self.bindings_seen(name, backward.call):
+                    if bind.value is not None and bind.kind != "param":
+                        nodes.setdefault(id(bind.node), bind.node)
+                        values.append(bind.value)
+        return list(nodes.values()), list(functions.values())
+
+    def statement_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The innermost whole statement holding `node`."""
+        for ancestor in (node, *self.ancestors(node)):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return ancestor
+        return None
+
+
+def _expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of an expression, lambdas and comprehensions not entered."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            stack.extend(children(node))
