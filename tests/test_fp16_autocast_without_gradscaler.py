@@ -124,3 +124,16 @@ def test_fix_keeps_backward_arguments_and_accumulation():
                 scaler.update()
                 opt.zero_grad()
     """)
+
+
+def test_the_binding_in_effect_decides():
+    src = """
+        import torch
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(x).sum()
+        model.zero_grad()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(x).sum()
+        loss.backward()
+    """
+    assert not _findings(src)

@@ -356,7 +356,7 @@ class _Collector:
                 stack.append(current.iter)
                 self._store(current.target, True, nested)
                 for condition in current.ifs:
-                    stack.append(condition.search)
+                    stack.append(condition.test)
                 if current.inner_for_in is not None:
                     stack.append(current.inner_for_in)
             else:

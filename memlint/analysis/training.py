@@ -1245,27 +1245,28 @@ class TrainingFacts:
         return stmt
 
     def origins(self, backward: Backward) -> Tuple[List[cst.CSTNode], List[cst.FunctionDef]]:
-        """What the backwarded value is computed from, in its function: the binding statements it
-        comes from (transitively, through every binding of each name) and the functions of this
-        module their values call."""
+        """What the backwarded value is computed from, in its function: the binding statements in
+        effect that it comes from (transitively) and the functions of this module their values call."""
         if backward.loss is None:
             return [], []
         nodes: Dict[int, cst.CSTNode] = {}
         functions: Dict[int, cst.FunctionDef] = {}
-        seen: Set[str] = set()
-        values: List[cst.CSTNode] = [backward.loss]
+        seen: Set[Tuple[str, int]] = set()
+        values: List[Tuple[cst.CSTNode, cst.CSTNode]] = [(backward.loss, backward.call)]
         while values:
-            value = values.pop()
+            value, at = values.pop()
             for call in (n for n in _expression_nodes(value) if isinstance(n, cst.Call)):
                 target = self._resolve(call)
                 if target is not None:
                     functions.setdefault(id(target), target)
-            for name in sources_of(value) - seen:
-                seen.add(name)
-                for bind in self.bindings_seen(name, backward.call):
+            for name in sources_of(value):
+                if (name, id(at)) in seen:
+                    continue
+                seen.add((name, id(at)))
+                for bind in self._relevant_bindings(name, at):
                     if bind.value is not None and bind.kind != "param":
                         nodes.setdefault(id(bind.node), bind.node)
-                        values.append(bind.value)
+                        values.append((bind.value, bind.node))
         return list(nodes.values()), list(functions.values())
 
     def statement_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:

@@ -124,6 +124,9 @@ class BackwardUnderAutocast(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+            return  # (torch.autograd.backward included: its func is an attribute too)
         t = self.facts.training
         if not t.autocasts:
             return
