@@ -138,6 +138,10 @@ class DeprecatedCudaAmpApi(Rule):
         # a compatibility import that picks whichever exists is not a use
         "try:\n    from torch.amp import GradScaler\nexcept ImportError:\n"
         "    from torch.cuda.amp import GradScaler\nscaler = GradScaler(\"cuda\")\n",
+        # a fallback for torch < 2.4 next to the new spelling
+        "import torch\nscaler = torch.amp.GradScaler(\"cuda\") if NEW_TORCH else torch.cuda.amp.GradScaler()\n",
+        "import torch\nif hasattr(torch.amp, \"GradScaler\"):\n    s = torch.amp.GradScaler(\"cuda\")\nelse:\n"
+        "    s = torch.cuda.amp.GradScaler()\n",
         # something else called autocast
         "import torch\nfrom mylib import autocast\nwith autocast():\n    y = model(x)\n",
         "import torch\nwith torch.cpu.amp.autocast():\n    y = model(x)\n",
@@ -228,7 +232,7 @@ class DeprecatedCudaAmpApi(Rule):
             for reference in self.facts.references(f"{_OLD}.{api}"):
                 called = reference.call is not None
                 bare = isinstance(reference.parent, cst.Decorator) and api in _DECORATORS
-                if called or bare:
+                if (called or bare) and not self._compatibility(reference, api):
                     sites.append(_Site(reference, api))
         by_head: Dict[str, List[_Site]] = {}
         for site in sites:
@@ -251,6 +255,20 @@ class DeprecatedCudaAmpApi(Rule):
                 edit = site.rewritten(cst.parse_expression(spelled)) if spelled else None
                 plan[id(site.node)] = (site, self._fix([edit], site))
         return plan
+
+    def _compatibility(self, reference: Reference, api: str) -> bool:
+        """The old spelling is the fallback of a branch that uses the new one on newer torch:
+        `torch.amp.GradScaler("cuda") if new_torch else torch.cuda.amp.GradScaler()`."""
+        t = self.facts.training
+        new = [r.node for r in self.facts.references(f"{_NEW}.{api}")]
+        if not new:
+            return False
+        for ancestor in t.ancestors(reference.node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                return False
+            if isinstance(ancestor, (cst.IfExp, cst.If, cst.Try)) and any(t.contains(ancestor, n) for n in new):
+                return True
+        return False
 
     def _import_edits(self, head: str, group: List[_Site], by_head: Dict[str, List[_Site]]
                       ) -> List[Optional[Tuple[cst.CSTNode, cst.CSTNode]]]:
