@@ -121,3 +121,58 @@ def test_noqa_on_the_backward_line():
             model(x).sum().backward()  # noqa: MEM301
             opt.step()
     """)
+
+
+def test_step_nested_under_autocast_in_a_while_loop_is_seen():
+    src = textwrap.dedent("""
+        import torch
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        while True:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(next(it)).sum()
+                loss.backward()
+                opt.step()
+    """)
+    [finding] = check(src, "t.py", [RULE]).findings
+    assert finding.line == 7
+    assert fix(src, "t.py", [RULE]).source.endswith("        opt.step()\n        opt.zero_grad(set_to_none=True)\n")
+
+
+def test_closure_optimizers_and_reset_in_except_are_left_alone():
+    assert not _findings("""
+        import torch
+        opt = torch.optim.LBFGS(model.parameters())
+        for x in loader:
+            def closure():
+                opt.zero_grad()
+                loss = model(x).sum()
+                loss.backward()
+                return loss
+            opt.step(closure)
+    """)
+    assert not _findings("""
+        import torch
+        netD_opt = torch.optim.Adam(netD.parameters())
+        for x in loader:
+            netD.zero_grad()
+            err = netD(x).mean()
+            err.backward()
+            netD_opt.step()
+    """)
+
+
+def test_zero_grad_in_a_method_called_on_self():
+    assert not _findings("""
+        import torch
+        class Trainer:
+            def __init__(self, model):
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            def clear(self):
+                self.opt.zero_grad()
+            def fit(self, loader):
+                for x in loader:
+                    loss = self.model(x).sum()
+                    loss.backward()
+                    self.opt.step()
+                    self.clear()
+    """)
