@@ -15,7 +15,7 @@ from memlint.analysis.dataflow import scope_loads
 from memlint.analysis.loops import Loop, LoopFacts
 from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.training import TrainingFacts
-from memlint.analysis.tree import walk
+from memlint.analysis.tree import dotted_name, walk
 
 
 class Facts:
@@ -63,6 +63,13 @@ class Facts:
         if self._references is None:
             self._references = references(self.module, self.names)
         return self._references.get(qualified, [])
+
+    def references_through(self, local: str) -> List[Reference]:
+        """Every use of the imported name `local` (`amp` in `amp.autocast()`), whatever it resolves to."""
+        if self._references is None:
+            self._references = references(self.module, self.names)
+        return [ref for refs in self._references.values() for ref in refs
+                if (dotted_name(ref.node) or "").split(".")[0] == local]
 
     @property
     def identifiers(self) -> FrozenSet[str]:

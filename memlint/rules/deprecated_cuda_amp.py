@@ -277,12 +277,11 @@ class DeprecatedCudaAmpApi(Rule):
         if len(imports) != 1:
             return [None]
         statement = imports[0]
-        loads = self.facts.scope_loads(self.facts.module)
         locals_ = _bound_names(statement)
         edits: List[Optional[Tuple[cst.CSTNode, cst.CSTNode]]] = []
         for local in locals_:
             uses = by_head.get(local, [])
-            if loads[local] != len(uses):  # used another way too: the old import must stay
+            if len(self.facts.references_through(local)) != len(uses):  # used another way too: the import stays
                 return [None]
             edits.extend(site.rewritten(site.reference.node) for site in uses)  # type: ignore[arg-type]
         new_import = _moved_import(statement)
