@@ -176,3 +176,42 @@ def test_zero_grad_in_a_method_called_on_self():
                     self.opt.step()
                     self.clear()
     """)
+
+
+def test_optimizer_passed_to_the_training_function():
+    src = """
+        import torch
+        def run_epoch(model, loader, optimizer, mode):
+            for x in loader:
+                loss = model(x).sum()
+                if mode == "train":
+                    loss.backward()
+                    optimizer.step()
+
+        opt = torch.optim.Adam(model.parameters())
+        run_epoch(model, train_dl, opt, "train")
+        run_epoch(model, train_dl, optimizer=opt, mode="train")
+    """
+    [finding] = _findings(src)
+    assert finding.line == 7
+    # one call passes something else: unsure, silent
+    assert not _findings(textwrap.dedent(src) + "run_epoch(model, dl, planner, 'train')\n")
+
+
+def test_optimizer_known_by_what_it_is_built_on():
+    assert len(_findings("""
+        import torch
+        optimizer = hydra.utils.instantiate(cfg.optimizer, model.parameters())
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+    """)) == 1
+    assert not _findings("""
+        import torch
+        ema = EMA(model.parameters())
+        for x in loader:
+            loss = model(x).sum()
+            loss.backward()
+            ema.step()
+    """)

@@ -229,7 +229,8 @@ class TrainingFacts:
         self._grad_assigns: List[cst.Assign] = []
         self._assigns: List[cst.Assign] = []
         self._index()
-        self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers() | self._annotated_optimizers())
+        self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers() | self._annotated_optimizers()
+                                                   | self._built_on_parameters())
         self.models: FrozenSet[str] = frozenset(self._find_models())
         self.loss_objects: FrozenSet[str] = frozenset(
             dotted for assign in self._assigns if isinstance(assign.value, cst.Call)
@@ -1058,6 +1059,52 @@ class TrainingFacts:
                             found.add(bind.name)
         return found
 
+    def _built_on_parameters(self) -> Set[str]:
+        """Names bound to an object built on a model's parameters, `hydra.utils.instantiate(cfg.optim,
+        model.parameters())`, that are stepped somewhere (`x.step()`): optimizers by what they do."""
+        stepped = {dotted_name(c.func.value) for c in self.calls  # type: ignore[attr-defined]
+                   if isinstance(c.func, cst.Attribute) and c.func.attr.value == "step"}
+        found: Set[str] = set()
+        for assign in self._assigns:
+            value = assign.value
+            if not isinstance(value, cst.Call) or "lr_scheduler" in (self.names.call_name(value) or ""):
+                continue
+            if not any(_is_parameters_call(arg.value) for arg in value.args):
+                continue
+            for target in assign.targets:
+                dotted = dotted_name(target.target)
+                if dotted in stepped and not _NOT_OPTIMIZER_NAME.search(_last(dotted)) and \
+                        not re.search(r"ema|swa|averag", _last(dotted), re.IGNORECASE):
+                    found.add(dotted)  # type: ignore[arg-type]
+        return found
+
+    def is_known_optimizer(self, dotted: Optional[str], at: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `dotted`, read at `at`, surely is an optimizer: one of `optimizers`, or a
+        parameter of its function that every call of the function in this module passes one."""
+        if dotted is None:
+            return False
+        if dotted in self.optimizers:
+            return True
+        func = self.function_of(at)
+        if func is None or "." in dotted or depth > 3:
+            return False
+        params = func.params
+        positional = [*params.posonly_params, *params.params]
+        names = [p.name.value for p in positional]
+        if dotted not in names and dotted not in [p.name.value for p in params.kwonly_params]:
+            return False
+        if any(b.kind != "param" for b in self.bindings(func, dotted)):
+            return False  # rebound in the function
+        sites = self.call_sites(func)
+        if not sites:
+            return False
+        offset = 1 if self.class_of(func) is not None and names[:1] in (["self"], ["cls"]) else 0
+        for site in sites:
+            arg = _arg(site, dotted, names.index(dotted) - offset if dotted in names else None)
+            if arg is None or arg.star or not self.is_known_optimizer(dotted_name(arg.value), site, depth + 1):
+                return False
+        return True
+
     def device_types(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
         """The device types (`"cuda"`, `"cpu"`) an expression can name, or None when unknown:
         `"cuda:0"`, `str(device)`, `device.type`, `torch.device(...)`, `"cuda" if ... else "cpu"`,
@@ -1285,3 +1332,12 @@ def _expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield node
         if not isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
             stack.extend(children(node))
+
+
+def _is_parameters_call(expr: cst.BaseExpression) -> bool:
+    """`model.parameters()`, `model.named_parameters()`, `filter(..., model.parameters())`, `[...]`."""
+    for node in _expression_nodes(expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value in ("parameters", "named_parameters"):
+            return True
+    return False

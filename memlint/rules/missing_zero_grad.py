@@ -167,7 +167,7 @@ class MissingZeroGrad(Rule):
         if not t.optimizer_steps or not t.backwards:
             return
         steps = [(s, site) for s, site in t.steps_in(loop)
-                 if owned_by(t, loop, s.call, site) and s.optimizer in t.optimizers]
+                 if owned_by(t, loop, s.call, site) and t.is_known_optimizer(s.optimizer, s.call)]
         if not steps:
             return
         backwards = [(b, site) for b, site in t.backwards_in(loop) if t.accumulates_grad(b)]
