@@ -137,3 +137,25 @@ def test_the_binding_in_effect_decides():
         loss.backward()
     """
     assert not _findings(src)
+
+
+def test_autocast_around_the_whole_loop():
+    src = textwrap.dedent("""
+        import torch
+        with torch.autocast("cuda"):
+            for x in loader:
+                loss = model(x).sum()
+                loss.backward()
+                opt.step()
+    """)
+    [finding] = check(src, "t.py", [RULE]).findings
+    assert fix(src, "t.py", [RULE]).source == textwrap.dedent("""
+        import torch
+        with torch.autocast("cuda"):
+            scaler = torch.amp.GradScaler("cuda")
+            for x in loader:
+                loss = model(x).sum()
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+    """)

@@ -215,3 +215,19 @@ def test_optimizer_known_by_what_it_is_built_on():
             loss.backward()
             ema.step()
     """)
+
+
+def test_a_helper_called_from_two_loops_is_reported_once():
+    findings = _findings("""
+        import torch
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def step(x):
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+        for x in a:
+            step(x)
+        for x in b:
+            step(x)
+    """)
+    assert len(findings) == 1

@@ -168,7 +168,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
         nodes, functions = t.origins(backward)
         for autocast in t.autocasts:
             region = autocast.region.node
-            if autocast.enabled is False or not t.under(region, roots):
+            if autocast.enabled is False or not (t.under(region, roots) or t.contains(region, backward.call)):
                 continue
             devices = t.autocast_devices(autocast)
             if devices is not None and "cuda" not in devices or t.autocast_dtypes(autocast) != _FP16:

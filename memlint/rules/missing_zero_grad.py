@@ -156,6 +156,10 @@ class MissingZeroGrad(Rule):
         ),
     )
 
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._reported: set = set()
+
     def visit_For(self, node: cst.For) -> None:
         self._loop(node)
 
@@ -177,6 +181,9 @@ class MissingZeroGrad(Rule):
         if self._resets(t, loop):
             return
         backward = backwards[0][0]
+        if id(backward.call) in self._reported:  # a helper's backward, reached from two loops
+            return
+        self._reported.add(id(backward.call))
         names = sorted({s.optimizer for s, _ in steps if s.optimizer})
         once = [z for z in t.zero_grads if z.target in names and not t.contains(loop, z.node)]
         where = " (the `zero_grad()` outside the loop runs only once)" if once else ""
