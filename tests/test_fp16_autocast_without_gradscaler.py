@@ -159,3 +159,16 @@ def test_autocast_around_the_whole_loop():
                 scaler.step(opt)
                 scaler.update()
     """)
+
+
+def test_other_clipping_means_no_fix():
+    [finding] = _findings("""
+        import torch
+        for x in loader:
+            with torch.autocast("cuda"):
+                loss = model(x).sum()
+            loss.backward()
+            model.clip_grad_norm_(1.0)
+            opt.step()
+    """)
+    assert finding.fix is None

@@ -7,6 +7,7 @@ from typing import List, Optional
 import libcst as cst
 
 from memlint.analysis.training import Autocast, Backward, TrainingFacts
+from memlint.analysis.tree import dotted_name
 from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -199,9 +200,12 @@ class Fp16AutocastWithoutGradScaler(Rule):
             return None
         if not t.order(statement) < t.order(step_statement) or t.loops_around(step.call)[:1] != [loop]:
             return None
-        clips = [(call, site) for call, site in t.calls_in(loop) if t.is_grad_clip(call)]
+        calls = list(t.calls_in(loop))
+        clips = [(call, site) for call, site in calls if t.is_grad_clip(call)]
         if any(call is not site for call, site in clips) or len(clips) > 1:
             return None
+        if any("clip_grad" in (dotted_name(call.func) or "") and not t.is_grad_clip(call) for call, _ in calls):
+            return None  # `model.clip_grad_norm_(...)` (FSDP), `accelerator.clip_grad_norm_`: not ours to unscale
         clip_statement = t.statement_around(clips[0][0]) if clips else None
         if clip_statement is not None and not t.order(statement) < t.order(clip_statement) < t.order(step_statement):
             return None
