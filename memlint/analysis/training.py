@@ -18,6 +18,19 @@ and mixed-precision rule needs:
 
 Every question answers conservatively: when unsure whether grad is enabled, `grad_enabled` says
 None, and rules do not report.
+
+Rules reach it as `self.facts.training`. The questions they ask most:
+
+- lists: `backwards` (Backward), `optimizer_steps` (OptimizerStep), `zero_grads` (ZeroGrad),
+  `autocasts` (Autocast), `grad_regions`, `accumulate_regions`, `mode_calls` (ModeCall);
+  per call: `backward_of(call)`, `step_of(call)`, `is_forward(call)`, `is_loss(call)`,
+  `is_generate(call)`; per receiver: `is_optimizer(expr)`, `is_model(expr)`, `constructor_of(expr)`;
+- under a node (a loop), helpers followed: `backwards_in`, `steps_in`, `forwards_in`, `calls_in`
+  (each item with its call site in the node), `is_training(loop)`, `eval_evidence(loop)`;
+- at a node: `grad_enabled`, `region_at`, `autocast_at`, `in_accumulate`, `loops_around`,
+  `scope_of`, `function_of`, `order` (source order), `ancestors`;
+- values: `carries_grad(expr, at)`, `reaches_backward(scope, names)`, `leaves_scope(scope, names)`,
+  `reset_in_iteration(loop, name, at)`, `hands_graph_away(loop)`.
 """
 
 from __future__ import annotations
@@ -42,13 +55,22 @@ DETACHING_METHODS = frozenset(SCALAR_METHODS | {
     "logical_and", "logical_or", "logical_not", "logical_xor", "sign", "count_nonzero",
     "zero_grad", "eval", "train", "parameters", "named_parameters", "state_dict", "generate",
     "append", "extend", "insert", "update", "keys", "values", "items", "requires_grad_",
+    "argsort", "argwhere", "multinomial", "unique", "bincount", "histc", "bucketize", "searchsorted",
+    "floor_divide", "is_nonzero", "equal", "allclose", "isclose", "any", "all",
 })
+# Calls returning (values, indices): an unpacked element may be the indices, which carry no graph.
+_VALUES_INDICES = frozenset({"max", "min", "topk", "sort", "kthvalue", "median", "mode", "nanmedian",
+                             "cummax", "cummin"})
 DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad"})
 _NON_DIFF_TORCH = frozenset({
     "torch.argmax", "torch.argmin", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge",
     "torch.le", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.tensor",
+    "torch.argsort", "torch.multinomial", "torch.unique", "torch.bincount", "torch.bucketize",
+    "torch.searchsorted", "torch.equal", "torch.allclose", "torch.isclose", "torch.any", "torch.all",
     "torch.no_grad", "torch.inference_mode", "torch.count_nonzero", "torch.numel", "torch.is_tensor",
 })
+# torch functions whose result is a tensor computed from their arguments
+_TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 _GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
                        "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
 _GRAD_SET = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
@@ -68,6 +90,14 @@ _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 # Hooks Lightning runs under no_grad / inference_mode.
 _LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})
 _LIGHTNING_TRAINING = frozenset({"training_step"})
+_EVAL_FUNCTION = re.compile(
+    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
+    r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
+_GRAD_DECORATOR = re.compile(r"no_?grad|inference", re.IGNORECASE)
+_NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "setter", "getter", "deleter",
+                                 "abstractmethod", "wraps", "lru_cache", "cache", "cached_property", "overload",
+                                 "override", "contextmanager", "dataclass", "fixture", "parametrize", "mark",
+                                 "skipif", "skip", "slow", "require_torch", "require_torch_gpu", ""})
 _LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 # Functions whose result is, by convention, backwarded by their caller.
 TRAINING_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "forward",
@@ -84,16 +114,42 @@ _MODEL_NAME = re.compile(
     r"autoencoder|netG|netD|ema_model|lm|llm)\d*$|^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$"
     r"|^(model|net)_\w+$",
     re.IGNORECASE)
+_NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
+                               r"factory|builder|pipeline)$")
+_MAKES_A_MODEL = re.compile(
+    r"^(get|load|build|create|make|init|initialize|setup|prepare|wrap|unwrap|convert|save|export|to|from|copy|"
+    r"clone|freeze|unfreeze|compile|quantize|merge|apply|register|find|check|is|has|update|print|log|"
+    r"instantiate|restore|download|fetch|construct|define|new|train|evaluate|eval|test|run|truncate)_",
+    re.IGNORECASE)
 _NN_NOT_MODULE = re.compile(r"^torch\.nn\.(functional|init|utils|parameter|Parameter|parallel\.scatter)")
 _MODEL_FACTORIES = re.compile(
     r"(\.from_pretrained$|^timm\.create_model$|^torchvision\.models\.[a-z]\w*$|^torch\.compile$|"
     r"^torch\.nn\.parallel\.DistributedDataParallel$|^torch\.nn\.DataParallel$|^torch\.jit\.script$)")
+# `X.from_pretrained` that does not make a module running with grad (diffusers pipelines run
+# under no_grad, like HF generate)
+_NOT_A_MODULE = re.compile(r"Tokenizer|Processor|Config|Extractor|Pipeline|Scheduler|Dataset")
 _MODEL_MOVERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "eval", "train",
                            "requires_grad_", "share_memory"})
 _LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_func|loss_function|"
                         r"lossfn|\w+_loss_fn|loss_fn_\w+|loss_module|compute_loss)$", re.IGNORECASE)
 _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|"
                               r"kl_div|nll_loss|mse_loss|l1_loss)$")
+
+
+_NESTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
+_HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", "isinstance", "list", "tuple",
+                                 "sorted", "zip", "enumerate", "max", "min", "sum", "abs", "round", "format",
+                                 "type", "id", "dict", "map"})
+_HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add_scalar", "add_scalars",
+                               "write", "append", "extend", "insert", "add", "put", "format", "join",
+                               "set_postfix", "log_dict", "print"})
+# Node types whose scope is stored (others find it through their parents)
+_SCOPED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign,
+                     cst.For, cst.While, cst.With, cst.SimpleStatementLine, cst.Return, cst.Name, cst.Param,
+                     cst.NamedExpr, cst.Yield, cst.If, cst.Try})
+# Node types the index looks at (beyond functions and classes).
+_INDEXED = frozenset({cst.Call, cst.Return, cst.Yield, cst.SimpleStatementLine, cst.Assign, cst.AnnAssign,
+                      cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
 
 
 # -- facts ---------------------------------------------------------------------------------------
@@ -168,7 +224,7 @@ class Binding:
     whole: bool = True  # False when the value is unpacked (`a, b = f()`)
 
 
-def _literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
+def literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
     if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
         return expr.value == "True"
     return None
@@ -228,6 +284,7 @@ class TrainingFacts:
         self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
         self._grad_assigns: List[cst.Assign] = []
         self._assigns: List[cst.Assign] = []
+        self._exits: Dict[int, List[cst.BaseExpression]] = {}  # id(scope) -> returned/yielded values
         self._index()
         self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers() | self._annotated_optimizers()
                                                    | self._built_on_parameters())
@@ -247,6 +304,8 @@ class TrainingFacts:
         self._memo_returns: Dict[int, bool] = {}
         self._memo_enabled: Dict[int, Optional[bool]] = {}
         self._in_progress: Set[Tuple[str, int]] = set()
+        self._calls_in: Dict[Tuple[int, bool], List[Tuple[cst.Call, cst.Call]]] = {}
+        self._direct: Dict[int, List[cst.Call]] = {}
         for site_list in self._call_sites.values():
             site_list.sort(key=self.order)
 
@@ -256,37 +315,44 @@ class TrainingFacts:
         stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], Scope, Optional[cst.ClassDef]]] = [
             (self.module, None, self.module, None)]
         classes_of: Dict[int, Optional[cst.ClassDef]] = {}
+        parents, orders, scopes = self._parent, self._order, self._scope_of
+        interesting = _INDEXED  # concrete types: `type(x) is` is much cheaper than ABC isinstance
+        scoped = _SCOPED
         while stack:
             node, parent, scope, klass = stack.pop()
             key = id(node)
-            if parent is not None:
-                self._parent[key] = parent
-            self._order[key] = order
+            parents[key] = parent  # type: ignore[assignment]
+            orders[key] = order
             order += 1
-            self._scope_of[key] = scope
             inner_scope, inner_class = scope, klass
-            if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            node_type = type(node)
+            if node_type in scoped:
+                scopes[key] = scope
+            if node_type is cst.FunctionDef or node_type is cst.Lambda:
                 inner_scope = node
                 classes_of[key] = klass
                 self._bindings.setdefault(key, {})
                 self._params(node)
-                if isinstance(node, cst.FunctionDef):
+                if node_type is cst.FunctionDef:
                     if scope is self.module and klass is None:
-                        self.functions.setdefault(node.name.value, node)
-                    self._bind(scope, node.name.value, node, None, "def")
-                inner_class = None if isinstance(node, cst.FunctionDef) else klass
-            elif isinstance(node, cst.ClassDef):
-                inner_class = node
+                        self.functions.setdefault(node.name.value, node)  # type: ignore[attr-defined]
+                    self._bind(scope, node.name.value, node, None, "def")  # type: ignore[attr-defined]
+                    inner_class = None
+            elif node_type is cst.ClassDef:
+                inner_class = node  # type: ignore[assignment]
                 if scope is self.module:
-                    self.classes.setdefault(node.name.value, node)
-            else:
+                    self.classes.setdefault(node.name.value, node)  # type: ignore[attr-defined]
+            elif node_type in interesting:
                 self._index_node(node, scope)
             for child in reversed(tuple(children(node))):
                 stack.append((child, node, inner_scope, inner_class))
+        parents.pop(id(self.module), None)
         self._class_of = classes_of
+        self._resolved: Dict[int, cst.FunctionDef] = {}
         for call in self.calls:
             target = self._resolve(call)
             if target is not None:
+                self._resolved[id(call)] = target
                 self._call_sites.setdefault(id(target), []).append(call)
 
     def _params(self, node: cst.CSTNode) -> None:
@@ -305,7 +371,11 @@ class TrainingFacts:
             Binding(name, node, value, kind, whole))
 
     def _index_node(self, node: cst.CSTNode, scope: Scope) -> None:
-        if isinstance(node, cst.Call):
+        node_type = type(node)
+        if (node_type is cst.Return or node_type is cst.Yield) and node.value is not None:  # type: ignore[attr-defined]
+            value = node.value.item if isinstance(node.value, cst.From) else node.value
+            self._exits.setdefault(id(scope), []).append(value)
+        if node_type is cst.Call:
             self.calls.append(node)
             func = node.func
             if isinstance(func, cst.Attribute):
@@ -320,43 +390,43 @@ class TrainingFacts:
                 elif method in ("eval", "train") and receiver is not None:
                     mode = method
                     flag = _arg(node, "mode", 0)
-                    if method == "train" and flag is not None and _literal_bool(flag.value) is False:
+                    if method == "train" and flag is not None and literal_bool(flag.value) is False:
                         mode = "eval"
                     self.mode_calls.append(ModeCall(node, receiver, mode))
                 elif method == "requires_grad_":
                     flag = _arg(node, "requires_grad", 0)
-                    if flag is not None and _literal_bool(flag.value) is False:
+                    if flag is not None and literal_bool(flag.value) is False:
                         self.requires_grad_off = True
-        elif isinstance(node, cst.SimpleStatementLine):
+        elif node_type is cst.SimpleStatementLine:
             for small in node.body:
                 if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                     if self.names.call_name(small.value) in _GRAD_SET:
                         self._toggles.add(id(scope))
-        elif isinstance(node, cst.Assign):
+        elif node_type is cst.Assign:
             self._assigns.append(node)
             for target in node.targets:
                 for name, whole in _binding_targets(target.target):
                     self._bind(scope, name.value, node, node.value, "assign", whole)
                 tgt = target.target
                 if isinstance(tgt, cst.Attribute):
-                    if tgt.attr.value == "requires_grad" and _literal_bool(node.value) is False:
+                    if tgt.attr.value == "requires_grad" and literal_bool(node.value) is False:
                         self.requires_grad_off = True
                     if tgt.attr.value == "grad":
                         self._grad_assigns.append(node)
-        elif isinstance(node, cst.AnnAssign):
+        elif node_type is cst.AnnAssign:
             if node.value is not None:
                 for name, whole in _binding_targets(node.target):
                     self._bind(scope, name.value, node, node.value, "assign", whole)
-        elif isinstance(node, cst.AugAssign):
+        elif node_type is cst.AugAssign:
             for name, whole in _binding_targets(node.target):
                 self._bind(scope, name.value, node, node.value, "aug", whole)
-        elif isinstance(node, cst.NamedExpr):
+        elif node_type is cst.NamedExpr:
             for name, whole in _binding_targets(node.target):
                 self._bind(scope, name.value, node, node.value, "walrus", whole)
-        elif isinstance(node, cst.For):
+        elif node_type is cst.For:
             for name, _ in _binding_targets(node.target):
                 self._bind(scope, name.value, node, node.iter, "for", False)
-        elif isinstance(node, cst.With):
+        elif node_type is cst.With:
             for item in node.items:
                 if item.asname is not None:
                     for name, whole in _binding_targets(item.asname.name):
@@ -377,12 +447,12 @@ class TrainingFacts:
         if qualified in _GRAD_OFF:
             kind = "inference_mode" if qualified.endswith("inference_mode") else "no_grad"
             mode = _arg(call, "mode", 0) if kind == "inference_mode" else None
-            on = True if mode is None else _literal_bool(mode.value)
+            on = True if mode is None else literal_bool(mode.value)
             if on is not False:  # inference_mode(False) changes nothing
                 region = Region(node, item, kind, None if on is None else False)
         elif qualified in _GRAD_SET:
             mode = _arg(call, "mode", 0)
-            region = Region(node, item, "set_grad_enabled", _literal_bool(mode.value) if mode else None)
+            region = Region(node, item, "set_grad_enabled", literal_bool(mode.value) if mode else None)
         elif qualified in _GRAD_ON:
             region = Region(node, item, "enable_grad", True)
         elif qualified in _AUTOCAST:
@@ -413,7 +483,7 @@ class TrainingFacts:
         dtype = self.names.qualified_name(dtype_arg.value) if dtype_arg is not None else None
         if dtype_arg is not None and dtype is None:
             dtype = "<unknown>"
-        enabled = _literal_bool(enabled_arg.value) if enabled_arg is not None else None
+        enabled = literal_bool(enabled_arg.value) if enabled_arg is not None else None
         return Autocast(Region(node, item, "autocast", None), call, device, dtype, enabled, deprecated)
 
     # -- positions and scopes ------------------------------------------------------------------
@@ -433,7 +503,18 @@ class TrainingFacts:
 
     def scope_of(self, node: cst.CSTNode) -> Scope:
         """The function (or lambda, or the module) `node` runs in."""
-        return self._scope_of.get(id(node), self.module)
+        scope = self._scope_of.get(id(node))
+        if scope is not None:
+            return scope
+        current = self._parent.get(id(node))
+        while current is not None:
+            if type(current) in _NESTED and type(current) is not cst.ClassDef:
+                return current
+            scope = self._scope_of.get(id(current))
+            if scope is not None:
+                return scope
+            current = self._parent.get(id(current))
+        return self.module
 
     def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         scope = self.scope_of(node)
@@ -493,34 +574,54 @@ class TrainingFacts:
         return None
 
     def resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        return self._resolve(call)
+        """The function or method of this module that `call` calls, when it can be told."""
+        return self._resolved.get(id(call))
 
     def call_sites(self, func: cst.FunctionDef) -> List[cst.Call]:
         """Calls in this module that call `func`."""
         return self._call_sites.get(id(func), [])
 
-    def calls_in(self, node: cst.CSTNode, follow: bool = True) -> Iterator[Tuple[cst.Call, cst.Call]]:
+    def calls_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
         """Every call under `node` (nested functions not entered) as (call, call site in `node`):
         with `follow`, also the calls inside functions of this module that those calls reach."""
+        key = (id(node), follow)
+        found = self._calls_in.get(key)
+        if found is None:
+            found = list(self._calls_in_uncached(node, follow))
+            self._calls_in[key] = found
+        return found
+
+    def _calls_in_uncached(self, node: cst.CSTNode, follow: bool) -> Iterator[Tuple[cst.Call, cst.Call]]:
         seen: Set[int] = set()
         pending: List[Tuple[cst.CSTNode, Optional[cst.Call], int]] = [(node, None, 0)]
         while pending:
             root, site, depth = pending.pop()
-            stack = [root]
+            for call in self._direct_calls(root):
+                here = site if site is not None else call
+                yield call, here
+                if follow and depth < self.MAX_FOLLOW_DEPTH:
+                    target = self._resolved.get(id(call))
+                    if target is not None and id(target) not in seen and not self.contains(target, node):
+                        seen.add(id(target))
+                        if self.grad_enabled_by_decorator(target) is not False:
+                            pending.append((target.body, here, depth + 1))
+
+    def _direct_calls(self, node: cst.CSTNode) -> List[cst.Call]:
+        """The calls under `node`, in source order, not inside nested functions or classes."""
+        found = self._direct.get(id(node))
+        if found is None:
+            found = []
+            stack = [node]
             while stack:
                 current = stack.pop()
-                if current is not root and isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                current_type = type(current)
+                if current is not node and current_type in _NESTED:
                     continue
-                if isinstance(current, cst.Call):
-                    here = site if site is not None else current
-                    yield current, here
-                    if follow and depth < self.MAX_FOLLOW_DEPTH:
-                        target = self._resolve(current)
-                        if target is not None and id(target) not in seen and not self.contains(target, node):
-                            seen.add(id(target))
-                            if self.grad_enabled_by_decorator(target) is not False:
-                                pending.append((target.body, here, depth + 1))
-                stack.extend(children(current))
+                if current_type is cst.Call:
+                    found.append(current)  # type: ignore[arg-type]
+                stack.extend(reversed(tuple(children(current))))
+            self._direct[id(node)] = found
+        return found
 
     # -- roles of calls --------------------------------------------------------------------------
     def _backward(self, call: cst.Call) -> Optional[Backward]:
@@ -533,6 +634,9 @@ class TrainingFacts:
             kind = "autograd" if qualified in _AUTOGRAD_BACKWARD else "grad"
             return Backward(call, value, kind, None, retain.value if retain else None,
                             frozenset(sources_of(value)) if value is not None else frozenset())
+        if qualified is not None and qualified.endswith(".backward"):  # torch.distributed.autograd ...
+            names = frozenset().union(*(sources_of(a.value) for a in call.args)) if call.args else frozenset()
+            return Backward(call, None, "autograd", None, retain.value if retain else None, names)
         if qualified is not None or not isinstance(func, cst.Attribute) or \
                 func.attr.value not in ("backward", "manual_backward"):
             return None
@@ -704,15 +808,13 @@ class TrainingFacts:
         if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
                 _last(qualified)[:1].isupper() and not _last(qualified).endswith("Loss"):
             return True
-        if _MODEL_FACTORIES.search(qualified):
+        if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified):
             return True
         func = value.func
         if isinstance(func, cst.Name) and func.value in self.module_classes:
             return True
         if isinstance(func, cst.Attribute):
-            if func.attr.value == "from_pretrained" and "Tokenizer" not in (dotted_name(func.value) or "") \
-                    and "Processor" not in (dotted_name(func.value) or "") \
-                    and "Config" not in (dotted_name(func.value) or ""):
+            if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or ""):
                 return True
             if func.attr.value in _MODEL_MOVERS and (dotted_name(func.value) in known or
                                                      self._is_model_value(func.value, known)):
@@ -728,6 +830,10 @@ class TrainingFacts:
         if self.names.qualified_name(expr) is not None:
             return False  # an imported callable (torch.relu, F.softmax, np.mean)
         last = _last(dotted)
+        if dotted in self.classes or (last[:1].isupper() and last[1:2].islower()) or \
+                _NOT_A_MODEL_CALL.search(last) or _MAKES_A_MODEL.search(last) or \
+                any(b.kind == "def" for b in self.bindings(self.module, dotted)):
+            return False  # a class or a function: calling it makes (or loads) a model, it does not run one
         return bool(_MODEL_NAME.search(last)) and not _LOSS_NAME.search(last)
 
     def is_forward(self, call: cst.Call) -> bool:
@@ -767,17 +873,29 @@ class TrainingFacts:
             if qualified in _GRAD_OFF:
                 if call is not None and qualified.endswith("inference_mode"):
                     mode = _arg(call, "mode", 0)
-                    if mode is not None and _literal_bool(mode.value) is not True:
-                        return None if _literal_bool(mode.value) is None else True
+                    if mode is not None and literal_bool(mode.value) is not True:
+                        return None if literal_bool(mode.value) is None else True
                 return False
             if qualified in _GRAD_ON:
                 return True
             if qualified in _GRAD_SET and call is not None:
                 mode = _arg(call, "mode", 0)
-                return _literal_bool(mode.value) if mode is not None else None
+                return literal_bool(mode.value) if mode is not None else None
+            dotted = dotted_name(call.func if call is not None else expr) or ""
+            if _GRAD_DECORATOR.search(_last(dotted)):
+                return False  # `@smart_inference_mode()`, `@no_grad_wrapper`: a home-made no_grad
         if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
             return False
         return None
+
+    def _unknown_decorator(self, func: cst.FunctionDef) -> bool:
+        for decorator in func.decorators:
+            expr = decorator.decorator
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            if self.names.qualified_name(target) is None and \
+                    _last(dotted_name(target)) not in _NEUTRAL_DECORATORS:
+                return True
+        return False
 
     def _in_lightning_module(self, func: cst.FunctionDef) -> bool:
         klass = self.class_of(func)
@@ -829,6 +947,8 @@ class TrainingFacts:
         decorated = self.grad_enabled_by_decorator(func)
         if decorated is not None:
             result: Optional[bool] = decorated
+        elif self._unknown_decorator(func):
+            result = None  # an unknown decorator may switch grad off: do not guess
         else:
             sites = self.call_sites(func)
             modes = {self.grad_enabled(site) for site in sites}
@@ -944,7 +1064,7 @@ class TrainingFacts:
             return self.grad_enabled(call) is True and any(self.carries_grad(a.value, at) for a in call.args)
         qualified = self.names.call_name(call)
         if qualified is not None:
-            if qualified.startswith("torch.") and qualified not in _NON_DIFF_TORCH:
+            if _TENSOR_FUNCTION.match(qualified) and qualified not in _NON_DIFF_TORCH:
                 stack.extend(arg.value for arg in call.args)
             return False
         if isinstance(func, cst.Attribute):
@@ -952,7 +1072,7 @@ class TrainingFacts:
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
             return False
-        target = self._resolve(call)
+        target = self._resolved.get(id(call))
         if target is not None:
             return self.returns_grad(target)
         return False  # an unknown function: do not guess
@@ -1030,6 +1150,9 @@ class TrainingFacts:
                 continue
             if self.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
+            if not bind.whole and isinstance(bind.value, cst.Call) and (
+                    _last(dotted_name(bind.value.func)) in _VALUES_INDICES):
+                continue  # `_, predicted = out.max(1)`: do not guess which element it is
             if self.carries_grad(bind.value, bind.node):
                 result = True
                 break
@@ -1044,6 +1167,151 @@ class TrainingFacts:
         if isinstance(iterable, cst.Name):
             return self.carries_grad(iterable, at)
         return False
+
+    # -- where values go -----------------------------------------------------------------------
+    def derived_names(self, scope: Scope, names: Set[str]) -> Set[str]:
+        """`names` and every name of `scope` bound from a value computed from them (any order)."""
+        tainted = set(names)
+        scope_bindings = self._bindings.get(id(scope), {})
+        changed = True
+        while changed:
+            changed = False
+            for name, binds in scope_bindings.items():
+                if name in tainted:
+                    continue
+                if any(b.value is not None and sources_of(b.value) & tainted for b in binds):
+                    tainted.add(name)
+                    changed = True
+        return tainted
+
+    def reaches_backward(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether anything derived from `names` in `scope` is backwarded there, or handed to a
+        function of this module that backwards."""
+        tainted = self.derived_names(scope, names)
+        for backward in self.backwards:
+            if self.scope_of(backward.call) is scope and backward.names & tainted:
+                return True
+            if backward.loss is not None and (dotted_name(backward.loss) or "") in names:
+                return True  # `self.total.backward()`
+        for call in self.calls:
+            if self.scope_of(call) is not scope:
+                continue
+            target = self._resolved.get(id(call))
+            if target is None or not any(sources_of(a.value) & tainted for a in call.args):
+                continue
+            if self.backwards_in(target.body):
+                return True
+        return False
+
+    def leaves_scope(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether anything derived from `names` is returned or yielded from `scope`, or stored
+        into an attribute (where other code may backward it)."""
+        tainted = self.derived_names(scope, names)
+        if any(sources_of(value) & tainted for value in self._exits.get(id(scope), [])):
+            return True
+        for assign in self._assigns:
+            if self.scope_of(assign) is scope and sources_of(assign.value) & tainted and any(
+                    isinstance(t.target, (cst.Attribute, cst.Subscript)) for t in assign.targets):
+                return True
+        return False
+
+    def returns_value(self, scope: Scope) -> bool:
+        return bool(self._exits.get(id(scope)))
+
+    # -- evaluation loops ----------------------------------------------------------------------
+    def eval_evidence(self, loop: cst.CSTNode) -> Optional[str]:
+        """Why `loop` looks like evaluation or inference rather than part of a training step:
+        "eval-mode" (after `model.eval()` in the same function), "named" (in a function named
+        like evaluate/validate/predict/infer/generate/sample), "script" (a file with no backward
+        and no optimizer step, at module level or in a function returning nothing); else None."""
+        scope = self.scope_of(loop)
+        position = self.order(loop)
+        latest: Dict[str, ModeCall] = {}
+        for mode_call in sorted(self.mode_calls, key=lambda m: self.order(m.call)):
+            if self.scope_of(mode_call.call) is not scope or self.order(mode_call.call) > position:
+                continue
+            latest[mode_call.target] = mode_call
+        modes = {m.mode for m in latest.values() if self.is_model(m.call.func.value)}  # type: ignore[attr-defined]
+        if "train" in modes:
+            return None  # the model was put in training mode for this loop
+        if "eval" in modes:
+            return "eval-mode"
+        func = self.function_of(loop)
+        while func is not None:
+            if _EVAL_FUNCTION.search(func.name.value) and not func.name.value.startswith("test_"):
+                return "named"
+            func = self.function_of(func)
+        if not self.backwards and not self.optimizer_steps and self._inference_signs() and (
+                scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
+                                         and not self.returns_value(scope))):
+            return "script"
+        return None
+
+    def reset_in_iteration(self, loop: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
+        """Whether `name` is surely rebound (not by `+=` or an append) in `loop`'s body before `at`:
+        then what it holds at `at` does not outlive the iteration."""
+        position = self.order(at)
+        at_ancestors = {id(a) for a in self.ancestors(at)}
+        for bind in self.bindings(self.scope_of(at), name):
+            if bind.kind in ("aug", "append", "param", "def") or bind.node is at:
+                continue
+            if self.order(bind.node) >= position or not self.contains(loop.body, bind.node):  # type: ignore[attr-defined]
+                continue
+            block = self._dominating_block(bind.node)
+            if block is not None and id(block) in at_ancestors:
+                return True
+        return False
+
+    def constructor_of(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The qualified constructor a model name was built from (`torch.nn.GRU` for
+        `rnn = nn.GRU(...).to(device)`), when every assignment to it agrees; else None."""
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return None
+        found: Set[Optional[str]] = set()
+        for assign in self._assigns:
+            if not any(dotted_name(t.target) == dotted for t in assign.targets):
+                continue
+            value = assign.value
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                    value.func.attr.value in _MODEL_MOVERS and isinstance(value.func.value, cst.Call):
+                value = value.func.value
+            found.add(self.names.call_name(value) if isinstance(value, cst.Call) else None)
+        return found.pop() if len(found) == 1 else None
+
+    def hands_graph_away(self, loop: cst.CSTNode) -> bool:
+        """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`)."""
+        training = self
+        for call, site in training.calls_in(loop, follow=False):
+            func = call.func
+            if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or training.resolve(call)):
+                continue
+            if self.names.call_name(call) is not None or training.is_forward(call) or training.is_loss(call):
+                continue
+            if isinstance(func, cst.Attribute) and (func.attr.value in _HARMLESS_METHODS or
+                                                    training.carries_grad(func.value, call)):
+                continue
+            if any(training.carries_grad(arg.value, call) for arg in call.args):
+                return True
+        return False
+
+    def _inference_signs(self) -> bool:
+        """The file loads trained weights or puts a model in eval mode somewhere."""
+        if any(m.mode == "eval" for m in self.mode_calls):
+            return True
+        for call in self.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("load_state_dict", "from_pretrained"):
+                return True
+            if self.names.call_name(call) in ("torch.load", "torch.hub.load", "torch.jit.load"):
+                return True
+        return False
+
+    def backwarded_in(self, value: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+        """Whether `value` is (built from) something `loop` already backwards itself: its graph
+        is spent, so handing it on cannot be for another backward."""
+        names = sources_of(value)
+        return any(b.names & names for b, site in self.backwards_in(loop, follow=False))
 
     # -- mixed precision and the parts of a step (used by the 3xx/4xx rules) ---------------------
     def _annotated_optimizers(self) -> Set[str]:

@@ -1,0 +1,235 @@
+"""MEM203 eval-without-no-grad."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple, Union
+
+import libcst as cst
+
+from memlint.analysis.tree import walk_scope
+from memlint.findings import Fix, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+from memlint.rules.accumulate_history import show
+
+Loop = Union[cst.For, cst.While]
+# Calls inside a loop that show it wants gradients even without a backward of its own.
+_WANTS_GRAD_METHODS = frozenset({"requires_grad_", "retain_grad", "register_hook"})
+_WANTS_GRAD_CALLS = frozenset({"torch.enable_grad", "torch.autograd.grad", "torch.autograd.backward",
+                               "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
+                               "torch.func.grad", "torch.set_grad_enabled"})
+_WHY = {
+    "eval-mode": "after `.eval()`",
+    "named": "in an evaluation function",
+    "script": "in an inference script that never calls backward",
+}
+
+
+def _suspends(loop: Loop) -> bool:
+    """A `yield` or `await` in the loop: a `with` around it would leak no-grad mode to the caller."""
+    if isinstance(loop, cst.For) and loop.asynchronous is not None:
+        return True
+    return any(isinstance(n, (cst.Yield, cst.Await)) for n in walk_scope(loop))
+
+
+class EvalWithoutNoGrad(Rule):
+    """
+    ## What it does
+    Finds a model called in a loop that never calls `backward()` (validation, evaluation,
+    inference) outside `torch.no_grad()` / `torch.inference_mode()`, also when the model is
+    called by a helper the loop calls. It looks only at loops that are clearly evaluation: after
+    `model.eval()`, in a function named like `evaluate`/`validate`/`predict`/`infer`/`generate`,
+    or in a script that never trains.
+
+    ## Why is this bad?
+    With grad enabled, every forward records a graph and saves the activations a backward would
+    need. Nothing backwards, so they stay alive as long as any output does: an eval loop keeping
+    its outputs peaked at 1792 MB on an H200, against 537 MB under `torch.no_grad()`.
+
+    ## Example
+    ```python
+    model.eval()
+    for x, y in val_loader:
+        preds.append(model(x))
+    ```
+
+    Use instead:
+    ```python
+    model.eval()
+    with torch.no_grad():
+        for x, y in val_loader:
+            preds.append(model(x))
+    ```
+
+    ## When it is not reported
+    Loops with a backward or an optimizer step (training, gradient accumulation), loops inside
+    `training_step`, `compute_loss`, `forward` or `accelerator.accumulate`, Lightning's
+    `validation_step` (Lightning disables grad), functions decorated `@torch.no_grad()` or
+    called only under no_grad, HF `generate()` (already no-grad), loops whose outputs are
+    backwarded after the loop, and loops that ask for gradients (`torch.autograd.grad`,
+    `requires_grad_()`, `enable_grad()`).
+
+    ## Fix
+    Wrap the whole loop statement in `with torch.no_grad():`.
+
+    ## Fix safety
+    Safe: the loop computes the same values; its outputs just carry no graph. No fix is offered
+    when the loop `yield`s or `await`s (the no-grad mode would leak into the caller while it is
+    suspended): decorate the function with `@torch.no_grad()` instead.
+    """
+
+    CODE = "MEM203"
+    NAME = "eval-without-no-grad"
+    MESSAGE = "a model runs in an evaluation loop with autograd recording"
+    FIX_SAFETY = Safety.SAFE
+    CLAIM = Claim.PEAK_LOWER
+    # the evidence of evaluation it needs: `.eval()`, a function name, loading trained weights
+    REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
+
+    VALID = (
+        "import torch\nmodel.eval()\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
+        "import torch\nmodel.eval()\nfor x in loader:\n    with torch.inference_mode():\n        out = model(x)\n",
+        "import torch\n@torch.no_grad()\ndef evaluate(model, loader):\n    for x in loader:\n        print(model(x).sum())\n",
+        # a loop with a backward is training
+        "import torch\nmodel.eval()\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+        "    optimizer.step()\n",
+        # gradient accumulation through a helper
+        "import torch\ndef step(x, y):\n    criterion(model(x), y).backward()\n"
+        "def validate_and_train(loader):\n    for x, y in loader:\n        step(x, y)\n",
+        "import torch\ndef evaluate(loader):\n    with accelerator.accumulate(model):\n"
+        "        for x in loader:\n            out = model(x)\n",
+        # HF generate() is already no-grad
+        "import torch\nmodel.eval()\nfor batch in loader:\n    ids = model.generate(**batch)\n",
+        # Lightning runs validation_step without grad
+        "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n"
+        "    def validation_step(self, batch, i):\n        for x in batch:\n            self.model(x)\n",
+        # outputs backwarded after the loop (chunked forward)
+        "import torch\ndef evaluate(model, chunks):\n    outs = []\n    for c in chunks:\n        outs.append(model(c))\n"
+        "    torch.cat(outs).sum().backward()\n",
+        # a helper called only under no_grad
+        "import torch\ndef predict(x):\n    return model(x)\ndef run(loader):\n    for x in loader:\n"
+        "        with torch.no_grad():\n            predict(x)\n",
+        # saliency / adversarial examples want input gradients
+        "import torch\nmodel.eval()\nfor x, y in loader:\n    x.requires_grad_()\n    out = model(x)\n"
+        "    g, = torch.autograd.grad(out.sum(), x)\n",
+        # no sign of evaluation: a loss function looping over micro-batches
+        "import torch\ndef micro_losses(model, parts):\n    total = 0\n    for p in parts:\n"
+        "        total = total + model(p).sum()\n    return total\n",
+        # the loss goes to code that may backward it
+        "import torch\nmodel.eval()  # frozen batch norm\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
+        "    trainer.apply(loss)\n",
+        # a file that never trains, but nothing says it evaluates a trained model (a stress test)
+        "import torch\nmem = Elementwise()\nfor _ in range(50):\n    x = torch.randn(4)\n"
+        "    torch.testing.assert_close(lowered(x), mem(x))\n",
+        # a frozen model records no graph
+        "import torch\nmodel.requires_grad_(False)\nmodel.eval()\nfor x in loader:\n    out = model(x)\n",
+        # a bare set_grad_enabled(False) switched grad off for the file's top level
+        "import torch\ntorch.set_grad_enabled(False)\nfor x in loader:\n    out = model(x)\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\n\ndef evaluate(model, loader):\n    model.eval()\n    preds = []\n"
+            "    for x, _ in loader:\n        # one batch\n        preds.append(model(x).argmax(-1))\n"
+            "    return torch.cat(preds)\n",
+            "import torch\n\ndef evaluate(model, loader):\n    model.eval()\n    preds = []\n"
+            "    with torch.no_grad():\n        for x, _ in loader:\n            # one batch\n"
+            "            preds.append(model(x).argmax(-1))\n    return torch.cat(preds)\n",
+        ),
+        # a validation loop after the training loop, per epoch, through a helper
+        Invalid(
+            "import torch\n\ndef val_batch(x, y):\n    return criterion(model(x), y).item()\n\n"
+            "for epoch in range(3):\n    model.train()\n    for x, y in train_loader:\n"
+            "        criterion(model(x), y).backward()\n        optimizer.step()\n        optimizer.zero_grad()\n"
+            "    model.eval()\n    for x, y in val_loader:\n        print(val_batch(x, y))\n",
+            "import torch\n\ndef val_batch(x, y):\n    return criterion(model(x), y).item()\n\n"
+            "for epoch in range(3):\n    model.train()\n    for x, y in train_loader:\n"
+            "        criterion(model(x), y).backward()\n        optimizer.step()\n        optimizer.zero_grad()\n"
+            "    model.eval()\n    with torch.no_grad():\n        for x, y in val_loader:\n"
+            "            print(val_batch(x, y))\n",
+        ),
+        # an inference script
+        Invalid(
+            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
+            "for x in batches:\n    print(net(x).softmax(-1))\n",
+            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
+            "with no_grad():\n    for x in batches:\n        print(net(x).softmax(-1))\n",
+        ),
+        # a generator: reported, no fix (a `with` around a yield leaks no-grad mode)
+        Invalid("import torch\ndef predict(model, loader):\n    model.eval()\n    for x in loader:\n"
+                "        yield model(x)\n"),
+    )
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(node)
+
+    def _check(self, loop: Loop) -> None:
+        training = self.facts.training
+        if training.requires_grad_off or training.is_training(loop):
+            return
+        if any(not training.is_training(outer) for outer in training.loops_around(loop)):
+            return  # the outermost loop that does not train is the one to wrap
+        forwards = self._forwards(loop)
+        if not forwards:
+            return
+        why = training.eval_evidence(loop)
+        if why is None or self._wants_grad(loop) or self.facts.training.hands_graph_away(loop):
+            return
+        scope = training.scope_of(loop)
+        bound = {b.name for name_binds in (training.bindings(scope, n) for n in self._names_bound(loop))
+                 for b in name_binds}
+        if bound and training.reaches_backward(scope, bound):
+            return
+        forward, site = forwards[0]
+        where = "" if forward is site else f" (through `{show(site.func)}`)"
+        fix = self._fix(loop)
+        advice = ("wrap the loop in `with torch.no_grad():`" if fix is not None or not _suspends(loop)
+                  else "decorate the function with `@torch.no_grad()`")
+        message = (f"`{show(forward.func)}` runs{where} in an evaluation loop ({_WHY[why]}) with autograd "
+                   f"recording, so every forward saves activations for a backward that never comes "
+                   f"(an eval loop keeping its outputs peaked at 1792 MB on an H200, 537 MB under "
+                   f"no_grad): {advice}")
+        self.report(site, message, fix)
+
+    def _forwards(self, loop: Loop) -> List[Tuple[cst.Call, cst.Call]]:
+        training = self.facts.training
+        found = [(call, site) for call, site in training.forwards_in(loop)
+                 if training.grad_enabled(call) is True and training.grad_enabled(site) is True]
+        return sorted(found, key=lambda pair: training.order(pair[1]))
+
+    def _wants_grad(self, loop: Loop) -> bool:
+        training = self.facts.training
+        for call, _ in training.calls_in(loop):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _WANTS_GRAD_METHODS:
+                return True
+            if self.facts.names.call_name(call) in _WANTS_GRAD_CALLS:
+                return True
+        return any(isinstance(n, cst.Assign) and any(
+            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" for t in n.targets)
+            for n in walk_scope(loop))
+
+    @staticmethod
+    def _names_bound(loop: Loop) -> List[str]:
+        names = []
+        for node in walk_scope(loop):
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        names.append(target.target.value)
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                    node.func.attr.value in ("append", "extend", "insert") and isinstance(node.func.value, cst.Name):
+                names.append(node.func.value.value)
+        return names
+
+    def _fix(self, loop: Loop) -> Optional[Fix]:
+        no_grad = self.facts.names.local_name_for("torch.no_grad")
+        if no_grad is None or _suspends(loop):
+            return None
+        wrapped = cst.With(
+            items=[cst.WithItem(cst.Call(cst.parse_expression(no_grad)))],
+            body=cst.IndentedBlock([loop.with_changes(leading_lines=())]),
+            leading_lines=loop.leading_lines,
+        )
+        return Fix((Replace(loop, wrapped),), Safety.SAFE, "wrap the loop in `with torch.no_grad():`")

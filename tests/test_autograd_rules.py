@@ -1,0 +1,357 @@
+"""MEM201-MEM206 beyond their examples: helper following, context-aware messages, where a
+finding points, fixes that must not be offered."""
+
+from __future__ import annotations
+
+import textwrap
+
+from memlint import lint_source
+from memlint.engine import check, fix
+from memlint.rules import registry
+
+RULES = registry()
+
+
+def findings(source: str, code: str):
+    return [f for f in check(textwrap.dedent(source), "t.py", [RULES[code]]).findings if f.code == code]
+
+
+def fixed(source: str, code: str) -> str:
+    return fix(textwrap.dedent(source), "t.py", [RULES[code]], unsafe=True).source
+
+
+# -- MEM201 -------------------------------------------------------------------------------------
+def test_mem201_validation_message_claims_memory_training_message_does_not():
+    (validation,) = findings("""
+        import torch
+        def validate(model, loader):
+            model.eval()
+            total = 0.0
+            for x, y in loader:
+                total += criterion(model(x), y)
+            return total
+    """, "MEM201")
+    assert "1 GB higher on an H200" in validation.message
+    (training,) = findings("""
+        import torch
+        total = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            total += loss
+            loss.backward()
+            optimizer.step()
+    """, "MEM201")
+    assert "only until backward" in training.message and "no measurable" in training.message
+    assert "1 GB" not in training.message
+
+
+def test_mem201_training_through_a_helper_counts_as_training():
+    (finding,) = findings("""
+        import torch
+        def step(loss):
+            loss.backward()
+            optimizer.step()
+        running = 0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            running += loss
+            step(loss)
+    """, "MEM201")
+    assert "training loop" in finding.message
+
+
+def test_mem201_points_at_the_accumulating_statement():
+    (finding,) = findings("""
+        import torch
+        total = 0
+        for x, y in loader:
+            out = model(x)
+            total += criterion(out, y)
+    """, "MEM201")
+    assert finding.line == 6
+
+
+def test_mem201_sum_backwarded_through_a_helper_is_not_reported():
+    assert not findings("""
+        import torch
+        def update(loss):
+            loss.backward()
+        for batch in loader:
+            loss = 0
+            for x, y in batch:
+                loss += criterion(model(x), y)
+            update(loss)
+    """, "MEM201")
+
+
+def test_mem201_cpu_and_to_keep_the_graph():
+    assert findings("""
+        import torch
+        total = 0
+        for x, y in loader:
+            total += criterion(model(x), y).cpu()
+    """, "MEM201")
+    assert findings("""
+        import torch
+        total = 0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            total += loss.to("cpu")
+    """, "MEM201")
+
+
+def test_mem201_fix_parenthesizes_an_expression():
+    assert "total += (loss * n).detach()" in fixed("""
+        import torch
+        total = 0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            total += loss * n
+    """, "MEM201")
+
+
+# -- MEM202 -------------------------------------------------------------------------------------
+def test_mem202_cpu_copy_message_and_training_message():
+    (cpu,) = findings("""
+        import torch
+        preds = []
+        for x in loader:
+            preds.append(model(x).cpu())
+    """, "MEM202")
+    assert "233 MB" in cpu.message and "do not detach" in cpu.message
+    (training,) = findings("""
+        import torch
+        losses = []
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            losses.append(loss)
+    """, "MEM202")
+    assert "not GPU memory" in training.message
+
+
+def test_mem202_points_at_the_append():
+    (finding,) = findings("""
+        import torch
+        preds = []
+        for x in loader:
+            out = model(x)
+            preds.append(out)
+    """, "MEM202")
+    assert finding.line == 6 and finding.column == 5
+
+
+def test_mem202_outputs_returned_from_a_forward_helper_are_not_reported():
+    assert not findings("""
+        import torch
+        def run_chunks(model, chunks):
+            outs = []
+            for c in chunks:
+                outs.append(model(c))
+            return torch.cat(outs)
+    """, "MEM202")
+
+
+# -- MEM203 -------------------------------------------------------------------------------------
+def test_mem203_through_a_helper_points_at_the_call_in_the_loop():
+    source = """
+        import torch
+        def score_batch(model, x):
+            return model(x).softmax(-1).max().item()
+        def evaluate(model, loader):
+            for x in loader:
+                print(score_batch(model, x))
+    """
+    (finding,) = findings(source, "MEM203")
+    assert finding.line == 7 and "through `score_batch`" in finding.message
+    assert "1792 MB" in finding.message and "537 MB" in finding.message
+    assert "    with torch.no_grad():\n        for x in loader:\n            print(" in fixed(source, "MEM203")
+
+
+def test_mem203_helper_decorated_no_grad_is_not_reported():
+    assert not findings("""
+        import torch
+        @torch.no_grad()
+        def score_batch(model, x):
+            return model(x).max().item()
+        def evaluate(model, loader):
+            for x in loader:
+                print(score_batch(model, x))
+    """, "MEM203")
+
+
+def test_mem203_generator_gets_no_with_fix():
+    source = """
+        import torch
+        def predict(model, loader):
+            model.eval()
+            for x in loader:
+                yield model(x)
+    """
+    (finding,) = findings(source, "MEM203")
+    assert finding.fix is None and "@torch.no_grad()" in finding.message
+    assert fixed(source, "MEM203") == textwrap.dedent(source)
+
+
+def test_mem203_wraps_the_outermost_loop_that_does_not_train():
+    source = """
+        import torch
+        def evaluate(model, loaders):
+            for loader in loaders:
+                for x in loader:
+                    print(model(x).sum().item())
+    """
+    assert "    with torch.no_grad():\n        for loader in loaders:\n" in fixed(source, "MEM203")
+    assert len(findings(source, "MEM203")) == 1
+
+
+def test_mem203_train_mode_loop_after_eval_is_not_eval():
+    assert not findings("""
+        import torch
+        model.eval()
+        model.train()
+        for x in loader:
+            out = model(x)
+    """, "MEM203")
+
+
+def test_mem203_no_fix_without_a_torch_import_spelling():
+    (finding,) = findings("""
+        from torch.nn import Linear
+        net = Linear(4, 2)
+        net.eval()
+        for x in batches:
+            print(net(x))
+    """, "MEM203")
+    assert finding.fix is None
+
+
+# -- MEM204 -------------------------------------------------------------------------------------
+def test_mem204_is_opt_in():
+    source = "import torch\nfor x in loader:\n    out = model(x)\n    print(out.sum())\n"
+    assert "MEM204" not in [f.code for f in lint_source(source)]
+    assert "MEM204" in [f.code for f in lint_source(source, select=["MEM204"])]
+
+
+# -- MEM205 -------------------------------------------------------------------------------------
+def test_mem205_has_no_fix_and_points_at_backward():
+    (finding,) = findings("""
+        import torch
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward(retain_graph=True)
+    """, "MEM205")
+    assert finding.fix is None and finding.line == 5
+
+
+def test_mem205_in_a_helper_called_from_a_loop():
+    (finding,) = findings("""
+        import torch
+        class Trainer:
+            def step(self, x, y):
+                loss = criterion(self.model(x), y)
+                loss.backward(retain_graph=True)
+            def fit(self, loader):
+                for x, y in loader:
+                    self.step(x, y)
+    """, "MEM205")
+    assert finding.line == 6
+
+
+# -- MEM206 -------------------------------------------------------------------------------------
+def test_mem206_fix_is_unsafe_and_not_applied_by_default():
+    source = textwrap.dedent("""
+        import torch
+        rnn = torch.nn.GRU(4, 8)
+        h = None
+        for x, y in loader:
+            out, h = rnn(x, h)
+            criterion(out, y).backward(retain_graph=True)
+    """)
+    assert fix(source, "t.py", [RULES["MEM206"]], unsafe=False).source == source
+    assert "    h = h.detach()\n" in fix(source, "t.py", [RULES["MEM206"]], unsafe=True).source
+
+
+def test_mem206_no_fix_when_the_state_is_read_after_the_call():
+    (finding,) = findings("""
+        import torch
+        rnn = torch.nn.GRU(4, 8)
+        h = None
+        for x, y in loader:
+            out, h = rnn(x, h)
+            loss = criterion(out, y) + h.pow(2).mean()
+            loss.backward(retain_graph=True)
+    """, "MEM206")
+    assert finding.fix is None
+
+
+def test_mem206_points_at_the_recurrent_call():
+    (finding,) = findings("""
+        import torch
+        for x, y in loader:
+            out, hidden = model(x, hidden)
+            criterion(out, y).backward()
+    """, "MEM206")
+    assert (finding.line, finding.column) == (4, 19)
+
+
+def test_mem202_losses_returned_after_their_own_backward_are_reported():
+    (finding,) = findings("""
+        import torch
+        def train(model, loader):
+            losses = []
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss)
+            return losses
+    """, "MEM202")
+    assert "training loop" in finding.message
+
+
+def test_mem203_fix_keeps_comments_and_else():
+    source = """
+        import torch
+
+        def evaluate(model, loader):
+            model.eval()
+
+            # score every batch
+            for x in loader:  # trailing
+                print(model(x).sum().item())
+            else:
+                print('done')
+    """
+    assert fixed(source, "MEM203") == textwrap.dedent("""
+        import torch
+
+        def evaluate(model, loader):
+            model.eval()
+
+            # score every batch
+            with torch.no_grad():
+                for x in loader:  # trailing
+                    print(model(x).sum().item())
+                else:
+                    print('done')
+    """)
+
+
+def test_unknown_decorators_leave_grad_mode_unknown():
+    source = """
+        import torch
+        @smart_inference_mode()
+        def run(model, loader):
+            model.eval()
+            total = 0
+            for x, y in loader:
+                total += criterion(model(x), y)
+            return total
+        @some_framework.hook
+        def other(model, loader):
+            model.eval()
+            for x in loader:
+                print(model(x).sum().item())
+    """
+    assert not findings(source, "MEM201") and not findings(source, "MEM203")
