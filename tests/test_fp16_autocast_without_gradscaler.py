@@ -40,6 +40,7 @@ def test_device_and_dtype_resolution():
     assert _reported("torch.autocast(device.type)", 'device = torch.device("cuda")')
     assert _reported("torch.autocast(str(device), dtype=dtype)", 'device = "cuda"\ndtype = torch.half')
     assert _reported("torch.autocast(dev, dtype=torch.float16)", "dev = get_device()")  # fp16 said outright
+    assert _reported("torch.autocast(device.type)", 'device = torch.device(f"cuda:{rank}")')
     assert not _reported("torch.autocast(device_type=device)", 'device = "cpu"')
     assert not _reported('torch.autocast("cuda", dtype=dt)', "dt = torch.bfloat16")
     assert not _reported('torch.autocast("cuda", dtype=dt)', "dt = torch.bfloat16 if ok else torch.float16")

@@ -1382,6 +1382,9 @@ class TrainingFacts:
         if isinstance(expr, cst.SimpleString):
             value = expr.evaluated_value
             return frozenset({value.split(":")[0]}) if isinstance(value, str) else None
+        if isinstance(expr, cst.FormattedString) and expr.parts and isinstance(expr.parts[0], cst.FormattedStringText):
+            head = expr.parts[0].value  # f"cuda:{rank}"
+            return frozenset({head.split(":")[0]}) if ":" in head else None
         if isinstance(expr, cst.IfExp):
             body, orelse = self.device_types(expr.body, depth + 1), self.device_types(expr.orelse, depth + 1)
             return None if body is None or orelse is None else body | orelse
