@@ -1346,6 +1346,22 @@ class TrainingFacts:
                     found.add(dotted)  # type: ignore[arg-type]
         return found
 
+    def parameters_owners(self, optimizer: str) -> Set[str]:
+        """The models an optimizer is built on: `{"model"}` for `opt = SGD(model.parameters())`."""
+        owners: Set[str] = set()
+        for assign in self._assigns:
+            if not isinstance(assign.value, cst.Call) or \
+                    not any(dotted_name(t.target) == optimizer for t in assign.targets):
+                continue
+            for arg in assign.value.args:
+                for node in _expression_nodes(arg.value):
+                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                            node.func.attr.value in ("parameters", "named_parameters"):
+                        owner = dotted_name(node.func.value)
+                        if owner is not None:
+                            owners.add(owner)
+        return owners
+
     def is_known_optimizer(self, dotted: Optional[str], at: cst.CSTNode, depth: int = 0) -> bool:
         """Whether `dotted`, read at `at`, surely is an optimizer: one of `optimizers`, or a
         parameter of its function that every call of the function in this module passes one."""

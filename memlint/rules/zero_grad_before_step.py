@@ -58,6 +58,9 @@ class ZeroGradBeforeStep(Rule):
         # GAN: clearing the other network's gradients between its backward and this step is intended
         "import torch\nfor x in loader:\n    loss_g = netD(netG(z)).mean()\n    loss_g.backward()\n"
         "    opt_d.zero_grad()\n    opt_g.step()\n",
+        # the model cleared is not the one this optimizer steps
+        "import torch\nopt_g = torch.optim.Adam(netG.parameters())\nfor x in loader:\n    err_g = netD(netG(z)).mean()\n"
+        "    err_g.backward()\n    netD.zero_grad()\n    opt_g.step()\n",
         # a fresh backward between the reset and the step
         "import torch\nfor x in loader:\n    warmup_loss.backward()\n    opt.zero_grad()\n"
         "    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n",
@@ -66,6 +69,13 @@ class ZeroGradBeforeStep(Rule):
         "    if (i + 1) % k == 0:\n        opt.step()\n        opt.zero_grad()\n",
     )
     INVALID = (
+        # model.zero_grad() clears what the optimizer built on its parameters needs
+        Invalid(
+            "import torch\nopt = torch.optim.Adam(model.parameters())\nfor x in loader:\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    model.zero_grad()\n    opt.step()\n",
+            "import torch\nopt = torch.optim.Adam(model.parameters())\nfor x in loader:\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    opt.step()\n    model.zero_grad()\n",
+        ),
         Invalid(
             "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x in loader:\n"
             "    loss = model(x).sum()\n    loss.backward()\n    # start clean\n    opt.zero_grad()\n    opt.step()\n",
@@ -93,8 +103,9 @@ class ZeroGradBeforeStep(Rule):
         body, index = t.siblings(statement)
         if index < 0:
             return
-        step_at = self._step_after(t, body, index, zero.target)
-        if step_at is None or not self._backward_before(t, body, index, zero.target):
+        optimizer = self._cleared_optimizer(t, body, index, zero.target)
+        step_at = self._step_after(t, body, index, optimizer) if optimizer else None
+        if step_at is None or not self._backward_before(t, body, index, optimizer):  # type: ignore[arg-type]
             return
         step_statement = body[step_at]
         step = next(s for s in t.optimizer_steps if t.contains(step_statement, s.call))
@@ -102,9 +113,21 @@ class ZeroGradBeforeStep(Rule):
         moved = statement.with_changes(leading_lines=[line for line in statement.leading_lines if line.comment])
         fix = Fix((Remove(statement), InsertAfter(anchor, (moved,))), Safety.UNSAFE,  # type: ignore[arg-type]
                   f"move `{zero.target}.zero_grad()` after the step")
-        message = (f"`{zero.target}.zero_grad()` runs after `backward()` and before `{zero.target}.step()`: "
+        message = (f"`{zero.target}.zero_grad()` runs after `backward()` and before `{optimizer}.step()`: "
                    f"the step finds no gradients and the parameters do not learn; clear them after the step")
         self.report(node, message, fix)
+
+    @staticmethod
+    def _cleared_optimizer(t: TrainingFacts, body: Sequence[cst.CSTNode], index: int, target: str) -> Optional[str]:
+        """The optimizer whose gradients `target.zero_grad()` clears: itself, or for a model the
+        optimizer stepped next that is built on that model's parameters."""
+        if not t.is_model(cst.parse_expression(target)):
+            return target
+        for stmt in body[index + 1:]:
+            for step in t.optimizer_steps:
+                if t.contains(stmt, step.call) and step.optimizer is not None:
+                    return step.optimizer if target in t.parameters_owners(step.optimizer) else None
+        return None
 
     @staticmethod
     def _step_after(t: TrainingFacts, body: Sequence[cst.CSTNode], index: int, optimizer: str) -> Optional[int]:
