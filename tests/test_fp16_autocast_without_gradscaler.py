@@ -173,3 +173,18 @@ def test_other_clipping_means_no_fix():
             opt.step()
     """)
     assert finding.fix is None
+
+
+def test_a_scaler_made_per_epoch_call_is_unsafe():
+    [finding] = _findings("""
+        import torch
+        def train_one_epoch(loader):
+            for x in loader:
+                with torch.autocast("cuda"):
+                    loss = model(x).sum()
+                loss.backward()
+                opt.step()
+        for epoch in range(10):
+            train_one_epoch(loader)
+    """)
+    assert finding.fix is not None and finding.fix.safety.value == "unsafe"

@@ -70,7 +70,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     ## Fix safety
     Safe: on a GPU the updates are those float16 training is meant to make (steps whose
     gradients overflowed are skipped); without CUDA the scaler disables itself and changes
-    nothing. No fix when gradients are read between the backward and the step (they would be
+    nothing. Unsafe when the loop is in a function that is itself called in a loop
+    (`train_one_epoch`): each call starts a fresh scaler, whose first steps may be skipped while
+    it finds its scale; pass one scaler in instead. No fix when gradients are read between the backward and the step (they would be
     scaled there) or the step or clipping happens in a helper.
     """
 
@@ -230,5 +232,8 @@ class Fp16AutocastWithoutGradScaler(Rule):
         if clip_statement is not None:
             unscale = cst.parse_statement(f"{scaler}.unscale_({step.optimizer})")
             edits.append(InsertBefore(clip_statement, (unscale,)))  # type: ignore[arg-type]
-        return Fix(tuple(edits), Safety.SAFE,
+        # a function called again and again (`train_one_epoch`) would start a fresh scaler each call
+        function = t.function_of(loops[-1])
+        repeated = function is not None and any(t.loops_around(site) for site in t.call_sites(function))
+        return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
                    f"scale the loss with `{scaler} = torch.amp.GradScaler(\"cuda\")`, step through it")
