@@ -1536,7 +1536,9 @@ class TrainingFacts:
     def accumulates_grad(self, backward: Backward) -> bool:
         """A backward that adds into `.grad`, of something that surely is a loss (not
         `torch.autograd.grad`, not `planner.backward()`)."""
-        if backward.kind in ("scaled", "autograd", "owner"):
+        if backward.kind == "autograd":  # not torch.distributed.autograd: it fills its context, not .grad
+            return self.names.call_name(backward.call) in _AUTOGRAD_BACKWARD
+        if backward.kind in ("scaled", "owner"):
             return True
         if backward.kind != "method" or backward.loss is None:
             return False

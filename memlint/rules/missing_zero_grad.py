@@ -101,6 +101,12 @@ class MissingZeroGrad(Rule):
         # an optimizer that is not known to be one: stay silent
         "import torch\ndef train(model, optimizer, loader):\n    for x in loader:\n"
         "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n",
+        # distributed autograd accumulates into its context, which every iteration makes afresh
+        "import torch\nimport torch.distributed.autograd as dist_autograd\n"
+        "from torch.distributed.optim import DistributedOptimizer\n"
+        "opt = DistributedOptimizer(torch.optim.SGD, model.parameter_rrefs(), lr=0.05)\nfor x in loader:\n"
+        "    with dist_autograd.context() as cid:\n        loss = model(x).sum()\n"
+        "        dist_autograd.backward(cid, [loss])\n        opt.step(cid)\n",
         # accelerate's accumulate, Lightning, HF Trainer
         "import torch\nopt = torch.optim.AdamW(model.parameters())\nfor batch in loader:\n"
         "    with accelerator.accumulate(model):\n        loss = model(**batch).loss\n"
