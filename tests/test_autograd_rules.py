@@ -355,3 +355,51 @@ def test_unknown_decorators_leave_grad_mode_unknown():
                 print(model(x).sum().item())
     """
     assert not findings(source, "MEM201") and not findings(source, "MEM203")
+
+
+def test_attributes_backwarded_by_another_method_are_not_reported():
+    source = """
+        import torch
+        class Trainer:
+            def collect(self, loader):
+                for x, y in loader:
+                    self.total += criterion(self.model(x), y)
+                    self.parts.append(criterion(self.model(x), y))
+            def update(self):
+                loss = self.total / 4 + torch.stack(self.parts).sum()
+                loss.backward()
+    """
+    assert not findings(source, "MEM201") and not findings(source, "MEM202")
+
+
+def test_mem203_eval_inside_an_epoch_loop_without_training():
+    source = """
+        import torch
+        def train_one(x):
+            model(x).sum().backward()
+        for epoch in range(3):
+            model.eval()
+            for x in val_loader:
+                print(model(x).sum().item())
+    """
+    (finding,) = findings(source, "MEM203")
+    assert finding.line == 8
+    assert "    with torch.no_grad():\n        for x in val_loader:\n" in fixed(source, "MEM203")
+
+
+def test_mem203_sampling_that_returns_its_graph_is_not_reported():
+    source = """
+        import torch
+        def sample(model, z, steps):
+            for _ in range(steps):
+                z = model(z)
+            return z
+        def generate(model, ids, n):
+            out = []
+            for _ in range(n):
+                ids = model(ids).argmax(-1)
+                out.append(ids)
+            return torch.stack(out)
+    """
+    (finding,) = findings(source, "MEM203")
+    assert finding.line == 10  # generate() hands back token ids, no graph

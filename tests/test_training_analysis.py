@@ -314,3 +314,107 @@ def test_facts_are_cached():
     module = cst.parse_module("import torch\n")
     facts_ = Facts(module)
     assert facts_.training is facts_.training
+
+
+def loops_of(f):
+    return [n for n in walk(f.module) if isinstance(n, (cst.For, cst.While))]
+
+
+def test_eval_evidence():
+    f = facts("""
+        import torch
+        def evaluate(model, loader):
+            for x in loader:
+                model(x)
+        def run(model, loader):
+            model.eval()
+            for x in loader:
+                model(x)
+            model.train()
+            for x in loader:
+                model(x)
+        def test_shapes(model):
+            for x in xs:
+                model(x)
+    """)
+    assert [f.eval_evidence(loop) for loop in loops_of(f)] == ["named", "eval-mode", None, None]
+
+
+def test_script_evidence_needs_signs_of_inference():
+    with_weights = facts("""
+        import torch
+        model.load_state_dict(torch.load("w.pt"))
+        for x in xs:
+            model(x)
+    """)
+    assert with_weights.eval_evidence(loops_of(with_weights)[0]) == "script"
+    bare = facts("""
+        import torch
+        for x in xs:
+            model(x)
+    """)
+    assert bare.eval_evidence(loops_of(bare)[0]) is None
+
+
+def test_reaches_backward_and_leaves_scope():
+    f = facts("""
+        import torch
+        def a(parts):
+            total = 0
+            for p in parts:
+                total += model(p).sum()
+            loss = total / len(parts)
+            loss.backward()
+        def b(parts):
+            total = 0
+            for p in parts:
+                total += model(p).sum()
+            return total * 2
+    """)
+    fa, fb = f.functions["a"], f.functions["b"]
+    assert f.reaches_backward(fa, {"total"}) and not f.leaves_scope(fa, {"total"})
+    assert not f.reaches_backward(fb, {"total"}) and f.leaves_scope(fb, {"total"})
+
+
+def test_hands_graph_away():
+    f = facts("""
+        import torch
+        for x in xs:
+            loss = criterion(model(x), y)
+            trainer.apply(loss)
+        for x in xs:
+            loss = criterion(model(x), y)
+            print(loss.item())
+            metric.update(model(x), y)
+    """)
+    first, second = loops_of(f)
+    assert f.hands_graph_away(first) and not f.hands_graph_away(second)
+
+
+def test_reset_in_iteration():
+    f = facts("""
+        import torch
+        for x in xs:
+            total = 0
+            total += model(x).sum()
+        acc = 0
+        for x in xs:
+            acc += model(x).sum()
+    """)
+    first, second = loops_of(f)
+    augs = [n for n in walk(f.module) if isinstance(n, cst.AugAssign)]
+    assert f.reset_in_iteration(first, "total", augs[0])
+    assert not f.reset_in_iteration(second, "acc", augs[1])
+
+
+def test_constructor_of_and_attribute_backwarded():
+    f = facts("""
+        import torch
+        rnn = torch.nn.GRU(4, 8).to("cuda")
+        class T:
+            def step(self):
+                loss = self.total * 2
+                loss.backward()
+    """)
+    assert f.constructor_of(cst.parse_expression("rnn")) == "torch.nn.GRU"
+    assert f.attribute_backwarded("self.total") and not f.attribute_backwarded("self.other")

@@ -30,6 +30,13 @@ def _root(target: cst.BaseExpression) -> Optional[str]:
     return target.value if isinstance(target, cst.Name) else None
 
 
+def _base(target: cst.BaseExpression) -> cst.BaseExpression:
+    """`self.stats` for `self.stats["loss"]`: the attribute chain that holds the accumulator."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return target
+
+
 class AccumulateHistory(Rule):
     """
     ## What it does
@@ -131,6 +138,11 @@ class AccumulateHistory(Rule):
         "import torch\nfrom transformers import Trainer\nclass MyTrainer(Trainer):\n"
         "    def compute_loss(self, model, inputs, return_outputs=False):\n        loss = 0\n"
         "        for part in inputs['parts']:\n            loss = loss + model(**part).loss\n        return loss\n",
+        # a forward summing features into a list it returns
+        "import torch\nimport torch.nn as nn\nclass Multi(nn.Module):\n    def forward(self, xs):\n        acc = None\n"
+        "        for x in xs:\n            feats = self.net(x)\n            if acc is None:\n                acc = feats\n"
+        "            else:\n                for i in range(len(feats)):\n                    acc[i] += feats[i]\n"
+        "        return acc\n",
         # not in a loop
         "import torch\ntotal = criterion(model(x), y)\ntotal += criterion(model(x2), y2)\n",
     )
@@ -201,10 +213,15 @@ class AccumulateHistory(Rule):
         accumulator = {root} if isinstance(target, cst.Name) else {root, dotted_name(target) or root}
         if training.reaches_backward(scope, accumulator):
             return
-        if isinstance(target, cst.Name) and training.leaves_scope(scope, {root}) and (
+        if not isinstance(target, cst.Name) and training.attribute_backwarded(dotted_name(_base(target)) or ""):
+            return  # `self.total` backwarded by another method
+        local = isinstance(_base(target), cst.Name)  # `total`, `stats["loss"]`; not `self.total`
+        if local and training.leaves_scope(scope, {root}) and (
                 training.in_training_function(node) or training.eval_evidence(loops[0]) is None) and \
                 not training.backwarded_in(value, loops[0]):
             return  # a loss function returning its sum: the caller may backward it
+        if not local and training.in_training_function(node):
+            return  # `self.aux_loss += ...` in a forward: the caller may backward it
         if any(training.backwards_in(loop) for loop in loops):
             context = "training"
         elif training.hands_graph_away(loops[0]):

@@ -168,8 +168,9 @@ class EvalWithoutNoGrad(Rule):
         training = self.facts.training
         if training.requires_grad_off or training.is_training(loop):
             return
-        if any(not training.is_training(outer) for outer in training.loops_around(loop)):
-            return  # the outermost loop that does not train is the one to wrap
+        if any(not training.is_training(outer) and training.eval_evidence(outer) is not None
+               for outer in training.loops_around(loop)):
+            return  # the outermost evaluation loop is the one to wrap
         forwards = self._forwards(loop)
         if not forwards:
             return

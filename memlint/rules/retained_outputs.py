@@ -114,6 +114,9 @@ class RetainedOutputs(Rule):
         # Lightning runs validation_step without grad
         "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def validation_step(self, batch, i):\n"
         "        for x in batch:\n            self.val_outputs.append(self.model(x))\n",
+        # stored where other code may backward it
+        "import torch\ndef embeds(pipe, prompts, inputs):\n    out = []\n    for p in prompts:\n"
+        "        out.append(text_encoder(p)[0])\n    inputs['pos'], inputs['neg'] = out\n",
         # the list is made anew every iteration
         "import torch\nfor x in loader:\n    parts = []\n    parts.append(model(x))\n    print(len(parts))\n",
     )
@@ -161,12 +164,14 @@ class RetainedOutputs(Rule):
         scope = training.scope_of(node)
         if training.reaches_backward(scope, {root, dotted}):
             return
+        if not isinstance(container, cst.Name) and training.attribute_backwarded(dotted):
+            return  # `self.losses` backwarded by another method
         if training.in_training_function(node) and (
                 not isinstance(container, cst.Name) or training.leaves_scope(scope, {root})):
             return  # a forward or loss function collecting what its caller backwards
         if isinstance(container, cst.Name) and training.leaves_scope(scope, {root}) and \
                 training.eval_evidence(loops[0]) is None and not training.backwarded_in(value, loops[0]):
-            return
+            return  # handed to the caller (or stored), which may backward it
         if any(training.backwards_in(loop) for loop in loops):
             context = "training"
         elif training.hands_graph_away(loops[0]):
