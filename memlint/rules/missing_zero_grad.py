@@ -11,6 +11,7 @@ from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
 Loop = cst.CSTNode  # For | While
+_STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
 
 
 def owned_by(t: TrainingFacts, loop: Loop, call: cst.Call, site: cst.Call) -> bool:
@@ -115,6 +116,10 @@ class MissingZeroGrad(Rule):
         "        return self.net(batch).sum()\n    def configure_optimizers(self):\n"
         "        return torch.optim.Adam(self.parameters())\n",
         "import torch\nfrom transformers import Trainer\ntrainer = Trainer(model=model, args=args)\ntrainer.train()\n",
+        # a hook on the step clears the gradients
+        "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "opt.register_step_post_hook(lambda o, args, kwargs: o.zero_grad())\nfor x in loader:\n"
+        "    model(x).sum().backward()\n    opt.step()\n",
         # torch.autograd.grad does not accumulate into .grad
         "import torch\nopt = torch.optim.SGD(params, lr=0.1)\nfor x in loader:\n"
         "    grads = torch.autograd.grad(model(x).sum(), params)\n    for p, g in zip(params, grads):\n"
@@ -203,6 +208,8 @@ class MissingZeroGrad(Rule):
     def _resets(t: TrainingFacts, loop: Loop) -> bool:
         if any(t.resets_grads(call) for call, _ in t.calls_in(loop)):
             return True
+        if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in t.calls):
+            return True  # a hook on the step may clear the gradients
         roots = [loop, *t.functions_reached(loop)]
         return any(isinstance(z.node, cst.Assign) and t.under(z.node, roots) for z in t.zero_grads)
 
