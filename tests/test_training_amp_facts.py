@@ -46,6 +46,7 @@ def test_autocast_devices_and_dtypes():
 def test_grad_scaler_use():
     assert facts("import torch\ns = torch.amp.GradScaler('cuda')\n").uses_grad_scaler
     assert facts("import torch\nscaler.scale(loss).backward()\n").uses_grad_scaler
+    assert facts("import torch\nloss = self.grad_scaler.scale(loss)\nloss.backward()\n").uses_grad_scaler
     assert not facts("import torch\nloss.backward()\n").uses_grad_scaler
 
 

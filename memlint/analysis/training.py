@@ -678,7 +678,9 @@ class TrainingFacts:
         """A GradScaler is made, or a loss is scaled / a step taken through one, anywhere in the module."""
         if any(b.kind == "scaled" for b in self.backwards) or any(s.scaler for s in self.optimizer_steps):
             return True
-        return any(self.names.call_name(call) in _GRAD_SCALER for call in self.calls)
+        return any(self.names.call_name(call) in _GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
+            isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
+            and "scaler" in _last(dotted_name(call.func.value)).lower()) for call in self.calls)
 
     def functions_reached(self, node: cst.CSTNode) -> List[cst.FunctionDef]:
         """Functions of this module that calls under `node` reach (helpers followed)."""
