@@ -12,7 +12,7 @@ from typing import DefaultDict, Dict, Iterable, List, Sequence, Union
 
 import libcst as cst
 
-from memlint.findings import Edit, InsertAfter, InsertBefore, Replace
+from memlint.findings import Edit, InsertAfter, InsertBefore, Remove, Replace
 
 
 def _blank_lines_first(statements: Sequence[cst.BaseStatement],
@@ -34,6 +34,7 @@ class _ApplyEdits(cst.CSTTransformer):
         self._replace: Dict[int, cst.CSTNode] = {}
         self._before: DefaultDict[int, List[cst.BaseStatement]] = defaultdict(list)
         self._after: DefaultDict[int, List[cst.BaseStatement]] = defaultdict(list)
+        self._remove: set = set()
         for edit in edits:
             if isinstance(edit, Replace):
                 self._replace[id(edit.target)] = edit.replacement
@@ -41,6 +42,8 @@ class _ApplyEdits(cst.CSTTransformer):
                 self._before[id(edit.anchor)].extend(edit.statements)
             elif isinstance(edit, InsertAfter):
                 self._after[id(edit.anchor)].extend(edit.statements)
+            elif isinstance(edit, Remove):
+                self._remove.add(id(edit.target))
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode
                  ) -> Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]:
@@ -48,6 +51,8 @@ class _ApplyEdits(cst.CSTTransformer):
         node = self._replace.get(key, updated_node)
         before = self._before.get(key, [])
         after = self._after.get(key, [])
+        if key in self._remove:
+            return cst.FlattenSentinel([*before, *after]) if before or after else cst.RemovalSentinel.REMOVE
         if not before and not after:
             return node
         before, node = _blank_lines_first(before, node)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from memlint.analysis import Facts
 from memlint.analysis.tree import children
 from memlint.edits import apply_edits
-from memlint.findings import Edit, Finding, Fix, Range, Replace, Safety
+from memlint.findings import Edit, Finding, Fix, Range, Remove, Replace, Safety
 from memlint.rule import Rule
 from memlint.suppressions import Suppressions
 
@@ -175,9 +175,9 @@ def fix_allowed(fix: Optional[Fix], unsafe: bool) -> bool:
 
 
 def _edit_range(edit: Edit, positions: Mapping[cst.CSTNode, CodeRange]) -> Tuple[bool, Range]:
-    node = edit.target if isinstance(edit, Replace) else edit.anchor
+    node = edit.target if isinstance(edit, (Replace, Remove)) else edit.anchor
     where = positions[node]
-    return isinstance(edit, Replace), Range(where.start.line, where.start.column,
+    return isinstance(edit, (Replace, Remove)), Range(where.start.line, where.start.column,
                                             where.end.line, where.end.column)
 
 

@@ -46,7 +46,14 @@ class InsertAfter:
     statements: Tuple[cst.BaseStatement, ...]
 
 
-Edit = Union[Replace, InsertBefore, InsertAfter]
+@dataclass(frozen=True)
+class Remove:
+    """Remove the whole statement `target` from its block (it must not be the block's only one)."""
+
+    target: cst.BaseStatement
+
+
+Edit = Union[Replace, InsertBefore, InsertAfter, Remove]
 
 
 @dataclass(frozen=True)

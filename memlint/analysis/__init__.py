@@ -6,14 +6,15 @@ Rules ask; nothing here is computed until a rule asks for it, and nothing twice.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Dict, Optional
+from typing import Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
 from memlint.analysis.dataflow import block_flow
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
-from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.training import TrainingFacts
+from memlint.analysis.tree import dotted_name, walk
 
 
 class Facts:
@@ -22,7 +23,9 @@ class Facts:
         self._torch: Optional[TorchNames] = None
         self._loops: Dict[int, LoopFacts] = {}
         self._scopes: Dict[int, ScopeUses] = {}
+        self._references: Optional[Dict[str, List[Reference]]] = None
         self._training: Optional[TrainingFacts] = None
+        self._identifiers: Optional[FrozenSet[str]] = None
 
     @property
     def names(self) -> TorchNames:
@@ -65,3 +68,23 @@ class Facts:
             )
             self._scopes[id(scope)] = uses
         return uses
+
+    def references(self, qualified: str) -> List[Reference]:
+        """Every place the module names the imported API `qualified` (e.g. `torch.cuda.amp.autocast`)."""
+        if self._references is None:
+            self._references = references(self.module, self.names)
+        return self._references.get(qualified, [])
+
+    def references_through(self, local: str) -> List[Reference]:
+        """Every use of the imported name `local` (`amp` in `amp.autocast()`), whatever it resolves to."""
+        if self._references is None:
+            self._references = references(self.module, self.names)
+        return [ref for refs in self._references.values() for ref in refs
+                if (dotted_name(ref.node) or "").split(".")[0] == local]
+
+    @property
+    def identifiers(self) -> FrozenSet[str]:
+        """Every name spelled anywhere in the module (attribute names too): a new name must avoid them."""
+        if self._identifiers is None:
+            self._identifiers = frozenset(n.value for n in walk(self.module) if isinstance(n, cst.Name))
+        return self._identifiers

@@ -11,7 +11,8 @@ import, is dropped: when unsure, no API is named and no rule fires.
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional, Set
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -33,11 +34,13 @@ class TorchNames:
         aliases: Dict[str, str] = {}
         ambiguous: Set[str] = set()
         rebound: Set[str] = set()
+        imports: Dict[str, List[cst.CSTNode]] = {}
 
-        def bind(local: str, qualified: str) -> None:
+        def bind(local: str, qualified: str, statement: cst.CSTNode) -> None:
             if aliases.get(local, qualified) != qualified:
                 ambiguous.add(local)
             aliases[local] = qualified
+            imports.setdefault(local, []).append(statement)
 
         for stmt in _statements(module):
             if isinstance(stmt, cst.SimpleStatementLine):
@@ -48,10 +51,10 @@ class TorchNames:
                             if full is None:
                                 continue
                             if alias.asname is not None:
-                                bind(alias.asname.name.value, full)  # type: ignore[union-attr]
+                                bind(alias.asname.name.value, full, small)  # type: ignore[union-attr]
                             else:
                                 top = full.split(".")[0]
-                                bind(top, top)
+                                bind(top, top, small)
                     elif isinstance(small, cst.ImportFrom):
                         if small.relative or small.module is None:
                             continue
@@ -63,7 +66,7 @@ class TorchNames:
                             if name is None:
                                 continue
                             local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
-                            bind(local, f"{base}.{name}")
+                            bind(local, f"{base}.{name}", small)
         for stmt in module.body:  # module-level rebinding shadows an import for the whole file
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 rebound.add(stmt.name.value)
@@ -82,6 +85,11 @@ class TorchNames:
             for local, full in aliases.items()
             if local not in ambiguous and local not in rebound
         }
+        self._imports = {local: tuple(imports[local]) for local in self._aliases}
+
+    def imports_of(self, local: str) -> Tuple[cst.CSTNode, ...]:
+        """The `Import` / `ImportFrom` statements that bind the local name (empty if it is not resolved)."""
+        return self._imports.get(local, ())
 
     def qualified_name(self, expr: cst.BaseExpression) -> Optional[str]:
         """`torch.randn` for `t.randn` under `import torch as t`; None when not imported."""
@@ -115,3 +123,53 @@ class TorchNames:
     @property
     def mentions_torch(self) -> bool:
         return any(full == "torch" or full.startswith("torch.") for full in self._aliases.values())
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One place the module names an imported API: `node` is the whole Name/Attribute chain."""
+
+    qualified: str
+    node: cst.BaseExpression
+    parent: Optional[cst.CSTNode]  # the node holding it (a Call when it is called, a Decorator ...)
+
+    @property
+    def call(self) -> Optional[cst.Call]:
+        """The call that calls it, when it is called."""
+        if isinstance(self.parent, cst.Call) and self.parent.func is self.node:
+            return self.parent
+        return None
+
+
+_NOT_REFERENCES = (cst.Import, cst.ImportFrom)
+
+
+def references(module: cst.Module, names: TorchNames) -> Dict[str, List[Reference]]:
+    """Every use of an imported name in the module (import statements excluded), by qualified name."""
+    found: Dict[str, List[Reference]] = {}
+    stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode]]] = [(module, None)]
+    while stack:
+        node, parent = stack.pop()
+        if isinstance(node, _NOT_REFERENCES):
+            continue
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            dotted = dotted_name(node)
+            if dotted is not None:
+                qualified = names.qualified_name(node)
+                if qualified is not None:
+                    found.setdefault(qualified, []).append(Reference(qualified, node, parent))
+                continue  # a chain that does not resolve as a whole has no resolvable part
+            if isinstance(node, cst.Attribute):
+                stack.append((node.value, node))
+            continue
+        if isinstance(node, cst.Arg):  # not the keyword's name
+            stack.append((node.value, node))
+            continue
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):  # not the defined name
+            kids = [c for c in children(node) if c is not node.name]
+        elif isinstance(node, cst.Param):  # not the parameter's name
+            kids = [c for c in children(node) if c is not node.name]
+        else:
+            kids = list(children(node))
+        stack.extend((child, node) for child in reversed(kids))
+    return found

@@ -81,6 +81,10 @@ _AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.a
                        "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
 _GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
                           "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
+_DTYPE_ALIASES = {"torch.half": "torch.float16", "torch.bfloat16": "torch.bfloat16",
+                  "torch.float": "torch.float32"}
+# Helpers whose name says they clear gradients (`zero_grads(model)`, `self.reset_grad()`).
+_RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
 _AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 # Hooks Lightning runs under no_grad / inference_mode.
@@ -269,6 +273,25 @@ def _stores_into_container(target: cst.CSTNode) -> bool:
     return False
 
 
+def _expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of an expression, lambdas and comprehensions not entered."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            stack.extend(children(node))
+
+
+def _is_parameters_call(expr: cst.BaseExpression) -> bool:
+    """`model.parameters()`, `model.named_parameters()`, `filter(..., model.parameters())`, `[...]`."""
+    for node in _expression_nodes(expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value in ("parameters", "named_parameters"):
+            return True
+    return False
+
+
 class TrainingFacts:
     """The training-step facts of one module (see the module docstring)."""
 
@@ -297,7 +320,8 @@ class TrainingFacts:
         self._assigns: List[cst.Assign] = []
         self._exits: Dict[int, List[cst.BaseExpression]] = {}  # id(scope) -> returned/yielded values
         self._index()
-        self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers())
+        self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers() | self._annotated_optimizers()
+                                                   | self._built_on_parameters())
         self.models: FrozenSet[str] = frozenset(self._find_models())
         self.loss_objects: FrozenSet[str] = frozenset(
             dotted for assign in self._assigns if isinstance(assign.value, cst.Call)
@@ -495,6 +519,307 @@ class TrainingFacts:
             dtype = "<unknown>"
         enabled = literal_bool(enabled_arg.value) if enabled_arg is not None else None
         return Autocast(Region(node, item, "autocast", None), call, device, dtype, enabled, deprecated)
+
+    # -- mixed precision and the parts of a step (used by the 3xx/4xx rules) ---------------------
+    def _annotated_optimizers(self) -> Set[str]:
+        """Parameters annotated as optimizers: `def train(opt: torch.optim.Optimizer)`."""
+        found: Set[str] = set()
+        for bindings in self._bindings.values():
+            for binds in bindings.values():
+                for bind in binds:
+                    node = bind.node
+                    if bind.kind == "param" and isinstance(node, cst.Param) and node.annotation is not None:
+                        qualified = self.names.qualified_name(node.annotation.annotation) or ""
+                        if qualified.startswith("torch.optim.") and "lr_scheduler" not in qualified:
+                            found.add(bind.name)
+        return found
+
+    def _built_on_parameters(self) -> Set[str]:
+        """Names bound to an object built on a model's parameters, `hydra.utils.instantiate(cfg.optim,
+        model.parameters())`, that are stepped somewhere (`x.step()`): optimizers by what they do."""
+        stepped = {dotted_name(c.func.value) for c in self.calls  # type: ignore[attr-defined]
+                   if isinstance(c.func, cst.Attribute) and c.func.attr.value == "step"}
+        found: Set[str] = set()
+        for assign in self._assigns:
+            value = assign.value
+            if not isinstance(value, cst.Call) or "lr_scheduler" in (self.names.call_name(value) or ""):
+                continue
+            if not any(_is_parameters_call(arg.value) for arg in value.args):
+                continue
+            for target in assign.targets:
+                dotted = dotted_name(target.target)
+                if dotted in stepped and not _NOT_OPTIMIZER_NAME.search(_last(dotted)) and \
+                        not re.search(r"ema|swa|averag", _last(dotted), re.IGNORECASE):
+                    found.add(dotted)  # type: ignore[arg-type]
+        return found
+
+    def parameters_owners(self, optimizer: str) -> Set[str]:
+        """The models an optimizer is built on: `{"model"}` for `opt = SGD(model.parameters())`."""
+        owners: Set[str] = set()
+        for assign in self._assigns:
+            if not isinstance(assign.value, cst.Call) or \
+                    not any(dotted_name(t.target) == optimizer for t in assign.targets):
+                continue
+            for arg in assign.value.args:
+                for node in _expression_nodes(arg.value):
+                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                            node.func.attr.value in ("parameters", "named_parameters"):
+                        owner = dotted_name(node.func.value)
+                        if owner is not None:
+                            owners.add(owner)
+        return owners
+
+    def is_known_optimizer(self, dotted: Optional[str], at: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `dotted`, read at `at`, surely is an optimizer: one of `optimizers`, or a
+        parameter of its function that every call of the function in this module passes one."""
+        if dotted is None:
+            return False
+        if dotted in self.optimizers:
+            return True
+        func = self.function_of(at)
+        if func is None or "." in dotted or depth > 3:
+            return False
+        params = func.params
+        positional = [*params.posonly_params, *params.params]
+        names = [p.name.value for p in positional]
+        if dotted not in names and dotted not in [p.name.value for p in params.kwonly_params]:
+            return False
+        if any(b.kind != "param" for b in self.bindings(func, dotted)):
+            return False  # rebound in the function
+        sites = self.call_sites(func)
+        if not sites:
+            return False
+        offset = 1 if self.class_of(func) is not None and names[:1] in (["self"], ["cls"]) else 0
+        for site in sites:
+            arg = _arg(site, dotted, names.index(dotted) - offset if dotted in names else None)
+            if arg is None or arg.star or not self.is_known_optimizer(dotted_name(arg.value), site, depth + 1):
+                return False
+        return True
+
+    def device_types(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
+        """The device types (`"cuda"`, `"cpu"`) an expression can name, or None when unknown:
+        `"cuda:0"`, `str(device)`, `device.type`, `torch.device(...)`, `"cuda" if ... else "cpu"`,
+        and a plain name bound once (in its function or the module) to one of these."""
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return frozenset({value.split(":")[0]}) if isinstance(value, str) else None
+        if isinstance(expr, cst.FormattedString) and expr.parts and isinstance(expr.parts[0], cst.FormattedStringText):
+            head = expr.parts[0].value  # f"cuda:{rank}"
+            return frozenset({head.split(":")[0]}) if ":" in head else None
+        if isinstance(expr, cst.IfExp):
+            body, orelse = self.device_types(expr.body, depth + 1), self.device_types(expr.orelse, depth + 1)
+            return None if body is None or orelse is None else body | orelse
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
+            return self.device_types(expr.value, depth + 1)
+        if isinstance(expr, cst.Call) and expr.args and not expr.args[0].keyword and not expr.args[0].star:
+            is_str = isinstance(expr.func, cst.Name) and expr.func.value == "str"
+            if is_str or self.names.call_name(expr) == "torch.device":
+                return self.device_types(expr.args[0].value, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            binds = self.bindings_seen(expr.value, expr)
+            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
+                return self.device_types(binds[0].value, depth + 1)
+        return None
+
+    def bindings_seen(self, name: str, at: cst.CSTNode) -> List[Binding]:
+        """Every binding of `name` in the scope `at` runs in, else in the nearest enclosing scope
+        that binds it (a closure or a global)."""
+        scope = self.scope_of(at)
+        while True:
+            binds = self.bindings(scope, name)
+            if binds or scope is self.module:
+                return binds
+            scope = self.scope_of(scope)
+
+    def _dtype_values(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
+        qualified = self.names.qualified_name(expr)
+        if qualified is not None:
+            return frozenset({_DTYPE_ALIASES.get(qualified, qualified)})
+        if isinstance(expr, cst.IfExp) and depth < 8:
+            body, orelse = self._dtype_values(expr.body, depth + 1), self._dtype_values(expr.orelse, depth + 1)
+            return None if body is None or orelse is None else body | orelse
+        if isinstance(expr, cst.Name) and depth < 8:
+            binds = self.bindings_seen(expr.value, expr)
+            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
+                return self._dtype_values(binds[0].value, depth + 1)
+        return None
+
+    def autocast_devices(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
+        """The device types an autocast region may run on; None when unknown."""
+        if autocast.deprecated:
+            return frozenset({autocast.device_type or "cuda"})
+        device_arg = _arg(autocast.call, "device_type", 0)
+        return self.device_types(device_arg.value) if device_arg is not None else None
+
+    def autocast_dtypes(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
+        """The dtypes an autocast region can compute in (`torch.float16`, `torch.bfloat16`) on the
+        GPU when it may run there (`"cuda" if available else "cpu"` counts as CUDA), with the
+        device's default when no dtype is given (float16 on CUDA, bfloat16 on the CPU); None when
+        unknown. A dtype held in a variable assigned once (`amp_dtype = torch.bfloat16`) is followed."""
+        dtype_arg = _arg(autocast.call, "dtype", 1)
+        if dtype_arg is not None:
+            return self._dtype_values(dtype_arg.value)
+        devices = self.autocast_devices(autocast)
+        if devices is None:
+            return None
+        if "cuda" in devices:
+            devices = frozenset({"cuda"})
+        defaults = {"cuda": "torch.float16", "cpu": "torch.bfloat16", "xpu": "torch.bfloat16",
+                    "mps": "torch.float16", "hpu": "torch.bfloat16"}
+        if any(device not in defaults for device in devices):
+            return None
+        return frozenset(defaults[device] for device in devices)
+
+    @property
+    def uses_grad_scaler(self) -> bool:
+        """A GradScaler is made, or a loss is scaled / a step taken through one, anywhere in the module."""
+        if any(b.kind == "scaled" for b in self.backwards) or any(s.scaler for s in self.optimizer_steps):
+            return True
+        return any(self.names.call_name(call) in _GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
+            isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
+            and "scaler" in _last(dotted_name(call.func.value)).lower()) for call in self.calls)
+
+    def functions_reached(self, node: cst.CSTNode) -> List[cst.FunctionDef]:
+        """Functions of this module that calls under `node` reach (helpers followed)."""
+        found: Dict[int, cst.FunctionDef] = {}
+        for call, _ in self.calls_in(node):
+            target = self._resolve(call)
+            if target is not None and not self.contains(target, node):
+                found.setdefault(id(target), target)
+        return list(found.values())
+
+    def under(self, node: cst.CSTNode, roots: List[cst.CSTNode]) -> bool:
+        """Whether `node` lies under one of `roots`."""
+        return any(self.contains(root, node) for root in roots)
+
+    def grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
+        """`.grad` read under `node` (nested functions not entered): `p.grad.norm()`, `w.grad is None`;
+        not the target of `p.grad = None`."""
+        found: List[cst.Attribute] = []
+        stack: List[cst.CSTNode] = [node]
+        while stack:
+            current = stack.pop()
+            if current is not node and isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                continue
+            if isinstance(current, cst.Assign):
+                stack.append(current.value)
+                stack.extend(t.target.value for t in current.targets
+                             if isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad")
+                stack.extend(t.target for t in current.targets
+                             if not (isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad"))
+                continue
+            if isinstance(current, cst.Attribute) and current.attr.value == "grad":
+                found.append(current)
+            stack.extend(children(current))
+        return found
+
+    def is_grad_clip(self, call: cst.Call) -> bool:
+        """`torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` (any import spelling)."""
+        qualified = self.names.call_name(call) or ""
+        return qualified.startswith("torch.nn.utils") and _last(qualified) in (
+            "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
+
+    def resets_grads(self, call: cst.Call) -> bool:
+        """A call that clears gradients: `x.zero_grad()`, `p.grad.zero_()` / `.detach_()` /
+        `.fill_(0)`, `torch._foreach_zero_(...)`, or a helper named like it (`zero_grads(model)`)."""
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "zero_grad":
+                return True
+            if method in ("zero_", "detach_", "fill_", "requires_grad_"):
+                receiver = func.value
+                while isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                    receiver = receiver.value
+                if isinstance(receiver, cst.Attribute) and receiver.attr.value == "grad":
+                    return True
+        qualified = self.names.call_name(call)
+        if qualified == "torch._foreach_zero_":
+            return True
+        last = _last(dotted_name(func))
+        return bool(_RESET_NAME.search(last))
+
+    def accumulates_grad(self, backward: Backward) -> bool:
+        """A backward that adds into `.grad`, of something that surely is a loss (not
+        `torch.autograd.grad`, not `planner.backward()`)."""
+        if backward.kind == "autograd":  # not torch.distributed.autograd: it fills its context, not .grad
+            return self.names.call_name(backward.call) in _AUTOGRAD_BACKWARD
+        if backward.kind in ("scaled", "owner"):
+            return True
+        if backward.kind != "method" or backward.loss is None:
+            return False
+        if self.carries_grad(backward.loss, backward.call):
+            return True
+        loss = backward.loss
+        while isinstance(loss, cst.Call) and isinstance(loss.func, cst.Attribute):  # loss.mean().backward()
+            loss = loss.func.value
+        return isinstance(loss, cst.Name) and "loss" in loss.value.lower()
+
+    def statement_of(self, call: cst.Call) -> Optional[cst.SimpleStatementLine]:
+        """The statement line that is nothing but `call` (`opt.step()`), else None."""
+        expr = self.parent(call)
+        line = self.parent(expr) if expr is not None else None
+        if isinstance(expr, cst.Expr) and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+            return line
+        return None
+
+    def siblings(self, stmt: cst.CSTNode) -> Tuple[Tuple[cst.CSTNode, ...], int]:
+        """The statements of the block holding `stmt`, and its index there ((), -1 if none)."""
+        body = getattr(self.parent(stmt), "body", ())
+        if isinstance(body, (list, tuple)):
+            for index, item in enumerate(body):
+                if item is stmt:
+                    return tuple(body), index
+        return (), -1
+
+    def next_statement(self, stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
+        body, index = self.siblings(stmt)
+        return body[index + 1] if 0 <= index < len(body) - 1 else None
+
+    def after_step(self, step: OptimizerStep, stmt: cst.CSTNode) -> cst.CSTNode:
+        """Where code that runs after the step goes: after `scaler.update()` when that follows it."""
+        following = self.next_statement(stmt)
+        if step.scaler is not None and isinstance(following, cst.SimpleStatementLine) and len(following.body) == 1:
+            expr = following.body[0]
+            if isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call) and \
+                    dotted_name(expr.value.func) == f"{step.scaler}.update":
+                return following
+        return stmt
+
+    def origins(self, backward: Backward) -> Tuple[List[cst.CSTNode], List[cst.FunctionDef]]:
+        """What the backwarded value is computed from, in its function: the binding statements in
+        effect that it comes from (transitively) and the functions of this module their values call."""
+        if backward.loss is None:
+            return [], []
+        nodes: Dict[int, cst.CSTNode] = {}
+        functions: Dict[int, cst.FunctionDef] = {}
+        seen: Set[Tuple[str, int]] = set()
+        values: List[Tuple[cst.CSTNode, cst.CSTNode]] = [(backward.loss, backward.call)]
+        while values:
+            value, at = values.pop()
+            for call in (n for n in _expression_nodes(value) if isinstance(n, cst.Call)):
+                target = self._resolve(call)
+                if target is not None:
+                    functions.setdefault(id(target), target)
+            for name in sources_of(value):
+                if (name, id(at)) in seen:
+                    continue
+                seen.add((name, id(at)))
+                for bind in self._relevant_bindings(name, at):
+                    if bind.value is not None and bind.kind != "param":
+                        nodes.setdefault(id(bind.node), bind.node)
+                        values.append((bind.value, bind.node))
+        return list(nodes.values()), list(functions.values())
+
+    def statement_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The innermost whole statement holding `node`."""
+        for ancestor in (node, *self.ancestors(node)):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return ancestor
+        return None
 
     # -- positions and scopes ------------------------------------------------------------------
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
@@ -705,6 +1030,8 @@ class TrainingFacts:
         for call in self.calls:  # `opt.param_groups` reached from calls is enough: loops read it
             for arg in call.args:
                 value = arg.value
+                while isinstance(value, cst.Subscript):  # opt.param_groups[0]["lr"]
+                    value = value.value
                 if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
                     receiver = dotted_name(value.value)
                     if receiver:

@@ -1,0 +1,156 @@
+"""MEM404 backward-under-autocast."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from memlint.analysis.training import TrainingFacts
+from memlint.analysis.tree import dotted_name
+from memlint.findings import Fix, InsertAfter, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+
+# Calls that belong to the step after a backward and compute nothing autocast would cast.
+_STEP_METHODS = frozenset({"update", "unscale_"})
+
+
+def _step_part(t: TrainingFacts, stmt: cst.CSTNode) -> bool:
+    """A statement that is only a backward, an optimizer or scheduler step, a gradient reset,
+    clipping, or `scaler.update()` / `scaler.unscale_(opt)`."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    small = stmt.body[0]
+    if isinstance(small, cst.Expr):
+        call = small.value
+    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        call = small.value  # grad_norm = clip_grad_norm_(...)
+        if not (isinstance(call, cst.Call) and t.is_grad_clip(call)):
+            return False
+    else:
+        return False
+    if not isinstance(call, cst.Call):
+        return False
+    if t.backward_of(call) or t.step_of(call) or t.resets_grads(call) or t.is_grad_clip(call):
+        return True
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        receiver = (dotted_name(func.value) or "").lower()
+        if func.attr.value in _STEP_METHODS and "scaler" in receiver:
+            return True
+        if func.attr.value == "step" and "sched" in receiver:
+            return True
+    return False
+
+
+class BackwardUnderAutocast(Rule):
+    """
+    ## What it does
+    Finds `backward()` called inside a `with torch.autocast(...)` block.
+
+    ## Why is this bad?
+    PyTorch recommends autocast around the forward pass and the loss only: the backward of each
+    operation already runs in the dtype autocast chose for its forward, so autocast around the
+    backward does nothing useful, and everything else in the block (the optimizer step,
+    clipping, logging) runs under autocast too, where it can be cast in ways nobody meant.
+
+    ## Example
+    ```python
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    ```
+
+    ## Fix
+    Moves the backward and what follows it out of the block, when those are the block's last
+    statements and each is part of the step (a backward, an optimizer or scheduler step,
+    `zero_grad`, clipping, `scaler.update()` / `scaler.unscale_()`), and the `with` has autocast
+    as its only context manager. Otherwise it only reports.
+
+    ## Fix safety
+    Safe: the backward computes the same gradients outside autocast, and the moved step calls
+    run in float32 anyway.
+    """
+
+    CODE = "MEM404"
+    NAME = "backward-under-autocast"
+    MESSAGE = "`backward()` runs inside the autocast block; autocast should wrap only the forward pass and the loss"
+    FIX_SAFETY = Safety.SAFE
+    CLAIM = Claim.NONE
+
+    VALID = (
+        "import torch\nfor x in loader:\n    with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+        "        loss = model(x).sum()\n    loss.backward()\n    opt.step()\n",
+        # disabled autocast around the backward is harmless
+        "import torch\nwith torch.autocast(\"cuda\", enabled=False):\n    loss.backward()\n",
+        # a backward in a function defined inside the block runs later, outside it
+        "import torch\nwith torch.autocast(\"cuda\"):\n    def closure():\n        loss = model(x).sum()\n"
+        "        loss.backward()\n        return loss\nopt.step(closure)\n",
+        # something else called backward
+        "import torch\nwith torch.autocast(\"cuda\"):\n    out = model(x)\n    planner.backward()\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfor x in loader:\n    with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+            "        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n        opt.zero_grad()\n"
+            "    print(loss.item())\n",
+            "import torch\nfor x in loader:\n    with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+            "        loss = criterion(model(x), y)\n    loss.backward()\n    opt.step()\n    opt.zero_grad()\n"
+            "    print(loss.item())\n",
+        ),
+        Invalid(
+            "import torch\nfrom torch.amp import autocast\nwith autocast(\"cuda\"):\n    loss = model(x).mean()\n"
+            "    scaler.scale(loss).backward()\n    scaler.unscale_(opt)\n"
+            "    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    scaler.step(opt)\n"
+            "    scaler.update()\n",
+            "import torch\nfrom torch.amp import autocast\nwith autocast(\"cuda\"):\n    loss = model(x).mean()\n"
+            "scaler.scale(loss).backward()\nscaler.unscale_(opt)\n"
+            "norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(opt)\nscaler.update()\n",
+        ),
+        # something else follows the backward in the block: reported, not moved
+        Invalid(
+            "import torch\nwith torch.autocast(\"cuda\", dtype=torch.bfloat16):\n    loss = model(x).sum()\n"
+            "    loss.backward()\n    acc = model(x2).argmax(-1)\n"
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+            return  # (torch.autograd.backward included: its func is an attribute too)
+        t = self.facts.training
+        if not t.autocasts:
+            return
+        backward = t.backward_of(node)
+        if backward is None or backward.kind == "grad" or not t.accumulates_grad(backward):
+            return
+        autocast = t.autocast_at(node)
+        if autocast is None or autocast.enabled is False:
+            return
+        self.report(node, fix=self._fix(t, node, autocast.region.node))
+
+    @staticmethod
+    def _fix(t: TrainingFacts, call: cst.Call, with_node: cst.With) -> Optional[Fix]:
+        block = with_node.body
+        if len(with_node.items) != 1 or not isinstance(block, cst.IndentedBlock):
+            return None
+        statement = t.statement_of(call)
+        body: Sequence[cst.BaseStatement] = block.body
+        index = next((i for i, stmt in enumerate(body) if stmt is statement), -1)
+        if index < 1:  # not a statement of the block itself, or nothing would stay in it
+            return None
+        moved = tuple(body[index:])
+        if not all(_step_part(t, stmt) for stmt in moved):
+            return None
+        kept = with_node.with_changes(body=block.with_changes(body=tuple(body[:index])))
+        return Fix((Replace(with_node, kept), InsertAfter(with_node, moved)), Safety.SAFE,
+                   "move the backward and the step after the autocast block")

@@ -1,0 +1,328 @@
+"""MEM402 deprecated-cuda-amp-api."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from memlint.analysis.torchnames import Reference
+from memlint.analysis.tree import dotted_name
+from memlint.findings import Fix, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+
+_OLD = "torch.cuda.amp"
+_NEW = "torch.amp"
+# deprecated API -> the names its positional parameters have (they become keywords)
+_POSITIONAL = {
+    "autocast": ("enabled", "dtype", "cache_enabled"),
+    "GradScaler": ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled"),
+    "custom_fwd": (),  # `fwd` stays positional: torch.amp.custom_fwd(fwd=None, *, device_type, ...)
+    "custom_bwd": (),
+}
+_DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
+_CUDA = '"cuda"'
+
+
+def _keyword(arg: cst.Arg, name: str) -> cst.Arg:
+    return arg.with_changes(keyword=cst.Name(name), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+
+
+def _device_type() -> cst.Arg:
+    return _keyword(cst.Arg(cst.SimpleString(_CUDA)), "device_type")
+
+
+def _new_args(api: str, args: Sequence[cst.Arg]) -> Optional[List[cst.Arg]]:
+    """The arguments of the torch.amp call meaning what `args` meant; None when unsure."""
+    if any(arg.star == "*" for arg in args):
+        return None
+    positional = [arg for arg in args if arg.keyword is None and not arg.star]
+    rest = [arg for arg in args if arg.keyword is not None or arg.star]
+    if api in _DECORATORS:
+        if len(positional) > 1:
+            return None
+        return [*positional, _device_type(), *rest]
+    names = _POSITIONAL[api]
+    if len(positional) > len(names):
+        return None
+    converted = [_keyword(arg, name) for arg, name in zip(positional, names)]
+    first_comma = args[0].comma if args else cst.MaybeSentinel.DEFAULT
+    return [cst.Arg(cst.SimpleString(_CUDA), comma=first_comma), *converted, *rest]
+
+
+@dataclass(frozen=True)
+class _Site:
+    reference: Reference
+    api: str  # autocast, GradScaler, custom_fwd, custom_bwd
+
+    @property
+    def node(self) -> cst.CSTNode:
+        """What the finding points at: the call, or the bare decorator's name."""
+        return self.reference.call or self.reference.node
+
+    @property
+    def head(self) -> str:
+        return (dotted_name(self.reference.node) or "").split(".")[0]
+
+    def rewritten(self, func: cst.BaseExpression) -> Optional[Tuple[cst.CSTNode, cst.CSTNode]]:
+        """(node to replace, its replacement) calling `func`; None when the arguments are unclear."""
+        call = self.reference.call
+        if call is not None:
+            args = _new_args(self.api, call.args)
+            return None if args is None else (call, call.with_changes(func=func, args=args))
+        decorator = self.reference.parent
+        assert isinstance(decorator, cst.Decorator)
+        return decorator, decorator.with_changes(decorator=cst.Call(func, [_device_type()]))
+
+
+def _spliced(func: cst.BaseExpression) -> cst.BaseExpression:
+    """`t.cuda.amp.autocast` -> `t.amp.autocast`."""
+    assert isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
+    cuda = func.value.value  # t.cuda
+    assert isinstance(cuda, cst.Attribute)
+    return func.with_changes(value=cuda.with_changes(attr=cst.Name("amp")))
+
+
+class DeprecatedCudaAmpApi(Rule):
+    """
+    ## What it does
+    Finds calls of `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`,
+    `torch.cuda.amp.custom_fwd` and `torch.cuda.amp.custom_bwd` (also imported with
+    `from torch.cuda.amp import ...`), each at its call site.
+
+    ## Why is this bad?
+    Since torch 2.4 they are deprecated aliases of `torch.amp.autocast("cuda", ...)`,
+    `torch.amp.GradScaler("cuda", ...)` and `torch.amp.custom_fwd/custom_bwd(device_type="cuda")`:
+    each use warns (`FutureWarning`) and they will be removed.
+
+    ## Example
+    ```python
+    scaler = torch.cuda.amp.GradScaler()
+    with torch.cuda.amp.autocast(enabled=use_amp):
+        loss = model(x).sum()
+    ```
+
+    Use instead:
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    with torch.amp.autocast("cuda", enabled=use_amp):
+        loss = model(x).sum()
+    ```
+
+    ## Fix
+    Calls `torch.amp.*` with `"cuda"` as the device and every original argument kept, written
+    as keywords: the positional parameters do not line up (`torch.cuda.amp.autocast(False)` means
+    `enabled=False`, but `torch.amp.autocast("cuda", False)` would pass `False` as the dtype).
+    A bare `@torch.cuda.amp.custom_fwd` becomes `@torch.amp.custom_fwd(device_type="cuda")`.
+    Names imported with `from torch.cuda.amp import ...` are imported from `torch.amp` instead
+    when every use of them is rewritten, so no import is left unused; otherwise the site is
+    reported without a fix unless `torch` itself is imported.
+
+    ## Fix safety
+    Safe on torch >= 2.4 (where `torch.amp.GradScaler` and `torch.amp.custom_fwd` exist): the
+    deprecated functions are thin wrappers that call exactly these.
+    """
+
+    CODE = "MEM402"
+    NAME = "deprecated-cuda-amp-api"
+    MESSAGE = "`torch.cuda.amp` is deprecated since torch 2.4; use `torch.amp` with device \"cuda\""
+    FIX_SAFETY = Safety.SAFE
+    CLAIM = Claim.NONE
+
+    VALID = (
+        "import torch\nwith torch.amp.autocast(\"cuda\", dtype=torch.float16):\n    y = model(x)\n",
+        "import torch\nscaler = torch.amp.GradScaler(\"cuda\")\n",
+        "from torch.amp import autocast\nwith autocast(\"cuda\"):\n    y = model(x)\n",
+        # a compatibility import that picks whichever exists is not a use
+        "try:\n    from torch.amp import GradScaler\nexcept ImportError:\n"
+        "    from torch.cuda.amp import GradScaler\nscaler = GradScaler(\"cuda\")\n",
+        # a fallback for torch < 2.4 next to the new spelling
+        "import torch\nscaler = torch.amp.GradScaler(\"cuda\") if NEW_TORCH else torch.cuda.amp.GradScaler()\n",
+        "import torch\nif hasattr(torch.amp, \"GradScaler\"):\n    s = torch.amp.GradScaler(\"cuda\")\nelse:\n"
+        "    s = torch.cuda.amp.GradScaler()\n",
+        # something else called autocast
+        "import torch\nfrom mylib import autocast\nwith autocast():\n    y = model(x)\n",
+        "import torch\nwith torch.cpu.amp.autocast():\n    y = model(x)\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nscaler = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast():\n"
+            "    loss = model(x)\n",
+            "import torch\nscaler = torch.amp.GradScaler(\"cuda\")\nwith torch.amp.autocast(\"cuda\"):\n"
+            "    loss = model(x)\n",
+        ),
+        # positional arguments become keywords: autocast(False) means enabled=False
+        Invalid(
+            "import torch as t\nwith t.cuda.amp.autocast(False):\n    y = model(x)\n"
+            "s = t.cuda.amp.GradScaler(2.0 ** 10, growth_interval=100)\n",
+            "import torch as t\nwith t.amp.autocast(\"cuda\", enabled=False):\n    y = model(x)\n"
+            "s = t.amp.GradScaler(\"cuda\", init_scale=2.0 ** 10, growth_interval=100)\n",
+        ),
+        Invalid(
+            "import torch\nwith torch.cuda.amp.autocast(enabled=use_amp, dtype=torch.bfloat16, cache_enabled=False):\n"
+            "    y = model(x)\n",
+            "import torch\nwith torch.amp.autocast(\"cuda\", enabled=use_amp, dtype=torch.bfloat16, cache_enabled=False):\n"
+            "    y = model(x)\n",
+        ),
+        # names imported from torch.cuda.amp: the import moves to torch.amp
+        Invalid(
+            "import torch\nfrom torch.cuda.amp import autocast, GradScaler\n\nscaler = GradScaler()\n"
+            "for x in loader:\n    with autocast(dtype=torch.float16):\n        loss = model(x)\n",
+            "import torch\nfrom torch.amp import autocast, GradScaler\n\nscaler = GradScaler(\"cuda\")\n"
+            "for x in loader:\n    with autocast(\"cuda\", dtype=torch.float16):\n        loss = model(x)\n",
+        ),
+        Invalid(
+            "import torch\n\nclass F(torch.autograd.Function):\n    @staticmethod\n    @torch.cuda.amp.custom_fwd\n"
+            "    def forward(ctx, x):\n        return x\n\n    @staticmethod\n"
+            "    @torch.cuda.amp.custom_bwd\n    def backward(ctx, g):\n        return g\n",
+            "import torch\n\nclass F(torch.autograd.Function):\n    @staticmethod\n"
+            "    @torch.amp.custom_fwd(device_type=\"cuda\")\n    def forward(ctx, x):\n        return x\n\n"
+            "    @staticmethod\n    @torch.amp.custom_bwd(device_type=\"cuda\")\n    def backward(ctx, g):\n"
+            "        return g\n",
+        ),
+        Invalid(
+            "from torch.cuda.amp import custom_fwd\nimport torch\n\n@custom_fwd(cast_inputs=torch.float32)\n"
+            "def forward(ctx, x):\n    return x\n",
+            "from torch.amp import custom_fwd\nimport torch\n\n@custom_fwd(device_type=\"cuda\", cast_inputs=torch.float32)\n"
+            "def forward(ctx, x):\n    return x\n",
+        ),
+        Invalid(
+            "from torch.cuda import amp\nscaler = amp.GradScaler(\n    init_scale=1024,\n    enabled=True,\n)\n",
+            "from torch import amp\nscaler = amp.GradScaler(\n    \"cuda\",\n    init_scale=1024,\n    enabled=True,\n)\n",
+        ),
+        # the name is also used another way: the import must stay, so there is no fix
+        Invalid("from torch.cuda.amp import GradScaler\nscaler = GradScaler()\nassert isinstance(scaler, GradScaler)\n"),
+    )
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._plan: Optional[Dict[int, Tuple[_Site, Optional[Fix]]]] = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.facts.names.call_name(node)
+        if name is not None and name.rpartition(".")[0] == _OLD and name.rpartition(".")[2] in _POSITIONAL:
+            self._report(node)
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        if isinstance(node.decorator, (cst.Name, cst.Attribute)):
+            name = self.facts.names.qualified_name(node.decorator)
+            if name is not None and name.rpartition(".")[0] == _OLD and name.rpartition(".")[2] in _DECORATORS:
+                self._report(node.decorator)
+
+    def _report(self, node: cst.CSTNode) -> None:
+        if self._plan is None:
+            self._plan = self._make_plan()
+        planned = self._plan.get(id(node))
+        if planned is None:
+            return
+        site, fix = planned
+        old = dotted_name(site.reference.node)
+        new = f"torch.amp.{site.api}(device_type=\"cuda\")" if site.api in _DECORATORS else f"torch.amp.{site.api}(\"cuda\", ...)"
+        qualified = f"{_OLD}.{site.api}"
+        what = f"`{old}`" if old == qualified else f"`{old}` ({qualified})"
+        self.report(node, f"{what} is deprecated since torch 2.4 and warns on every use; "
+                          f"call `{new}` with the same arguments, as keywords", fix)
+
+    # -- planning: every site of the file at once (a rewritten import must cover all of its uses)
+    def _make_plan(self) -> Dict[int, Tuple[_Site, Optional[Fix]]]:
+        sites: List[_Site] = []
+        for api in _POSITIONAL:
+            for reference in self.facts.references(f"{_OLD}.{api}"):
+                called = reference.call is not None
+                bare = isinstance(reference.parent, cst.Decorator) and api in _DECORATORS
+                if (called or bare) and not self._compatibility(reference, api):
+                    sites.append(_Site(reference, api))
+        by_head: Dict[str, List[_Site]] = {}
+        for site in sites:
+            by_head.setdefault(site.head, []).append(site)
+        plan: Dict[int, Tuple[_Site, Optional[Fix]]] = {}
+        for head, group in by_head.items():
+            head_name = self.facts.names.qualified_name(cst.Name(head))
+            if head_name == "torch":  # spelled out: t.cuda.amp.X -> t.amp.X
+                for site in group:
+                    edit = site.rewritten(_spliced(site.reference.node))  # type: ignore[arg-type]
+                    plan[id(site.node)] = (site, self._fix([edit], site))
+                continue
+            if head_name is not None and (head_name + ".").startswith(_OLD + "."):
+                edits = self._import_edits(head, group, by_head)
+                for site in group:
+                    plan[id(site.node)] = (site, self._fix(edits, site))
+                continue
+            for site in group:  # e.g. `from torch import cuda; cuda.amp.autocast()`
+                spelled = self.facts.names.local_name_for(f"{_NEW}.{site.api}")
+                edit = site.rewritten(cst.parse_expression(spelled)) if spelled else None
+                plan[id(site.node)] = (site, self._fix([edit], site))
+        return plan
+
+    def _compatibility(self, reference: Reference, api: str) -> bool:
+        """The old spelling is the fallback of a branch that uses the new one on newer torch:
+        `torch.amp.GradScaler("cuda") if new_torch else torch.cuda.amp.GradScaler()`."""
+        t = self.facts.training
+        new = [r.node for r in self.facts.references(f"{_NEW}.{api}")]
+        if not new:
+            return False
+        for ancestor in t.ancestors(reference.node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                return False
+            if isinstance(ancestor, (cst.IfExp, cst.If, cst.Try)) and any(t.contains(ancestor, n) for n in new):
+                return True
+        return False
+
+    def _import_edits(self, head: str, group: List[_Site], by_head: Dict[str, List[_Site]]
+                      ) -> List[Optional[Tuple[cst.CSTNode, cst.CSTNode]]]:
+        """Rewrite every site of the names one import binds, and the import; [None] if not possible."""
+        imports = self.facts.names.imports_of(head)
+        if len(imports) != 1:
+            return [None]
+        statement = imports[0]
+        locals_ = _bound_names(statement)
+        edits: List[Optional[Tuple[cst.CSTNode, cst.CSTNode]]] = []
+        for local in locals_:
+            uses = by_head.get(local, [])
+            if len(self.facts.references_through(local)) != len(uses):  # used another way too: the import stays
+                return [None]
+            edits.extend(site.rewritten(site.reference.node) for site in uses)  # type: ignore[arg-type]
+        new_import = _moved_import(statement)
+        if new_import is None:
+            return [None]
+        return [*edits, (statement, new_import)]
+
+    @staticmethod
+    def _fix(edits: Sequence[Optional[Tuple[cst.CSTNode, cst.CSTNode]]], site: _Site) -> Optional[Fix]:
+        if not edits or any(edit is None for edit in edits):
+            return None
+        return Fix(
+            edits=tuple(Replace(old, new) for old, new in edits),  # type: ignore[misc]
+            safety=Safety.SAFE,
+            description=f"call `torch.amp.{site.api}` with device \"cuda\", arguments as keywords",
+        )
+
+
+def _bound_names(statement: cst.CSTNode) -> List[str]:
+    names: List[str] = []
+    aliases = getattr(statement, "names", ())
+    for alias in aliases if isinstance(aliases, (list, tuple)) else ():
+        if alias.asname is not None:
+            names.append(alias.asname.name.value)
+        else:
+            names.append((dotted_name(alias.name) or "").split(".")[0])
+    return names
+
+
+def _moved_import(statement: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The same import from torch.amp; None when it imports anything that would not move."""
+    if isinstance(statement, cst.ImportFrom) and statement.module is not None and not statement.relative:
+        module = dotted_name(statement.module)
+        names = [dotted_name(alias.name) for alias in statement.names]  # type: ignore[union-attr]
+        if module == _OLD and all(name in _POSITIONAL for name in names):
+            return statement.with_changes(module=cst.parse_expression(_NEW))
+        if module == "torch.cuda" and names == ["amp"]:
+            return statement.with_changes(module=cst.Name("torch"))
+        return None
+    if isinstance(statement, cst.Import) and len(statement.names) == 1:
+        alias = statement.names[0]
+        if dotted_name(alias.name) == _OLD and alias.asname is not None:
+            return statement.with_changes(names=[alias.with_changes(name=cst.parse_expression(_NEW))])
+    return None

@@ -1,0 +1,239 @@
+"""MEM401 fp16-autocast-without-gradscaler."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import libcst as cst
+
+from memlint.analysis.training import Autocast, Backward, TrainingFacts
+from memlint.analysis.tree import dotted_name
+from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+
+_FP16 = frozenset({"torch.float16"})
+
+
+def _bare(expr: cst.BaseExpression) -> cst.BaseExpression:
+    return expr.with_changes(lpar=[], rpar=[]) if getattr(expr, "lpar", None) else expr
+
+
+class Fp16AutocastWithoutGradScaler(Rule):
+    """
+    ## What it does
+    Finds a `backward()` of a loss computed under float16 autocast - `torch.autocast("cuda")`
+    (float16 is CUDA's default), `torch.amp.autocast`, `torch.cuda.amp.autocast`,
+    `dtype=torch.float16` - when the module never uses a `GradScaler`.
+
+    ## Why is this bad?
+    The backward of float16 operations runs in float16, whose smallest value is about 6e-8:
+    smaller gradients become exactly zero and those weights stop learning. With a small loss
+    (a loss weight, a distillation term) a measured run had 100% of a small layer's weight
+    gradients exactly zero; with `GradScaler` they were not. `GradScaler` multiplies the loss
+    before the backward, unscales the gradients before the step and skips steps that overflowed.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+
+    Use instead:
+    ```python
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = criterion(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+    ```
+
+    ## When it is not reported
+    bfloat16 autocast (also through a variable assigned once, and the CPU's default), autocast
+    used only for inference or under `no_grad`, `enabled=False`, a module that makes or uses a
+    `GradScaler` anywhere, `accelerator.backward` / Lightning / DeepSpeed (they scale for you),
+    and an autocast whose device cannot be told (`device_type=` a parameter).
+
+    ## Fix
+    Creates `scaler = torch.amp.GradScaler("cuda")` before the training loop (another name
+    if `scaler` is taken), turns `loss.backward()` into `scaler.scale(loss).backward()` and
+    `optimizer.step()` into `scaler.step(optimizer)` followed by `scaler.update()`, and calls
+    `scaler.unscale_(optimizer)` before `clip_grad_norm_` / `clip_grad_value_` so clipping still
+    sees true gradients. Only for one backward and one plain `optimizer.step()` in the loop.
+
+    ## Fix safety
+    Safe: on a GPU the updates are those float16 training is meant to make (steps whose
+    gradients overflowed are skipped); without CUDA the scaler disables itself and changes
+    nothing. Unsafe when the loop is in a function that is itself called in a loop
+    (`train_one_epoch`): each call starts a fresh scaler, whose first steps may be skipped while
+    it finds its scale; pass one scaler in instead. No fix when gradients are read between the backward and the step (they would be
+    scaled there) or the step or clipping happens in a helper.
+    """
+
+    CODE = "MEM401"
+    NAME = "fp16-autocast-without-gradscaler"
+    MESSAGE = "a loss computed under float16 autocast is backwarded without a GradScaler"
+    FIX_SAFETY = Safety.SAFE
+    CLAIM = Claim.GRADIENTS_FIXED
+
+    VALID = (
+        # bfloat16, also through a variable assigned once
+        "import torch\nfor x in loader:\n    with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+        "        loss = model(x).sum()\n    loss.backward()\n    opt.step()\n",
+        "import torch\namp_dtype = torch.bfloat16\nfor x in loader:\n"
+        "    with torch.autocast(device_type=\"cuda\", dtype=amp_dtype):\n        loss = model(x).sum()\n"
+        "    loss.backward()\n    opt.step()\n",
+        # the CPU's default is bfloat16
+        "import torch\nfor x in loader:\n    with torch.autocast(\"cpu\"):\n        loss = model(x).sum()\n"
+        "    loss.backward()\n    opt.step()\n",
+        # a scaler is used
+        "import torch\nscaler = torch.amp.GradScaler(\"cuda\")\nfor x in loader:\n    with torch.autocast(\"cuda\"):\n"
+        "        loss = model(x).sum()\n    scaler.scale(loss).backward()\n    scaler.step(opt)\n    scaler.update()\n",
+        # inference only
+        "import torch\nwith torch.no_grad(), torch.autocast(\"cuda\"):\n    for x in loader:\n        preds.append(model(x))\n",
+        # fp16 teacher under no_grad, the trained student in float32
+        "import torch\nfor x in loader:\n    with torch.no_grad(), torch.autocast(\"cuda\"):\n        t = teacher(x)\n"
+        "    loss = kd_loss(student(x), t)\n    loss.backward()\n    opt.step()\n",
+        # autocast in an evaluation loop; the training loop has none
+        "import torch\nfor x in loader:\n    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n"
+        "for x in val_loader:\n    with torch.autocast(\"cuda\"):\n        out = model(x)\n",
+        # disabled, or accelerate scales for you
+        "import torch\nfor x in loader:\n    with torch.autocast(\"cuda\", enabled=False):\n        loss = model(x).sum()\n"
+        "    loss.backward()\n    opt.step()\n",
+        "import torch\nfor batch in loader:\n    with torch.autocast(\"cuda\"):\n        loss = model(**batch).loss\n"
+        "    accelerator.backward(loss)\n    opt.step()\n",
+        # the device is a parameter: unknown
+        "import torch\ndef train(model, loader, opt, device_type):\n    for x in loader:\n"
+        "        with torch.autocast(device_type):\n            loss = model(x).sum()\n"
+        "        loss.backward()\n        opt.step()\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x, y in loader:\n"
+            "    with torch.autocast(\"cuda\"):\n        loss = criterion(model(x), y)\n    loss.backward()\n"
+            "    opt.step()\n    opt.zero_grad()\n",
+            "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nscaler = torch.amp.GradScaler(\"cuda\")\n"
+            "for x, y in loader:\n    with torch.autocast(\"cuda\"):\n        loss = criterion(model(x), y)\n"
+            "    scaler.scale(loss).backward()\n    scaler.step(opt)\n    scaler.update()\n    opt.zero_grad()\n",
+        ),
+        # from torch.amp import autocast; device_type=str(device); clipping; `scaler` taken; epochs
+        Invalid(
+            "import torch\nfrom torch.amp import autocast\nscaler = 2\ndevice = torch.device(\"cuda\")\n"
+            "for epoch in range(3):\n    for x in loader:\n        with autocast(device_type=str(device), dtype=torch.float16):\n"
+            "            out = model(x)\n        loss = (out.float() ** 2).mean()\n        (loss / 4).backward()\n"
+            "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n        optimizer.step()\n",
+            "import torch\nfrom torch.amp import autocast\nscaler = 2\ndevice = torch.device(\"cuda\")\n"
+            "grad_scaler = torch.amp.GradScaler(\"cuda\")\nfor epoch in range(3):\n    for x in loader:\n"
+            "        with autocast(device_type=str(device), dtype=torch.float16):\n            out = model(x)\n"
+            "        loss = (out.float() ** 2).mean()\n        grad_scaler.scale(loss / 4).backward()\n"
+            "        grad_scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+            "        grad_scaler.step(optimizer)\n        grad_scaler.update()\n",
+        ),
+        # the deprecated spelling, the step in a helper: reported without a fix
+        Invalid(
+            "import torch\n\ndef update():\n    opt.step()\n\nwhile True:\n    with torch.cuda.amp.autocast():\n"
+            "        loss = model(next(it)).mean()\n    loss.backward()\n    update()\n"
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+            return  # (torch.autograd.backward included: its func is an attribute too)
+        t = self.facts.training
+        if not t.autocasts:
+            return
+        backward = t.backward_of(node)
+        if backward is None or backward.kind not in ("method", "autograd") or not t.accumulates_grad(backward):
+            return
+        if t.uses_grad_scaler:
+            return
+        loops = t.loops_around(node)
+        root: cst.CSTNode = loops[0] if loops else t.scope_of(node)
+        autocast = self._fp16_region(t, backward, root)
+        if autocast is None:
+            return
+        where = "CUDA's default dtype" if autocast.dtype is None else "float16"
+        message = (f"this loss is computed under float16 autocast ({where}) and backwarded without a GradScaler: "
+                   f"gradients smaller than ~6e-8 become exactly zero (in a measured run 100% of a small layer's "
+                   f"weight gradients); scale the loss with `torch.amp.GradScaler(\"cuda\")`, or autocast to bfloat16")
+        self.report(node, message, self._fix(t, backward, loops) if loops else None)
+
+    @staticmethod
+    def _fp16_region(t: TrainingFacts, backward: Backward, root: cst.CSTNode) -> Optional[Autocast]:
+        roots = [root, *t.functions_reached(root)]
+        nodes, functions = t.origins(backward)
+        for autocast in t.autocasts:
+            region = autocast.region.node
+            if autocast.enabled is False or not (t.under(region, roots) or t.contains(region, backward.call)):
+                continue
+            devices = t.autocast_devices(autocast)
+            if devices is not None and "cuda" not in devices or t.autocast_dtypes(autocast) != _FP16:
+                continue  # not on the GPU, or not (surely) float16
+            body = region.body.body
+            if not body or t.grad_enabled(body[0]) is not True:
+                continue  # inference under no_grad
+            feeds = t.contains(region, backward.call) or any(t.contains(region, n) for n in nodes) or any(
+                t.contains(f, region) and t.returns_grad(f) for f in functions)
+            if feeds:
+                return autocast
+        return None
+
+    def _fix(self, t: TrainingFacts, backward: Backward, loops: List[cst.CSTNode]) -> Optional[Fix]:
+        loop = loops[0]
+        func = backward.call.func
+        statement = t.statement_of(backward.call)
+        if backward.kind != "method" or statement is None or not isinstance(func, cst.Attribute):
+            return None
+        if len(t.backwards_in(loop)) != 1:
+            return None
+        steps = [(s, site) for s, site in t.steps_in(loop)]
+        if len(steps) != 1 or steps[0][0].call is not steps[0][1]:
+            return None
+        step = steps[0][0]
+        step_statement = t.statement_of(step.call)
+        if step_statement is None or step.scaler is not None or step.call.args or step.optimizer is None:
+            return None
+        if not t.order(statement) < t.order(step_statement) or t.loops_around(step.call)[:1] != [loop]:
+            return None
+        calls = list(t.calls_in(loop))
+        clips = [(call, site) for call, site in calls if t.is_grad_clip(call)]
+        if any(call is not site for call, site in clips) or len(clips) > 1:
+            return None
+        if any("clip_grad" in (dotted_name(call.func) or "") and not t.is_grad_clip(call) for call, _ in calls):
+            return None  # `model.clip_grad_norm_(...)` (FSDP), `accelerator.clip_grad_norm_`: not ours to unscale
+        clip_statement = t.statement_around(clips[0][0]) if clips else None
+        if clip_statement is not None and not t.order(statement) < t.order(clip_statement) < t.order(step_statement):
+            return None
+        scaled_until = clip_statement if clip_statement is not None else step_statement
+        if any(t.grad_reads(f.body) for f in t.functions_reached(loop)) or any(
+                t.order(statement) < t.order(read) < t.order(scaled_until) for read in t.grad_reads(loop)):
+            return None  # gradients read while still scaled
+        grad_scaler = self.facts.names.local_name_for("torch.amp.GradScaler")
+        if grad_scaler is None:
+            return None
+        taken = self.facts.identifiers
+        scaler = next(n for n in ("scaler", "grad_scaler", "amp_scaler", *(f"scaler_{i}" for i in range(2, 1000)))
+                      if n not in taken)
+        optimizer = step.call.func.value  # type: ignore[attr-defined]
+        edits: List[Edit] = [
+            InsertBefore(loops[-1], (cst.parse_statement(f"{scaler} = {grad_scaler}(\"cuda\")"),)),  # type: ignore[arg-type]
+            Replace(func, func.with_changes(value=cst.Call(
+                cst.Attribute(cst.Name(scaler), cst.Name("scale")), [cst.Arg(_bare(func.value))]))),
+            Replace(step.call, cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("step")), [cst.Arg(optimizer)])),
+            InsertAfter(step_statement, (cst.parse_statement(f"{scaler}.update()"),)),  # type: ignore[arg-type]
+        ]
+        if clip_statement is not None:
+            unscale = cst.parse_statement(f"{scaler}.unscale_({step.optimizer})")
+            edits.append(InsertBefore(clip_statement, (unscale,)))  # type: ignore[arg-type]
+        # a function called again and again (`train_one_epoch`) would start a fresh scaler each call
+        function = t.function_of(loops[-1])
+        repeated = function is not None and any(t.loops_around(site) for site in t.call_sites(function))
+        return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
+                   f"scale the loss with `{scaler} = torch.amp.GradScaler(\"cuda\")`, step through it")
