@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from memlint.analysis import Facts
-from memlint.analysis.tree import children
+from memlint.analysis.tree import index
 from memlint.edits import apply_edits
 from memlint.findings import Edit, Finding, Fix, Range, Remove, Replace, Safety
 from memlint.rule import Rule
@@ -43,7 +43,7 @@ class FileContext:
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
-        self.facts = Facts(module)
+        self.facts = Facts(module, index(module))
         self.ancestors: List[cst.CSTNode] = []  # from the module down to the current node
         self.reports: List[_Report] = []
 
@@ -81,25 +81,31 @@ def _handlers(rules: Sequence[Rule], prefix: str) -> Dict[type, List[Handler]]:
 
 
 def _walk(context: FileContext, rules: Sequence[Rule]) -> None:
+    """Dispatch every node of the file's tree index to the rules, with ancestors kept current."""
     enter = _handlers(rules, "visit_")
     leave = _handlers(rules, "leave_")
     ancestors = context.ancestors
-    # (node, depth); a node of depth -1 is a leave event for a node with leave handlers
-    stack: List[Tuple[cst.CSTNode, int]] = [(context.module, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth < 0:
-            del ancestors[-depth:]
+    tree = context.facts.tree
+    pending: List[Tuple[cst.CSTNode, int]] = []  # nodes with leave handlers, not yet left
+
+    def leave_until(depth: int) -> None:
+        while pending and pending[-1][1] >= depth:
+            node, node_depth = pending.pop()
+            del ancestors[node_depth + 1:]
             for handler in leave[type(node)]:
                 handler(node)
-            continue
+
+    for node, depth in zip(tree.nodes, tree.depths):
+        if pending:
+            leave_until(depth)
         del ancestors[depth:]
         ancestors.append(node)
-        for handler in enter.get(type(node), ()):
+        node_type = type(node)
+        for handler in enter.get(node_type, ()):
             handler(node)
-        if type(node) in leave:
-            stack.append((node, -(depth + 1)))
-        stack.extend((child, depth + 1) for child in reversed(children(node)))
+        if node_type in leave:
+            pending.append((node, depth))
+    leave_until(0)
 
 
 @dataclass

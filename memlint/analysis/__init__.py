@@ -14,12 +14,13 @@ from memlint.analysis.dataflow import block_flow
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.training import TrainingFacts
-from memlint.analysis.tree import dotted_name, walk
+from memlint.analysis.tree import TreeIndex, dotted_name, index, walk
 
 
 class Facts:
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None) -> None:
         self.module = module
+        self._tree = tree
         self._torch: Optional[TorchNames] = None
         self._loops: Dict[int, LoopFacts] = {}
         self._scopes: Dict[int, ScopeUses] = {}
@@ -35,10 +36,17 @@ class Facts:
         return self._torch
 
     @property
+    def tree(self) -> TreeIndex:
+        """Every node in source order, with depths and parents (one walk, shared)."""
+        if self._tree is None:
+            self._tree = index(self.module)
+        return self._tree
+
+    @property
     def training(self) -> TrainingFacts:
         """The shape of the training step: backward, optimizer steps, forwards, grad mode."""
         if self._training is None:
-            self._training = TrainingFacts(self.module, self.names)
+            self._training = TrainingFacts(self.module, self.names, self.tree)
         return self._training
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:

@@ -43,7 +43,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, sources_of
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import children, dotted_name
+from memlint.analysis.tree import TreeIndex, children, dotted_name
 
 Scope = cst.CSTNode  # a FunctionDef, Lambda or the Module
 
@@ -297,10 +297,11 @@ class TrainingFacts:
 
     MAX_FOLLOW_DEPTH = 4
 
-    def __init__(self, module: cst.Module, names: TorchNames) -> None:
+    def __init__(self, module: cst.Module, names: TorchNames, tree: TreeIndex) -> None:
         self.module = module
         self.names = names
-        self._parent: Dict[int, cst.CSTNode] = {}
+        self._tree = tree
+        self._parent: Dict[int, cst.CSTNode] = tree.parents
         self._order: Dict[int, int] = {}
         self._scope_of: Dict[int, Scope] = {}
         self.calls: List[cst.Call] = []
@@ -345,19 +346,21 @@ class TrainingFacts:
 
     # -- the walk ------------------------------------------------------------------------------
     def _index(self) -> None:
-        order = 0
-        stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], Scope, Optional[cst.ClassDef]]] = [
-            (self.module, None, self.module, None)]
+        """One pass over the file's tree index (no walk of its own): parents, source order,
+        scopes, and the nodes the questions below are about."""
+        tree = self._tree
         classes_of: Dict[int, Optional[cst.ClassDef]] = {}
-        parents, orders, scopes = self._parent, self._order, self._scope_of
+        orders, scopes = self._order, self._scope_of
         interesting = _INDEXED  # concrete types: `type(x) is` is much cheaper than ABC isinstance
         scoped = _SCOPED
-        while stack:
-            node, parent, scope, klass = stack.pop()
+        # (depth of the node that opened it, scope, class) for the nodes around the current one
+        around: List[Tuple[int, Scope, Optional[cst.ClassDef]]] = [(-1, self.module, None)]
+        for order, (node, depth) in enumerate(zip(tree.nodes, tree.depths)):
+            while around[-1][0] >= depth:
+                around.pop()
+            _, scope, klass = around[-1]
             key = id(node)
-            parents[key] = parent  # type: ignore[assignment]
             orders[key] = order
-            order += 1
             inner_scope, inner_class = scope, klass
             node_type = type(node)
             if node_type in scoped:
@@ -378,9 +381,8 @@ class TrainingFacts:
                     self.classes.setdefault(node.name.value, node)  # type: ignore[attr-defined]
             elif node_type in interesting:
                 self._index_node(node, scope)
-            for child in reversed(tuple(children(node))):
-                stack.append((child, node, inner_scope, inner_class))
-        parents.pop(id(self.module), None)
+            if inner_scope is not scope or inner_class is not klass:
+                around.append((depth, inner_scope, inner_class))
         self._class_of = classes_of
         self._resolved: Dict[int, cst.FunctionDef] = {}
         for call in self.calls:

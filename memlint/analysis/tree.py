@@ -9,6 +9,7 @@ operators) that no analysis looks at: a full walk then costs about a fifth of th
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Dict, Iterator, List, Tuple, Type
 
 import libcst as cst
@@ -89,6 +90,33 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = stack.pop()
         yield current
         stack.extend(reversed(children(current)))
+
+
+@dataclass(frozen=True)
+class TreeIndex:
+    """Every meaningful node of a module in pre-order (source order), with its depth and
+    parent: the one full walk of a file, which the engine's rule dispatch and the analyses
+    that need the whole tree (analysis/training.py) both read instead of walking again."""
+
+    nodes: List[cst.CSTNode]
+    depths: List[int]
+    parents: Dict[int, cst.CSTNode]  # id(node) -> parent; the module has none
+
+
+def index(module: cst.Module) -> TreeIndex:
+    nodes: List[cst.CSTNode] = []
+    depths: List[int] = []
+    parents: Dict[int, cst.CSTNode] = {}
+    stack: List[Tuple[cst.CSTNode, int]] = [(module, 0)]
+    while stack:
+        node, depth = stack.pop()
+        nodes.append(node)
+        depths.append(depth)
+        kids = children(node)
+        for child in kids:
+            parents[id(child)] = node
+        stack.extend((child, depth + 1) for child in reversed(kids))
+    return TreeIndex(nodes, depths, parents)
 
 
 NEW_SCOPE = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
