@@ -32,7 +32,7 @@ class Facts:
     def names(self) -> TorchNames:
         """Import-aware names: `facts.names.call_name(call) == "torch.randn"`."""
         if self._torch is None:
-            self._torch = TorchNames(self.module)
+            self._torch = TorchNames(self.module, self._tree)
         return self._torch
 
     @property

@@ -16,21 +16,19 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.tree import children, dotted_name
+from memlint.analysis.tree import TreeIndex, children, dotted_name, walk
 
-def _statements(node: cst.CSTNode) -> Iterator[cst.BaseStatement]:
-    """Every statement under `node`, nested blocks included (imports inside functions count)."""
-    for child in children(node):
-        if isinstance(child, cst.BaseStatement):
-            yield child
-        if not isinstance(child, (cst.BaseExpression, cst.SimpleStatementLine)):
-            yield from _statements(child)
+def _imports(module: cst.Module, tree: Optional[TreeIndex]) -> Iterator[cst.CSTNode]:
+    """Every import statement, nested blocks included (imports inside functions count)."""
+    if tree is not None:
+        return (node for node in tree.nodes if type(node) is cst.Import or type(node) is cst.ImportFrom)
+    return (node for node in walk(module) if isinstance(node, (cst.Import, cst.ImportFrom)))
 
 
 class TorchNames:
     """Resolves names and attribute chains to fully qualified import names."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None) -> None:
         aliases: Dict[str, str] = {}
         ambiguous: Set[str] = set()
         rebound: Set[str] = set()
@@ -42,31 +40,29 @@ class TorchNames:
             aliases[local] = qualified
             imports.setdefault(local, []).append(statement)
 
-        for stmt in _statements(module):
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Import):
-                        for alias in small.names:
-                            full = dotted_name(alias.name)
-                            if full is None:
-                                continue
-                            if alias.asname is not None:
-                                bind(alias.asname.name.value, full, small)  # type: ignore[union-attr]
-                            else:
-                                top = full.split(".")[0]
-                                bind(top, top, small)
-                    elif isinstance(small, cst.ImportFrom):
-                        if small.relative or small.module is None:
-                            continue
-                        base = dotted_name(small.module)
-                        if base is None or isinstance(small.names, cst.ImportStar):
-                            continue
-                        for alias in small.names:
-                            name = dotted_name(alias.name)
-                            if name is None:
-                                continue
-                            local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
-                            bind(local, f"{base}.{name}", small)
+        for small in _imports(module, tree):
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    full = dotted_name(alias.name)
+                    if full is None:
+                        continue
+                    if alias.asname is not None:
+                        bind(alias.asname.name.value, full, small)  # type: ignore[union-attr]
+                    else:
+                        top = full.split(".")[0]
+                        bind(top, top, small)
+            elif isinstance(small, cst.ImportFrom):
+                if small.relative or small.module is None:
+                    continue
+                base = dotted_name(small.module)
+                if base is None or isinstance(small.names, cst.ImportStar):
+                    continue
+                for alias in small.names:
+                    name = dotted_name(alias.name)
+                    if name is None:
+                        continue
+                    local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
+                    bind(local, f"{base}.{name}", small)
         for stmt in module.body:  # module-level rebinding shadows an import for the whole file
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 rebound.add(stmt.name.value)

@@ -9,8 +9,9 @@ operators) that no analysis looks at: a full walk then costs about a fifth of th
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Tuple, Type
+from typing import Callable, Dict, Iterator, List, Tuple
 
 import libcst as cst
 
@@ -46,40 +47,51 @@ _FORMATTING_FIELDS = frozenset(
      "semicolon", "equal", "operator", "dot", "star", "newline", "trailing_whitespace", "async_"}
 )
 
-_child_fields: Dict[Type[cst.CSTNode], Tuple[str, ...]] = {}
+_field_getters: Dict[type, Callable[[cst.CSTNode], Tuple[object, ...]]] = {}
 _wanted: Dict[type, bool] = {}  # per concrete type: a node worth walking? (ABC checks are slow)
 
 
-def _fields(node_type: Type[cst.CSTNode]) -> Tuple[str, ...]:
-    fields = _child_fields.get(node_type)
-    if fields is None:
-        fields = tuple(
-            f.name
-            for f in dataclasses.fields(node_type)
-            if f.name not in _FORMATTING_FIELDS and not f.name.startswith("whitespace")
-        )
-        _child_fields[node_type] = fields
-    return fields
+def _getter(node_type: type) -> Callable[[cst.CSTNode], Tuple[object, ...]]:
+    """A function returning the node's child-holding fields as a tuple (cached per type)."""
+    names = tuple(
+        f.name for f in dataclasses.fields(node_type)
+        if f.name not in _FORMATTING_FIELDS and not f.name.startswith("whitespace")
+    )
+    if len(names) == 1:
+        single = operator.attrgetter(names[0])
+        getter: Callable[[cst.CSTNode], Tuple[object, ...]] = lambda node: (single(node),)
+    elif names:
+        getter = operator.attrgetter(*names)  # type: ignore[assignment]
+    else:
+        getter = lambda node: ()
+    _field_getters[node_type] = getter
+    return getter
 
 
 def _is_wanted(value_type: type) -> bool:
-    wanted = _wanted.get(value_type)
-    if wanted is None:
-        wanted = issubclass(value_type, cst.CSTNode) and not issubclass(value_type, _FORMATTING)
-        _wanted[value_type] = wanted
+    wanted = issubclass(value_type, cst.CSTNode) and not issubclass(value_type, _FORMATTING)
+    _wanted[value_type] = wanted
     return wanted
 
 
 def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     """The node's meaningful children, in source order."""
+    node_type = type(node)
+    getter = _field_getters.get(node_type) or _getter(node_type)
+    wanted = _wanted
     found = []
-    for name in _fields(type(node)):
-        value = getattr(node, name)
+    for value in getter(node):
         value_type = type(value)
         if value_type is tuple or value_type is list:
-            found.extend(item for item in value if _is_wanted(type(item)))
-        elif _is_wanted(value_type):
-            found.append(value)
+            for item in value:  # type: ignore[attr-defined]
+                item_type = type(item)
+                keep = wanted.get(item_type)
+                if keep or (keep is None and _is_wanted(item_type)):
+                    found.append(item)
+        else:
+            keep = wanted.get(value_type)
+            if keep or (keep is None and _is_wanted(value_type)):
+                found.append(value)
     return found
 
 
