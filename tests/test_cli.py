@@ -105,6 +105,14 @@ def test_unsafe_fix_is_hidden_then_applied_when_asked(tmp_path):
     assert 'noise = torch.empty(64, 64, device="cuda")' in path.read_text()
 
 
+def test_summary_counts_hidden_fixes_in_the_plural(tmp_path):
+    write(tmp_path, "a.py", MOVED)
+    write(tmp_path, "b.py", MOVED)
+    result = memlint(tmp_path, ".")
+    assert "Found 2 errors." in result.stdout
+    assert "(2 hidden fixes can be enabled with the `--unsafe-fixes` option)" in result.stdout
+
+
 def test_json_output_is_stable_and_carries_each_fix_diff(tmp_path):
     write(tmp_path, "train.py", BAD)
     result = memlint(tmp_path, "--output-format", "json", "train.py")

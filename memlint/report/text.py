@@ -12,7 +12,9 @@ from memlint.run import FileOutcome
 
 
 def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {word}{'es' if word.endswith(('s', 'x')) else 's'}"
 
 
 def findings(outcomes: Sequence[FileOutcome], unsafe: bool) -> List[str]:
