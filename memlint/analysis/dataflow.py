@@ -115,26 +115,26 @@ def sources_of(expr: cst.CSTNode) -> Set[str]:
     return found
 
 
-def _leaf_targets(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def leaf_targets(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The names, attributes and subscripts an assignment target stores into (`a, (b.c, *d[0])`)."""
     if isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
-            yield from _leaf_targets(element.value)
+            yield from leaf_targets(element.value)
     elif isinstance(target, cst.StarredElement):
-        yield from _leaf_targets(target.value)
+        yield from leaf_targets(target.value)
     else:
         yield target
 
 
 def target_names(target: cst.CSTNode) -> Set[str]:
     """Plain names a target binds."""
-    return {leaf.value for leaf in _leaf_targets(target) if isinstance(leaf, cst.Name)}
+    return {leaf.value for leaf in leaf_targets(target) if isinstance(leaf, cst.Name)}
 
 
 def _containers(target: cst.CSTNode) -> Set[str]:
     """For `a.b = v` / `a[i] = v` (also inside tuples): the names the containers come from."""
     found: Set[str] = set()
-    for leaf in _leaf_targets(target):
+    for leaf in leaf_targets(target):
         if isinstance(leaf, (cst.Attribute, cst.Subscript)):
             found |= sources_of(leaf.value) or {"<expr>"}
     return found
@@ -171,7 +171,7 @@ class _Collector:
         self.flow.uses.append(Use(name.value, store, name, conditional, nested, scalar))
 
     def _store(self, target: cst.CSTNode, conditional: bool, nested: bool) -> None:
-        for leaf in _leaf_targets(target):
+        for leaf in leaf_targets(target):
             if isinstance(leaf, cst.Name):
                 self._use(leaf, True, conditional, nested)
             else:  # attribute or subscript target: its parts are loads
@@ -198,7 +198,7 @@ class _Collector:
         if containers and sources:
             self.flow.sinks.append(Sink("stored", sources, frozenset(containers), node))
         for target in targets:
-            for leaf in _leaf_targets(target):
+            for leaf in leaf_targets(target):
                 if isinstance(leaf, cst.Attribute) and leaf.attr.value == "requires_grad":
                     self._made_leaf(leaf.value, node)
 

@@ -41,7 +41,8 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, sources_of
+from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, leaf_targets,
+                                       sources_of)
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, children, dotted_name
 
@@ -264,13 +265,7 @@ def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
 
 def _stores_into_container(target: cst.CSTNode) -> bool:
     """`obj.a = v`, `d[k] = v`, also inside a tuple target."""
-    if isinstance(target, (cst.Attribute, cst.Subscript)):
-        return True
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return any(_stores_into_container(e.value) for e in target.elements)
-    if isinstance(target, cst.StarredElement):
-        return _stores_into_container(target.value)
-    return False
+    return any(isinstance(leaf, (cst.Attribute, cst.Subscript)) for leaf in leaf_targets(target))
 
 
 def _expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
