@@ -1,5 +1,14 @@
-"""`# noqa` comments: `# noqa`, `# noqa: MEM101`, `# noqa: MEM101,MEM2` (codes or prefixes) on
-the reported line or on the first line of its statement, and `# memlint: noqa` for a whole file.
+"""`# noqa` comments, in the grammar flake8 and ruff share, where they differ as ruff has it.
+
+- `# noqa` on the reported line, or on the first line of its statement, hides every code there;
+  `# noqa: MEM101, MEM2` (codes or prefixes, after the colon, separated by commas and/or
+  whitespace) hides those codes only. The list ends at the first item that is not a code, so
+  `# noqa: MEM101 keeps the buffer` is MEM101; a `#` ends it too.
+- `noqa` must be followed by the end of the comment, whitespace, `#` or `:`; anything else
+  (`# noqaxyz`) makes no directive. `# noqa:` with no code hides nothing (flake8 would read it
+  as a bare `# noqa`; ruff warns and hides nothing: silence must be asked for).
+- A comment that starts with `# memlint: noqa` hides every finding in the file;
+  `# memlint: noqa: MEM101` hides those codes in the whole file, as `# ruff: noqa: F401` does.
 
 Only real comments count (found with the tokenizer), so a "# noqa" inside a string does not.
 """
@@ -13,42 +22,75 @@ from typing import Dict, FrozenSet, Optional
 
 from memlint.findings import Finding
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]*(?:\s*,\s*[A-Za-z]+[0-9]*)*))?",
-                   re.IGNORECASE)
-_FILE_NOQA = re.compile(r"#\s*memlint\s*:\s*noqa\b", re.IGNORECASE)
+_INLINE = re.compile(r"#\s*noqa", re.IGNORECASE)
+_FILE = re.compile(r"#\s*memlint\s*:\s*noqa", re.IGNORECASE)
+_CODE = re.compile(r"[A-Z]+[0-9]+", re.IGNORECASE)
+_SEPARATORS = re.compile(r"[\s,]*")
+EVERY_CODE: FrozenSet[str] = frozenset()  # a bare directive
+
+
+def _codes(text: str) -> Optional[FrozenSet[str]]:
+    """The codes of the list after `noqa:`; None when there is none (not a directive)."""
+    codes = []
+    position = _SEPARATORS.match(text).end()  # type: ignore[union-attr]
+    while position < len(text) and text[position] != "#":
+        code = _CODE.match(text, position)
+        if code is None:
+            break
+        codes.append(code.group().upper())
+        position = code.end()
+        if position < len(text) and text[position].isalnum():
+            return None  # `MEM101abc`: not a code list (ruff: invalid code suffix)
+        position = _SEPARATORS.match(text, position).end()  # type: ignore[union-attr]
+    return frozenset(codes) if codes else None
+
+
+def _directive(text: str, prefix: "re.Pattern[str]") -> Optional[FrozenSet[str]]:
+    """What the directive starting at `prefix`'s match in comment `text` hides: EVERY_CODE, some
+    codes, or None when the match makes no directive."""
+    match = prefix.match(text)
+    if match is None:
+        return None
+    rest = text[match.end():]
+    if not rest or rest[0] == "#" or rest[0].isspace():
+        return EVERY_CODE
+    if rest[0] == ":":
+        return _codes(rest[1:])
+    return None
 
 
 class Suppressions:
     def __init__(self, source: str) -> None:
-        self.whole_file = False
+        self._file: Optional[FrozenSet[str]] = None  # codes hidden in the whole file
         self._lines: Dict[int, FrozenSet[str]] = {}
         try:
             for token in tokenize.generate_tokens(io.StringIO(source).readline):
                 if token.type == tokenize.COMMENT:
                     self._comment(token.start[0], token.string)
         except (tokenize.TokenError, SyntaxError):
-            pass  # the source parsed with LibCST; a tokenizer quirk only loses later comments
+            pass  # the source compiled; a tokenizer quirk only loses later comments
 
     def _comment(self, line: int, text: str) -> None:
-        if _FILE_NOQA.search(text):
-            self.whole_file = True
-        match = _NOQA.search(text)
-        if match is None:
+        whole_file = _directive(text, _FILE)
+        if whole_file is not None:
+            if self._file is None:
+                self._file = whole_file
+            elif self._file and whole_file:  # two lists of codes: both hold
+                self._file |= whole_file
+            else:  # one of them is bare
+                self._file = EVERY_CODE
             return
-        codes = match.group("codes")
-        # an empty set: a bare `# noqa` suppresses every code on its line
-        self._lines[line] = (
-            frozenset() if codes is None
-            else frozenset(code.strip().upper() for code in codes.split(","))
-        )
+        for start in (m.start() for m in _INLINE.finditer(text)):  # `# type: ignore  # noqa`
+            codes = _directive(text[start:], _INLINE)
+            if codes is not None:
+                self._lines[line] = codes
+                return
 
-    def _suppresses(self, line: int, code: str) -> bool:
-        codes: Optional[FrozenSet[str]] = self._lines.get(line)
-        if codes is None:
-            return False
-        return not codes or any(code.startswith(prefix) for prefix in codes)
+    @staticmethod
+    def _hidden(code: str, codes: Optional[FrozenSet[str]]) -> bool:
+        return codes is not None and (not codes or code.startswith(tuple(codes)))
 
     def hides(self, finding: Finding) -> bool:
-        return self.whole_file or any(
-            self._suppresses(line, finding.code) for line in {finding.line, finding.statement_line}
+        return self._hidden(finding.code, self._file) or any(
+            self._hidden(finding.code, self._lines.get(line)) for line in {finding.line, finding.statement_line}
         )
