@@ -7,8 +7,9 @@ asks (memlint.analysis); positions are computed only for files with something to
 
 from __future__ import annotations
 
-import ast
 import difflib
+import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
@@ -23,6 +24,7 @@ from memlint.rule import Rule
 from memlint.suppressions import Suppressions
 
 MAX_FIX_ROUNDS = 10
+SYNTAX = f"Python {sys.version_info[0]}.{sys.version_info[1]}"  # the grammar files are held to
 
 
 class SourceError(Exception):
@@ -129,27 +131,39 @@ def _positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
+def compiles(source: str, path: str) -> None:
+    """The syntax gate, one rule for every file: what the running Python compiles. LibCST's
+    parser alone accepts code CPython rejects (1,000 nested brackets, newer grammar), and such
+    a file must neither pass as clean nor be rewritten. Compiling costs a tenth of a LibCST parse."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings are not memlint's to report
+            compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        where = f" (line {error.lineno}, column {error.offset})" if error.lineno else ""
+        raise SourceError(f"cannot parse as {SYNTAX}: {error.msg}{where}") from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise SourceError(f"cannot parse as {SYNTAX}: {error or 'nesting too deep'}") from None
+
+
 def parse(source: str) -> cst.Module:
+    """The LibCST tree of a source that already compiles."""
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         raise SourceError(
-            f"cannot parse: {error.message} (line {error.raw_line}, column {error.raw_column + 1})"
+            f"cannot parse: {SYNTAX} accepts this file but memlint's parser does not: {error.message} "
+            f"(line {error.raw_line}, column {error.raw_column + 1})"
         ) from None
     except (RecursionError, MemoryError):
-        raise SourceError("cannot parse: nesting too deep") from None
+        raise SourceError("cannot parse: nesting too deep for memlint's parser") from None
 
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]]) -> Checked:
     """Lint one source with the given rules."""
+    compiles(source, path)
     wanted = [r for r in rule_types if any(word in source for word in r.REQUIRES)]
-    if not wanted:  # nothing to look for: only make sure it is Python, ten times cheaper
-        try:
-            ast.parse(source, filename=path)
-        except SyntaxError as error:
-            raise SourceError(f"cannot parse: {error.msg} (line {error.lineno}, column {error.offset})") from None
-        except (ValueError, RecursionError, MemoryError) as error:
-            raise SourceError(f"cannot parse: {error}") from None
+    if not wanted:  # nothing to look for: it compiles, that is all to check
         return Checked(source, None, [])
     module = parse(source)
     context = FileContext(module)
@@ -202,9 +216,9 @@ def verified_code(module: cst.Module, path: str) -> str:
     """The module's code, if it is still valid Python; else SourceError (nothing gets written)."""
     code = module.code
     try:
-        ast.parse(code, filename=path)
-        cst.parse_module(code)
-    except (SyntaxError, ValueError, cst.ParserSyntaxError) as error:
+        compiles(code, path)
+        parse(code)
+    except SourceError as error:
         raise SourceError(f"a fix produced code that does not parse ({error}); nothing written") from None
     return code
 
@@ -220,6 +234,25 @@ class FixResult:
     source: str  # the fixed source (unchanged when nothing applied)
     applied: List[Finding]  # findings whose fixes were applied, in the round they were found
     remaining: List[Finding]  # what a lint of the fixed source still reports
+
+
+def _edit_key(edit: Edit, module: cst.Module) -> Tuple[object, ...]:
+    """What an edit does, comparable across fixes: the node it acts on (by identity) and the code it puts."""
+    if isinstance(edit, Replace):
+        return ("replace", id(edit.target), module.code_for_node(edit.replacement))
+    if isinstance(edit, Remove):
+        return ("remove", id(edit.target))
+    return (type(edit).__name__, id(edit.anchor), tuple(module.code_for_node(s) for s in edit.statements))
+
+
+def _fixed_along(checked: Checked, chosen: Sequence[Finding]) -> List[Finding]:
+    """Findings not chosen whose every edit a chosen fix makes too (one import rewrite serving two
+    deprecated calls): they are fixed as well, and counted, since the count is of findings."""
+    assert checked.module is not None
+    module = checked.module
+    made = {_edit_key(edit, module) for finding in chosen for edit in finding.fix.edits}  # type: ignore[union-attr]
+    return [f for f in checked.findings if f not in chosen and f.fix is not None
+            and all(_edit_key(edit, module) in made for edit in f.fix.edits)]
 
 
 def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False) -> FixResult:
@@ -239,6 +272,7 @@ def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool =
         if new_source == checked.source:
             break
         applied.extend(chosen)
+        applied.extend(_fixed_along(checked, chosen))
         checked = check(new_source, path, rule_types)
     return FixResult(checked.source, applied, checked.findings)
 

@@ -291,6 +291,18 @@ def test_bad_configuration_is_a_one_line_error(tmp_path, table, words):
     assert "pyproject.toml" in line and words in line
 
 
+def test_findings_sharing_one_edit_are_all_counted_as_fixed(tmp_path):
+    two_uses = ("from torch.cuda.amp import GradScaler, autocast\n\n"
+                "scaler = GradScaler()\nwith autocast():\n    pass\n")
+    path = write(tmp_path, "train.py", two_uses)
+    result = memlint(tmp_path, "train.py")
+    assert "Found 2 errors." in result.stdout and "[*] 2 fixable" in result.stdout
+    assert "Would fix 2 errors (0 remaining)." in memlint(tmp_path, "--diff", "train.py").stderr
+    result = memlint(tmp_path, "--fix", "train.py")
+    assert "Found 2 errors (2 fixed, 0 remaining)." in result.stdout
+    assert path.read_text().startswith("from torch.amp import GradScaler, autocast\n")
+
+
 def test_rules_and_explain(tmp_path):
     result = memlint(tmp_path, "rules")
     assert result.returncode == 0

@@ -1,0 +1,51 @@
+"""One syntax for every file: what the Python memlint runs on compiles. A file it rejects is an
+error naming that Python, whether or not the file mentions torch, and is never rewritten."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from test_cli import BAD, memlint, write
+
+PYTHON = f"Python {sys.version_info[0]}.{sys.version_info[1]}"
+
+
+@pytest.mark.parametrize("source,reason", [
+    ("x = " + "(" * 1000 + ")" * 1000 + "\n", "too many nested parentheses"),
+    ("def step():\n    pass\nreturn 1\n", "'return' outside function"),  # the compiler's check, not the parser's
+])
+@pytest.mark.parametrize("mentions_torch", [False, True])
+def test_code_cpython_rejects_is_an_error_with_or_without_torch(tmp_path, source, reason, mentions_torch):
+    head = "import torch\n" if mentions_torch else ""
+    path = write(tmp_path, "bad.py", head + source)
+    result = memlint(tmp_path, "--fix", "bad.py")
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"bad.py: error: cannot parse as {PYTHON}: {reason}"), line
+    assert path.read_text() == head + source
+
+
+def test_newer_grammar_follows_the_running_python(tmp_path):
+    """`type X = ...` is Python 3.12 grammar: an error before 3.12, linted and fixed from it on."""
+    path = write(tmp_path, "train.py", "type Batch = list\n" + BAD)
+    result = memlint(tmp_path, "--fix", "train.py")
+    if sys.version_info < (3, 12):
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            f"train.py: error: cannot parse as {PYTHON}: invalid syntax (line 1, column 6)"]
+        assert path.read_text() == "type Batch = list\n" + BAD
+    else:
+        assert result.returncode == 0, result.stderr
+        assert "noise.normal_()" in path.read_text()
+
+
+@pytest.mark.parametrize("head", ["import torch\n", ""])
+def test_a_syntax_error_is_reported_on_its_own_line(tmp_path, head):
+    write(tmp_path, "broken.py", head + "def broken(:\n    pass\n")
+    result = memlint(tmp_path, "broken.py")
+    line = 2 if head else 1
+    assert result.stderr.splitlines() == [
+        f"broken.py: error: cannot parse as {PYTHON}: invalid syntax (line {line}, column 12)"]
+
