@@ -71,11 +71,15 @@ def _check(argv: Sequence[str]) -> int:
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
                       fix_diffs=args.output_format == "json")
+    for warning in config.warnings:
+        print(f"memlint: warning: {warning}", file=sys.stderr)
     outcomes = run(args.paths, config, rules, options)
 
     for outcome in outcomes:
         if outcome.error is not None:
             print(f"{outcome.display}: error: {outcome.error}", file=sys.stderr)
+        if outcome.warning is not None:
+            print(f"{outcome.display}: warning: {outcome.warning}, skipped", file=sys.stderr)
     if args.output_format == "json":
         print(json_report.render(outcomes))
     elif args.diff:
@@ -135,6 +139,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rest = argv[1:] if argv and argv[0] in COMMANDS else argv
     handler = {"check": _check, "rules": _rules_command, "explain": _explain_command,
                "verify": _verify_command}[command]
+    for stream in (sys.stdout, sys.stderr):  # a file name in no encoding is printed as its bytes
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
     try:
         return handler(rest)
     except KeyboardInterrupt:

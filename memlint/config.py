@@ -12,6 +12,7 @@ prefix such as "MEM2" selects the default rules of that family.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -77,6 +78,13 @@ class Selection:
         return chosen
 
 
+def location(path: Path) -> Path:
+    """Where `path` itself stands, its folders' links resolved but not a link it may be: a
+    link is matched by its own name, as git does, and a looping one does not raise."""
+    absolute = os.path.abspath(path)
+    return Path(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+
+
 @dataclass
 class Config:
     root: Path  # globs are relative to this folder
@@ -85,10 +93,11 @@ class Config:
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
     exclude: List[str] = field(default_factory=list)
     unsafe_fixes: bool = False
+    warnings: List[str] = field(default_factory=list)  # for the user, one line each
 
     def _relative(self, path: Path) -> Optional[str]:
         try:
-            return path.resolve().relative_to(self.root.resolve()).as_posix()
+            return location(path).relative_to(os.path.realpath(self.root)).as_posix()
         except ValueError:
             return None
 
@@ -154,15 +163,27 @@ def parse_table(table: Mapping[str, object], root: Path, source: Optional[Path],
     return config
 
 
-def find_pyproject(start: Path) -> Optional[Path]:
-    """The nearest pyproject.toml at or above `start` that has a [tool.memlint] table."""
+# a [tool.memlint] table, one of its sub-tables, or a dotted `tool.memlint` key
+_OURS = re.compile(r"^\s*(\[\s*tool\s*\.\s*memlint\b|tool\s*\.\s*memlint\s*[.=])", re.MULTILINE)
+
+
+def find_pyproject(start: Path, warnings: List[str]) -> Optional[Path]:
+    """The nearest pyproject.toml at or above `start` that has a [tool.memlint] table. One that
+    is not valid TOML and shows no such table is not memlint's: a warning, and the search goes on."""
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
+        if os.path.isfile(candidate):
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+                text = candidate.read_text(encoding="utf-8")
+                data = tomllib.loads(text)
+            except (OSError, UnicodeDecodeError) as error:
                 raise ConfigError(f"{candidate}: cannot read: {error}") from None
+            except tomllib.TOMLDecodeError as error:
+                if _OURS.search(text):
+                    raise ConfigError(f"{candidate}: cannot read: {error}") from None
+                warnings.append(f"{candidate}: not valid TOML ({error}); it has no [tool.memlint], "
+                                f"so it is skipped")
+                continue
             if isinstance(data.get("tool"), dict) and "memlint" in data["tool"]:
                 return candidate
     return None
@@ -170,9 +191,10 @@ def find_pyproject(start: Path) -> Optional[Path]:
 
 def load(start: Path, registry: Mapping[str, Type[Rule]], explicit: Optional[Path] = None) -> Config:
     """The configuration for a run started in `start` (or read from `explicit`)."""
-    path = explicit if explicit is not None else find_pyproject(start.resolve())
+    warnings: List[str] = []
+    path = explicit if explicit is not None else find_pyproject(start.resolve(), warnings)
     if path is None:
-        return Config(root=start)
+        return Config(root=start, warnings=warnings)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
@@ -180,4 +202,6 @@ def load(start: Path, registry: Mapping[str, Type[Rule]], explicit: Optional[Pat
     table = data.get("tool", {}).get("memlint", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.memlint] must be a table")
-    return parse_table(table, path.parent, path, registry)
+    config = parse_table(table, path.parent, path, registry)
+    config.warnings = warnings
+    return config

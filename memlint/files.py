@@ -3,10 +3,16 @@
 A file named on the command line is always linted; files found by walking a folder are
 skipped when a .gitignore (of the folder or any parent up to the repository root) or the
 `exclude` setting says so, and folders such as .git, .venv and build are never entered.
+
+The walk stays inside the folder it was given: symbolic links to folders are not entered,
+links to files outside it are not followed, and FIFOs, sockets and devices are not source. A
+path that cannot be read is a BadPath (one line, never an exception): an error, or a warning
+for a `.py` link that leads nowhere (broken or looping), since no source is lost by skipping it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +20,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import pathspec
 
-from memlint.config import Config
+from memlint.config import Config, location
 
 SKIPPED_FOLDERS = frozenset({
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__",
@@ -25,8 +31,12 @@ SOURCE_SUFFIXES = (".py",)
 
 
 @dataclass(frozen=True)
-class MissingPath:
+class BadPath:
+    """A path that cannot be linted, and why (one line)."""
+
     path: Path
+    message: str
+    warning: bool = False  # skipped, but the run is not failed for it
 
 
 _Ignores = List[Tuple[Path, pathspec.PathSpec]]
@@ -34,7 +44,7 @@ _Ignores = List[Tuple[Path, pathspec.PathSpec]]
 
 def _gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
     file = folder / ".gitignore"
-    if not file.is_file():
+    if not os.path.isfile(file):
         return None
     try:
         lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -50,7 +60,7 @@ def _parent_ignores(folder: Path) -> _Ignores:
         spec = _gitignore(parent)
         if spec is not None:
             found.append((parent, spec))
-        if (parent / ".git").exists():
+        if os.path.exists(parent / ".git"):
             break
     return found
 
@@ -58,7 +68,7 @@ def _parent_ignores(folder: Path) -> _Ignores:
 def _ignored(path: Path, is_dir: bool, ignores: _Ignores) -> bool:
     for base, spec in ignores:
         try:
-            relative = path.resolve().relative_to(base).as_posix()
+            relative = location(path).relative_to(base).as_posix()
         except ValueError:
             continue
         if spec.match_file(relative + ("/" if is_dir else "")):
@@ -66,7 +76,38 @@ def _ignored(path: Path, is_dir: bool, ignores: _Ignores) -> bool:
     return False
 
 
-def _walk(root: Path, config: Config) -> Iterator[Path]:
+def _reason(path: Path, error: OSError) -> str:
+    """Why `path` cannot be opened, in a user's words."""
+    if error.errno == errno.ELOOP:
+        return "symbolic link loop"
+    if error.errno == errno.ENOENT and os.path.islink(path):
+        return f"broken symbolic link (to {os.readlink(path)})"
+    if error.errno == errno.ENOENT:
+        return "no such file or directory"
+    return (error.strerror or str(error)).lower()
+
+
+def _inside(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _source_file(entry: os.DirEntry, root: str) -> Union[Path, BadPath, None]:
+    """A `.py` entry of a walked folder: the file to lint, a reason to skip it, or None when it
+    is no source of this tree (a FIFO, socket or device; a link to one, to a folder, or out)."""
+    path = Path(entry.path)
+    try:
+        if entry.is_file():
+            outside = entry.is_symlink() and not _inside(os.path.realpath(path), root)
+            return None if outside else path
+        if entry.is_symlink():
+            os.stat(path)  # raises when the link leads nowhere
+        return None
+    except OSError as error:
+        return BadPath(path, _reason(path, error), warning=error.errno in (errno.ENOENT, errno.ELOOP))
+
+
+def _walk(root: Path, config: Config) -> Iterator[Union[Path, BadPath]]:
+    real_root = os.path.realpath(root)
     ignores = _parent_ignores(root)
     own = _gitignore(root)
     if own is not None:
@@ -76,7 +117,8 @@ def _walk(root: Path, config: Config) -> Iterator[Path]:
         folder, inherited = stack.pop()
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
+        except OSError as error:
+            yield BadPath(folder, f"cannot read folder: {_reason(folder, error)}")
             continue
         subfolders = []
         for entry in entries:
@@ -86,22 +128,29 @@ def _walk(root: Path, config: Config) -> Iterator[Path]:
                     continue
                 spec = _gitignore(path)
                 subfolders.append((path, inherited + [(path.resolve(), spec)] if spec else inherited))
-            elif entry.name.endswith(SOURCE_SUFFIXES) and entry.is_file():
+            elif entry.name.endswith(SOURCE_SUFFIXES):
                 if not _ignored(path, False, inherited) and not config.is_excluded(path):
-                    yield path
+                    found = _source_file(entry, real_root)
+                    if found is not None:
+                        yield found
         stack.extend(reversed(subfolders))
 
 
-def discover(paths: Sequence[str], config: Config) -> Iterator[Union[Path, MissingPath]]:
+def discover(paths: Sequence[str], config: Config) -> Iterator[Union[Path, BadPath]]:
     seen = set()
     for name in paths:
         path = Path(name)
-        if not path.exists():
-            yield MissingPath(path)
+        try:
+            os.stat(path)
+        except OSError as error:
+            yield BadPath(path, _reason(path, error))
             continue
-        found = _walk(path, config) if path.is_dir() else iter((path,))
-        for file in found:
-            key = file.resolve()
+        found = _walk(path, config) if os.path.isdir(path) else iter((path,))
+        for item in found:
+            if isinstance(item, BadPath):
+                yield item
+                continue
+            key = os.path.realpath(item)
             if key not in seen:
                 seen.add(key)
-                yield file
+                yield item

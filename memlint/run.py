@@ -13,10 +13,10 @@ from typing import List, Mapping, Optional, Sequence, Type
 
 from memlint.config import Config
 from memlint.engine import Checked, SourceError, check, fix, fix_diff, unified_diff
-from memlint.files import MissingPath, discover
+from memlint.files import BadPath, discover
 from memlint.findings import Finding
 from memlint.rule import Rule
-from memlint.sourcefile import SourceText, UnreadableFile, read, write_atomic
+from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
 
 
 @dataclass
@@ -35,6 +35,7 @@ class FileOutcome:
     diff: str = ""  # --diff: the whole file's change
     fix_diffs: List[Optional[str]] = field(default_factory=list)  # aligned with findings
     error: Optional[str] = None
+    warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
 
 
 def display_path(path: Path) -> str:
@@ -56,7 +57,12 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
                 if options.diff:
                     outcome.diff = unified_diff(source.text, result.source, display)
                 else:
-                    write_atomic(path, SourceText(result.source, source.encoding))
+                    try:
+                        write_back(path, SourceText(result.source, source.encoding))
+                    except OSError as error:  # nothing written: the file's findings stand as they are
+                        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
+                        outcome.fixed = []
+                        outcome.findings = check(source.text, display, rules).findings
             return outcome
         checked: Checked = check(source.text, display, rules)
         outcome.findings = checked.findings
@@ -66,8 +72,6 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
             ]
     except (UnreadableFile, SourceError) as error:
         outcome.error = str(error)
-    except OSError as error:
-        outcome.error = f"cannot write: {error.strerror or error}"
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
     return outcome
@@ -79,8 +83,10 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
     base_rules = config.selection.rules(registry)
     outcomes = []
     for item in discover(paths, config):
-        if isinstance(item, MissingPath):
-            outcomes.append(FileOutcome(str(item.path), error="no such file or directory"))
+        if isinstance(item, BadPath):
+            display = display_path(item.path)
+            outcomes.append(FileOutcome(display, warning=item.message) if item.warning
+                            else FileOutcome(display, error=item.message))
             continue
         ignored = config.ignored_codes(item)
         rules = config.selection.rules(registry, ignored) if ignored else base_rules

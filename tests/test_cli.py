@@ -291,6 +291,17 @@ def test_bad_configuration_is_a_one_line_error(tmp_path, table, words):
     assert "pyproject.toml" in line and words in line
 
 
+def test_a_broken_pyproject_without_a_memlint_table_is_a_warning(tmp_path):
+    write(tmp_path, "pyproject.toml", '[project]\nname = "x\n[tool.black]\n')
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "train.py")
+    assert result.returncode == 1  # linted with the defaults
+    assert "train.py:4:5: MEM101" in result.stdout
+    [line] = result.stderr.splitlines()
+    assert line.startswith("memlint: warning: ") and "pyproject.toml: not valid TOML" in line
+    assert line.endswith("it has no [tool.memlint], so it is skipped")
+
+
 def test_findings_sharing_one_edit_are_all_counted_as_fixed(tmp_path):
     two_uses = ("from torch.cuda.amp import GradScaler, autocast\n\n"
                 "scaler = GradScaler()\nwith autocast():\n    pass\n")
