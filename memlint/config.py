@@ -195,6 +195,8 @@ def load(start: Path, registry: Mapping[str, Type[Rule]], explicit: Optional[Pat
     path = explicit if explicit is not None else find_pyproject(start.resolve(), warnings)
     if path is None:
         return Config(root=start, warnings=warnings)
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would never finish reading
+        raise ConfigError(f"{path}: cannot read: not a regular file")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:

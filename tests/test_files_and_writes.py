@@ -56,6 +56,9 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
     assert "train.py:4:5: MEM101" in result.stdout
     walked = memlint(tmp_path, ".")  # found by walking, a FIFO is no source: not even opened
     assert walked.returncode == 1 and walked.stderr == ""
+    config = memlint(tmp_path, "--config", "f.py", "train.py")
+    assert config.returncode == 2
+    assert config.stderr.splitlines() == ["memlint: error: f.py: cannot read: not a regular file"]
 
 
 def test_fix_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_path):
