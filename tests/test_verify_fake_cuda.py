@@ -81,6 +81,10 @@ class cuda:
         return cuda.allocated
 
     @staticmethod
+    def mem_get_info():
+        return 80 * 2**30, 96 * 2**30
+
+    @staticmethod
     def max_memory_allocated():
         return cuda.peak
 
@@ -102,9 +106,10 @@ def _script(tmp_path, name, peak_mib, extra=""):
         import torch
         torch.cuda.peak = {peak_mib} * 2**20
         t0 = 1_700_000_000_000_000
+        here = [{{"filename": __file__, "line": 4, "name": "<module>"}}]
         torch.cuda.memory.history[:] = [
-            {{"action": "alloc", "size": 2**20, "time_us": t0}},
-            {{"action": "free_completed", "size": 2**20, "time_us": t0 + 1000}}]
+            {{"action": "alloc", "addr": 1, "size": 2**20, "time_us": t0, "frames": here}},
+            {{"action": "free_completed", "addr": 1, "size": 2**20, "time_us": t0 + 1000}}]
         {extra}
         print("calls", torch.calls)
     """))
@@ -143,7 +148,8 @@ def test_probe_and_cli_on_the_device(tmp_path):
             del os.environ["PYTHONPATH"]
         else:
             os.environ["PYTHONPATH"] = old
-    assert found == {"python": found["python"], "torch": "0.0-fake", "cuda": True, "device_name": "Fake GPU"}
+    assert found == {"python": found["python"], "torch": "0.0-fake", "cuda": True, "device_name": "Fake GPU",
+                     "memory_free": 80 * 2**30}
 
     fixtures = tmp_path / "fixtures" / "MEM101-fake"
     fixtures.mkdir(parents=True)
@@ -160,6 +166,8 @@ def test_probe_and_cli_on_the_device(tmp_path):
     claim = data["results"][0]["claims"][0]
     assert (claim["verdict"], claim["before"], claim["after"], claim["ratio"]) == \
         ("confirmed", 512 * 2**20, 256 * 2**20, 0.5)
+    where = data["results"][0]["peak_attribution"]
+    assert where["before"]["lines"][0]["line"] == 4 and where["after"]["lines"][0]["original_line"] == 4
     plot = ["--plot", str(tmp_path / "gpu.png")] if importlib.util.find_spec("matplotlib") else []
     text = subprocess.run(
         [sys.executable, "-m", "memlint.verify", str(tmp_path / "fixtures"), "--repeat", "1", "-q", *plot],
@@ -167,5 +175,6 @@ def test_probe_and_cli_on_the_device(tmp_path):
         env={**os.environ, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(ROOT)])}, timeout=120)
     assert text.returncode == 0, text.stderr
     assert "CUDA device Fake GPU" in text.stdout and "512.0 MiB" in text.stdout and "256.0 MiB" in text.stdout
+    assert "where the peak is" in text.stdout and "peak 1.0 MiB at before.py:4" in text.stdout  # from the history
     if plot:  # the device timelines come from extra runs with the allocator history on
         assert (tmp_path / "gpu.png").read_bytes()[:4] == b"\x89PNG"
