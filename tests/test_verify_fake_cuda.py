@@ -34,6 +34,8 @@ class _Memory:
     @staticmethod
     def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=0, **kw):
         calls.append(f"history {enabled}")
+        if enabled is None:  # as torch does: stopping drops what was recorded
+            del _Memory.history[:]
 
     @staticmethod
     def _snapshot():
@@ -59,6 +61,10 @@ class cuda:
     @staticmethod
     def init():
         calls.append("init")
+
+    @staticmethod
+    def is_initialized():
+        return False
 
     @staticmethod
     def synchronize():
@@ -178,3 +184,18 @@ def test_probe_and_cli_on_the_device(tmp_path):
     assert "where the peak is" in text.stdout and "peak 1.0 MiB at before.py:4" in text.stdout  # from the history
     if plot:  # the device timelines come from extra runs with the allocator history on
         assert (tmp_path / "gpu.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_gpu_runs_are_forked_from_one_server_unless_turned_off(tmp_path):
+    from memlint.verify.session import Options, measure_plan
+    from memlint.verify.variants import Comparison, Plan, Program
+
+    env = _fake(tmp_path)
+    parent = "import os, torch\nprint(os.getppid())\n"
+    plan = Plan([Comparison("MEM101", 3, "", "safe", ["peak-lower"], Program(parent, str(tmp_path / "a.py")),
+                            Program(parent + "x = 1\n", str(tmp_path / "a.py")))])
+    rows = measure_plan(plan, Options(device="cuda", repeat=2, env=env, jobs=2), stream=None)
+    parents = {int(m.stdout_tail) for m in rows[0].before + rows[0].after}
+    assert len(parents) == 1 and os.getpid() not in parents  # the fork server, for all four runs
+    rows = measure_plan(plan, Options(device="cuda", repeat=1, env=env, fork=False), stream=None)
+    assert {int(m.stdout_tail) for m in rows[0].before + rows[0].after} == {os.getpid()}

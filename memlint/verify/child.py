@@ -364,9 +364,9 @@ def _measure(spec_path):
         try:
             result.update(device_peak=torch.cuda.max_memory_allocated(),
                           device_reserved=torch.cuda.max_memory_reserved())
-            if spec.get("timeline"):
-                torch.cuda.memory._record_memory_history(enabled=None)
+            if spec.get("timeline"):  # read before recording stops: stopping clears the history
                 result.update(_read_history(torch, os.path.abspath(path), result["wall_start"]))
+                torch.cuda.memory._record_memory_history(enabled=None)
         except Exception as failure:  # keep what was measured
             result["note"] = f"device statistics failed: {failure}"
     if grads is not None:
@@ -404,5 +404,115 @@ def probe():
     return 0
 
 
+PRELOAD = ("torch", "torch.optim", "torch._dynamo")  # what every run imports (an optimizer imports _dynamo)
+
+
+def _driver_loaded():
+    """The CUDA driver library is mapped: something started CUDA, and a forked child could not."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
+            return any("libcuda.so" in line for line in handle)
+    except OSError:
+        return False
+
+
+def _os_threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def serve():
+    """A fork server: import torch once, then fork one child per request, each a fresh run.
+
+    Started by memlint.verify.forkserver. Reads one JSON request a line on stdin ({"id", "spec",
+    "stdout", "stderr"}) and answers on stdout: {"ready": true} once, {"started": id, "pid"} per
+    request, and {"exited": pid, "code"} when a child ends (code as Popen.returncode gives it).
+    CUDA is never initialised here, so that each child can start its own context; and forking
+    is refused ({"ready": false, "why"}) if importing left more than one thread running.
+    """
+    import atexit
+    import select
+    import signal
+
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # whatever an import prints goes nowhere
+
+    def reply(message):
+        replies.write(json.dumps(message) + "\n")
+
+    try:
+        import importlib
+
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                if name == "torch":
+                    raise
+        torch = sys.modules["torch"]
+        why = ("torch initialised CUDA while being imported" if torch.cuda.is_initialized() or _driver_loaded()
+               else f"importing torch left {_os_threads()} threads" if (_os_threads() or 1) > 1 else "")
+    except Exception as error:  # noqa: B902 - the parent falls back to plain processes
+        why = f"{type(error).__name__}: {error}"
+    reply({"ready": not why, "why": why})
+    if why:
+        return 1
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_write)
+    requests = sys.stdin.buffer
+    pending = b""
+    while True:
+        ready, _, _ = select.select([requests.fileno(), wake_read], [], [])
+        if wake_read in ready:
+            os.read(wake_read, 4096)
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                reply({"exited": pid, "code": code})
+        if requests.fileno() not in ready:
+            continue
+        chunk = os.read(requests.fileno(), 65536)
+        if not chunk:  # the parent went away
+            return 0
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid:
+                reply({"started": request["id"], "pid": pid})
+                continue
+            code = 1
+            try:  # the child: its own session, its own files, then a run as from a fresh process
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in (wake_read, wake_write, requests.fileno(), replies.fileno()):
+                    os.close(fd)
+                os.setsid()
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                os.dup2(os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+                os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+                sys.stdin = open(os.devnull, encoding="utf-8")
+                code = main(request["spec"])
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                atexit._run_exitfuncs()  # the script's and torch's, as at a normal exit
+            except BaseException:  # noqa: B902 - a harness failure: say it, never return to the loop
+                traceback.print_exc()
+            finally:
+                os._exit(code if isinstance(code, int) else 1)
+
+
 if __name__ == "__main__":
-    sys.exit(probe() if sys.argv[1:] == ["--probe"] else main(sys.argv[1]))
+    if sys.argv[1:] == ["--probe"]:
+        sys.exit(probe())
+    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1]))

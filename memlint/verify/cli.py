@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                         help="runs at once when memory allows; timed runs go alone "
                              f"(default: up to {MAX_JOBS} on a GPU, 1 on the CPU)")
+    parser.add_argument("--no-fork-server", action="store_true",
+                        help="start every GPU run as a new Python process instead of forking it from one that "
+                             "imported torch once (slower; for scripts that cannot run forked)")
     parser.add_argument("--output-format", choices=("text", "json"), default="text")
     parser.add_argument("--plot", metavar="FILE.png", help="write memory over time, before vs after")
     parser.add_argument("--scale", type=int, metavar="N",
@@ -152,7 +155,7 @@ def _run(argv: Sequence[str]) -> int:
     env = {"MEMLINT_SCALE": str(args.scale)} if args.scale is not None else {}
     jobs, budget = _parallel(args, device, found)
     options = session.Options(device["kind"], args.repeat, args.timeout, script_args, env, args.seed, args.python,
-                              jobs, budget)
+                              jobs, budget, fork=not args.no_fork_server)
     stream = None if args.quiet else sys.stderr
     adopt_orphans()  # what a run leaves behind comes back here to be killed
     rows = session.measure_plan(plan, options, stream, host_timeline=bool(args.plot))

@@ -103,8 +103,8 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-_running: Set[int] = set()  # children started by run() that have not ended yet
-_running_lock = threading.Lock()
+running: Set[int] = set()  # children started on purpose (runs, a fork server) that have not ended
+running_lock = threading.Lock()
 _adopting = False
 
 
@@ -117,7 +117,7 @@ def adopt_orphans() -> bool:
     return _adopting
 
 
-def _kill_tree(pid: int) -> None:
+def kill_tree(pid: int) -> None:
     """Everything below the child while it still lives (it is a subreaper: that includes what
     left its session), then its process group and the child itself."""
     tree.kill_descendants(pid)
@@ -130,26 +130,26 @@ def _kill_tree(pid: int) -> None:
 
 def kill_running() -> None:
     """Kill every run still going (on Ctrl-C, from the thread that got it)."""
-    with _running_lock:
-        pids = list(_running)
+    with running_lock:
+        pids = list(running)
     for pid in pids:
-        _kill_tree(pid)
+        kill_tree(pid)
 
 
 def _after_exit(pid: int) -> None:
     _kill_group(pid)  # what the script left behind in its group (workers, daemons)
     if _adopting:
-        with _running_lock:
-            running = set(_running)
-        tree.kill_orphans(running)
+        with running_lock:
+            keep = set(running)
+        tree.kill_orphans(keep)
 
 
 HEARTBEAT_SECONDS = 30.0
 
 
-def _wait(proc: subprocess.Popen, timeout: float, sample: bool,
+def _wait(proc, timeout: float, sample: bool,
           heartbeat: Optional[Callable[[float], None]] = None):
-    """(exit code, last peak RSS seen, timed out, [[wall time, rss]]).
+    """(exit code, last peak RSS seen, timed out, [[wall time, rss]]) of a Popen or a Forked.
 
     The peak seen by polling is a fallback for a child that dies without reporting its own.
     """
@@ -165,7 +165,7 @@ def _wait(proc: subprocess.Popen, timeout: float, sample: bool,
             heartbeat(now - started)
             next_beat += HEARTBEAT_SECONDS
         if now > deadline:
-            _kill_tree(proc.pid)
+            kill_tree(proc.pid)
             proc.wait()
             timed_out = True
             break
@@ -177,11 +177,21 @@ def _wait(proc: subprocess.Popen, timeout: float, sample: bool,
     return proc.returncode, peak, timed_out, samples
 
 
-def run(spec: RunSpec, python: str = sys.executable,
-        heartbeat: Optional[Callable[[float], None]] = None) -> Measurement:
+def child_env(spec: RunSpec) -> Dict[str, str]:
+    """The environment of a run: the user's, with the seed for str hashes and the spec's own."""
+    env = {**os.environ, "PYTHONHASHSEED": str(spec.seed), "PYTHONUNBUFFERED": "1", **spec.env}
+    if spec.device != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the script's own device choice falls to the CPU
+    return env
+
+
+def run(spec: RunSpec, python: str = sys.executable, heartbeat: Optional[Callable[[float], None]] = None,
+        server=None) -> Measurement:
     """Run the spec once in a fresh child process and measure it.
 
     `heartbeat(seconds)` is called every HEARTBEAT_SECONDS while the child is still running.
+    `server`: a memlint.verify.forkserver.ForkServer started with this spec's child_env, to
+    fork the child from (a plain process is started if it fails).
     """
     memory = "device" if spec.device == "cuda" else "host"
     with tempfile.TemporaryDirectory(prefix="memlint-verify-") as tmp:
@@ -194,30 +204,29 @@ def run(spec: RunSpec, python: str = sys.executable,
             "grads": spec.grads, "timeline": spec.timeline and spec.device == "cuda",
             "result_file": str(result_file),
         }), encoding="utf-8")
-        env = {**os.environ, "PYTHONHASHSEED": str(spec.seed), "PYTHONUNBUFFERED": "1", **spec.env}
-        if spec.device != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""  # the script's own device choice falls to the CPU
         with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
             started = time.monotonic()
-            with _running_lock:  # registered before it can leave anything to adopt
+            with running_lock:  # registered before it can leave anything to adopt
+                proc = server.spawn(str(folder / "spec.json"), str(folder / "stdout"), str(folder / "stderr")) \
+                    if server is not None else None
                 try:
-                    proc = subprocess.Popen([python, str(CHILD), str(folder / "spec.json")],
-                                            stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
-                                            start_new_session=True)
+                    proc = proc or subprocess.Popen([python, str(CHILD), str(folder / "spec.json")],
+                                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                                    env=child_env(spec), start_new_session=True)
                 except OSError as error:
                     return Measurement("error", None, memory, None, error=f"cannot start {python}: {error}")
-                _running.add(proc.pid)
+                running.add(proc.pid)
             sample = spec.timeline and memory == "host"
             try:
                 code, polled_peak, timed_out, samples = _wait(proc, spec.timeout, sample, heartbeat)
                 ended = time.time()
             except BaseException:  # Ctrl-C: the child is in its own session and would not get it
-                _kill_tree(proc.pid)
+                kill_tree(proc.pid)
                 proc.wait()
                 raise
             finally:
-                with _running_lock:
-                    _running.discard(proc.pid)
+                with running_lock:
+                    running.discard(proc.pid)
                 _after_exit(proc.pid)
             wall = time.monotonic() - started
         stdout = (folder / "stdout").read_bytes()

@@ -3,6 +3,7 @@ claims allow (memlint.verify.schedule), then judges each comparison."""
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -11,7 +12,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, TextIO
 from memlint.verify import attribution, schedule
 from memlint.verify.history import OTHER
 from memlint.verify import judge as judging
-from memlint.verify.measure import Measurement, RunSpec, kill_running, run
+from memlint.verify.forkserver import ForkServer
+from memlint.verify.measure import Measurement, RunSpec, child_env, kill_running, run
 from memlint.verify.variants import Comparison, Plan, Program
 
 CUDA_CONTEXT_BYTES = 2**30  # device memory a child holds beyond its allocator's reservations
@@ -28,6 +30,7 @@ class Options:
     python: str = sys.executable
     jobs: int = 1  # runs at once (time claims always run alone)
     budget: Optional[int] = None  # bytes the runs at once may hold together (None: no limit)
+    fork: bool = True  # GPU runs forked from a server that imported torch once
 
 
 @dataclass
@@ -96,7 +99,8 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
 
     A program runs with the gradient hooks only when a comparison it is in claims
     `gradients-fixed`, and alone when one claims `time-lower`. On a GPU, its first run records
-    the allocator's history (memory over time, where the peak is) unless it is timed.
+    the allocator's history (memory over time, where the peak is) unless it is timed, and the
+    runs are forked from a server that imported torch once (memlint.verify.forkserver).
     `host_timeline`: on the CPU, sample host RSS during the first runs (the parent samples
     /proc, so the child is not slowed).
     """
@@ -115,6 +119,10 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
             spec = _spec(program, options, "gradients-fixed" in claims[program], timeline)
             tasks.append(_Run(program, solo, spec, f"{label} (run {attempt + 1}/{options.repeat})"))
     progress = Progress(len(tasks), stream)
+    forked = options.fork and device and runner is run and bool(tasks)
+    server = ForkServer.start(options.python, child_env(tasks[0].spec), options.device) if forked else None
+    if server is not None:
+        runner = functools.partial(run, server=server)
 
     def work(task: schedule.Task) -> Measurement:
         assert isinstance(task, _Run)
@@ -122,8 +130,12 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
         progress(task.what, measurement)
         return measurement
 
-    measured = schedule.run_all(tasks, work, options.jobs, options.budget, _used(device),
-                                schedule.footprints(CUDA_CONTEXT_BYTES if device else 0), kill_running)
+    try:
+        measured = schedule.run_all(tasks, work, options.jobs, options.budget, _used(device),
+                                    schedule.footprints(CUDA_CONTEXT_BYTES if device else 0), kill_running)
+    finally:
+        if server is not None:
+            server.close()
     runs: Dict[Program, List[Measurement]] = {program: [] for program in programs}
     for task, measurement in zip(tasks, measured):
         runs[task.program].append(measurement)  # type: ignore[index]
