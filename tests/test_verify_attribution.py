@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from memlint.verify.attribution import attribute, largest, line_map
-from memlint.verify.history import OTHER
+from memlint.verify.history import NO_PYTHON, OTHER
 
 MiB = 2**20
 BEFORE = "import torch\nouts = []\nfor x in data:\n    out = model(x)\n    outs.append(out)\nprint(len(outs))\n"
@@ -59,6 +59,22 @@ def test_fixtures_name_their_own_files_and_memory_outside_the_script():
     assert found["summary"] == ("peak 10.0 MiB, the most of it (6.0 MiB) allocated outside the script; "
                                 "train.py:2 (MEM204) holds 4.0 MiB; after the fix 4.0 MiB")
     assert largest(peak(10 * MiB, (0, 6 * MiB), (2, 4 * MiB)), 2) == "outside the script 6.0 MiB, train.py:2 4.0 MiB"
+
+
+def test_memory_allocated_with_no_python_frame_is_said_to_be_so():
+    found = attribute({"bytes": 9 * MiB, "unattributed": 0, "lines": [
+        {"file": NO_PYTHON, "line": 0, "function": "", "bytes": 5 * MiB},
+        {"file": PATH, "line": 4, "function": "<module>", "bytes": 4 * MiB}]}, None, {4: ["MEM301"]},
+        BEFORE, AFTER, "train.py")
+    assert found["summary"] == ("peak 9.0 MiB, the most of it (5.0 MiB) allocated with no Python frame on the stack "
+                                "(as by a backward, which runs on the autograd engine's thread); "
+                                "train.py:4 (MEM301) holds 4.0 MiB")
+    assert found["before"]["lines"][0]["codes"] == []
+
+
+def test_a_scalar_at_a_findings_line_is_not_rounded_to_nothing():
+    found = attribute(peak(300 * MiB, (25, 297 * MiB), (26, 512)), None, {26: ["MEM201"]}, BEFORE, AFTER, "t.py")
+    assert found["summary"].endswith("train.py:26 (MEM201) holds 0.5 KiB")
 
 
 def test_no_attribution_without_the_originals_peak():

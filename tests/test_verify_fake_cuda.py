@@ -168,7 +168,8 @@ def test_probe_and_cli_on_the_device(tmp_path):
         env={**os.environ, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(ROOT)])}, timeout=120)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["device"] == {"kind": "cuda", "memory": "device", "torch": "0.0-fake", "name": "Fake GPU"}
+    assert data["device"] == {"kind": "cuda", "memory": "device", "torch": "0.0-fake", "name": "Fake GPU",
+                              "runs": "runs forked from one process that imported torch once"}
     claim = data["results"][0]["claims"][0]
     assert (claim["verdict"], claim["before"], claim["after"], claim["ratio"]) == \
         ("confirmed", 512 * 2**20, 256 * 2**20, 0.5)

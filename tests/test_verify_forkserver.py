@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.skipif(importlib.util.find_spec("torch") is None, reas
 
 @pytest.fixture(scope="module")
 def server():
-    started = ForkServer.start(sys.executable, child_env(RunSpec("", "x.py")))
-    assert started is not None, "the fork server did not start"
+    started, why = ForkServer.start(sys.executable, child_env(RunSpec("", "x.py")))
+    assert started is not None and why == "", why
     yield started
     started.close()
 
@@ -100,7 +100,7 @@ def test_runs_side_by_side_from_one_server(server, tmp_path):
 
 
 def test_closing_the_server_kills_its_running_children(tmp_path):
-    own = ForkServer.start(sys.executable, child_env(RunSpec("", "x.py")))
+    own, _ = ForkServer.start(sys.executable, child_env(RunSpec("", "x.py")))
     pid_file = tmp_path / "run.pid"
     path = tmp_path / "s.py"
     path.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
@@ -121,3 +121,10 @@ def _spec_file(folder, script):
     spec.write_text(json.dumps({"source_file": str(script), "path": str(script), "argv": [], "device": "cpu",
                                 "seed": 0, "torch": False, "result_file": str(folder / "result.json")}))
     return spec
+
+
+def test_a_server_that_cannot_serve_says_why(tmp_path):
+    (tmp_path / "torch.py").write_text("raise ImportError('simulated: no torch here')\n")
+    env = {**child_env(RunSpec("", "x.py")), "PYTHONPATH": str(tmp_path)}
+    server, why = ForkServer.start(sys.executable, env)
+    assert server is None and "ImportError: simulated: no torch here" in why

@@ -60,12 +60,13 @@ def test_peak_keeps_only_the_largest_lines_and_groups_allocations_of_one_line():
 def test_memory_from_outside_the_script_and_from_before_the_history():
     thread = [{"filename": "threading.py", "line": 1, "name": "run"}]
     other = {"action": "alloc", "addr": 9, "size": 70, "frames": thread}
+    backward = {"action": "alloc", "addr": 8, "size": 120, "frames": []}  # the autograd thread: no Python
     # the history lost the allocations of addr 5 (64 bytes, freed in it) and of 200 bytes still alive
-    trace = [alloc(1, 100, 10), other, *free(5, 64), alloc(2, 90, 11)]
-    found = history.peak(trace, SCRIPT, allocated_now=460)
-    assert found["bytes"] == 460
+    trace = [alloc(1, 100, 10), other, backward, *free(5, 64), alloc(2, 90, 11)]
+    found = history.peak(trace, SCRIPT, allocated_now=580)
+    assert found["bytes"] == 580
     assert [(x["file"], x["line"], x["bytes"]) for x in found["lines"]] == \
-        [(SCRIPT, 10, 100), (SCRIPT, 11, 90), (history.OTHER, 0, 70)]
+        [(history.NO_PYTHON, 0, 120), (SCRIPT, 10, 100), (SCRIPT, 11, 90), (history.OTHER, 0, 70)]
     assert found["unattributed"] == 200
     early = history.peak(trace[:2] + free(5, 64), SCRIPT, allocated_now=370)  # the peak before the free
     assert early["bytes"] == 370 + 64 and early["unattributed"] == 264

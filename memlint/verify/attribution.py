@@ -12,7 +12,7 @@ import difflib
 import os
 from typing import Dict, List, Optional, Sequence
 
-from memlint.verify.history import OTHER
+from memlint.verify.history import NO_PYTHON, OTHER
 
 SHOWN = 3  # lines named in the text report
 
@@ -30,14 +30,23 @@ def line_map(before: str, after: str) -> Dict[int, int]:
 
 
 def mib(value: float) -> str:
+    """Bytes as the report prints them: GiB, MiB, or KiB below a tenth of a MiB."""
     if value >= 2**30:
         return f"{value / 2**30:.2f} GiB"
-    return f"{value / 2**20:.1f} MiB"
+    if value >= 0.1 * 2**20 or value == 0:
+        return f"{value / 2**20:.1f} MiB"
+    return f"{value / 2**10:.1f} KiB"
+
+
+def in_script(line: dict) -> bool:
+    return line["file"] not in (OTHER, NO_PYTHON)
 
 
 def _name(line: dict) -> str:
     if line["file"] == OTHER:
         return "outside the script"
+    if line["file"] == NO_PYTHON:
+        return "with no Python frame"
     return f"{os.path.basename(line['file'])}:{line['line']}"
 
 
@@ -64,10 +73,13 @@ def attribute(before_peak: Optional[dict], after_peak: Optional[dict], findings:
         return None
     forward = line_map(before_source, after_source)
     back = {new: old for old, new in forward.items()}
-    before = {**before_peak, "lines": [{**x, "codes": findings.get(x["line"], []) if x["file"] != OTHER else []}
+    before = {**before_peak, "lines": [{**x, "codes": findings.get(x["line"], []) if in_script(x) else []}
                                        for x in before_peak["lines"]]}
     top = before["lines"][0]
-    if top["file"] == OTHER:
+    if top["file"] == NO_PYTHON:
+        words = [f"peak {mib(before['bytes'])}, the most of it ({mib(top['bytes'])}) allocated with no Python frame "
+                 "on the stack (as by a backward, which runs on the autograd engine's thread)"]
+    elif top["file"] == OTHER:
         words = [f"peak {mib(before['bytes'])}, the most of it ({mib(top['bytes'])}) allocated outside the script"]
     else:
         words = [f"peak {mib(before['bytes'])} at {_name(top)} ({mib(top['bytes'])} allocated there)"]
@@ -82,10 +94,10 @@ def attribute(before_peak: Optional[dict], after_peak: Optional[dict], findings:
             words.append(f"the findings' lines ({where}) hold nothing at the peak")
     after = None
     if after_peak:
-        after = {**after_peak, "lines": [{**x, "original_line": back.get(x["line"]) if x["file"] != OTHER else None}
+        after = {**after_peak, "lines": [{**x, "original_line": back.get(x["line"]) if in_script(x) else None}
                                          for x in after_peak.get("lines", ())]}
         sentence = f"after the fix {mib(after['bytes'])}"
-        if top["file"] != OTHER and top["line"] in forward:
+        if in_script(top) and top["line"] in forward:
             moved = forward[top["line"]]
             held = _held(after_peak, os.path.abspath(after_path), moved)
             where = f"{os.path.basename(after_path)}:{moved}"

@@ -325,12 +325,12 @@ def _measure(spec_path):
             result.update(status="error", error=f"torch cannot be imported: {error}")
             _write(result_path, result)
             return 3
+    result["overhead"] = {"import_torch": time.perf_counter() - clock}
     cuda = spec["device"] == "cuda"
     if cuda and (torch is None or not torch.cuda.is_available()):
         result.update(status="error", error="no CUDA device is available to torch")
         _write(result_path, result)
         return 3
-    result["overhead"] = {"import_torch": time.perf_counter() - clock}
     _seed(spec.get("seed", 0), torch)
     grads = _Grads(torch) if spec.get("grads") and torch is not None else None
     if cuda:
@@ -404,7 +404,9 @@ def probe():
     return 0
 
 
-PRELOAD = ("torch", "torch.optim", "torch._dynamo")  # what every run imports (an optimizer imports _dynamo)
+# What every run imports. Not torch._dynamo, although the first optimizer imports it: with a
+# CUDA build it can reach triton, which may start the CUDA driver, and then nothing can fork.
+PRELOAD = ("torch", "torch.optim")
 
 
 def _driver_loaded():

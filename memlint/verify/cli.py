@@ -158,7 +158,10 @@ def _run(argv: Sequence[str]) -> int:
                               jobs, budget, fork=not args.no_fork_server)
     stream = None if args.quiet else sys.stderr
     adopt_orphans()  # what a run leaves behind comes back here to be killed
-    rows = session.measure_plan(plan, options, stream, host_timeline=bool(args.plot))
+    started: List[str] = []
+    rows = session.measure_plan(plan, options, stream, host_timeline=bool(args.plot), notes=started)
+    if started:
+        device["runs"] = started[0]
     if args.output_format == "json":
         print(report.as_json(rows, plan.skipped, str(target), device, args.repeat))
     else:

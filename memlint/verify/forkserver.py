@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from memlint.verify import measure, tree
 
@@ -42,25 +42,28 @@ class ForkServer:
         threading.Thread(target=self._read, daemon=True).start()
 
     @classmethod
-    def start(cls, python: str, env: Dict[str, str], device: str = "cpu") -> Optional["ForkServer"]:
-        """A running server whose first forked child started `device`, or None where it cannot
-        serve (then runs start fresh processes)."""
+    def start(cls, python: str, env: Dict[str, str], device: str = "cpu") -> Tuple[Optional["ForkServer"], str]:
+        """(a running server whose first forked child started `device`, "") or (None, why it
+        cannot serve); without a server, runs start as new processes."""
         try:
             proc = subprocess.Popen([python, str(measure.CHILD), "--serve"], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                                     start_new_session=True)
-        except OSError:
-            return None
+        except OSError as error:
+            return None, f"cannot start {python}: {error}"
         with measure.running_lock:
             measure.running.add(proc.pid)  # its children are no orphans to kill
         server = cls(proc)
         with server.lock:
             server.lock.wait_for(lambda: server.ready is not None or server.dead, READY_SECONDS)
-            usable = bool(server.ready and server.ready.get("ready"))
-        if not usable or not server._works(device):
+            ready = server.ready or {}
+        why = ready.get("why") or ("" if ready.get("ready") else "it did not start")
+        if not why and not server._works(device):
+            why = f"its first forked child could not start the {device} device"
+        if why:
             server.close()
-            return None
-        return server
+            return None, why
+        return server, ""
 
     def _works(self, device: str) -> bool:
         """A forked child starts the device (CUDA starts in the child, as in every run)."""

@@ -13,7 +13,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 TIMELINE_POINTS = 4000  # at most this many (seconds, bytes) points in a timeline
 TOP_LINES = 5  # source lines named at the peak
-OTHER = "other"  # allocations with no frame in the script (other threads, the harness)
+OTHER = "other"  # allocations with Python frames, none of them in the script
+NO_PYTHON = "no Python frame"  # allocations with no Python frame at all: on a GPU, mostly the
+# backward passes, which the autograd engine runs on its own thread
 
 
 def _step(entry: dict) -> int:
@@ -63,18 +65,21 @@ def thin(points: List[List[float]]) -> List[List[float]]:
 
 
 def _site(entry: dict, script: str) -> Tuple[str, int, str]:
-    """(file, line, function) of the innermost frame in `script`; OTHER when there is none."""
-    for frame in entry.get("frames") or ():
+    """(file, line, function) of the innermost frame in `script`; OTHER when there is none,
+    NO_PYTHON when the stack has no Python frame."""
+    frames = entry.get("frames") or ()
+    for frame in frames:
         if frame.get("filename") == script:
             return script, int(frame.get("line", 0)), str(frame.get("name", ""))
-    return OTHER, 0, ""
+    return (OTHER if frames else NO_PYTHON), 0, ""
 
 
 def peak(trace: Sequence[dict], script: str, allocated_now: int, top: int = TOP_LINES) -> Optional[dict]:
     """The lines of `script` holding the most memory at the allocated peak of the trace.
 
     Returns {"bytes": the peak, "lines": [{"file", "line", "function", "bytes"}, ...] (the `top`
-    largest, largest first; "file" is OTHER for memory allocated outside the script's frames),
+    largest, largest first; "file" is OTHER for memory allocated outside the script's frames,
+    NO_PYTHON where no Python frame was on the stack),
     "unattributed": bytes alive at the peak that the history does not show being allocated
     (it began or wrapped after they were)}. None when the trace allocates nothing. Two passes,
     linear in the trace: find the peak, then replay up to it.

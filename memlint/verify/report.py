@@ -16,6 +16,8 @@ def environment_line(target: str, device: Dict[str, object], repeat: int, jobs: 
     runs = f"{repeat} run{'s' if repeat != 1 else ''} each, medians"
     if jobs > 1:
         runs += f"; up to {jobs} runs at once (timed runs alone)"
+    if device.get("runs"):
+        runs += f"; {device['runs']}"
     if device.get("kind") == "cuda":
         return (f"memlint verify {target}: CUDA device {device.get('name') or '?'}, "
                 f"torch {device.get('torch')}; device memory (max allocated); {runs}")

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Set, TextIO
 
 from memlint.verify import attribution, schedule
-from memlint.verify.history import OTHER
 from memlint.verify import judge as judging
 from memlint.verify.forkserver import ForkServer
 from memlint.verify.measure import Measurement, RunSpec, child_env, kill_running, run
@@ -94,7 +93,8 @@ def _used(device: bool) -> Callable[[Measurement], Optional[int]]:
 
 
 def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.stderr,
-                 runner: Callable[..., Measurement] = run, host_timeline: bool = False) -> List[Row]:
+                 runner: Callable[..., Measurement] = run, host_timeline: bool = False,
+                 notes: Optional[List[str]] = None) -> List[Row]:
     """Run every program `repeat` times, interleaved, and judge each comparison.
 
     A program runs with the gradient hooks only when a comparison it is in claims
@@ -102,7 +102,7 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     the allocator's history (memory over time, where the peak is) unless it is timed, and the
     runs are forked from a server that imported torch once (memlint.verify.forkserver).
     `host_timeline`: on the CPU, sample host RSS during the first runs (the parent samples
-    /proc, so the child is not slowed).
+    /proc, so the child is not slowed). `notes` gets how the GPU runs were started.
     """
     programs: Dict[Program, str] = {}
     claims: Dict[Program, Set[str]] = {}
@@ -119,8 +119,12 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
             spec = _spec(program, options, "gradients-fixed" in claims[program], timeline)
             tasks.append(_Run(program, solo, spec, f"{label} (run {attempt + 1}/{options.repeat})"))
     progress = Progress(len(tasks), stream)
-    forked = options.fork and device and runner is run and bool(tasks)
-    server = ForkServer.start(options.python, child_env(tasks[0].spec), options.device) if forked else None
+    server = None
+    if options.fork and device and runner is run and tasks:
+        server, why = ForkServer.start(options.python, child_env(tasks[0].spec), options.device)
+        if notes is not None:
+            notes.append("runs forked from one process that imported torch once" if server is not None
+                         else f"each run a new process: the fork server cannot serve ({why})")
     if server is not None:
         runner = functools.partial(run, server=server)
 
@@ -164,7 +168,8 @@ def _codes_at(comparison: Comparison, program: Program, peak: Optional[dict]) ->
     """`, where MEM204 points` when the original's largest line at its peak is a finding's."""
     if program is not comparison.before or not peak or not peak.get("lines"):
         return ""
-    codes = comparison.findings.get(peak["lines"][0]["line"]) if peak["lines"][0]["file"] != OTHER else None
+    top = peak["lines"][0]
+    codes = comparison.findings.get(top["line"]) if attribution.in_script(top) else None
     return f", where {' and '.join(codes)} points" if codes else ""
 
 
