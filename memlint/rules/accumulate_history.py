@@ -10,18 +10,7 @@ from memlint.analysis.loops import innermost_loop
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-
-
-def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`expr.detach()`, parenthesizing `expr` when it needs it."""
-    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not expr.lpar:
-        expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.Call(cst.Attribute(expr, cst.Name("detach")))
-
-
-def show(node: cst.CSTNode) -> str:
-    text = cst.Module([]).code_for_node(node).strip()
-    return text if len(text) <= 40 else text[:37] + "..."
+from memlint.rules._code import detached, show
 
 
 def _root(target: cst.BaseExpression) -> Optional[str]:

@@ -9,7 +9,7 @@ import libcst as cst
 from memlint.analysis.tree import walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-from memlint.rules.accumulate_history import show
+from memlint.rules._code import show
 
 Loop = Union[cst.For, cst.While]
 # Calls inside a loop that show it wants gradients even without a backward of its own.

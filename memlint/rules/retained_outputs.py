@@ -9,7 +9,7 @@ import libcst as cst
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-from memlint.rules.accumulate_history import detached, show
+from memlint.rules._code import detached, show
 
 _STORING = frozenset({"append", "extend", "insert", "appendleft"})
 
