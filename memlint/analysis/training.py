@@ -44,9 +44,7 @@ import libcst as cst
 from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, leaf_targets,
                                        sources_of)
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, children, dotted_name
-
-Scope = cst.CSTNode  # a FunctionDef, Lambda or the Module
+from memlint.analysis.tree import Scope, TreeIndex, argument, children, dotted_name, last_part, literal_bool
 
 # -- vocabulary --------------------------------------------------------------------------------
 # Methods whose result carries no autograd graph.
@@ -148,13 +146,6 @@ _HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", 
 _HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add_scalar", "add_scalars",
                                "write", "append", "extend", "insert", "add", "put", "format", "join",
                                "set_postfix", "log_dict", "print"})
-# Node types whose scope is stored (others find it through their parents)
-_SCOPED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign,
-                     cst.For, cst.While, cst.With, cst.SimpleStatementLine, cst.Return, cst.Name, cst.Param,
-                     cst.NamedExpr, cst.Yield, cst.If, cst.Try})
-# Node types the index looks at (beyond functions and classes).
-_INDEXED = frozenset({cst.Call, cst.Return, cst.Yield, cst.SimpleStatementLine, cst.Assign, cst.AnnAssign,
-                      cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
 
 
 # -- facts ---------------------------------------------------------------------------------------
@@ -229,27 +220,6 @@ class Binding:
     whole: bool = True  # False when the value is unpacked (`a, b = f()`)
 
 
-def literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
-        return expr.value == "True"
-    return None
-
-
-def _arg(call: cst.Call, keyword: str, position: Optional[int] = None) -> Optional[cst.Arg]:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg
-    if position is not None:
-        positional = [a for a in call.args if a.keyword is None and not a.star]
-        if len(positional) > position:
-            return positional[position]
-    return None
-
-
-def _last(dotted: Optional[str]) -> str:
-    return dotted.rsplit(".", 1)[-1] if dotted else ""
-
-
 def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
     """Names a target binds, each with whether it gets the whole value."""
     if isinstance(target, cst.Name):
@@ -295,10 +265,7 @@ class TrainingFacts:
     def __init__(self, module: cst.Module, names: TorchNames, tree: TreeIndex) -> None:
         self.module = module
         self.names = names
-        self._tree = tree
-        self._parent: Dict[int, cst.CSTNode] = tree.parents
-        self._order: Dict[int, int] = {}
-        self._scope_of: Dict[int, Scope] = {}
+        self.tree = tree
         self.calls: List[cst.Call] = []
         self.functions: Dict[str, cst.FunctionDef] = {}  # module-level functions
         self.classes: Dict[str, cst.ClassDef] = {}
@@ -336,49 +303,26 @@ class TrainingFacts:
         self._in_progress: Set[Tuple[str, int]] = set()
         self._calls_in: Dict[Tuple[int, bool], List[Tuple[cst.Call, cst.Call]]] = {}
         self._direct: Dict[int, List[cst.Call]] = {}
-        for site_list in self._call_sites.values():
-            site_list.sort(key=self.order)
 
     # -- the walk ------------------------------------------------------------------------------
     def _index(self) -> None:
-        """One pass over the file's tree index (no walk of its own): parents, source order,
-        scopes, and the nodes the questions below are about."""
-        tree = self._tree
-        classes_of: Dict[int, Optional[cst.ClassDef]] = {}
-        orders, scopes = self._order, self._scope_of
-        interesting = _INDEXED  # concrete types: `type(x) is` is much cheaper than ABC isinstance
-        scoped = _SCOPED
-        # (depth of the node that opened it, scope, class) for the nodes around the current one
-        around: List[Tuple[int, Scope, Optional[cst.ClassDef]]] = [(-1, self.module, None)]
-        for order, (node, depth) in enumerate(zip(tree.nodes, tree.depths)):
-            while around[-1][0] >= depth:
-                around.pop()
-            _, scope, klass = around[-1]
-            key = id(node)
-            orders[key] = order
-            inner_scope, inner_class = scope, klass
+        """One pass over what the tree index lists (no walk of its own): the nodes the
+        questions below are about, each with its scope."""
+        module, tree = self.module, self.tree
+        for node, scope in tree.listed:
             node_type = type(node)
-            if node_type in scoped:
-                scopes[key] = scope
             if node_type is cst.FunctionDef or node_type is cst.Lambda:
-                inner_scope = node
-                classes_of[key] = klass
-                self._bindings.setdefault(key, {})
+                self._bindings.setdefault(id(node), {})
                 self._params(node)
                 if node_type is cst.FunctionDef:
-                    if scope is self.module and klass is None:
+                    if scope is module and tree.class_of(node) is None:
                         self.functions.setdefault(node.name.value, node)  # type: ignore[attr-defined]
                     self._bind(scope, node.name.value, node, None, "def")  # type: ignore[attr-defined]
-                    inner_class = None
             elif node_type is cst.ClassDef:
-                inner_class = node  # type: ignore[assignment]
-                if scope is self.module:
+                if scope is module:
                     self.classes.setdefault(node.name.value, node)  # type: ignore[attr-defined]
-            elif node_type in interesting:
+            else:
                 self._index_node(node, scope)
-            if inner_scope is not scope or inner_class is not klass:
-                around.append((depth, inner_scope, inner_class))
-        self._class_of = classes_of
         self._resolved: Dict[int, cst.FunctionDef] = {}
         for call in self.calls:
             target = self._resolve(call)
@@ -408,6 +352,10 @@ class TrainingFacts:
             self._exits.setdefault(id(scope), []).append(value)
         if node_type is cst.Call:
             self.calls.append(node)
+            statement = self.tree.parent(node)
+            if type(statement) is cst.Expr and type(self.tree.parent(statement)) is cst.SimpleStatementLine and \
+                    self.names.call_name(node) in _GRAD_SET:  # type: ignore[arg-type]
+                self._toggles.add(id(scope))
             func = node.func
             if isinstance(func, cst.Attribute):
                 method = func.attr.value
@@ -420,19 +368,14 @@ class TrainingFacts:
                         self._bind(scope, root.value, node, node.args[-1].value, "append")
                 elif method in ("eval", "train") and receiver is not None:
                     mode = method
-                    flag = _arg(node, "mode", 0)
+                    flag = argument(node, "mode", 0)
                     if method == "train" and flag is not None and literal_bool(flag.value) is False:
                         mode = "eval"
                     self.mode_calls.append(ModeCall(node, receiver, mode))
                 elif method == "requires_grad_":
-                    flag = _arg(node, "requires_grad", 0)
+                    flag = argument(node, "requires_grad", 0)
                     if flag is not None and literal_bool(flag.value) is False:
                         self.requires_grad_off = True
-        elif node_type is cst.SimpleStatementLine:
-            for small in node.body:
-                if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-                    if self.names.call_name(small.value) in _GRAD_SET:
-                        self._toggles.add(id(scope))
         elif node_type is cst.Assign:
             self._assigns.append(node)
             for target in node.targets:
@@ -477,12 +420,12 @@ class TrainingFacts:
         region: Optional[Region] = None
         if qualified in _GRAD_OFF:
             kind = "inference_mode" if qualified.endswith("inference_mode") else "no_grad"
-            mode = _arg(call, "mode", 0) if kind == "inference_mode" else None
+            mode = argument(call, "mode", 0) if kind == "inference_mode" else None
             on = True if mode is None else literal_bool(mode.value)
             if on is not False:  # inference_mode(False) changes nothing
                 region = Region(node, item, kind, None if on is None else False)
         elif qualified in _GRAD_SET:
-            mode = _arg(call, "mode", 0)
+            mode = argument(call, "mode", 0)
             region = Region(node, item, "set_grad_enabled", literal_bool(mode.value) if mode else None)
         elif qualified in _GRAD_ON:
             region = Region(node, item, "enable_grad", True)
@@ -504,13 +447,13 @@ class TrainingFacts:
         device: Optional[str]
         if deprecated:
             device = "cuda" if qualified.startswith("torch.cuda") else "cpu"
-            enabled_arg, dtype_arg = _arg(call, "enabled", 0), _arg(call, "dtype", 1)
+            enabled_arg, dtype_arg = argument(call, "enabled", 0), argument(call, "dtype", 1)
         else:
-            device_arg = _arg(call, "device_type", 0)
+            device_arg = argument(call, "device_type", 0)
             device = None
             if device_arg is not None and isinstance(device_arg.value, cst.SimpleString):
                 device = device_arg.value.evaluated_value.split(":")[0]  # type: ignore[union-attr]
-            dtype_arg, enabled_arg = _arg(call, "dtype", 1), _arg(call, "enabled", 2)
+            dtype_arg, enabled_arg = argument(call, "dtype", 1), argument(call, "enabled", 2)
         dtype = self.names.qualified_name(dtype_arg.value) if dtype_arg is not None else None
         if dtype_arg is not None and dtype is None:
             dtype = "<unknown>"
@@ -545,8 +488,8 @@ class TrainingFacts:
                 continue
             for target in assign.targets:
                 dotted = dotted_name(target.target)
-                if dotted in stepped and not _NOT_OPTIMIZER_NAME.search(_last(dotted)) and \
-                        not re.search(r"ema|swa|averag", _last(dotted), re.IGNORECASE):
+                if dotted in stepped and not _NOT_OPTIMIZER_NAME.search(last_part(dotted)) and \
+                        not re.search(r"ema|swa|averag", last_part(dotted), re.IGNORECASE):
                     found.add(dotted)  # type: ignore[arg-type]
         return found
 
@@ -573,7 +516,7 @@ class TrainingFacts:
             return False
         if dotted in self.optimizers:
             return True
-        func = self.function_of(at)
+        func = self.tree.function_of(at)
         if func is None or "." in dotted or depth > 3:
             return False
         params = func.params
@@ -586,9 +529,9 @@ class TrainingFacts:
         sites = self.call_sites(func)
         if not sites:
             return False
-        offset = 1 if self.class_of(func) is not None and names[:1] in (["self"], ["cls"]) else 0
+        offset = 1 if self.tree.class_of(func) is not None and names[:1] in (["self"], ["cls"]) else 0
         for site in sites:
-            arg = _arg(site, dotted, names.index(dotted) - offset if dotted in names else None)
+            arg = argument(site, dotted, names.index(dotted) - offset if dotted in names else None)
             if arg is None or arg.star or not self.is_known_optimizer(dotted_name(arg.value), site, depth + 1):
                 return False
         return True
@@ -624,12 +567,12 @@ class TrainingFacts:
     def bindings_seen(self, name: str, at: cst.CSTNode) -> List[Binding]:
         """Every binding of `name` in the scope `at` runs in, else in the nearest enclosing scope
         that binds it (a closure or a global)."""
-        scope = self.scope_of(at)
+        scope = self.tree.scope_of(at)
         while True:
             binds = self.bindings(scope, name)
             if binds or scope is self.module:
                 return binds
-            scope = self.scope_of(scope)
+            scope = self.tree.scope_of(scope)
 
     def _dtype_values(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
         qualified = self.names.qualified_name(expr)
@@ -648,7 +591,7 @@ class TrainingFacts:
         """The device types an autocast region may run on; None when unknown."""
         if autocast.deprecated:
             return frozenset({autocast.device_type or "cuda"})
-        device_arg = _arg(autocast.call, "device_type", 0)
+        device_arg = argument(autocast.call, "device_type", 0)
         return self.device_types(device_arg.value) if device_arg is not None else None
 
     def autocast_dtypes(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
@@ -656,7 +599,7 @@ class TrainingFacts:
         GPU when it may run there (`"cuda" if available else "cpu"` counts as CUDA), with the
         device's default when no dtype is given (float16 on CUDA, bfloat16 on the CPU); None when
         unknown. A dtype held in a variable assigned once (`amp_dtype = torch.bfloat16`) is followed."""
-        dtype_arg = _arg(autocast.call, "dtype", 1)
+        dtype_arg = argument(autocast.call, "dtype", 1)
         if dtype_arg is not None:
             return self._dtype_values(dtype_arg.value)
         devices = self.autocast_devices(autocast)
@@ -677,20 +620,16 @@ class TrainingFacts:
             return True
         return any(self.names.call_name(call) in _GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
             isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
-            and "scaler" in _last(dotted_name(call.func.value)).lower()) for call in self.calls)
+            and "scaler" in last_part(dotted_name(call.func.value)).lower()) for call in self.calls)
 
     def functions_reached(self, node: cst.CSTNode) -> List[cst.FunctionDef]:
         """Functions of this module that calls under `node` reach (helpers followed)."""
         found: Dict[int, cst.FunctionDef] = {}
         for call, _ in self.calls_in(node):
             target = self._resolve(call)
-            if target is not None and not self.contains(target, node):
+            if target is not None and not self.tree.contains(target, node):
                 found.setdefault(id(target), target)
         return list(found.values())
-
-    def under(self, node: cst.CSTNode, roots: List[cst.CSTNode]) -> bool:
-        """Whether `node` lies under one of `roots`."""
-        return any(self.contains(root, node) for root in roots)
 
     def grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
         """`.grad` read under `node` (nested functions not entered): `p.grad.norm()`, `w.grad is None`;
@@ -716,7 +655,7 @@ class TrainingFacts:
     def is_grad_clip(self, call: cst.Call) -> bool:
         """`torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` (any import spelling)."""
         qualified = self.names.call_name(call) or ""
-        return qualified.startswith("torch.nn.utils") and _last(qualified) in (
+        return qualified.startswith("torch.nn.utils") and last_part(qualified) in (
             "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
 
     def resets_grads(self, call: cst.Call) -> bool:
@@ -736,7 +675,7 @@ class TrainingFacts:
         qualified = self.names.call_name(call)
         if qualified == "torch._foreach_zero_":
             return True
-        last = _last(dotted_name(func))
+        last = last_part(dotted_name(func))
         return bool(_RESET_NAME.search(last))
 
     def accumulates_grad(self, backward: Backward) -> bool:
@@ -755,30 +694,9 @@ class TrainingFacts:
             loss = loss.func.value
         return isinstance(loss, cst.Name) and "loss" in loss.value.lower()
 
-    def statement_of(self, call: cst.Call) -> Optional[cst.SimpleStatementLine]:
-        """The statement line that is nothing but `call` (`opt.step()`), else None."""
-        expr = self.parent(call)
-        line = self.parent(expr) if expr is not None else None
-        if isinstance(expr, cst.Expr) and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
-            return line
-        return None
-
-    def siblings(self, stmt: cst.CSTNode) -> Tuple[Tuple[cst.CSTNode, ...], int]:
-        """The statements of the block holding `stmt`, and its index there ((), -1 if none)."""
-        body = getattr(self.parent(stmt), "body", ())
-        if isinstance(body, (list, tuple)):
-            for index, item in enumerate(body):
-                if item is stmt:
-                    return tuple(body), index
-        return (), -1
-
-    def next_statement(self, stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
-        body, index = self.siblings(stmt)
-        return body[index + 1] if 0 <= index < len(body) - 1 else None
-
     def after_step(self, step: OptimizerStep, stmt: cst.CSTNode) -> cst.CSTNode:
         """Where code that runs after the step goes: after `scaler.update()` when that follows it."""
-        following = self.next_statement(stmt)
+        following = self.tree.next_statement(stmt)
         if step.scaler is not None and isinstance(following, cst.SimpleStatementLine) and len(following.body) == 1:
             expr = following.body[0]
             if isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call) and \
@@ -811,66 +729,6 @@ class TrainingFacts:
                         values.append((bind.value, bind.node))
         return list(nodes.values()), list(functions.values())
 
-    def statement_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        """The innermost whole statement holding `node`."""
-        for ancestor in (node, *self.ancestors(node)):
-            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                return ancestor
-        return None
-
-    # -- positions and scopes ------------------------------------------------------------------
-    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        return self._parent.get(id(node))
-
-    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        """From the node's parent up to the module."""
-        current = self._parent.get(id(node))
-        while current is not None:
-            yield current
-            current = self._parent.get(id(current))
-
-    def order(self, node: cst.CSTNode) -> int:
-        """Pre-order position in the module: a node comes after everything left of it."""
-        return self._order.get(id(node), -1)
-
-    def scope_of(self, node: cst.CSTNode) -> Scope:
-        """The function (or lambda, or the module) `node` runs in."""
-        scope = self._scope_of.get(id(node))
-        if scope is not None:
-            return scope
-        current = self._parent.get(id(node))
-        while current is not None:
-            if type(current) in _NESTED and type(current) is not cst.ClassDef:
-                return current
-            scope = self._scope_of.get(id(current))
-            if scope is not None:
-                return scope
-            current = self._parent.get(id(current))
-        return self.module
-
-    def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
-        scope = self.scope_of(node)
-        return scope if isinstance(scope, cst.FunctionDef) else None
-
-    def class_of(self, func: cst.CSTNode) -> Optional[cst.ClassDef]:
-        """The class a method is defined in (directly), or None."""
-        return self._class_of.get(id(func))
-
-    def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-        return outer is inner or any(a is outer for a in self.ancestors(inner))
-
-    def loops_around(self, node: cst.CSTNode) -> List[cst.CSTNode]:
-        """The loops whose body holds `node`, innermost first, within its function."""
-        loops: List[cst.CSTNode] = []
-        child = node
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-                break
-            if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
-                loops.append(ancestor)
-            child = ancestor
-        return loops
-
     def bindings(self, scope: Scope, name: str) -> List[Binding]:
         return self._bindings.get(id(scope), {}).get(name, [])
 
@@ -879,7 +737,7 @@ class TrainingFacts:
         """The function or method of this module that `call` calls, when it can be told."""
         func = call.func
         if isinstance(func, cst.Name):
-            scope = self.scope_of(call)
+            scope = self.tree.scope_of(call)
             while True:  # a nested def in an enclosing function, else a module-level function
                 for binding in self.bindings(scope, func.value):
                     if binding.kind == "def" and isinstance(binding.node, cst.FunctionDef):
@@ -888,13 +746,13 @@ class TrainingFacts:
                     return None
                 if self.bindings(scope, func.value):
                     return None  # bound to something else locally
-                scope = self.scope_of(scope)
+                scope = self.tree.scope_of(scope)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
                 func.value.value in ("self", "cls"):
-            method = self.function_of(call)
-            while method is not None and self.class_of(method) is None:
-                method = self.function_of(method)
-            klass = self.class_of(method) if method is not None else None
+            method = self.tree.function_of(call)
+            while method is not None and self.tree.class_of(method) is None:
+                method = self.tree.function_of(method)
+            klass = self.tree.class_of(method) if method is not None else None
             seen: Set[int] = set()
             while klass is not None and id(klass) not in seen:
                 seen.add(id(klass))
@@ -933,7 +791,7 @@ class TrainingFacts:
                 yield call, here
                 if follow and depth < self.MAX_FOLLOW_DEPTH:
                     target = self._resolved.get(id(call))
-                    if target is not None and id(target) not in seen and not self.contains(target, node):
+                    if target is not None and id(target) not in seen and not self.tree.contains(target, node):
                         seen.add(id(target))
                         if self.grad_enabled_by_decorator(target) is not False:
                             pending.append((target.body, here, depth + 1))
@@ -959,9 +817,9 @@ class TrainingFacts:
     def _backward(self, call: cst.Call) -> Optional[Backward]:
         func = call.func
         qualified = self.names.call_name(call)
-        retain = _arg(call, "retain_graph")
+        retain = argument(call, "retain_graph")
         if qualified in _AUTOGRAD_BACKWARD or qualified in _AUTOGRAD_GRAD:
-            loss = _arg(call, "tensors" if qualified in _AUTOGRAD_BACKWARD else "outputs", 0)
+            loss = argument(call, "tensors" if qualified in _AUTOGRAD_BACKWARD else "outputs", 0)
             value = loss.value if loss is not None else None
             kind = "autograd" if qualified in _AUTOGRAD_BACKWARD else "grad"
             return Backward(call, value, kind, None, retain.value if retain else None,
@@ -974,7 +832,7 @@ class TrainingFacts:
             return None
         receiver = func.value
         owner = dotted_name(receiver)
-        if func.attr.value == "manual_backward" or (owner is not None and _BACKWARD_OWNER.search(_last(owner))
+        if func.attr.value == "manual_backward" or (owner is not None and _BACKWARD_OWNER.search(last_part(owner))
                                                     and call.args and call.args[0].keyword is None):
             value = call.args[0].value if call.args else None
             return Backward(call, value, "owner", None, retain.value if retain else None,
@@ -996,7 +854,7 @@ class TrainingFacts:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
                 receiver = dotted_name(func.value)
-                if receiver is not None and not _MODEL_NAME.search(_last(receiver)):
+                if receiver is not None and not _MODEL_NAME.search(last_part(receiver)):
                     found.add(receiver)
         for node in self._walk_assigns():
             for target in node.targets:
@@ -1014,8 +872,8 @@ class TrainingFacts:
                 and qualified[len("torch.optim."):][:1].isupper():
             return True
         if qualified.startswith(("torch.optim.", "transformers.", "bitsandbytes.optim.", "apex.optimizers.",
-                                 "torch.distributed.optim.")) and "Optim" in _last(qualified) or \
-                _last(qualified) in ("AdamW", "Adafactor", "Adam", "SGD", "Lion"):
+                                 "torch.distributed.optim.")) and "Optim" in last_part(qualified) or \
+                last_part(qualified) in ("AdamW", "Adafactor", "Adam", "SGD", "Lion"):
             return True
         func = call.func
         return isinstance(func, cst.Attribute) and func.attr.value in ("optimizers", "create_optimizer")
@@ -1051,7 +909,7 @@ class TrainingFacts:
             return False
         if dotted in self.optimizers:
             return True
-        last = _last(dotted)
+        last = last_part(dotted)
         return bool(_OPTIMIZER_NAME.search(last)) and not _NOT_OPTIMIZER_NAME.search(last)
 
     def _optimizer_step(self, call: cst.Call) -> Optional[OptimizerStep]:
@@ -1074,7 +932,7 @@ class TrainingFacts:
         for bind in self._bindings.get(id(self.module), {}).get(dotted, []):
             if isinstance(bind.value, cst.Call) and self.names.call_name(bind.value) in _GRAD_SCALER:
                 return True
-        return "scaler" in _last(dotted).lower()
+        return "scaler" in last_part(dotted).lower()
 
     def step_of(self, call: cst.Call) -> Optional[OptimizerStep]:
         return self._step_of.get(id(call))
@@ -1085,7 +943,7 @@ class TrainingFacts:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
                 receiver = dotted_name(func.value)
-                arg = _arg(call, "set_to_none", 0)
+                arg = argument(call, "set_to_none", 0)
                 found.append(ZeroGrad(call, receiver, arg.value if arg else None,
                                       self.is_optimizer(func.value)))
         for assign in self._grad_assigns:
@@ -1106,7 +964,7 @@ class TrainingFacts:
                     dotted = dotted_name(base.value) or ""
                     qualified = self.names.qualified_name(base.value) or ""
                     if dotted in found or qualified.startswith(("torch.nn.", "transformers.")) or \
-                            _LIGHTNING_BASES.search(dotted) or _last(dotted) in ("Module", "PreTrainedModel"):
+                            _LIGHTNING_BASES.search(dotted) or last_part(dotted) in ("Module", "PreTrainedModel"):
                         found.add(name)
                         changed = True
                         break
@@ -1138,7 +996,7 @@ class TrainingFacts:
             return False
         qualified = self.names.call_name(value) or ""
         if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
-                _last(qualified)[:1].isupper() and not _last(qualified).endswith("Loss"):
+                last_part(qualified)[:1].isupper() and not last_part(qualified).endswith("Loss"):
             return True
         if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified):
             return True
@@ -1161,7 +1019,7 @@ class TrainingFacts:
             return True
         if self.names.qualified_name(expr) is not None:
             return False  # an imported callable (torch.relu, F.softmax, np.mean)
-        last = _last(dotted)
+        last = last_part(dotted)
         if dotted in self.classes or (last[:1].isupper() and last[1:2].islower()) or \
                 _NOT_A_MODEL_CALL.search(last) or _MAKES_A_MODEL.search(last) or \
                 any(b.kind == "def" for b in self.bindings(self.module, dotted)):
@@ -1197,7 +1055,7 @@ class TrainingFacts:
         dotted = dotted_name(func)
         if dotted is None or qualified:
             return False
-        return dotted in self.loss_objects or bool(_LOSS_NAME.search(_last(dotted)))
+        return dotted in self.loss_objects or bool(_LOSS_NAME.search(last_part(dotted)))
 
     # -- grad mode -----------------------------------------------------------------------------
     def grad_enabled_by_decorator(self, func: cst.FunctionDef) -> Optional[bool]:
@@ -1209,17 +1067,17 @@ class TrainingFacts:
             qualified = self.names.call_name(call) if call is not None else self.names.qualified_name(expr)
             if qualified in _GRAD_OFF:
                 if call is not None and qualified.endswith("inference_mode"):
-                    mode = _arg(call, "mode", 0)
+                    mode = argument(call, "mode", 0)
                     if mode is not None and literal_bool(mode.value) is not True:
                         return None if literal_bool(mode.value) is None else True
                 return False
             if qualified in _GRAD_ON:
                 return True
             if qualified in _GRAD_SET and call is not None:
-                mode = _arg(call, "mode", 0)
+                mode = argument(call, "mode", 0)
                 return literal_bool(mode.value) if mode is not None else None
             dotted = dotted_name(call.func if call is not None else expr) or ""
-            if _GRAD_DECORATOR.search(_last(dotted)):
+            if _GRAD_DECORATOR.search(last_part(dotted)):
                 return False  # `@smart_inference_mode()`, `@no_grad_wrapper`: a home-made no_grad
         if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
             return False
@@ -1230,12 +1088,12 @@ class TrainingFacts:
             expr = decorator.decorator
             target = expr.func if isinstance(expr, cst.Call) else expr
             if self.names.qualified_name(target) is None and \
-                    _last(dotted_name(target)) not in _NEUTRAL_DECORATORS:
+                    last_part(dotted_name(target)) not in _NEUTRAL_DECORATORS:
                 return True
         return False
 
     def _in_lightning_module(self, func: cst.FunctionDef) -> bool:
-        klass = self.class_of(func)
+        klass = self.tree.class_of(func)
         if klass is None:
             return False
         names = {dotted_name(b.value) or "" for b in klass.bases}
@@ -1250,7 +1108,7 @@ class TrainingFacts:
     def region_at(self, node: cst.CSTNode) -> Optional[Region]:
         """The innermost grad-mode `with` whose body holds `node`."""
         child = node
-        for ancestor in self.ancestors(node):
+        for ancestor in self.tree.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
                 return None
             if isinstance(ancestor, cst.With) and child is ancestor.body:
@@ -1267,7 +1125,7 @@ class TrainingFacts:
         region = self.region_at(node)
         if region is not None:
             return region.grad_enabled
-        scope = self.scope_of(node)
+        scope = self.tree.scope_of(node)
         if id(scope) in self._toggles:
             return None
         if isinstance(scope, cst.FunctionDef):
@@ -1300,13 +1158,13 @@ class TrainingFacts:
 
     def in_accumulate(self, node: cst.CSTNode) -> bool:
         """Inside `with accelerator.accumulate(model):`."""
-        return any(isinstance(a, cst.With) and id(a) in self._accumulate_withs for a in self.ancestors(node))
+        return any(isinstance(a, cst.With) and id(a) in self._accumulate_withs for a in self.tree.ancestors(node))
 
     def autocast_at(self, node: cst.CSTNode) -> Optional[Autocast]:
         """The innermost autocast region whose body holds `node` (same function)."""
         by_with = {id(a.region.node): a for a in self.autocasts}
         child = node
-        for ancestor in self.ancestors(node):
+        for ancestor in self.tree.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
                 return None
             if isinstance(ancestor, cst.With) and child is ancestor.body and id(ancestor) in by_with:
@@ -1339,14 +1197,14 @@ class TrainingFacts:
     def in_training_function(self, node: cst.CSTNode) -> bool:
         if self.in_accumulate(node):
             return True
-        func = self.function_of(node)
+        func = self.tree.function_of(node)
         while func is not None:
             if func.name.value in TRAINING_FUNCTIONS or self.is_lightning_training_step(func):
                 return True
-            klass = self.class_of(func)
+            klass = self.tree.class_of(func)
             if klass is not None and klass.name.value in self.module_classes and func.name.value == "forward":
                 return True
-            func = self.function_of(func)
+            func = self.tree.function_of(func)
         return False
 
     # -- grad-carrying values ------------------------------------------------------------------
@@ -1437,37 +1295,26 @@ class TrainingFacts:
         return result
 
     def _relevant_bindings(self, name: str, at: cst.CSTNode) -> List[Binding]:
-        scope = self.scope_of(at)
+        scope = self.tree.scope_of(at)
         binds = self.bindings(scope, name)
         while not binds and scope is not self.module:
-            scope = self.scope_of(scope)
+            scope = self.tree.scope_of(scope)
             binds = self.bindings(scope, name)
             if binds:  # a closure or global: any of them may be the one seen
                 return binds
-        position = self.order(at)
-        before = [b for b in binds if self.order(b.node) < position and not self.contains(b.node, at)]
+        position = self.tree.order(at)
+        before = [b for b in binds if self.tree.order(b.node) < position and not self.tree.contains(b.node, at)]
         if not before:
-            return [b for b in binds if not self.contains(b.node, at)]
+            return [b for b in binds if not self.tree.contains(b.node, at)]
         # the last binding before `at` in a block enclosing `at` hides everything before it
-        at_ancestors = {id(a) for a in self.ancestors(at)}
+        at_ancestors = {id(a) for a in self.tree.ancestors(at)}
         relevant: List[Binding] = []
         for bind in reversed(before):
             relevant.append(bind)
-            block = self._dominating_block(bind.node)
+            block = self.tree.dominating_block(bind.node)
             if bind.kind not in ("aug", "append") and block is not None and id(block) in at_ancestors:
                 break
         return relevant
-
-    def _dominating_block(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        """The block after whose statement `node` has surely run (a `with` body runs whole)."""
-        block = self.parent(node)
-        while block is not None:
-            if isinstance(block, cst.Module):
-                return block
-            if isinstance(block, cst.BaseSuite) and not isinstance(self.parent(block), cst.With):
-                return block
-            block = self.parent(block)
-        return None
 
     def _name_carries_grad(self, name: str, at: cst.CSTNode) -> bool:
         key = (name, id(at))
@@ -1488,7 +1335,7 @@ class TrainingFacts:
             if self.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
             if not bind.whole and isinstance(bind.value, cst.Call) and (
-                    _last(dotted_name(bind.value.func)) in _VALUES_INDICES):
+                    last_part(dotted_name(bind.value.func)) in _VALUES_INDICES):
                 continue  # `_, predicted = out.max(1)`: do not guess which element it is
             if self.carries_grad(bind.value, bind.node):
                 result = True
@@ -1526,12 +1373,12 @@ class TrainingFacts:
         function of this module that backwards."""
         tainted = self.derived_names(scope, names)
         for backward in self.backwards:
-            if self.scope_of(backward.call) is scope and backward.names & tainted:
+            if self.tree.scope_of(backward.call) is scope and backward.names & tainted:
                 return True
             if backward.loss is not None and (dotted_name(backward.loss) or "") in names:
                 return True  # `self.total.backward()`
         for call in self.calls:
-            if self.scope_of(call) is not scope:
+            if self.tree.scope_of(call) is not scope:
                 continue
             target = self._resolved.get(id(call))
             if target is None or not any(sources_of(a.value) & tainted for a in call.args):
@@ -1547,7 +1394,7 @@ class TrainingFacts:
         if any(sources_of(value) & tainted for value in self._exits.get(id(scope), [])):
             return True
         for assign in self._assigns:
-            if self.scope_of(assign) is scope and sources_of(assign.value) & tainted and any(
+            if self.tree.scope_of(assign) is scope and sources_of(assign.value) & tainted and any(
                     _stores_into_container(t.target) for t in assign.targets):
                 return True
         return False
@@ -1561,11 +1408,11 @@ class TrainingFacts:
         "eval-mode" (after `model.eval()` in the same function), "named" (in a function named
         like evaluate/validate/predict/infer/generate/sample), "script" (a file with no backward
         and no optimizer step, at module level or in a function returning nothing); else None."""
-        scope = self.scope_of(loop)
-        position = self.order(loop)
+        scope = self.tree.scope_of(loop)
+        position = self.tree.order(loop)
         latest: Dict[str, ModeCall] = {}
-        for mode_call in sorted(self.mode_calls, key=lambda m: self.order(m.call)):
-            if self.scope_of(mode_call.call) is not scope or self.order(mode_call.call) > position:
+        for mode_call in sorted(self.mode_calls, key=lambda m: self.tree.order(m.call)):
+            if self.tree.scope_of(mode_call.call) is not scope or self.tree.order(mode_call.call) > position:
                 continue
             latest[mode_call.target] = mode_call
         modes = {m.mode for m in latest.values() if self.is_model(m.call.func.value)}  # type: ignore[attr-defined]
@@ -1573,7 +1420,7 @@ class TrainingFacts:
             return None  # the model was put in training mode for this loop
         if "eval" in modes:
             return "eval-mode"
-        func = self.function_of(loop)
+        func = self.tree.function_of(loop)
         while func is not None:
             name = func.name.value
             if _EVAL_FUNCTION.search(name) and not name.startswith("test_"):
@@ -1581,7 +1428,7 @@ class TrainingFacts:
                         self.carries_grad(value, value) for value in self._exits.get(id(func), [])):
                     return None  # samples handed back with their graph: the caller may train on them
                 return "named"
-            func = self.function_of(func)
+            func = self.tree.function_of(func)
         if not self.backwards and not self.optimizer_steps and self._inference_signs() and (
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
                                          and not self.returns_value(scope))):
@@ -1591,14 +1438,14 @@ class TrainingFacts:
     def reset_in_iteration(self, loop: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
         """Whether `name` is surely rebound (not by `+=` or an append) in `loop`'s body before `at`:
         then what it holds at `at` does not outlive the iteration."""
-        position = self.order(at)
-        at_ancestors = {id(a) for a in self.ancestors(at)}
-        for bind in self.bindings(self.scope_of(at), name):
+        position = self.tree.order(at)
+        at_ancestors = {id(a) for a in self.tree.ancestors(at)}
+        for bind in self.bindings(self.tree.scope_of(at), name):
             if bind.kind in ("aug", "append", "param", "def") or bind.node is at:
                 continue
-            if self.order(bind.node) >= position or not self.contains(loop.body, bind.node):  # type: ignore[attr-defined]
+            if self.tree.order(bind.node) >= position or not self.tree.contains(loop.body, bind.node):  # type: ignore[attr-defined]
                 continue
-            block = self._dominating_block(bind.node)
+            block = self.tree.dominating_block(bind.node)
             if block is not None and id(block) in at_ancestors:
                 return True
         return False
@@ -1664,7 +1511,7 @@ class TrainingFacts:
             if not self._mentions(assign.value, dotted):
                 continue
             names = {name.value for t in assign.targets for name, _ in _binding_targets(t.target)}
-            if names and self.reaches_backward(self.scope_of(assign), names):
+            if names and self.reaches_backward(self.tree.scope_of(assign), names):
                 return True
         return False
 
