@@ -90,7 +90,7 @@ def test_resets_and_reads():
         n = p.grad.norm()
         p.grad = None
     """)
-    resets = {cst.Module([]).code_for_node(c): f.training.resets_grads(c) for c in f.training.calls}
+    resets = {cst.Module([]).code_for_node(c): f.training.resets_grads(c) for c in f.scopes.calls}
     assert resets["opt.zero_grad()"] and resets["p.grad.data.zero_()"] and resets["torch._foreach_zero_(grads)"]
     assert resets["zero_grads(model)"] and not resets["p.grad.mul_(2)"] and not resets["p.grad.norm()"]
     reads = [cst.Module([]).code_for_node(r) for r in f.training.grad_reads(f.module)]

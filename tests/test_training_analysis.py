@@ -99,7 +99,7 @@ def test_models_and_forwards():
         n1 = torch.relu(x); n2 = helper(x); n3 = model.generate(x); n4 = lm.generate(ids)
     """)
     assert {"lm", "m", "wrapped"} <= f.training.models
-    calls = {code(c.func): c for c in f.training.calls}
+    calls = {code(c.func): c for c in f.scopes.calls}
     for name in ("m", "wrapped", "model", "self.net", "model.forward"):
         assert f.training.is_forward(calls[name]), name
     for name in ("torch.relu", "helper", "model.generate", "lm.generate"):
@@ -115,7 +115,7 @@ def test_losses():
         a = ce(out, y); b = F.cross_entropy(out, y); c = criterion(out, y); d = nn.MSELoss()(out, y)
         e = F.softmax(out, -1); g = accuracy(out, y)
     """)
-    verdicts = {code(c.func): f.training.is_loss(c) for c in f.training.calls}
+    verdicts = {code(c.func): f.training.is_loss(c) for c in f.scopes.calls}
     assert verdicts["ce"] and verdicts["F.cross_entropy"] and verdicts["criterion"]
     assert verdicts["nn.MSELoss()"]
     assert not verdicts["F.softmax"] and not verdicts["accuracy"]
@@ -146,7 +146,7 @@ def test_grad_regions_and_decorators():
         helper()
         j = model(x)
     """)
-    modes = {code(c.func.value if False else c): None for c in f.training.calls}
+    modes = {code(c.func.value if False else c): None for c in f.scopes.calls}
     mode_of = {}
     for stmt in walk(f.module):
         if isinstance(stmt, cst.Assign):
@@ -171,7 +171,7 @@ def test_lightning_hooks_and_bare_toggle():
     """)
     mode_of = {s.targets[0].target.value: f.training.grad_enabled(s) for s in walk(f.module) if isinstance(s, cst.Assign)}
     assert mode_of == {"a": True, "b": False, "c": None}
-    training_step = f.training.classes["Lit"].body.body[0]
+    training_step = f.scopes.classes["Lit"].body.body[0]
     assert f.training.is_lightning_training_step(training_step)
 
 
@@ -371,7 +371,7 @@ def test_reaches_backward_and_leaves_scope():
                 total += model(p).sum()
             return total * 2
     """)
-    fa, fb = f.training.functions["a"], f.training.functions["b"]
+    fa, fb = f.scopes.functions["a"], f.scopes.functions["b"]
     assert f.training.reaches_backward(fa, {"total"}) and not f.training.leaves_scope(fa, {"total"})
     assert not f.training.reaches_backward(fb, {"total"}) and f.training.leaves_scope(fb, {"total"})
 

@@ -13,6 +13,7 @@ import libcst as cst
 from memlint.analysis.dataflow import block_flow
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.torchnames import Reference, TorchNames, references
+from memlint.analysis.scopes import Scopes
 from memlint.analysis.training import TrainingFacts
 from memlint.analysis.tree import TreeIndex, dotted_name, index, walk
 
@@ -25,6 +26,7 @@ class Facts:
         self._loops: Dict[int, LoopFacts] = {}
         self._scopes: Dict[int, ScopeUses] = {}
         self._references: Optional[Dict[str, List[Reference]]] = None
+        self._scopes_index: Optional[Scopes] = None
         self._training: Optional[TrainingFacts] = None
         self._identifiers: Optional[FrozenSet[str]] = None
 
@@ -43,10 +45,17 @@ class Facts:
         return self._tree
 
     @property
+    def scopes(self) -> Scopes:
+        """Names bound in each scope, what a call calls, the module's functions, classes and calls."""
+        if self._scopes_index is None:
+            self._scopes_index = Scopes(self.tree)
+        return self._scopes_index
+
+    @property
     def training(self) -> TrainingFacts:
         """The shape of the training step: backward, optimizer steps, forwards, grad mode."""
         if self._training is None:
-            self._training = TrainingFacts(self.module, self.names, self.tree)
+            self._training = TrainingFacts(self.module, self.names, self.tree, self.scopes)
         return self._training
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
@@ -58,7 +67,7 @@ class Facts:
         return facts
 
     def _resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        return self.training.resolve(call)
+        return self.scopes.resolve(call)
 
     def scope_uses(self, scope: cst.CSTNode) -> ScopeUses:
         """How the names of a function (or the module) are read, closures included."""

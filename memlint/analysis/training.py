@@ -41,8 +41,9 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, leaf_targets,
-                                       sources_of)
+from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, derived,
+                                       leaf_targets, sources_of, target_names)
+from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import Scope, TreeIndex, argument, children, dotted_name, last_part, literal_bool
 
@@ -208,31 +209,6 @@ class ModeCall:
     mode: str  # "eval" or "train"
 
 
-@dataclass(frozen=True)
-class Binding:
-    """A name bound in a scope: by assignment, augmented assignment, a for target, `with ... as`,
-    or an append-like call into it (`xs.append(v)`: v flows into xs)."""
-
-    name: str
-    node: cst.CSTNode  # the small statement / For / With / Call that binds
-    value: Optional[cst.BaseExpression]  # the value it is bound to (the iterable for a for target)
-    kind: str  # "assign", "aug", "for", "with", "append", "walrus", "param"
-    whole: bool = True  # False when the value is unpacked (`a, b = f()`)
-
-
-def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
-    """Names a target binds, each with whether it gets the whole value."""
-    if isinstance(target, cst.Name):
-        yield target, True
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            for name, _ in _binding_targets(element.value):
-                yield name, False
-    elif isinstance(target, cst.StarredElement):
-        for name, _ in _binding_targets(target.value):
-            yield name, False
-
-
 def _stores_into_container(target: cst.CSTNode) -> bool:
     """`obj.a = v`, `d[k] = v`, also inside a tuple target."""
     return any(isinstance(leaf, (cst.Attribute, cst.Subscript)) for leaf in leaf_targets(target))
@@ -262,15 +238,11 @@ class TrainingFacts:
 
     MAX_FOLLOW_DEPTH = 4
 
-    def __init__(self, module: cst.Module, names: TorchNames, tree: TreeIndex) -> None:
+    def __init__(self, module: cst.Module, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
         self.module = module
         self.names = names
         self.tree = tree
-        self.calls: List[cst.Call] = []
-        self.functions: Dict[str, cst.FunctionDef] = {}  # module-level functions
-        self.classes: Dict[str, cst.ClassDef] = {}
-        self._call_sites: Dict[int, List[cst.Call]] = {}  # id(FunctionDef) -> calls resolving to it
-        self._bindings: Dict[int, Dict[str, List[Binding]]] = {}  # id(scope) -> name -> bindings
+        self.scopes = scopes
         self._toggles: Set[int] = set()  # scopes with a bare set_grad_enabled(...) statement
         self.grad_regions: List[Region] = []
         self.autocasts: List[Autocast] = []
@@ -280,21 +252,19 @@ class TrainingFacts:
         self.mode_calls: List[ModeCall] = []
         self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
         self._grad_assigns: List[cst.Assign] = []
-        self._assigns: List[cst.Assign] = []
-        self._exits: Dict[int, List[cst.BaseExpression]] = {}  # id(scope) -> returned/yielded values
-        self._index()
+        self._derive()
         self.optimizers: FrozenSet[str] = frozenset(self._find_optimizers() | self._annotated_optimizers()
                                                    | self._built_on_parameters())
         self.models: FrozenSet[str] = frozenset(self._find_models())
         self.loss_objects: FrozenSet[str] = frozenset(
-            dotted for assign in self._assigns if isinstance(assign.value, cst.Call)
+            dotted for assign in self.scopes.assigns if isinstance(assign.value, cst.Call)
             and (self.names.call_name(assign.value) or "").startswith("torch.nn.")
             and (self.names.call_name(assign.value) or "").endswith("Loss")
             for dotted in (dotted_name(t.target) for t in assign.targets) if dotted is not None)
-        self.backwards: List[Backward] = [b for b in map(self._backward, self.calls) if b is not None]
+        self.backwards: List[Backward] = [b for b in map(self._backward, self.scopes.calls) if b is not None]
         self._backward_of = {id(b.call): b for b in self.backwards}
         self.optimizer_steps: List[OptimizerStep] = [
-            s for s in map(self._optimizer_step, self.calls) if s is not None]
+            s for s in map(self._optimizer_step, self.scopes.calls) if s is not None]
         self._step_of = {id(s.call): s for s in self.optimizer_steps}
         self.zero_grads: List[ZeroGrad] = self._find_zero_grads()
         self._memo_grad: Dict[Tuple[str, int], bool] = {}
@@ -304,107 +274,39 @@ class TrainingFacts:
         self._calls_in: Dict[Tuple[int, bool], List[Tuple[cst.Call, cst.Call]]] = {}
         self._direct: Dict[int, List[cst.Call]] = {}
 
-    # -- the walk ------------------------------------------------------------------------------
-    def _index(self) -> None:
-        """One pass over what the tree index lists (no walk of its own): the nodes the
-        questions below are about, each with its scope."""
-        module, tree = self.module, self.tree
-        for node, scope in tree.listed:
-            node_type = type(node)
-            if node_type is cst.FunctionDef or node_type is cst.Lambda:
-                self._bindings.setdefault(id(node), {})
-                self._params(node)
-                if node_type is cst.FunctionDef:
-                    if scope is module and tree.class_of(node) is None:
-                        self.functions.setdefault(node.name.value, node)  # type: ignore[attr-defined]
-                    self._bind(scope, node.name.value, node, None, "def")  # type: ignore[attr-defined]
-            elif node_type is cst.ClassDef:
-                if scope is module:
-                    self.classes.setdefault(node.name.value, node)  # type: ignore[attr-defined]
-            else:
-                self._index_node(node, scope)
-        self._resolved: Dict[int, cst.FunctionDef] = {}
-        for call in self.calls:
-            target = self._resolve(call)
-            if target is not None:
-                self._resolved[id(call)] = target
-                self._call_sites.setdefault(id(target), []).append(call)
-
-    def _params(self, node: cst.CSTNode) -> None:
-        params = getattr(node, "params", None)
-        if not isinstance(params, cst.Parameters):
-            return
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            self._bind(node, param.name.value, param, None, "param")
-        for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
-                self._bind(node, star.name.value, star, None, "param")
-
-    def _bind(self, scope: Scope, name: str, node: cst.CSTNode, value: Optional[cst.BaseExpression],
-              kind: str, whole: bool = True) -> None:
-        self._bindings.setdefault(id(scope), {}).setdefault(name, []).append(
-            Binding(name, node, value, kind, whole))
-
-    def _index_node(self, node: cst.CSTNode, scope: Scope) -> None:
-        node_type = type(node)
-        if (node_type is cst.Return or node_type is cst.Yield) and node.value is not None:  # type: ignore[attr-defined]
-            value = node.value.item if isinstance(node.value, cst.From) else node.value
-            self._exits.setdefault(id(scope), []).append(value)
-        if node_type is cst.Call:
-            self.calls.append(node)
-            statement = self.tree.parent(node)
-            if type(statement) is cst.Expr and type(self.tree.parent(statement)) is cst.SimpleStatementLine and \
-                    self.names.call_name(node) in _GRAD_SET:  # type: ignore[arg-type]
-                self._toggles.add(id(scope))
-            func = node.func
-            if isinstance(func, cst.Attribute):
-                method = func.attr.value
-                receiver = dotted_name(func.value)
-                if method in ("append", "extend", "insert", "appendleft", "add") and node.args:
-                    root = func.value
-                    while isinstance(root, (cst.Attribute, cst.Subscript)):
-                        root = root.value
-                    if isinstance(root, cst.Name):
-                        self._bind(scope, root.value, node, node.args[-1].value, "append")
-                elif method in ("eval", "train") and receiver is not None:
-                    mode = method
-                    flag = argument(node, "mode", 0)
-                    if method == "train" and flag is not None and literal_bool(flag.value) is False:
-                        mode = "eval"
-                    self.mode_calls.append(ModeCall(node, receiver, mode))
-                elif method == "requires_grad_":
-                    flag = argument(node, "requires_grad", 0)
-                    if flag is not None and literal_bool(flag.value) is False:
-                        self.requires_grad_off = True
-        elif node_type is cst.Assign:
-            self._assigns.append(node)
-            for target in node.targets:
-                for name, whole in _binding_targets(target.target):
-                    self._bind(scope, name.value, node, node.value, "assign", whole)
+    def _derive(self) -> None:
+        """What the scopes' inventory shows about grad mode, regions and mode switches."""
+        tree = self.tree
+        for call in self.scopes.calls:
+            statement = tree.parent(call)
+            if type(statement) is cst.Expr and type(tree.parent(statement)) is cst.SimpleStatementLine and \
+                    self.names.call_name(call) in _GRAD_SET:
+                self._toggles.add(id(tree.scope_of(call)))
+            func = call.func
+            if not isinstance(func, cst.Attribute):
+                continue
+            method = func.attr.value
+            receiver = dotted_name(func.value)
+            if method in ("eval", "train") and receiver is not None:
+                mode = method
+                flag = argument(call, "mode", 0)
+                if method == "train" and flag is not None and literal_bool(flag.value) is False:
+                    mode = "eval"
+                self.mode_calls.append(ModeCall(call, receiver, mode))
+            elif method == "requires_grad_":
+                flag = argument(call, "requires_grad", 0)
+                if flag is not None and literal_bool(flag.value) is False:
+                    self.requires_grad_off = True
+        for assign in self.scopes.assigns:
+            for target in assign.targets:
                 tgt = target.target
                 if isinstance(tgt, cst.Attribute):
-                    if tgt.attr.value == "requires_grad" and literal_bool(node.value) is False:
+                    if tgt.attr.value == "requires_grad" and literal_bool(assign.value) is False:
                         self.requires_grad_off = True
                     if tgt.attr.value == "grad":
-                        self._grad_assigns.append(node)
-        elif node_type is cst.AnnAssign:
-            if node.value is not None:
-                for name, whole in _binding_targets(node.target):
-                    self._bind(scope, name.value, node, node.value, "assign", whole)
-        elif node_type is cst.AugAssign:
-            for name, whole in _binding_targets(node.target):
-                self._bind(scope, name.value, node, node.value, "aug", whole)
-        elif node_type is cst.NamedExpr:
-            for name, whole in _binding_targets(node.target):
-                self._bind(scope, name.value, node, node.value, "walrus", whole)
-        elif node_type is cst.For:
-            for name, _ in _binding_targets(node.target):
-                self._bind(scope, name.value, node, node.iter, "for", False)
-        elif node_type is cst.With:
+                        self._grad_assigns.append(assign)
+        for node in self.scopes.withs:
             for item in node.items:
-                if item.asname is not None:
-                    for name, whole in _binding_targets(item.asname.name):
-                        self._bind(scope, name.value, node, item.item, "with", whole)
                 self._region(node, item)
 
     def _region(self, node: cst.With, item: cst.WithItem) -> None:
@@ -464,23 +366,21 @@ class TrainingFacts:
     def _annotated_optimizers(self) -> Set[str]:
         """Parameters annotated as optimizers: `def train(opt: torch.optim.Optimizer)`."""
         found: Set[str] = set()
-        for bindings in self._bindings.values():
-            for binds in bindings.values():
-                for bind in binds:
-                    node = bind.node
-                    if bind.kind == "param" and isinstance(node, cst.Param) and node.annotation is not None:
-                        qualified = self.names.qualified_name(node.annotation.annotation) or ""
-                        if qualified.startswith("torch.optim.") and "lr_scheduler" not in qualified:
-                            found.add(bind.name)
+        for bind in self.scopes.every_binding():
+            node = bind.node
+            if bind.kind == "param" and isinstance(node, cst.Param) and node.annotation is not None:
+                qualified = self.names.qualified_name(node.annotation.annotation) or ""
+                if qualified.startswith("torch.optim.") and "lr_scheduler" not in qualified:
+                    found.add(bind.name)
         return found
 
     def _built_on_parameters(self) -> Set[str]:
         """Names bound to an object built on a model's parameters, `hydra.utils.instantiate(cfg.optim,
         model.parameters())`, that are stepped somewhere (`x.step()`): optimizers by what they do."""
-        stepped = {dotted_name(c.func.value) for c in self.calls  # type: ignore[attr-defined]
+        stepped = {dotted_name(c.func.value) for c in self.scopes.calls  # type: ignore[attr-defined]
                    if isinstance(c.func, cst.Attribute) and c.func.attr.value == "step"}
         found: Set[str] = set()
-        for assign in self._assigns:
+        for assign in self.scopes.assigns:
             value = assign.value
             if not isinstance(value, cst.Call) or "lr_scheduler" in (self.names.call_name(value) or ""):
                 continue
@@ -496,7 +396,7 @@ class TrainingFacts:
     def parameters_owners(self, optimizer: str) -> Set[str]:
         """The models an optimizer is built on: `{"model"}` for `opt = SGD(model.parameters())`."""
         owners: Set[str] = set()
-        for assign in self._assigns:
+        for assign in self.scopes.assigns:
             if not isinstance(assign.value, cst.Call) or \
                     not any(dotted_name(t.target) == optimizer for t in assign.targets):
                 continue
@@ -524,9 +424,9 @@ class TrainingFacts:
         names = [p.name.value for p in positional]
         if dotted not in names and dotted not in [p.name.value for p in params.kwonly_params]:
             return False
-        if any(b.kind != "param" for b in self.bindings(func, dotted)):
+        if any(b.kind != "param" for b in self.scopes.bindings(func, dotted)):
             return False  # rebound in the function
-        sites = self.call_sites(func)
+        sites = self.scopes.call_sites(func)
         if not sites:
             return False
         offset = 1 if self.tree.class_of(func) is not None and names[:1] in (["self"], ["cls"]) else 0
@@ -559,20 +459,10 @@ class TrainingFacts:
                 return self.device_types(expr.args[0].value, depth + 1)
             return None
         if isinstance(expr, cst.Name):
-            binds = self.bindings_seen(expr.value, expr)
+            binds = self.scopes.bindings_seen(expr.value, expr)
             if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
                 return self.device_types(binds[0].value, depth + 1)
         return None
-
-    def bindings_seen(self, name: str, at: cst.CSTNode) -> List[Binding]:
-        """Every binding of `name` in the scope `at` runs in, else in the nearest enclosing scope
-        that binds it (a closure or a global)."""
-        scope = self.tree.scope_of(at)
-        while True:
-            binds = self.bindings(scope, name)
-            if binds or scope is self.module:
-                return binds
-            scope = self.tree.scope_of(scope)
 
     def _dtype_values(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
         qualified = self.names.qualified_name(expr)
@@ -582,7 +472,7 @@ class TrainingFacts:
             body, orelse = self._dtype_values(expr.body, depth + 1), self._dtype_values(expr.orelse, depth + 1)
             return None if body is None or orelse is None else body | orelse
         if isinstance(expr, cst.Name) and depth < 8:
-            binds = self.bindings_seen(expr.value, expr)
+            binds = self.scopes.bindings_seen(expr.value, expr)
             if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
                 return self._dtype_values(binds[0].value, depth + 1)
         return None
@@ -620,13 +510,13 @@ class TrainingFacts:
             return True
         return any(self.names.call_name(call) in _GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
             isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
-            and "scaler" in last_part(dotted_name(call.func.value)).lower()) for call in self.calls)
+            and "scaler" in last_part(dotted_name(call.func.value)).lower()) for call in self.scopes.calls)
 
     def functions_reached(self, node: cst.CSTNode) -> List[cst.FunctionDef]:
         """Functions of this module that calls under `node` reach (helpers followed)."""
         found: Dict[int, cst.FunctionDef] = {}
         for call, _ in self.calls_in(node):
-            target = self._resolve(call)
+            target = self.scopes.resolve(call)
             if target is not None and not self.tree.contains(target, node):
                 found.setdefault(id(target), target)
         return list(found.values())
@@ -716,60 +606,18 @@ class TrainingFacts:
         while values:
             value, at = values.pop()
             for call in (n for n in _expression_nodes(value) if isinstance(n, cst.Call)):
-                target = self._resolve(call)
+                target = self.scopes.resolve(call)
                 if target is not None:
                     functions.setdefault(id(target), target)
             for name in sources_of(value):
                 if (name, id(at)) in seen:
                     continue
                 seen.add((name, id(at)))
-                for bind in self._relevant_bindings(name, at):
+                for bind in self.scopes.in_effect(name, at):
                     if bind.value is not None and bind.kind != "param":
                         nodes.setdefault(id(bind.node), bind.node)
                         values.append((bind.value, bind.node))
         return list(nodes.values()), list(functions.values())
-
-    def bindings(self, scope: Scope, name: str) -> List[Binding]:
-        return self._bindings.get(id(scope), {}).get(name, [])
-
-    # -- helpers -------------------------------------------------------------------------------
-    def _resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        """The function or method of this module that `call` calls, when it can be told."""
-        func = call.func
-        if isinstance(func, cst.Name):
-            scope = self.tree.scope_of(call)
-            while True:  # a nested def in an enclosing function, else a module-level function
-                for binding in self.bindings(scope, func.value):
-                    if binding.kind == "def" and isinstance(binding.node, cst.FunctionDef):
-                        return binding.node
-                if scope is self.module:
-                    return None
-                if self.bindings(scope, func.value):
-                    return None  # bound to something else locally
-                scope = self.tree.scope_of(scope)
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
-                func.value.value in ("self", "cls"):
-            method = self.tree.function_of(call)
-            while method is not None and self.tree.class_of(method) is None:
-                method = self.tree.function_of(method)
-            klass = self.tree.class_of(method) if method is not None else None
-            seen: Set[int] = set()
-            while klass is not None and id(klass) not in seen:
-                seen.add(id(klass))
-                for stmt in klass.body.body:
-                    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == func.attr.value:
-                        return stmt
-                klass = next((self.classes[b] for b in (dotted_name(a.value) for a in klass.bases)
-                              if b in self.classes), None)
-        return None
-
-    def resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        """The function or method of this module that `call` calls, when it can be told."""
-        return self._resolved.get(id(call))
-
-    def call_sites(self, func: cst.FunctionDef) -> List[cst.Call]:
-        """Calls in this module that call `func`."""
-        return self._call_sites.get(id(func), [])
 
     def calls_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
         """Every call under `node` (nested functions not entered) as (call, call site in `node`):
@@ -790,7 +638,7 @@ class TrainingFacts:
                 here = site if site is not None else call
                 yield call, here
                 if follow and depth < self.MAX_FOLLOW_DEPTH:
-                    target = self._resolved.get(id(call))
+                    target = self.scopes.resolve(call)
                     if target is not None and id(target) not in seen and not self.tree.contains(target, node):
                         seen.add(id(target))
                         if self.grad_enabled_by_decorator(target) is not False:
@@ -850,13 +698,13 @@ class TrainingFacts:
 
     def _find_optimizers(self) -> Set[str]:
         found: Set[str] = set()
-        for call in self.calls:
+        for call in self.scopes.calls:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
                 receiver = dotted_name(func.value)
                 if receiver is not None and not _MODEL_NAME.search(last_part(receiver)):
                     found.add(receiver)
-        for node in self._walk_assigns():
+        for node in self.scopes.assigns:
             for target in node.targets:
                 receiver = dotted_name(target.target)
                 if receiver is not None and isinstance(node.value, cst.Call) and \
@@ -878,11 +726,8 @@ class TrainingFacts:
         func = call.func
         return isinstance(func, cst.Attribute) and func.attr.value in ("optimizers", "create_optimizer")
 
-    def _walk_assigns(self) -> Iterator[cst.Assign]:
-        return iter(self._assigns)
-
     def _param_group_receivers(self) -> Iterator[str]:
-        for call in self.calls:  # `opt.param_groups` reached from calls is enough: loops read it
+        for call in self.scopes.calls:  # `opt.param_groups` reached from calls is enough: loops read it
             for arg in call.args:
                 value = arg.value
                 while isinstance(value, cst.Subscript):  # opt.param_groups[0]["lr"]
@@ -891,16 +736,14 @@ class TrainingFacts:
                     receiver = dotted_name(value.value)
                     if receiver:
                         yield receiver
-        for bindings in self._bindings.values():
-            for binds in bindings.values():
-                for bind in binds:
-                    value = bind.value
-                    while isinstance(value, cst.Subscript):
-                        value = value.value
-                    if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
-                        receiver = dotted_name(value.value)
-                        if receiver:
-                            yield receiver
+        for bind in self.scopes.every_binding():
+            value = bind.value
+            while isinstance(value, cst.Subscript):
+                value = value.value
+            if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
+                receiver = dotted_name(value.value)
+                if receiver:
+                    yield receiver
 
     def is_optimizer(self, expr: cst.BaseExpression) -> bool:
         """Built from torch.optim.*, used with .zero_grad()/.param_groups, or named like one."""
@@ -929,7 +772,7 @@ class TrainingFacts:
         dotted = dotted_name(expr)
         if dotted is None:
             return False
-        for bind in self._bindings.get(id(self.module), {}).get(dotted, []):
+        for bind in self.scopes.bindings(self.module, dotted):
             if isinstance(bind.value, cst.Call) and self.names.call_name(bind.value) in _GRAD_SCALER:
                 return True
         return "scaler" in last_part(dotted).lower()
@@ -939,7 +782,7 @@ class TrainingFacts:
 
     def _find_zero_grads(self) -> List[ZeroGrad]:
         found: List[ZeroGrad] = []
-        for call in self.calls:
+        for call in self.scopes.calls:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
                 receiver = dotted_name(func.value)
@@ -957,7 +800,7 @@ class TrainingFacts:
         changed = True
         while changed:
             changed = False
-            for name, klass in self.classes.items():
+            for name, klass in self.scopes.classes.items():
                 if name in found:
                     continue
                 for base in klass.bases:
@@ -973,7 +816,7 @@ class TrainingFacts:
     def _find_models(self) -> Set[str]:
         self.module_classes = frozenset(self._module_classes())
         found: Set[str] = set()
-        for assign in self._walk_assigns():
+        for assign in self.scopes.assigns:
             if self._is_model_value(assign.value, found):
                 for target in assign.targets:
                     dotted = dotted_name(target.target)
@@ -982,7 +825,7 @@ class TrainingFacts:
         changed = True
         while changed:  # `model = model.to(device)`, `net = DDP(model)`
             changed = False
-            for assign in self._walk_assigns():
+            for assign in self.scopes.assigns:
                 if self._is_model_value(assign.value, found):
                     for target in assign.targets:
                         dotted = dotted_name(target.target)
@@ -1020,9 +863,9 @@ class TrainingFacts:
         if self.names.qualified_name(expr) is not None:
             return False  # an imported callable (torch.relu, F.softmax, np.mean)
         last = last_part(dotted)
-        if dotted in self.classes or (last[:1].isupper() and last[1:2].islower()) or \
+        if dotted in self.scopes.classes or (last[:1].isupper() and last[1:2].islower()) or \
                 _NOT_A_MODEL_CALL.search(last) or _MAKES_A_MODEL.search(last) or \
-                any(b.kind == "def" for b in self.bindings(self.module, dotted)):
+                any(b.kind == "def" for b in self.scopes.bindings(self.module, dotted)):
             return False  # a class or a function: calling it makes (or loads) a model, it does not run one
         if _LOSS_NAME.search(last):
             return False
@@ -1145,7 +988,7 @@ class TrainingFacts:
         elif self._unknown_decorator(func):
             result = None  # an unknown decorator may switch grad off: do not guess
         else:
-            sites = self.call_sites(func)
+            sites = self.scopes.call_sites(func)
             modes = {self.grad_enabled(site) for site in sites}
             if sites and modes == {False}:
                 result = False
@@ -1267,7 +1110,7 @@ class TrainingFacts:
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
             return False
-        target = self._resolved.get(id(call))
+        target = self.scopes.resolve(call)
         if target is not None:
             return self.returns_grad(target)
         return False  # an unknown function: do not guess
@@ -1294,28 +1137,6 @@ class TrainingFacts:
         self._memo_returns[key] = result
         return result
 
-    def _relevant_bindings(self, name: str, at: cst.CSTNode) -> List[Binding]:
-        scope = self.tree.scope_of(at)
-        binds = self.bindings(scope, name)
-        while not binds and scope is not self.module:
-            scope = self.tree.scope_of(scope)
-            binds = self.bindings(scope, name)
-            if binds:  # a closure or global: any of them may be the one seen
-                return binds
-        position = self.tree.order(at)
-        before = [b for b in binds if self.tree.order(b.node) < position and not self.tree.contains(b.node, at)]
-        if not before:
-            return [b for b in binds if not self.tree.contains(b.node, at)]
-        # the last binding before `at` in a block enclosing `at` hides everything before it
-        at_ancestors = {id(a) for a in self.tree.ancestors(at)}
-        relevant: List[Binding] = []
-        for bind in reversed(before):
-            relevant.append(bind)
-            block = self.tree.dominating_block(bind.node)
-            if bind.kind not in ("aug", "append") and block is not None and id(block) in at_ancestors:
-                break
-        return relevant
-
     def _name_carries_grad(self, name: str, at: cst.CSTNode) -> bool:
         key = (name, id(at))
         if key in self._memo_grad:
@@ -1324,7 +1145,7 @@ class TrainingFacts:
             return False
         self._in_progress.add(key)
         result = False
-        for bind in self._relevant_bindings(name, at):
+        for bind in self.scopes.in_effect(name, at):
             if bind.value is None or bind.kind == "param":
                 continue
             if bind.kind == "for":  # `for loss in losses`: an element of a grad-carrying container
@@ -1355,18 +1176,7 @@ class TrainingFacts:
     # -- where values go -----------------------------------------------------------------------
     def derived_names(self, scope: Scope, names: Set[str]) -> Set[str]:
         """`names` and every name of `scope` bound from a value computed from them (any order)."""
-        tainted = set(names)
-        scope_bindings = self._bindings.get(id(scope), {})
-        changed = True
-        while changed:
-            changed = False
-            for name, binds in scope_bindings.items():
-                if name in tainted:
-                    continue
-                if any(b.value is not None and sources_of(b.value) & tainted for b in binds):
-                    tainted.add(name)
-                    changed = True
-        return tainted
+        return derived(self.scopes.flows(scope), names)
 
     def reaches_backward(self, scope: Scope, names: Set[str]) -> bool:
         """Whether anything derived from `names` in `scope` is backwarded there, or handed to a
@@ -1377,10 +1187,10 @@ class TrainingFacts:
                 return True
             if backward.loss is not None and (dotted_name(backward.loss) or "") in names:
                 return True  # `self.total.backward()`
-        for call in self.calls:
+        for call in self.scopes.calls:
             if self.tree.scope_of(call) is not scope:
                 continue
-            target = self._resolved.get(id(call))
+            target = self.scopes.resolve(call)
             if target is None or not any(sources_of(a.value) & tainted for a in call.args):
                 continue
             if self.backwards_in(target.body):
@@ -1391,16 +1201,13 @@ class TrainingFacts:
         """Whether anything derived from `names` is returned or yielded from `scope`, or stored
         into an attribute (where other code may backward it)."""
         tainted = self.derived_names(scope, names)
-        if any(sources_of(value) & tainted for value in self._exits.get(id(scope), [])):
+        if any(sources_of(value) & tainted for value in self.scopes.returned(scope)):
             return True
-        for assign in self._assigns:
+        for assign in self.scopes.assigns:
             if self.tree.scope_of(assign) is scope and sources_of(assign.value) & tainted and any(
                     _stores_into_container(t.target) for t in assign.targets):
                 return True
         return False
-
-    def returns_value(self, scope: Scope) -> bool:
-        return bool(self._exits.get(id(scope)))
 
     # -- evaluation loops ----------------------------------------------------------------------
     def eval_evidence(self, loop: cst.CSTNode) -> Optional[str]:
@@ -1425,13 +1232,13 @@ class TrainingFacts:
             name = func.name.value
             if _EVAL_FUNCTION.search(name) and not name.startswith("test_"):
                 if _SAMPLING_FUNCTION.search(name) and any(
-                        self.carries_grad(value, value) for value in self._exits.get(id(func), [])):
+                        self.carries_grad(value, value) for value in self.scopes.returned(func)):
                     return None  # samples handed back with their graph: the caller may train on them
                 return "named"
             func = self.tree.function_of(func)
         if not self.backwards and not self.optimizer_steps and self._inference_signs() and (
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
-                                         and not self.returns_value(scope))):
+                                         and not self.scopes.returned(scope))):
             return "script"
         return None
 
@@ -1440,7 +1247,7 @@ class TrainingFacts:
         then what it holds at `at` does not outlive the iteration."""
         position = self.tree.order(at)
         at_ancestors = {id(a) for a in self.tree.ancestors(at)}
-        for bind in self.bindings(self.tree.scope_of(at), name):
+        for bind in self.scopes.bindings(self.tree.scope_of(at), name):
             if bind.kind in ("aug", "append", "param", "def") or bind.node is at:
                 continue
             if self.tree.order(bind.node) >= position or not self.tree.contains(loop.body, bind.node):  # type: ignore[attr-defined]
@@ -1457,7 +1264,7 @@ class TrainingFacts:
         if dotted is None:
             return None
         found: Set[Optional[str]] = set()
-        for assign in self._assigns:
+        for assign in self.scopes.assigns:
             if not any(dotted_name(t.target) == dotted for t in assign.targets):
                 continue
             value = assign.value
@@ -1472,7 +1279,7 @@ class TrainingFacts:
         training = self
         for call, site in training.calls_in(loop, follow=False):
             func = call.func
-            if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or training.resolve(call)):
+            if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or training.scopes.resolve(call)):
                 continue
             if self.names.call_name(call) is not None or training.is_forward(call) or training.is_loss(call):
                 continue
@@ -1487,7 +1294,7 @@ class TrainingFacts:
         """The file loads trained weights or puts a model in eval mode somewhere."""
         if any(m.mode == "eval" for m in self.mode_calls):
             return True
-        for call in self.calls:
+        for call in self.scopes.calls:
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("load_state_dict", "from_pretrained"):
                 return True
@@ -1507,10 +1314,10 @@ class TrainingFacts:
         for backward in self.backwards:
             if backward.loss is not None and self._mentions(backward.loss, dotted):
                 return True
-        for assign in self._assigns:
+        for assign in self.scopes.assigns:
             if not self._mentions(assign.value, dotted):
                 continue
-            names = {name.value for t in assign.targets for name, _ in _binding_targets(t.target)}
+            names = {name for t in assign.targets for name in target_names(t.target)}
             if names and self.reaches_backward(self.tree.scope_of(assign), names):
                 return True
         return False

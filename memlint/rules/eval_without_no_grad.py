@@ -178,7 +178,7 @@ class EvalWithoutNoGrad(Rule):
         if why is None or self._wants_grad(loop) or self.facts.training.hands_graph_away(loop):
             return
         scope = facts.tree.scope_of(loop)
-        bound = {b.name for name_binds in (facts.training.bindings(scope, n) for n in self._names_bound(loop))
+        bound = {b.name for name_binds in (facts.scopes.bindings(scope, n) for n in self._names_bound(loop))
                  for b in name_binds}
         if bound and facts.training.reaches_backward(scope, bound):
             return

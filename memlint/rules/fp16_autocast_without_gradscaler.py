@@ -235,6 +235,6 @@ class Fp16AutocastWithoutGradScaler(Rule):
             edits.append(InsertBefore(clip_statement, (unscale,)))  # type: ignore[arg-type]
         # a function called again and again (`train_one_epoch`) would start a fresh scaler each call
         function = facts.tree.function_of(loops[-1])
-        repeated = function is not None and any(facts.tree.loops_around(site) for site in facts.training.call_sites(function))
+        repeated = function is not None and any(facts.tree.loops_around(site) for site in facts.scopes.call_sites(function))
         return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
                    f"scale the loss with `{scaler} = torch.amp.GradScaler(\"cuda\")`, step through it")

@@ -209,7 +209,7 @@ class MissingZeroGrad(Rule):
     def _resets(facts: Facts, loop: Loop) -> bool:
         if any(facts.training.resets_grads(call) for call, _ in facts.training.calls_in(loop)):
             return True
-        if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in facts.training.calls):
+        if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in facts.scopes.calls):
             return True  # a hook on the step may clear the gradients
         roots = [loop, *facts.training.functions_reached(loop)]
         return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.training.zero_grads)

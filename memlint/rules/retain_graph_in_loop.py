@@ -93,7 +93,7 @@ class RetainGraphInLoop(Rule):
             func = facts.tree.function_of(node)
             if func is None:
                 return
-            loops = [loop for site in facts.training.call_sites(func) for loop in facts.tree.loops_around(site)[:1]]
+            loops = [loop for site in facts.scopes.call_sites(func) for loop in facts.tree.loops_around(site)[:1]]
         for loop in loops[:1]:
             if len(facts.training.backwards_in(loop)) != 1 or not facts.training.forwards_in(loop):
                 return

@@ -142,7 +142,7 @@ class RnnHiddenNotDetached(Rule):
             return
         scope = facts.tree.scope_of(node)
         for name in state:
-            for bind in facts.training.bindings(scope, name.value):
+            for bind in facts.scopes.bindings(scope, name.value):
                 if bind.node is not node and facts.tree.contains(loop.body, bind.node):  # type: ignore[attr-defined]
                     return  # reset or detached in the loop
         if self._detached_in_place(loop, {n.value for n in state}):
