@@ -32,7 +32,7 @@ def test_autocast_devices_and_dtypes():
         with torch.autocast(dev): pass
         with torch.autocast("cuda", dtype=torch.float16 if fp16 else torch.bfloat16): pass
     """)
-    got = [(f.training.autocast_devices(a), f.training.autocast_dtypes(a)) for a in f.training.autocasts]
+    got = [(f.regions.autocast_devices(a), f.regions.autocast_dtypes(a)) for a in f.regions.autocasts]
     assert got == [
         ({"cuda", "cpu"}, {"torch.float16"}),
         ({"cpu"}, {"torch.bfloat16"}),

@@ -150,7 +150,7 @@ def test_grad_regions_and_decorators():
     mode_of = {}
     for stmt in walk(f.module):
         if isinstance(stmt, cst.Assign):
-            mode_of[stmt.targets[0].target.value] = f.training.grad_enabled(stmt)
+            mode_of[stmt.targets[0].target.value] = f.regions.grad_enabled(stmt)
     assert mode_of == {"a": False, "b": False, "c": True, "d": False, "e": False, "g": True,
                        "h": None, "i": True, "j": True}
     del modes
@@ -169,10 +169,10 @@ def test_lightning_hooks_and_bare_toggle():
             torch.set_grad_enabled(False)
             c = model(x)
     """)
-    mode_of = {s.targets[0].target.value: f.training.grad_enabled(s) for s in walk(f.module) if isinstance(s, cst.Assign)}
+    mode_of = {s.targets[0].target.value: f.regions.grad_enabled(s) for s in walk(f.module) if isinstance(s, cst.Assign)}
     assert mode_of == {"a": True, "b": False, "c": None}
     training_step = f.scopes.classes["Lit"].body.body[0]
-    assert f.training.is_lightning_training_step(training_step)
+    assert f.regions.is_lightning_training_step(training_step)
 
 
 def test_helpers_are_followed_from_a_loop():
@@ -294,11 +294,11 @@ def test_autocast_regions():
         with torch.amp.autocast(device_type="cuda"):
             c = model(x)
     """)
-    got = [(a.device_type, a.dtype, a.enabled, a.deprecated) for a in f.training.autocasts]
+    got = [(a.device_type, a.dtype, a.enabled, a.deprecated) for a in f.regions.autocasts]
     assert got == [("cuda", "torch.bfloat16", None, False), ("cuda", None, False, True),
                    ("cuda", None, None, False)]
     stmt = first(f, cst.Assign, lambda s: s.targets[0].target.value == "c")
-    assert f.training.autocast_at(stmt) is f.training.autocasts[2]
+    assert f.regions.autocast_at(stmt) is f.regions.autocasts[2]
 
 
 def test_mode_calls():

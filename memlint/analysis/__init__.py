@@ -13,6 +13,8 @@ import libcst as cst
 from memlint.analysis.dataflow import block_flow
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.torchnames import Reference, TorchNames, references
+from memlint.analysis.calls import CallGraph
+from memlint.analysis.regions import Regions
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.training import TrainingFacts
 from memlint.analysis.tree import TreeIndex, dotted_name, index, walk
@@ -27,6 +29,8 @@ class Facts:
         self._scopes: Dict[int, ScopeUses] = {}
         self._references: Optional[Dict[str, List[Reference]]] = None
         self._scopes_index: Optional[Scopes] = None
+        self._regions: Optional[Regions] = None
+        self._calls: Optional[CallGraph] = None
         self._training: Optional[TrainingFacts] = None
         self._identifiers: Optional[FrozenSet[str]] = None
 
@@ -52,10 +56,25 @@ class Facts:
         return self._scopes_index
 
     @property
+    def regions(self) -> Regions:
+        """Grad-mode, autocast and accumulate regions; grad mode at a node."""
+        if self._regions is None:
+            self._regions = Regions(self.names, self.tree, self.scopes)
+        return self._regions
+
+    @property
+    def calls(self) -> CallGraph:
+        """The calls under a node, into the module's helpers too."""
+        if self._calls is None:
+            self._calls = CallGraph(self.tree, self.scopes, self.regions)
+        return self._calls
+
+    @property
     def training(self) -> TrainingFacts:
         """The shape of the training step: backward, optimizer steps, forwards, grad mode."""
         if self._training is None:
-            self._training = TrainingFacts(self.module, self.names, self.tree, self.scopes)
+            self._training = TrainingFacts(self.module, self.names, self.tree, self.scopes, self.regions,
+                                           self.calls)
         return self._training
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:

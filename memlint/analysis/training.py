@@ -43,6 +43,8 @@ import libcst as cst
 
 from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, derived,
                                        leaf_targets, sources_of, target_names)
+from memlint.analysis.calls import CallGraph
+from memlint.analysis.regions import LIGHTNING_BASES, Regions
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import Scope, TreeIndex, argument, children, dotted_name, last_part, literal_bool
@@ -71,35 +73,16 @@ _NON_DIFF_TORCH = frozenset({
 })
 # torch functions whose result is a tensor computed from their arguments
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
-_GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
-                       "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
-_GRAD_SET = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
-                       "torch.autograd.grad_mode.set_grad_enabled"})
-_GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
-                      "torch.autograd.grad_mode.enable_grad"})
-_AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
-                       "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
 _GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
                           "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
-_DTYPE_ALIASES = {"torch.half": "torch.float16", "torch.bfloat16": "torch.bfloat16",
-                  "torch.float": "torch.float32"}
 # Helpers whose name says they clear gradients (`zero_grads(model)`, `self.reset_grad()`).
 _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
 _AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
-# Hooks Lightning runs under no_grad / inference_mode.
-_LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})
-_LIGHTNING_TRAINING = frozenset({"training_step"})
 _EVAL_FUNCTION = re.compile(
     r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
     r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
-_GRAD_DECORATOR = re.compile(r"no_?grad|inference", re.IGNORECASE)
-_NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "setter", "getter", "deleter",
-                                 "abstractmethod", "wraps", "lru_cache", "cache", "cached_property", "overload",
-                                 "override", "contextmanager", "dataclass", "fixture", "parametrize", "mark",
-                                 "skipif", "skip", "slow", "require_torch", "require_torch_gpu", ""})
 _SAMPLING_FUNCTION = re.compile(r"(^|_)(generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
-_LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 # Functions whose result is, by convention, backwarded by their caller.
 TRAINING_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "forward",
                                 "loss", "get_loss", "compute_losses", "__call__"})
@@ -140,7 +123,6 @@ _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|
                               r"kl_div|nll_loss|mse_loss|l1_loss)$")
 
 
-_NESTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 _HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", "isinstance", "list", "tuple",
                                  "sorted", "zip", "enumerate", "max", "min", "sum", "abs", "round", "format",
                                  "type", "id", "dict", "map"})
@@ -181,26 +163,6 @@ class ZeroGrad:
 
 
 @dataclass(frozen=True)
-class Region:
-    """A `with` item that changes grad mode, autocast or gradient accumulation."""
-
-    node: cst.With
-    item: cst.WithItem
-    kind: str  # "no_grad", "inference_mode", "set_grad_enabled", "enable_grad", "autocast", "accumulate"
-    grad_enabled: Optional[bool]  # what it sets grad mode to; None when unknown (a variable)
-
-
-@dataclass(frozen=True)
-class Autocast:
-    region: Region
-    call: cst.Call
-    device_type: Optional[str]  # "cuda", "cpu"; None when not a literal
-    dtype: Optional[str]  # "torch.float16", ...; None when not given (device default)
-    enabled: Optional[bool]  # False/True literal, None when not given or not a literal
-    deprecated: bool  # torch.cuda.amp.autocast
-
-
-@dataclass(frozen=True)
 class ModeCall:
     """`model.eval()` / `model.train()` (`train(False)` counts as eval)."""
 
@@ -236,19 +198,14 @@ def _is_parameters_call(expr: cst.BaseExpression) -> bool:
 class TrainingFacts:
     """The training-step facts of one module (see the module docstring)."""
 
-    MAX_FOLLOW_DEPTH = 4
-
-    def __init__(self, module: cst.Module, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
+    def __init__(self, module: cst.Module, names: TorchNames, tree: TreeIndex, scopes: Scopes, regions: Regions,
+                 calls: CallGraph) -> None:
         self.module = module
         self.names = names
         self.tree = tree
         self.scopes = scopes
-        self._toggles: Set[int] = set()  # scopes with a bare set_grad_enabled(...) statement
-        self.grad_regions: List[Region] = []
-        self.autocasts: List[Autocast] = []
-        self.accumulate_regions: List[Region] = []
-        self._grad_region_of: Dict[int, Region] = {}  # id(With) -> innermost grad item
-        self._accumulate_withs: Set[int] = set()
+        self.regions = regions
+        self.calls = calls
         self.mode_calls: List[ModeCall] = []
         self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
         self._grad_assigns: List[cst.Assign] = []
@@ -269,19 +226,11 @@ class TrainingFacts:
         self.zero_grads: List[ZeroGrad] = self._find_zero_grads()
         self._memo_grad: Dict[Tuple[str, int], bool] = {}
         self._memo_returns: Dict[int, bool] = {}
-        self._memo_enabled: Dict[int, Optional[bool]] = {}
         self._in_progress: Set[Tuple[str, int]] = set()
-        self._calls_in: Dict[Tuple[int, bool], List[Tuple[cst.Call, cst.Call]]] = {}
-        self._direct: Dict[int, List[cst.Call]] = {}
 
     def _derive(self) -> None:
         """What the scopes' inventory shows about grad mode, regions and mode switches."""
-        tree = self.tree
         for call in self.scopes.calls:
-            statement = tree.parent(call)
-            if type(statement) is cst.Expr and type(tree.parent(statement)) is cst.SimpleStatementLine and \
-                    self.names.call_name(call) in _GRAD_SET:
-                self._toggles.add(id(tree.scope_of(call)))
             func = call.func
             if not isinstance(func, cst.Attribute):
                 continue
@@ -305,62 +254,6 @@ class TrainingFacts:
                         self.requires_grad_off = True
                     if tgt.attr.value == "grad":
                         self._grad_assigns.append(assign)
-        for node in self.scopes.withs:
-            for item in node.items:
-                self._region(node, item)
-
-    def _region(self, node: cst.With, item: cst.WithItem) -> None:
-        call = item.item
-        if not isinstance(call, cst.Call):
-            qualified = self.names.qualified_name(call)
-            if qualified in _GRAD_OFF:  # `with torch.no_grad:` is an error, but mean it kindly
-                region = Region(node, item, "no_grad", False)
-                self.grad_regions.append(region)
-                self._grad_region_of[id(node)] = region
-            return
-        qualified = self.names.call_name(call)
-        region: Optional[Region] = None
-        if qualified in _GRAD_OFF:
-            kind = "inference_mode" if qualified.endswith("inference_mode") else "no_grad"
-            mode = argument(call, "mode", 0) if kind == "inference_mode" else None
-            on = True if mode is None else literal_bool(mode.value)
-            if on is not False:  # inference_mode(False) changes nothing
-                region = Region(node, item, kind, None if on is None else False)
-        elif qualified in _GRAD_SET:
-            mode = argument(call, "mode", 0)
-            region = Region(node, item, "set_grad_enabled", literal_bool(mode.value) if mode else None)
-        elif qualified in _GRAD_ON:
-            region = Region(node, item, "enable_grad", True)
-        elif qualified in _AUTOCAST:
-            autocast = self._autocast(node, item, call, qualified)
-            self.autocasts.append(autocast)
-        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "accumulate" and \
-                "accelerat" in (dotted_name(call.func.value) or "").lower():
-            accumulate = Region(node, item, "accumulate", None)
-            self.accumulate_regions.append(accumulate)
-            self._accumulate_withs.add(id(node))
-        if region is not None:
-            self.grad_regions.append(region)
-            if id(node) not in self._grad_region_of or region.grad_enabled is not None:
-                self._grad_region_of[id(node)] = region
-
-    def _autocast(self, node: cst.With, item: cst.WithItem, call: cst.Call, qualified: str) -> Autocast:
-        deprecated = qualified.startswith(("torch.cuda.amp", "torch.cpu.amp"))
-        device: Optional[str]
-        if deprecated:
-            device = "cuda" if qualified.startswith("torch.cuda") else "cpu"
-            enabled_arg, dtype_arg = argument(call, "enabled", 0), argument(call, "dtype", 1)
-        else:
-            device_arg = argument(call, "device_type", 0)
-            device = None
-            if device_arg is not None and isinstance(device_arg.value, cst.SimpleString):
-                device = device_arg.value.evaluated_value.split(":")[0]  # type: ignore[union-attr]
-            dtype_arg, enabled_arg = argument(call, "dtype", 1), argument(call, "enabled", 2)
-        dtype = self.names.qualified_name(dtype_arg.value) if dtype_arg is not None else None
-        if dtype_arg is not None and dtype is None:
-            dtype = "<unknown>"
-        enabled = literal_bool(enabled_arg.value) if enabled_arg is not None else None
-        return Autocast(Region(node, item, "autocast", None), call, device, dtype, enabled, deprecated)
 
     # -- mixed precision and the parts of a step (used by the 3xx/4xx rules) ---------------------
     def _annotated_optimizers(self) -> Set[str]:
@@ -436,73 +329,6 @@ class TrainingFacts:
                 return False
         return True
 
-    def device_types(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
-        """The device types (`"cuda"`, `"cpu"`) an expression can name, or None when unknown:
-        `"cuda:0"`, `str(device)`, `device.type`, `torch.device(...)`, `"cuda" if ... else "cpu"`,
-        and a plain name bound once (in its function or the module) to one of these."""
-        if depth > 8:
-            return None
-        if isinstance(expr, cst.SimpleString):
-            value = expr.evaluated_value
-            return frozenset({value.split(":")[0]}) if isinstance(value, str) else None
-        if isinstance(expr, cst.FormattedString) and expr.parts and isinstance(expr.parts[0], cst.FormattedStringText):
-            head = expr.parts[0].value  # f"cuda:{rank}"
-            return frozenset({head.split(":")[0]}) if ":" in head else None
-        if isinstance(expr, cst.IfExp):
-            body, orelse = self.device_types(expr.body, depth + 1), self.device_types(expr.orelse, depth + 1)
-            return None if body is None or orelse is None else body | orelse
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
-            return self.device_types(expr.value, depth + 1)
-        if isinstance(expr, cst.Call) and expr.args and not expr.args[0].keyword and not expr.args[0].star:
-            is_str = isinstance(expr.func, cst.Name) and expr.func.value == "str"
-            if is_str or self.names.call_name(expr) == "torch.device":
-                return self.device_types(expr.args[0].value, depth + 1)
-            return None
-        if isinstance(expr, cst.Name):
-            binds = self.scopes.bindings_seen(expr.value, expr)
-            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
-                return self.device_types(binds[0].value, depth + 1)
-        return None
-
-    def _dtype_values(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
-        qualified = self.names.qualified_name(expr)
-        if qualified is not None:
-            return frozenset({_DTYPE_ALIASES.get(qualified, qualified)})
-        if isinstance(expr, cst.IfExp) and depth < 8:
-            body, orelse = self._dtype_values(expr.body, depth + 1), self._dtype_values(expr.orelse, depth + 1)
-            return None if body is None or orelse is None else body | orelse
-        if isinstance(expr, cst.Name) and depth < 8:
-            binds = self.scopes.bindings_seen(expr.value, expr)
-            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
-                return self._dtype_values(binds[0].value, depth + 1)
-        return None
-
-    def autocast_devices(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
-        """The device types an autocast region may run on; None when unknown."""
-        if autocast.deprecated:
-            return frozenset({autocast.device_type or "cuda"})
-        device_arg = argument(autocast.call, "device_type", 0)
-        return self.device_types(device_arg.value) if device_arg is not None else None
-
-    def autocast_dtypes(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
-        """The dtypes an autocast region can compute in (`torch.float16`, `torch.bfloat16`) on the
-        GPU when it may run there (`"cuda" if available else "cpu"` counts as CUDA), with the
-        device's default when no dtype is given (float16 on CUDA, bfloat16 on the CPU); None when
-        unknown. A dtype held in a variable assigned once (`amp_dtype = torch.bfloat16`) is followed."""
-        dtype_arg = argument(autocast.call, "dtype", 1)
-        if dtype_arg is not None:
-            return self._dtype_values(dtype_arg.value)
-        devices = self.autocast_devices(autocast)
-        if devices is None:
-            return None
-        if "cuda" in devices:
-            devices = frozenset({"cuda"})
-        defaults = {"cuda": "torch.float16", "cpu": "torch.bfloat16", "xpu": "torch.bfloat16",
-                    "mps": "torch.float16", "hpu": "torch.bfloat16"}
-        if any(device not in defaults for device in devices):
-            return None
-        return frozenset(defaults[device] for device in devices)
-
     @property
     def uses_grad_scaler(self) -> bool:
         """A GradScaler is made, or a loss is scaled / a step taken through one, anywhere in the module."""
@@ -511,15 +337,6 @@ class TrainingFacts:
         return any(self.names.call_name(call) in _GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
             isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
             and "scaler" in last_part(dotted_name(call.func.value)).lower()) for call in self.scopes.calls)
-
-    def functions_reached(self, node: cst.CSTNode) -> List[cst.FunctionDef]:
-        """Functions of this module that calls under `node` reach (helpers followed)."""
-        found: Dict[int, cst.FunctionDef] = {}
-        for call, _ in self.calls_in(node):
-            target = self.scopes.resolve(call)
-            if target is not None and not self.tree.contains(target, node):
-                found.setdefault(id(target), target)
-        return list(found.values())
 
     def grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
         """`.grad` read under `node` (nested functions not entered): `p.grad.norm()`, `w.grad is None`;
@@ -618,48 +435,6 @@ class TrainingFacts:
                         nodes.setdefault(id(bind.node), bind.node)
                         values.append((bind.value, bind.node))
         return list(nodes.values()), list(functions.values())
-
-    def calls_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
-        """Every call under `node` (nested functions not entered) as (call, call site in `node`):
-        with `follow`, also the calls inside functions of this module that those calls reach."""
-        key = (id(node), follow)
-        found = self._calls_in.get(key)
-        if found is None:
-            found = list(self._calls_in_uncached(node, follow))
-            self._calls_in[key] = found
-        return found
-
-    def _calls_in_uncached(self, node: cst.CSTNode, follow: bool) -> Iterator[Tuple[cst.Call, cst.Call]]:
-        seen: Set[int] = set()
-        pending: List[Tuple[cst.CSTNode, Optional[cst.Call], int]] = [(node, None, 0)]
-        while pending:
-            root, site, depth = pending.pop()
-            for call in self._direct_calls(root):
-                here = site if site is not None else call
-                yield call, here
-                if follow and depth < self.MAX_FOLLOW_DEPTH:
-                    target = self.scopes.resolve(call)
-                    if target is not None and id(target) not in seen and not self.tree.contains(target, node):
-                        seen.add(id(target))
-                        if self.grad_enabled_by_decorator(target) is not False:
-                            pending.append((target.body, here, depth + 1))
-
-    def _direct_calls(self, node: cst.CSTNode) -> List[cst.Call]:
-        """The calls under `node`, in source order, not inside nested functions or classes."""
-        found = self._direct.get(id(node))
-        if found is None:
-            found = []
-            stack = [node]
-            while stack:
-                current = stack.pop()
-                current_type = type(current)
-                if current is not node and current_type in _NESTED:
-                    continue
-                if current_type is cst.Call:
-                    found.append(current)  # type: ignore[arg-type]
-                stack.extend(reversed(tuple(children(current))))
-            self._direct[id(node)] = found
-        return found
 
     # -- roles of calls --------------------------------------------------------------------------
     def _backward(self, call: cst.Call) -> Optional[Backward]:
@@ -807,7 +582,7 @@ class TrainingFacts:
                     dotted = dotted_name(base.value) or ""
                     qualified = self.names.qualified_name(base.value) or ""
                     if dotted in found or qualified.startswith(("torch.nn.", "transformers.")) or \
-                            _LIGHTNING_BASES.search(dotted) or last_part(dotted) in ("Module", "PreTrainedModel"):
+                            LIGHTNING_BASES.search(dotted) or last_part(dotted) in ("Module", "PreTrainedModel"):
                         found.add(name)
                         changed = True
                         break
@@ -901,133 +676,19 @@ class TrainingFacts:
         return dotted in self.loss_objects or bool(_LOSS_NAME.search(last_part(dotted)))
 
     # -- grad mode -----------------------------------------------------------------------------
-    def grad_enabled_by_decorator(self, func: cst.FunctionDef) -> Optional[bool]:
-        """False for `@torch.no_grad()` / `@torch.inference_mode()` functions and Lightning's
-        no-grad hooks, True for `@torch.enable_grad()`, None when nothing says."""
-        for decorator in func.decorators:
-            expr = decorator.decorator
-            call = expr if isinstance(expr, cst.Call) else None
-            qualified = self.names.call_name(call) if call is not None else self.names.qualified_name(expr)
-            if qualified in _GRAD_OFF:
-                if call is not None and qualified.endswith("inference_mode"):
-                    mode = argument(call, "mode", 0)
-                    if mode is not None and literal_bool(mode.value) is not True:
-                        return None if literal_bool(mode.value) is None else True
-                return False
-            if qualified in _GRAD_ON:
-                return True
-            if qualified in _GRAD_SET and call is not None:
-                mode = argument(call, "mode", 0)
-                return literal_bool(mode.value) if mode is not None else None
-            dotted = dotted_name(call.func if call is not None else expr) or ""
-            if _GRAD_DECORATOR.search(last_part(dotted)):
-                return False  # `@smart_inference_mode()`, `@no_grad_wrapper`: a home-made no_grad
-        if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
-            return False
-        return None
-
-    def _unknown_decorator(self, func: cst.FunctionDef) -> bool:
-        for decorator in func.decorators:
-            expr = decorator.decorator
-            target = expr.func if isinstance(expr, cst.Call) else expr
-            if self.names.qualified_name(target) is None and \
-                    last_part(dotted_name(target)) not in _NEUTRAL_DECORATORS:
-                return True
-        return False
-
-    def _in_lightning_module(self, func: cst.FunctionDef) -> bool:
-        klass = self.tree.class_of(func)
-        if klass is None:
-            return False
-        names = {dotted_name(b.value) or "" for b in klass.bases}
-        if any(_LIGHTNING_BASES.search(n) for n in names):
-            return True
-        methods = {s.name.value for s in klass.body.body if isinstance(s, cst.FunctionDef)}
-        return "configure_optimizers" in methods
-
-    def is_lightning_training_step(self, func: cst.FunctionDef) -> bool:
-        return func.name.value in _LIGHTNING_TRAINING and self._in_lightning_module(func)
-
-    def region_at(self, node: cst.CSTNode) -> Optional[Region]:
-        """The innermost grad-mode `with` whose body holds `node`."""
-        child = node
-        for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-                return None
-            if isinstance(ancestor, cst.With) and child is ancestor.body:
-                region = self._grad_region_of.get(id(ancestor))
-                if region is not None:
-                    return region
-            child = ancestor
-        return None
-
-    def grad_enabled(self, node: cst.CSTNode) -> Optional[bool]:
-        """Whether autograd records at `node`: False inside no_grad/inference_mode regions, in
-        decorated functions and in functions called only from such places; None when it cannot
-        be told (a bare `set_grad_enabled(...)`, `set_grad_enabled(flag)`); else True."""
-        region = self.region_at(node)
-        if region is not None:
-            return region.grad_enabled
-        scope = self.tree.scope_of(node)
-        if id(scope) in self._toggles:
-            return None
-        if isinstance(scope, cst.FunctionDef):
-            return self._function_grad_enabled(scope)
-        if isinstance(scope, cst.Lambda):
-            return self.grad_enabled(scope)
-        return True
-
-    def _function_grad_enabled(self, func: cst.FunctionDef) -> Optional[bool]:
-        key = id(func)
-        if key in self._memo_enabled:
-            return self._memo_enabled[key]
-        self._memo_enabled[key] = True  # a recursive call does not decide
-        decorated = self.grad_enabled_by_decorator(func)
-        if decorated is not None:
-            result: Optional[bool] = decorated
-        elif self._unknown_decorator(func):
-            result = None  # an unknown decorator may switch grad off: do not guess
-        else:
-            sites = self.scopes.call_sites(func)
-            modes = {self.grad_enabled(site) for site in sites}
-            if sites and modes == {False}:
-                result = False
-            elif None in modes:
-                result = None
-            else:
-                result = True
-        self._memo_enabled[key] = result
-        return result
-
-    def in_accumulate(self, node: cst.CSTNode) -> bool:
-        """Inside `with accelerator.accumulate(model):`."""
-        return any(isinstance(a, cst.With) and id(a) in self._accumulate_withs for a in self.tree.ancestors(node))
-
-    def autocast_at(self, node: cst.CSTNode) -> Optional[Autocast]:
-        """The innermost autocast region whose body holds `node` (same function)."""
-        by_with = {id(a.region.node): a for a in self.autocasts}
-        child = node
-        for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
-                return None
-            if isinstance(ancestor, cst.With) and child is ancestor.body and id(ancestor) in by_with:
-                return by_with[id(ancestor)]
-            child = ancestor
-        return None
-
     # -- the step of a loop --------------------------------------------------------------------
     def backwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[Backward, cst.Call]]:
         """Backward calls under `node` (and in helpers it calls), each with its call site in `node`."""
-        return [(self._backward_of[id(call)], site) for call, site in self.calls_in(node, follow)
+        return [(self._backward_of[id(call)], site) for call, site in self.calls.calls_in(node, follow)
                 if id(call) in self._backward_of]
 
     def steps_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[OptimizerStep, cst.Call]]:
-        return [(self._step_of[id(call)], site) for call, site in self.calls_in(node, follow)
+        return [(self._step_of[id(call)], site) for call, site in self.calls.calls_in(node, follow)
                 if id(call) in self._step_of]
 
     def forwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
         """Forward calls under `node` (and in helpers it calls), each with its call site in `node`."""
-        return [(call, site) for call, site in self.calls_in(node, follow) if self.is_forward(call)]
+        return [(call, site) for call, site in self.calls.calls_in(node, follow) if self.is_forward(call)]
 
     def is_training(self, node: cst.CSTNode) -> bool:
         """Whether `node` (a loop, usually) trains: it backwards or steps an optimizer, itself or
@@ -1038,11 +699,11 @@ class TrainingFacts:
         return self.in_training_function(node)
 
     def in_training_function(self, node: cst.CSTNode) -> bool:
-        if self.in_accumulate(node):
+        if self.regions.in_accumulate(node):
             return True
         func = self.tree.function_of(node)
         while func is not None:
-            if func.name.value in TRAINING_FUNCTIONS or self.is_lightning_training_step(func):
+            if func.name.value in TRAINING_FUNCTIONS or self.regions.is_lightning_training_step(func):
                 return True
             klass = self.tree.class_of(func)
             if klass is not None and klass.name.value in self.module_classes and func.name.value == "forward":
@@ -1097,9 +758,9 @@ class TrainingFacts:
         if self.is_forward(call):
             # a forward records a graph in grad mode (unless the file freezes parameters: then
             # only inputs that require grad would, and we do not guess)
-            return self.grad_enabled(call) is True and not self.requires_grad_off
+            return self.regions.grad_enabled(call) is True and not self.requires_grad_off
         if self.is_loss(call):  # a loss of detached values has no graph
-            return self.grad_enabled(call) is True and any(self.carries_grad(a.value, at) for a in call.args)
+            return self.regions.grad_enabled(call) is True and any(self.carries_grad(a.value, at) for a in call.args)
         qualified = self.names.call_name(call)
         if qualified is not None:
             if _TENSOR_FUNCTION.match(qualified) and qualified not in _NON_DIFF_TORCH:
@@ -1122,7 +783,7 @@ class TrainingFacts:
             return self._memo_returns[key]
         self._memo_returns[key] = False
         result = False
-        if self.grad_enabled_by_decorator(func) is not False:
+        if self.regions.grad_enabled_by_decorator(func) is not False:
             stack: List[cst.CSTNode] = [func.body]
             while stack and not result:
                 node = stack.pop()
@@ -1153,7 +814,7 @@ class TrainingFacts:
                     result = True
                     break
                 continue
-            if self.grad_enabled(bind.node) is False and bind.kind != "append":
+            if self.regions.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
             if not bind.whole and isinstance(bind.value, cst.Call) and (
                     last_part(dotted_name(bind.value.func)) in _VALUES_INDICES):
@@ -1277,7 +938,7 @@ class TrainingFacts:
     def hands_graph_away(self, loop: cst.CSTNode) -> bool:
         """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`)."""
         training = self
-        for call, site in training.calls_in(loop, follow=False):
+        for call, site in training.calls.calls_in(loop, follow=False):
             func = call.func
             if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or training.scopes.resolve(call)):
                 continue

@@ -192,7 +192,7 @@ class AccumulateHistory(Rule):
         facts = self.facts
         loops = facts.tree.loops_around(node)
         root = _root(target)
-        if not loops or root is None or facts.training.grad_enabled(node) is not True:
+        if not loops or root is None or facts.regions.grad_enabled(node) is not True:
             return
         if not facts.training.carries_grad(value, node):
             return

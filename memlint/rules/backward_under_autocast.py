@@ -128,12 +128,12 @@ class BackwardUnderAutocast(Rule):
         if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
             return  # (torch.autograd.backward included: its func is an attribute too)
         facts = self.facts
-        if not facts.training.autocasts:
+        if not facts.regions.autocasts:
             return
         backward = facts.training.backward_of(node)
         if backward is None or backward.kind == "grad" or not facts.training.accumulates_grad(backward):
             return
-        autocast = facts.training.autocast_at(node)
+        autocast = facts.regions.autocast_at(node)
         if autocast is None or autocast.enabled is False:
             return
         self.report(node, fix=self._fix(facts, node, autocast.region.node))

@@ -196,12 +196,12 @@ class EvalWithoutNoGrad(Rule):
     def _forwards(self, loop: Loop) -> List[Tuple[cst.Call, cst.Call]]:
         facts = self.facts
         found = [(call, site) for call, site in facts.training.forwards_in(loop)
-                 if facts.training.grad_enabled(call) is True and facts.training.grad_enabled(site) is True]
+                 if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
     def _wants_grad(self, loop: Loop) -> bool:
         facts = self.facts
-        for call, _ in facts.training.calls_in(loop):
+        for call, _ in facts.calls.calls_in(loop):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in _WANTS_GRAD_METHODS:
                 return True

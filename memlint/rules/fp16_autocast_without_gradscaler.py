@@ -7,7 +7,8 @@ from typing import List, Optional
 import libcst as cst
 
 from memlint.analysis import Facts
-from memlint.analysis.training import Autocast, Backward
+from memlint.analysis.regions import Autocast
+from memlint.analysis.training import Backward
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -148,7 +149,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
         if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
             return  # (torch.autograd.backward included: its func is an attribute too)
         facts = self.facts
-        if not facts.training.autocasts:
+        if not facts.regions.autocasts:
             return
         backward = facts.training.backward_of(node)
         if backward is None or backward.kind not in ("method", "autograd") or not facts.training.accumulates_grad(backward):
@@ -168,17 +169,17 @@ class Fp16AutocastWithoutGradScaler(Rule):
 
     @staticmethod
     def _fp16_region(facts: Facts, backward: Backward, root: cst.CSTNode) -> Optional[Autocast]:
-        roots = [root, *facts.training.functions_reached(root)]
+        roots = [root, *facts.calls.functions_reached(root)]
         nodes, functions = facts.training.origins(backward)
-        for autocast in facts.training.autocasts:
+        for autocast in facts.regions.autocasts:
             region = autocast.region.node
             if autocast.enabled is False or not (facts.tree.under(region, roots) or facts.tree.contains(region, backward.call)):
                 continue
-            devices = facts.training.autocast_devices(autocast)
-            if devices is not None and "cuda" not in devices or facts.training.autocast_dtypes(autocast) != _FP16:
+            devices = facts.regions.autocast_devices(autocast)
+            if devices is not None and "cuda" not in devices or facts.regions.autocast_dtypes(autocast) != _FP16:
                 continue  # not on the GPU, or not (surely) float16
             body = region.body.body
-            if not body or facts.training.grad_enabled(body[0]) is not True:
+            if not body or facts.regions.grad_enabled(body[0]) is not True:
                 continue  # inference under no_grad
             feeds = facts.tree.contains(region, backward.call) or any(facts.tree.contains(region, n) for n in nodes) or any(
                 facts.tree.contains(f, region) and facts.training.returns_grad(f) for f in functions)
@@ -203,7 +204,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
             return None
         if not facts.tree.order(statement) < facts.tree.order(step_statement) or facts.tree.loops_around(step.call)[:1] != [loop]:
             return None
-        calls = list(facts.training.calls_in(loop))
+        calls = list(facts.calls.calls_in(loop))
         clips = [(call, site) for call, site in calls if facts.training.is_grad_clip(call)]
         if any(call is not site for call, site in clips) or len(clips) > 1:
             return None
@@ -213,7 +214,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
         if clip_statement is not None and not facts.tree.order(statement) < facts.tree.order(clip_statement) < facts.tree.order(step_statement):
             return None
         scaled_until = clip_statement if clip_statement is not None else step_statement
-        if any(facts.training.grad_reads(f.body) for f in facts.training.functions_reached(loop)) or any(
+        if any(facts.training.grad_reads(f.body) for f in facts.calls.functions_reached(loop)) or any(
                 facts.tree.order(statement) < facts.tree.order(read) < facts.tree.order(scaled_until) for read in facts.training.grad_reads(loop)):
             return None  # gradients read while still scaled
         grad_scaler = self.facts.names.local_name_for("torch.amp.GradScaler")

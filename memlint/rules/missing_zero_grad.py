@@ -187,8 +187,8 @@ class MissingZeroGrad(Rule):
         if not steps:
             return
         backwards = [(b, site) for b, site in facts.training.backwards_in(loop) if facts.training.accumulates_grad(b)]
-        if not backwards or facts.training.in_accumulate(loop) or facts.training.accumulate_regions and any(
-                facts.tree.under(r.node, [loop, *facts.training.functions_reached(loop)]) for r in facts.training.accumulate_regions):
+        if not backwards or facts.regions.in_accumulate(loop) or facts.regions.accumulate_regions and any(
+                facts.tree.under(r.node, [loop, *facts.calls.functions_reached(loop)]) for r in facts.regions.accumulate_regions):
             return
         if self._resets(facts, loop):
             return
@@ -207,11 +207,11 @@ class MissingZeroGrad(Rule):
 
     @staticmethod
     def _resets(facts: Facts, loop: Loop) -> bool:
-        if any(facts.training.resets_grads(call) for call, _ in facts.training.calls_in(loop)):
+        if any(facts.training.resets_grads(call) for call, _ in facts.calls.calls_in(loop)):
             return True
         if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in facts.scopes.calls):
             return True  # a hook on the step may clear the gradients
-        roots = [loop, *facts.training.functions_reached(loop)]
+        roots = [loop, *facts.calls.functions_reached(loop)]
         return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.training.zero_grads)
 
     def _fix(self, facts: Facts, loop: Loop, steps: List[Tuple[OptimizerStep, cst.Call]],
@@ -237,7 +237,7 @@ class MissingZeroGrad(Rule):
     @staticmethod
     def _grads_read_only_in_step(facts: Facts, loop: Loop, first: int, last: int) -> bool:
         """`.grad` is read nowhere but between the backward and the step (there it stays a tensor)."""
-        if any(facts.training.grad_reads(f.body) for f in facts.training.functions_reached(loop)):
+        if any(facts.training.grad_reads(f.body) for f in facts.calls.functions_reached(loop)):
             return False
         for read in facts.training.grad_reads(facts.tree.scope_of(loop)):
             if facts.tree.contains(loop, read):

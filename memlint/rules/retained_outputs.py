@@ -152,7 +152,7 @@ class RetainedOutputs(Rule):
             return
         facts = self.facts
         loops = facts.tree.loops_around(node)
-        if not loops or facts.training.grad_enabled(node) is not True:
+        if not loops or facts.regions.grad_enabled(node) is not True:
             return
         value = node.args[-1].value
         if not facts.training.carries_grad(value, node):

@@ -135,7 +135,7 @@ class RnnHiddenNotDetached(Rule):
         names = _state_names(node.targets[0].target)
         args: Set[str] = set().union(*(sources_of(a.value) for a in call.args)) if call.args else set()
         state = [n for n in names if n.value in args]
-        if not state or facts.training.grad_enabled(node) is not True:
+        if not state or facts.regions.grad_enabled(node) is not True:
             return
         loop = next((outer for outer in facts.tree.loops_around(node) if facts.training.backwards_in(outer)), None)
         if loop is None:
