@@ -300,6 +300,7 @@ def index(module: cst.Module) -> TreeIndex:
 
 
 NEW_SCOPE = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_OWN_SCOPE_EXPRESSIONS = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
 def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -311,6 +312,16 @@ def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         if current is not node and isinstance(current, NEW_SCOPE):
             continue
         stack.extend(reversed(children(current)))
+
+
+def expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of an expression, lambdas and comprehensions not entered."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _OWN_SCOPE_EXPRESSIONS):
+            stack.extend(children(node))
 
 
 def dotted_name(expr: cst.BaseExpression) -> "str | None":

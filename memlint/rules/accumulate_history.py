@@ -194,26 +194,26 @@ class AccumulateHistory(Rule):
         root = _root(target)
         if not loops or root is None or facts.regions.grad_enabled(node) is not True:
             return
-        if not facts.training.carries_grad(value, node):
+        if not facts.values.carries_grad(value, node):
             return
-        if isinstance(target, cst.Name) and facts.training.reset_in_iteration(loops[0], root, node):
+        if isinstance(target, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node):
             return
         scope = facts.tree.scope_of(node)
         accumulator = {root} if isinstance(target, cst.Name) else {root, dotted_name(target) or root}
-        if facts.training.reaches_backward(scope, accumulator):
+        if facts.values.reaches_backward(scope, accumulator):
             return
-        if not isinstance(target, cst.Name) and facts.training.attribute_backwarded(dotted_name(_base(target)) or ""):
+        if not isinstance(target, cst.Name) and facts.values.attribute_backwarded(dotted_name(_base(target)) or ""):
             return  # `self.total` backwarded by another method
         local = isinstance(_base(target), cst.Name)  # `total`, `stats["loss"]`; not `self.total`
-        if local and facts.training.leaves_scope(scope, {root}) and (
-                facts.training.in_training_function(node) or facts.training.eval_evidence(loops[0]) is None) and \
-                not facts.training.backwarded_in(value, loops[0]):
+        if local and facts.values.leaves_scope(scope, {root}) and (
+                facts.phase.in_training_function(node) or facts.phase.eval_evidence(loops[0]) is None) and \
+                not facts.values.backwarded_in(value, loops[0]):
             return  # a loss function returning its sum: the caller may backward it
-        if not local and facts.training.in_training_function(node):
+        if not local and facts.phase.in_training_function(node):
             return  # `self.aux_loss += ...` in a forward: the caller may backward it
-        if any(facts.training.backwards_in(loop) for loop in loops):
+        if any(facts.roles.backwards_in(loop) for loop in loops):
             context = "training"
-        elif facts.training.hands_graph_away(loops[0]):
+        elif facts.values.hands_graph_away(loops[0]):
             context = "unknown"  # the loss goes to code that may backward it
         else:
             context = "no-backward"

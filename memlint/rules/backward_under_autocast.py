@@ -25,13 +25,14 @@ def _step_part(facts: Facts, stmt: cst.CSTNode) -> bool:
         call = small.value
     elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         call = small.value  # grad_norm = clip_grad_norm_(...)
-        if not (isinstance(call, cst.Call) and facts.training.is_grad_clip(call)):
+        if not (isinstance(call, cst.Call) and facts.roles.is_grad_clip(call)):
             return False
     else:
         return False
     if not isinstance(call, cst.Call):
         return False
-    if facts.training.backward_of(call) or facts.training.step_of(call) or facts.training.resets_grads(call) or facts.training.is_grad_clip(call):
+    roles = facts.roles
+    if roles.backward_of(call) or roles.step_of(call) or roles.resets_grads(call) or roles.is_grad_clip(call):
         return True
     func = call.func
     if isinstance(func, cst.Attribute):
@@ -130,8 +131,8 @@ class BackwardUnderAutocast(Rule):
         facts = self.facts
         if not facts.regions.autocasts:
             return
-        backward = facts.training.backward_of(node)
-        if backward is None or backward.kind == "grad" or not facts.training.accumulates_grad(backward):
+        backward = facts.roles.backward_of(node)
+        if backward is None or backward.kind == "grad" or not facts.values.accumulates_grad(backward):
             return
         autocast = facts.regions.autocast_at(node)
         if autocast is None or autocast.enabled is False:

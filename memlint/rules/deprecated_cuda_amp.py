@@ -266,7 +266,8 @@ class DeprecatedCudaAmpApi(Rule):
         for ancestor in facts.tree.ancestors(reference.node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
                 return False
-            if isinstance(ancestor, (cst.IfExp, cst.If, cst.Try)) and any(facts.tree.contains(ancestor, n) for n in new):
+            if isinstance(ancestor, (cst.IfExp, cst.If, cst.Try)) and \
+                    any(facts.tree.contains(ancestor, n) for n in new):
                 return True
         return False
 

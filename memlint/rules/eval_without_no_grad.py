@@ -166,21 +166,21 @@ class EvalWithoutNoGrad(Rule):
 
     def _check(self, loop: Loop) -> None:
         facts = self.facts
-        if facts.training.requires_grad_off or facts.training.is_training(loop):
+        if facts.values.requires_grad_off or facts.phase.is_training(loop):
             return
-        if any(not facts.training.is_training(outer) and facts.training.eval_evidence(outer) is not None
+        if any(not facts.phase.is_training(outer) and facts.phase.eval_evidence(outer) is not None
                for outer in facts.tree.loops_around(loop)):
             return  # the outermost evaluation loop is the one to wrap
         forwards = self._forwards(loop)
         if not forwards:
             return
-        why = facts.training.eval_evidence(loop)
-        if why is None or self._wants_grad(loop) or self.facts.training.hands_graph_away(loop):
+        why = facts.phase.eval_evidence(loop)
+        if why is None or self._wants_grad(loop) or self.facts.values.hands_graph_away(loop):
             return
         scope = facts.tree.scope_of(loop)
         bound = {b.name for name_binds in (facts.scopes.bindings(scope, n) for n in self._names_bound(loop))
                  for b in name_binds}
-        if bound and facts.training.reaches_backward(scope, bound):
+        if bound and facts.values.reaches_backward(scope, bound):
             return
         forward, site = forwards[0]
         where = "" if forward is site else f" (through `{show(site.func)}`)"
@@ -195,7 +195,7 @@ class EvalWithoutNoGrad(Rule):
 
     def _forwards(self, loop: Loop) -> List[Tuple[cst.Call, cst.Call]]:
         facts = self.facts
-        found = [(call, site) for call, site in facts.training.forwards_in(loop)
+        found = [(call, site) for call, site in facts.roles.forwards_in(loop)
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 

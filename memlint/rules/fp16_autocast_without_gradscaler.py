@@ -8,7 +8,7 @@ import libcst as cst
 
 from memlint.analysis import Facts
 from memlint.analysis.regions import Autocast
-from memlint.analysis.training import Backward
+from memlint.analysis.roles import Backward
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -151,10 +151,11 @@ class Fp16AutocastWithoutGradScaler(Rule):
         facts = self.facts
         if not facts.regions.autocasts:
             return
-        backward = facts.training.backward_of(node)
-        if backward is None or backward.kind not in ("method", "autograd") or not facts.training.accumulates_grad(backward):
+        backward = facts.roles.backward_of(node)
+        if backward is None or backward.kind not in ("method", "autograd") or \
+                not facts.values.accumulates_grad(backward):
             return
-        if facts.training.uses_grad_scaler:
+        if facts.roles.uses_grad_scaler:
             return
         loops = facts.tree.loops_around(node)
         root: cst.CSTNode = loops[0] if loops else facts.tree.scope_of(node)
@@ -169,11 +170,12 @@ class Fp16AutocastWithoutGradScaler(Rule):
 
     @staticmethod
     def _fp16_region(facts: Facts, backward: Backward, root: cst.CSTNode) -> Optional[Autocast]:
+        tree = facts.tree
         roots = [root, *facts.calls.functions_reached(root)]
-        nodes, functions = facts.training.origins(backward)
+        nodes, functions = facts.values.origins(backward)
         for autocast in facts.regions.autocasts:
             region = autocast.region.node
-            if autocast.enabled is False or not (facts.tree.under(region, roots) or facts.tree.contains(region, backward.call)):
+            if autocast.enabled is False or not (tree.under(region, roots) or tree.contains(region, backward.call)):
                 continue
             devices = facts.regions.autocast_devices(autocast)
             if devices is not None and "cuda" not in devices or facts.regions.autocast_dtypes(autocast) != _FP16:
@@ -181,8 +183,8 @@ class Fp16AutocastWithoutGradScaler(Rule):
             body = region.body.body
             if not body or facts.regions.grad_enabled(body[0]) is not True:
                 continue  # inference under no_grad
-            feeds = facts.tree.contains(region, backward.call) or any(facts.tree.contains(region, n) for n in nodes) or any(
-                facts.tree.contains(f, region) and facts.training.returns_grad(f) for f in functions)
+            feeds = tree.contains(region, backward.call) or any(tree.contains(region, n) for n in nodes) or any(
+                tree.contains(f, region) and facts.values.returns_grad(f) for f in functions)
             if feeds:
                 return autocast
         return None
@@ -190,32 +192,34 @@ class Fp16AutocastWithoutGradScaler(Rule):
     def _fix(self, facts: Facts, backward: Backward, loops: List[cst.CSTNode]) -> Optional[Fix]:
         loop = loops[0]
         func = backward.call.func
-        statement = facts.tree.statement_of(backward.call)
+        tree = facts.tree
+        statement = tree.statement_of(backward.call)
         if backward.kind != "method" or statement is None or not isinstance(func, cst.Attribute):
             return None
-        if len(facts.training.backwards_in(loop)) != 1:
+        if len(facts.roles.backwards_in(loop)) != 1:
             return None
-        steps = [(s, site) for s, site in facts.training.steps_in(loop)]
+        steps = [(s, site) for s, site in facts.roles.steps_in(loop)]
         if len(steps) != 1 or steps[0][0].call is not steps[0][1]:
             return None
         step = steps[0][0]
-        step_statement = facts.tree.statement_of(step.call)
+        step_statement = tree.statement_of(step.call)
         if step_statement is None or step.scaler is not None or step.call.args or step.optimizer is None:
             return None
-        if not facts.tree.order(statement) < facts.tree.order(step_statement) or facts.tree.loops_around(step.call)[:1] != [loop]:
+        order = tree.order
+        if not order(statement) < order(step_statement) or tree.loops_around(step.call)[:1] != [loop]:
             return None
         calls = list(facts.calls.calls_in(loop))
-        clips = [(call, site) for call, site in calls if facts.training.is_grad_clip(call)]
+        clips = [(call, site) for call, site in calls if facts.roles.is_grad_clip(call)]
         if any(call is not site for call, site in clips) or len(clips) > 1:
             return None
-        if any("clip_grad" in (dotted_name(call.func) or "") and not facts.training.is_grad_clip(call) for call, _ in calls):
+        if any("clip_grad" in (dotted_name(call.func) or "") and not facts.roles.is_grad_clip(call) for call, _ in calls):
             return None  # `model.clip_grad_norm_(...)` (FSDP), `accelerator.clip_grad_norm_`: not ours to unscale
-        clip_statement = facts.tree.statement_around(clips[0][0]) if clips else None
-        if clip_statement is not None and not facts.tree.order(statement) < facts.tree.order(clip_statement) < facts.tree.order(step_statement):
+        clip_statement = tree.statement_around(clips[0][0]) if clips else None
+        if clip_statement is not None and not order(statement) < order(clip_statement) < order(step_statement):
             return None
         scaled_until = clip_statement if clip_statement is not None else step_statement
-        if any(facts.training.grad_reads(f.body) for f in facts.calls.functions_reached(loop)) or any(
-                facts.tree.order(statement) < facts.tree.order(read) < facts.tree.order(scaled_until) for read in facts.training.grad_reads(loop)):
+        if any(facts.roles.grad_reads(f.body) for f in facts.calls.functions_reached(loop)) or any(
+                order(statement) < order(read) < order(scaled_until) for read in facts.roles.grad_reads(loop)):
             return None  # gradients read while still scaled
         grad_scaler = self.facts.names.local_name_for("torch.amp.GradScaler")
         if grad_scaler is None:
@@ -235,7 +239,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
             unscale = cst.parse_statement(f"{scaler}.unscale_({step.optimizer})")
             edits.append(InsertBefore(clip_statement, (unscale,)))  # type: ignore[arg-type]
         # a function called again and again (`train_one_epoch`) would start a fresh scaler each call
-        function = facts.tree.function_of(loops[-1])
-        repeated = function is not None and any(facts.tree.loops_around(site) for site in facts.scopes.call_sites(function))
+        function = tree.function_of(loops[-1])
+        repeated = function is not None and any(tree.loops_around(site) for site in facts.scopes.call_sites(function))
         return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
                    f"scale the loss with `{scaler} = torch.amp.GradScaler(\"cuda\")`, step through it")

@@ -111,7 +111,7 @@ class MissingDel(Rule):
             return
         loop = innermost_loop(self.context.ancestors)
         facts = self.facts
-        if loop is None or not facts.training.is_forward(call):
+        if loop is None or not facts.roles.is_forward(call):
             return
         line = facts.tree.parent(node)
         if not isinstance(line, cst.SimpleStatementLine) or facts.tree.parent(line) is not loop.body:

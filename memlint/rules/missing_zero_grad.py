@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from memlint.analysis import Facts
-from memlint.analysis.training import Backward, OptimizerStep
+from memlint.analysis.roles import Backward, OptimizerStep
 from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -180,15 +180,16 @@ class MissingZeroGrad(Rule):
 
     def _loop(self, loop: Loop) -> None:
         facts = self.facts
-        if not facts.training.optimizer_steps or not facts.training.backwards:
+        if not facts.roles.optimizer_steps or not facts.roles.backwards:
             return
-        steps = [(s, site) for s, site in facts.training.steps_in(loop)
-                 if owned_by(facts, loop, s.call, site) and facts.training.is_known_optimizer(s.optimizer, s.call)]
+        steps = [(s, site) for s, site in facts.roles.steps_in(loop)
+                 if owned_by(facts, loop, s.call, site) and facts.receivers.is_known_optimizer(s.optimizer, s.call)]
         if not steps:
             return
-        backwards = [(b, site) for b, site in facts.training.backwards_in(loop) if facts.training.accumulates_grad(b)]
+        backwards = [(b, site) for b, site in facts.roles.backwards_in(loop) if facts.values.accumulates_grad(b)]
         if not backwards or facts.regions.in_accumulate(loop) or facts.regions.accumulate_regions and any(
-                facts.tree.under(r.node, [loop, *facts.calls.functions_reached(loop)]) for r in facts.regions.accumulate_regions):
+                facts.tree.under(r.node, [loop, *facts.calls.functions_reached(loop)])
+                for r in facts.regions.accumulate_regions):
             return
         if self._resets(facts, loop):
             return
@@ -197,7 +198,7 @@ class MissingZeroGrad(Rule):
             return
         self._reported.add(id(backward.call))
         names = sorted({s.optimizer for s, _ in steps if s.optimizer})
-        once = [z for z in facts.training.zero_grads if z.target in names and not facts.tree.contains(loop, z.node)]
+        once = [z for z in facts.roles.zero_grads if z.target in names and not facts.tree.contains(loop, z.node)]
         where = " (the `zero_grad()` outside the loop runs only once)" if once else ""
         message = (f"`backward()` adds into `.grad` every iteration and `{names[0]}.step()` follows, but nothing "
                    f"clears the gradients per step{where}: each step applies the sum of all gradients so far "
@@ -207,12 +208,12 @@ class MissingZeroGrad(Rule):
 
     @staticmethod
     def _resets(facts: Facts, loop: Loop) -> bool:
-        if any(facts.training.resets_grads(call) for call, _ in facts.calls.calls_in(loop)):
+        if any(facts.roles.resets_grads(call) for call, _ in facts.calls.calls_in(loop)):
             return True
         if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in facts.scopes.calls):
             return True  # a hook on the step may clear the gradients
         roots = [loop, *facts.calls.functions_reached(loop)]
-        return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.training.zero_grads)
+        return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.roles.zero_grads)
 
     def _fix(self, facts: Facts, loop: Loop, steps: List[Tuple[OptimizerStep, cst.Call]],
              backwards: List[Tuple[Backward, cst.Call]]) -> Optional[Fix]:
@@ -225,7 +226,7 @@ class MissingZeroGrad(Rule):
             if step.optimizer in done:
                 continue
             done.add(step.optimizer)
-            anchor = facts.training.after_step(step, statement)
+            anchor = facts.roles.after_step(step, statement)
             reset = cst.parse_statement(f"{step.optimizer}.zero_grad(set_to_none=True)")
             edits.append(InsertAfter(anchor, (reset,)))  # type: ignore[arg-type]
         first = min(facts.tree.order(site) for _, site in backwards)
@@ -237,9 +238,9 @@ class MissingZeroGrad(Rule):
     @staticmethod
     def _grads_read_only_in_step(facts: Facts, loop: Loop, first: int, last: int) -> bool:
         """`.grad` is read nowhere but between the backward and the step (there it stays a tensor)."""
-        if any(facts.training.grad_reads(f.body) for f in facts.calls.functions_reached(loop)):
+        if any(facts.roles.grad_reads(f.body) for f in facts.calls.functions_reached(loop)):
             return False
-        for read in facts.training.grad_reads(facts.tree.scope_of(loop)):
+        for read in facts.roles.grad_reads(facts.tree.scope_of(loop)):
             if facts.tree.contains(loop, read):
                 if not first < facts.tree.order(read) < last:
                     return False

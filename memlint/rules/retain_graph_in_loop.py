@@ -6,7 +6,7 @@ from typing import List
 
 import libcst as cst
 
-from memlint.analysis.training import literal_bool
+from memlint.analysis.tree import literal_bool
 from memlint.rule import Invalid, Rule
 
 
@@ -85,7 +85,7 @@ class RetainGraphInLoop(Rule):
         if not any(arg.keyword is not None and arg.keyword.value == "retain_graph" for arg in node.args):
             return
         facts = self.facts
-        backward = facts.training.backward_of(node)
+        backward = facts.roles.backward_of(node)
         if backward is None or backward.kind == "grad" or literal_bool(backward.retain_graph) is not True:
             return
         loops: List[cst.CSTNode] = facts.tree.loops_around(node)
@@ -95,7 +95,7 @@ class RetainGraphInLoop(Rule):
                 return
             loops = [loop for site in facts.scopes.call_sites(func) for loop in facts.tree.loops_around(site)[:1]]
         for loop in loops[:1]:
-            if len(facts.training.backwards_in(loop)) != 1 or not facts.training.forwards_in(loop):
+            if len(facts.roles.backwards_in(loop)) != 1 or not facts.roles.forwards_in(loop):
                 return
             self.report(node, (
                 "`backward(retain_graph=True)` in a loop that builds a new graph every iteration: "

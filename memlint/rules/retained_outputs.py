@@ -155,26 +155,26 @@ class RetainedOutputs(Rule):
         if not loops or facts.regions.grad_enabled(node) is not True:
             return
         value = node.args[-1].value
-        if not facts.training.carries_grad(value, node):
+        if not facts.values.carries_grad(value, node):
             return
         dotted = dotted_name(container) or ""
         root = dotted.split(".")[0]
-        if isinstance(container, cst.Name) and facts.training.reset_in_iteration(loops[0], root, node):
+        if isinstance(container, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node):
             return
         scope = facts.tree.scope_of(node)
-        if facts.training.reaches_backward(scope, {root, dotted}):
+        if facts.values.reaches_backward(scope, {root, dotted}):
             return
-        if not isinstance(container, cst.Name) and facts.training.attribute_backwarded(dotted):
+        if not isinstance(container, cst.Name) and facts.values.attribute_backwarded(dotted):
             return  # `self.losses` backwarded by another method
-        if facts.training.in_training_function(node) and (
-                not isinstance(container, cst.Name) or facts.training.leaves_scope(scope, {root})):
+        if facts.phase.in_training_function(node) and (
+                not isinstance(container, cst.Name) or facts.values.leaves_scope(scope, {root})):
             return  # a forward or loss function collecting what its caller backwards
-        if isinstance(container, cst.Name) and facts.training.leaves_scope(scope, {root}) and \
-                facts.training.eval_evidence(loops[0]) is None and not facts.training.backwarded_in(value, loops[0]):
+        if isinstance(container, cst.Name) and facts.values.leaves_scope(scope, {root}) and \
+                facts.phase.eval_evidence(loops[0]) is None and not facts.values.backwarded_in(value, loops[0]):
             return  # handed to the caller (or stored), which may backward it
-        if any(facts.training.backwards_in(loop) for loop in loops):
+        if any(facts.roles.backwards_in(loop) for loop in loops):
             context = "training"
-        elif facts.training.hands_graph_away(loops[0]):
+        elif facts.values.hands_graph_away(loops[0]):
             context = "unknown"  # the graph goes to code that may backward it
         else:
             context = "no-backward"

@@ -130,14 +130,14 @@ class RnnHiddenNotDetached(Rule):
                 not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
             return
         facts = self.facts
-        if not facts.training.is_forward(call):
+        if not facts.roles.is_forward(call):
             return
         names = _state_names(node.targets[0].target)
         args: Set[str] = set().union(*(sources_of(a.value) for a in call.args)) if call.args else set()
         state = [n for n in names if n.value in args]
         if not state or facts.regions.grad_enabled(node) is not True:
             return
-        loop = next((outer for outer in facts.tree.loops_around(node) if facts.training.backwards_in(outer)), None)
+        loop = next((outer for outer in facts.tree.loops_around(node) if facts.roles.backwards_in(outer)), None)
         if loop is None:
             return
         scope = facts.tree.scope_of(node)
@@ -168,7 +168,7 @@ class RnnHiddenNotDetached(Rule):
         line = facts.tree.parent(node)
         if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
             return None
-        constructor = facts.training.constructor_of(call.func)
+        constructor = facts.receivers.constructor_of(call.func)
         lines = []
         for name in state:
             if self._is_tuple_element(node, name) or constructor in _TENSOR_STATE:

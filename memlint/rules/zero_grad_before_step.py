@@ -96,7 +96,7 @@ class ZeroGradBeforeStep(Rule):
         if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_grad"):
             return
         facts = self.facts
-        zero = next((z for z in facts.training.zero_grads if z.node is node), None)
+        zero = next((z for z in facts.roles.zero_grads if z.node is node), None)
         statement = facts.tree.statement_of(node)
         if zero is None or zero.target is None or statement is None:
             return
@@ -108,8 +108,8 @@ class ZeroGradBeforeStep(Rule):
         if step_at is None or not self._backward_before(facts, body, index, optimizer):  # type: ignore[arg-type]
             return
         step_statement = body[step_at]
-        step = next(s for s in facts.training.optimizer_steps if facts.tree.contains(step_statement, s.call))
-        anchor = facts.training.after_step(step, step_statement)
+        step = next(s for s in facts.roles.optimizer_steps if facts.tree.contains(step_statement, s.call))
+        anchor = facts.roles.after_step(step, step_statement)
         moved = statement.with_changes(leading_lines=[line for line in statement.leading_lines if line.comment])
         fix = Fix((Remove(statement), InsertAfter(anchor, (moved,))), Safety.UNSAFE,  # type: ignore[arg-type]
                   f"move `{zero.target}.zero_grad()` after the step")
@@ -121,12 +121,12 @@ class ZeroGradBeforeStep(Rule):
     def _cleared_optimizer(facts: Facts, body: Sequence[cst.CSTNode], index: int, target: str) -> Optional[str]:
         """The optimizer whose gradients `target.zero_grad()` clears: itself, or for a model the
         optimizer stepped next that is built on that model's parameters."""
-        if not facts.training.is_model(cst.parse_expression(target)):
+        if not facts.receivers.is_model(cst.parse_expression(target)):
             return target
         for stmt in body[index + 1:]:
-            for step in facts.training.optimizer_steps:
+            for step in facts.roles.optimizer_steps:
                 if facts.tree.contains(stmt, step.call) and step.optimizer is not None:
-                    return step.optimizer if target in facts.training.parameters_owners(step.optimizer) else None
+                    return step.optimizer if target in facts.receivers.parameters_owners(step.optimizer) else None
         return None
 
     @staticmethod
@@ -134,12 +134,12 @@ class ZeroGradBeforeStep(Rule):
         """The next statement of the block that steps `optimizer`, with no backward before it."""
         for position in range(index + 1, len(body)):
             stmt = body[position]
-            if any(facts.tree.contains(stmt, b.call) for b in facts.training.backwards):
+            if any(facts.tree.contains(stmt, b.call) for b in facts.roles.backwards):
                 return None
-            for step in facts.training.optimizer_steps:
+            for step in facts.roles.optimizer_steps:
                 if step.optimizer == optimizer and facts.tree.statement_of(step.call) is stmt:
                     return position
-            if any(s.optimizer == optimizer and facts.tree.contains(stmt, s.call) for s in facts.training.optimizer_steps):
+            if any(s.optimizer == optimizer and facts.tree.contains(stmt, s.call) for s in facts.roles.optimizer_steps):
                 return None  # a conditional step: not this simple shape
         return None
 
@@ -148,8 +148,9 @@ class ZeroGradBeforeStep(Rule):
         """The nearest earlier statement of the block that backwards or steps does backward."""
         for position in range(index - 1, -1, -1):
             stmt = body[position]
-            if any(s.optimizer == optimizer and facts.tree.contains(stmt, s.call) for s in facts.training.optimizer_steps):
+            if any(s.optimizer == optimizer and facts.tree.contains(stmt, s.call) for s in facts.roles.optimizer_steps):
                 return False
-            if any(facts.tree.contains(stmt, b.call) and facts.training.accumulates_grad(b) for b in facts.training.backwards):
+            if any(facts.tree.contains(stmt, b.call) and facts.values.accumulates_grad(b)
+                   for b in facts.roles.backwards):
                 return True
         return False
