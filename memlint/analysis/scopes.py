@@ -31,6 +31,8 @@ from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
 from memlint.analysis.tree import Scope, TreeIndex, dotted_name
 
 _APPENDING = ("append", "extend", "insert", "appendleft", "add")
+# Statements and expressions with one target, and the kind of binding they make.
+_SINGLE_TARGET = {cst.AnnAssign: "assign", cst.AugAssign: "aug", cst.NamedExpr: "walrus"}
 
 
 @dataclass(frozen=True)
@@ -114,9 +116,9 @@ class Scopes:
     def _index_node(self, node: cst.CSTNode, scope: Scope) -> None:
         node_type = type(node)
         if node_type is cst.Return or node_type is cst.Yield:
-            if node.value is not None:  # type: ignore[attr-defined]
-                value = node.value.item if isinstance(node.value, cst.From) else node.value  # type: ignore[attr-defined]
-                self._returned.setdefault(id(scope), []).append(value)
+            value = node.value  # type: ignore[attr-defined]
+            if value is not None:
+                self._returned.setdefault(id(scope), []).append(value.item if isinstance(value, cst.From) else value)
         elif node_type is cst.Call:
             self.calls.append(node)  # type: ignore[arg-type]
             func = node.func  # type: ignore[attr-defined]
@@ -131,16 +133,11 @@ class Scopes:
             for target in node.targets:  # type: ignore[attr-defined]
                 for name, whole in _binding_targets(target.target):
                     self._bind(scope, name.value, node, node.value, "assign", whole)  # type: ignore[attr-defined]
-        elif node_type is cst.AnnAssign:
-            if node.value is not None:  # type: ignore[attr-defined]
+        elif node_type in _SINGLE_TARGET:
+            value = node.value  # type: ignore[attr-defined]
+            if value is not None:  # `x: int` binds nothing
                 for name, whole in _binding_targets(node.target):  # type: ignore[attr-defined]
-                    self._bind(scope, name.value, node, node.value, "assign", whole)  # type: ignore[attr-defined]
-        elif node_type is cst.AugAssign:
-            for name, whole in _binding_targets(node.target):  # type: ignore[attr-defined]
-                self._bind(scope, name.value, node, node.value, "aug", whole)  # type: ignore[attr-defined]
-        elif node_type is cst.NamedExpr:
-            for name, whole in _binding_targets(node.target):  # type: ignore[attr-defined]
-                self._bind(scope, name.value, node, node.value, "walrus", whole)  # type: ignore[attr-defined]
+                    self._bind(scope, name.value, node, value, _SINGLE_TARGET[node_type], whole)
         elif node_type is cst.For:
             for name, _ in _binding_targets(node.target):  # type: ignore[attr-defined]
                 self._bind(scope, name.value, node, node.iter, "for", False)  # type: ignore[attr-defined]
