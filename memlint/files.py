@@ -21,7 +21,7 @@ SKIPPED_FOLDERS = frozenset({
     ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules", ".eggs", "site-packages",
     ".ipynb_checkpoints",
 })
-SOURCE_SUFFIXES = (".py",)
+SOURCE_SUFFIXES = (".py", ".ipynb")
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Type
 
 from memlint.config import Config
-from memlint.engine import Checked, SourceError, check, fix, fix_diff, unified_diff
+from memlint.engine import Checked, SourceError, apply_fixes, check, fix, fix_diff, unified_diff
 from memlint.files import MissingPath, discover
 from memlint.findings import Finding
+from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_atomic
 
@@ -35,6 +36,7 @@ class FileOutcome:
     diff: str = ""  # --diff: the whole file's change
     fix_diffs: List[Optional[str]] = field(default_factory=list)  # aligned with findings
     error: Optional[str] = None
+    notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
 
 
 def display_path(path: Path) -> str:
@@ -45,9 +47,50 @@ def display_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
+def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
+                options: Options) -> FileOutcome:
+    outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
+    if options.fix or options.diff:
+        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes)
+        fixed = notebook.updated(result.source)
+        outcome.findings = [fixed.locate(f) for f in result.remaining]
+        outcome.fixed = [notebook.locate(f) for f in result.applied]
+        if fixed.text != notebook.text:
+            if options.diff:
+                outcome.diff = unified_diff(notebook.text, fixed.text, display)
+            else:
+                write_atomic(path, SourceText(fixed.text, notebook.encoding))
+        outcome.notebook = fixed
+        return outcome
+    checked = check(notebook.module, display, rules)
+    outcome.findings = [notebook.locate(f) for f in checked.findings]
+    if options.fix_diffs:
+        outcome.fix_diffs = [
+            unified_diff(notebook.text, notebook.updated(apply_fixes(checked, [f.fix], display)).text, display)
+            if f.fix is not None else None
+            for f in checked.findings
+        ]
+    outcome.notebook = notebook
+    return outcome
+
+
+def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
+    """A notebook's code cells, linted (or fixed) as one module; findings located by cell."""
+    notebook = Notebook.read(path)
+    try:
+        return _lint_cells(path, notebook, display, rules, options)
+    except SourceError:
+        parsable = notebook.without_unparsable_cells()  # cells CPython accepts and LibCST does not
+        if parsable is notebook:
+            raise
+        return _lint_cells(path, parsable, display, rules, options)
+
+
 def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
     outcome = FileOutcome(display)
     try:
+        if is_notebook(path):
+            return _lint_notebook(path, display, rules, options)
         source = read(path)
         if options.fix or options.diff:
             result = fix(source.text, display, rules, unsafe=options.unsafe_fixes)
@@ -64,7 +107,7 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
             outcome.fix_diffs = [
                 fix_diff(checked, f, display) if f.fix is not None else None for f in checked.findings
             ]
-    except (UnreadableFile, SourceError) as error:
+    except (UnreadableFile, SourceError, NotebookError) as error:
         outcome.error = str(error)
     except OSError as error:
         outcome.error = f"cannot write: {error.strerror or error}"
