@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import io
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
@@ -250,7 +251,14 @@ def fix_diff(checked: Checked, finding: Finding, path: str) -> str:
 
 
 def unified_diff(before: str, after: str, path: str) -> str:
-    return "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
+    """A unified diff that `patch` and `git apply` accept, also for a last line without newline.
+    Lines are split where Python splits them (not at form feeds, as str.splitlines does)."""
+    lines = []
+    for line in difflib.unified_diff(
+        list(io.StringIO(before, newline="")), list(io.StringIO(after, newline="")),
         fromfile=f"a/{path}", tofile=f"b/{path}",
-    ))
+    ):
+        lines.append(line)
+        if not line.endswith(("\n", "\r")):
+            lines.append("\n\\ No newline at end of file\n")
+    return "".join(lines)
