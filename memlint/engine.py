@@ -141,9 +141,14 @@ def parse(source: str) -> cst.Module:
         raise SourceError("cannot parse: nesting too deep") from None
 
 
+def wanted_rules(source: str, rule_types: Sequence[Type[Rule]]) -> List[Type[Rule]]:
+    """The rules that could find something in `source`: it has a word each needs."""
+    return [r for r in rule_types if any(word in source for word in r.REQUIRES)]
+
+
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]]) -> Checked:
     """Lint one source with the given rules."""
-    wanted = [r for r in rule_types if any(word in source for word in r.REQUIRES)]
+    wanted = wanted_rules(source, rule_types)
     if not wanted:  # nothing to look for: only make sure it is Python, ten times cheaper
         try:
             ast.parse(source, filename=path)

@@ -1,10 +1,11 @@
 """flake8 plugin (entry point `MEM`): memlint's findings as flake8 errors, fixes left to the CLI.
 
 flake8 gives the file's lines and an `ast` tree. LibCST cannot use an `ast` tree, so the plugin
-joins the lines flake8 already read and parses them once with LibCST, as `memlint` does; a file
-without a word any rule needs is not parsed at all. flake8 has already checked that the file
-is valid Python (its E999 says otherwise, and it then runs no tree plugin); a file LibCST
-cannot parse anyway yields nothing rather than stopping flake8.
+joins the lines flake8 already read and parses them once with LibCST, as `memlint` does. flake8
+has already checked that the file is valid Python (its E999 says otherwise, and it then runs no
+tree plugin), so a file without a word any rule needs is not looked at again, where `memlint`
+would still check its syntax. A file LibCST cannot parse yields nothing rather than stopping
+flake8.
 
 Columns: flake8 adds one to the 0-based column a plugin gives, so the plugin gives memlint's
 1-based column minus one, and both tools print the same `path:line:col`.
@@ -25,7 +26,7 @@ import sys
 from typing import ClassVar, Iterator, List, Sequence, Tuple, Type
 
 from memlint import __version__
-from memlint.engine import SourceError, check
+from memlint.engine import SourceError, check, wanted_rules
 from memlint.rule import Rule
 from memlint.rules import registry
 
@@ -53,8 +54,11 @@ class MemlintChecker:
 
     def run(self) -> Iterator[Error]:
         source = "".join(self.lines)
+        rules = wanted_rules(source, self.rules)
+        if not rules:  # flake8 has checked the syntax already: nothing more to do here
+            return
         try:
-            findings = check(source, self.filename, self.rules).findings
+            findings = check(source, self.filename, rules).findings
         except SourceError:
             return  # flake8 parsed it, LibCST did not: no memlint findings, flake8 goes on
         except Exception as error:  # a bug of memlint's must not stop flake8's other checks
