@@ -40,15 +40,20 @@ def notebook(*cells: dict, language: str = "python") -> dict:
             "nbformat": 4, "nbformat_minor": 5}
 
 
-def dump(data: dict, indent=1, ensure_ascii=False, newline=True) -> str:
-    return json.dumps(data, indent=indent, ensure_ascii=ensure_ascii) + ("\n" if newline else "")
+def dump(data: dict, indent=1, ensure_ascii=False, newline=True, eol="\n") -> str:
+    text = json.dumps(data, indent=indent, ensure_ascii=ensure_ascii) + ("\n" if newline else "")
+    return text.replace("\n", eol)  # the layout's line breaks: strings hold escaped ones only
 
 
 def save(folder: Path, name: str, data: dict, **layout) -> Path:
     path = folder / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dump(data, **layout), encoding="utf-8")
+    path.write_bytes(dump(data, **layout).encode("utf-8"))
     return path
+
+
+def read(path: Path) -> str:
+    return path.read_bytes().decode("utf-8")
 
 
 STREAM = [{"name": "stdout", "output_type": "stream", "text": ["epoch 0 done\n"]}]
@@ -100,6 +105,7 @@ def test_the_model_of_another_cell_is_what_makes_it_training(tmp_path):
     {"indent": 1, "ensure_ascii": False, "newline": True},  # what Jupyter writes
     {"indent": 2, "ensure_ascii": True, "newline": False},
     {"indent": None, "ensure_ascii": False, "newline": False},  # all on one line
+    {"indent": 1, "ensure_ascii": False, "newline": True, "eol": "\r\n"},  # saved on Windows
 ])
 def test_fix_rewrites_code_cells_only_and_keeps_the_json_layout(tmp_path, layout):
     path = save(tmp_path, "nb.ipynb", study(), **layout)
@@ -107,9 +113,9 @@ def test_fix_rewrites_code_cells_only_and_keeps_the_json_layout(tmp_path, layout
     assert result.returncode == 0, result.stdout + result.stderr
     expected = study()
     expected["cells"][4]["source"] = TRAIN_FIXED.splitlines(keepends=True)
-    assert path.read_text(encoding="utf-8") == dump(expected, **layout)  # byte for byte
+    assert read(path) == dump(expected, **layout)  # byte for byte
     second = memlint(tmp_path, "--fix", "nb.ipynb")
-    assert second.returncode == 0 and path.read_text(encoding="utf-8") == dump(expected, **layout)
+    assert second.returncode == 0 and read(path) == dump(expected, **layout)
 
 
 def test_values_json_has_no_word_for_are_kept(tmp_path):
