@@ -42,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--statistics", action="store_true", help="count findings per rule")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
     parser.add_argument("--config", type=Path, help="read [tool.memlint] from this pyproject.toml")
+    parser.add_argument("--force-exclude", action="store_true",
+                        help="apply `exclude` to files named on the command line too (for pre-commit)")
     return parser
 
 
@@ -72,7 +74,7 @@ def _check(argv: Sequence[str]) -> int:
         return _error(str(error))
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
-                      fix_diffs=args.output_format in ("json", "sarif"))
+                      fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude)
     outcomes = run(args.paths, config, rules, options)
 
     for outcome in outcomes:

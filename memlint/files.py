@@ -1,8 +1,9 @@
 """Which files a run lints: the paths given, folders walked, .gitignore and excludes honoured.
 
-A file named on the command line is always linted; files found by walking a folder are
-skipped when a .gitignore (of the folder or any parent up to the repository root) or the
-`exclude` setting says so, and folders such as .git, .venv and build are never entered.
+A file named on the command line is always linted (with `--force-exclude`, unless `exclude`
+names it); files found by walking a folder are skipped when a .gitignore (of the folder or any
+parent up to the repository root) or the `exclude` setting says so, and folders such as .git,
+.venv and build are never entered.
 """
 
 from __future__ import annotations
@@ -92,12 +93,17 @@ def _walk(root: Path, config: Config) -> Iterator[Path]:
         stack.extend(reversed(subfolders))
 
 
-def discover(paths: Sequence[str], config: Config) -> Iterator[Union[Path, MissingPath]]:
+def discover(paths: Sequence[str], config: Config, force_exclude: bool = False
+             ) -> Iterator[Union[Path, MissingPath]]:
+    """The files to lint; with `force_exclude`, `exclude` applies to files named on the command
+    line too (pre-commit names every staged file)."""
     seen = set()
     for name in paths:
         path = Path(name)
         if not path.exists():
             yield MissingPath(path)
+            continue
+        if force_exclude and not path.is_dir() and config.is_excluded(path):
             continue
         found = _walk(path, config) if path.is_dir() else iter((path,))
         for file in found:

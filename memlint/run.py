@@ -26,6 +26,7 @@ class Options:
     diff: bool = False  # compute what --fix would change, write nothing
     unsafe_fixes: bool = False
     fix_diffs: bool = False  # a diff per finding's fix (for JSON output)
+    force_exclude: bool = False  # `exclude` applies to files named on the command line too
 
 
 @dataclass
@@ -121,7 +122,7 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
     """Lint (or fix) every file under `paths`; selection errors raise ConfigError before any work."""
     base_rules = config.selection.rules(registry)
     outcomes = []
-    for item in discover(paths, config):
+    for item in discover(paths, config, options.force_exclude):
         if isinstance(item, MissingPath):
             outcomes.append(FileOutcome(str(item.path), error="no such file or directory"))
             continue

@@ -103,11 +103,15 @@ def test_lint_fails_fix_rewrites_and_the_next_run_passes(user_repo, pre_commit_h
     train, study = user_repo / "train.py", user_repo / "study.ipynb"
     train.write_text(BAD, encoding="utf-8")
     study.write_text(_notebook(BAD), encoding="utf-8")
+    (user_repo / "legacy").mkdir()
+    (user_repo / "legacy" / "old.py").write_text(BAD, encoding="utf-8")  # excluded by the config
+    (user_repo / "pyproject.toml").write_text('[tool.memlint]\nexclude = ["legacy/"]\n', encoding="utf-8")
     git(user_repo, "add", "-A")
 
     lint = pre_commit(user_repo, pre_commit_home, "run", "memlint", "--all-files")
     assert lint.returncode == 1, lint.stdout + lint.stderr
     assert "train.py:5:5: MEM101" in lint.stdout and "study.ipynb:cell 1:5:5: MEM101" in lint.stdout
+    assert "old.py" not in lint.stdout  # pre-commit names it; `exclude` still holds
     assert train.read_text(encoding="utf-8") == BAD  # the lint hook changes nothing
 
     fix = pre_commit(user_repo, pre_commit_home, "run", "memlint-fix", "--all-files")
@@ -115,6 +119,7 @@ def test_lint_fails_fix_rewrites_and_the_next_run_passes(user_repo, pre_commit_h
     assert "files were modified by this hook" in fix.stdout
     assert train.read_text(encoding="utf-8") == FIXED
     assert study.read_text(encoding="utf-8") == _notebook(FIXED)
+    assert (user_repo / "legacy" / "old.py").read_text(encoding="utf-8") == BAD
 
     again = pre_commit(user_repo, pre_commit_home, "run", "--all-files")
     assert again.returncode == 0, again.stdout
