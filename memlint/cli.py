@@ -37,10 +37,13 @@ def _parser() -> argparse.ArgumentParser:
                         help="rule codes or prefixes to add to the selection")
     parser.add_argument("--ignore", type=_codes, action="extend", default=[],
                         help="rule codes or prefixes to skip")
-    parser.add_argument("--output-format", choices=("text", "json"), default="text")
+    parser.add_argument("--output-format", choices=("text", "json", "sarif", "github"), default="text",
+                        help="text (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)")
     parser.add_argument("--statistics", action="store_true", help="count findings per rule")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
     parser.add_argument("--config", type=Path, help="read [tool.memlint] from this pyproject.toml")
+    parser.add_argument("--force-exclude", action="store_true",
+                        help="apply `exclude` to files named on the command line too (for pre-commit)")
     return parser
 
 
@@ -53,6 +56,7 @@ def _check(argv: Sequence[str]) -> int:
     from memlint import config as config_module
     from memlint.report import json as json_report
     from memlint.report import text
+    from memlint.report import github, sarif
     from memlint.rules import registry
     from memlint.run import Options, run
 
@@ -70,7 +74,7 @@ def _check(argv: Sequence[str]) -> int:
         return _error(str(error))
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
-                      fix_diffs=args.output_format == "json")
+                      fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude)
     for warning in config.warnings:
         print(f"memlint: warning: {warning}", file=sys.stderr)
     outcomes = run(args.paths, config, rules, options)
@@ -82,6 +86,11 @@ def _check(argv: Sequence[str]) -> int:
             print(f"{outcome.display}: warning: {outcome.warning}, skipped", file=sys.stderr)
     if args.output_format == "json":
         print(json_report.render(outcomes))
+    elif args.output_format == "sarif":
+        print(sarif.render(outcomes, rules))
+    elif args.output_format == "github":
+        for line in github.render(outcomes):
+            print(line)
     elif args.diff:
         for outcome in outcomes:
             if outcome.diff:

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Type
 
 from memlint.config import Config
-from memlint.engine import Checked, SourceError, check, fix, fix_diff, unified_diff
+from memlint.engine import Checked, SourceError, apply_fixes, check, fix, fix_diff, unified_diff
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
+from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
 
@@ -25,6 +26,7 @@ class Options:
     diff: bool = False  # compute what --fix would change, write nothing
     unsafe_fixes: bool = False
     fix_diffs: bool = False  # a diff per finding's fix (for JSON output)
+    force_exclude: bool = False  # `exclude` applies to files named on the command line too
 
 
 @dataclass
@@ -36,6 +38,7 @@ class FileOutcome:
     fix_diffs: List[Optional[str]] = field(default_factory=list)  # aligned with findings
     error: Optional[str] = None
     warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
+    notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
 
 
 def display_path(path: Path) -> str:
@@ -46,9 +49,62 @@ def display_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
+def _write_back(path: Path, text: SourceText, outcome: FileOutcome) -> bool:
+    """Write a fixed file; when that fails nothing was written, and the outcome says so."""
+    try:
+        write_back(path, text)
+        return True
+    except OSError as error:
+        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
+        outcome.fixed = []
+        return False
+
+
+def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
+                options: Options) -> FileOutcome:
+    outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
+    if options.fix or options.diff:
+        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes)
+        fixed = notebook.updated(result.source)
+        outcome.findings = [fixed.locate(f) for f in result.remaining]
+        outcome.fixed = [notebook.locate(f) for f in result.applied]
+        if fixed.text != notebook.text:
+            if options.diff:
+                outcome.diff = unified_diff(notebook.text, fixed.text, display)
+            elif not _write_back(path, SourceText(fixed.text, notebook.encoding), outcome):
+                outcome.findings = [notebook.locate(f) for f in check(notebook.module, display, rules).findings]
+                fixed = notebook
+        outcome.notebook = fixed
+        return outcome
+    checked = check(notebook.module, display, rules)
+    outcome.findings = [notebook.locate(f) for f in checked.findings]
+    if options.fix_diffs:
+        outcome.fix_diffs = [
+            unified_diff(notebook.text, notebook.updated(apply_fixes(checked, [f.fix], display)).text, display)
+            if f.fix is not None else None
+            for f in checked.findings
+        ]
+    outcome.notebook = notebook
+    return outcome
+
+
+def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
+    """A notebook's code cells, linted (or fixed) as one module; findings located by cell."""
+    notebook = Notebook.read(path)
+    try:
+        return _lint_cells(path, notebook, display, rules, options)
+    except SourceError:
+        parsable = notebook.without_unparsable_cells()  # cells CPython accepts and LibCST does not
+        if parsable is notebook:
+            raise
+        return _lint_cells(path, parsable, display, rules, options)
+
+
 def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
     outcome = FileOutcome(display)
     try:
+        if is_notebook(path):
+            return _lint_notebook(path, display, rules, options)
         source = read(path)
         if options.fix or options.diff:
             result = fix(source.text, display, rules, unsafe=options.unsafe_fixes)
@@ -56,13 +112,8 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
             if result.source != source.text:
                 if options.diff:
                     outcome.diff = unified_diff(source.text, result.source, display)
-                else:
-                    try:
-                        write_back(path, SourceText(result.source, source.encoding))
-                    except OSError as error:  # nothing written: the file's findings stand as they are
-                        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
-                        outcome.fixed = []
-                        outcome.findings = check(source.text, display, rules).findings
+                elif not _write_back(path, SourceText(result.source, source.encoding), outcome):
+                    outcome.findings = check(source.text, display, rules).findings
             return outcome
         checked: Checked = check(source.text, display, rules)
         outcome.findings = checked.findings
@@ -70,7 +121,7 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
             outcome.fix_diffs = [
                 fix_diff(checked, f, display) if f.fix is not None else None for f in checked.findings
             ]
-    except (UnreadableFile, SourceError) as error:
+    except (UnreadableFile, SourceError, NotebookError) as error:
         outcome.error = str(error)
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
@@ -82,7 +133,7 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
     """Lint (or fix) every file under `paths`; selection errors raise ConfigError before any work."""
     base_rules = config.selection.rules(registry)
     outcomes = []
-    for item in discover(paths, config):
+    for item in discover(paths, config, options.force_exclude):
         if isinstance(item, BadPath):
             display = display_path(item.path)
             outcomes.append(FileOutcome(display, warning=item.message) if item.warning
