@@ -30,6 +30,7 @@ class Claim(str, enum.Enum):
     TIME_LOWER = "time-lower"
     OUTPUT_IDENTICAL = "output-identical"
     GRADIENTS_FIXED = "gradients-fixed"
+    IMBALANCE_LOWER = "imbalance-lower"  # peak memory more even across the GPUs
     NONE = "none"
 
 
