@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--statistics", action="store_true", help="count findings per rule")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
     parser.add_argument("--config", type=Path, help="read [tool.memlint] from this pyproject.toml")
+    parser.add_argument("--target-torch", metavar="VERSION",
+                        help="the oldest torch the code must run on (e.g. 2.1): fixes that need a newer "
+                             "one are not offered (default: the project's declared torch requirement)")
     return parser
 
 
@@ -66,6 +69,8 @@ def _check(argv: Sequence[str]) -> int:
         selection.extend_select += args.extend_select
         selection.ignore += args.ignore
         selection.rules(rules)  # report a bad selector before any work
+        if args.target_torch is not None:
+            config.target_torch = config_module.target_torch(args.target_torch, "--target-torch")
     except config_module.ConfigError as error:
         return _error(str(error))
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes

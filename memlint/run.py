@@ -17,6 +17,7 @@ from memlint.files import BadPath, discover
 from memlint.findings import Finding
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
+from memlint.torch_target import DeclaredTargets, TorchVersion
 
 
 @dataclass
@@ -46,12 +47,13 @@ def display_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
+def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
+               target: Optional[TorchVersion] = None) -> FileOutcome:
     outcome = FileOutcome(display)
     try:
         source = read(path)
         if options.fix or options.diff:
-            result = fix(source.text, display, rules, unsafe=options.unsafe_fixes)
+            result = fix(source.text, display, rules, unsafe=options.unsafe_fixes, target_torch=target)
             outcome.findings, outcome.fixed = result.remaining, result.applied
             if result.source != source.text:
                 if options.diff:
@@ -62,9 +64,9 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
                     except OSError as error:  # nothing written: the file's findings stand as they are
                         outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
                         outcome.fixed = []
-                        outcome.findings = check(source.text, display, rules).findings
+                        outcome.findings = check(source.text, display, rules, target).findings
             return outcome
-        checked: Checked = check(source.text, display, rules)
+        checked: Checked = check(source.text, display, rules, target)
         outcome.findings = checked.findings
         if options.fix_diffs:
             outcome.fix_diffs = [
@@ -79,8 +81,10 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
 
 def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]],
         options: Options) -> List[FileOutcome]:
-    """Lint (or fix) every file under `paths`; selection errors raise ConfigError before any work."""
+    """Lint (or fix) every file under `paths`; selection errors raise ConfigError before any work.
+    Each file's fixes are held to the configured `target-torch`, else to its project's declared one."""
     base_rules = config.selection.rules(registry)
+    declared = DeclaredTargets(config.root if config.source is not None else None)
     outcomes = []
     for item in discover(paths, config):
         if isinstance(item, BadPath):
@@ -90,5 +94,6 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
             continue
         ignored = config.ignored_codes(item)
         rules = config.selection.rules(registry, ignored) if ignored else base_rules
-        outcomes.append(_lint_file(item, display_path(item), rules, options))
+        target = config.target_torch if config.target_torch is not None else declared.for_file(item)
+        outcomes.append(_lint_file(item, display_path(item), rules, options, target))
     return outcomes
