@@ -21,6 +21,9 @@ holds no tensors), directly or through the names bound from it in the same scope
 (`ckpt = torch.load(p); model.load_state_dict(ckpt["model"])`), or at a call of the function
 that returns it.
 
+`reads_buffer(call)`: the call's first argument is an in-memory buffer (`io.BytesIO(...)`, or a
+name bound only to one): objects the program itself serialized, e.g. to send between processes.
+
 `given` is "given" (in any form: keyword, position, or a non-None default of the wrapper's
 parameter), "absent", or "unknown" (`*args` / `**kwargs` at the call may carry it). Rules
 report "absent" sites only. Asked by MEM502 / MEM505 (`torch.load`), MEM602 (checkpoint).
@@ -116,6 +119,17 @@ class ApiCalls:
                 tree.contains(value, call) or sources_of(value) & names for value in scopes.returned(scope)):
             return any(self.loaded_into(site, depth + 1) for site in scopes.call_sites(scope))
         return False
+
+    def reads_buffer(self, call: cst.Call) -> bool:
+        """Whether the call's first argument is an in-memory buffer (see the module docstring)."""
+        first = argument(call, "f", 0)
+        if first is None:
+            return False
+        values = [first.value]
+        if isinstance(first.value, cst.Name):
+            values = [b.value for b in self.scopes.in_effect(first.value.value, call)]
+        return bool(values) and all(isinstance(v, cst.Call) and last_part(dotted_name(v.func)) == "BytesIO"
+                                    for v in values)
 
     def _find(self, api: str, direct: _Callable) -> List[ApiSite]:
         names, scopes = self.names, self.scopes

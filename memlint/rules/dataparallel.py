@@ -16,7 +16,8 @@ class DataParallel(Rule):
     """
     ## What it does
     Finds models wrapped in `torch.nn.DataParallel(...)` and forwards run through
-    `torch.nn.parallel.data_parallel(...)`, at the call.
+    `torch.nn.parallel.data_parallel(...)`, at the call. Not in tests (functions named
+    `test...`), which wrap a model to test that code works with DataParallel.
 
     ## Why is this bad?
     DataParallel runs one process: at every forward it copies the weights from device 0 to the
@@ -65,6 +66,8 @@ class DataParallel(Rule):
         "import torch.nn as nn\nparallel = (nn.DataParallel, nn.parallel.DistributedDataParallel)\n",
         # some other DataParallel
         "from mylib import DataParallel\nmodel = DataParallel(model)\n",
+        "import torch.nn as nn\n\ndef test_state_dict_of_wrapped_model():\n    model = nn.DataParallel(make())\n"
+        "    assert model.state_dict()\n",
     )
     INVALID = (
         Invalid("import torch\nmodel = torch.nn.DataParallel(model).cuda()\n"),
@@ -75,6 +78,8 @@ class DataParallel(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.facts.names.call_name(node)
+        if name not in DATA_PARALLEL and name not in DATA_PARALLEL_FUNCTION or self.facts.in_test(node):
+            return
         if name in DATA_PARALLEL:
             self.report(node)
         elif name in DATA_PARALLEL_FUNCTION:

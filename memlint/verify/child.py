@@ -344,6 +344,9 @@ def _measure(spec_path):
     grads = _Grads(torch) if spec.get("grads") and torch is not None else None
     if cuda:
         clock = time.perf_counter()
+        local_rank = int(os.environ.get("LOCAL_RANK", "0")) if spec.get("launcher") else 0
+        if 0 < local_rank < torch.cuda.device_count():  # a launcher's process: start CUDA on its own GPU only
+            torch.cuda.set_device(local_rank)
         torch.cuda.init()
         torch.cuda.synchronize()
         result["overhead"]["cuda_init"] = time.perf_counter() - clock
