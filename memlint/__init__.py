@@ -21,16 +21,25 @@ def _rules(select: Optional[Iterable[str]]):
     return Selection(select=list(select) if select is not None else None).rules(registry())
 
 
-def lint_source(source: str, path: str = "<string>", select: Optional[Iterable[str]] = None) -> List[Finding]:
-    """The findings of the default rules (or of `select`: codes, prefixes, "ALL") in `source`."""
+def _target(target_torch: Optional[str]):
+    from memlint.config import target_torch as parse
+
+    return parse(target_torch, "target_torch") if target_torch is not None else None
+
+
+def lint_source(source: str, path: str = "<string>", select: Optional[Iterable[str]] = None,
+                target_torch: Optional[str] = None) -> List[Finding]:
+    """The findings of the default rules (or of `select`: codes, prefixes, "ALL") in `source`;
+    fixes that need a torch newer than `target_torch` ("2.1") are not offered."""
     from memlint.engine import check
 
-    return check(source, path, _rules(select)).findings
+    return check(source, path, _rules(select), _target(target_torch)).findings
 
 
 def fix_source(source: str, path: str = "<string>", select: Optional[Iterable[str]] = None,
-               unsafe: bool = False) -> str:
-    """`source` with every safe fix applied (and unsafe ones when `unsafe`)."""
+               unsafe: bool = False, target_torch: Optional[str] = None) -> str:
+    """`source` with every safe fix applied (and unsafe ones when `unsafe`), only those that
+    run on `target_torch` ("2.1") when given."""
     from memlint.engine import fix
 
-    return fix(source, path, _rules(select), unsafe=unsafe).source
+    return fix(source, path, _rules(select), unsafe=unsafe, target_torch=_target(target_torch)).source

@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="read [tool.memlint] from this pyproject.toml")
     parser.add_argument("--force-exclude", action="store_true",
                         help="apply `exclude` to files named on the command line too (for pre-commit)")
+    parser.add_argument("--target-torch", metavar="VERSION",
+                        help="the oldest torch the code must run on (e.g. 2.1): fixes that need a newer "
+                             "one are not offered (default: the project's declared torch requirement)")
     return parser
 
 
@@ -70,6 +73,8 @@ def _check(argv: Sequence[str]) -> int:
         selection.extend_select += args.extend_select
         selection.ignore += args.ignore
         selection.rules(rules)  # report a bad selector before any work
+        if args.target_torch is not None:
+            config.target_torch = config_module.target_torch(args.target_torch, "--target-torch")
     except config_module.ConfigError as error:
         return _error(str(error))
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes

@@ -1,7 +1,8 @@
 """`[tool.memlint]` in the nearest pyproject.toml, and which rules a run selects.
 
 Keys: select, ignore, extend-select (codes, prefixes such as "MEM2", or "ALL"),
-per-file-ignores ({glob: [codes]}), exclude ([globs]), unsafe-fixes (bool). Globs are
+per-file-ignores ({glob: [codes]}), exclude ([globs]), unsafe-fixes (bool), target-torch
+("2.1": the oldest torch the project supports; memlint.torch_target). Globs are
 gitignore-style and relative to the pyproject.toml. An unknown key, a mistyped value or an
 unknown code is a ConfigError: one line, naming the file.
 
@@ -23,6 +24,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
 import pathspec
 
 from memlint.rule import Rule
+from memlint.torch_target import TorchVersion, config_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,7 +33,7 @@ else:  # pragma: no cover - exercised on older Pythons only
 
 _SELECTOR = re.compile(r"^(ALL|MEM[0-9]{0,3})$")
 _FULL_CODE = re.compile(r"^MEM[0-9]{3}$")
-KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "unsafe-fixes")
+KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "unsafe-fixes", "target-torch")
 
 
 class ConfigError(Exception):
@@ -93,6 +95,7 @@ class Config:
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
     exclude: List[str] = field(default_factory=list)
     unsafe_fixes: bool = False
+    target_torch: Optional[TorchVersion] = None  # None: read from the project's declared requirements
     warnings: List[str] = field(default_factory=list)  # for the user, one line each
 
     def _relative(self, path: Path) -> Optional[str]:
@@ -154,6 +157,8 @@ def parse_table(table: Mapping[str, object], root: Path, source: Optional[Path],
     if not isinstance(unsafe, bool):
         raise ConfigError(f"{where}: `unsafe-fixes` must be true or false")
     config.unsafe_fixes = unsafe
+    if "target-torch" in table:
+        config.target_torch = target_torch(table["target-torch"], f"{where}: `target-torch`")
     for name, selectors in (("select", config.selection.select or []),
                             ("extend-select", config.selection.extend_select),
                             ("ignore", config.selection.ignore),
@@ -161,6 +166,14 @@ def parse_table(table: Mapping[str, object], root: Path, source: Optional[Path],
                               for glob, codes in config.per_file_ignores.items())):
         _check_selectors(selectors, registry, f"{where}: {name}")
     return config
+
+
+def target_torch(value: object, where: str) -> TorchVersion:
+    """A `target-torch` value ("2.1"), or a ConfigError naming `where`."""
+    version = config_version(value)
+    if version is None:
+        raise ConfigError(f"{where} must be a torch version such as \"2.1\", not {value!r}")
+    return version
 
 
 # a [tool.memlint] table, one of its sub-tables, or a dotted `tool.memlint` key

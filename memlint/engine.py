@@ -23,6 +23,7 @@ from memlint.edits import apply_edits
 from memlint.findings import Edit, Finding, Fix, Range, Remove, Replace, Safety
 from memlint.rule import Rule
 from memlint.suppressions import Suppressions
+from memlint.torch_target import TorchVersion
 
 MAX_FIX_ROUNDS = 10
 SYNTAX = f"Python {sys.version_info[0]}.{sys.version_info[1]}"  # the grammar files are held to
@@ -42,10 +43,12 @@ class _Report:
 
 
 class FileContext:
-    """What a rule sees while the tree is walked: the facts, the ancestors of the current node."""
+    """What a rule sees while the tree is walked: the facts, the ancestors of the current node,
+    and the oldest torch the project supports (`target_torch`; None: no constraint)."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, target_torch: Optional[TorchVersion] = None) -> None:
         self.module = module
+        self.target_torch = target_torch
         self.facts = Facts(module, index(module))
         self.ancestors: List[cst.CSTNode] = []  # from the module down to the current node
         self.reports: List[_Report] = []
@@ -65,6 +68,12 @@ class FileContext:
         return self.module
 
     def report(self, rule: Rule, node: cst.CSTNode, message: str, fix: Optional[Fix]) -> None:
+        """Record a finding; a fix that needs a newer torch than the target is not offered, and
+        the message says so."""
+        target = self.target_torch
+        if fix is not None and fix.min_torch is not None and target is not None and target < fix.min_torch:
+            message = f"{message} (fix not offered: needs torch >= {fix.min_torch}, project targets {target})"
+            fix = None
         self.reports.append(_Report(rule, node, self.statement(), message, fix))
 
 
@@ -165,14 +174,15 @@ def wanted_rules(source: str, rule_types: Sequence[Type[Rule]]) -> List[Type[Rul
     return [r for r in rule_types if any(word in source for word in r.REQUIRES)]
 
 
-def check(source: str, path: str, rule_types: Sequence[Type[Rule]]) -> Checked:
-    """Lint one source with the given rules."""
+def check(source: str, path: str, rule_types: Sequence[Type[Rule]],
+          target_torch: Optional[TorchVersion] = None) -> Checked:
+    """Lint one source with the given rules, offering only fixes that run on `target_torch`."""
     compiles(source, path)
     wanted = wanted_rules(source, rule_types)
     if not wanted:  # nothing to look for: it compiles, that is all to check
         return Checked(source, None, [])
     module = parse(source)
-    context = FileContext(module)
+    context = FileContext(module, target_torch)
     _walk(context, [rule_type(context) for rule_type in wanted])
     if not context.reports:
         return Checked(source, module, [])
@@ -261,10 +271,11 @@ def _fixed_along(checked: Checked, chosen: Sequence[Finding]) -> List[Finding]:
             and all(_edit_key(edit, module) in made for edit in f.fix.edits)]
 
 
-def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False) -> FixResult:
+def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False,
+        target_torch: Optional[TorchVersion] = None) -> FixResult:
     """Apply fixes until nothing changes (at most MAX_FIX_ROUNDS rounds)."""
     applied: List[Finding] = []
-    checked = check(source, path, rule_types)
+    checked = check(source, path, rule_types, target_torch)
     for _ in range(MAX_FIX_ROUNDS):
         chosen: List[Finding] = []
         for finding in checked.findings:
@@ -279,7 +290,7 @@ def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool =
             break
         applied.extend(chosen)
         applied.extend(_fixed_along(checked, chosen))
-        checked = check(new_source, path, rule_types)
+        checked = check(new_source, path, rule_types, target_torch)
     return FixResult(checked.source, applied, checked.findings)
 
 

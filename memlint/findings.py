@@ -14,6 +14,8 @@ from typing import Optional, Tuple, Union
 
 import libcst as cst
 
+from memlint.torch_target import TorchVersion
+
 
 class Safety(str, enum.Enum):
     """Whether applying a fix can change what the program computes."""
@@ -61,6 +63,7 @@ class Fix:
     edits: Tuple[Edit, ...]
     safety: Safety
     description: str  # imperative, shown as the hint: "Refill one buffer with `x.normal_()`"
+    min_torch: Optional[TorchVersion] = None  # the oldest torch the fixed code runs on; None: any
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from memlint.findings import Fix, Safety
 if TYPE_CHECKING:
     from memlint.analysis import Facts
     from memlint.engine import FileContext
+    from memlint.torch_target import TorchVersion
 
 
 class Claim(str, enum.Enum):
@@ -30,6 +31,7 @@ class Claim(str, enum.Enum):
     TIME_LOWER = "time-lower"
     OUTPUT_IDENTICAL = "output-identical"
     GRADIENTS_FIXED = "gradients-fixed"
+    IMBALANCE_LOWER = "imbalance-lower"  # peak memory more even across the GPUs
     NONE = "none"
 
 
@@ -59,6 +61,12 @@ class Rule:
     @property
     def facts(self) -> "Facts":
         return self.context.facts
+
+    @property
+    def target_torch(self) -> Optional["TorchVersion"]:
+        """The oldest torch the project supports (None: no constraint). A fix states what it
+        needs in `Fix.min_torch`; the engine withholds it below this."""
+        return self.context.target_torch
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None,
                fix: Optional[Fix] = None) -> None:

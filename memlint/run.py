@@ -18,6 +18,7 @@ from memlint.findings import Finding
 from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
+from memlint.torch_target import DeclaredTargets, TorchVersion
 
 
 @dataclass
@@ -61,10 +62,10 @@ def _write_back(path: Path, text: SourceText, outcome: FileOutcome) -> bool:
 
 
 def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
-                options: Options) -> FileOutcome:
+                options: Options, target: Optional[TorchVersion]) -> FileOutcome:
     outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
     if options.fix or options.diff:
-        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes)
+        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target)
         fixed = notebook.updated(result.source)
         outcome.findings = [fixed.locate(f) for f in result.remaining]
         outcome.fixed = [notebook.locate(f) for f in result.applied]
@@ -72,11 +73,11 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
             if options.diff:
                 outcome.diff = unified_diff(notebook.text, fixed.text, display)
             elif not _write_back(path, SourceText(fixed.text, notebook.encoding), outcome):
-                outcome.findings = [notebook.locate(f) for f in check(notebook.module, display, rules).findings]
+                outcome.findings = [notebook.locate(f) for f in check(notebook.module, display, rules, target).findings]
                 fixed = notebook
         outcome.notebook = fixed
         return outcome
-    checked = check(notebook.module, display, rules)
+    checked = check(notebook.module, display, rules, target)
     outcome.findings = [notebook.locate(f) for f in checked.findings]
     if options.fix_diffs:
         outcome.fix_diffs = [
@@ -88,34 +89,36 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
     return outcome
 
 
-def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
+def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
+                   target: Optional[TorchVersion]) -> FileOutcome:
     """A notebook's code cells, linted (or fixed) as one module; findings located by cell."""
     notebook = Notebook.read(path)
     try:
-        return _lint_cells(path, notebook, display, rules, options)
+        return _lint_cells(path, notebook, display, rules, options, target)
     except SourceError:
         parsable = notebook.without_unparsable_cells()  # cells CPython accepts and LibCST does not
         if parsable is notebook:
             raise
-        return _lint_cells(path, parsable, display, rules, options)
+        return _lint_cells(path, parsable, display, rules, options, target)
 
 
-def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
+def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
+               target: Optional[TorchVersion] = None) -> FileOutcome:
     outcome = FileOutcome(display)
     try:
         if is_notebook(path):
-            return _lint_notebook(path, display, rules, options)
+            return _lint_notebook(path, display, rules, options, target)
         source = read(path)
         if options.fix or options.diff:
-            result = fix(source.text, display, rules, unsafe=options.unsafe_fixes)
+            result = fix(source.text, display, rules, unsafe=options.unsafe_fixes, target_torch=target)
             outcome.findings, outcome.fixed = result.remaining, result.applied
             if result.source != source.text:
                 if options.diff:
                     outcome.diff = unified_diff(source.text, result.source, display)
                 elif not _write_back(path, SourceText(result.source, source.encoding), outcome):
-                    outcome.findings = check(source.text, display, rules).findings
+                    outcome.findings = check(source.text, display, rules, target).findings
             return outcome
-        checked: Checked = check(source.text, display, rules)
+        checked: Checked = check(source.text, display, rules, target)
         outcome.findings = checked.findings
         if options.fix_diffs:
             outcome.fix_diffs = [
@@ -130,8 +133,10 @@ def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: O
 
 def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]],
         options: Options) -> List[FileOutcome]:
-    """Lint (or fix) every file under `paths`; selection errors raise ConfigError before any work."""
+    """Lint (or fix) every file under `paths`; selection errors raise ConfigError before any work.
+    Each file's fixes are held to the configured `target-torch`, else to its project's declared one."""
     base_rules = config.selection.rules(registry)
+    declared = DeclaredTargets(config.root if config.source is not None else None)
     outcomes = []
     for item in discover(paths, config, options.force_exclude):
         if isinstance(item, BadPath):
@@ -141,5 +146,6 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
             continue
         ignored = config.ignored_codes(item)
         rules = config.selection.rules(registry, ignored) if ignored else base_rules
-        outcomes.append(_lint_file(item, display_path(item), rules, options))
+        target = config.target_torch if config.target_torch is not None else declared.for_file(item)
+        outcomes.append(_lint_file(item, display_path(item), rules, options, target))
     return outcomes

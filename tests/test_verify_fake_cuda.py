@@ -90,13 +90,19 @@ class cuda:
     def mem_get_info():
         return 80 * 2**30, 96 * 2**30
 
-    @staticmethod
-    def max_memory_allocated():
-        return cuda.peak
+    peaks = None  # per device, when a script sets them
 
     @staticmethod
-    def max_memory_reserved():
-        return cuda.peak + 2**20
+    def device_count():
+        return len(cuda.peaks) if cuda.peaks else 1
+
+    @staticmethod
+    def max_memory_allocated(device=None):
+        return cuda.peaks[device] if cuda.peaks and device is not None else cuda.peak
+
+    @staticmethod
+    def max_memory_reserved(device=None):
+        return cuda.max_memory_allocated(device) + 2**20
 '''
 
 
@@ -155,7 +161,7 @@ def test_probe_and_cli_on_the_device(tmp_path):
         else:
             os.environ["PYTHONPATH"] = old
     assert found == {"python": found["python"], "torch": "0.0-fake", "cuda": True, "device_name": "Fake GPU",
-                     "memory_free": 80 * 2**30}
+                     "device_count": 1, "memory_free": 80 * 2**30, "torchrun": False}
 
     fixtures = tmp_path / "fixtures" / "MEM101-fake"
     fixtures.mkdir(parents=True)
@@ -169,7 +175,7 @@ def test_probe_and_cli_on_the_device(tmp_path):
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["device"] == {"kind": "cuda", "memory": "device", "torch": "0.0-fake", "name": "Fake GPU",
-                              "runs": "runs forked from one process that imported torch once"}
+                              "count": 1, "runs": "runs forked from one process that imported torch once"}
     claim = data["results"][0]["claims"][0]
     assert (claim["verdict"], claim["before"], claim["after"], claim["ratio"]) == \
         ("confirmed", 512 * 2**20, 256 * 2**20, 0.5)
@@ -200,3 +206,31 @@ def test_gpu_runs_are_forked_from_one_server_unless_turned_off(tmp_path):
     assert len(parents) == 1 and os.getpid() not in parents  # the fork server, for all four runs
     rows = measure_plan(plan, Options(device="cuda", repeat=1, env=env, fork=False), stream=None)
     assert {int(m.stdout_tail) for m in rows[0].before + rows[0].after} == {os.getpid()}
+
+
+def test_every_gpu_is_measured_and_the_imbalance_judged(tmp_path):
+    """Two GPUs: DataParallel-like before.py (device 0 holds 4x device 1) against an even
+    after.py. The claim is judged on (largest - smallest) / largest, and the peak is the larger GPU's."""
+    env = _fake(tmp_path)
+    fixtures = tmp_path / "fixtures" / "MEM601-dataparallel"
+    fixtures.mkdir(parents=True)
+    _script(fixtures, "before.py", 0, "torch.cuda.peaks = {0: 512 * 2**20, 1: 128 * 2**20}")
+    _script(fixtures, "after.py", 0, "torch.cuda.peaks = {0: 200 * 2**20, 1: 196 * 2**20}")
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(ROOT)])}
+    done = subprocess.run([sys.executable, "-m", "memlint.verify", str(tmp_path / "fixtures"), "--repeat", "2", "-q",
+                           "--output-format", "json"], capture_output=True, text=True, cwd=ROOT, env=environment,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)["results"][0]
+    claim = result["claims"][0]
+    assert (claim["claim"], claim["metric"], claim["verdict"]) == ("imbalance-lower", "imbalance", "confirmed")
+    assert claim["before"] == 0.75 and claim["after"] == 0.02
+    assert result["devices"] == {"before": [[0, 512 * 2**20], [1, 128 * 2**20]],
+                                 "after": [[0, 200 * 2**20], [1, 196 * 2**20]]}
+    run = result["before_runs"][0]
+    assert run["peak_bytes"] == 512 * 2**20 and run["devices"][1] == [1, 128 * 2**20, 129 * 2**20]
+    text = subprocess.run([sys.executable, "-m", "memlint.verify", str(tmp_path / "fixtures"), "--repeat", "1", "-q"],
+                          capture_output=True, text=True, cwd=ROOT, env=environment, timeout=120)
+    assert "peak per GPU" in text.stdout
+    assert "before cuda:0 512.0 MiB, cuda:1 128.0 MiB (imbalance 75%); " \
+           "after cuda:0 200.0 MiB, cuda:1 196.0 MiB (imbalance 2%)" in text.stdout

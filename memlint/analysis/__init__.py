@@ -16,6 +16,12 @@ objects it names as its dependencies:
     facts.values     values.py      which values carry an autograd graph, and where they go
     facts.phase      phase.py       whether a loop trains or evaluates
     facts.loop(...)  loops.py       names bound per iteration, invariance, escape (dataflow.py)
+    facts.apicalls   apicalls.py    the calls that run an API (aliases, partials, wrappers too),
+                                    and whether each passes a given argument
+    facts.oom        oom.py         `except` handlers that catch out-of-memory, and what they re-run
+
+Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
+names torch's modules have), and whether code checks for an API before using it.
 
 Every question answers conservatively: when unsure (whether grad is enabled, whether a name is
 a model), the answer is the one that makes rules not report.
@@ -29,9 +35,11 @@ from typing import Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
+from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import block_flow
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
+from memlint.analysis.oom import OutOfMemory
 from memlint.analysis.phase import Phase
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
@@ -96,6 +104,16 @@ class Facts:
         """Whether a loop trains or evaluates."""
         return Phase(self.names, self.tree, self.scopes, self.regions, self.receivers, self.roles, self.values)
 
+    @cached_property
+    def apicalls(self) -> ApiCalls:
+        """The calls that run an API, through aliases and wrappers, and whether they pass an argument."""
+        return ApiCalls(self.names, self.tree, self.scopes)
+
+    @cached_property
+    def oom(self) -> OutOfMemory:
+        """`except` handlers that catch out-of-memory errors, and the calls in them that re-run the work."""
+        return OutOfMemory(self.names, self.tree, self.scopes, self.calls, self.roles)
+
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
         facts = self._loops.get(id(loop))
@@ -136,6 +154,18 @@ class Facts:
             self._references = references(self.module, self.names)
         return [ref for refs in self._references.values() for ref in refs
                 if (dotted_name(ref.node) or "").split(".")[0] == local]
+
+    def in_test(self, node: cst.CSTNode) -> bool:
+        """Whether `node` runs in a test: a function named `test...` or a method of a class
+        named `Test...` (pytest's and unittest's conventions)."""
+        tree = self.tree
+        func = tree.function_of(node)
+        while func is not None:
+            klass = tree.class_of(func)
+            if func.name.value.startswith("test") or (klass is not None and klass.name.value.startswith("Test")):
+                return True
+            func = tree.function_of(func)
+        return False
 
     @cached_property
     def identifiers(self) -> FrozenSet[str]:

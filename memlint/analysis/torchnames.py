@@ -116,6 +116,10 @@ class TorchNames:
                     best = candidate
         return best
 
+    def imports(self, module: str) -> bool:
+        """Whether the module imports `module` or anything from it (in any scope)."""
+        return any(full == module or full.startswith(module + ".") for full in self._aliases.values())
+
     @property
     def mentions_torch(self) -> bool:
         return any(full == "torch" or full.startswith("torch.") for full in self._aliases.values())

@@ -21,3 +21,21 @@ def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
     if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not expr.lpar:
         expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.Call(cst.Attribute(expr, cst.Name("detach")))
+
+
+def with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """`call` with `keyword=value` added as its last argument, laid out like the arguments before it
+    (a call written one argument per line gets the new one on a line of its own)."""
+    new = cst.Arg(value, keyword=cst.Name(keyword), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    if not call.args:
+        return call.with_changes(args=[new])
+    *rest, last = call.args
+    if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument goes after it, keeping it
+        separator = last.comma.with_changes(whitespace_after=call.whitespace_before_args) \
+            if isinstance(last.comma.whitespace_after, cst.ParenthesizedWhitespace) else last.comma
+        return call.with_changes(args=[*rest, last.with_changes(comma=separator), new.with_changes(comma=last.comma)])
+    moved = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+    last = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                             whitespace_after_arg=cst.SimpleWhitespace(""))
+    return call.with_changes(args=[*rest, last, moved])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -11,6 +11,7 @@ from memlint.analysis.torchnames import Reference
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
+from memlint.torch_target import TorchVersion
 
 _OLD = "torch.cuda.amp"
 _NEW = "torch.amp"
@@ -22,6 +23,9 @@ _POSITIONAL = {
     "custom_bwd": (),
 }
 _DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
+# the torch release whose torch.amp has the replacement
+_SINCE = {"autocast": TorchVersion(1, 10), "GradScaler": TorchVersion(2, 3),
+          "custom_fwd": TorchVersion(2, 4), "custom_bwd": TorchVersion(2, 4)}
 _CUDA = '"cuda"'
 
 
@@ -121,8 +125,11 @@ class DeprecatedCudaAmpApi(Rule):
     reported without a fix unless `torch` itself is imported.
 
     ## Fix safety
-    Safe on torch >= 2.4 (where `torch.amp.GradScaler` and `torch.amp.custom_fwd` exist): the
-    deprecated functions are thin wrappers that call exactly these.
+    Safe: the deprecated functions are thin wrappers that call exactly these. The replacement
+    must exist on the oldest torch the project supports (`target-torch`): `torch.amp.autocast`
+    since 1.10, `torch.amp.GradScaler` since 2.3, `torch.amp.custom_fwd/custom_bwd` since 2.4
+    (an import moved to `torch.amp` needs every name it imports). Below that the finding is
+    reported without a fix, and says why.
     """
 
     CODE = "MEM402"
@@ -243,17 +250,17 @@ class DeprecatedCudaAmpApi(Rule):
             if head_name == "torch":  # spelled out: t.cuda.amp.X -> t.amp.X
                 for site in group:
                     edit = site.rewritten(_spliced(site.reference.node))  # type: ignore[arg-type]
-                    plan[id(site.node)] = (site, self._fix([edit], site))
+                    plan[id(site.node)] = (site, self._fix([edit], [site.api], site))
                 continue
             if head_name is not None and (head_name + ".").startswith(_OLD + "."):
-                edits = self._import_edits(head, group, by_head)
+                edits, apis = self._import_edits(head, group, by_head)
                 for site in group:
-                    plan[id(site.node)] = (site, self._fix(edits, site))
+                    plan[id(site.node)] = (site, self._fix(edits, apis, site))
                 continue
             for site in group:  # e.g. `from torch import cuda; cuda.amp.autocast()`
                 spelled = self.facts.names.local_name_for(f"{_NEW}.{site.api}")
                 edit = site.rewritten(cst.parse_expression(spelled)) if spelled else None
-                plan[id(site.node)] = (site, self._fix([edit], site))
+                plan[id(site.node)] = (site, self._fix([edit], [site.api], site))
         return plan
 
     def _compatibility(self, reference: Reference, api: str) -> bool:
@@ -272,33 +279,44 @@ class DeprecatedCudaAmpApi(Rule):
         return False
 
     def _import_edits(self, head: str, group: List[_Site], by_head: Dict[str, List[_Site]]
-                      ) -> List[Optional[Tuple[cst.CSTNode, cst.CSTNode]]]:
-        """Rewrite every site of the names one import binds, and the import; [None] if not possible."""
+                      ) -> Tuple[List[Optional[Tuple[cst.CSTNode, cst.CSTNode]]], Set[str]]:
+        """Rewrite every site of the names one import binds, and the import ([None] if not
+        possible); with the APIs that must then exist in torch.amp."""
         imports = self.facts.names.imports_of(head)
         if len(imports) != 1:
-            return [None]
+            return [None], set()
         statement = imports[0]
         locals_ = _bound_names(statement)
         edits: List[Optional[Tuple[cst.CSTNode, cst.CSTNode]]] = []
+        apis = {name for name in _imported_names(statement) if name in _SINCE}
         for local in locals_:
             uses = by_head.get(local, [])
             if len(self.facts.references_through(local)) != len(uses):  # used another way too: the import stays
-                return [None]
+                return [None], set()
             edits.extend(site.rewritten(site.reference.node) for site in uses)  # type: ignore[arg-type]
+            apis.update(site.api for site in uses)
         new_import = _moved_import(statement)
         if new_import is None:
-            return [None]
-        return [*edits, (statement, new_import)]
+            return [None], set()
+        return [*edits, (statement, new_import)], apis
 
     @staticmethod
-    def _fix(edits: Sequence[Optional[Tuple[cst.CSTNode, cst.CSTNode]]], site: _Site) -> Optional[Fix]:
+    def _fix(edits: Sequence[Optional[Tuple[cst.CSTNode, cst.CSTNode]]], apis: Iterable[str],
+             site: _Site) -> Optional[Fix]:
         if not edits or any(edit is None for edit in edits):
             return None
         return Fix(
             edits=tuple(Replace(old, new) for old, new in edits),  # type: ignore[misc]
             safety=Safety.SAFE,
             description=f"call `torch.amp.{site.api}` with device \"cuda\", arguments as keywords",
+            min_torch=max(_SINCE[api] for api in {site.api, *apis}),
         )
+
+
+def _imported_names(statement: cst.CSTNode) -> List[str]:
+    """`autocast`, `GradScaler` for `from torch.cuda.amp import autocast, GradScaler as S`."""
+    aliases = getattr(statement, "names", ())
+    return [dotted_name(alias.name) or "" for alias in aliases] if isinstance(aliases, (list, tuple)) else []
 
 
 def _bound_names(statement: cst.CSTNode) -> List[str]:

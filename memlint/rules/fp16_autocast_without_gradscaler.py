@@ -12,8 +12,10 @@ from memlint.analysis.roles import Backward
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
+from memlint.torch_target import TorchVersion
 
 _FP16 = frozenset({"torch.float16"})
+_GRAD_SCALER_SINCE = TorchVersion(2, 3)  # torch.amp.GradScaler
 
 
 def _bare(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -75,7 +77,8 @@ class Fp16AutocastWithoutGradScaler(Rule):
     nothing. Unsafe when the loop is in a function that is itself called in a loop
     (`train_one_epoch`): each call starts a fresh scaler, whose first steps may be skipped while
     it finds its scale; pass one scaler in instead. No fix when gradients are read between the backward and the step (they would be
-    scaled there) or the step or clipping happens in a helper.
+    scaled there) or the step or clipping happens in a helper, nor when the project supports
+    torch older than 2.3 (`target-torch`), which has no `torch.amp.GradScaler`.
     """
 
     CODE = "MEM401"
@@ -242,4 +245,5 @@ class Fp16AutocastWithoutGradScaler(Rule):
         function = tree.function_of(loops[-1])
         repeated = function is not None and any(tree.loops_around(site) for site in facts.scopes.call_sites(function))
         return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
-                   f"scale the loss with `{scaler} = torch.amp.GradScaler(\"cuda\")`, step through it")
+                   f"scale the loss with `{scaler} = torch.amp.GradScaler(\"cuda\")`, step through it",
+                   min_torch=_GRAD_SCALER_SINCE)

@@ -10,8 +10,10 @@ from memlint.analysis import Facts
 from memlint.analysis.roles import Backward, OptimizerStep
 from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
+from memlint.torch_target import TorchVersion
 
 Loop = cst.CSTNode  # For | While
+_SET_TO_NONE_SINCE = TorchVersion(1, 7)  # `zero_grad(set_to_none=...)`
 _STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
 
 
@@ -233,7 +235,8 @@ class MissingZeroGrad(Rule):
         last = max(facts.tree.order(site) for _, site in steps)
         safety = Safety.SAFE if self._grads_read_only_in_step(facts, loop, first, last) else Safety.UNSAFE
         names = ", ".join(sorted(done))
-        return Fix(tuple(edits), safety, f"clear the gradients after each step: `{names}.zero_grad(set_to_none=True)`")
+        return Fix(tuple(edits), safety, f"clear the gradients after each step: `{names}.zero_grad(set_to_none=True)`",
+                   min_torch=_SET_TO_NONE_SINCE)
 
     @staticmethod
     def _grads_read_only_in_step(facts: Facts, loop: Loop, first: int, last: int) -> bool:

@@ -259,6 +259,13 @@ def _read_history(torch, script, wall_start):
     return {"timeline": history.timeline(trace, allocated, wall_start), "peak_at": peak}
 
 
+def _device_peaks(torch):
+    """Every visible GPU's peaks in this process: [[index, max allocated, max reserved], ...].
+    Reading a device's statistics does not start a context on it."""
+    return [[index, torch.cuda.max_memory_allocated(index), torch.cuda.max_memory_reserved(index)]
+            for index in range(torch.cuda.device_count())]
+
+
 def _is_oom(error):
     name = type(error).__name__
     return (isinstance(error, MemoryError) or name == "OutOfMemoryError"
@@ -313,6 +320,8 @@ def _measure(spec_path):
     path = spec["path"]
     sys.path[0] = os.path.dirname(os.path.abspath(path))  # as `python path` would have it
     result_path = spec["result_file"]
+    if spec.get("launcher"):  # one of several processes a launcher started: one result file each
+        result_path += "." + os.environ.get("RANK", "0")
     result = {"status": "started", "rss_start": _rss_now()}
     _write(result_path, result)
 
@@ -335,6 +344,9 @@ def _measure(spec_path):
     grads = _Grads(torch) if spec.get("grads") and torch is not None else None
     if cuda:
         clock = time.perf_counter()
+        local_rank = int(os.environ.get("LOCAL_RANK", "0")) if spec.get("launcher") else 0
+        if 0 < local_rank < torch.cuda.device_count():  # a launcher's process: start CUDA on its own GPU only
+            torch.cuda.set_device(local_rank)
         torch.cuda.init()
         torch.cuda.synchronize()
         result["overhead"]["cuda_init"] = time.perf_counter() - clock
@@ -363,7 +375,7 @@ def _measure(spec_path):
     if cuda:
         try:
             result.update(device_peak=torch.cuda.max_memory_allocated(),
-                          device_reserved=torch.cuda.max_memory_reserved())
+                          device_reserved=torch.cuda.max_memory_reserved(), devices=_device_peaks(torch))
             if spec.get("timeline"):  # read before recording stops: stopping clears the history
                 result.update(_read_history(torch, os.path.abspath(path), result["wall_start"]))
                 torch.cuda.memory._record_memory_history(enabled=None)
@@ -388,16 +400,23 @@ def probe():
     """Print what this interpreter offers the verifier: torch's version, CUDA and its device."""
     found = {"python": sys.version.split()[0], "torch": None, "cuda": False, "device_name": ""}
     try:
+        import importlib.util
+
         import torch
 
         found["torch"] = torch.__version__
         found["cuda"] = bool(torch.cuda.is_available())
         if found["cuda"]:
             found["device_name"] = torch.cuda.get_device_name()
+            found["device_count"] = torch.cuda.device_count()
             try:
                 found["memory_free"] = torch.cuda.mem_get_info()[0]
             except Exception:  # only the number of runs at once depends on it
                 pass
+        try:
+            found["torchrun"] = importlib.util.find_spec("torch.distributed.run") is not None
+        except ImportError:  # a torch without torch.distributed
+            found["torchrun"] = False
     except ImportError as error:
         found["error"] = str(error)
     print(json.dumps(found))

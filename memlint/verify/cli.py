@@ -53,6 +53,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-fork-server", action="store_true",
                         help="start every GPU run as a new Python process instead of forking it from one that "
                              "imported torch once (slower; for scripts that cannot run forked)")
+    parser.add_argument("--launcher", choices=("python", "torchrun"), default="python",
+                        help="how to start the script: python (default), or torchrun: one process per GPU "
+                             "(`python -m torch.distributed.run --standalone`); a fixture's verify.toml "
+                             "sets it per script")
+    parser.add_argument("--nproc-per-node", type=int, default=None, metavar="N",
+                        help="processes torchrun starts (default: the number of GPUs torch sees, 1 on the CPU)")
     parser.add_argument("--output-format", choices=("text", "json"), default="text")
     parser.add_argument("--plot", metavar="FILE.png", help="write memory over time, before vs after")
     parser.add_argument("--scale", type=int, metavar="N",
@@ -82,19 +88,23 @@ def _device(args: argparse.Namespace, found: dict) -> dict:
                                  if found.get("cuda") else "")
         return {"kind": "cpu", "memory": "host", "torch": found["torch"], "note": note}
     if found.get("cuda"):
-        return {"kind": "cuda", "memory": "device", "torch": found["torch"], "name": found.get("device_name", "")}
+        return {"kind": "cuda", "memory": "device", "torch": found["torch"], "name": found.get("device_name", ""),
+                "count": found.get("device_count", 1)}
     return {"kind": "cpu", "memory": "host", "torch": found["torch"],
             "note": "no GPU present: torch sees no CUDA device"}
 
 
-def _plan(args: argparse.Namespace, target: Path):
+def _plan(args: argparse.Namespace, target: Path, launcher):
     from memlint import config as config_module
     from memlint.rules import registry
     from memlint.verify import variants
 
     rules = registry()
     if target.is_dir():
-        plan = variants.fixture_plan(target, rules)
+        try:
+            plan = variants.fixture_plan(target, rules, launcher)
+        except variants.LaunchError as error:
+            raise _Usage(str(error)) from None
         if not plan.comparisons:
             raise _Usage(f"{target}: no fixtures in it (folders <CODE>-<name>/ with before.py and after.py)")
         if args.select is not None:  # prefixes or ALL, as for rules
@@ -109,7 +119,7 @@ def _plan(args: argparse.Namespace, target: Path):
         selection.select = args.select
     chosen = selection.rules(rules, config.ignored_codes(target))
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
-    return variants.script_plan(target, chosen, unsafe)
+    return variants.script_plan(target, chosen, unsafe, launcher)
 
 
 def _run(argv: Sequence[str]) -> int:
@@ -117,7 +127,7 @@ def _run(argv: Sequence[str]) -> int:
     from memlint.engine import SourceError
     from memlint.verify import plot, report, session
     from memlint.verify.judge import REFUTED
-    from memlint.verify.measure import adopt_orphans, probe
+    from memlint.verify.measure import Launcher, adopt_orphans, probe
 
     ours, script_args = _split(argv)
     args = _parser().parse_args(ours)
@@ -128,8 +138,12 @@ def _run(argv: Sequence[str]) -> int:
         raise _Usage(f"{target}: no such file or folder")
     if args.plot and not plot.available():
         return _error(plot.MISSING)
+    if args.nproc_per_node is not None and (args.launcher != "torchrun" or args.nproc_per_node < 1):
+        raise _Usage("--nproc-per-node needs --launcher torchrun and a count of at least 1")
+    # without --nproc-per-node, one process per GPU: known once torch is probed
+    launcher = Launcher("torchrun", args.nproc_per_node) if args.launcher == "torchrun" else None
     try:
-        plan = _plan(args, target)
+        plan = _plan(args, target, launcher)
     except (ConfigError, SourceError) as error:
         return _error(f"{target}: {error}" if isinstance(error, SourceError) else str(error))
     except (OSError, UnicodeDecodeError) as error:
@@ -152,6 +166,10 @@ def _run(argv: Sequence[str]) -> int:
     if args.device == "cuda" and not found.get("cuda"):
         return _error("--device cuda: torch sees no CUDA device here (use --device cpu to measure host memory)")
     device = _device(args, found)
+    if any(p.launcher is not None for c in plan.comparisons for p in (c.before, c.after)):
+        if not found.get("torchrun"):
+            return _error("torchrun is not available to this Python (torch.distributed.run cannot be imported)")
+        _count_processes(plan, found.get("device_count", 1) if device["kind"] == "cuda" else 1)
     env = {"MEMLINT_SCALE": str(args.scale)} if args.scale is not None else {}
     jobs, budget = _parallel(args, device, found)
     options = session.Options(device["kind"], args.repeat, args.timeout, script_args, env, args.seed, args.python,
@@ -179,6 +197,18 @@ def _run(argv: Sequence[str]) -> int:
         print(f"memlint verify: nothing could be measured: {unmeasured}", file=sys.stderr)
         return EXIT_REFUTED
     return EXIT_REFUTED if any(row.verdict == REFUTED for row in rows) else EXIT_OK
+
+
+def _count_processes(plan, gpus: int) -> None:
+    """A launcher given no process count starts one per GPU."""
+    import dataclasses
+
+    for comparison in plan.comparisons:
+        for side in ("before", "after"):
+            program = getattr(comparison, side)
+            if program.launcher is not None and program.launcher.nproc_per_node is None:
+                launcher = dataclasses.replace(program.launcher, nproc_per_node=gpus)
+                setattr(comparison, side, dataclasses.replace(program, launcher=launcher))
 
 
 def _parallel(args: argparse.Namespace, device: dict, found: dict) -> Tuple[int, Optional[int]]:

@@ -20,6 +20,7 @@ CONFIRMED, REFUTED, INCONCLUSIVE, NO_CLAIM = "confirmed", "refuted", "inconclusi
 
 # Thresholds a difference must exceed even when the runs agree (or there is one run per side).
 PEAK_REL, TIME_REL, GRAD_FLOOR = 0.01, 0.05, 0.005  # device memory is exact: 1% is plenty
+IMBALANCE_FLOOR = 0.02  # two percentage points of (largest - smallest) / largest GPU peak
 HOST_REL, HOST_FLOOR = 0.05, 4 * 2**20  # RSS moves with allocator arenas and thread pools
 TIME_FLOOR = 0.005
 
@@ -74,6 +75,8 @@ def _metric(claim: str, memory: str) -> Tuple[str, str, Callable[[Measurement], 
         return "bad grads", "fraction", _bad_fraction, 0.0, GRAD_FLOOR
     if claim == "grad-error":  # the second measure of gradients-fixed
         return "grad error", "fraction", _grad_error, 0.0, GRAD_FLOOR
+    if claim == "imbalance-lower":
+        return "imbalance", "fraction", lambda m: m.imbalance(), 0.0, IMBALANCE_FLOOR
     if memory == "host":
         return "host peak", "bytes", lambda m: m.peak_bytes, HOST_REL, HOST_FLOOR
     return "peak", "bytes", lambda m: m.peak_bytes, PEAK_REL, 0.0  # peak-lower, and "none" for show
@@ -98,8 +101,8 @@ def _failures(claim: str, before: Sequence[Measurement], after: Sequence[Measure
         return REFUTED, f"the fix {failed.what()} where the original did not{detail}"
     if failed_before and not failed_after:
         if all(m.status == "oom" for m in failed_before):
-            if claim in ("peak-lower", "none"):
-                return (CONFIRMED if claim == "peak-lower" else NO_CLAIM), \
+            if claim in ("peak-lower", "imbalance-lower", "none"):
+                return (NO_CLAIM if claim == "none" else CONFIRMED), \
                     "out-of-memory avoided: the original ran out of memory, the fix did not"
             return INCONCLUSIVE, "the original ran out of memory and the fix did not; nothing else to compare"
         return INCONCLUSIVE, f"the original {failed_before[0].summary()}; the fix did not"
@@ -159,11 +162,12 @@ def _judge(claim: str, before: Sequence[Measurement], after: Sequence[Measuremen
         return Judgement(claim, metric, unit, b, a, _ratio(b, a), failure[0], failure[1])
     if claim == "output-identical":
         return _output(before, after)
-    if claim not in ("peak-lower", "time-lower", "gradients-fixed", "grad-error"):
+    if claim not in ("peak-lower", "time-lower", "gradients-fixed", "grad-error", "imbalance-lower"):
         return Judgement(claim, metric, unit, b, a, _ratio(b, a), NO_CLAIM, "the rule makes no claim to check")
     if b is None or a is None:
         what = {"gradients-fixed": "gradients (no optimizer step and no .grad at exit)",
-                "grad-error": "gradient error (it needs two optimizer steps with a backward between)"
+                "grad-error": "gradient error (it needs two optimizer steps with a backward between)",
+                "imbalance-lower": "imbalance (it needs runs that use two or more GPUs)",
                 }.get(claim, metric)
         return Judgement(claim, metric, unit, b, a, None, INCONCLUSIVE, f"no {what} measured")
     noise = max(_spread([value(m) for m in before]), _spread([value(m) for m in after]), rel * abs(b), floor)

@@ -41,6 +41,24 @@ class RunSpec:
     grads: bool = False  # count zero / non-finite gradients at optimizer steps
     timeline: bool = False  # record memory over time and where the peak is (slows the run: not for timing)
     env: Dict[str, str] = field(default_factory=dict)
+    launcher: Optional["Launcher"] = None  # None: `python SCRIPT`
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How a script is started: `torchrun --nproc-per-node N` (the only launcher so far)."""
+
+    name: str
+    nproc_per_node: Optional[int]  # None: one per GPU (the verifier counts them before running)
+
+    def command(self, python: str) -> List[str]:
+        """The launcher's command line, to which the child and its spec are appended. torchrun is run
+        as `python -m torch.distributed.run`, so that it is the interpreter's own; `--standalone`
+        picks a free port, so that runs side by side do not meet."""
+        return [python, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={self.nproc_per_node}"]
+
+    def describe(self) -> str:
+        return f"{self.name} --nproc-per-node {self.nproc_per_node}"
 
 
 @dataclass
@@ -63,6 +81,16 @@ class Measurement:
     peak_at: Optional[dict] = None  # the script's lines holding the most at the peak (memlint.verify.history)
     wall_seconds: Optional[float] = None  # the whole child process: start, torch import, CUDA init, script, exit
     overhead: Optional[dict] = None  # seconds outside the script: import_torch, cuda_init, exit
+    devices: Optional[List[List[int]]] = None  # per visible GPU: [index, max allocated, max reserved]
+    processes: int = 1  # processes that ran the script (a launcher starts several)
+
+    def imbalance(self) -> Optional[float]:
+        """(largest - smallest) / largest of the peaks of the GPUs the run used; 0 is even, 1 is
+        all on one. None when fewer than two GPUs were used."""
+        used = [peak for _, peak, _ in self.devices or () if peak > 0]
+        if len(used) < 2:
+            return None
+        return (max(used) - min(used)) / max(used)
 
     def what(self) -> str:
         """What happened to a failed run: `crashed (exit 1)`, `timed out`, ..."""
@@ -202,15 +230,16 @@ def run(spec: RunSpec, python: str = sys.executable, heartbeat: Optional[Callabl
             "source_file": str(folder / "source.py"), "path": os.path.abspath(spec.path),
             "argv": list(spec.argv), "device": spec.device, "seed": spec.seed, "torch": spec.torch,
             "grads": spec.grads, "timeline": spec.timeline and spec.device == "cuda",
-            "result_file": str(result_file),
+            "result_file": str(result_file), "launcher": spec.launcher.name if spec.launcher else None,
         }), encoding="utf-8")
         with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
             started = time.monotonic()
             with running_lock:  # registered before it can leave anything to adopt
                 proc = server.spawn(str(folder / "spec.json"), str(folder / "stdout"), str(folder / "stderr")) \
-                    if server is not None else None
+                    if server is not None and spec.launcher is None else None
+                start = spec.launcher.command(python) if spec.launcher is not None else [python]
                 try:
-                    proc = proc or subprocess.Popen([python, str(CHILD), str(folder / "spec.json")],
+                    proc = proc or subprocess.Popen([*start, str(CHILD), str(folder / "spec.json")],
                                                     stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                                     env=child_env(spec), start_new_session=True)
                 except OSError as error:
@@ -231,15 +260,60 @@ def run(spec: RunSpec, python: str = sys.executable, heartbeat: Optional[Callabl
             wall = time.monotonic() - started
         stdout = (folder / "stdout").read_bytes()
         stderr = (folder / "stderr").read_bytes()
-        try:
-            result = json.loads(result_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            result = {}
+        result = _read_result(result_file) if spec.launcher is None else \
+            merge_ranks([_read_result(path) for path in sorted(folder.glob("result.json.*"), key=_rank)])
     measurement = _measurement(spec, memory, result, code, polled_peak, timed_out, samples, stdout, stderr)
     measurement.wall_seconds = wall
     if measurement.overhead is not None and result.get("wall_end"):
         measurement.overhead["exit"] = max(0.0, ended - result["wall_end"])
     return measurement
+
+
+def _read_result(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _rank(path: Path) -> int:
+    suffix = path.name.rpartition(".")[2]
+    return int(suffix) if suffix.isdigit() else -1
+
+
+_WORST_FIRST = ("error", "oom", "crash", "started", "ok")
+
+
+def merge_ranks(results: Sequence[dict]) -> dict:
+    """One result for the processes a launcher started (rank 0 first): the worst status (with
+    its error), the longest time, host memory added up, and each GPU's peak as the sum of every
+    process's peak on it (exact when each GPU is one process's, as under DDP; an upper bound
+    otherwise). Where the peak is, memory over time and gradients are rank 0's."""
+    if not results:
+        return {}
+    merged = dict(results[0])
+    worst = min(results, key=lambda r: _WORST_FIRST.index(r.get("status", "started"))
+                if r.get("status", "started") in _WORST_FIRST else 0)
+    for key in ("status", "error", "exit_code", "note"):
+        if key in worst:
+            merged[key] = worst[key]
+    seconds = [r["seconds"] for r in results if r.get("seconds") is not None]
+    merged["seconds"] = max(seconds) if seconds else None
+    for key in ("rss_start", "rss_peak"):
+        values = [r.get(key) for r in results]
+        merged[key] = sum(values) if all(v is not None for v in values) else None  # type: ignore[arg-type]
+    per_device: Dict[int, List[int]] = {}
+    for result in results:
+        for index, peak, reserved in result.get("devices") or ():
+            total = per_device.setdefault(index, [index, 0, 0])
+            total[1] += peak
+            total[2] += reserved
+    if per_device:
+        merged["devices"] = [per_device[index] for index in sorted(per_device)]
+        merged["device_peak"] = max(peak for _, peak, _ in merged["devices"])
+        merged["device_reserved"] = max(reserved for _, _, reserved in merged["devices"])
+    merged["processes"] = len(results)
+    return merged
 
 
 def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_peak: Optional[int],
@@ -254,8 +328,9 @@ def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_pea
         status = "oom" if code == -signal.SIGKILL else "crash"
     rss_start = result.get("rss_start")
     rss_peak = result.get("rss_peak") or polled_peak
-    if memory == "device":
-        peak = result.get("device_peak")
+    if memory == "device":  # the most loaded GPU's peak (the one that runs out first)
+        devices = result.get("devices")
+        peak = max(p for _, p, _ in devices) if devices else result.get("device_peak")
     else:
         peak = max(0, rss_peak - rss_start) if rss_peak is not None and rss_start is not None else None
     timeline = result.get("timeline")
@@ -278,7 +353,7 @@ def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_pea
         stderr_tail=_tail(stderr), error=error + (f" ({result['note']})" if result.get("note") else ""),
         grads=result.get("grads"), rss_peak_bytes=rss_peak, device_name=result.get("device_name", ""),
         torch_version=result.get("torch", ""), timeline=timeline, peak_at=result.get("peak_at"),
-        overhead=result.get("overhead"),
+        overhead=result.get("overhead"), devices=result.get("devices"), processes=result.get("processes", 1),
     )
 
 

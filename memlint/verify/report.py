@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence
 
@@ -12,6 +13,40 @@ from memlint.verify.session import Row, attributed
 COLUMNS = ("code", "where", "claim", "metric", "before", "after", "ratio", "verdict")
 
 
+def per_device(runs) -> Optional[List[List[float]]]:
+    """[[GPU index, median peak over the finished runs], ...] when the runs saw two or more GPUs."""
+    peaks: Dict[int, List[int]] = {}
+    for m in runs:
+        if m.status == "ok":
+            for index, peak, _ in m.devices or ():
+                peaks.setdefault(index, []).append(peak)
+    if len(peaks) < 2:
+        return None
+    return [[index, statistics.median(values)] for index, values in sorted(peaks.items())]
+
+
+def _imbalance(devices: List[List[float]]) -> str:
+    used = [peak for _, peak in devices if peak > 0]
+    return "-" if len(used) < 2 else f"{(max(used) - min(used)) / max(used) * 100:.0f}%"
+
+
+def _device_lines(rows: Sequence[Row]) -> List[str]:
+    lines = []
+    for row in rows:
+        sides = []
+        for side, runs, program in (("before", row.before, row.comparison.before),
+                                    ("after", row.after, row.comparison.after)):
+            devices = per_device(runs)
+            if devices is None:
+                continue
+            started = f" ({program.launcher.describe()})" if program.launcher else ""
+            peaks = ", ".join(f"cuda:{index} {show(peak, 'bytes')}" for index, peak in devices)
+            sides.append(f"{side}{started} {peaks} (imbalance {_imbalance(devices)})")
+        if sides:
+            lines.append(f"  {_label(row)}: " + "; ".join(sides))
+    return lines
+
+
 def environment_line(target: str, device: Dict[str, object], repeat: int, jobs: int = 1) -> str:
     runs = f"{repeat} run{'s' if repeat != 1 else ''} each, medians"
     if jobs > 1:
@@ -19,7 +54,10 @@ def environment_line(target: str, device: Dict[str, object], repeat: int, jobs: 
     if device.get("runs"):
         runs += f"; {device['runs']}"
     if device.get("kind") == "cuda":
-        return (f"memlint verify {target}: CUDA device {device.get('name') or '?'}, "
+        count = device.get("count") or 1
+        name = f"{count} CUDA devices ({device.get('name') or '?'})" if count > 1 else \
+            f"CUDA device {device.get('name') or '?'}"
+        return (f"memlint verify {target}: {name}, "
                 f"torch {device.get('torch')}; device memory (max allocated); {runs}")
     return (f"memlint verify {target} on the CPU ({device.get('note', '')}, torch {device.get('torch')}): "
             f"memory is host memory (peak RSS the script added), not GPU memory; {runs}")
@@ -78,6 +116,9 @@ def text(rows: Sequence[Row], skipped: Sequence[tuple], header: str) -> str:
     if rows and all(any(m.status != "ok" for m in row.before) for row in rows):
         notes.insert(0, "  the original script fails, so nothing could be compared "
                         "(are its arguments given after `--`?)")
+    devices = _device_lines(rows)
+    if devices:
+        notes += ["", "peak per GPU (max allocated, medians; imbalance: (largest - smallest) / largest):", *devices]
     peaks = [f"  {_label(row)}: {found['summary']}" for row in rows for found in (attributed(row),) if found]
     if peaks:
         notes += ["", "where the peak is (memory alive at the peak, by the script line that allocated it):", *peaks]
@@ -90,6 +131,10 @@ def text(rows: Sequence[Row], skipped: Sequence[tuple], header: str) -> str:
         lines += ["", "not verified:"]
         lines += [f"  {code} line {line}: {why}" if line else f"  {code}: {why}" for code, line, why in skipped]
     return "\n".join(lines) + "\n"
+
+
+def _launcher(program) -> Optional[str]:
+    return program.launcher.describe() if program.launcher else None
 
 
 def _run(m) -> dict:
@@ -108,6 +153,8 @@ def as_json(rows: Sequence[Row], skipped: Sequence[tuple], target: str, device: 
             "description": c.description, "verdict": row.verdict,
             "claims": [asdict(j) for j in row.judgements],
             "peak_attribution": attributed(row),
+            "devices": {"before": per_device(row.before), "after": per_device(row.after)},
+            "launcher": {"before": _launcher(c.before), "after": _launcher(c.after)},
             "before_runs": [_run(m) for m in row.before], "after_runs": [_run(m) for m in row.after],
         })
     summary: Dict[str, int] = {}

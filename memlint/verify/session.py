@@ -77,7 +77,8 @@ class Progress:
 def _spec(program: Program, options: Options, grads: bool, timeline: bool = False) -> RunSpec:
     needs_torch = "torch" in program.source or options.device == "cuda"
     return RunSpec(program.source, program.path, options.argv, options.device, options.seed,
-                   options.timeout, torch=needs_torch, grads=grads, timeline=timeline, env=options.env)
+                   options.timeout, torch=needs_torch, grads=grads, timeline=timeline, env=options.env,
+                   launcher=program.launcher)
 
 
 @dataclass(eq=False)
@@ -114,7 +115,7 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     tasks: List[_Run] = []
     for attempt in range(options.repeat):
         for program, label in programs.items():
-            solo = "time-lower" in claims[program]
+            solo = "time-lower" in claims[program] or program.launcher is not None  # several GPUs: alone
             timeline = attempt == 0 and ((device and not solo) or (host_timeline and not device))
             spec = _spec(program, options, "gradients-fixed" in claims[program], timeline)
             tasks.append(_Run(program, solo, spec, f"{label} (run {attempt + 1}/{options.repeat})"))

@@ -10,14 +10,29 @@ from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 from memlint.engine import SourceError, apply_fixes, check, fix, fix_allowed
 from memlint.rule import Rule
+from memlint.verify.measure import Launcher
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
 
 FIXTURE = re.compile(r"^(MEM[0-9]{3})-[A-Za-z0-9_.-]+$")
+
+
+LAUNCHERS = ("torchrun",)
+LAUNCH_FILE = "verify.toml"  # in a fixture folder: how its scripts are started
+
+
+class LaunchError(ValueError):
+    """A fixture's verify.toml that cannot be used; the message is one line."""
 
 
 @dataclass(frozen=True)
 class Program:
     source: str
     path: str  # what it runs as
+    launcher: Optional[Launcher] = None  # None: `python path`
 
 
 @dataclass
@@ -52,15 +67,16 @@ def _lines(findings) -> Dict[int, List[str]]:
     return lines
 
 
-def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool) -> Plan:
-    """Raises SourceError (it does not parse) and OSError / UnicodeDecodeError (cannot read)."""
+def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool, launcher: Optional[Launcher] = None) -> Plan:
+    """Raises SourceError (it does not parse) and OSError / UnicodeDecodeError (cannot read).
+    Every program is started with `launcher` (None: `python path`)."""
     source = path.read_text(encoding="utf-8")
     name = str(path)
     by_code = {rule.CODE: rule for rule in rules}
     checked = check(source, name, rules)
     plan = Plan(findings=len(checked.findings))
     lines = _lines(checked.findings)
-    original = Program(source, name)
+    original = Program(source, name, launcher)
     claims: List[str] = []
     for finding in checked.findings:
         if finding.fix is None:
@@ -77,14 +93,15 @@ def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool) -> Plan:
         claim = _claim(by_code.get(finding.code))
         claims += [claim] if claim not in claims else []
         plan.comparisons.append(Comparison(finding.code, finding.line, "", finding.fix.safety.value,
-                                           [claim], original, Program(fixed, name), finding.fix.description, lines))
+                                           [claim], original, Program(fixed, name, launcher), finding.fix.description,
+                                           lines))
     if plan.comparisons:
         try:
             every = fix(source, name, rules, unsafe=unsafe).source
         except SourceError as error:
             plan.skipped.append(("all", 0, str(error)))
         else:
-            plan.comparisons.append(Comparison("all", None, "", "", claims, original, Program(every, name),
+            plan.comparisons.append(Comparison("all", None, "", "", claims, original, Program(every, name, launcher),
                                                "every fix applied", lines))
     return plan
 
@@ -93,8 +110,37 @@ def is_fixture(folder: Path) -> bool:
     return bool(FIXTURE.match(folder.name)) and (folder / "before.py").is_file() and (folder / "after.py").is_file()
 
 
-def fixture_plan(folder: Path, registry: dict) -> Plan:
-    """Every fixtures/<CODE>-<name>/ under `folder` (or `folder` itself if it is one)."""
+def launchers(folder: Path, default: Optional[Launcher]) -> Dict[str, Optional[Launcher]]:
+    """How a fixture's before.py and after.py are started: its verify.toml, e.g.
+
+        [after]
+        launcher = "torchrun"
+        nproc-per-node = 2
+
+    and `default` (the command line's `--launcher`) for a script it does not name. Raises
+    LaunchError when the file is not valid or names an unknown launcher."""
+    found: Dict[str, Optional[Launcher]] = {"before": default, "after": default}
+    path = folder / LAUNCH_FILE
+    if not path.is_file():
+        return found
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise LaunchError(f"{path}: {error}") from None
+    for script, table in data.items():
+        if script not in found or not isinstance(table, dict) or set(table) - {"launcher", "nproc-per-node"}:
+            raise LaunchError(f"{path}: expected [before] / [after] tables with launcher and nproc-per-node")
+        name, nproc = table.get("launcher"), table.get("nproc-per-node", 1)
+        if name not in LAUNCHERS or not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
+            raise LaunchError(f"{path}: [{script}] needs launcher = {' | '.join(map(repr, LAUNCHERS))} "
+                              "and a positive nproc-per-node")
+        found[script] = Launcher(name, nproc)
+    return found
+
+
+def fixture_plan(folder: Path, registry: dict, launcher: Optional[Launcher] = None) -> Plan:
+    """Every fixtures/<CODE>-<name>/ under `folder` (or `folder` itself if it is one). Raises
+    LaunchError for a verify.toml that cannot be used."""
     folders = [folder] if is_fixture(folder) else [f for f in sorted(folder.iterdir()) if is_fixture(f)]
     plan = Plan()
     for sub in folders:
@@ -106,9 +152,10 @@ def fixture_plan(folder: Path, registry: dict) -> Plan:
             lines = _lines(check(source, str(before), [rule]).findings) if rule is not None else {}
         except SourceError:  # it still runs: the run says what is wrong with it
             lines = {}
+        started = launchers(sub, launcher)
         plan.comparisons.append(Comparison(
-            code, None, sub.name, "", [_claim(rule)], Program(source, str(before)),
-            Program(after.read_text(encoding="utf-8"), str(after)),
+            code, None, sub.name, "", [_claim(rule)], Program(source, str(before), started["before"]),
+            Program(after.read_text(encoding="utf-8"), str(after), started["after"]),
             "" if rule is not None else f"{code} is not a known rule: no claim to check", lines,
         ))
     return plan

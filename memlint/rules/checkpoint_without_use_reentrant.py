@@ -1,0 +1,116 @@
+"""MEM602 checkpoint-without-use-reentrant."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import libcst as cst
+
+from memlint.analysis.apicalls import ABSENT, ApiSite
+from memlint.findings import Fix, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+from memlint.rules._code import with_keyword
+
+# API -> position of use_reentrant among its positional parameters (None: only by keyword)
+CHECKPOINTS = {
+    "torch.utils.checkpoint.checkpoint": None,
+    "torch.utils.checkpoint.checkpoint_sequential": 3,
+}
+
+
+class CheckpointWithoutUseReentrant(Rule):
+    """
+    ## What it does
+    Finds `torch.utils.checkpoint.checkpoint(...)` and `checkpoint_sequential(...)` called
+    without `use_reentrant`, under any import spelling, through a module-level alias or
+    `functools.partial`, and through a function of the same module that passes its `**kwargs`
+    (or a `use_reentrant` parameter left at None) on to them: then its call is reported.
+
+    ## Why is this bad?
+    Left out, `use_reentrant` is True, the old implementation, and torch warns that this default
+    will change. The reentrant checkpoint runs the block under `no_grad` and replays it in the
+    backward, which has costs the other one has not: when no *input* of the block requires
+    grad (frozen embeddings, the first block fed raw data), its output does not either, so the
+    block's own parameters silently get no gradient at all. It also ignores
+    `torch.autograd.grad` and keyword arguments, and cannot be nested.
+    `use_reentrant=False` saves the same memory and has none of these limits.
+
+    ## Example
+    ```python
+    from torch.utils.checkpoint import checkpoint
+    x = checkpoint(block, x)
+    ```
+
+    Use instead:
+    ```python
+    x = checkpoint(block, x, use_reentrant=False)
+    ```
+
+    ## Fix
+    Adds `use_reentrant=False` (for a wrapper: the keyword its `**kwargs` passes on, or its own
+    parameter).
+
+    ## Fix safety
+    Unsafe: the versions differ where the reentrant one has limits code may rely on.
+    Parameters that got no gradient (behind frozen inputs) start getting one and being
+    updated; tensors inside lists or dicts passed to the block now take part in autograd; and
+    the recomputation stops as soon as what the backward needs is recomputed, so side effects at
+    the end of the block (hooks, counters) run once less.
+    """
+
+    CODE = "MEM602"
+    NAME = "checkpoint-without-use-reentrant"
+    MESSAGE = "`checkpoint` without `use_reentrant` uses the reentrant version"
+    FIX_SAFETY = Safety.UNSAFE
+    CLAIM = Claim.NONE
+    REQUIRES = ("checkpoint",)
+
+    VALID = (
+        "from torch.utils.checkpoint import checkpoint\nx = checkpoint(block, x, use_reentrant=False)\n",
+        "import torch.utils.checkpoint as cp\nx = cp.checkpoint(block, x, use_reentrant=True)\n",
+        "from torch.utils.checkpoint import checkpoint_sequential\ny = checkpoint_sequential(layers, 2, x, False)\n",
+        "import torch\nx = torch.utils.checkpoint.checkpoint(block, x, **self.checkpoint_kwargs)\n",
+        # a partial that sets it, or passes the caller's choice on
+        "import functools\nfrom torch.utils.checkpoint import checkpoint\n"
+        "ckpt = functools.partial(checkpoint, use_reentrant=False)\nx = ckpt(block, x)\n",
+        "from functools import partial\nfrom torch.utils.checkpoint import checkpoint\n"
+        "self.fn = partial(checkpoint, **gradient_checkpointing_kwargs)\n",
+        # some other checkpoint
+        "from .helpers import checkpoint\nx = checkpoint(block, x)\n",
+        "import deepspeed\nx = deepspeed.checkpointing.checkpoint(block, x)\n",
+        "import torch\ntorch.save(model.state_dict(), checkpoint_path)\ncheckpoint = torch.load(checkpoint_path)\n",
+    )
+    INVALID = (
+        Invalid("from torch.utils.checkpoint import checkpoint\nx = checkpoint(block, x)\n",
+                "from torch.utils.checkpoint import checkpoint\nx = checkpoint(block, x, use_reentrant=False)\n"),
+        Invalid("import torch\nh = torch.utils.checkpoint.checkpoint(self.layer, h, mask)\n",
+                "import torch\nh = torch.utils.checkpoint.checkpoint(self.layer, h, mask, use_reentrant=False)\n"),
+        Invalid("from torch.utils.checkpoint import checkpoint_sequential\ny = checkpoint_sequential(layers, 4, x)\n",
+                "from torch.utils.checkpoint import checkpoint_sequential\n"
+                "y = checkpoint_sequential(layers, 4, x, use_reentrant=False)\n"),
+        # a wrapper that passes **kwargs on: its call is where the keyword is missing
+        Invalid("from torch.utils.checkpoint import checkpoint\n\ndef ckpt(fn, *args, **kwargs):\n"
+                "    return checkpoint(fn, *args, **kwargs)\n\nfor blk in blocks:\n    x = ckpt(blk, x)\n",
+                "from torch.utils.checkpoint import checkpoint\n\ndef ckpt(fn, *args, **kwargs):\n"
+                "    return checkpoint(fn, *args, **kwargs)\n\nfor blk in blocks:\n"
+                "    x = ckpt(blk, x, use_reentrant=False)\n"),
+    )
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._sites: Optional[Dict[int, ApiSite]] = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._sites is None:
+            self._sites = {id(site.call): site for api, position in CHECKPOINTS.items()
+                           for site in self.facts.apicalls.sites(api, "use_reentrant", position)
+                           if site.given == ABSENT}
+        site = self._sites.get(id(node))
+        if site is None:
+            return
+        where = "`checkpoint`" if not site.via else f"`{site.via}` (it calls `checkpoint`)"
+        fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("False"))),), Safety.UNSAFE,
+                  f"use the non-reentrant checkpoint: `{site.keyword}=False`")
+        self.report(node, f"{where} without `{site.keyword}` runs the reentrant version: when no input of "
+                          "the block requires grad, its parameters get no gradient; pass `use_reentrant=False`",
+                    fix)

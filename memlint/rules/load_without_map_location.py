@@ -1,0 +1,149 @@
+"""MEM502 torch-load-without-map-location."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import libcst as cst
+
+from memlint.analysis.apicalls import ABSENT, ApiSite
+from memlint.findings import Fix, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+from memlint.rules._code import with_keyword
+
+LOAD = "torch.load"
+
+
+class TorchLoadWithoutMapLocation(Rule):
+    """
+    ## What it does
+    Finds `torch.load(...)` called without `map_location` whose result is loaded into a model or
+    an optimizer (`model.load_state_dict(torch.load(path))`, or through the names bound from it:
+    `ckpt = torch.load(path); model.load_state_dict(ckpt["model"])`). Also through an import
+    name (`from torch import load`), an alias (`ckpt_load = torch.load`) and a function of the
+    same module that passes its own `map_location` parameter (left at None) or its `**kwargs`
+    on to `torch.load`: then the call of that function is reported.
+
+    Not reported: other loads (data sets, statistics, objects sent between processes: their
+    tensors are as often saved on the CPU), the state of a learning-rate scheduler or a
+    GradScaler (numbers, not tensors), loads in tests (functions named `test...`: a test
+    loads what it saved, where it chose), and modules that use `torch_xla` (`xm.save` writes CPU
+    tensors).
+
+    ## Why is this bad?
+    `torch.load` puts every tensor back on the device it was saved from. A checkpoint saved on
+    `cuda:0` is loaded onto `cuda:0` again, before `load_state_dict` copies it into the model:
+    for a moment the GPU holds the weights (and the optimizer state) twice. In a distributed job
+    every rank loads onto the GPU of the rank that saved, so device 0 holds one copy per process,
+    and a checkpoint from a GPU machine cannot be loaded at all where there is no GPU.
+
+    ## Example
+    ```python
+    checkpoint = torch.load(args.resume)
+    model.load_state_dict(checkpoint["model"])
+    ```
+
+    Use instead:
+    ```python
+    checkpoint = torch.load(args.resume, map_location="cpu")
+    model.load_state_dict(checkpoint["model"])  # copies into the model's own device
+    ```
+
+    ## Fix
+    Adds `map_location="cpu"` (for a wrapper, its own parameter, by its name).
+    `load_state_dict` copies CPU tensors into parameters on any device, and
+    `optimizer.load_state_dict` moves state to its parameters' devices.
+
+    ## Fix safety
+    Unsafe: tensors that the program uses directly after loading (not through
+    `load_state_dict`) are then on the CPU, and a computation mixing them with GPU tensors fails;
+    move them with `.to(device)`, or give `map_location=device`.
+    """
+
+    CODE = "MEM502"
+    NAME = "torch-load-without-map-location"
+    MESSAGE = "`torch.load` without `map_location` loads tensors back onto the GPU they were saved from"
+    FIX_SAFETY = Safety.UNSAFE
+    CLAIM = Claim.PEAK_LOWER
+
+    VALID = (
+        "import torch\nmodel.load_state_dict(torch.load(path, map_location=\"cpu\"))\n",
+        "import torch\nstate = torch.load(path, map_location=device)\nmodel.load_state_dict(state)\n",
+        "import torch\nmodel.load_state_dict(torch.load(path, lambda storage, loc: storage))\n",  # by position
+        "import torch\nmodel.load_state_dict(torch.load(path, **load_kwargs))\n",  # may carry it
+        # a framework loading its own checkpoints
+        "import torch\nmodel = Model.load_from_checkpoint(path)\naccelerator.load_state(folder)\n",
+        # the alias and the partial already map
+        "import torch\nimport functools\nload = functools.partial(torch.load, map_location=\"cpu\")\n"
+        "model.load_state_dict(load(path))\n",
+        # a wrapper that maps, or is given the location at every call
+        "import torch\n\ndef load(path, map_location=\"cpu\"):\n    return torch.load(path, map_location=map_location)\n\n"
+        "model.load_state_dict(load(path))\n",
+        "import torch\n\ndef load(path, map_location=None):\n    return torch.load(path, map_location=map_location)\n\n"
+        "model.load_state_dict(load(path, map_location=\"cpu\"))\nopt.load_state_dict(load(path, dev))\n",
+        # not loaded into a model: data, a scheduler's numbers, a test's own file, TPU checkpoints
+        "import torch\nvectors = torch.load(args.vector_cache)\nembedding.weight.data.copy_(vectors)\n",
+        "import torch\nscheduler.load_state_dict(torch.load(os.path.join(folder, \"scheduler.pt\")))\n",
+        "import torch\n\ndef test_roundtrip(tmp_path):\n    torch.save(model.state_dict(), tmp_path / \"m.pt\")\n"
+        "    model.load_state_dict(torch.load(tmp_path / \"m.pt\"))\n",
+        "import torch\nimport torch_xla.core.xla_model as xm\nmodel.load_state_dict(torch.load(path))\n",
+        # some other load
+        "import pickle\nstate = pickle.load(f)\n",
+        "import torch\nimport numpy as np\nx = np.load(path)\n",
+    )
+    INVALID = (
+        Invalid("import torch\ncheckpoint = torch.load(args.resume)\nmodel.load_state_dict(checkpoint[\"model\"])\n",
+                "import torch\ncheckpoint = torch.load(args.resume, map_location=\"cpu\")\n"
+                "model.load_state_dict(checkpoint[\"model\"])\n"),
+        Invalid("from torch import load\nnet.load_state_dict(load(\"model.pt\"))\n",
+                "from torch import load\nnet.load_state_dict(load(\"model.pt\", map_location=\"cpu\"))\n"),
+        Invalid("import torch\nckpt_load = torch.load\nstate = ckpt_load(path)\nweights = state[\"model\"]\n"
+                "model.load_state_dict(weights)\n",
+                "import torch\nckpt_load = torch.load\nstate = ckpt_load(path, map_location=\"cpu\")\n"
+                "weights = state[\"model\"]\nmodel.load_state_dict(weights)\n"),
+        # the wrapper's parameter reaches torch.load; its caller leaves it at None
+        Invalid("import torch\n\ndef load_checkpoint(path, map_location=None):\n"
+                "    return torch.load(path, map_location=map_location)\n\nstate = load_checkpoint(args.resume)\n"
+                "model.load_state_dict(state)\n",
+                "import torch\n\ndef load_checkpoint(path, map_location=None):\n"
+                "    return torch.load(path, map_location=map_location)\n\n"
+                "state = load_checkpoint(args.resume, map_location=\"cpu\")\nmodel.load_state_dict(state)\n"),
+        Invalid("import torch\n\nclass Trainer:\n    def _load(self, path, **kwargs):\n"
+                "        return torch.load(path, **kwargs)\n\n    def resume(self, path):\n"
+                "        self.model.load_state_dict(self._load(path))\n",
+                "import torch\n\nclass Trainer:\n    def _load(self, path, **kwargs):\n"
+                "        return torch.load(path, **kwargs)\n\n    def resume(self, path):\n"
+                "        self.model.load_state_dict(self._load(path, map_location=\"cpu\"))\n"),
+        # returned by a helper, loaded into the model by its caller
+        Invalid("import torch\n\ndef read(path):\n    return torch.load(path)\n\nmodel.load_state_dict(read(p))\n",
+                "import torch\n\ndef read(path):\n    return torch.load(path, map_location=\"cpu\")\n\n"
+                "model.load_state_dict(read(p))\n"),
+        Invalid("import torch\nif args.gpu is None:\n    checkpoint = torch.load(args.resume)\nelse:\n"
+                "    checkpoint = torch.load(args.resume, map_location=f\"cuda:{args.gpu}\")\n"
+                "model.load_state_dict(checkpoint[\"state_dict\"])\n",
+                "import torch\nif args.gpu is None:\n    checkpoint = torch.load(args.resume, map_location=\"cpu\")\nelse:\n"
+                "    checkpoint = torch.load(args.resume, map_location=f\"cuda:{args.gpu}\")\n"
+                "model.load_state_dict(checkpoint[\"state_dict\"])\n"),
+    )
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._sites: Optional[Dict[int, ApiSite]] = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._sites is None and self.facts.names.imports("torch_xla"):
+            self._sites = {}  # on TPU, `xm.save` writes CPU tensors: loading puts nothing on an accelerator
+        if self._sites is None:
+            apicalls = self.facts.apicalls
+            self._sites = {id(site.call): site for site in apicalls.sites(LOAD, "map_location", 1)
+                           if site.given == ABSENT and apicalls.loaded_into(site.call)
+                           and not self.facts.in_test(site.call)}
+        site = self._sites.get(id(node))
+        if site is None:
+            return
+        where = "`torch.load`" if not site.via else f"`{site.via}` (it calls `torch.load`)"
+        fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.SimpleString('"cpu"'))),),
+                  Safety.UNSAFE, f"load onto the CPU: `{site.keyword}=\"cpu\"`")
+        self.report(node, f"{where} without `{site.keyword}` loads tensors back onto the GPU they were "
+                          "saved from: the GPU holds the checkpoint next to the model (each process onto the "
+                          "saving GPU); load with `map_location=\"cpu\"`", fix)

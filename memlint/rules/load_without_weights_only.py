@@ -1,0 +1,131 @@
+"""MEM505 torch-load-without-weights-only (opt-in)."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import libcst as cst
+
+from memlint.analysis.apicalls import ABSENT, ApiSite
+from memlint.analysis.tree import argument, walk
+from memlint.findings import Fix, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+from memlint.rules._code import with_keyword
+from memlint.torch_target import TorchVersion
+
+LOAD = "torch.load"
+SAFE_BY_DEFAULT = TorchVersion(2, 6)  # torch.load's weights_only defaults to True from here
+WEIGHTS_ONLY_SINCE = TorchVersion(1, 13)  # the argument itself
+
+
+class TorchLoadWithoutWeightsOnly(Rule):
+    """
+    ## What it does
+    Finds `torch.load(...)` called without `weights_only` (also through an import name, an
+    alias, or a function of the same module that passes its `weights_only` parameter or its
+    `**kwargs` on), in a project that supports torch older than 2.6. Opt-in; silent when the
+    project's target torch (`target-torch`, or the lower bound of its torch requirement) is 2.6
+    or later. Not reported: objects the program serialized itself (`torch.load(io.BytesIO(...))`,
+    as sent between processes), loads in tests, and the fallback for a torch without
+    `weights_only` (`except TypeError:` after a `torch.load(..., weights_only=...)`).
+
+    ## Why is this bad?
+    Before torch 2.6, `torch.load` unpickles whatever the file holds: loading a checkpoint
+    runs any code its author put in it, and a checkpoint can carry whole objects (an
+    `argparse.Namespace`, a model class) that tie it to the code that saved it. Since 2.6 the
+    default is `weights_only=True`, which loads tensors, containers and primitive types only;
+    code that runs on older torch gets that only by asking for it.
+
+    ## Example
+    ```python
+    state = torch.load(path, map_location="cpu")
+    ```
+
+    Use instead:
+    ```python
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    ```
+
+    ## Fix
+    Adds `weights_only=True` (needs torch >= 1.13; not offered when `pickle_module` is given,
+    which `weights_only` refuses).
+
+    ## Fix safety
+    Unsafe: a checkpoint that holds other objects than tensors and plain containers (a
+    `Namespace` of arguments, a whole `nn.Module`, numpy arrays on old torch) no longer loads;
+    allow its types with `torch.serialization.add_safe_globals`, or pass `weights_only=False`
+    for files you trust.
+    """
+
+    CODE = "MEM505"
+    NAME = "torch-load-without-weights-only"
+    MESSAGE = "`torch.load` without `weights_only` unpickles arbitrary objects on torch < 2.6"
+    FIX_SAFETY = Safety.UNSAFE
+    CLAIM = Claim.NONE
+    DEFAULT_ON = False
+
+    VALID = (
+        "import torch\nstate = torch.load(path, weights_only=True)\n",
+        "import torch\nstate = torch.load(path, map_location=\"cpu\", weights_only=False)\n",
+        "import torch\nstate = torch.load(path, **kwargs)\n",
+        "import torch\n\ndef load(path, weights_only=True):\n    return torch.load(path, weights_only=weights_only)\n\n"
+        "state = load(path)\n",
+        "import numpy as np\nx = np.load(path)\n",
+        # objects the program serialized itself, to send between processes
+        "import io\nimport torch\nbuffer = io.BytesIO(payload.numpy())\nobj = torch.load(buffer, map_location=\"cpu\")\n",
+        # the fallback for torch < 1.13, which has no weights_only
+        "import torch\ntry:\n    state = torch.load(path, weights_only=weights_only)\nexcept TypeError:\n"
+        "    if not weights_only:\n        state = torch.load(path)\n",
+        "import torch\n\ndef test_save(tmp_path):\n    assert torch.load(tmp_path / \"x.pt\") == 1\n",
+    )
+    INVALID = (
+        Invalid("import torch\nstate = torch.load(path, map_location=\"cpu\")\n",
+                "import torch\nstate = torch.load(path, map_location=\"cpu\", weights_only=True)\n"),
+        Invalid("from torch import load as torch_load\nckpt = torch_load(\n    args.resume,\n    map_location=device,\n)\n",
+                "from torch import load as torch_load\nckpt = torch_load(\n    args.resume,\n    map_location=device,\n"
+                "    weights_only=True,\n)\n"),
+        Invalid("import torch\n\ndef load(path, **kwargs):\n    return torch.load(path, **kwargs)\n\n"
+                "state = load(path, map_location=\"cpu\")\n",
+                "import torch\n\ndef load(path, **kwargs):\n    return torch.load(path, **kwargs)\n\n"
+                "state = load(path, map_location=\"cpu\", weights_only=True)\n"),
+        # weights_only refuses a pickle module: reported, not fixed
+        Invalid("import torch\nimport dill\nstate = torch.load(path, pickle_module=dill)\n"),
+    )
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._sites: Optional[Dict[int, ApiSite]] = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._sites is None:
+            target = self.target_torch
+            silent = target is not None and target >= SAFE_BY_DEFAULT
+            apicalls = self.facts.apicalls
+            self._sites = {} if silent else {
+                id(site.call): site for site in apicalls.sites(LOAD, "weights_only")
+                if site.given == ABSENT and not apicalls.reads_buffer(site.call)
+                and not self.facts.in_test(site.call) and not self._fallback(site.call)}
+        site = self._sites.get(id(node))
+        if site is None:
+            return
+        where = "`torch.load`" if not site.via else f"`{site.via}` (it calls `torch.load`)"
+        supports = "which this project supports" if self.target_torch is not None else \
+            "and this project declares no lower bound for torch"
+        fix = None
+        if argument(node, "pickle_module", 2) is None:
+            fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("True"))),), Safety.UNSAFE,
+                      f"load tensors only: `{site.keyword}=True`", min_torch=WEIGHTS_ONLY_SINCE)
+        self.report(node, f"{where} without `{site.keyword}` unpickles any object the file holds (it runs its "
+                          f"code) on torch before 2.6, {supports}; pass `weights_only=True`", fix)
+
+    def _fallback(self, call: cst.Call) -> bool:
+        """The call is the fallback for a torch without `weights_only`: it runs in an `except`
+        whose `try` calls `torch.load` with it."""
+        tree, names = self.facts.tree, self.facts.names
+        for ancestor in tree.ancestors(call):
+            if isinstance(ancestor, cst.ExceptHandler):
+                attempt = tree.parent(ancestor)
+                return isinstance(attempt, cst.Try) and any(
+                    isinstance(node, cst.Call) and names.call_name(node) == LOAD and argument(node, "weights_only")
+                    for node in walk(attempt.body))
+        return False

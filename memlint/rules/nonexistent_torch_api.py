@@ -1,0 +1,179 @@
+"""MEM503 nonexistent-torch-api."""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import libcst as cst
+
+from memlint.analysis.torchapi import checked_first, torch_api
+from memlint.findings import Fix, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+
+# Names no torch release has had, seen in articles about GPU memory -> the real API (a name in
+# the same module, or `module.name` from the top of torch).
+NEVER_TORCH = {
+    "torch.cuda.memory_cache": "torch.cuda.memory_reserved",
+    "torch.cuda.set_allocator": "torch.cuda.memory.change_current_allocator",
+}
+# `torch.<factory>_(buf, ...)`: in-place factories do not exist; the tensor refills itself.
+REFILL = {
+    "randn": ("normal_", ()), "rand": ("uniform_", ()), "randint": ("random_", None), "zeros": ("zero_", ()),
+    "ones": ("fill_", ("1",)), "full": ("fill_", None),
+}
+
+
+def _refill(node: cst.Attribute, call: Optional[cst.Call], factory: str) -> Tuple[str, Optional[cst.CSTNode]]:
+    """(what to write instead, the call rewritten) for `torch.randn_(buf)`: `buf.normal_()`."""
+    method, fixed_args = REFILL[factory]
+    shown = f"`tensor.{method}({', '.join(fixed_args or ())})`"
+    if call is None or not call.args or call.args[0].keyword is not None or call.args[0].star:
+        return shown, None
+    rest = list(call.args[1:])
+    if any(arg.keyword is not None or arg.star for arg in rest) or (fixed_args is not None and rest):
+        return shown, None
+    target = call.args[0].value
+    if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+        return shown, None
+    args = [cst.Arg(cst.parse_expression(a)) for a in fixed_args] if fixed_args is not None else rest
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return shown, cst.Call(cst.Attribute(target, cst.Name(method)), args)
+
+
+class NonexistentTorchApi(Rule):
+    """
+    ## What it does
+    Finds torch APIs that do not exist, where memlint knows what was meant:
+    `torch.cuda.memory_cache` (the API is `torch.cuda.memory_reserved`),
+    `torch.cuda.set_allocator` (`torch.cuda.memory.change_current_allocator`), in-place
+    factories such as `torch.randn_(buf)` (`buf.normal_()`; also `rand_`, `randint_`, `zeros_`,
+    `ones_`, `full_`), and names that differ from a real one only in case
+    (`torch.nn.Batchnorm2d`).
+
+    The public API comes from data shipped with memlint (memlint/data/torch_api.json, recorded
+    from one torch release by scripts/torch_api.py); the linter does not import torch. A name is
+    judged only under a module whose namespace the data holds whole (`torch`, `torch.cuda`,
+    `torch.nn`, ...; never `torch.ops`, `torch._C` or a private name), and not where the code
+    checks for it first (`hasattr`, `getattr`, a version test, `try: ... except
+    AttributeError`). Other names the data lacks are left alone: they may come from another
+    torch release (`torch.set_deterministic` was removed, newer releases add names) or from a
+    plugin that adds a device module at run time (`torch.npu`).
+
+    ## Why is this bad?
+    The line fails with `AttributeError` when it runs, often on a path (a memory report, an OOM
+    handler) that is rarely run. These names come from articles and generated code about GPU
+    memory; what they were meant to do is what the real API does.
+
+    ## Example
+    ```python
+    torch.randn_(noise)
+    print(torch.cuda.memory_cache())
+    ```
+
+    Use instead:
+    ```python
+    noise.normal_()
+    print(torch.cuda.memory_reserved())
+    ```
+
+    ## Fix
+    Writes the real API: a call of the in-place refill on the tensor, the renamed function in
+    the same module, or the name in its right case.
+
+    ## Fix safety
+    Unsafe: the code did not run before; the real API may take other arguments than those the
+    made-up one was given (`change_current_allocator` takes a `CUDAPluggableAllocator`).
+    """
+
+    CODE = "MEM503"
+    NAME = "nonexistent-torch-api"
+    MESSAGE = "this torch API does not exist"
+    FIX_SAFETY = Safety.UNSAFE
+    CLAIM = Claim.NONE
+
+    VALID = (
+        "import torch\nprint(torch.cuda.memory_reserved(), torch.cuda.max_memory_allocated())\nbuf.normal_()\n",
+        "import torch\ntorch.nn.init.normal_(w)\ntorch.relu_(x)\ntorch.nn.init.zeros_(b)\n",
+        # names the data lacks but other releases or plugins have
+        "import torch\ntorch.set_deterministic(True)\nx = torch.npu.device_count()\n",
+        # checked first
+        "import torch\nif hasattr(torch.cuda, \"memory_cache\"):\n    print(torch.cuda.memory_cache())\n",
+        "import torch\ntry:\n    torch.cuda.set_allocator(alloc)\nexcept AttributeError:\n    pass\n",
+        # not torch's, private, or dynamic
+        "import mylib as torch\ntorch.randn_(x)\n",
+        "import torch\nx = torch._C._cuda_getDeviceCount()\ny = torch.ops.mylib.custom_op(x)\n",
+        "import torch.utils.tensorboard\n",
+    )
+    INVALID = (
+        Invalid("import torch\nprint(torch.cuda.memory_cache())\n",
+                "import torch\nprint(torch.cuda.memory_reserved())\n"),
+        Invalid("import torch\ntorch.cuda.set_allocator(allocator)\n",
+                "import torch\ntorch.cuda.memory.change_current_allocator(allocator)\n"),
+        Invalid("import torch\nfor step in range(n):\n    torch.randn_(buf)\n",
+                "import torch\nfor step in range(n):\n    buf.normal_()\n"),
+        Invalid("import torch as t\nt.full_(self.mask, 0.5)\nt.ones_(w)\n",
+                "import torch as t\nself.mask.fill_(0.5)\nw.fill_(1)\n"),
+        Invalid("import torch.nn as nn\nnorm = nn.Batchnorm2d(64)\n", "import torch.nn as nn\nnorm = nn.BatchNorm2d(64)\n"),
+        Invalid("from torch.cuda import memory_cache\n"),
+    )
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        parent = self.facts.tree.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return  # the longest chain is judged
+        qualified = self.facts.names.qualified_name(node)
+        if qualified is None or not qualified.startswith("torch."):
+            return
+        missing = torch_api().missing(qualified)
+        if missing is None or missing[1].startswith("_") or qualified.count(".") != missing[0].count(".") + 1:
+            return  # only the chain's last part may be the missing one (nothing is read off a missing name)
+        if isinstance(parent, (cst.AssignTarget, cst.Del)) or checked_first(self.facts.tree, node):
+            return
+        call = parent if isinstance(parent, cst.Call) and parent.func is node else None
+        found = self._instead(node, call, *missing)
+        if found is not None:
+            what, fix = found
+            self.report(call or node, f"`torch` has no `{qualified}`; use {what}", fix)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = self.facts.names.qualified_name(node.module) or cst.Module([]).code_for_node(node.module)
+        for alias in node.names:
+            qualified = f"{module}.{cst.Module([]).code_for_node(alias.name)}"
+            missing = torch_api().missing(qualified)
+            if missing is not None and qualified.count(".") == missing[0].count(".") + 1 \
+                    and self._instead(None, None, *missing) is not None and not checked_first(self.facts.tree, node):
+                self.report(alias, f"`{module}` has no `{missing[1]}`: this import fails")
+
+    def _instead(self, node: Optional[cst.Attribute], call: Optional[cst.Call], module: str, name: str
+                 ) -> Optional[Tuple[str, Optional[Fix]]]:
+        """(what to use instead, the fix) for a name `module` lacks; None when memlint cannot tell."""
+        api = torch_api()
+        qualified = f"{module}.{name}"
+        if qualified in NEVER_TORCH and api.has(NEVER_TORCH[qualified]):
+            real = NEVER_TORCH[qualified]
+            if node is None:
+                return f"`{real}`", None
+            path = real[len(module) + 1:].split(".") if real.startswith(module + ".") else None
+            replacement: cst.BaseExpression = node.value
+            for part in path or ():
+                replacement = cst.Attribute(replacement, cst.Name(part))
+            fix = Fix((Replace(node, replacement),), Safety.UNSAFE, f"use `{real}`") if path else None
+            return f"`{real}`" + ("()" if call is not None else ""), fix
+        factory = name[:-1]
+        if module == "torch" and name.endswith("_") and factory in REFILL and api.has(f"torch.{factory}"):
+            method = REFILL[factory][0]
+            if not api.has(f"torch.Tensor.{method}"):
+                return None
+            shown, rewritten = _refill(node, call, factory) if node is not None else (f"`tensor.{method}()`", None)
+            fix = Fix((Replace(call, rewritten),), Safety.UNSAFE, f"refill the tensor in place: `.{method}()`") \
+                if call is not None and rewritten is not None else None
+            return f"the tensor's own in-place refill, {shown}", fix
+        same = [real for real in api.names_of(module) if real.lower() == name.lower()]
+        if len(same) == 1:
+            fix = Fix((Replace(node, node.with_changes(attr=cst.Name(same[0]))),), Safety.UNSAFE,
+                      f"write `{same[0]}`") if node is not None else None
+            return f"`{module}.{same[0]}` (names are case-sensitive)", fix
+        return None

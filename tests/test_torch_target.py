@@ -1,0 +1,178 @@
+"""target-torch: fixes that need a newer torch than the project supports are not offered.
+
+The target comes from `[tool.memlint] target-torch` (or `--target-torch`), else from the
+project's declared torch requirement (pyproject dependencies, requirements*.txt, a literal
+`install_requires` read without running setup.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memlint.config import ConfigError, load
+from memlint.engine import check, fix
+from memlint.rules import registry
+from memlint.torch_target import DeclaredTargets, TorchVersion, lower_bound
+
+REPO = Path(__file__).resolve().parent.parent
+RULES = registry()
+
+AMP = textwrap.dedent("""\
+    import torch
+    from torch.cuda.amp import autocast
+
+    scaler = torch.cuda.amp.GradScaler()
+    for x in loader:
+        with autocast():
+            loss = model(x).sum()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+""")
+
+
+@pytest.mark.parametrize("line,bound", [
+    ("torch>=1.8.0  # see the install page", (1, 8)),
+    ("torch (>=2.0, <3)", (2, 0)),
+    ("torch>=1.13,<2; python_version < '3.8'", (1, 13)),
+    ("torch==2.1.*", (2, 1)),
+    ("torch[opt]~=2.2", (2, 2)),
+    ("Torch >=2.1.0, <2.9.0", (2, 1)),
+    ("https://download.pytorch.org/whl/cpu/torch-1.8.1%2Bcpu-cp37-cp37m-linux_x86_64.whl", (1, 8)),
+    ("torch", None),
+    ("torch<3", None),
+    ("torchvision>=0.9.0", None),
+    ("https://download.pytorch.org/whl/cpu/torchvision-0.9.1%2Bcpu-cp37-cp37m-linux_x86_64.whl", None),
+])
+def test_lower_bound_of_a_requirement(line, bound):
+    assert lower_bound(line) == (TorchVersion(*bound) if bound else None)
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def test_declared_in_pyproject_dependencies(tmp_path):
+    _write(tmp_path, "pyproject.toml", """\
+        [project]
+        name = "x"
+        dependencies = ["numpy", "torch>=2.1,<3"]
+        [project.optional-dependencies]
+        old = ["torch>=1.6"]
+    """)
+    train = _write(tmp_path, "src/pkg/train.py", "import torch\n")
+    assert DeclaredTargets().for_file(train) == TorchVersion(2, 1)  # optional extras do not count
+
+
+def test_declared_in_requirements_files_the_lowest_wins(tmp_path):
+    _write(tmp_path, "requirements.txt", "torch>=2.0\nnumpy\n")
+    _write(tmp_path, "requirements-cpu.txt", "--extra-index-url https://example.org\ntorch>=1.12\n")
+    _write(tmp_path, "setup.cfg", "[flake8]\nmax-line-length = 100\n")  # a project root
+    assert DeclaredTargets().for_file(_write(tmp_path, "train.py", "")) == TorchVersion(1, 12)
+
+
+def test_setup_py_is_read_never_run(tmp_path):
+    marker = tmp_path / "ran"
+    _write(tmp_path, "setup.py", f"""\
+        import pathlib
+        pathlib.Path({str(marker)!r}).write_text("setup.py was executed")
+        from setuptools import setup
+        REQUIRES = ["tqdm", "torch>=1.9.0"]
+        setup(name="x", install_requires=REQUIRES)
+    """)
+    assert DeclaredTargets().for_file(_write(tmp_path, "x/train.py", "")) == TorchVersion(1, 9)
+    assert not marker.exists()
+
+
+def test_a_project_root_without_torch_sets_no_target(tmp_path):
+    _write(tmp_path, "requirements.txt", "torch>=1.8\n")  # outside the inner project
+    _write(tmp_path, "inner/pyproject.toml", "[project]\nname = 'inner'\ndependencies = ['numpy']\n")
+    train = _write(tmp_path, "inner/train.py", "")
+    assert DeclaredTargets().for_file(train) is None
+    # the nearest declaration wins: an example folder with its own requirements
+    _write(tmp_path, "inner/examples/old/requirements.txt", "torch>=1.6\n")
+    assert DeclaredTargets().for_file(_write(tmp_path, "inner/examples/old/run.py", "")) == TorchVersion(1, 6)
+
+
+def test_a_fix_that_needs_a_newer_torch_is_not_offered():
+    rule = RULES["MEM402"]
+    by_line = {f.line: f for f in check(AMP, "t.py", [rule], TorchVersion(1, 13)).findings}
+    scaler, autocast = by_line[4], by_line[6]
+    assert scaler.fix is None
+    assert scaler.message.endswith("(fix not offered: needs torch >= 2.3, project targets 1.13)")
+    assert autocast.fix is not None and autocast.fix.min_torch == TorchVersion(1, 10)
+    fixed = fix(AMP, "t.py", [rule], target_torch=TorchVersion(1, 13)).source
+    assert "torch.cuda.amp.GradScaler()" in fixed and 'from torch.amp import autocast' in fixed
+    assert "torch.amp.GradScaler(\"cuda\")" in fix(AMP, "t.py", [rule], target_torch=TorchVersion(2, 3)).source
+
+
+def test_an_import_moved_to_torch_amp_needs_every_name_it_imports():
+    source = "from torch.cuda.amp import autocast, GradScaler\ns = GradScaler()\nwith autocast():\n    y = m(x)\n"
+    findings = check(source, "t.py", [RULES["MEM402"]], TorchVersion(2, 2)).findings
+    assert [f.fix for f in findings] == [None, None]
+    assert all("needs torch >= 2.3" in f.message for f in findings)
+
+
+def test_mem401_scaler_fix_needs_torch_2_3():
+    source = textwrap.dedent("""\
+        import torch
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = criterion(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    """)
+    [old] = check(source, "t.py", [RULES["MEM401"]], TorchVersion(2, 1)).findings
+    assert old.fix is None and "needs torch >= 2.3, project targets 2.1" in old.message
+    [new] = check(source, "t.py", [RULES["MEM401"]], TorchVersion(2, 4)).findings
+    assert new.fix is not None
+
+
+def test_config_key_and_bad_values(tmp_path):
+    _write(tmp_path, "pyproject.toml", "[tool.memlint]\ntarget-torch = \"2.1\"\n")
+    assert load(tmp_path, RULES).target_torch == TorchVersion(2, 1)
+    for bad in ('"latest"', "2.1", '"2"'):
+        _write(tmp_path, "pyproject.toml", f"[tool.memlint]\ntarget-torch = {bad}\n")
+        with pytest.raises(ConfigError, match="target-torch` must be a torch version"):
+            load(tmp_path, RULES)
+
+
+def _memlint(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-m", "memlint", *args], cwd=cwd, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in result.stderr, result.stderr
+    return result
+
+
+def test_cli_reads_the_declared_requirement_and_the_config_overrides_it(tmp_path):
+    _write(tmp_path, "requirements.txt", "torch>=1.8.0\n")
+    train = _write(tmp_path, "train.py", AMP)
+    result = _memlint(tmp_path, "--fix", "train.py")
+    assert result.returncode == 1
+    assert train.read_text() == AMP  # nothing on torch 1.8 can replace either call
+    assert "fix not offered: needs torch >= 2.3, project targets 1.8" in result.stdout
+    assert "fix not offered: needs torch >= 1.10, project targets 1.8" in result.stdout
+
+    diff = _memlint(tmp_path, "--diff", "--target-torch", "2.4", "train.py").stdout
+    assert '+scaler = torch.amp.GradScaler("cuda")' in diff
+    _write(tmp_path, "pyproject.toml", "[tool.memlint]\ntarget-torch = \"2.4\"\n")
+    assert _memlint(tmp_path, "--fix", "train.py").returncode == 0
+    assert "torch.amp.GradScaler(\"cuda\")" in train.read_text()
+
+
+def test_cli_bad_target_is_a_one_line_error(tmp_path):
+    _write(tmp_path, "train.py", AMP)
+    result = _memlint(tmp_path, "--target-torch", "two", "train.py")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        'memlint: error: --target-torch must be a torch version such as "2.1", not \'two\'']
