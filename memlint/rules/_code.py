@@ -7,6 +7,8 @@ code belong in memlint.analysis instead.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 
@@ -21,3 +23,14 @@ def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
     if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not expr.lpar:
         expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.Call(cst.Attribute(expr, cst.Name("detach")))
+
+
+def detach_before_move(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`out.detach()`; `out.detach().cpu()` for `out.cpu()` (and `.to(...)` alike); None for a
+    tuple, list or dict (each element would need it)."""
+    if isinstance(value, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.StarredElement)):
+        return None
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+            value.func.attr.value in ("cpu", "to"):
+        return value.with_changes(func=value.func.with_changes(value=detached(value.func.value)))
+    return detached(value)
