@@ -17,7 +17,7 @@ Asked as `facts.values`:
   it), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
 - device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
   mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance),
-  `needed_on_device(loop, name)` (what a loop collected is used on the device afterwards),
+  `use_after_loop(loop, name)` (what a loop collected is not used on the device afterwards),
   `uses_devices`, `class_predictions_from(loop, name)` (a classifier's scores: one class per
   example taken and compared with labels);
 - `constant_int(expr)`: an integer the code spells in literals (or names bound once to them);
@@ -290,28 +290,32 @@ class Values:
                 return True
         return False
 
-    def needed_on_device(self, loop: cst.CSTNode, name: str) -> bool:
-        """Whether what the loop collects in `name` is used on the device afterwards. Not when,
-        after the loop, it is never read, read only on some paths (`imgs if keep_all else img`),
-        or read only to be moved to the host (`torch.cat(preds).cpu()`, `.numpy()`, `.tolist()`):
-        then keeping it on the device every iteration only made device memory grow."""
+    def use_after_loop(self, loop: cst.CSTNode, name: str) -> Optional[str]:
+        """How what the loop collects in `name` is used afterwards, when not on the device:
+        "unused" (never read), "host" (read only to be moved to the host: `torch.cat(preds).cpu()`,
+        `.numpy()`, `.tolist()`), "some-paths" (read only on some paths: `frames if keep else x`);
+        None when it may be used on the device (then keeping it there was the point)."""
         tree = self.tree
         scope = tree.scope_of(loop)
         end = tree.order(loop) + sum(1 for _ in walk_scope(loop))  # the first node after the loop
+        uses = set()
         for node in walk_scope(scope):
             if type(node) is not cst.Name or node.value != name or tree.order(node) < end:  # type: ignore[attr-defined]
                 continue
             if tree.scope_of(node) is not scope:
-                return True  # captured by a nested function: unknown use
+                return None  # captured by a nested function: unknown use
             parent = tree.parent(node)
             if isinstance(parent, cst.AssignTarget) or (isinstance(parent, (cst.AugAssign, cst.AnnAssign))
                                                         and parent.target is node):
                 continue
             statement = tree.statement_around(node)
-            if self._conditional_read(node, statement) or self._moved_to_host(statement):
-                continue
-            return True
-        return False
+            if self._conditional_read(node, statement):
+                uses.add("some-paths")
+            elif self._moved_to_host(statement):
+                uses.add("host")
+            else:
+                return None
+        return "some-paths" if "some-paths" in uses else "host" if uses else "unused"
 
     def _conditional_read(self, node: cst.CSTNode, statement: Optional[cst.CSTNode]) -> bool:
         for ancestor in self.tree.ancestors(node):

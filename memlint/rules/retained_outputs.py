@@ -81,8 +81,9 @@ class RetainedOutputs(Rule):
     ## Fix safety
     `.detach()` is safe: the stored values are the same numbers; only their graph is dropped
     (not offered when the method that stores them also backwards). `.cpu()` is unsafe: the kept
-    results move to the CPU, where later code may not expect them. Tuples and dicts of outputs
-    are reported without a fix.
+    results move to the CPU, where later code may not expect them; it is offered only when the
+    list starts empty, this is its only append, and after the loop it is only moved to the host
+    (or never read). Tuples and dicts of outputs are reported without a fix.
     """
 
     CODE = "MEM202"
@@ -187,14 +188,12 @@ class RetainedOutputs(Rule):
             "        super().__init__()\n        self.encoder = nn.Linear(16, 16)\n    def forward(self, x):\n"
             "        h = self.encoder(x)\n        Tapped.seen.append(h)\n        return h.relu()\n"
         ),
-        # a grad-free loop keeping every sampling step on the device, used only on request: `.cpu()` (unsafe)
+        # a grad-free loop keeping every sampling step on the device, used only on request: reported,
+        # no fix (`.cpu()` would mix devices with the first frame in `torch.stack`)
         Invalid(
             "import torch\ndevice = 'cuda'\n\n@torch.inference_mode()\ndef sample(model, x, steps, keep_all=False):\n"
             "    frames = [x]\n    for t in range(steps):\n        x = model(x, t)\n        frames.append(x)\n"
-            "    return torch.stack(frames) if keep_all else x\n",
-            "import torch\ndevice = 'cuda'\n\n@torch.inference_mode()\ndef sample(model, x, steps, keep_all=False):\n"
-            "    frames = [x]\n    for t in range(steps):\n        x = model(x, t)\n        frames.append(x.cpu())\n"
-            "    return torch.stack(frames) if keep_all else x\n",
+            "    return torch.stack(frames) if keep_all else x\n"
         ),
         # predictions collected on the device over a whole dataset, only to be moved to the host
         Invalid(
@@ -231,9 +230,9 @@ class RetainedOutputs(Rule):
         elif facts.values.uses_devices and isinstance(container, cst.Name):
             values = [a for a in values if facts.values.holds_output(a.value, node)]
             loop = facts.tree.loops_around(node)[0]
-            if values and self._outlives_loop(node, container, dotted) and \
-                    not facts.values.needed_on_device(loop, container.value):
-                self._device_kept(node, dotted, values)
+            use = facts.values.use_after_loop(loop, container.value)
+            if values and use is not None and self._outlives_loop(node, container, dotted):
+                self._device_kept(node, container, values, use)
 
     def _never_emptied(self, node: cst.Call, dotted: str) -> bool:
         """`self.<list>` that lives for the whole run: appended by a Lightning hook, or a list of
@@ -305,20 +304,30 @@ class RetainedOutputs(Rule):
         through = None if node.func.attr.value in _STORING else show(node.func)  # type: ignore[attr-defined]
         self.report(node, self._message(dotted, value, fixed[-1][1], context, through), fix)
 
-    def _device_kept(self, node: cst.Call, dotted: str, values: List[cst.Arg]) -> None:
-        moved = [(arg, arg.value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-                  if not isinstance(arg.value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else arg.value)
-                 for arg in values]
-        if any(isinstance(arg.value, (cst.Tuple, cst.List, cst.Dict, cst.StarredElement)) for arg in values):
-            fix = None
-        else:
+    def _device_kept(self, node: cst.Call, container: cst.Name, values: List[cst.Arg], use: str) -> None:
+        fix = None
+        if use != "some-paths" and self._only_append(node, container) and \
+                not any(isinstance(arg.value, (cst.Tuple, cst.List, cst.Dict, cst.StarredElement)) for arg in values):
+            moved = [(arg, arg.value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                      if not isinstance(arg.value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else arg.value)
+                     for arg in values]
             fix = Fix(tuple(Replace(arg.value, cst.Call(cst.Attribute(value, cst.Name("cpu")))) for arg, value in moved),
                       Safety.UNSAFE, "store the tensors on the CPU (`.cpu()`)")
+        after = {"unused": "it is never read", "host": "it is only moved to the host",
+                 "some-paths": "it is used only on some paths"}[use]
         self.report(node, (
-            f"`{dotted}` keeps a device tensor from every iteration of this grad-free loop, so device memory "
-            f"grows with the number of iterations (when the model runs on the GPU), yet after the loop it is "
-            f"not used on the device (moved to the host, or used only on some paths): keep it on the CPU "
-            f"(`.cpu()`) from the start"), fix)
+            f"`{container.value}` keeps a device tensor from every iteration of this grad-free loop, so device "
+            f"memory grows with the number of iterations (when the model runs on the GPU), yet after the loop "
+            f"{after}: keep what is needed on the CPU (`.cpu()`), or keep it only when it is used"), fix)
+
+    def _only_append(self, node: cst.Call, container: cst.Name) -> bool:
+        """`container` starts empty (`[]`) and this is the only place that fills it: moving what
+        it appends moves all of it."""
+        facts = self.facts
+        binds = facts.scopes.bindings(facts.tree.scope_of(node), container.value)
+        starts = [b for b in binds if b.kind != "append"]
+        return [b.node for b in binds if b.kind == "append"] == [node] and len(starts) == 1 and \
+            isinstance(starts[0].value, cst.List) and not starts[0].value.elements
 
     @staticmethod
     def _message(container: str, value: cst.BaseExpression, fixed: Optional[cst.BaseExpression],
