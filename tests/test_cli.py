@@ -17,13 +17,13 @@ BAD = textwrap.dedent("""\
     import torch
 
     for step in range(10):
-        noise = torch.randn(64, 64)
+        noise = torch.randn(n, n)
         loss = model(noise).sum()
 """)
 FIXED = textwrap.dedent("""\
     import torch
 
-    noise = torch.empty(64, 64)
+    noise = torch.empty(n, n)
     for step in range(10):
         noise.normal_()
         loss = model(noise).sum()
@@ -31,15 +31,27 @@ FIXED = textwrap.dedent("""\
 MOVED = textwrap.dedent("""\
     import torch
     for step in range(10):
-        noise = torch.randn(64, 64).cuda()
+        noise = torch.randn(n, n).cuda()
         loss = model(noise).sum()
 """)
 CLEAN = "import torch\nx = torch.randn(4)\n"
 
 
-def memlint(cwd: Path, *args: str):
+# MEM101, the example rule of these tests, is opt-in: a check run selects it unless told not to.
+OPT_IN = ("--extend-select", "MEM101")
+COMMANDS = ("check", "rules", "explain", "verify")
+
+
+def with_opt_in(args, opt_in: bool = True):
+    """`args` for a check run with the example rule selected."""
+    if not opt_in or (args and args[0] in COMMANDS and args[0] != "check"):
+        return list(args)
+    return [*args[:1], *OPT_IN, *args[1:]] if args and args[0] == "check" else [*OPT_IN, *args]
+
+
+def memlint(cwd: Path, *args: str, opt_in: bool = True):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-m", "memlint", *args], cwd=cwd, env=env,
+    result = subprocess.run([sys.executable, "-m", "memlint", *with_opt_in(args, opt_in)], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=120)
     assert "Traceback" not in result.stderr, result.stderr
     return result
@@ -90,7 +102,7 @@ def test_diff_prints_the_change_and_writes_nothing(tmp_path):
     assert result.returncode == 1
     assert path.read_text() == BAD
     assert "--- a/train.py" in result.stdout and "+++ b/train.py" in result.stdout
-    assert "-    noise = torch.randn(64, 64)" in result.stdout
+    assert "-    noise = torch.randn(n, n)" in result.stdout
     assert "+    noise.normal_()" in result.stdout
     assert "Would fix 1 error" in result.stderr
 
@@ -102,7 +114,7 @@ def test_unsafe_fix_is_hidden_then_applied_when_asked(tmp_path):
     assert "(1 hidden fix can be enabled with the `--unsafe-fixes` option)" in result.stdout
     result = memlint(tmp_path, "--fix", "--unsafe-fixes", "train.py")
     assert result.returncode == 0
-    assert 'noise = torch.empty(64, 64, device="cuda")' in path.read_text()
+    assert 'noise = torch.empty(n, n, device="cuda")' in path.read_text()
 
 
 def test_summary_counts_hidden_fixes_in_the_plural(tmp_path):
@@ -122,7 +134,7 @@ def test_json_output_is_stable_and_carries_each_fix_diff(tmp_path):
                          "end_column", "fix"}
     assert item["cell"] is None  # a notebook's cell number; none in a .py file
     assert (item["code"], item["name"], item["filename"]) == ("MEM101", "tensor-alloc-in-loop", "train.py")
-    assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (4, 5, 4, 32)
+    assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (4, 5, 4, 30)
     assert item["fix"]["safety"] == "safe"
     assert "+    noise.normal_()" in item["fix"]["diff"]
 
@@ -136,17 +148,19 @@ def test_statistics_and_exit_zero(tmp_path):
 
 
 @pytest.mark.parametrize("args,reported", [
+    ([], False),  # opt-in: not a default rule
     (["--select", "MEM101"], True),
-    (["--select", "MEM1"], True),
+    (["--select", "MEM1"], False),  # a prefix selects the default rules of the family
     (["--select", "ALL"], True),
-    (["--ignore", "MEM101"], False),
-    (["--ignore", "MEM"], False),
+    (["--extend-select", "MEM101"], True),
+    (["--extend-select", "MEM101", "--ignore", "MEM101"], False),
+    (["--select", "ALL", "--ignore", "MEM"], False),
     (["--select", "MEM2"], False),
     (["--select", "MEM2", "--extend-select", "MEM101"], True),
 ])
 def test_selection(tmp_path, args, reported):
     write(tmp_path, "train.py", BAD)
-    result = memlint(tmp_path, *args, "train.py")
+    result = memlint(tmp_path, *args, "train.py", opt_in=False)
     assert ("MEM101" in result.stdout) is reported
     assert result.returncode == (1 if reported else 0)
 
@@ -190,7 +204,7 @@ def test_a_file_that_fails_to_parse_is_never_written(tmp_path):
 
 def test_fix_keeps_encoding_newlines_and_permissions(tmp_path):
     source = ("# -*- coding: latin-1 -*-\r\nimport torch\r\nname = 'caf\xe9'\r\n"
-              "for step in range(3):\r\n    x = torch.zeros(8)\r\n    x.add_(1)\r\n")
+              "for step in range(3):\r\n    x = torch.zeros(n)\r\n    x.add_(1)\r\n")
     path = tmp_path / "train.py"
     path.write_bytes(source.encode("latin-1"))
     path.chmod(0o750)
@@ -198,7 +212,7 @@ def test_fix_keeps_encoding_newlines_and_permissions(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     data = path.read_bytes()
     assert b"caf\xe9" in data
-    assert b"x = torch.empty(8)\r\nfor step" in data
+    assert b"x = torch.empty(n)\r\nfor step" in data
     assert b"\r\n    x.zero_()\r\n" in data
     assert b"\n" not in data.replace(b"\r\n", b"")
     assert path.stat().st_mode & 0o777 == 0o750
@@ -214,7 +228,7 @@ def test_fix_keeps_encoding_newlines_and_permissions(tmp_path):
     ("  # not a noqa comment", False),
 ])
 def test_noqa_on_the_reported_line(tmp_path, comment, suppressed):
-    path = write(tmp_path, "train.py", BAD.replace("torch.randn(64, 64)", "torch.randn(64, 64)" + comment))
+    path = write(tmp_path, "train.py", BAD.replace("torch.randn(n, n)", "torch.randn(n, n)" + comment))
     result = memlint(tmp_path, "train.py")
     assert ("MEM101" in result.stdout) is not suppressed
     memlint(tmp_path, "--fix", "train.py")
@@ -222,7 +236,7 @@ def test_noqa_on_the_reported_line(tmp_path, comment, suppressed):
 
 
 def test_noqa_on_the_first_line_of_a_multiline_statement_and_file_level(tmp_path):
-    multi = BAD.replace("torch.randn(64, 64)", "torch.randn(  # noqa: MEM101\n        64,\n        64,\n    )")
+    multi = BAD.replace("torch.randn(n, n)", "torch.randn(  # noqa: MEM101\n        64,\n        64,\n    )")
     write(tmp_path, "multi.py", multi)
     write(tmp_path, "whole.py", "# memlint: noqa\n" + BAD)
     write(tmp_path, "in_string.py", BAD.replace("loss = model(noise).sum()", "loss = model(noise, '# noqa')"))
@@ -270,10 +284,11 @@ def test_pyproject_configuration(tmp_path):
 
 
 def test_configuration_is_found_from_a_subfolder_and_select_works(tmp_path):
-    write(tmp_path, "pyproject.toml", '[tool.memlint]\nselect = ["MEM2"]\n')
+    write(tmp_path, "pyproject.toml", '[tool.memlint]\nselect = ["MEM101"]\n')  # the opt-in rule, by the file
     write(tmp_path, "pkg/train.py", BAD)
-    result = memlint(tmp_path / "pkg", "train.py")
-    assert result.returncode == 0
+    assert memlint(tmp_path / "pkg", "train.py", opt_in=False).returncode == 1
+    write(tmp_path, "pyproject.toml", '[tool.memlint]\nselect = ["MEM2"]\n')
+    assert memlint(tmp_path / "pkg", "train.py", opt_in=False).returncode == 0
 
 
 @pytest.mark.parametrize("table,words", [
@@ -318,7 +333,7 @@ def test_findings_sharing_one_edit_are_all_counted_as_fixed(tmp_path):
 def test_rules_and_explain(tmp_path):
     result = memlint(tmp_path, "rules")
     assert result.returncode == 0
-    assert "| MEM101 | tensor-alloc-in-loop | on | safe | peak-lower |" in result.stdout
+    assert "| MEM101 | tensor-alloc-in-loop | opt-in | safe | peak-lower |" in result.stdout
     result = memlint(tmp_path, "explain", "mem101")
     assert result.returncode == 0
     assert result.stdout.startswith("# MEM101 tensor-alloc-in-loop")

@@ -20,7 +20,7 @@ from typing import Iterator, List
 
 import pytest
 
-from test_cli import BAD, FIXED, REPO, memlint, write
+from test_cli import BAD, FIXED, REPO, memlint, with_opt_in, write
 
 
 def test_looping_and_broken_links_in_a_folder_are_skipped_with_a_warning(tmp_path):
@@ -100,7 +100,7 @@ def test_a_file_name_in_no_encoding_is_printed_as_its_bytes(tmp_path):
     with open(os.path.join(os.fsencode(tmp_path), name), "wb") as file:
         file.write(BAD.encode())
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": "utf-8"}  # strict, as in many CIs
-    result = subprocess.run([sys.executable, "-m", "memlint", "."], cwd=tmp_path, env=env,
+    result = subprocess.run([sys.executable, "-m", "memlint", *with_opt_in(["."])], cwd=tmp_path, env=env,
                             capture_output=True, timeout=120)
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith(name + b":4:5: MEM101")
@@ -131,7 +131,7 @@ class Unprivileged:
 
     def memlint(self, *args: str) -> subprocess.CompletedProcess:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        result = subprocess.run([*self._prefix, sys.executable, "-m", "memlint", *args], cwd=self.folder,
+        result = subprocess.run([*self._prefix, sys.executable, "-m", "memlint", *with_opt_in(args)], cwd=self.folder,
                                 env=env, capture_output=True, text=True, timeout=120)
         assert "Traceback" not in result.stderr, result.stderr
         return result

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memlint.cli import main
-from test_cli import BAD, CLEAN, FIXED, MOVED
+from test_cli import BAD, CLEAN, FIXED, MOVED, with_opt_in
 
 CONTENTS: Dict[str, bytes] = {
     "fixable": BAD.encode(),
@@ -181,7 +181,7 @@ def _run(top: Path, *args: str) -> Tuple[int, str, str]:
     try:
         os.chdir(top)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(list(args))
+            code = main(with_opt_in(args))
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)

@@ -12,19 +12,19 @@ from memlint.verify.variants import Comparison, Plan, Program, fixture_plan, scr
 
 SCRIPT = """\
 import torch
-
+n = int("64")  # a shape MEM101 cannot read as small
 for step in range(3):
-    a = torch.zeros(64, 64)
+    a = torch.zeros(n, n)
     a.add_(1)
     print(a.sum().item())
 for step in range(3):
-    b = torch.rand(32).cuda()
+    b = torch.rand(n).cuda()
     print(b.sum().item())
 """
 
 
 def _rules():
-    return Selection().rules(registry())
+    return Selection(extend_select=["MEM101"]).rules(registry())  # the opt-in rule these scripts show
 
 
 def test_script_plan_one_variant_per_fix_and_one_with_all(tmp_path):
@@ -35,7 +35,7 @@ def test_script_plan_one_variant_per_fix_and_one_with_all(tmp_path):
     assert codes == [("MEM101", 4, "safe"), ("MEM101", 8, "unsafe"), ("all", None, "")]
     single, other, every = plan.comparisons
     assert single.before.source == SCRIPT and single.after.path == str(path)
-    assert "a.zero_()" in single.after.source and "b = torch.rand(32).cuda()" in single.after.source
+    assert "a.zero_()" in single.after.source and "b = torch.rand(n).cuda()" in single.after.source
     assert "a.zero_()" in every.after.source and "b.uniform_()" in every.after.source
     assert every.claims == ["peak-lower"]
 

@@ -7,6 +7,8 @@ Asked as `facts.phase`:
   inside `accelerator.accumulate`, Lightning's `training_step`, the `forward` of a module class,
   or a function whose result its caller backwards by convention (`TRAINING_FUNCTIONS`:
   `compute_loss`, `train_step`, ...);
+- `backward_trains(call)`: an optimizer step can follow the backward (not a unit test looking
+  at gradients, not a backward expected to fail in `pytest.raises`);
 - `eval_evidence(loop)`: why a loop looks like evaluation or inference: "eval-mode" (after
   `model.eval()` in its function), "named" (in a function named like evaluate/validate/predict/
   infer/generate/sample, unless it hands samples back with their graph), "script" (a file with no
@@ -14,7 +16,7 @@ Asked as `facts.phase`:
   `main()` returning nothing); else None.
 
 Asked by: MEM201 and MEM202 (`in_training_function`, `eval_evidence`), MEM203 (`is_training`,
-`eval_evidence`).
+`eval_evidence`), MEM401 and MEM404 (`backward_trains`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,26 @@ class Phase:
         if self.roles.backwards_in(node) or self.roles.steps_in(node):
             return True
         return self.in_training_function(node)
+
+    def backward_trains(self, call: cst.Call) -> bool:
+        """Whether the backward `call` is part of training: an optimizer step can follow it (in
+        its function, helpers followed, or in a function calling it, up to 3 levels), and it is
+        not expected to fail (`pytest.raises`). A unit test that backwards to look at gradients,
+        or documents autocast's behaviour, does not train."""
+        if self.regions.expects_error(call):
+            return False
+        pending = [(self.tree.scope_of(call), 0)]
+        seen = set()
+        while pending:
+            scope, depth = pending.pop()
+            if id(scope) in seen:
+                continue
+            seen.add(id(scope))
+            if self.roles.steps_in(scope):
+                return True
+            if isinstance(scope, cst.FunctionDef) and depth < 3:
+                pending.extend((self.tree.scope_of(site), depth + 1) for site in self.scopes.call_sites(scope))
+        return False
 
     def in_training_function(self, node: cst.CSTNode) -> bool:
         if self.regions.in_accumulate(node):

@@ -12,7 +12,9 @@ named:
 - `models`: names bound to an `nn.Module` (a torch.nn class, a class of this module deriving from
   one, `from_pretrained`, `torch.compile`, DDP, moved with `.to()`/`.cuda()`); `module_classes`:
   the classes of this module that are modules; `is_model(expr)` adds names that read like one
-  (`model`, `net`, `self.encoder`) and refuses classes, factories and losses;
+  (`model`, `net`, `self.encoder`) and refuses classes, factories and losses; `is_model_class(klass)`:
+  a class whose methods are model code (a module class, one defining `forward`, or one deriving
+  from an `...Encoder`, `...Model`, `...Layer`-like base);
   `constructor_of(expr)`: the class a model was built from (`torch.nn.GRU`);
 - `loss_objects`: names bound to a `torch.nn.*Loss()`.
 
@@ -63,6 +65,8 @@ _MODEL_FACTORIES = re.compile(
 # `X.from_pretrained` that does not make a module running with grad (diffusers pipelines run
 # under no_grad, like HF generate)
 _NOT_A_MODULE = re.compile(r"Tokenizer|Processor|Config|Extractor|Pipeline|Scheduler|Dataset")
+# Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
+_MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 _MODEL_MOVERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "eval", "train",
                            "requires_grad_", "share_memory"})
 LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_func|loss_function|"
@@ -265,6 +269,15 @@ class Receivers:
                         changed = True
                         break
         return found
+
+    def is_model_class(self, klass: cst.ClassDef) -> bool:
+        """A class whose methods are model code, run in whatever grad mode their caller chose:
+        a module class, a class defining `forward`, or one deriving from a model-like base."""
+        if klass.name.value in self.module_classes:
+            return True
+        if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in klass.body.body):
+            return True
+        return any(_MODEL_BASE.search(last_part(dotted_name(b.value))) for b in klass.bases)
 
     def _find_models(self) -> Set[str]:
         found: Set[str] = set()

@@ -6,15 +6,18 @@ Asked as `facts.regions`:
   / `enable_grad()`; `autocasts` (`Autocast`: device, dtype, enabled, deprecated spelling):
   `with torch.autocast(...)` and its older spellings; `accumulate_regions`:
   `with accelerator.accumulate(...)`;
-- at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`, and
+- at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`,
+  `expects_error` (inside `pytest.raises` / `assertRaises`), and
   `grad_enabled`: whether autograd records there, from the regions around it, its function's
   decorators (`grad_enabled_by_decorator`: `@torch.no_grad()`, Lightning's `validation_step`-style
   hooks, which Lightning runs without grad) and, for a helper, the grad mode at its call sites.
   It is None when that cannot be told (a bare `set_grad_enabled(...)`, an unknown decorator),
   and rules then do not report;
 - `autocast_devices` / `autocast_dtypes`: what an autocast region can run on and compute in
-  (`device_types` follows `"cuda" if ... else "cpu"`, `str(device)`, a name bound once);
-- `is_lightning_training_step(func)`.
+  (`device_types` follows `"cuda" if ... else "cpu"`, `str(device)`, `device.type`, a name bound
+  once, a parameter's default and what the module's calls pass for it);
+- `is_lightning_training_step(func)`, `lightning_step_hook(node)`: the per-batch hook
+  (`training_step`, `validation_step`, ...) a node runs in.
 
 Asked by: values (a forward carries grad only where grad is enabled), calls (helpers that run
 without grad are not followed), phase (`accelerator.accumulate`, Lightning's training_step),
@@ -52,6 +55,8 @@ _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "set
                                  "abstractmethod", "wraps", "lru_cache", "cache", "cached_property", "overload",
                                  "override", "contextmanager", "dataclass", "fixture", "parametrize", "mark",
                                  "skipif", "skip", "slow", "require_torch", "require_torch_gpu", ""})
+# Context managers in which the code is expected to fail (tests).
+_RAISES = re.compile(r"^(raises|assertRaises|assertRaisesRegex|assertRaisesRegexp)$")
 # Lightning modules, by their base class
 LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 
@@ -88,6 +93,7 @@ class Regions:
         self.accumulate_regions: List[Region] = []
         self._grad_region_of: Dict[int, Region] = {}  # id(With) -> innermost grad item
         self._accumulate_withs: Set[int] = set()
+        self._raises_withs: Set[int] = set()  # `with pytest.raises(...)`, `with self.assertRaises(...)`
         self._toggles: Set[int] = set()  # scopes with a bare set_grad_enabled(...) statement
         self._memo_enabled: Dict[int, Optional[bool]] = {}
         for node in scopes.withs:
@@ -101,6 +107,8 @@ class Regions:
 
     def _region(self, node: cst.With, item: cst.WithItem) -> None:
         call = item.item
+        if isinstance(call, cst.Call) and _RAISES.search(last_part(dotted_name(call.func))):
+            self._raises_withs.add(id(node))
         if not isinstance(call, cst.Call):
             qualified = self.names.qualified_name(call)
             if qualified in _GRAD_OFF:  # `with torch.no_grad:` is an error, but mean it kindly
@@ -199,6 +207,15 @@ class Regions:
     def is_lightning_training_step(self, func: cst.FunctionDef) -> bool:
         return func.name.value in _LIGHTNING_TRAINING and self._in_lightning_module(func)
 
+    def lightning_step_hook(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The hook Lightning calls on every batch (`training_step`, `validation_step`,
+        `test_step`, `predict_step`) that `node` runs in, directly."""
+        func = self.tree.function_of(node)
+        if func is not None and func.name.value in _LIGHTNING_NO_GRAD | _LIGHTNING_TRAINING and \
+                self._in_lightning_module(func):
+            return func
+        return None
+
     def region_at(self, node: cst.CSTNode) -> Optional[Region]:
         """The innermost grad-mode `with` whose body holds `node`."""
         child = node
@@ -250,6 +267,10 @@ class Regions:
         self._memo_enabled[key] = result
         return result
 
+    def expects_error(self, node: cst.CSTNode) -> bool:
+        """Inside `with pytest.raises(...)` / `with self.assertRaises(...)`: meant to fail."""
+        return any(isinstance(a, cst.With) and id(a) in self._raises_withs for a in self.tree.ancestors(node))
+
     def in_accumulate(self, node: cst.CSTNode) -> bool:
         """Inside `with accelerator.accumulate(model):`."""
         return any(isinstance(a, cst.With) and id(a) in self._accumulate_withs for a in self.tree.ancestors(node))
@@ -292,7 +313,29 @@ class Regions:
             binds = self.scopes.bindings_seen(expr.value, expr)
             if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
                 return self.device_types(binds[0].value, depth + 1)
+            if len(binds) == 1 and binds[0].kind == "param" and isinstance(binds[0].node, cst.Param):
+                return self._parameter_devices(binds[0].node, depth)
         return None
+
+    def _parameter_devices(self, param: cst.Param, depth: int) -> Optional[FrozenSet[str]]:
+        """A parameter with a default (`device="cuda"`): the default's device types and those of
+        every argument the module's calls pass for it; None when one is unknown."""
+        func = self.tree.scope_of(param)
+        if param.default is None or not isinstance(func, cst.FunctionDef):
+            return None
+        found = self.device_types(param.default, depth + 1)
+        positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+        name = param.name.value
+        offset = 1 if self.tree.class_of(func) is not None and positional[:1] in (["self"], ["cls"]) else 0
+        index = positional.index(name) - offset if name in positional else None
+        for site in self.scopes.call_sites(func):
+            if found is None or any(arg.star for arg in site.args):
+                return None
+            arg = argument(site, name, index)
+            if arg is not None:
+                passed = self.device_types(arg.value, depth + 1)
+                found = None if passed is None else found | passed
+        return found
 
     def _dtype_values(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
         qualified = self.names.qualified_name(expr)

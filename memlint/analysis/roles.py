@@ -10,11 +10,13 @@ Asked as `facts.roles`, for every call of the module:
   `after_step(step, stmt)`: where code after the step goes (after `scaler.update()`);
 - `zero_grads` (`ZeroGrad`): `x.zero_grad(...)` and `p.grad = None`; `resets_grads(call)`: any
   call that clears gradients (`p.grad.zero_()`, `torch._foreach_zero_`, a helper named so);
-  `grad_reads(node)`: `.grad` read under a node; `is_grad_clip(call)`;
+  `grad_reads(node)`: `.grad` read under a node; `grads_updated_in_place` (`p.grad += g`
+  somewhere); `is_grad_clip(call)`;
 - `mode_calls` (`ModeCall`): `model.eval()` / `model.train()`;
-- `is_forward(call)` (a model called: `model(x)`, `self.net(x)`, `model.forward(x)`; not HF
-  `generate()`, which `is_generate` tells), `is_loss(call)` (`criterion(out, y)`,
-  `F.cross_entropy`), `uses_grad_scaler`;
+- `is_forward(call)` (a model called: `model(x)`, `self.net(x)`, `model.forward(x)`,
+  `model.encode(x)`; not HF `generate()`, which `is_generate` tells), `is_loss(call)`
+  (`criterion(out, y)`, `F.cross_entropy`), `uses_grad_scaler`, `asks_for_grad(node)` (code
+  that needs autograd on: `torch.autograd.grad`, `requires_grad_()`, `enable_grad()`);
 - under a node, helpers followed (memlint.analysis.calls), each with its call site in the node:
   `backwards_in`, `steps_in`, `forwards_in`.
 
@@ -36,7 +38,7 @@ from memlint.analysis.dataflow import sources_of
 from memlint.analysis.receivers import GRAD_SCALER, LOSS_NAME, Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part, literal_bool
+from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part, literal_bool, walk_scope
 
 # Helpers whose name says they clear gradients (`zero_grads(model)`, `self.reset_grad()`).
 _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
@@ -44,8 +46,23 @@ AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 # Objects whose `.backward(loss)` backwards its argument.
 _BACKWARD_OWNER = re.compile(r"(accelerator|fabric|engine|trainer|manual_backward)$", re.IGNORECASE)
+# Calls that show code wants gradients even without a backward of its own (saliency, adversarial
+# examples, physics-informed losses).
+_ASKS_FOR_GRAD_METHODS = frozenset({"requires_grad_", "retain_grad", "register_hook"})
+_ASKS_FOR_GRAD_CALLS = frozenset({"torch.enable_grad", "torch.autograd.grad", "torch.autograd.backward",
+                                  "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
+                                  "torch.func.grad", "torch.set_grad_enabled"})
+# Methods of a model that run (part of) its forward.
+_FORWARD_METHOD = re.compile(r"^(forward\w*|encode\w*|decode\w*|embed\w*|extract_features?)$")
 _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|"
                               r"kl_div|nll_loss|mse_loss|l1_loss)$")
+
+
+def _is_grad(expr: cst.BaseExpression) -> bool:
+    """`p.grad`, `p.grad.data`, `p.grad[i]`."""
+    while isinstance(expr, cst.Subscript) or (isinstance(expr, cst.Attribute) and expr.attr.value == "data"):
+        expr = expr.value
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
 
 
 @dataclass(frozen=True)
@@ -182,11 +199,18 @@ class Roles:
         return found
 
     def is_forward(self, call: cst.Call) -> bool:
-        """A call of a model: `model(x)`, `self.net(x)`, `model(**batch)`, `model.forward(x)`.
+        """A call of a model: `model(x)`, `self.net(x)`, `model(**batch)`, `model.forward(x)`,
+        and its computing methods (`model.encode(x)`, `model.decode(z)`, `model.forward_features(x)`).
         Not `model.generate(...)` (HF runs it without grad)."""
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
-            return self.receivers.is_model(func.value)
+        target = self.scopes.resolve(call)
+        if target is not None and target.name.value == "__call__":
+            klass = self.tree.class_of(target)
+            if klass is not None and not self.receivers.is_model_class(klass):
+                return False  # a wrapper of this module (`Predictor.__call__`): its body is followed instead
+        if isinstance(func, cst.Attribute) and _FORWARD_METHOD.match(func.attr.value) and \
+                self.receivers.is_model(func.value):
+            return True
         return self.receivers.is_model(func)
 
     def is_generate(self, call: cst.Call) -> bool:
@@ -254,6 +278,21 @@ class Roles:
             stack.extend(children(current))
         return found
 
+    @property
+    def grads_updated_in_place(self) -> bool:
+        """Somewhere the module adds into or rewrites `.grad` tensors in place (`p.grad += g`,
+        `p.grad /= n`, `p.grad.add_(g)`, `p.grad.copy_(g)`): code that needs them to exist
+        between a `zero_grad()` and the next backward."""
+        for call in self.scopes.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and \
+                    func.attr.value not in ("zero_", "detach_", "requires_grad_") and _is_grad(func.value):
+                return True
+        for node in self.tree.nodes:
+            if type(node) is cst.AugAssign and _is_grad(node.target):  # type: ignore[attr-defined]
+                return True
+        return False
+
     def after_step(self, step: OptimizerStep, stmt: cst.CSTNode) -> cst.CSTNode:
         """Where code that runs after the step goes: after `scaler.update()` when that follows it."""
         following = self.tree.next_statement(stmt)
@@ -272,6 +311,21 @@ class Roles:
         return any(self.names.call_name(call) in GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
             isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
             and "scaler" in last_part(dotted_name(call.func.value)).lower()) for call in self.scopes.calls)
+
+    def asks_for_grad(self, node: cst.CSTNode) -> bool:
+        """Code under `node` (helpers followed) that needs autograd on: `torch.autograd.grad`,
+        `enable_grad()`, `x.requires_grad_()`, `x.requires_grad = True`, `register_hook`."""
+        for call, _ in self.calls.calls_in(node):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _ASKS_FOR_GRAD_METHODS:
+                return True
+            if self.names.call_name(call) in _ASKS_FOR_GRAD_CALLS:
+                return True
+        roots = [node, *self.calls.functions_reached(node)]
+        return any(isinstance(n, cst.Assign) and any(
+            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" and
+            literal_bool(n.value) is not False for t in n.targets)
+            for root in roots for n in walk_scope(root))
 
     def backwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[Backward, cst.Call]]:
         """Backward calls under `node` (and in helpers it calls), each with its call site in `node`."""

@@ -10,9 +10,15 @@ module's inventory in source order. Asked as `facts.scopes`:
   `in_effect(name, at)` keeps only those that may be the one seen at `at`;
   `every_binding()` runs over all of them; `flows(scope)` says what each is computed from;
 - `resolve(call)`: the function or method of this module a call calls (a def in an enclosing
-  scope, or `self.method` through the class and its bases); `call_sites(func)` the reverse;
+  scope, `self.method` through the class and its bases, `self(...)` its `__call__` or an
+  nn.Module's `forward`, `acc.update(...)` when `acc` surely holds an instance of a class of
+  this module); `call_sites(func)` the reverse;
 - `functions` and `classes` (top level by name); `calls`, `assigns`, `withs` (every one, in
-  source order); `returned(scope)`: the values a scope returns or yields.
+  source order); `returned(scope)`: the values a scope returns or yields;
+- attributes of a class's instances: `emptied(klass, attr)` (a method other than `__init__`
+  rebinds or clears `self.<attr>`), `class_list(klass, attr)` (a list in the class body, shared
+  by every instance), `assigned_on_instances(klass, attr)`; `enclosing_class(node)`: the class
+  of the method a node runs in.
 
 The other facts read these: values (a name's grad follows its bindings in effect), receivers
 (optimizers and models by what names are bound to), regions (with statements, grad mode of a
@@ -28,7 +34,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
-from memlint.analysis.tree import Scope, TreeIndex, dotted_name
+from memlint.analysis.tree import Scope, TreeIndex, dotted_name, walk_scope
 
 _APPENDING = ("append", "extend", "insert", "appendleft", "add")
 # Statements and expressions with one target, and the kind of binding they make.
@@ -181,9 +187,9 @@ class Scopes:
             if binds:  # a closure or global: any of them may be the one seen
                 return binds
         position = tree.order(at)
-        before = [b for b in binds if tree.order(b.node) < position and not tree.contains(b.node, at)]
+        before = [b for b in binds if tree.order(b.node) < position and self._bound_before(b, at)]
         if not before:
-            return [b for b in binds if not tree.contains(b.node, at)]
+            return [b for b in binds if self._bound_before(b, at)]
         # the last binding before `at` in a block enclosing `at` hides everything before it
         at_ancestors = {id(a) for a in tree.ancestors(at)}
         relevant: List[Binding] = []
@@ -193,6 +199,19 @@ class Scopes:
             if bind.kind not in ("aug", "append") and block is not None and id(block) in at_ancestors:
                 break
         return relevant
+
+    def _bound_before(self, bind: Binding, at: cst.CSTNode) -> bool:
+        """Whether `bind` binds its name before `at` runs, when its statement holds `at`: a for
+        target before the body (`for v in d.values(): total += v`), not `x = f(x)` before `f(x)`."""
+        tree = self.tree
+        if not tree.contains(bind.node, at):
+            return True
+        node = bind.node
+        if isinstance(node, cst.For):
+            return tree.contains(node.body, at)
+        if isinstance(node, cst.With):
+            return tree.contains(node.body, at)
+        return False
 
     def flows(self, scope: Scope) -> List[Flow]:
         """What each binding of `scope` is computed from (one Flow per binding with a value):
@@ -214,6 +233,9 @@ class Scopes:
         tree = self.tree
         func = call.func
         if isinstance(func, cst.Name):
+            if func.value == "self":  # `self(batch)`: the class's __call__ (an nn.Module's forward)
+                klass = self.enclosing_class(call)
+                return self._method(klass, "__call__") or self._method(klass, "forward")
             scope = tree.scope_of(call)
             while True:  # a nested def in an enclosing function, else a module-level function
                 for binding in self.bindings(scope, func.value):
@@ -224,21 +246,123 @@ class Scopes:
                 if self.bindings(scope, func.value):
                     return None  # bound to something else locally
                 scope = tree.scope_of(scope)
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
-                func.value.value in ("self", "cls"):
-            method = tree.function_of(call)
-            while method is not None and tree.class_of(method) is None:
-                method = tree.function_of(method)
-            klass = tree.class_of(method) if method is not None else None
-            seen: Set[int] = set()
-            while klass is not None and id(klass) not in seen:
-                seen.add(id(klass))
-                for stmt in klass.body.body:
-                    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == func.attr.value:
-                        return stmt
-                klass = next((self.classes[b] for b in (dotted_name(a.value) for a in klass.bases)
-                              if b in self.classes), None)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            if func.value.value in ("self", "cls"):
+                method = self._method(self.enclosing_class(call), func.attr.value)
+                if method is not None:
+                    return method
+                klass = self._attribute_class(call, func.attr.value)  # `self.model(x)`
+                return self._method(klass, "__call__") or self._method(klass, "forward")
+            return self._method(self._instance_class(func.value), func.attr.value)
+        if isinstance(func, cst.Attribute) and dotted_name(func.value) is not None and \
+                (dotted_name(func.value) or "").count(".") == 1 and (dotted_name(func.value) or "").startswith("self."):
+            return self._method(self._attribute_class(call, (dotted_name(func.value) or "")[5:]), func.attr.value)
         return None
+
+    def _attribute_class(self, at: cst.CSTNode, attr: str) -> Optional[cst.ClassDef]:
+        """The class of this module that `self.<attr>` surely holds an instance of: every
+        assignment to it in the class is `self.<attr> = Class(...)`."""
+        klass = self.enclosing_class(at)
+        if klass is None:
+            return None
+        found = set()
+        for method in klass.body.body:
+            if not isinstance(method, cst.FunctionDef):
+                continue
+            for node in walk_scope(method):
+                if isinstance(node, cst.Assign) and any(dotted_name(t.target) == f"self.{attr}" for t in node.targets):
+                    value = node.value
+                    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                            value.func.attr.value in ("cuda", "to", "eval", "cpu") and isinstance(value.func.value, cst.Call):
+                        value = value.func.value  # `Wrapper(path).cuda(gpu)`
+                    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and
+                            value.func.value in self.classes):
+                        return None
+                    found.add(value.func.value)
+        return self.classes[found.pop()] if len(found) == 1 else None
+
+    def enclosing_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+        """The class of the method `node` runs in (through nested functions)."""
+        tree = self.tree
+        method = tree.function_of(node)
+        while method is not None and tree.class_of(method) is None:
+            method = tree.function_of(method)
+        return tree.class_of(method) if method is not None else None
+
+    def _instance_class(self, name: cst.Name) -> Optional[cst.ClassDef]:
+        """The class of this module that `name` surely holds an instance of: every binding it
+        can have there is `name = Class(...)` (`acc = Accuracy()`)."""
+        binds = self.bindings_seen(name.value, name)
+        classes = set()
+        for bind in binds:
+            value = bind.value
+            if bind.kind != "assign" or not bind.whole or not isinstance(value, cst.Call) or \
+                    not isinstance(value.func, cst.Name) or value.func.value not in self.classes:
+                return None
+            classes.add(value.func.value)
+        return self.classes[classes.pop()] if len(classes) == 1 else None
+
+    def _method(self, klass: Optional[cst.ClassDef], name: str) -> Optional[cst.FunctionDef]:
+        """The method `name` of `klass`, or of its first base in this module that defines it."""
+        seen: Set[int] = set()
+        while klass is not None and id(klass) not in seen:
+            seen.add(id(klass))
+            for stmt in klass.body.body:
+                if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
+                    return stmt
+            klass = next((self.classes[b] for b in (dotted_name(a.value) for a in klass.bases)
+                          if b in self.classes), None)
+        return None
+
+    # -- attributes of a class's instances ------------------------------------------------------
+    def emptied(self, klass: cst.ClassDef, attr: str) -> bool:
+        """Whether a method of `klass` (other than `__init__`) rebinds or empties `self.<attr>`:
+        `self.attr = []`, `self.attr.clear()`, `del self.attr[:]`, `self.attr[:] = []`."""
+        for method in klass.body.body:
+            if not isinstance(method, cst.FunctionDef) or method.name.value == "__init__":
+                continue
+            for node in walk_scope(method):
+                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                        node.func.attr.value in ("clear", "pop", "popleft", "remove") and \
+                        dotted_name(node.func.value) == f"self.{attr}":
+                    return True
+                targets: List[cst.BaseExpression] = []
+                if isinstance(node, cst.Assign):
+                    targets = [t.target for t in node.targets]
+                elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                    targets = [node.target]
+                elif isinstance(node, cst.Del):
+                    targets = [node.target]
+                for target in targets:
+                    for leaf in leaf_targets(target):
+                        while isinstance(leaf, cst.Subscript):
+                            leaf = leaf.value
+                        if dotted_name(leaf) == f"self.{attr}":  # type: ignore[arg-type]
+                            return True
+        return False
+
+    @staticmethod
+    def class_list(klass: cst.ClassDef, attr: str) -> bool:
+        """`attr = []` (or `list()`) in the class body: one list shared by every instance."""
+        for line in klass.body.body:
+            if isinstance(line, cst.SimpleStatementLine):
+                for small in line.body:
+                    value = getattr(small, "value", None)
+                    is_list = isinstance(value, cst.List) or (isinstance(value, cst.Call) and
+                                                             dotted_name(value.func) == "list" and not value.args)
+                    if is_list and isinstance(small, (cst.Assign, cst.AnnAssign)) and any(
+                            dotted_name(t) == attr for t in ([t.target for t in small.targets]
+                                                             if isinstance(small, cst.Assign) else [small.target])):
+                        return True
+        return False
+
+    def assigned_on_instances(self, klass: cst.ClassDef, attr: str) -> bool:
+        """Whether any method of `klass` binds `self.<attr>` (which then hides a class attribute)."""
+        return any(isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and any(
+            dotted_name(leaf) == f"self.{attr}" for t in (node.targets if isinstance(node, cst.Assign) else [node])
+            for leaf in leaf_targets(t.target))
+            for method in klass.body.body if isinstance(method, cst.FunctionDef)
+            for node in walk_scope(method))
 
     def resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         """The function or method of this module that `call` calls, when it can be told."""

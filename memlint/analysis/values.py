@@ -15,6 +15,12 @@ Asked as `facts.values`:
   or subscript by an assignment), `reset_in_iteration(loop, name, at)` (surely rebound in the
   iteration before `at`), `hands_graph_away(loop)` (a graph passed to a call that may backward
   it), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
+- device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
+  mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance),
+  `use_after_loop(loop, name)` (what a loop collected is not used on the device afterwards),
+  `uses_devices`, `class_predictions_from(loop, name)` (a classifier's scores: one class per
+  example taken and compared with labels);
+- `constant_int(expr)`: an integer the code spells in literals (or names bound once to them);
 - backwards: `origins(backward)` (the statements and helpers the backwarded value is computed
   from), `accumulates_grad(backward)` (it adds into `.grad`, of something that surely is a loss).
 
@@ -22,14 +28,17 @@ Asked as `facts.values`:
 an append into a container or an augmented store is not counted as leaving.
 
 Asked by: phase (samples returned with their graph), MEM201 and MEM202 (all of the flow
-questions), MEM203 (`reaches_backward`, `hands_graph_away`, `requires_grad_off`), MEM301, MEM302,
-MEM401, MEM404 (`accumulates_grad`), MEM401 (`origins`, `returns_grad`).
+questions; MEM202 the device questions too), MEM203 (`reaches_backward`, `hands_graph_away`,
+`requires_grad_off`), MEM301, MEM302, MEM401, MEM404 (`accumulates_grad`), MEM401 (`origins`,
+`returns_grad`), MEM101 (`constant_int`), MEM204 (`class_predictions_from`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Set, Tuple
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -41,8 +50,12 @@ from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import (Scope, TreeIndex, argument, children, dotted_name, expression_nodes, last_part,
-                                   literal_bool)
+                                   literal_bool, walk_scope)
 
+_APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
+_DEVICE_WORDS = ("cuda", "device", "accelerator", "gpu")
+_TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
+_CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
 DETACHING_METHODS = frozenset(SCALAR_METHODS | {
     "detach", "detach_", "numpy", "argmax", "argmin", "eq", "ne", "gt", "lt", "ge", "le",
@@ -74,6 +87,28 @@ _HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add
                                "set_postfix", "log_dict", "print"})
 
 
+@dataclass(frozen=True)
+class _Trace:
+    """What a value is followed for: an autograd graph (`graph`), or a model output on its device
+    whatever the grad mode; `through`: names taken to hold one (a helper's parameters)."""
+
+    graph: bool
+    through: FrozenSet[str] = frozenset()
+
+
+def _moves_off_device(call: cst.Call) -> bool:
+    """`t.cpu()`, `t.to("cpu")`, `t.to(device="cpu")`."""
+    method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+    return method == "cpu" or method == "to" and any(
+        isinstance(a.value, cst.SimpleString) and a.value.value.strip("'\"").startswith("cpu") for a in call.args)
+
+
+def _rooted_at_self(expr: cst.BaseExpression) -> bool:
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return isinstance(expr, cst.Name) and expr.value == "self"
+
+
 def _stores_into_container(target: cst.CSTNode) -> bool:
     """`obj.a = v`, `d[k] = v`, also inside a tuple target."""
     return any(isinstance(leaf, (cst.Attribute, cst.Subscript)) for leaf in leaf_targets(target))
@@ -102,20 +137,28 @@ class Values:
                 if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad" and \
                         literal_bool(assign.value) is False:
                     self.requires_grad_off = True
-        self._memo_grad: Dict[Tuple[str, int], bool] = {}
-        self._memo_returns: Dict[int, bool] = {}
-        self._in_progress: Set[Tuple[str, int]] = set()
+        self._memo_grad: Dict[Tuple[str, int, _Trace], bool] = {}
+        self._memo_returns: Dict[Tuple[int, bool], bool] = {}
+        self._in_progress: Set[Tuple[str, int, _Trace]] = set()
 
     def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
         from a forward or loss computed in grad mode and no `.item()`, `float()`, `.detach()`,
         `.tolist()`, `.numpy()` or `.data` ended it. `.cpu()` and `.to()` keep the graph."""
-        at = at if at is not None else expr
+        return self._traces(expr, at if at is not None else expr, _Trace(graph=True))
+
+    def holds_output(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
+        """Whether `expr` holds a model's output (or a loss) on its device, whatever the grad
+        mode: what would carry a graph with grad on, unless moved off it (`.cpu()`,
+        `.to("cpu")`) or ended (`.item()`, `.argmax()`, `.numpy()`)."""
+        return self._traces(expr, at if at is not None else expr, _Trace(graph=False))
+
+    def _traces(self, expr: cst.BaseExpression, at: cst.CSTNode, trace: "_Trace") -> bool:
         stack: List[cst.CSTNode] = [expr]
         while stack:
             node = stack.pop()
             if isinstance(node, cst.Name):
-                if self._name_carries_grad(node.value, at):
+                if node.value in trace.through or self._name_traces(node.value, at, trace):
                     return True
             elif isinstance(node, cst.Attribute):
                 if node.attr.value not in DETACHING_ATTRIBUTES:
@@ -123,7 +166,7 @@ class Values:
             elif isinstance(node, cst.Subscript):
                 stack.append(node.value)
             elif isinstance(node, cst.Call):
-                if self._call_carries_grad(node, at, stack):
+                if self._call_traces(node, at, stack, trace):
                     return True
             elif isinstance(node, (cst.BinaryOperation,)):
                 stack.extend((node.left, node.right))
@@ -145,46 +188,52 @@ class Values:
             # constants, comparisons, f-strings, lambdas, comprehensions: no graph (or unknown)
         return False
 
-    def _call_carries_grad(self, call: cst.Call, at: cst.CSTNode, stack: List[cst.CSTNode]) -> bool:
+    def _recording(self, call: cst.Call, trace: "_Trace") -> bool:
+        return not trace.graph or self.regions.grad_enabled(call) is True
+
+    def _call_traces(self, call: cst.Call, at: cst.CSTNode, stack: List[cst.CSTNode], trace: "_Trace") -> bool:
         func = call.func
         if isinstance(func, cst.Name) and func.value in SCALAR_FUNCTIONS:
             return False
         if self.roles.is_forward(call):
             # a forward records a graph in grad mode (unless the file freezes parameters: then
             # only inputs that require grad would, and we do not guess)
-            return self.regions.grad_enabled(call) is True and not self.requires_grad_off
+            return self._recording(call, trace) and not (trace.graph and self.requires_grad_off)
         if self.roles.is_loss(call):  # a loss of detached values has no graph
-            return self.regions.grad_enabled(call) is True and any(self.carries_grad(a.value, at) for a in call.args)
+            return self._recording(call, trace) and any(self._traces(a.value, at, trace) for a in call.args)
         qualified = self.names.call_name(call)
         if qualified is not None:
             if _TENSOR_FUNCTION.match(qualified) and qualified not in _NON_DIFF_TORCH:
                 stack.extend(arg.value for arg in call.args)
             return False
         if isinstance(func, cst.Attribute):
-            if func.attr.value in DETACHING_METHODS:
+            if func.attr.value in DETACHING_METHODS or (not trace.graph and _moves_off_device(call)):
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
             return False
         target = self.scopes.resolve(call)
         if target is not None:
-            return self.returns_grad(target)
+            return self._returns(target, trace)
         return False  # an unknown function: do not guess
 
     def returns_grad(self, func: cst.FunctionDef) -> bool:
         """Whether a function of this module returns a grad-carrying value."""
-        key = id(func)
+        return self._returns(func, _Trace(graph=True))
+
+    def _returns(self, func: cst.FunctionDef, trace: "_Trace") -> bool:
+        key = (id(func), trace.graph)
         if key in self._memo_returns:
             return self._memo_returns[key]
         self._memo_returns[key] = False
         result = False
-        if self.regions.grad_enabled_by_decorator(func) is not False:
+        if not trace.graph or self.regions.grad_enabled_by_decorator(func) is not False:
             stack: List[cst.CSTNode] = [func.body]
             while stack and not result:
                 node = stack.pop()
                 if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                     continue
                 if isinstance(node, cst.Return) and node.value is not None:
-                    result = self.carries_grad(node.value, node)
+                    result = self._traces(node.value, node, _Trace(trace.graph))
                     continue
                 if isinstance(node, cst.BaseExpression):
                     continue
@@ -192,8 +241,8 @@ class Values:
         self._memo_returns[key] = result
         return result
 
-    def _name_carries_grad(self, name: str, at: cst.CSTNode) -> bool:
-        key = (name, id(at))
+    def _name_traces(self, name: str, at: cst.CSTNode, trace: "_Trace") -> bool:
+        key = (name, id(at), trace)
         if key in self._memo_grad:
             return self._memo_grad[key]
         if key in self._in_progress:
@@ -204,29 +253,177 @@ class Values:
             if bind.value is None or bind.kind == "param":
                 continue
             if bind.kind == "for":  # `for loss in losses`: an element of a grad-carrying container
-                if self._iter_carries_grad(bind.value, bind.node):
+                if self._iter_traces(bind.value, bind.node, trace):
                     result = True
                     break
                 continue
-            if self.regions.grad_enabled(bind.node) is False and bind.kind != "append":
+            if trace.graph and self.regions.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
             if not bind.whole and isinstance(bind.value, cst.Call) and (
                     last_part(dotted_name(bind.value.func)) in _VALUES_INDICES):
                 continue  # `_, predicted = out.max(1)`: do not guess which element it is
-            if self.carries_grad(bind.value, bind.node):
+            if self._traces(bind.value, bind.node, trace):
                 result = True
                 break
         self._in_progress.discard(key)
         self._memo_grad[key] = result
         return result
 
-    def _iter_carries_grad(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    def _iter_traces(self, iterable: cst.BaseExpression, at: cst.CSTNode, trace: "_Trace") -> bool:
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
                 iterable.func.value in ("zip", "enumerate", "reversed"):
-            return any(self._iter_carries_grad(a.value, at) for a in iterable.args)
+            return any(self._iter_traces(a.value, at, trace) for a in iterable.args)
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
+                iterable.func.attr.value in ("items", "values") and not iterable.args:
+            return self._iter_traces(iterable.func.value, at, trace)  # `for k, v in losses.items()`
         if isinstance(iterable, cst.Name):
-            return self.carries_grad(iterable, at)
+            return self._traces(iterable, at, trace)
         return False
+
+    @cached_property
+    def uses_devices(self) -> bool:
+        """The module puts tensors or models on an accelerator somewhere (`.cuda()`, `.to(device)`,
+        `device=`, an `accelerator`): then a model's outputs are device tensors."""
+        for node in self.tree.nodes:
+            text = node.value if type(node) is cst.Name or type(node) is cst.SimpleString else None
+            if text is not None and any(word in text.lower() for word in _DEVICE_WORDS):  # type: ignore[union-attr]
+                return True
+        return False
+
+    def use_after_loop(self, loop: cst.CSTNode, name: str) -> Optional[str]:
+        """How what the loop collects in `name` is used afterwards, when not on the device:
+        "unused" (never read), "host" (read only to be moved to the host: `torch.cat(preds).cpu()`,
+        `.numpy()`, `.tolist()`), "some-paths" (read only on some paths: `frames if keep else x`);
+        None when it may be used on the device (then keeping it there was the point)."""
+        tree = self.tree
+        scope = tree.scope_of(loop)
+        end = tree.order(loop) + sum(1 for _ in walk_scope(loop))  # the first node after the loop
+        uses = set()
+        for node in walk_scope(scope):
+            if type(node) is not cst.Name or node.value != name or tree.order(node) < end:  # type: ignore[attr-defined]
+                continue
+            if tree.scope_of(node) is not scope:
+                return None  # captured by a nested function: unknown use
+            parent = tree.parent(node)
+            if isinstance(parent, cst.AssignTarget) or (isinstance(parent, (cst.AugAssign, cst.AnnAssign))
+                                                        and parent.target is node):
+                continue
+            statement = tree.statement_around(node)
+            if self._conditional_read(node, statement):
+                uses.add("some-paths")
+            elif self._moved_to_host(statement):
+                uses.add("host")
+            else:
+                return None
+        return "some-paths" if "some-paths" in uses else "host" if uses else "unused"
+
+    def _conditional_read(self, node: cst.CSTNode, statement: Optional[cst.CSTNode]) -> bool:
+        for ancestor in self.tree.ancestors(node):
+            if ancestor is statement:
+                return False
+            if isinstance(ancestor, cst.IfExp) and not self.tree.contains(ancestor.test, node):
+                return True
+        return False
+
+    @staticmethod
+    def _moved_to_host(statement: Optional[cst.CSTNode]) -> bool:
+        return statement is not None and any(
+            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _TO_HOST
+            for n in walk_scope(statement))
+
+    def class_predictions_from(self, loop: cst.CSTNode, name: str) -> bool:
+        """Whether the loop scores a classifier with `name`: it takes one class per example from
+        the whole of it (`name.argmax(1)`, `name.max(1)`, `torch.max(name, 1)`) and compares the
+        classes with labels (`pred.eq(y)`, `pred == y`). A classifier's scores, one per class,
+        are small next to the activations that made them."""
+        picks = [n for n in walk_scope(loop) if isinstance(n, cst.Call) and self._picks_classes(n, name)]
+        if not picks:
+            return False
+        predicted = {name for pick in picks for name in self._bound_from(pick, loop)}
+        for node in walk_scope(loop):
+            compared: List[cst.BaseExpression] = []
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "eq":
+                compared = [node.func.value, *(a.value for a in node.args)]
+            elif isinstance(node, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in node.comparisons):
+                compared = [node.left, *(c.comparator for c in node.comparisons)]
+            for side in compared:
+                if any(n in picks for n in expression_nodes(side)) or sources_of(side) & predicted:
+                    return True
+        return False
+
+    def _picks_classes(self, call: cst.Call, name: str) -> bool:
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _CLASS_PICKS and call.args:
+            return dotted_name(func.value) == name
+        return self.names.call_name(call) in ("torch.argmax", "torch.max") and len(call.args) > 1 and \
+            dotted_name(call.args[0].value) == name
+
+    def _bound_from(self, call: cst.Call, loop: cst.CSTNode) -> Set[str]:
+        """The names the statement holding `call` binds from it (`_, pred = out.max(1)`)."""
+        statement = self.tree.statement_around(call)
+        found: Set[str] = set()
+        for node in walk_scope(statement) if statement is not None and self.tree.contains(loop, statement) else ():
+            if isinstance(node, cst.Assign) and self.tree.contains(node.value, call):
+                found |= {n for t in node.targets for n in target_names(t.target)}
+        return found
+
+    def constant_int(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[int]:
+        """The value of an integer known from the code: a literal, arithmetic of such, or a name
+        bound once to one (`batch = 32`, `batch, seq = 8, 256`); None otherwise."""
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.Integer):
+            return int(expr.evaluated_value)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Add, cst.FloorDivide)):
+            left, right = self.constant_int(expr.left, depth + 1), self.constant_int(expr.right, depth + 1)
+            if left is None or right is None or (isinstance(expr.operator, cst.FloorDivide) and not right):
+                return None
+            if isinstance(expr.operator, cst.Multiply):
+                return left * right
+            return left + right if isinstance(expr.operator, cst.Add) else left // right
+        if not isinstance(expr, cst.Name):
+            return None
+        binds = self.scopes.bindings_seen(expr.value, expr)
+        if len(binds) != 1 or binds[0].kind != "assign" or binds[0].value is None:
+            return None
+        value = binds[0].value
+        if not binds[0].whole:  # `batch, seq = 8, 256`
+            targets = getattr(binds[0].node, "targets", ())
+            target = targets[0].target if len(targets) == 1 else None
+            if not (isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and
+                    len(target.elements) == len(value.elements)):
+                return None
+            position = [i for i, e in enumerate(target.elements)
+                        if isinstance(e.value, cst.Name) and e.value.value == expr.value]
+            if len(position) != 1:
+                return None
+            value = value.elements[position[0]].value
+        return self.constant_int(value, depth + 1)
+
+    def kept_arguments(self, call: cst.Call, graph: bool) -> List[cst.Arg]:
+        """The arguments of `call` that the method of this module it calls on an instance
+        (`acc.update(pred, y)`) appends to a list of that instance (`self.preds.append(pred)`),
+        still holding their graph (`graph`), or their device tensor: they live as long as the
+        instance does."""
+        method = self.scopes.resolve(call)
+        if method is None or not isinstance(call.func, cst.Attribute) or self.tree.class_of(method) is None:
+            return []
+        params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)]
+        if params[:1] != ["self"]:
+            return []
+        appends = [(node, node.args[-1].value) for node in walk_scope(method)
+                   if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args
+                   and node.func.attr.value in _APPENDING and _rooted_at_self(node.func.value)]
+        kept: List[cst.Arg] = []
+        positional = iter(params[1:])
+        for arg in call.args:
+            if arg.star:
+                break
+            name = next(positional, None) if arg.keyword is None else arg.keyword.value
+            trace = _Trace(graph=graph, through=frozenset({name} if name else ()))
+            if name and any(self._traces(value, at, trace) for at, value in appends):
+                kept.append(arg)
+        return kept
 
     def derived_names(self, scope: Scope, names: Set[str]) -> Set[str]:
         """`names` and every name of `scope` bound from a value computed from them (any order)."""
@@ -239,8 +436,9 @@ class Values:
         for backward in self.roles.backwards:
             if self.tree.scope_of(backward.call) is scope and backward.names & tainted:
                 return True
-            if backward.loss is not None and (dotted_name(backward.loss) or "") in names:
-                return True  # `self.total.backward()`
+            if backward.loss is not None and "." in (dotted_name(backward.loss) or "") and \
+                    dotted_name(backward.loss) in names:
+                return True  # `self.total.backward()`, in any method: an attribute outlives its scope
         for call in self.scopes.calls:
             if self.tree.scope_of(call) is not scope:
                 continue

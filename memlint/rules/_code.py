@@ -7,6 +7,8 @@ code belong in memlint.analysis instead.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 
@@ -39,3 +41,14 @@ def with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst
     last = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
                              whitespace_after_arg=cst.SimpleWhitespace(""))
     return call.with_changes(args=[*rest, last, moved])
+
+
+def detach_before_move(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`out.detach()`; `out.detach().cpu()` for `out.cpu()` (and `.to(...)` alike); None for a
+    tuple, list or dict (each element would need it)."""
+    if isinstance(value, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.StarredElement)):
+        return None
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+            value.func.attr.value in ("cpu", "to"):
+        return value.with_changes(func=value.func.with_changes(value=detached(value.func.value)))
+    return detached(value)

@@ -10,7 +10,7 @@ from memlint.analysis.loops import innermost_loop
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-from memlint.rules._code import detached, show
+from memlint.rules._code import detach_before_move, detached, show
 
 
 def _root(target: cst.BaseExpression) -> Optional[str]:
@@ -24,6 +24,18 @@ def _base(target: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(target, cst.Subscript):
         target = target.value
     return target
+
+
+def _same_entry(expr: cst.BaseExpression, target: cst.BaseExpression) -> bool:
+    """`total` for `total`; `d[k]` or `d.get(k, 0)` for `d[k]`."""
+    code = cst.Module([]).code_for_node
+    if code(expr) == code(target):
+        return True
+    if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) \
+            and isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get" \
+            and expr.args and code(expr.func.value) == code(target.value):
+        return code(expr.args[0].value) == code(target.slice[0].slice.value)
+    return False
 
 
 class AccumulateHistory(Rule):
@@ -62,7 +74,8 @@ class AccumulateHistory(Rule):
     Summing sub-losses that are backwarded afterwards (`loss += aux; loss.backward()`),
     returning the sum from a loss function (`compute_loss`, `training_step`, `forward`), values
     already ended with `.item()`, `float()` or `.detach()`, and anything under
-    `torch.no_grad()` / `inference_mode()` or in a helper decorated with them.
+    `torch.no_grad()` / `inference_mode()`, in a helper decorated with them, or in a function
+    whose every call site in the module runs without grad (`self(...)` calls `__call__`).
 
     ## Fix
     Add `.detach()` to the accumulated value: no host-device sync, the same numbers.
@@ -134,6 +147,14 @@ class AccumulateHistory(Rule):
         "        return acc\n",
         # not in a loop
         "import torch\ntotal = criterion(model(x), y)\ntotal += criterion(model(x2), y2)\n",
+        # a method whose every call site in the module is under no_grad (`self(...)` calls `__call__`)
+        "import torch\nclass Scorer:\n    def score_all(self, model, batches):\n        totals = {}\n"
+        "        with torch.no_grad():\n            for b in batches:\n                self(b, model, totals)\n"
+        "        return totals\n    def __call__(self, batch, model, totals):\n        out = model(batch)\n"
+        "        for i in range(len(out)):\n            totals[i] = totals.get(i, 0) + out[i]\n",
+        # concatenating detached outputs
+        "import torch\nmodel.eval()\nseen = torch.empty(0)\nfor x in loader:\n"
+        "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
     )
     INVALID = (
         Invalid(
@@ -165,6 +186,33 @@ class AccumulateHistory(Rule):
             "import torch\nclass Runner:\n    def run(self, loader):\n        for x, y in loader:\n"
             "            self.total += self.criterion(self.model(x), y).detach()\n",
         ),
+        # per-term totals, updated in a nested loop over a dict of losses
+        Invalid(
+            "import torch\n\ndef evaluate(model, loader):\n    model.eval()\n    totals = {}\n    for batch in loader:\n"
+            "        terms = model(batch)\n        for name, term in terms.items():\n"
+            "            totals[name] = totals.get(name, 0.0) + term\n        for name in terms:\n"
+            "            totals[name] += terms[name]\n    return totals\n",
+            "import torch\n\ndef evaluate(model, loader):\n    model.eval()\n    totals = {}\n    for batch in loader:\n"
+            "        terms = model(batch)\n        for name, term in terms.items():\n"
+            "            totals[name] = totals.get(name, 0.0) + term.detach()\n        for name in terms:\n"
+            "            totals[name] += terms[name].detach()\n    return totals\n",
+        ),
+        # a stream read until it ends
+        Invalid(
+            "import torch\n\ndef evaluate(model, stream):\n    model.eval()\n    total = 0.0\n    while True:\n"
+            "        batch = next(stream, None)\n        if batch is None:\n            break\n"
+            "        total += criterion(model(batch.x), batch.y)\n    return total\n",
+            "import torch\n\ndef evaluate(model, stream):\n    model.eval()\n    total = 0.0\n    while True:\n"
+            "        batch = next(stream, None)\n        if batch is None:\n            break\n"
+            "        total += criterion(model(batch.x), batch.y).detach()\n    return total\n",
+        ),
+        # accumulation by rebinding: `.cpu()` keeps the graph, the copy is made after detaching
+        Invalid(
+            "import torch\n\ndef embed(model, loader):\n    model.eval()\n    bank = torch.empty(0)\n"
+            "    for x in loader:\n        out = model(x)\n        bank = torch.cat((bank, out.cpu()))\n    return bank\n",
+            "import torch\n\ndef embed(model, loader):\n    model.eval()\n    bank = torch.empty(0)\n"
+            "    for x in loader:\n        out = model(x)\n        bank = torch.cat((bank, out.detach().cpu()))\n    return bank\n",
+        ),
     )
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
@@ -173,17 +221,24 @@ class AccumulateHistory(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
-        if len(node.targets) != 1 or not isinstance(value, cst.BinaryOperation) or \
-                not isinstance(value.operator, cst.Add):
+        if len(node.targets) != 1:
             return
         target = node.targets[0].target
-        text = dotted_name(target)
+        text = dotted_name(_base(target))
         if text is None:
             return
-        if dotted_name(value.left) == text:
-            self._check(node, target, value.right)
-        elif dotted_name(value.right) == text:
-            self._check(node, target, value.left)
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+            if _same_entry(value.left, target):
+                self._check(node, target, value.right)
+            elif _same_entry(value.right, target):
+                self._check(node, target, value.left)
+        elif isinstance(value, cst.Call) and self.facts.names.call_name(value) == "torch.cat" and value.args and \
+                isinstance(value.args[0].value, (cst.Tuple, cst.List)):
+            parts = [e.value for e in value.args[0].value.elements]  # `acc = torch.cat((acc, out))`
+            if any(_same_entry(p, target) for p in parts):
+                for part in parts:
+                    if not _same_entry(part, target) and not isinstance(part, cst.StarredElement):
+                        self._check(node, target, part)
 
     def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         if innermost_loop(self.context.ancestors) is None and not any(
@@ -217,15 +272,13 @@ class AccumulateHistory(Rule):
             context = "unknown"  # the loss goes to code that may backward it
         else:
             context = "no-backward"
-        self.report(node, self._message(target, value, context), Fix(
-            edits=(Replace(value, detached(value)),),
-            safety=Safety.SAFE,
-            description=f"accumulate `{show(detached(value))}`",
-        ))
+        fixed = detach_before_move(value)
+        fix = None if fixed is None else Fix((Replace(value, fixed),), Safety.SAFE, f"accumulate `{show(fixed)}`")
+        self.report(node, self._message(target, fixed or detached(value), context), fix)
 
     @staticmethod
-    def _message(target: cst.CSTNode, value: cst.BaseExpression, context: str) -> str:
-        acc, fixed = show(target), show(detached(value))
+    def _message(target: cst.CSTNode, detached_value: cst.BaseExpression, context: str) -> str:
+        acc, fixed = show(target), show(detached_value)
         if context == "training":
             return (f"`{acc}` accumulates a value with its autograd graph; in this training loop "
                     f"backward() frees each step's saved tensors, so it holds GPU memory only until "

@@ -23,6 +23,7 @@ _REFILL = {
 }
 _RANDOM = frozenset({"torch.randn", "torch.rand", "torch.randint"})
 _TO_EMPTY = frozenset({"dtype", "device", "layout", "pin_memory"})  # keywords torch.empty takes too
+_SMALL = 2 ** 20  # elements: below this a tensor does not make a peak worth a finding
 _DEVICE_NAME = re.compile(r"(^|_)(device|dev)$", re.IGNORECASE)
 
 
@@ -119,10 +120,13 @@ class TensorAllocInLoop(Rule):
 
     ## Why is this bad?
     When the assignment runs, the tensor of the previous iteration is still bound to the name,
-    so the new one is allocated while the old one is alive: the loop's peak holds two of them.
-    For an 8192x8192 float32 tensor on an H200 the peak was 512 MB; with one buffer refilled in
-    place it was 256 MB. Creating it on the CPU and moving it (`torch.randn(n, n).cuda()`) also
-    pays a host-to-device copy every step.
+    so the new one is allocated while the old one is alive. That raises the peak only when this
+    tensor is the largest thing alive at that moment: for 8192x8192 float32 noise on an H200 the
+    peak was 512 MB, and 256 MB with one buffer refilled in place. Where the peak comes later
+    (a forward and backward whose activations outweigh it, an output as large) it changed
+    nothing in measured runs, and code cannot show which case it is: the rule is opt-in, and
+    `memlint verify` measures it on the script. Creating it on the CPU and moving it
+    (`torch.randn(n, n).cuda()`) also pays a host-to-device copy every step.
 
     ## Example
     ```python
@@ -140,7 +144,8 @@ class TensorAllocInLoop(Rule):
     ```
 
     ## When it is not reported
-    Only when the tensor never outlives its iteration: not appended or stored, returned,
+    Literal shapes under 2**20 elements (`torch.rand(20, 10)`, also through names bound once to
+    literals): too small to make a peak. Only when the tensor never outlives its iteration: not appended or stored, returned,
     yielded, captured by a closure, `functools.partial` or a default argument, aliased into a
     name read in the next iteration, read after the loop, or passed to a call that may keep it.
     Shapes that change per iteration and tensors that require grad are left alone.
@@ -157,6 +162,7 @@ class TensorAllocInLoop(Rule):
     MESSAGE = "a same-shaped tensor is allocated every iteration while the previous one is still alive"
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.PEAK_LOWER
+    DEFAULT_ON = False
 
     VALID = (
         # escapes: every random tensor must stay fresh
@@ -186,6 +192,10 @@ class TensorAllocInLoop(Rule):
         "import torch\nx = torch.randn(4)\n",
         # rebound twice in the loop
         "import torch\nfor _ in range(3):\n    x = torch.randn(4)\n    x = x * 2\n    print(x.sum())\n",
+        # a known small shape (under 2**20 elements), also through constants
+        "import torch\nfor step in range(10):\n    inp = torch.rand(20, 10, device=\"cuda\")\n    model(inp).sum().backward()\n",
+        "import torch\nbatch, seq = 8, 256\nfor step in range(10):\n"
+        "    ids = torch.randint(0, 32000, (batch, seq), device=\"cuda\")\n    model(ids).sum().backward()\n",
     )
     INVALID = (
         Invalid(
@@ -195,17 +205,17 @@ class TensorAllocInLoop(Rule):
             "    noise.normal_()\n    loss = model(noise).sum()\n    loss.backward()\n",
         ),
         Invalid(
-            "import torch as t\n\ndef run(loader):\n    total = 0.0\n    for batch in loader:\n"
-            "        acc = t.zeros(16, dtype=t.float64)\n        acc.add_(batch.sum(0))\n"
+            "import torch as t\n\ndef run(loader, width):\n    total = 0.0\n    for batch in loader:\n"
+            "        acc = t.zeros(width, dtype=t.float64)\n        acc.add_(batch.sum(0))\n"
             "        total += acc.sum().item()\n    return total\n",
-            "import torch as t\n\ndef run(loader):\n    total = 0.0\n    acc = t.empty(16, dtype=t.float64)\n"
+            "import torch as t\n\ndef run(loader, width):\n    total = 0.0\n    acc = t.empty(width, dtype=t.float64)\n"
             "    for batch in loader:\n        acc.zero_()\n        acc.add_(batch.sum(0))\n"
             "        total += acc.sum().item()\n    return total\n",
         ),
         Invalid(
             "import torch\ng = torch.Generator()\nfor _ in range(5):\n"
-            "    idx = torch.randint(0, 10, (32,), generator=g)\n    print(data[idx].mean())\n",
-            "import torch\ng = torch.Generator()\nidx = torch.empty((32,), dtype=torch.int64)\nfor _ in range(5):\n"
+            "    idx = torch.randint(0, 10, (4096, 4096), generator=g)\n    print(data[idx].mean())\n",
+            "import torch\ng = torch.Generator()\nidx = torch.empty((4096, 4096), dtype=torch.int64)\nfor _ in range(5):\n"
             "    idx.random_(0, 10, generator=g)\n    print(data[idx].mean())\n",
         ),
         # made on the CPU and moved: the fix is unsafe (the numbers come from the GPU's generator)
@@ -231,7 +241,26 @@ class TensorAllocInLoop(Rule):
             return
         if not all(facts.is_invariant(arg.value) for arg in factory.args):
             return
+        elements = self._elements(factory)
+        if elements is not None and elements < _SMALL:
+            return  # too small to make a peak
         self.report(node, self._message(name, factory), self._fix(node, loop, name, factory))
+
+    def _elements(self, factory: _Factory) -> Optional[int]:
+        """The number of elements of a shape given in literals (or names bound once to them)."""
+        split = _split(factory.name, factory.call, cst.Name("int64"))
+        if split is None:
+            return None
+        sizes = [a.value for a in split[0] if a.keyword is None or a.keyword.value == "size"]
+        count = 1
+        for size in sizes:
+            dims = [e.value for e in size.elements] if isinstance(size, (cst.Tuple, cst.List)) else [size]
+            for dim in dims:
+                value = self.facts.values.constant_int(dim)
+                if value is None:
+                    return None
+                count *= value
+        return count
 
     def _factory(self, value: cst.BaseExpression) -> Optional[_Factory]:
         mover = None
@@ -253,8 +282,10 @@ class TensorAllocInLoop(Rule):
     def _message(name: str, factory: _Factory) -> str:
         refill = _REFILL[factory.name]
         return (f"`{name}` gets a new same-shaped tensor every iteration while the previous one is "
-                f"still alive, so peak memory holds two; allocate it once before the loop and "
-                f"refill it in place with `{name}.{refill}()`")
+                f"still alive; if it is the largest thing alive at that moment (not when a forward's "
+                f"activations or an output as large come later), the peak holds two of it: allocate it "
+                f"once before the loop and refill it in place with `{name}.{refill}()` "
+                f"(`memlint verify` measures it)")
 
     def _fix(self, node: cst.Assign, loop: cst.CSTNode, name: str,
              factory: _Factory) -> Optional[Fix]:

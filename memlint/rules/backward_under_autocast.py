@@ -71,6 +71,10 @@ class BackwardUnderAutocast(Rule):
     optimizer.step()
     ```
 
+    ## When it is not reported
+    A backward that does not train (no optimizer step can follow it: a unit test documenting
+    autocast) or is meant to fail (`pytest.raises`), and autocast with `enabled=False`.
+
     ## Fix
     Moves the backward and what follows it out of the block, when those are the block's last
     statements and each is part of the step (a backward, an optimizer or scheduler step,
@@ -98,6 +102,11 @@ class BackwardUnderAutocast(Rule):
         "        loss.backward()\n        return loss\nopt.step(closure)\n",
         # something else called backward
         "import torch\nwith torch.autocast(\"cuda\"):\n    out = model(x)\n    planner.backward()\n",
+        # a unit test documenting autocast: no optimizer step follows, one backward meant to fail
+        "import pytest\nimport torch\ndef test_cache_keeps_grad_mode():\n    layer = torch.nn.Linear(2, 1)\n"
+        "    with torch.autocast(\"cpu\", dtype=torch.bfloat16):\n        loss = layer(torch.ones(1, 2)).mean()\n"
+        "        loss.backward()\n        assert layer.weight.grad is not None\n"
+        "        with pytest.raises(RuntimeError):\n            loss.backward()\n",
     )
     INVALID = (
         Invalid(
@@ -120,7 +129,7 @@ class BackwardUnderAutocast(Rule):
         # something else follows the backward in the block: reported, not moved
         Invalid(
             "import torch\nwith torch.autocast(\"cuda\", dtype=torch.bfloat16):\n    loss = model(x).sum()\n"
-            "    loss.backward()\n    acc = model(x2).argmax(-1)\n"
+            "    loss.backward()\n    acc = model(x2).argmax(-1)\nopt.step()\n"
         ),
     )
 
@@ -134,6 +143,8 @@ class BackwardUnderAutocast(Rule):
         backward = facts.roles.backward_of(node)
         if backward is None or backward.kind == "grad" or not facts.values.accumulates_grad(backward):
             return
+        if not facts.phase.backward_trains(node):
+            return  # a unit test documenting autocast, a backward meant to fail: not a training step
         autocast = facts.regions.autocast_at(node)
         if autocast is None or autocast.enabled is False:
             return

@@ -12,11 +12,6 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 Loop = Union[cst.For, cst.While]
-# Calls inside a loop that show it wants gradients even without a backward of its own.
-_WANTS_GRAD_METHODS = frozenset({"requires_grad_", "retain_grad", "register_hook"})
-_WANTS_GRAD_CALLS = frozenset({"torch.enable_grad", "torch.autograd.grad", "torch.autograd.backward",
-                               "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
-                               "torch.func.grad", "torch.set_grad_enabled"})
 _WHY = {
     "eval-mode": "after `.eval()`",
     "named": "in an evaluation function",
@@ -34,11 +29,13 @@ def _suspends(loop: Loop) -> bool:
 class EvalWithoutNoGrad(Rule):
     """
     ## What it does
-    Finds a model called in a loop that never calls `backward()` (validation, evaluation,
-    inference) outside `torch.no_grad()` / `torch.inference_mode()`, also when the model is
-    called by a helper the loop calls. It looks only at loops that are clearly evaluation: after
-    `model.eval()`, in a function named like `evaluate`/`validate`/`predict`/`infer`/`generate`,
-    or in a script that never trains.
+    Finds a model called (`model(x)`, `model.encode(x)`) in a loop that never calls `backward()`
+    (validation, evaluation, inference) outside `torch.no_grad()` / `torch.inference_mode()`,
+    also when the model is called by a helper the loop calls. It looks only at loops that are
+    clearly evaluation: after `model.eval()`, in a function named like
+    `evaluate`/`validate`/`predict`/`infer`/`generate`, or in a script that never trains.
+    Backwards count by scope: a `train()` that backwards its own `loss` says nothing about the
+    `loss` of `validate()`.
 
     ## Why is this bad?
     With grad enabled, every forward records a graph and saves the activations a backward would
@@ -65,8 +62,10 @@ class EvalWithoutNoGrad(Rule):
     `training_step`, `compute_loss`, `forward` or `accelerator.accumulate`, Lightning's
     `validation_step` (Lightning disables grad), functions decorated `@torch.no_grad()` or
     called only under no_grad, HF `generate()` (already no-grad), loops whose outputs are
-    backwarded after the loop, and loops that ask for gradients (`torch.autograd.grad`,
-    `requires_grad_()`, `enable_grad()`).
+    backwarded after the loop, loops that ask for gradients (`torch.autograd.grad`,
+    `requires_grad_()`, `enable_grad()`), and loops in methods of a model class (an
+    `nn.Module`, a class defining `forward`, a subclass of an `...Encoder`/`...Model`-like base):
+    model code runs in the grad mode its caller chose.
 
     ## Fix
     Wrap the whole loop statement in `with torch.no_grad():`.
@@ -74,7 +73,8 @@ class EvalWithoutNoGrad(Rule):
     ## Fix safety
     Safe: the loop computes the same values; its outputs just carry no graph. No fix is offered
     when the loop `yield`s or `await`s (the no-grad mode would leak into the caller while it is
-    suspended): decorate the function with `@torch.no_grad()` instead.
+    suspended): decorate the function with `@torch.no_grad()` instead; nor when a model class of
+    this module asks for gradients in its own code (under no_grad that forward would fail).
     """
 
     CODE = "MEM203"
@@ -124,6 +124,18 @@ class EvalWithoutNoGrad(Rule):
         "import torch\nmodel.requires_grad_(False)\nmodel.eval()\nfor x in loader:\n    out = model(x)\n",
         # a bare set_grad_enabled(False) switched grad off for the file's top level
         "import torch\ntorch.set_grad_enabled(False)\nfor x in loader:\n    out = model(x)\n",
+        # a wrapper class of this module runs its model under no_grad
+        "import torch\nclass Embedder:\n    def __init__(self, path):\n        self.net = torch.jit.load(path).cuda()\n"
+        "    def __call__(self, x):\n        with torch.no_grad():\n            return self.net(x).cpu()\n"
+        "class Job:\n    def __init__(self, path):\n        self.model = Embedder(path)\n"
+        "    def predict_all(self, batches):\n        for x in batches:\n            print(self.model(x))\n",
+        # model code: a method of a module class runs in whatever grad mode its caller chose
+        "import torch\nimport torch.nn as nn\nclass Streamer(nn.Module):\n    def forward(self, x):\n"
+        "        return self.proj(x)\n    def forward_chunks_test(self, chunks):\n        outs = []\n"
+        "        for c in chunks:\n            outs.append(self.forward(c))\n        return torch.cat(outs)\n",
+        "import torch\nclass SpeechEncoder(BaseEncoder):\n    def evaluate_segments(self, segments):\n"
+        "        self.eval()\n        return [self.encoder(s) for s in segments if self.encoder(s) is not None]\n"
+        "    def infer(self, frames):\n        self.eval()\n        for f in frames:\n            self.cache(self.encoder(f))\n",
     )
     INVALID = (
         Invalid(
@@ -156,6 +168,33 @@ class EvalWithoutNoGrad(Rule):
         # a generator: reported, no fix (a `with` around a yield leaks no-grad mode)
         Invalid("import torch\ndef predict(model, loader):\n    model.eval()\n    for x in loader:\n"
                 "        yield model(x)\n"),
+        # backwards are matched by scope: train() backwarding its own `loss` does not make
+        # validate()'s `loss` a training loss
+        Invalid(
+            "import torch\n\ndef fit(model, loader, opt):\n    for x, y in loader:\n        loss = criterion(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n        opt.zero_grad()\n\n"
+            "def validate(model, loader):\n    model.eval()\n    total = 0.0\n    for x, y in loader:\n"
+            "        loss = criterion(model(x), y)\n        total += loss.item()\n    return total\n",
+            "import torch\n\ndef fit(model, loader, opt):\n    for x, y in loader:\n        loss = criterion(model(x), y)\n"
+            "        loss.backward()\n        opt.step()\n        opt.zero_grad()\n\n"
+            "def validate(model, loader):\n    model.eval()\n    total = 0.0\n    with torch.no_grad():\n"
+            "        for x, y in loader:\n            loss = criterion(model(x), y)\n            total += loss.item()\n"
+            "    return total\n",
+        ),
+        # a model's computing methods are forwards too
+        Invalid(
+            "import torch\n\ndef rank(model, queries):\n    model.eval()\n    for q in queries:\n"
+            "        print(model.encode(q).norm(dim=-1))\n",
+            "import torch\n\ndef rank(model, queries):\n    model.eval()\n    with torch.no_grad():\n"
+            "        for q in queries:\n            print(model.encode(q).norm(dim=-1))\n",
+        ),
+        # this module's model computes gradients in its forward: under no_grad it would fail, no fix
+        Invalid(
+            "import torch\nimport torch.nn as nn\n\nclass Field(nn.Module):\n    def forward(self, x):\n"
+            "        x = x.requires_grad_(True)\n        energy = self.net(x).sum()\n"
+            "        return torch.autograd.grad(energy, x)[0]\n\nnet = Field()\n"
+            "net.load_state_dict(torch.load('field.pt'))\nnet.eval()\nfor x in points:\n    print(net(x).norm())\n"
+        ),
     )
 
     def visit_For(self, node: cst.For) -> None:
@@ -166,7 +205,7 @@ class EvalWithoutNoGrad(Rule):
 
     def _check(self, loop: Loop) -> None:
         facts = self.facts
-        if facts.values.requires_grad_off or facts.phase.is_training(loop):
+        if facts.values.requires_grad_off or facts.phase.is_training(loop) or self._in_model_code(loop):
             return
         if any(not facts.phase.is_training(outer) and facts.phase.eval_evidence(outer) is not None
                for outer in facts.tree.loops_around(loop)):
@@ -175,7 +214,7 @@ class EvalWithoutNoGrad(Rule):
         if not forwards:
             return
         why = facts.phase.eval_evidence(loop)
-        if why is None or self._wants_grad(loop) or self.facts.values.hands_graph_away(loop):
+        if why is None or facts.roles.asks_for_grad(loop) or facts.values.hands_graph_away(loop):
             return
         scope = facts.tree.scope_of(loop)
         bound = {b.name for name_binds in (facts.scopes.bindings(scope, n) for n in self._names_bound(loop))
@@ -184,10 +223,10 @@ class EvalWithoutNoGrad(Rule):
             return
         forward, site = forwards[0]
         where = "" if forward is site else f" (through `{show(site.func)}`)"
-        fix = self._fix(loop)
+        fix = None if self._models_ask_for_grad() else self._fix(loop)
         advice = ("wrap the loop in `with torch.no_grad():`" if fix is not None or not _suspends(loop)
                   else "decorate the function with `@torch.no_grad()`")
-        message = (f"`{show(forward.func)}` runs{where} in an evaluation loop ({_WHY[why]}) with autograd "
+        message = (f"`{show(forward.func)}` runs{where} in this evaluation loop ({_WHY[why]}) with autograd "
                    f"recording, so every forward saves activations for a backward that never comes "
                    f"(an eval loop keeping its outputs peaked at 1792 MB on an H200, 537 MB under "
                    f"no_grad): {advice}")
@@ -199,17 +238,24 @@ class EvalWithoutNoGrad(Rule):
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
-    def _wants_grad(self, loop: Loop) -> bool:
+    def _in_model_code(self, loop: Loop) -> bool:
+        """In a method of a model class: its caller decides the grad mode."""
+        tree = self.facts.tree
+        func = tree.function_of(loop)
+        while func is not None:
+            klass = tree.class_of(func)
+            if klass is not None and self.facts.receivers.is_model_class(klass):
+                return True
+            func = tree.function_of(func)
+        return False
+
+    def _models_ask_for_grad(self) -> bool:
+        """A model class of this module needs autograd in its own code (`torch.autograd.grad`
+        in a forward): under no_grad it would fail, so `no_grad` is no fix."""
         facts = self.facts
-        for call, _ in facts.calls.calls_in(loop):
-            func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _WANTS_GRAD_METHODS:
-                return True
-            if self.facts.names.call_name(call) in _WANTS_GRAD_CALLS:
-                return True
-        return any(isinstance(n, cst.Assign) and any(
-            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" for t in n.targets)
-            for n in walk_scope(loop))
+        return any(facts.roles.asks_for_grad(method) for klass in facts.scopes.classes.values()
+                   if facts.receivers.is_model_class(klass)
+                   for method in klass.body.body if isinstance(method, cst.FunctionDef))
 
     @staticmethod
     def _names_bound(loop: Loop) -> List[str]:

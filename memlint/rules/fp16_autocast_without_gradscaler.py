@@ -62,7 +62,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     bfloat16 autocast (also through a variable assigned once, and the CPU's default), autocast
     used only for inference or under `no_grad`, `enabled=False`, a module that makes or uses a
     `GradScaler` anywhere, `accelerator.backward` / Lightning / DeepSpeed (they scale for you),
-    and an autocast whose device cannot be told (`device_type=` a parameter).
+    an autocast whose device cannot be told (`device_type=` a parameter without a default), and
+    a backward that does not train: no optimizer step can follow it (a unit test looking at
+    gradients or documenting autocast) or it is meant to fail (`pytest.raises`).
 
     ## Fix
     Creates `scaler = torch.amp.GradScaler("cuda")` before the training loop (another name
@@ -117,6 +119,13 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "import torch\ndef train(model, loader, opt, device_type):\n    for x in loader:\n"
         "        with torch.autocast(device_type):\n            loss = model(x).sum()\n"
         "        loss.backward()\n        opt.step()\n",
+        # a unit test of autocast: nothing steps an optimizer after its backward
+        "import torch\ndef test_fp16_grads_exist():\n    layer = torch.nn.Linear(3, 1).cuda()\n"
+        "    with torch.autocast(\"cuda\"):\n        out = layer(torch.ones(2, 3, device=\"cuda\")).sum()\n"
+        "    out.backward()\n    assert layer.weight.grad is not None\n",
+        # a backward meant to fail
+        "import pytest\nimport torch\ndef check_frozen(layer, x, opt):\n    with torch.autocast(\"cuda\"):\n"
+        "        loss = layer(x).mean()\n    with pytest.raises(RuntimeError):\n        loss.backward()\n    opt.step()\n",
     )
     INVALID = (
         Invalid(
@@ -140,6 +149,24 @@ class Fp16AutocastWithoutGradScaler(Rule):
             "        grad_scaler.unscale_(optimizer)\n        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
             "        grad_scaler.step(optimizer)\n        grad_scaler.update()\n",
         ),
+        # the device is a parameter whose default is CUDA
+        Invalid(
+            "import torch\n\ndef fit(model, loader, opt, device=\"cuda\"):\n    for x, y in loader:\n"
+            "        with torch.autocast(device_type=str(device)):\n            loss = criterion(model(x.to(device)), y)\n"
+            "        loss.backward()\n        opt.step()\n        opt.zero_grad()\n",
+            "import torch\n\ndef fit(model, loader, opt, device=\"cuda\"):\n    scaler = torch.amp.GradScaler(\"cuda\")\n"
+            "    for x, y in loader:\n        with torch.autocast(device_type=str(device)):\n"
+            "            loss = criterion(model(x.to(device)), y)\n        scaler.scale(loss).backward()\n"
+            "        scaler.step(opt)\n        scaler.update()\n        opt.zero_grad()\n",
+        ),
+        # the device is a module constant
+        Invalid(
+            "import torch\nDEVICE = torch.device(\"cuda:0\")\nfor x, y in loader:\n    with torch.autocast(DEVICE.type):\n"
+            "        loss = criterion(model(x.to(DEVICE)), y)\n    loss.backward()\n    opt.step()\n    opt.zero_grad()\n",
+            "import torch\nDEVICE = torch.device(\"cuda:0\")\nscaler = torch.amp.GradScaler(\"cuda\")\nfor x, y in loader:\n"
+            "    with torch.autocast(DEVICE.type):\n        loss = criterion(model(x.to(DEVICE)), y)\n"
+            "    scaler.scale(loss).backward()\n    scaler.step(opt)\n    scaler.update()\n    opt.zero_grad()\n",
+        ),
         # the deprecated spelling, the step in a helper: reported without a fix
         Invalid(
             "import torch\n\ndef update():\n    opt.step()\n\nwhile True:\n    with torch.cuda.amp.autocast():\n"
@@ -158,8 +185,8 @@ class Fp16AutocastWithoutGradScaler(Rule):
         if backward is None or backward.kind not in ("method", "autograd") or \
                 not facts.values.accumulates_grad(backward):
             return
-        if facts.roles.uses_grad_scaler:
-            return
+        if facts.roles.uses_grad_scaler or not facts.phase.backward_trains(node):
+            return  # (a unit test looking at gradients, or a backward meant to fail, does not train)
         loops = facts.tree.loops_around(node)
         root: cst.CSTNode = loops[0] if loops else facts.tree.scope_of(node)
         autocast = self._fp16_region(facts, backward, root)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import FrozenSet, List
 
 import libcst as cst
 
+from memlint.analysis.dataflow import target_names
 from memlint.analysis.tree import literal_bool
 from memlint.rule import Invalid, Rule
 
@@ -42,10 +43,15 @@ class RetainGraphInLoop(Rule):
         loss.backward()
     ```
 
+    Also a loop over the terms of a loss that backwards each with `retain_graph=True` and does
+    nothing with the gradients in between: gradients add up, so one backward of the sum gives
+    the same result, walks the graph once, and keeps nothing.
+
     ## When it is not reported
     Several backward calls per iteration through a shared graph (GAN updates, multi-loss
-    steps), loops that do not run a forward (Jacobian/Hessian rows of one graph), and
-    `retain_graph` given a variable.
+    steps), loops that do not run a forward (Jacobian/Hessian rows of one graph), per-term
+    backwards that read or reset the gradients in between (gradient surgery, per-task
+    gradients), and `retain_graph` given a variable.
 
     ## Fix
     None automatic: detach the carried state (MEM206) and drop `retain_graph=True`.
@@ -72,6 +78,10 @@ class RetainGraphInLoop(Rule):
         "    loss.backward(retain_graph=i < n - 1)\n",
         # not in a loop
         "import torch\nloss = criterion(model(x), y)\nloss.backward(retain_graph=True)\n",
+        # per-task gradients: each term's gradients are read before the next
+        "import torch\nfor x, y in loader:\n    terms = model(x, y)\n    grads = []\n    for term in terms:\n"
+        "        opt.zero_grad()\n        term.backward(retain_graph=True)\n"
+        "        grads.append([p.grad.clone() for p in model.parameters()])\n    combine(grads)\n    opt.step()\n",
     )
     INVALID = (
         Invalid("import torch\nh = None\nfor x, y in loader:\n    out, h = rnn(x, h)\n"
@@ -79,6 +89,10 @@ class RetainGraphInLoop(Rule):
         Invalid("import torch\ndef step(x, y):\n    loss = criterion(model(x), y)\n"
                 "    scaler.scale(loss).backward(retain_graph=True)\n"
                 "for x, y in loader:\n    step(x, y)\n"),
+        # each term of the loss backwarded alone: sum them and backward once
+        Invalid("import torch\nfor x, y in loader:\n    out = model(x)\n"
+                "    terms = [criterion(out, y), 0.1 * out.pow(2).mean()]\n    for term in terms:\n"
+                "        term.backward(retain_graph=True)\n    opt.step()\n    opt.zero_grad()\n"),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -94,6 +108,12 @@ class RetainGraphInLoop(Rule):
             if func is None:
                 return
             loops = [loop for site in facts.scopes.call_sites(func) for loop in facts.tree.loops_around(site)[:1]]
+        if len(loops) > 1 and self._per_term(loops[0], backward.names) and facts.roles.forwards_in(loops[1]):
+            self.report(node, (
+                "`backward(retain_graph=True)` on each term of a loss, one by one: every backward walks "
+                "the shared graph again, and the last one keeps it alive into the next iteration's "
+                "forward; gradients add up, so sum the terms and call backward() once"))
+            return
         for loop in loops[:1]:
             if len(facts.roles.backwards_in(loop)) != 1 or not facts.roles.forwards_in(loop):
                 return
@@ -102,3 +122,13 @@ class RetainGraphInLoop(Rule):
                 "nothing backwards through it again, so its saved tensors stay alive until the loss "
                 "is dropped, and if carried state links the iterations' graphs (an RNN hidden state) "
                 "memory grows every step; detach the carried state (MEM206) and drop retain_graph"))
+
+    def _per_term(self, loop: cst.CSTNode, backwarded: FrozenSet[str]) -> bool:
+        """A loop over the terms of a loss that backwards each one (`for t in terms: t.backward(...)`)
+        and does nothing between them with the gradients: no forward, no `.grad` read, no reset
+        or step. Then one backward of the sum gives the same gradients."""
+        roles = self.facts.roles
+        if not isinstance(loop, cst.For) or not backwarded & target_names(loop.target):
+            return False
+        return not (roles.forwards_in(loop) or roles.grad_reads(loop) or roles.steps_in(loop) or any(
+            roles.resets_grads(call) for call, _ in self.facts.calls.calls_in(loop)))

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
 
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-from memlint.rules._code import detached, show
+from memlint.rules._code import detach_before_move, show
 
 _STORING = frozenset({"append", "extend", "insert", "appendleft"})
 
@@ -18,17 +18,6 @@ def _root(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     while isinstance(expr, cst.Subscript):
         expr = expr.value
     return expr if dotted_name(expr) is not None else None
-
-
-def _detach_before_move(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    """`out.detach()`; `out.detach().cpu()` for `out.cpu()` (and `.to(...)` alike); None for a
-    tuple, list or dict (each element would need it)."""
-    if isinstance(value, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.StarredElement)):
-        return None
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
-            value.func.attr.value in ("cpu", "to"):
-        return value.with_changes(func=value.func.with_changes(value=detached(value.func.value)))
-    return detached(value)
 
 
 def _moved_to_cpu(value: cst.BaseExpression) -> bool:
@@ -45,7 +34,15 @@ class RetainedOutputs(Rule):
     ## What it does
     Finds model outputs or losses that carry an autograd graph stored into a container that
     outlives the loop: `outputs.append(model(x))`, `self.preds.append(logits)`, also CPU copies
-    `preds.append(out.cpu())`: `.cpu()` and `.to()` do not detach.
+    `preds.append(out.cpu())` (`.cpu()` and `.to()` do not detach), and through a method of
+    this module that appends its argument to its instance (`metric.update(pred)`). Also:
+    - `self.<list>` appended to by a Lightning hook (`training_step`, `validation_step`, ...)
+      or a list of the class body, that nothing in the module ever empties: it grows for the
+      whole run, graph or not;
+    - a model's output kept on the device on every iteration of a grad-free loop (predictions
+      collected on the GPU, every sampling step kept), in a module that uses a device, when after
+      the loop it is not used there: moved to the host (`torch.cat(preds).cpu()`), used only on
+      some paths (`torch.stack(frames) if keep_all else x`), or never read.
 
     ## Why is this bad?
     Each stored tensor keeps its graph, and the graph keeps the activations it saved for a
@@ -70,15 +67,23 @@ class RetainedOutputs(Rule):
 
     ## When it is not reported
     Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`),
-    collected inside a forward or loss function that returns them, values under `no_grad` /
-    `inference_mode`, already detached ones, and `generate()` results.
+    collected inside a forward or loss function that returns them, already detached ones,
+    `generate()` results, values moved to the CPU in a grad-free loop, lists emptied at epoch end,
+    grad-free loops in a module that never mentions a device (the tensors are on the CPU), and
+    grad-free loops whose collected tensors are used on the device afterwards (chunks of one
+    input concatenated and returned: the result needs them there).
 
     ## Fix
-    `.detach()` on the stored value, before `.cpu()` / `.to()` when it is moved.
+    `.detach()` on the stored value, before `.cpu()` / `.to()` when it is moved; `.cpu()` for a
+    device tensor kept by a grad-free loop. A list that is never emptied is only reported: empty
+    it once it is used (Lightning's `on_validation_epoch_end`).
 
     ## Fix safety
-    Safe: the stored values are the same numbers; only their graph is dropped. Tuples and dicts
-    of outputs are reported without a fix.
+    `.detach()` is safe: the stored values are the same numbers; only their graph is dropped
+    (not offered when the method that stores them also backwards). `.cpu()` is unsafe: the kept
+    results move to the CPU, where later code may not expect them; it is offered only when the
+    list starts empty, this is its only append, and after the loop it is only moved to the host
+    (or never read). Tuples and dicts of outputs are reported without a fix.
     """
 
     CODE = "MEM202"
@@ -89,7 +94,15 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert")
 
     VALID = (
+        # grad-free, and nothing in the file puts tensors on a device
         "import torch\npreds = []\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
+        # grad-free on the GPU, kept on the CPU
+        "import torch\nmodel.cuda()\npreds = []\nwith torch.no_grad():\n    for x in loader:\n"
+        "        preds.append(model(x.cuda()).cpu())\n",
+        # chunks of one input on the GPU, concatenated and used there
+        "import torch\n@torch.no_grad()\ndef features(model, wav, chunk):\n    wav = wav.cuda()\n    parts = []\n"
+        "    for start in range(0, wav.size(1), chunk):\n        parts.append(model.extract_features(wav[:, start:start + chunk]))\n"
+        "    return torch.cat(parts, 1)\n",
         "import torch\npreds = []\nfor x in loader:\n    preds.append(model(x).detach().cpu())\n",
         "import torch\nlosses = []\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
         "    loss.backward()\n    losses.append(loss.item())\n",
@@ -111,9 +124,19 @@ class RetainedOutputs(Rule):
         "import torch\nnoises = []\nfor _ in range(10):\n    noises.append(torch.randn(4, 4))\n",
         # labels and predictions without a graph
         "import torch\npreds = []\nfor x in loader:\n    preds.append(model(x).argmax(-1))\n",
-        # Lightning runs validation_step without grad
+        # Lightning runs validation_step without grad, and the list is emptied every epoch
         "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def validation_step(self, batch, i):\n"
-        "        for x in batch:\n            self.val_outputs.append(self.model(x))\n",
+        "        for x in batch:\n            self.val_outputs.append(self.model(x))\n"
+        "    def on_validation_epoch_end(self):\n        self.log('v', torch.cat(self.val_outputs).mean())\n"
+        "        self.val_outputs.clear()\n",
+        # a metric helper that detaches what it keeps
+        "import torch\nclass Meter:\n    def __init__(self):\n        self.values = []\n    def add(self, v):\n"
+        "        self.values.append(v.detach())\nmeter = Meter()\nfor x in loader:\n    meter.add(model(x))\n",
+        # a class-body list that the instance hides with its own
+        "import torch\nimport torch.nn as nn\nclass Tap(nn.Module):\n    taps = []\n    def __init__(self):\n"
+        "        super().__init__()\n        self.taps = []\n        self.encoder = nn.Linear(4, 4)\n"
+        "    def forward(self, x):\n        h = self.encoder(x)\n        self.taps.append(h)\n        return h\n"
+        "    def reset(self):\n        self.taps = []\n",
         # stored where other code may backward it
         "import torch\ndef embeds(pipe, prompts, inputs):\n    out = []\n    for p in prompts:\n"
         "        out.append(text_encoder(p)[0])\n    inputs['pos'], inputs['neg'] = out\n",
@@ -141,25 +164,119 @@ class RetainedOutputs(Rule):
         ),
         # a tuple: reported without a fix
         Invalid("import torch\nkeep = []\nfor x in loader:\n    out = model(x)\n    keep.append((out, x))\n"),
+        # a metric helper of this module appends its argument to the instance
+        Invalid(
+            "import torch\n\nclass Agreement:\n    def __init__(self):\n        self.guesses, self.truths = [], []\n\n"
+            "    def update(self, guess, truth):\n        self.guesses.append(guess)\n        self.truths.append(truth)\n\n"
+            "def score(model, loader):\n    model.eval()\n    agreement = Agreement()\n    for x, y in loader:\n"
+            "        agreement.update(torch.round(model(x)), y)\n    return agreement\n",
+            "import torch\n\nclass Agreement:\n    def __init__(self):\n        self.guesses, self.truths = [], []\n\n"
+            "    def update(self, guess, truth):\n        self.guesses.append(guess)\n        self.truths.append(truth)\n\n"
+            "def score(model, loader):\n    model.eval()\n    agreement = Agreement()\n    for x, y in loader:\n"
+            "        agreement.update(torch.round(model(x)).detach(), y)\n    return agreement\n",
+        ),
+        # a Lightning hook appends every step and nothing empties the list: reported, no fix
+        Invalid(
+            "import torch\nimport lightning as L\nclass Classifier(L.LightningModule):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.scores = []\n        self.net = torch.nn.Linear(8, 2)\n"
+            "    def test_step(self, batch, i):\n        self.scores.append(self.net(batch))\n"
+            "    def on_test_end(self):\n        print(torch.cat(self.scores).mean())\n"
+        ),
+        # a list of the class body, written by every forward: shared and never emptied
+        Invalid(
+            "import torch\nimport torch.nn as nn\nclass Tapped(nn.Module):\n    seen = []\n    def __init__(self):\n"
+            "        super().__init__()\n        self.encoder = nn.Linear(16, 16)\n    def forward(self, x):\n"
+            "        h = self.encoder(x)\n        Tapped.seen.append(h)\n        return h.relu()\n"
+        ),
+        # a grad-free loop keeping every sampling step on the device, used only on request: reported,
+        # no fix (`.cpu()` would mix devices with the first frame in `torch.stack`)
+        Invalid(
+            "import torch\ndevice = 'cuda'\n\n@torch.inference_mode()\ndef sample(model, x, steps, keep_all=False):\n"
+            "    frames = [x]\n    for t in range(steps):\n        x = model(x, t)\n        frames.append(x)\n"
+            "    return torch.stack(frames) if keep_all else x\n"
+        ),
+        # predictions collected on the device over a whole dataset, only to be moved to the host
+        Invalid(
+            "import torch\n\n@torch.no_grad()\ndef predict(model, loader):\n    scores = []\n    for x in loader:\n"
+            "        scores.append(model(x.cuda()).softmax(-1))\n    return torch.cat(scores).cpu().numpy()\n",
+            "import torch\n\n@torch.no_grad()\ndef predict(model, loader):\n    scores = []\n    for x in loader:\n"
+            "        scores.append(model(x.cuda()).softmax(-1).cpu())\n    return torch.cat(scores).cpu().numpy()\n",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _STORING or not node.args:
-            return
-        container = _root(func.value)
-        if container is None or not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
+        if not isinstance(func, cst.Attribute) or not node.args:
             return
         facts = self.facts
-        loops = facts.tree.loops_around(node)
-        if not loops or facts.regions.grad_enabled(node) is not True:
+        grad = facts.regions.grad_enabled(node)
+        if grad is None:
             return
-        value = node.args[-1].value
-        if not facts.values.carries_grad(value, node):
+        if func.attr.value in _STORING:
+            container, values = _root(func.value), [node.args[-1]]
+        else:  # `acc.update(pred)`: a method of this module that appends its argument to `self`
+            container, values = func.value, facts.values.kept_arguments(node, graph=grad)
+        if container is None or not values:
             return
         dotted = dotted_name(container) or ""
+        if self._never_emptied(node, dotted):
+            return
+        if not facts.tree.loops_around(node):
+            return
+        if grad:
+            values = [a for a in values if facts.values.carries_grad(a.value, node)]
+            if values:
+                self._graph_kept(node, container, dotted, values)
+        elif facts.values.uses_devices and isinstance(container, cst.Name):
+            values = [a for a in values if facts.values.holds_output(a.value, node)]
+            loop = facts.tree.loops_around(node)[0]
+            use = facts.values.use_after_loop(loop, container.value)
+            if values and use is not None and self._outlives_loop(node, container, dotted):
+                self._device_kept(node, container, values, use)
+
+    def _never_emptied(self, node: cst.Call, dotted: str) -> bool:
+        """`self.<list>` that lives for the whole run: appended by a Lightning hook, or a list of
+        the class body, and nothing empties it. Reported here; True when it was."""
+        facts = self.facts
+        parts = dotted.split(".")
+        klass = facts.scopes.enclosing_class(node)
+        if len(parts) != 2 or klass is None or parts[0] not in ("self", klass.name.value):
+            return False
+        attr = parts[1]
+        hook = facts.regions.lightning_step_hook(node)
+        shared = facts.scopes.class_list(klass, attr) and not facts.scopes.assigned_on_instances(klass, attr)
+        if hook is None and not shared or facts.scopes.emptied(klass, attr):
+            return False
+        value = node.args[-1].value
+        if facts.regions.grad_enabled(node) is True and facts.values.carries_grad(value, node):
+            kept = "a tensor with its autograd graph"
+        elif facts.values.holds_output(value, node):
+            kept = "a device tensor"
+        else:
+            return False
+        if hook is not None:
+            phase = hook.name.value.split("_")[0]
+            where = f"Lightning calls `{hook.name.value}` on every batch"
+            advice = f"empty it once it is used (`self.{attr}.clear()` in `on_{phase}_epoch_end`)"
+        else:
+            where = f"`{attr}` is a list of the class body, shared by every instance"
+            advice = f"keep it on the instance (`self.{attr} = []` in `__init__`) and empty it once used"
+        self.report(node, f"{where} and nothing in this module empties `{dotted}`: it keeps {kept} from every "
+                          f"call, for as long as the program runs; {advice}")
+        return True
+
+    def _outlives_loop(self, node: cst.Call, container: cst.BaseExpression, dotted: str) -> bool:
+        facts = self.facts
+        loops = facts.tree.loops_around(node)
         root = dotted.split(".")[0]
-        if isinstance(container, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node):
+        return not (isinstance(container, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node))
+
+    def _graph_kept(self, node: cst.Call, container: cst.BaseExpression, dotted: str, values: List[cst.Arg]) -> None:
+        facts = self.facts
+        loops = facts.tree.loops_around(node)
+        root = dotted.split(".")[0]
+        value = values[-1].value
+        if not self._outlives_loop(node, container, dotted):
             return
         scope = facts.tree.scope_of(node)
         if facts.values.reaches_backward(scope, {root, dotted}):
@@ -178,27 +295,56 @@ class RetainedOutputs(Rule):
             context = "unknown"  # the graph goes to code that may backward it
         else:
             context = "no-backward"
-        fixed = _detach_before_move(value)
+        fixed = [(arg, detach_before_move(arg.value)) for arg in values]
         fix = None
-        if fixed is not None:
-            fix = Fix((Replace(value, fixed),), Safety.SAFE, f"store `{show(fixed)}`")
-        self.report(node, self._message(dotted, value, fixed, context), fix)
+        method = facts.scopes.resolve(node)
+        if all(new is not None for _, new in fixed) and not (method is not None and facts.roles.backwards_in(method)):
+            fix = Fix(tuple(Replace(arg.value, new) for arg, new in fixed), Safety.SAFE,  # type: ignore[arg-type]
+                      f"store `{show(fixed[-1][1])}`")  # type: ignore[arg-type]
+        through = None if node.func.attr.value in _STORING else show(node.func)  # type: ignore[attr-defined]
+        self.report(node, self._message(dotted, value, fixed[-1][1], context, through), fix)
+
+    def _device_kept(self, node: cst.Call, container: cst.Name, values: List[cst.Arg], use: str) -> None:
+        fix = None
+        if use != "some-paths" and self._only_append(node, container) and \
+                not any(isinstance(arg.value, (cst.Tuple, cst.List, cst.Dict, cst.StarredElement)) for arg in values):
+            moved = [(arg, arg.value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+                      if not isinstance(arg.value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else arg.value)
+                     for arg in values]
+            fix = Fix(tuple(Replace(arg.value, cst.Call(cst.Attribute(value, cst.Name("cpu")))) for arg, value in moved),
+                      Safety.UNSAFE, "store the tensors on the CPU (`.cpu()`)")
+        after = {"unused": "it is never read", "host": "it is only moved to the host",
+                 "some-paths": "it is used only on some paths"}[use]
+        self.report(node, (
+            f"`{container.value}` keeps a device tensor from every iteration of this grad-free loop, so device "
+            f"memory grows with the number of iterations (when the model runs on the GPU), yet after the loop "
+            f"{after}: keep what is needed on the CPU (`.cpu()`), or keep it only when it is used"), fix)
+
+    def _only_append(self, node: cst.Call, container: cst.Name) -> bool:
+        """`container` starts empty (`[]`) and this is the only place that fills it: moving what
+        it appends moves all of it."""
+        facts = self.facts
+        binds = facts.scopes.bindings(facts.tree.scope_of(node), container.value)
+        starts = [b for b in binds if b.kind != "append"]
+        return [b.node for b in binds if b.kind == "append"] == [node] and len(starts) == 1 and \
+            isinstance(starts[0].value, cst.List) and not starts[0].value.elements
 
     @staticmethod
     def _message(container: str, value: cst.BaseExpression, fixed: Optional[cst.BaseExpression],
-                 context: str) -> str:
+                 context: str, through: Optional[str]) -> str:
         moved = _moved_to_cpu(value)
         advice = f"store `{show(fixed)}`" if fixed is not None else "store detached tensors"
+        what = f"`{through}(...)` stores its argument in `{container}`, which" if through else f"`{container}`"
         if context == "training":
-            return (f"`{container}` keeps a tensor with its autograd graph; in this training loop "
+            return (f"{what} keeps a tensor with its autograd graph; in this training loop "
                     f"backward() frees the graph's saved tensors, so the cost is the linked autograd "
                     f"history, not GPU memory: {advice}")
         if context == "unknown":
-            return (f"`{container}` keeps a tensor with its autograd graph, and with it the graph's "
+            return (f"{what} keeps a tensor with its autograd graph, and with it the graph's "
                     f"saved activations unless a backward frees them: {advice}")
         if moved:
-            return (f"`{container}` keeps CPU copies that still hold the autograd graph (`.cpu()` / "
-                    f"`.to()` do not detach), so each batch's saved activations stay on the GPU "
-                    f"(233 MB kept in a measured eval loop on an H200): {advice}")
-        return (f"`{container}` keeps a tensor with its autograd graph, so every batch's saved "
-                f"activations stay on the GPU until `{container}` is dropped: {advice}")
+            return (f"{what} keeps CPU copies that still hold the autograd graph (`.cpu()` / "
+                    f"`.to()` do not detach), so in this loop without a backward each batch's saved "
+                    f"activations stay on the GPU (233 MB kept in a measured eval loop on an H200): {advice}")
+        return (f"{what} keeps a tensor with its autograd graph, so in this loop without a backward every "
+                f"batch's saved activations stay on the GPU until `{container}` is dropped: {advice}")

@@ -6,8 +6,8 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from memlint.analysis.dataflow import sources_of
-from memlint.analysis.tree import walk_scope
+from memlint.analysis.dataflow import leaf_targets, sources_of
+from memlint.analysis.tree import dotted_name, walk_scope
 from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -55,6 +55,9 @@ class RnnHiddenNotDetached(Rule):
         loss.backward(retain_graph=True)
     ```
 
+    Also state kept on the module itself and fed back by every forward
+    (`out, self.hidden = self.rnn(x, self.hidden)`), when no other method resets or detaches it.
+
     ## When it is not reported
     State reset or detached in the loop (`h = h.detach()`, `h.detach_()`, `h = None`,
     `h = repackage_hidden(h)`, a fresh `init_hidden()`), state unrolled over time steps with
@@ -92,6 +95,10 @@ class RnnHiddenNotDetached(Rule):
         "import torch\nwith torch.no_grad():\n    for t in range(n):\n        tok, h = model(tok, h)\n",
         "import torch\nh = None\nfor x, y in loader:\n    out, h = rnn(x, h)\n    h.detach_()\n"
         "    criterion(out, y).backward()\n",
+        # state on the module, reset between sequences by another method
+        "import torch\nimport torch.nn as nn\nclass Tagger(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.gru = nn.GRU(8, 8)\n        self.state = None\n    def reset(self):\n        self.state = None\n"
+        "    def forward(self, x):\n        out, self.state = self.gru(x, self.state)\n        return out\n",
     )
     INVALID = (
         Invalid(
@@ -122,15 +129,21 @@ class RnnHiddenNotDetached(Rule):
         # the state's type is unknown: reported without a fix
         Invalid("import torch\nfor x, y in loader:\n    out, hidden = model(x, hidden)\n"
                 "    criterion(out, y).backward(retain_graph=True)\n"),
+        # state kept on the module and fed back by every forward: reported, no fix
+        Invalid("import torch\nimport torch.nn as nn\nclass Stream(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.lstm = nn.LSTM(16, 16)\n        self.memory = None\n"
+                "    def forward(self, x):\n        out, self.memory = self.lstm(x, self.memory)\n        return out\n"),
     )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         call = node.value
-        if len(node.targets) != 1 or not isinstance(call, cst.Call) or not call.args or \
-                not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
+        if len(node.targets) != 1 or not isinstance(call, cst.Call) or not call.args:
             return
         facts = self.facts
         if not facts.roles.is_forward(call):
+            return
+        if not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
+            self._attribute_state(node, call)
             return
         names = _state_names(node.targets[0].target)
         args: Set[str] = set().union(*(sources_of(a.value) for a in call.args)) if call.args else set()
@@ -202,3 +215,53 @@ class RnnHiddenNotDetached(Rule):
                     and not facts.tree.contains(node, other):
                 return True
         return False
+
+    def _attribute_state(self, node: cst.Assign, call: cst.Call) -> None:
+        """`out, self.hidden = self.rnn(x, self.hidden)` in a model's method: the state lives on
+        the module and every forward feeds it back, unless another method resets or detaches it."""
+        facts = self.facts
+        klass = facts.scopes.enclosing_class(node)
+        if klass is None or not facts.receivers.is_model_class(klass) or facts.regions.grad_enabled(node) is not True:
+            return
+        read = {dotted for a in call.args for dotted in _dotted_names(a.value)}
+        state = [leaf for leaf in leaf_targets(node.targets[0].target)
+                 if isinstance(leaf, cst.Attribute) and dotted_name(leaf) in read
+                 and (dotted_name(leaf) or "").count(".") == 1 and (dotted_name(leaf) or "").startswith("self.")]
+        if not state:
+            return
+        for leaf in state:
+            attr = leaf.attr.value  # type: ignore[attr-defined]
+            if self._reset_elsewhere(klass, node, attr):
+                return
+        text = ", ".join(f"`{dotted_name(leaf)}`" for leaf in state)
+        self.report(call, (
+            f"{text} is kept on the module and fed back into every forward with its autograd graph, linking "
+            f"each call's graph to all the previous ones: backward() then fails on the freed graph or, with "
+            f"retain_graph=True, keeps the whole history and memory grows every step; detach it in each "
+            f"forward or reset it between sequences (this truncates backpropagation there)"))
+
+    @staticmethod
+    def _reset_elsewhere(klass: cst.ClassDef, node: cst.Assign, attr: str) -> bool:
+        """Another method (not `__init__`), or another statement, binds `self.<attr>` or detaches it in place."""
+        for method in klass.body.body:
+            if not isinstance(method, cst.FunctionDef) or method.name.value == "__init__":
+                continue
+            for other in walk_scope(method):
+                if isinstance(other, cst.Assign) and other is not node and any(
+                        dotted_name(leaf) == f"self.{attr}" for t in other.targets for leaf in leaf_targets(t.target)):
+                    return True
+                if isinstance(other, cst.Call) and isinstance(other.func, cst.Attribute) and \
+                        other.func.attr.value in ("detach_", "zero_") and \
+                        (dotted_name(other.func.value) or "").startswith(f"self.{attr}"):
+                    return True
+        return False
+
+
+def _dotted_names(expr: cst.BaseExpression) -> Set[str]:
+    """`self.h` and `self.c` in `(self.h, self.c)`."""
+    dotted = dotted_name(expr)
+    if dotted is not None:
+        return {dotted}
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return {d for e in expr.elements for d in _dotted_names(e.value)}
+    return set()

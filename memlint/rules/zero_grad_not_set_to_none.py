@@ -35,6 +35,11 @@ class ZeroGradNotSetToNone(Rule):
     optimizer.zero_grad(set_to_none=True)
     ```
 
+    ## When it is not reported
+    A module that adds into or rewrites `.grad` in place (`p.grad += g`, `p.grad /= n`,
+    `p.grad.add_(g)`): it needs the zeroed tensors, `None` would break it. A test asserting the
+    argument `zero_grad` was called with.
+
     ## Fix
     Writes `set_to_none=True` (explicit, so it means the same on torch < 2.0, whose default was
     `False`).
@@ -59,6 +64,14 @@ class ZeroGradNotSetToNone(Rule):
         # decided elsewhere: a variable is not reported
         "import torch\noptimizer.zero_grad(set_to_none=keep_buffers)\n",
         "import torch\nmodel.zero_grad(True)\n",
+        # gradients summed in by hand from other workers: they must stay tensors
+        "import torch\nclass Server:\n    def push(self, grads):\n        for p, g in zip(self.model.parameters(), grads):\n"
+        "            p.grad += g\n    def apply(self, n):\n        for p in self.model.parameters():\n"
+        "            p.grad /= n\n        self.opt.step()\n        self.opt.zero_grad(set_to_none=False)\n",
+        # a test asserting the argument
+        "import torch\nfrom unittest import mock\ndef test_forwards_set_to_none():\n"
+        "    with mock.patch('torch.optim.Adam.zero_grad') as zero:\n        wrapped = Wrapper(torch.optim.Adam(params))\n"
+        "        wrapped.zero_grad(set_to_none=False)\n        zero.assert_called_once_with(set_to_none=False)\n",
     )
     INVALID = (
         Invalid(
@@ -78,9 +91,20 @@ class ZeroGradNotSetToNone(Rule):
         keyword = arg.keyword.value if arg.keyword is not None else None
         if arg.star or keyword not in (None, "set_to_none") or not _is_false(arg):
             return
+        if self.facts.roles.grads_updated_in_place or self._asserted_in_test(node):
+            return
         fix = Fix(
             edits=(Replace(arg.value, cst.Name("True")),),
             safety=Safety.UNSAFE,
             description="zero the gradients with `set_to_none=True`",
         )
         self.report(node, fix=fix)
+
+    def _asserted_in_test(self, node: cst.Call) -> bool:
+        """A test that checks what `zero_grad` was called with (`mock.assert_called_with(set_to_none=False)`)."""
+        func = self.facts.tree.function_of(node)
+        if func is None or not func.name.value.startswith("test"):
+            return False
+        return any(isinstance(call.func, cst.Attribute) and call.func.attr.value.startswith("assert")
+                   and any(a.keyword is not None and a.keyword.value == "set_to_none" for a in call.args)
+                   for call, _ in self.facts.calls.calls_in(func, follow=False))

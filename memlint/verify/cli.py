@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
                         help="where to measure (default: cuda if available, else cpu with host memory)")
     parser.add_argument("--select", type=_codes, action="extend", default=None, metavar="CODES",
-                        help="rule codes or prefixes whose fixes to verify, or ALL")
+                        help="rule codes or prefixes whose fixes to verify, or ALL (default: every rule, "
+                             "opt-in ones too, unless the configuration selects)")
     parser.add_argument("--unsafe-fixes", action="store_true", default=None, help="verify unsafe fixes too")
     parser.add_argument("--timeout", type=float, default=300.0, metavar="S",
                         help="seconds per run before it is killed (300)")
@@ -117,6 +118,8 @@ def _plan(args: argparse.Namespace, target: Path, launcher):
     selection = config.selection
     if args.select is not None:
         selection.select = args.select
+    elif selection.select is None:
+        selection.select = ["ALL"]  # the opt-in rules are those whose claim a run decides
     chosen = selection.rules(rules, config.ignored_codes(target))
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
     return variants.script_plan(target, chosen, unsafe, launcher)
