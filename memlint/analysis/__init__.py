@@ -16,6 +16,10 @@ objects it names as its dependencies:
     facts.values     values.py      which values carry an autograd graph, and where they go
     facts.phase      phase.py       whether a loop trains or evaluates
     facts.loop(...)  loops.py       names bound per iteration, invariance, escape (dataflow.py)
+    facts.purity     purity.py      which torch expressions are pure, random, exact, placed on a device
+    facts.hoisting   hoisting.py    GPU work that computes the same value every iteration or call
+    facts.steps      steps.py       how often code runs per training step (step, inner, boundary)
+    facts.syncs      syncs.py       host-device syncs, which values are tensors, what loops repeat over
 
 Every question answers conservatively: when unsure (whether grad is enabled, whether a name is
 a model), the answer is the one that makes rules not report.
@@ -31,12 +35,16 @@ import libcst as cst
 
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import block_flow
+from memlint.analysis.hoisting import Hoisting
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.phase import Phase
+from memlint.analysis.purity import Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
+from memlint.analysis.steps import Steps
+from memlint.analysis.syncs import Syncs
 from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.tree import TreeIndex, dotted_name, index, walk
 from memlint.analysis.values import Values
@@ -95,6 +103,27 @@ class Facts:
     def phase(self) -> Phase:
         """Whether a loop trains or evaluates."""
         return Phase(self.names, self.tree, self.scopes, self.regions, self.receivers, self.roles, self.values)
+
+    @cached_property
+    def purity(self) -> Purity:
+        """Which torch expressions are pure, random, exact, placed on a device; their inputs."""
+        return Purity(self.names)
+
+    @cached_property
+    def hoisting(self) -> Hoisting:
+        """GPU work that computes the same value every iteration (or every call of `forward`)."""
+        return Hoisting(self.names, self.tree, self.scopes, self.calls, self.receivers, self.purity,
+                        lambda loop: self.loop(loop, self.tree.scope_of(loop)))
+
+    @cached_property
+    def steps(self) -> Steps:
+        """How often code runs per training step: once, more than once, between steps."""
+        return Steps(self.tree, self.scopes, self.calls, self.receivers, self.roles)
+
+    @cached_property
+    def syncs(self) -> Syncs:
+        """Host-device syncs, tensor values, and what a loop repeats over."""
+        return Syncs(self.names, self.tree, self.scopes, self.roles)
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
