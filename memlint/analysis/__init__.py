@@ -123,7 +123,7 @@ class Facts:
     @cached_property
     def syncs(self) -> Syncs:
         """Host-device syncs, tensor values, and what a loop repeats over."""
-        return Syncs(self.names, self.tree, self.scopes, self.roles)
+        return Syncs(self.names, self.tree, self.scopes, self.roles, self.purity)
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""

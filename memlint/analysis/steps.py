@@ -60,7 +60,7 @@ class Steps:
         itself or in a helper without a loop of its own, or iterates over a data loader."""
         found = self._work.get(id(loop))
         if found is None:
-            found = self._iterates_loader(loop) or any(
+            found = self.iterates_loader(loop) or any(
                 self._is_step_call(call) and self._owned(loop, call, site)
                 for call, site in self.calls.calls_in(loop))
             self._work[id(loop)] = found
@@ -77,7 +77,8 @@ class Steps:
         return not self.tree.loops_around(call) and self.tree.loops_around(site)[:1] == [loop]
 
     @staticmethod
-    def _iterates_loader(loop: cst.CSTNode) -> bool:
+    def iterates_loader(loop: cst.CSTNode) -> bool:
+        """`for batch in loader`, `enumerate(tqdm(train_loader))`, `self.train_dataloader()`."""
         if not isinstance(loop, cst.For):
             return False
         iterable = loop.iter

@@ -9,6 +9,9 @@ Asked as `facts.syncs`:
 - `is_tensor(expr, at)`: the value is a torch tensor: made by a torch function, a model or a
   loss, a tensor method of a tensor, indexing or arithmetic of one, an element of a tensor or of
   `model.parameters()`, or a name bound only to such values;
+- `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
+  (module code runs on the module's device), or made by a model, a loss, a move
+  (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
 - `repeats_over(node)`: the iterable of the innermost loop or comprehension around `node` in
   its function (None for `while` loops), and `many(iterable, at)`: whether iterating it runs
   many times: a model's parameters, a tensor's elements, a `range` that is not a small literal,
@@ -25,6 +28,7 @@ from typing import Dict, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import SCALAR_METHODS
+from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
@@ -51,13 +55,15 @@ _MAX_DEPTH = 6
 class Syncs:
     """Host-device syncs and tensor values of one module (see the module docstring)."""
 
-    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, roles: Roles) -> None:
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, roles: Roles, purity: Purity) -> None:
         self.names = names
         self.tree = tree
         self.scopes = scopes
         self.roles = roles
+        self.purity = purity
         self._memo: Dict[Tuple[str, int], bool] = {}
         self._busy: Set[Tuple[str, int]] = set()
+        self._placed: Dict[Tuple[str, int], bool] = {}
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -167,6 +173,45 @@ class Syncs:
             if isinstance(func, cst.Name) and func.value == "zip":
                 return all(self._iterates_tensors(a.value, at, depth + 1) for a in iterable.args)
         return self.is_tensor(iterable, at, depth + 1)
+
+    def on_device(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """The tensor lives where the model runs (see the module docstring)."""
+        if depth == 0:
+            func = self.tree.function_of(at)
+            klass = self.tree.class_of(func) if func is not None else None
+            if klass is not None and klass.name.value in self.roles.receivers.module_classes:
+                return self.is_tensor(expr, at)
+        if depth > _MAX_DEPTH:
+            return False
+        if isinstance(expr, cst.Name):
+            key = (expr.value, id(at))
+            if key not in self._placed:
+                self._placed[key] = False  # a cycle decides nothing
+                binds = self.scopes.in_effect(expr.value, at)
+                self._placed[key] = bool(binds) and all(
+                    b.kind == "assign" and b.whole and b.value is not None
+                    and self.on_device(b.value, b.node, depth + 1) for b in binds)
+            return self._placed[key]
+        if isinstance(expr, cst.Attribute) and expr.attr.value in ("grad", "data", "T", "mT"):
+            return self.on_device(expr.value, at, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self.on_device(expr.value, at, depth + 1)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.on_device(expr.left, at, depth + 1) or self.on_device(expr.right, at, depth + 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        if self.purity.mover(expr) is not None or self.roles.is_forward(expr) or self.roles.is_loss(expr):
+            return True
+        device = next((a.value for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None)
+        if device is not None and self.purity.is_device(device):
+            return True
+        if not self._call_is_tensor(expr, at, depth):
+            return False
+        func = expr.func
+        operands = [a.value for a in expr.args if a.keyword is None]
+        if isinstance(func, cst.Attribute) and self.names.call_name(expr) is None:
+            operands.append(func.value)
+        return any(self.on_device(operand, at, depth + 1) for operand in operands)
 
     # -- repetition --------------------------------------------------------------------------
     def repeats_over(self, node: cst.CSTNode) -> Optional[cst.BaseExpression]:

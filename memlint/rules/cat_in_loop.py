@@ -9,7 +9,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import Use, sources_of
 from memlint.analysis.loops import Loop, LoopFacts
-from memlint.analysis.tree import argument, children, dotted_name
+from memlint.analysis.tree import argument, children, dotted_name, walk
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -59,23 +59,26 @@ class CatInLoop(Rule):
     ```
 
     ## When it is not reported
-    Loops over a model's layers (`for layer in self.layers`) or over a short literal range
-    (dense connections, padding: the growth is the design), an accumulator bound elsewhere in
-    the loop too, and concatenations of more than two tensors.
+    Loops over a model's layers (`for layer in self.layers`), a dict's items or a short literal
+    range (dense connections, padding: the growth is the design); loops not known to run many
+    times (not a data loader, a tensor, a `range` or a `while`, and no forward in them); a
+    `while` loop that grows it until it is long enough; a loop that reads the accumulator back
+    every iteration outside a step; an accumulator bound elsewhere in the loop too, and
+    concatenations of more than two tensors.
 
     ## Fix
     Collects the pieces in a list started with the accumulator's value before the loop, and
     concatenates once after it (`torch.cat(parts[::-1])` when each piece was put in front, which
-    keeps the order). Reads of the accumulator inside the loop that happen only sometimes (a log
-    every 100 steps) become `torch.cat(parts)`. No fix when the loop reads it on every iteration
-    (autoregressive decoding feeds the whole sequence back: preallocate it at its final length
-    and write each step into a slice instead), when a piece may be changed in place later, or
-    when the dimension changes in the loop.
+    keeps the order). Reads of the accumulator inside the loop under a periodic test
+    (`if step % 100 == 0:`) become `torch.cat(parts)`. Reported without a fix when a step loop
+    reads it otherwise (autoregressive decoding feeds the whole sequence back: preallocate it at
+    its final length and write each step into a slice instead), when it or a piece may be
+    changed in place, or when the dimension changes in the loop.
 
     ## Fix safety
     Safe when the loop reads the accumulator nowhere else: the result is the same tensor, built
-    by one concatenation. Unsafe when the loop reads it (conditionally): each read now builds a
-    new tensor, so writing into what it returns no longer changes the accumulator.
+    by one concatenation. Unsafe when the loop reads it (periodically): each read now builds a
+    new tensor, so writing into what it returns would no longer change the accumulator.
     """
 
     CODE = "MEM104"
@@ -88,8 +91,12 @@ class CatInLoop(Rule):
         # dense connections over a model's layers: the growth is the architecture
         "import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n        for layer in self.layers:\n"
         "            x = torch.cat([x, layer(x)], 1)\n        return x\n",
-        # a short literal range
+        # a short literal range, a dict's items, a list of unknown length
         "import torch\nfor _ in range(3):\n    x = torch.cat((x, pad), dim=-1)\n",
+        "import torch\nfor k, feat in kwargs.items():\n    x = torch.cat([x, feat], dim=1)\n",
+        "import torch\nfor state in states:\n    found = torch.cat((found, state.tokens()))\n",
+        # grown until it is long enough
+        "import torch\nwhile lengths.sum() < need:\n    lengths = torch.cat([lengths, sample()])\n",
         # a new tensor every iteration, not an accumulator
         "import torch\nfor x, y in loader:\n    both = torch.cat((x, y))\n    model(both)\n",
         # bound twice in the loop
@@ -138,19 +145,43 @@ class CatInLoop(Rule):
         facts = self.facts.loop(loop, self.facts.tree.scope_of(loop))
         if facts.bindings_of(growth.name) != 1 or not self.facts.scopes.in_effect(growth.name, loop):
             return
+        steps = self.facts.steps.does_step_work(loop)
+        if not steps and not self._long(loop):
+            return  # a loop of unknown length over a few items: nothing worth a rewrite
         reads = [use for use in facts.flow.uses if use.name == growth.name and not use.store
                  and use.node is not self._acc_node(growth)]
-        header = isinstance(loop, cst.While) and growth.name in sources_of(loop.test)
-        every_time = header or any(not use.conditional or use.nested for use in reads)
+        if isinstance(loop, cst.While) and growth.name in sources_of(loop.test):
+            return  # grown until it is long enough: the loop is about its length
         message = (f"`{growth.name}` is grown by `torch.cat` on every iteration: each one copies everything gathered "
                    f"so far (O(n²) copying) and holds the old and the new `{growth.name}` at once; ")
-        if every_time:
-            message += ("the loop reads the whole of it every iteration, so preallocate it at its final size and "
-                        "write each step into a slice")
-            self.report(node, message)
+        if reads and not all(self._periodic(use.node, loop) for use in reads):
+            if not steps:
+                return  # read back every iteration outside a step: the growth is how it works
+            self.report(node, message + (
+                "the loop feeds all of it back every step, so preallocate it at its final length and write "
+                "each step into a slice"))
             return
         message += "append the pieces to a list and concatenate once after the loop"
         self.report(node, message, self._fix(loop, facts, growth, reads))
+
+    def _long(self, loop: Loop) -> bool:
+        """The loop runs many times: a `while`, a data loader, a `range` that is not short, a tensor."""
+        if isinstance(loop, cst.While):
+            return True
+        return self.facts.steps.iterates_loader(loop) or self.facts.syncs.many(loop.iter, loop)
+
+    def _periodic(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """Under an `if` with a `%` test in the loop (`if step % 100 == 0:`), in its body."""
+        child = node
+        for ancestor in self.facts.tree.ancestors(node):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, cst.If) and child is ancestor.body and any(
+                    isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+                    for n in walk(ancestor.test)):
+                return True
+            child = ancestor
+        return False
 
     def _growth(self, node: cst.Assign) -> Optional[_Growth]:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
@@ -190,6 +221,9 @@ class CatInLoop(Rule):
             iterable = iterable.args[0].value
         if isinstance(iterable, (cst.Tuple, cst.List)):
             return True
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
+                iterable.func.attr.value in ("items", "values", "keys"):
+            return True
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
             bounds = [a.value for a in iterable.args]
             if bounds and all(isinstance(b, cst.Integer) for b in bounds):
@@ -206,6 +240,7 @@ class CatInLoop(Rule):
             return None
         pieces = self._data_names(growth.piece)
         if not pieces or not pieces <= facts.bound or any(facts.changes_in_place(n) for n in pieces) or \
+                facts.changes_in_place(growth.name) or \
                 growth.name in self.facts.scope_uses(self.facts.tree.scope_of(loop)).declared_global:
             return None
         parts = self._parts_name(growth.name)

@@ -7,6 +7,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from memlint.analysis.purity import RANDOM_FACTORIES, Move
+from memlint.analysis.testcode import in_test_code
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -15,6 +16,9 @@ from memlint.rules._code import show
 # Methods between a factory and its move that change nothing but the dtype or the layout: the
 # factory can make the tensor on the device and they run there, bit for bit the same.
 _CASTS = frozenset({"float", "half", "double", "bfloat16", "long", "int", "bool", "byte", "short", "contiguous"})
+
+
+_RECORDERS = ("torch.jit.", "torch.onnx.", "torch.fx.", "torch.export.")
 
 
 def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
@@ -53,7 +57,11 @@ class CpuTensorThenMove(Rule):
     ## When it is not reported
     Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
     legacy constructors (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or
-    another tensor; a move to the CPU; a factory that already has a device.
+    another tensor; a move to the CPU (also through `device = torch.device("cpu")`); a factory
+    that already has a device; code handed to `torch.jit.trace` and the like (the move is what
+    they record); an index of a tensor not known to live on the device (in data-loading code
+    tensors stay on the CPU); random data in tests (drawn on the CPU so that every device sees
+    the same numbers).
 
     ## Fix
     Puts the device on the factory (`device=device`; a bare `.cuda()` becomes `device="cuda"`)
@@ -84,8 +92,16 @@ class CpuTensorThenMove(Rule):
         # a cast, or the device and dtype of another tensor: not known to be a move
         "import torch\nx = torch.arange(10).to(torch.float32)\n",
         "import torch\nx = torch.zeros(3).to(grad)\n",
+        # random test data, drawn on the CPU so that every device sees the same numbers
+        "import torch\ndef test_parity(device):\n    q = torch.rand(4, 8).to(device)\n    check(q)\n",
         # moved to the CPU
         "import torch\nx = torch.ones(3).to(\"cpu\")\n",
+        "import torch\ndevice = torch.device(\"cpu\")\nx = torch.zeros(3).to(device)\n",
+        # the move is what a trace records
+        "import torch\nholder = torch.jit.trace(lambda: torch.ones([]).to(torch.device(device)), example_inputs=[])\n",
+        # data-loading code: the indexed tensor stays on the CPU
+        "import torch\nclass Noise:\n    def permute(self, tokens):\n        subs = torch.randperm(len(tokens))[:3]\n"
+        "        return tokens[subs[torch.randperm(3)]]\n",
         # a list used as an index, not a tensor
         "import torch\nrows = table[torch.arange(3)]\n",
     )
@@ -120,14 +136,14 @@ class CpuTensorThenMove(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         move = self.facts.purity.mover(node)
-        if move is None:
+        if move is None or self._stays_on_the_host(move) or self._traced(node):
             return
         receiver = node.func.value  # type: ignore[attr-defined]
         core, casts = _peel_casts(receiver)
         if isinstance(core, cst.Call):
             factory = self.facts.purity.factory(core)
             if factory is not None:
-                if _has_device(core):
+                if _has_device(core) or factory in RANDOM_FACTORIES and in_test_code(self.facts.tree, node):
                     return
                 self.report(node, self._message(factory, move), self._fix(node, core, factory, move, casts))
                 return
@@ -144,6 +160,18 @@ class CpuTensorThenMove(Rule):
                 if summary.pure and summary.fresh and not summary.placed:
                     self.report(node, self._helper_message(helper))
 
+    def _stays_on_the_host(self, move: Move) -> bool:
+        """The device is known to be the CPU (`device = torch.device("cpu")`): nothing moves."""
+        if move.device is None:
+            return False
+        types = self.facts.regions.device_types(move.device)
+        return types is not None and types <= {"cpu", "meta"}
+
+    def _traced(self, node: cst.Call) -> bool:
+        """Inside a call that records the code itself (`torch.jit.trace(lambda: ...)`)."""
+        return any(isinstance(a, cst.Call) and (self.facts.names.call_name(a) or "").startswith(_RECORDERS)
+                   for a in self.facts.tree.ancestors(node))
+
     def visit_Subscript(self, node: cst.Subscript) -> None:
         for element in node.slice:
             index = element.slice
@@ -154,7 +182,7 @@ class CpuTensorThenMove(Rule):
             if factory is None or _has_device(call) or factory.endswith("_like"):
                 continue
             owner = dotted_name(node.value)
-            if owner is None or not self.facts.syncs.is_tensor(node.value, node):
+            if owner is None or not self.facts.syncs.on_device(node.value, node):
                 continue
             device = cst.parse_expression(f"{owner}.device")
             fix = Fix((Replace(call, call.with_changes(args=[*_last_comma(call.args), _kwarg("device", device)])),),
@@ -170,7 +198,8 @@ class CpuTensorThenMove(Rule):
         if factory is None:
             return (f"this tensor is computed on the CPU from torch factories and then copied to the device by "
                     f"{target}: put `device=` on the factories so it is made there")
-        random = " (the host's random generator is slow, too)" if factory in RANDOM_FACTORIES else ""
+        random = (" (the host's random generator is slow, too; keep it only if the numbers must match the "
+                  "CPU's stream)") if factory in RANDOM_FACTORIES else ""
         return (f"`{factory}` makes the tensor on the CPU and {target} copies it to the device, which the host "
                 f"waits for{random}; make it there with `device=`")
 
