@@ -302,6 +302,20 @@ def test_mem103_fixes(statement, fixed, safety):
     assert fix(source, "t.py", [RULES["MEM103"]], unsafe=True).source == f"import torch\n{fixed}\n"
 
 
+def test_mem103_fix_keeps_the_layout_of_calls_over_several_lines():
+    source = "import torch\nx = base + torch.arange(\n    0, n, step\n).to(dev.device)\n" \
+             "y = torch.zeros(\n    n,\n    m,\n).to(device)\n"
+    fixed = fix(source, "t.py", [RULES["MEM103"]]).source
+    assert fixed == ("import torch\nx = base + torch.arange(\n    0, n, step, device=dev.device\n)\n"
+                     "y = torch.zeros(\n    n,\n    m,\n    device=device,\n)\n")
+
+
+def test_mem103_no_fix_that_would_drop_a_comment():
+    source = "import torch\nmask = torch.arange(\n    t\n).to(  # a (T,) tensor\n    lengths.device\n)\n"
+    [finding] = _found(source, "MEM103")
+    assert finding.fix is None
+
+
 def test_mem103_deterministic_fix_keeps_the_values():
     torch = pytest.importorskip("torch")
     source = "import torch\nx = torch.full((3, 2), 0.5).double().to(device)\n"

@@ -238,6 +238,8 @@ class CatInLoop(Rule):
     def _fix(self, loop: Loop, facts: LoopFacts, growth: _Growth, reads: List[Use]) -> Optional[Fix]:
         if growth.dim is not None and not facts.is_invariant(growth.dim):
             return None
+        if "#" in cst.Module([]).code_for_node(growth.call):
+            return None  # a comment inside the call would be lost
         pieces = self._data_names(growth.piece)
         if not pieces or not pieces <= facts.bound or any(facts.changes_in_place(n) for n in pieces) or \
                 facts.changes_in_place(growth.name) or \

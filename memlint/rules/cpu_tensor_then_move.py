@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -185,7 +185,7 @@ class CpuTensorThenMove(Rule):
             if owner is None or not self.facts.syncs.on_device(node.value, node):
                 continue
             device = cst.parse_expression(f"{owner}.device")
-            fix = Fix((Replace(call, call.with_changes(args=[*_last_comma(call.args), _kwarg("device", device)])),),
+            fix = Fix((Replace(call, call.with_changes(args=_with_arg(call.args, _kwarg("device", device)))),),
                       Safety.UNSAFE if factory in RANDOM_FACTORIES else Safety.SAFE,
                       f"make the index on `{owner}`'s device: `device={owner}.device`")
             self.report(call, (
@@ -210,14 +210,16 @@ class CpuTensorThenMove(Rule):
 
     def _fix(self, node: cst.Call, core: cst.Call, factory: str, move: Move,
              casts: List[cst.Call]) -> Optional[Fix]:
-        if not move.only_device:
-            return None
+        code = cst.Module([]).code_for_node
+        receiver = node.func.value  # type: ignore[attr-defined]
+        if not move.only_device or code(node).count("#") > code(receiver).count("#"):
+            return None  # it also casts, or a comment in the move would be lost
         device = move.device
         if device is None:
             device = cst.SimpleString('"cuda"')
         elif move.call.func.attr.value == "cuda" and isinstance(device, cst.Integer):  # type: ignore[attr-defined]
             device = cst.SimpleString(f'"cuda:{device.value}"')
-        made: cst.BaseExpression = core.with_changes(args=[*_last_comma(core.args), _kwarg("device", device)])
+        made: cst.BaseExpression = core.with_changes(args=_with_arg(core.args, _kwarg("device", device)))
         for cast in casts:
             made = cast.with_changes(func=cast.func.with_changes(value=made))  # type: ignore[attr-defined]
         random = factory in RANDOM_FACTORIES
@@ -241,9 +243,21 @@ def _has_device(call: cst.Call) -> bool:
         any(a.star == "**" for a in call.args)
 
 
-def _last_comma(args) -> List[cst.Arg]:  # type: ignore[no-untyped-def]
-    """The arguments, the last one given a comma so that another can follow."""
+def _with_arg(args: Sequence[cst.Arg], new: cst.Arg) -> List[cst.Arg]:
+    """`args` and `new` after them; the space before the closing bracket (a line break in a call
+    written over several lines) moves after the new argument."""
     args = list(args)
-    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
-        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    return args
+    if not args:
+        return [new]
+    last = args[-1]
+    if last.comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
+        new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+    else:  # a trailing comma: the new argument goes where the next one would, laid out like the others
+        comma = last.comma
+        between = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) \
+            else cst.SimpleWhitespace(" ")
+        args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=between))
+        new = new.with_changes(comma=cst.Comma(whitespace_after=comma.whitespace_after))  # type: ignore[union-attr]
+    return [*args, new]
