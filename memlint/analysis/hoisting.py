@@ -102,23 +102,23 @@ class Hoisting:
         name, assign = found
         value = assign.value
         computation, helper = self._computation(value)
-        if computation is None or not computation.pure:
-            return None
+        if computation is None or not computation.pure or not self._placed(computation, loop):
+            return None  # not GPU work, or work on tensors of unknown place: nothing known to save
         facts = self._loop_facts(loop)
         rebound, stored, opaque = self._changed_in(loop, facts)
         if opaque:
             return None
-        placed = computation.placed
-        for item in computation.inputs:
-            invariant = self._invariant_input(item, facts, rebound, stored, loop)
-            if invariant is None:
-                return None
-            placed = placed or invariant
-        if not placed:
-            return None  # work on the CPU (or on tensors of unknown place): nothing known to save
+        if not all(self._invariant_input(item, facts, rebound, stored, loop) for item in computation.inputs):
+            return None
         if facts.bindings_of(name) != 1 or facts.escapes(name) or self._changed_through(name, facts):
             return None
         return Hoistable(statement, name, value, computation, helper)  # type: ignore[arg-type]
+
+    def _placed(self, computation: Computation, loop: Loop) -> bool:
+        """The work puts its result on a device, itself or through a tensor it is computed from."""
+        return computation.placed or any(
+            item.as_tensor and "." not in item.dotted and self._made_by_factories(item.dotted, loop, 0)
+            for item in computation.inputs)
 
     def _computation(self, value: cst.BaseExpression) -> Tuple[Optional[Computation], Optional[cst.FunctionDef]]:
         """What `value` computes: itself, or a call of a pure helper with pure arguments."""
@@ -236,23 +236,21 @@ class Hoisting:
         return found
 
     def _invariant_input(self, item: Input, facts: LoopFacts, rebound: FrozenSet[str],
-                         stored: FrozenSet[str], at: cst.CSTNode) -> Optional[bool]:
-        """None when `item` may change in the loop; else whether it is a tensor on a device."""
+                         stored: FrozenSet[str], at: cst.CSTNode) -> bool:
+        """`item` cannot change in the loop; a tensor it uses is made by factories before it."""
         parts = item.dotted.split(".")
         root = parts[0]
         if facts.changes(root) or root in rebound:
-            return None
-        if any(part in stored for part in parts[1:]):
-            return None
-        if len(parts) > 1 and self._opaque_calls_on(root, facts):
-            return None
-        if len(parts) > 1 and self._model_like(parts):
-            return None  # a model's weights and state change with every optimizer step
-        if not item.as_tensor:
             return False
-        if len(parts) > 1:
-            return None
-        return self._made_by_factories(root, at, 0)
+        if any(part in stored for part in parts[1:]):
+            return False
+        if len(parts) > 1 and self._opaque_calls_on(root, facts):
+            return False
+        if len(parts) > 1 and self._model_like(parts):
+            return False  # a model's weights and state change with every optimizer step
+        if not item.as_tensor:
+            return True
+        return len(parts) == 1 and self._made_by_factories(root, at, 0) is not None
 
     def _made_by_factories(self, name: str, at: cst.CSTNode, depth: int) -> Optional[bool]:
         """Whether every binding of `name` that may be in effect at `at` is a pure computation

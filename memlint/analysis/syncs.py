@@ -52,6 +52,18 @@ _SMALL_RANGE = 16
 _MAX_DEPTH = 6
 
 
+_SYNC_METHODS = frozenset({"item", "tolist", "cpu", "synchronize"})
+_SYNC_BUILTINS = frozenset({"int", "float", "bool"})
+
+
+def may_sync(call: cst.Call) -> bool:
+    """By its shape alone, `call` may be a sync (`x.item()`, `int(x)`, `torch.cuda.synchronize()`):
+    the cheap test to make before asking `Syncs.sync`."""
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS or \
+        isinstance(func, cst.Name) and func.value in _SYNC_BUILTINS
+
+
 class Syncs:
     """Host-device syncs and tensor values of one module (see the module docstring)."""
 

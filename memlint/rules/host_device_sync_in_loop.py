@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from memlint.analysis.steps import INNER
+from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
@@ -109,9 +110,9 @@ class HostDeviceSyncInLoop(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        facts = self.facts
-        if not _DEVICE_WORDS & facts.identifiers:
+        if not may_sync(node):
             return
+        facts = self.facts
         kind = facts.syncs.sync(node)
         if kind is None or facts.steps.how_often(node) != INNER:
             return
@@ -119,6 +120,8 @@ class HostDeviceSyncInLoop(Rule):
         if iterable is None or not facts.syncs.many(iterable, node):
             return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
+            return
+        if not _DEVICE_WORDS & facts.identifiers:
             return
         self.report(node, (
             f"`{show(node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
