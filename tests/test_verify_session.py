@@ -24,7 +24,7 @@ for step in range(3):
 
 
 def _rules():
-    return Selection().rules(registry())
+    return Selection(select=["MEM101"]).rules(registry())  # its two fixes, one safe, one unsafe
 
 
 def test_script_plan_one_variant_per_fix_and_one_with_all(tmp_path):
