@@ -150,9 +150,9 @@ def test_what_loops_repeat_over(iterable, many):
 
 
 # -- MEM102: what may not move ------------------------------------------------------------------
-@pytest.mark.parametrize("source", [
-    # an attribute the loop's helper stores
-    """
+# Each case is reported without the line marked `# <-`, and not with it: the line is the reason.
+NOT_HOISTED = {
+    "an attribute a helper of the loop stores": """
     import torch
     class T:
         def grow(self):
@@ -160,75 +160,92 @@ def test_what_loops_repeat_over(iterable, many):
         def run(self):
             for x in loader:
                 eye = torch.eye(self.n, device=self.device)
-                self.grow()
-                model(x @ eye)
+                self.grow()  # <-
+                out = model(x @ eye)
+                out.sum().backward()
     """,
-    # an attribute of something handed to a call that cannot be followed
-    """
+    "an attribute of something handed to a call that cannot be followed": """
     import torch
     for x in loader:
         eye = torch.eye(cfg.n, device=device)
-        update_config(cfg)
-        model(x @ eye)
+        update_config(cfg)  # <-
+        out = model(x @ eye)
+        out.sum().backward()
     """,
-    # written into by a torch function
-    """
+    "written into by a torch function": """
     import torch
     for x in loader:
         mask = torch.ones(8, device=device)
-        torch.nn.functional.dropout(mask, 0.5, True, inplace=True)
-        model(x * mask)
+        torch.nn.functional.dropout(mask, 0.5, True, inplace=True)  # <-
+        out = model(x * mask)
+        out.sum().backward()
     """,
-    # a view of it is changed in place
-    """
+    "a view of it changed in place": """
     import torch
     for x in loader:
         mask = torch.ones(8, device=device)
         row = mask.view(2, 4)
-        row.mul_(x.mean())
-        model(x * mask)
+        row.mul_(2)  # <-
+        out = model(x * mask)
+        out.sum().backward()
     """,
-    # the device changes in the loop
-    """
+    "an input written into by a torch function": """
+    import torch
+    base = torch.zeros(8, device=device)
+    for x in loader:
+        torch.nn.init.normal_(base)  # <-
+        scaled = base * 2
+        out = model(x + scaled)
+        out.sum().backward()
+    """,
+    "the device changes in the loop": """
     import torch
     for rank in range(4):
-        torch.cuda.set_device(rank)
+        torch.cuda.set_device(rank)  # <-
         eye = torch.eye(8).cuda()
-        run(eye)
+        out = model(eye)
+        out.sum().backward()
     """,
-    # a tensor argument of the function: it may require grad
-    """
-    import torch
-    def fit(w, loader, device):
-        for x in loader:
-            wd = w.to(device) * 2
-            loss = (x * wd).sum()
-            loss.backward()
-    """,
-    # read after the loop: after zero iterations the old value would be seen
-    """
+    "read after the loop: after zero iterations the old value would be seen": """
     import torch
     eye = None
     for x in loader:
         eye = torch.eye(8, device=device)
-        model(x @ eye)
-    print(eye)
+        out = model(x @ eye)
+        out.sum().backward()
+    print(eye)  # <-
     """,
-])
-def test_mem102_does_not_hoist(source):
-    assert _found(source, "MEM102") == []
-
-
-def test_mem102_helper_reading_a_global_rebound_in_the_loop_is_not_invariant():
-    source = """
+    "a global a helper reads is rebound in the loop": """
     import torch
     SIZE = 8
     def eye():
         return torch.eye(SIZE, device="cuda")
     for x in loader:
         e = eye()
-        SIZE = x.shape[0]
-        model(x @ e)
+        SIZE = x.shape[0]  # <-
+        out = model(x @ e)
+        out.sum().backward()
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_HOISTED))
+def test_mem102_does_not_hoist(case):
+    source = NOT_HOISTED[case]
+    without = "\n".join(line for line in source.splitlines() if "# <-" not in line) + "\n"
+    assert len(_found(without, "MEM102")) == 1
+    assert _found(source, "MEM102") == []
+
+
+def test_mem102_does_not_hoist_a_tensor_argument_of_the_function():
+    # it may require grad: the hoisted product would share one graph between iterations
+    source = """
+    import torch
+    def fit(w, loader, device):
+        for x in loader:
+            wd = w.to(device) * 2
+            loss = (x * wd).sum()
+            loss.backward()
     """
     assert _found(source, "MEM102") == []
 

@@ -250,7 +250,19 @@ class Hoisting:
             return False  # a model's weights and state change with every optimizer step
         if not item.as_tensor:
             return True
-        return len(parts) == 1 and self._made_by_factories(root, at, 0) is not None
+        if len(parts) > 1 or self._handed_to_unknown(root, facts):
+            return False  # a call that is not known to be pure may write into it
+        return self._made_by_factories(root, at, 0) is not None
+
+    def _handed_to_unknown(self, name: str, facts: LoopFacts) -> bool:
+        """`name` is an argument of a call in the loop that is neither pure nor a model's forward
+        (`torch.nn.init.normal_(w)`, `fill(w)`)."""
+        for call in facts.flow.calls:
+            if not any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args):
+                continue
+            if not self.purity.of(call).pure:
+                return True
+        return False
 
     def _made_by_factories(self, name: str, at: cst.CSTNode, depth: int) -> Optional[bool]:
         """Whether every binding of `name` that may be in effect at `at` is a pure computation
