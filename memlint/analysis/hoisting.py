@@ -45,6 +45,9 @@ _CHANGES_FACTORIES = frozenset({
     "torch.cuda.set_device", "torch.set_default_device",
 })
 _MAX_DEPTH = 4
+# Builtins that never write into their arguments.
+_HARMLESS_BUILTINS = frozenset({"print", "len", "range", "int", "float", "bool", "str", "repr", "isinstance",
+                                "min", "max", "abs", "round", "enumerate", "zip", "tuple", "list", "sum"})
 
 
 @dataclass(frozen=True)
@@ -255,12 +258,18 @@ class Hoisting:
         return self._made_by_factories(root, at, 0) is not None
 
     def _handed_to_unknown(self, name: str, facts: LoopFacts) -> bool:
-        """`name` is an argument of a call in the loop that is neither pure nor a model's forward
-        (`torch.nn.init.normal_(w)`, `fill(w)`)."""
+        """`name` is an argument of a call in the loop that may write into it: a torch function
+        that works in place (`torch.nn.init.normal_(w)`, `out=`, `inplace=True`) or a function
+        that cannot be followed (`fill(w)`)."""
         for call in facts.flow.calls:
             if not any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args):
                 continue
-            if not self.purity.of(call).pure:
+            qualified = self.names.call_name(call)
+            if qualified is not None:
+                if qualified.endswith("_") or any(
+                        a.keyword is not None and a.keyword.value in ("out", "inplace") for a in call.args):
+                    return True
+            elif not (isinstance(call.func, cst.Name) and call.func.value in _HARMLESS_BUILTINS):
                 return True
         return False
 
