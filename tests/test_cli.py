@@ -109,7 +109,7 @@ def test_diff_prints_the_change_and_writes_nothing(tmp_path):
 
 def test_unsafe_fix_is_hidden_then_applied_when_asked(tmp_path):
     path = write(tmp_path, "train.py", MOVED)
-    result = memlint(tmp_path, "train.py")
+    result = memlint(tmp_path, "--select", "MEM101", "train.py")
     assert "MEM101 `noise`" in result.stdout  # no [*]: not fixable without --unsafe-fixes
     assert "(1 hidden fix can be enabled with the `--unsafe-fixes` option)" in result.stdout
     result = memlint(tmp_path, "--fix", "--unsafe-fixes", "train.py")
@@ -120,7 +120,7 @@ def test_unsafe_fix_is_hidden_then_applied_when_asked(tmp_path):
 def test_summary_counts_hidden_fixes_in_the_plural(tmp_path):
     write(tmp_path, "a.py", MOVED)
     write(tmp_path, "b.py", MOVED)
-    result = memlint(tmp_path, ".")
+    result = memlint(tmp_path, "--select", "MEM101", ".")
     assert "Found 2 errors." in result.stdout
     assert "(2 hidden fixes can be enabled with the `--unsafe-fixes` option)" in result.stdout
 
@@ -275,7 +275,7 @@ def test_pyproject_configuration(tmp_path):
     write(tmp_path, "tests/test_x.py", BAD)
     path = write(tmp_path, "train.py", MOVED)
     result = memlint(tmp_path, ".")
-    assert [line.split(":")[0] for line in result.stdout.splitlines() if ": MEM" in line] == ["train.py"]
+    assert {line.split(":")[0] for line in result.stdout.splitlines() if ": MEM" in line} == {"train.py"}
     assert "MEM101 [*]" in result.stdout  # unsafe-fixes = true offers the unsafe fix
     memlint(tmp_path, "--fix", ".")
     assert "device=\"cuda\"" in path.read_text()

@@ -19,6 +19,10 @@ objects it names as its dependencies:
     facts.apicalls   apicalls.py    the calls that run an API (aliases, partials, wrappers too),
                                     and whether each passes a given argument
     facts.oom        oom.py         `except` handlers that catch out-of-memory, and what they re-run
+    facts.purity     purity.py      which torch expressions are pure, random, exact, placed on a device
+    facts.hoisting   hoisting.py    GPU work that computes the same value every iteration or call
+    facts.steps      steps.py       how often code runs per training step (step, inner, boundary)
+    facts.syncs      syncs.py       host-device syncs, which values are tensors, what loops repeat over
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it.
@@ -38,13 +42,17 @@ import libcst as cst
 from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import block_flow
+from memlint.analysis.hoisting import Hoisting
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.oom import OutOfMemory
 from memlint.analysis.phase import Phase
+from memlint.analysis.purity import Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
+from memlint.analysis.steps import Steps
+from memlint.analysis.syncs import Syncs
 from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.tree import TreeIndex, dotted_name, index, walk
 from memlint.analysis.values import Values
@@ -113,6 +121,26 @@ class Facts:
     def oom(self) -> OutOfMemory:
         """`except` handlers that catch out-of-memory errors, and the calls in them that re-run the work."""
         return OutOfMemory(self.names, self.tree, self.scopes, self.calls, self.roles)
+
+    def purity(self) -> Purity:
+        """Which torch expressions are pure, random, exact, placed on a device; their inputs."""
+        return Purity(self.names)
+
+    @cached_property
+    def hoisting(self) -> Hoisting:
+        """GPU work that computes the same value every iteration (or every call of `forward`)."""
+        return Hoisting(self.names, self.tree, self.scopes, self.calls, self.receivers, self.purity,
+                        lambda loop: self.loop(loop, self.tree.scope_of(loop)))
+
+    @cached_property
+    def steps(self) -> Steps:
+        """How often code runs per training step: once, more than once, between steps."""
+        return Steps(self.tree, self.scopes, self.calls, self.receivers, self.roles)
+
+    @cached_property
+    def syncs(self) -> Syncs:
+        """Host-device syncs, tensor values, and what a loop repeats over."""
+        return Syncs(self.names, self.tree, self.scopes, self.roles, self.purity)
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""

@@ -71,6 +71,17 @@ class LoopFacts:
             count += 1
         return count
 
+    def changes(self, name: str) -> bool:
+        """Whether the loop rebinds `name` or changes what it holds in place."""
+        return name in self.bound or name in self._mutated
+
+    def changes_in_place(self, name: str) -> bool:
+        """Whether the loop writes into what `name` holds: an in-place method (`x.add_()`,
+        `xs.append()`), a store into it (`x[i] = v`), or an augmented assignment (`x += v`,
+        in place for a tensor)."""
+        return name in self._mutated or any(
+            sink.kind == "accumulated" and name in sink.receiver for sink in self.flow.sinks)
+
     # -- invariance --------------------------------------------------------------------------
     def is_invariant(self, expr: cst.CSTNode) -> bool:
         stack = [expr]

@@ -1,0 +1,429 @@
+"""Hoisting: GPU work that computes the same value every time it runs, and where it can move.
+
+A statement `name = <expr>` can move out of a loop (or out of a module's `forward`, into
+`__init__`) when computing it again would give the same value and nothing can tell that it
+ran once:
+
+- `expr` is pure and puts its result on a device (memlint.analysis.purity), directly, or
+  through a pure helper of this module (a function that only binds pure values to local names
+  and returns one) called with pure arguments;
+- every input is invariant: no name it reads is rebound in the loop or changed in place there
+  or in the functions of this module the loop calls; no attribute it reads is stored there or
+  reachable by a call on its owner that cannot be followed; nothing is set that changes what a
+  factory makes (`torch.set_default_dtype`, `torch.cuda.set_device`);
+- every value it uses *as a tensor* (not as a size, a device or a flag) is itself made by
+  pure factories before the loop (a parameter, a model's weight, an optimizer's state or a
+  function argument may require grad or be changed by `step()`: never invariant);
+- `name` is bound once in the loop, by this statement, which runs unconditionally (directly in
+  the loop body: no `if`, `with` or `try` around it that hoisting would leave), and its value
+  never outlives the iteration nor is changed in place (memlint.analysis.loops: `escapes`;
+  names computed from it are not changed in place, not passed to `out=` / `inplace=True`).
+
+Asked as `facts.hoisting`: `in_loop(statement, loop)` and `in_forward(statement)` (`Hoistable`,
+or None). Asked by MEM102.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from memlint.analysis.calls import CallGraph
+from memlint.analysis.dataflow import block_flow, parameter_names
+from memlint.analysis.loops import Loop, LoopFacts
+from memlint.analysis.purity import Computation, Input, Purity
+from memlint.analysis.receivers import Receivers
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import TreeIndex, dotted_name, walk
+
+# Calls that change what a factory makes or where `.cuda()` puts it.
+_CHANGES_FACTORIES = frozenset({
+    "torch.set_default_dtype", "torch.set_default_tensor_type", "torch.set_default_device",
+    "torch.cuda.set_device", "torch.set_default_device",
+})
+_MAX_DEPTH = 4
+# Builtins that never write into their arguments.
+_HARMLESS_BUILTINS = frozenset({"print", "len", "range", "int", "float", "bool", "str", "repr", "isinstance",
+                                "min", "max", "abs", "round", "enumerate", "zip", "tuple", "list", "sum"})
+
+
+@dataclass(frozen=True)
+class Hoistable:
+    statement: cst.SimpleStatementLine
+    name: str  # the name it binds
+    value: cst.BaseExpression
+    computation: Computation
+    helper: Optional[cst.FunctionDef]  # the pure helper the value is computed in, if any
+
+
+@dataclass(frozen=True)
+class Helper:
+    """What a function of this module computes, by the purity model."""
+
+    pure: bool  # it only binds pure values to local names and returns one
+    placed: bool  # what it returns is on a device (a `device=` it is given counts)
+    tensor_params: FrozenSet[str]  # parameters it uses as tensors
+    free: Tuple[Input, ...]  # what it reads besides its parameters and locals
+    fresh: bool  # every tensor it computes comes from its own factories
+
+
+def single_assignment(statement: cst.CSTNode) -> Optional[Tuple[str, cst.Assign]]:
+    """`name = value` alone on its line: (name, the Assign)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    assign = statement.body[0]
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or \
+            not isinstance(assign.targets[0].target, cst.Name):
+        return None
+    return assign.targets[0].target.value, assign
+
+
+class Hoisting:
+    """Which statements compute loop-invariant GPU work (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, calls: CallGraph,
+                 receivers: Receivers, purity: Purity, loop_facts: Callable[[Loop], LoopFacts]) -> None:
+        self.names = names
+        self.tree = tree
+        self.scopes = scopes
+        self.calls = calls
+        self.receivers = receivers
+        self.purity = purity
+        self._loop_facts = loop_facts
+        self._helpers: Dict[int, Helper] = {}
+        self._changes: Dict[int, Tuple[FrozenSet[str], FrozenSet[str], bool]] = {}
+
+    # -- in a loop ---------------------------------------------------------------------------
+    def in_loop(self, statement: cst.CSTNode, loop: Loop) -> Optional[Hoistable]:
+        """`statement`, directly in `loop`'s body, as work that can move before the loop."""
+        found = single_assignment(statement)
+        if found is None or self.tree.parent(statement) is not loop.body:
+            return None
+        name, assign = found
+        value = assign.value
+        computation, helper = self._computation(value)
+        if computation is None or not computation.pure or not self._placed(computation, loop):
+            return None  # not GPU work, or work on tensors of unknown place: nothing known to save
+        facts = self._loop_facts(loop)
+        rebound, stored, opaque = self._changed_in(loop, facts)
+        if opaque:
+            return None
+        if not all(self._invariant_input(item, facts, rebound, stored, loop) for item in computation.inputs):
+            return None
+        if facts.bindings_of(name) != 1 or facts.escapes(name) or self._changed_through(name, facts):
+            return None
+        return Hoistable(statement, name, value, computation, helper)  # type: ignore[arg-type]
+
+    def _placed(self, computation: Computation, loop: Loop) -> bool:
+        """The work puts its result on a device, itself or through a tensor it is computed from."""
+        return computation.placed or any(
+            item.as_tensor and "." not in item.dotted and self._made_by_factories(item.dotted, loop, 0)
+            for item in computation.inputs)
+
+    def _computation(self, value: cst.BaseExpression) -> Tuple[Optional[Computation], Optional[cst.FunctionDef]]:
+        """What `value` computes: itself, or a call of a pure helper with pure arguments."""
+        computation = self.purity.of(value)
+        if computation.pure and computation.placed or not isinstance(value, cst.Call):
+            return computation, None
+        helper = self.scopes.resolve(value)
+        if helper is None or any(arg.star or arg.keyword is not None for arg in value.args):
+            return None, None
+        summary = self.helper(helper)
+        if not summary.pure or not summary.placed:
+            return None, None
+        params = [p.name.value for p in helper.params.params]
+        if isinstance(value.func, cst.Attribute):  # a method: `self` is bound by the call
+            params = params[1:]
+        if len(value.args) > len(params) or isinstance(helper.params.star_arg, cst.Param) or \
+                helper.params.star_kwarg is not None or helper.params.kwonly_params or \
+                any(p.default is not None and not Purity.constant(p.default) for p in helper.params.params):
+            return None, None
+        inputs: List[Input] = list(summary.free)
+        for param, arg in zip(params, value.args):
+            argument = self.purity.of(arg.value)
+            if not argument.pure:
+                return None, None
+            tensor = param in summary.tensor_params
+            inputs += [Input(i.node, i.dotted, i.as_tensor and tensor) for i in argument.inputs]
+        return Computation(True, False, False, True, (), tuple(inputs)), helper
+
+    def helper(self, func: cst.FunctionDef) -> Helper:
+        """What `func` computes: whether it only binds pure values to local names and returns one."""
+        found = self._helpers.get(id(func))
+        if found is not None:
+            return found
+        impure = Helper(False, False, frozenset(), (), False)
+        self._helpers[id(func)] = impure  # recursion is not pure
+        body = func.body
+        if not isinstance(body, cst.IndentedBlock) or func.decorators or func.asynchronous is not None:
+            return impure
+        params = parameter_names(func.params)
+        locals_: Set[str] = set()
+        placed = False
+        tensor_params: Set[str] = set()
+        free: List[Input] = []
+        factories = False
+        statements = list(body.body)
+        if statements and _is_docstring(statements[0]):
+            statements = statements[1:]
+        if not statements:
+            return impure
+        for position, statement in enumerate(statements):
+            last = position == len(statements) - 1
+            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and \
+                len(statement.body) == 1 else None
+            if last and isinstance(small, cst.Return) and small.value is not None:
+                value: cst.BaseExpression = small.value
+                target = None
+            elif not last and isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                    isinstance(small.targets[0].target, cst.Name):
+                value, target = small.value, small.targets[0].target.value
+            else:
+                return impure
+            computation = self.purity.of(value)
+            if not computation.pure:
+                return impure
+            placed = placed or computation.placed
+            factories = factories or bool(computation.factories)
+            for item in computation.inputs:
+                root = item.dotted.split(".")[0]
+                if root in locals_:
+                    continue
+                if root in params and not (root == "self" and "." in item.dotted):
+                    if item.as_tensor:
+                        tensor_params.add(root)
+                    if self.purity.is_device(item.node) and item.dotted == root:
+                        placed = True  # `device=device`: placed where the caller says
+                    continue
+                free.append(item)
+            if target is not None:
+                if target in params:
+                    return impure
+                locals_.add(target)
+        fresh = factories and not tensor_params and not any(item.as_tensor for item in free)
+        summary = Helper(True, placed, frozenset(tensor_params), tuple(free), fresh)
+        self._helpers[id(func)] = summary
+        return summary
+
+    def _changed_in(self, loop: Loop, facts: LoopFacts) -> Tuple[FrozenSet[str], FrozenSet[str], bool]:
+        """(names rebound or changed in place, attribute names stored, whether something changes
+        what factories make) in the loop and the functions of this module it calls."""
+        found = self._changes.get(id(loop))
+        if found is not None:
+            return found
+        rebound: Set[str] = set()
+        stored: Set[str] = set()
+        opaque = facts.flow.dynamic
+        for root in [loop.body, *(f.body for f in self.calls.functions_reached(loop))]:
+            flow = block_flow(root)
+            opaque = opaque or flow.dynamic
+            rebound |= flow.mutated
+            for node in walk(root):
+                if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                    for target in targets:
+                        stored |= _attribute_names(target)
+                elif isinstance(node, cst.Call) and self.names.call_name(node) in _CHANGES_FACTORIES:
+                    opaque = True
+                elif isinstance(node, cst.With) and any(
+                        isinstance(i.item, cst.Call) and self.names.call_name(i.item) == "torch.cuda.device"
+                        for i in node.items):
+                    opaque = True
+        for function in self.calls.functions_reached(loop):  # a helper's globals and `global` names
+            rebound |= {name for name in _globals_declared(function)}
+        found = (frozenset(rebound), frozenset(stored), opaque)
+        self._changes[id(loop)] = found
+        return found
+
+    def _invariant_input(self, item: Input, facts: LoopFacts, rebound: FrozenSet[str],
+                         stored: FrozenSet[str], at: cst.CSTNode) -> bool:
+        """`item` cannot change in the loop; a tensor it uses is made by factories before it."""
+        parts = item.dotted.split(".")
+        root = parts[0]
+        if facts.changes(root) or root in rebound:
+            return False
+        if any(part in stored for part in parts[1:]):
+            return False
+        if len(parts) > 1 and self._opaque_calls_on(root, facts):
+            return False
+        if len(parts) > 1 and self._model_like(parts):
+            return False  # a model's weights and state change with every optimizer step
+        if not item.as_tensor:
+            return True
+        if len(parts) > 1 or self._handed_to_unknown(root, facts):
+            return False  # a call that is not known to be pure may write into it
+        return self._made_by_factories(root, at, 0) is not None
+
+    def _handed_to_unknown(self, name: str, facts: LoopFacts) -> bool:
+        """`name` is an argument of a call in the loop that may write into it: a torch function
+        that works in place (`torch.nn.init.normal_(w)`, `out=`, `inplace=True`) or a function
+        that cannot be followed (`fill(w)`)."""
+        for call in facts.flow.calls:
+            if not any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args):
+                continue
+            qualified = self.names.call_name(call)
+            if qualified is not None:
+                if qualified.endswith("_") or any(
+                        a.keyword is not None and a.keyword.value in ("out", "inplace") for a in call.args):
+                    return True
+            elif not (isinstance(call.func, cst.Name) and call.func.value in _HARMLESS_BUILTINS):
+                return True
+        return False
+
+    def _made_by_factories(self, name: str, at: cst.CSTNode, depth: int) -> Optional[bool]:
+        """Whether every binding of `name` that may be in effect at `at` is a pure computation
+        whose tensors come from factories (a value no optimizer and no autograd graph can
+        reach): None if not; else whether it is placed on a device."""
+        if depth >= _MAX_DEPTH:
+            return None
+        binds = self.scopes.in_effect(name, at)
+        if not binds:
+            return None
+        placed = True
+        for bind in binds:
+            if bind.kind != "assign" or not bind.whole or bind.value is None:
+                return None
+            if _plain_number(bind.value):
+                placed = False  # `n = int(os.environ[...])`: a Python number, never a tensor
+                continue
+            computation = self.purity.of(bind.value)
+            if not computation.pure:
+                return None
+            this = computation.placed
+            for item in computation.inputs:
+                if not item.as_tensor:
+                    continue
+                inner = self._made_by_factories(item.dotted, bind.node, depth + 1) if "." not in item.dotted else None
+                if inner is None:
+                    return None
+                this = this or inner
+            placed = placed and this
+        return placed
+
+    def _opaque_calls_on(self, root: str, facts: LoopFacts) -> bool:
+        """A call in the loop that cannot be followed and gets `root` (as receiver or argument):
+        it may store any attribute of it."""
+        for call in facts.flow.calls:
+            if self.scopes.resolve(call) is not None or self.names.call_name(call) is not None:
+                continue
+            func = call.func
+            receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+            if receiver is not None and receiver.split(".")[0] == root:
+                return True
+            if any(isinstance(a.value, cst.Name) and a.value.value == root for a in call.args):
+                return True
+        return False
+
+    def _model_like(self, parts: List[str]) -> bool:
+        if parts[-1] in ("weight", "bias", "data", "grad") or parts[0] in self.receivers.optimizers:
+            return True
+        for end in range(1, len(parts) + 1):
+            if self.receivers.is_model(cst.parse_expression(".".join(parts[:end]))):
+                return True
+        return False
+
+    def _changed_through(self, name: str, facts: LoopFacts) -> bool:
+        """A name computed from `name` in the loop is changed in place (`m = mask.view(...);
+        m.add_(1)` writes into `mask`), or handed to `out=` / `inplace=True` / a torch `*_` function."""
+        derived = facts.derived_from(name)
+        if any(facts.changes_in_place(n) for n in derived):
+            return True
+        for call in facts.flow.calls:
+            qualified = self.names.call_name(call) or ""
+            writes = qualified.endswith("_") or any(
+                a.keyword is not None and a.keyword.value in ("out", "inplace") for a in call.args)
+            if writes and any(isinstance(a.value, cst.Name) and a.value.value in derived for a in call.args):
+                return True
+        return False
+
+    # -- in a module's forward ---------------------------------------------------------------
+    def in_forward(self, statement: cst.CSTNode) -> Optional[Hoistable]:
+        """`statement`, directly in the body of `forward` of an `nn.Module` of this module, as
+        work whose inputs are constants and attributes set only in `__init__`."""
+        found = single_assignment(statement)
+        if found is None:
+            return None
+        func = self.tree.function_of(statement)
+        if func is None or func.name.value != "forward" or self.tree.parent(statement) is not func.body:
+            return None
+        klass = self.tree.class_of(func)
+        if klass is None or klass.name.value not in self.receivers.module_classes:
+            return None
+        name, assign = found
+        computation = self.purity.of(assign.value)
+        if not computation.pure or not computation.placed:
+            return None
+        settled = self._settled_attributes(klass)
+        for item in computation.inputs:
+            parts = item.dotted.split(".")
+            if self.purity.is_device(item.node) or (parts[-1] == "device" and len(parts) > 1):
+                continue  # where it goes: the buffer follows the module instead
+            if item.as_tensor or parts[0] != "self" or len(parts) != 2 or parts[1] not in settled:
+                return None
+        flow = block_flow(func.body)
+        if sum(1 for use in flow.uses if use.store and use.name == name) != 1:
+            return None
+        if name in flow.mutated or any(name in f.containers for f in flow.flows):
+            return None
+        if any(use.nested and use.name == name for use in flow.uses):
+            return None
+        return Hoistable(statement, name, assign.value, computation, None)  # type: ignore[arg-type]
+
+    def _settled_attributes(self, klass: cst.ClassDef) -> FrozenSet[str]:
+        """Attributes of `self` assigned in `__init__` and nowhere else in the module."""
+        init = next((s for s in klass.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+                    None)
+        if init is None:
+            return frozenset()
+        in_init: Set[str] = set()
+        elsewhere: Set[str] = set()
+        for node in walk(self.tree.module):
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                inside = self.tree.contains(init, node)
+                for target in targets:
+                    attributes = _attribute_names(target)
+                    if inside and isinstance(node, cst.Assign):
+                        in_init |= attributes
+                    else:
+                        elsewhere |= attributes
+        return frozenset(in_init - elsewhere)
+
+
+def _plain_number(expr: cst.BaseExpression) -> bool:
+    """A literal number, or what `int()`, `float()`, `len()`, `round()` or `bool()` return."""
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return _plain_number(expr.expression)
+    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and \
+        expr.func.value in ("int", "float", "len", "round", "bool")
+
+
+def _attribute_names(target: cst.CSTNode) -> Set[str]:
+    """The attribute names an assignment target stores (`self.a = ...`, `x.a, y.b = ...`)."""
+    found: Set[str] = set()
+    stack = [target]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute):
+            found.add(node.attr.value)
+        elif isinstance(node, (cst.Tuple, cst.List)):
+            stack.extend(e.value for e in node.elements)
+        elif isinstance(node, cst.StarredElement):
+            stack.append(node.value)
+    return found
+
+
+def _globals_declared(func: cst.FunctionDef) -> Set[str]:
+    return {name.name.value for node in walk(func.body) if isinstance(node, (cst.Global, cst.Nonlocal))
+            for name in node.names}
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and \
+        isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value,
+                                                               (cst.SimpleString, cst.ConcatenatedString))

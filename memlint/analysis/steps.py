@@ -1,0 +1,170 @@
+"""Steps: how often a piece of code runs, measured in training or inference steps.
+
+A *step loop* is a loop that does a step's work itself, once per iteration: it runs a forward,
+computes a loss, backwards or steps an optimizer (directly, or in a helper of this module that
+has no loop of its own), or it iterates over a data loader. Relative to step loops, a node runs
+
+- `STEP`: once per step: in the body of a step loop; in a function that runs per step (a
+  module's `forward`, Lightning's `training_step` and the other step hooks, or a function of
+  this module called from a step; Lightning's batch hooks: `on_train_batch_end` ...);
+- `INNER`: more than once per step: in a loop (or comprehension) that does no step work of its
+  own inside a step, or inside a function that runs per step;
+- `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
+  runs or evaluation phases), also through the helpers it calls, or in Lightning's epoch,
+  fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
+
+and `how_often` answers None when none of this can be told (code outside any loop that is not
+called from one). Asked as `facts.steps`. Asked by MEM105 and MEM501.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional
+
+import libcst as cst
+
+from memlint.analysis.calls import CallGraph
+from memlint.analysis.phase import TRAINING_FUNCTIONS
+from memlint.analysis.receivers import Receivers
+from memlint.analysis.roles import Roles
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk_scope
+
+STEP, INNER, BOUNDARY = "step", "inner", "boundary"
+_LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
+_LIGHTNING_STEP_HOOKS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
+_STEP_HOOK = re.compile(r"^on_\w*batch_(start|end)$|^on_(before|after)_(backward|optimizer_step|zero_grad)$")
+_EPOCH_HOOK = re.compile(r"^on_\w*(epoch|fit|train|validation|test|predict)_(start|end)$")
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_LOOPS = (cst.For, cst.While)
+
+
+class Steps:
+    """How often the code of one module runs per step (see the module docstring)."""
+
+    def __init__(self, tree: TreeIndex, scopes: Scopes, calls: CallGraph, receivers: Receivers,
+                 roles: Roles) -> None:
+        self.tree = tree
+        self.scopes = scopes
+        self.calls = calls
+        self.receivers = receivers
+        self.roles = roles
+        self._work: Dict[int, bool] = {}
+        self._holds: Dict[int, bool] = {}
+        self._functions: Dict[int, Optional[str]] = {}
+
+    # -- loops -------------------------------------------------------------------------------
+    def does_step_work(self, loop: cst.CSTNode) -> bool:
+        """The loop runs a forward, a loss, a backward or an optimizer step once per iteration,
+        itself or in a helper without a loop of its own, or iterates over a data loader."""
+        found = self._work.get(id(loop))
+        if found is None:
+            found = self.iterates_loader(loop) or any(
+                self._is_step_call(call) and self._owned(loop, call, site)
+                for call, site in self.calls.calls_in(loop))
+            self._work[id(loop)] = found
+        return found
+
+    def _is_step_call(self, call: cst.Call) -> bool:
+        roles = self.roles
+        return roles.is_forward(call) or roles.is_loss(call) or roles.backward_of(call) is not None \
+            or roles.step_of(call) is not None or roles.is_generate(call)
+
+    def _owned(self, loop: cst.CSTNode, call: cst.Call, site: cst.Call) -> bool:
+        if call is site:
+            return self.tree.loops_around(call)[:1] == [loop]
+        return not self.tree.loops_around(call) and self.tree.loops_around(site)[:1] == [loop]
+
+    @staticmethod
+    def iterates_loader(loop: cst.CSTNode) -> bool:
+        """`for batch in loader`, `enumerate(tqdm(train_loader))`, `self.train_dataloader()`."""
+        if not isinstance(loop, cst.For):
+            return False
+        iterable = loop.iter
+        while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
+                iterable.func.value in ("enumerate", "tqdm", "iter", "zip") and iterable.args:
+            iterable = iterable.args[0].value
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
+                iterable.func.attr.value.endswith("dataloader"):
+            return True  # self.train_dataloader()
+        return bool(_LOADER.search(last_part(dotted_name(iterable))))
+
+    def holds_step_loop(self, loop: cst.CSTNode) -> bool:
+        """A loop nested in `loop`, or in a function of this module it calls, is a step loop."""
+        found = self._holds.get(id(loop))
+        if found is None:
+            self._holds[id(loop)] = False
+            roots: List[cst.CSTNode] = [loop.body, *self.calls.functions_reached(loop)]  # type: ignore[attr-defined]
+            found = any(isinstance(node, _LOOPS) and node is not loop and self.does_step_work(node)
+                        for root in roots for node in walk_scope(root))
+            self._holds[id(loop)] = found
+        return found
+
+    # -- any node ----------------------------------------------------------------------------
+    def how_often(self, node: cst.CSTNode) -> Optional[str]:
+        """STEP, INNER, BOUNDARY or None (see the module docstring)."""
+        loops = self.tree.loops_around(node)
+        repeated = self._in_comprehension(node, loops[0] if loops else None)
+        if loops:
+            innermost = loops[0]
+            if self.does_step_work(innermost):
+                return INNER if repeated else STEP
+            if self.holds_step_loop(innermost):
+                return BOUNDARY
+            for outer in loops[1:]:
+                if self.does_step_work(outer):
+                    return INNER
+                if self.holds_step_loop(outer):
+                    return BOUNDARY
+            repeated = True
+        often = self.function_how_often(self.tree.function_of(node))
+        if often in (STEP, INNER) and repeated:
+            return INNER
+        return often
+
+    def _in_comprehension(self, node: cst.CSTNode, stop: Optional[cst.CSTNode]) -> bool:
+        """`node` is evaluated per element of a comprehension (not in its first iterable)."""
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, _COMPREHENSIONS):
+                first = ancestor.for_in
+                if child is not first or not _in_first_iterable(first, node, self.tree):
+                    return True
+            child = ancestor
+        return False
+
+    def function_how_often(self, func: Optional[cst.FunctionDef]) -> Optional[str]:
+        """How often a function's body runs: STEP for `forward` of a module, Lightning's step
+        hooks and conventional step functions; BOUNDARY for epoch hooks; else from its call sites."""
+        if func is None:
+            return None
+        key = id(func)
+        if key in self._functions:
+            return self._functions[key]
+        self._functions[key] = None  # a recursive call does not decide
+        name = func.name.value
+        klass = self.tree.class_of(func)
+        result: Optional[str] = None
+        if _EPOCH_HOOK.match(name):
+            result = BOUNDARY
+        elif name in _LIGHTNING_STEP_HOOKS or _STEP_HOOK.match(name) or (
+                name in TRAINING_FUNCTIONS and name != "__call__" and (
+                    name != "forward" or klass is not None and klass.name.value in self.receivers.module_classes)):
+            result = STEP
+        else:
+            found = {self.how_often(site) for site in self.scopes.call_sites(func)}
+            if INNER in found:
+                result = INNER
+            elif STEP in found:
+                result = STEP
+            elif BOUNDARY in found:
+                result = BOUNDARY
+        self._functions[key] = result
+        return result
+
+
+def _in_first_iterable(first: cst.CompFor, node: cst.CSTNode, tree: TreeIndex) -> bool:
+    return tree.contains(first.iter, node)

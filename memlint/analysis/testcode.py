@@ -1,0 +1,30 @@
+"""Test code: whether a node runs inside a test (a `test_*` function, a `Test*` class, a
+`unittest.TestCase`), where inputs are often made on purpose in ways training code should not
+be (random data drawn on the CPU so that every device sees the same numbers).
+
+Asked by MEM103.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from memlint.analysis.tree import TreeIndex, dotted_name, last_part
+
+_TEST_FUNCTION = re.compile(r"^_*test", re.IGNORECASE)
+_TEST_CLASS = re.compile(r"^Test|Test$|TestCase$")
+
+
+def in_test_code(tree: TreeIndex, node: cst.CSTNode) -> bool:
+    """Inside a function named `test*` / `_test*`, or a class named `Test*` / `*Test`, or one
+    deriving from a `TestCase`."""
+    for ancestor in tree.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef) and _TEST_FUNCTION.match(ancestor.name.value):
+            return True
+        if isinstance(ancestor, cst.ClassDef) and (
+                _TEST_CLASS.search(ancestor.name.value)
+                or any(_TEST_CLASS.search(last_part(dotted_name(base.value))) for base in ancestor.bases)):
+            return True
+    return False

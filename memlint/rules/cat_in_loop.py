@@ -1,0 +1,293 @@
+"""MEM104 cat-in-loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Set
+
+import libcst as cst
+
+from memlint.analysis.dataflow import Use, sources_of
+from memlint.analysis.loops import Loop, LoopFacts
+from memlint.analysis.tree import argument, children, dotted_name, walk
+from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+
+_CAT = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
+_FEW = 16  # a loop over a literal range shorter than this grows nothing worth a rewrite
+
+
+@dataclass(frozen=True)
+class _Growth:
+    """`acc = torch.cat((acc, piece), dim)` (`prepends`: `torch.cat((piece, acc))`)."""
+
+    name: str
+    assign: cst.Assign
+    call: cst.Call
+    piece: cst.BaseExpression
+    dim: Optional[cst.BaseExpression]
+    prepends: bool
+
+
+class CatInLoop(Rule):
+    """
+    ## What it does
+    Finds a tensor grown by concatenation on every iteration of a loop:
+    `acc = torch.cat((acc, out))` (or `torch.cat((out, acc))`), where `acc` is carried from
+    one iteration to the next.
+
+    ## Why is this bad?
+    Each `torch.cat` allocates a new tensor as large as everything gathered so far and copies all
+    of it: n iterations copy O(n²) elements, and while the copy runs the old and the new
+    accumulator are both alive, twice the memory of the result. Appending to a list and
+    concatenating once after the loop copies each piece once.
+
+    ## Example
+    ```python
+    preds = torch.empty(0, device=device)
+    for x in loader:
+        preds = torch.cat((preds, model(x).argmax(1)))
+    ```
+
+    Use instead:
+    ```python
+    preds = torch.empty(0, device=device)
+    preds_parts = [preds]
+    for x in loader:
+        preds_parts.append(model(x).argmax(1))
+    preds = torch.cat(preds_parts)
+    ```
+
+    ## When it is not reported
+    Loops over a model's layers (`for layer in self.layers`), a dict's items or a short literal
+    range (dense connections, padding: the growth is the design); loops not known to run many
+    times (not a data loader, a tensor, a `range` or a `while`, and no forward in them); a
+    `while` loop that grows it until it is long enough; a loop that reads the accumulator back
+    every iteration outside a step; an accumulator bound elsewhere in the loop too, and
+    concatenations of more than two tensors.
+
+    ## Fix
+    Collects the pieces in a list started with the accumulator's value before the loop, and
+    concatenates once after it (`torch.cat(parts[::-1])` when each piece was put in front, which
+    keeps the order). Reads of the accumulator inside the loop under a periodic test
+    (`if step % 100 == 0:`) become `torch.cat(parts)`. Reported without a fix when a step loop
+    reads it otherwise (autoregressive decoding feeds the whole sequence back: preallocate it at
+    its final length and write each step into a slice instead), when it or a piece may be
+    changed in place, or when the dimension changes in the loop.
+
+    ## Fix safety
+    Safe when the loop reads the accumulator nowhere else: the result is the same tensor, built
+    by one concatenation. Unsafe when the loop reads it (periodically): each read now builds a
+    new tensor, so writing into what it returns would no longer change the accumulator.
+    """
+
+    CODE = "MEM104"
+    NAME = "cat-in-loop"
+    MESSAGE = "a tensor grown by `torch.cat` every iteration copies everything gathered so far, each time"
+    FIX_SAFETY = Safety.SAFE
+    CLAIM = Claim.TIME_LOWER
+
+    VALID = (
+        # dense connections over a model's layers: the growth is the architecture
+        "import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n        for layer in self.layers:\n"
+        "            x = torch.cat([x, layer(x)], 1)\n        return x\n",
+        # a short literal range, a dict's items, a list of unknown length
+        "import torch\nfor _ in range(3):\n    x = torch.cat((x, pad), dim=-1)\n",
+        "import torch\nfor k, feat in kwargs.items():\n    x = torch.cat([x, feat], dim=1)\n",
+        "import torch\nfor state in states:\n    found = torch.cat((found, state.tokens()))\n",
+        # grown until it is long enough
+        "import torch\nwhile lengths.sum() < need:\n    lengths = torch.cat([lengths, sample()])\n",
+        # a new tensor every iteration, not an accumulator
+        "import torch\nfor x, y in loader:\n    both = torch.cat((x, y))\n    model(both)\n",
+        # bound twice in the loop
+        "import torch\nfor x in loader:\n    acc = torch.cat((acc, x))\n    acc = acc[-100:]\n",
+        # a list kept and concatenated once: the recommended form
+        "import torch\nparts = []\nfor x in loader:\n    parts.append(model(x))\nout = torch.cat(parts)\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\npreds = torch.empty(0, device=device)\nfor x in loader:\n"
+            "    preds = torch.cat((preds, model(x).argmax(1)))\nprint(preds.shape)\n",
+            "import torch\npreds = torch.empty(0, device=device)\npreds_parts = [preds]\nfor x in loader:\n"
+            "    preds_parts.append(model(x).argmax(1))\npreds = torch.cat(preds_parts)\nprint(preds.shape)\n",
+        ),
+        # prepending: the list is reversed once at the end, keeping the order
+        Invalid(
+            "import torch\ndef history(steps, state):\n    trace = state\n    for t in range(steps):\n"
+            "        state = step(state)\n        trace = torch.cat([state, trace], dim=1)\n    return trace\n",
+            "import torch\ndef history(steps, state):\n    trace = state\n    trace_parts = [trace]\n"
+            "    for t in range(steps):\n        state = step(state)\n        trace_parts.append(state)\n"
+            "    trace = torch.cat(trace_parts[::-1], dim=1)\n    return trace\n",
+        ),
+        # read only when logging: unsafe, the read concatenates the list
+        Invalid(
+            "import torch\nfeats = torch.zeros(0, 16)\nfor i, x in enumerate(loader):\n"
+            "    feats = torch.cat((feats, encoder(x)))\n    if i % 100 == 0:\n        print(feats.shape)\n",
+            "import torch\nfeats = torch.zeros(0, 16)\nfeats_parts = [feats]\nfor i, x in enumerate(loader):\n"
+            "    feats_parts.append(encoder(x))\n    if i % 100 == 0:\n        print(torch.cat(feats_parts).shape)\n"
+            "feats = torch.cat(feats_parts)\n",
+        ),
+        # decoding feeds the whole sequence back every step: reported, no fix
+        Invalid(
+            "import torch\nwith torch.no_grad():\n    for i in range(args.words):\n        out = model(ids)\n"
+            "        nxt = out[-1].argmax().view(1, 1)\n        ids = torch.cat([ids, nxt], 0)\n"
+        ),
+    )
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        growth = self._growth(node)
+        if growth is None:
+            return
+        loops = self.facts.tree.loops_around(node)
+        if not loops or self._designed(loops[0]):
+            return
+        loop: Loop = loops[0]  # type: ignore[assignment]
+        facts = self.facts.loop(loop, self.facts.tree.scope_of(loop))
+        if facts.bindings_of(growth.name) != 1 or not self.facts.scopes.in_effect(growth.name, loop):
+            return
+        steps = self.facts.steps.does_step_work(loop)
+        if not steps and not self._long(loop):
+            return  # a loop of unknown length over a few items: nothing worth a rewrite
+        reads = [use for use in facts.flow.uses if use.name == growth.name and not use.store
+                 and use.node is not self._acc_node(growth)]
+        if isinstance(loop, cst.While) and growth.name in sources_of(loop.test):
+            return  # grown until it is long enough: the loop is about its length
+        message = (f"`{growth.name}` is grown by `torch.cat` on every iteration: each one copies everything gathered "
+                   f"so far (O(n²) copying) and holds the old and the new `{growth.name}` at once; ")
+        if reads and not all(self._periodic(use.node, loop) for use in reads):
+            if not steps:
+                return  # read back every iteration outside a step: the growth is how it works
+            self.report(node, message + (
+                "the loop feeds all of it back every step, so preallocate it at its final length and write "
+                "each step into a slice"))
+            return
+        message += "append the pieces to a list and concatenate once after the loop"
+        self.report(node, message, self._fix(loop, facts, growth, reads))
+
+    def _long(self, loop: Loop) -> bool:
+        """The loop runs many times: a `while`, a data loader, a `range` that is not short, a tensor."""
+        if isinstance(loop, cst.While):
+            return True
+        return self.facts.steps.iterates_loader(loop) or self.facts.syncs.many(loop.iter, loop)
+
+    def _periodic(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """Under an `if` with a `%` test in the loop (`if step % 100 == 0:`), in its body."""
+        child = node
+        for ancestor in self.facts.tree.ancestors(node):
+            if ancestor is loop:
+                return False
+            if isinstance(ancestor, cst.If) and child is ancestor.body and any(
+                    isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+                    for n in walk(ancestor.test)):
+                return True
+            child = ancestor
+        return False
+
+    def _growth(self, node: cst.Assign) -> Optional[_Growth]:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return None
+        call = node.value
+        if not isinstance(call, cst.Call) or self.facts.names.call_name(call) not in _CAT:
+            return None
+        name = node.targets[0].target.value
+        tensors = argument(call, "tensors", 0)
+        dim = argument(call, "dim", 1)
+        if tensors is None or any(a.keyword is not None and a.keyword.value not in ("tensors", "dim")
+                                  for a in call.args) or any(a.star for a in call.args):
+            return None
+        if not isinstance(tensors.value, (cst.Tuple, cst.List)) or len(tensors.value.elements) != 2:
+            return None
+        first, second = (e.value if isinstance(e, cst.Element) else None for e in tensors.value.elements)
+        if first is None or second is None:
+            return None
+        if isinstance(first, cst.Name) and first.value == name and name not in sources_of(second):
+            return _Growth(name, node, call, second, dim.value if dim else None, prepends=False)
+        if isinstance(second, cst.Name) and second.value == name and name not in sources_of(first):
+            return _Growth(name, node, call, first, dim.value if dim else None, prepends=True)
+        return None
+
+    @staticmethod
+    def _acc_node(growth: _Growth) -> cst.CSTNode:
+        elements = growth.call.args[0].value.elements  # type: ignore[attr-defined]
+        return elements[1 if growth.prepends else 0].value
+
+    def _designed(self, loop: cst.CSTNode) -> bool:
+        """A loop over a model's layers or a short literal range: concatenation is its design."""
+        if not isinstance(loop, cst.For):
+            return False
+        iterable = loop.iter
+        while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
+                iterable.func.value in ("enumerate", "zip", "reversed") and iterable.args:
+            iterable = iterable.args[0].value
+        if isinstance(iterable, (cst.Tuple, cst.List)):
+            return True
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
+                iterable.func.attr.value in ("items", "values", "keys"):
+            return True
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
+            bounds = [a.value for a in iterable.args]
+            if bounds and all(isinstance(b, cst.Integer) for b in bounds):
+                values = [int(b.value, 0) for b in bounds]  # type: ignore[attr-defined]
+                return (values[0] if len(values) == 1 else values[1] - values[0]) < _FEW
+            return any("self." in cst.Module([]).code_for_node(b) for b in bounds)
+        dotted = dotted_name(iterable) or ""
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+            dotted = dotted_name(iterable.func.value) or ""  # self.blocks.children()
+        return dotted.startswith("self.") or self.facts.receivers.is_model(iterable)
+
+    def _fix(self, loop: Loop, facts: LoopFacts, growth: _Growth, reads: List[Use]) -> Optional[Fix]:
+        if growth.dim is not None and not facts.is_invariant(growth.dim):
+            return None
+        if "#" in cst.Module([]).code_for_node(growth.call):
+            return None  # a comment inside the call would be lost
+        pieces = self._data_names(growth.piece)
+        if not pieces or not pieces <= facts.bound or any(facts.changes_in_place(n) for n in pieces) or \
+                facts.changes_in_place(growth.name) or \
+                growth.name in self.facts.scope_uses(self.facts.tree.scope_of(loop)).declared_global:
+            return None
+        parts = self._parts_name(growth.name)
+        code = cst.Module([]).code_for_node
+        order = f"{parts}[::-1]" if growth.prepends else parts
+        dim = f", dim={code(growth.dim)}" if growth.dim is not None else ""
+        joined = f"{code(growth.call.func)}({order}{dim})"
+        edits = [
+            InsertBefore(loop, (cst.parse_statement(f"{parts} = [{growth.name}]"),)),
+            Replace(growth.assign, cst.Expr(cst.parse_expression(f"{parts}.append({code(growth.piece)})"),
+                                            semicolon=growth.assign.semicolon)),
+            InsertAfter(loop, (cst.parse_statement(f"{growth.name} = {joined}"),)),
+        ]
+        edits += [Replace(use.node, cst.parse_expression(joined)) for use in reads]
+        return Fix(tuple(edits), Safety.UNSAFE if reads else Safety.SAFE,  # type: ignore[arg-type]
+                   f"collect the pieces in `{parts}` and concatenate once after the loop")
+
+    def _data_names(self, expr: cst.BaseExpression) -> Set[str]:
+        """The names whose data the piece holds or is computed from (not the models or
+        functions it calls): the piece is made afresh each iteration when they all are."""
+        found: Set[str] = set()
+        stack: List[cst.CSTNode] = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                found.add(node.value)
+            elif isinstance(node, cst.Attribute):
+                stack.append(node.value)
+            elif isinstance(node, cst.Call):
+                stack.extend(a.value for a in node.args)
+                func = node.func
+                if isinstance(func, cst.Attribute) and not self.facts.roles.is_forward(node) and \
+                        self.facts.names.qualified_name(func) is None:
+                    stack.append(func.value)
+            elif isinstance(node, cst.BaseExpression):
+                stack.extend(c for c in children(node) if isinstance(c, cst.BaseExpression))
+                stack.extend(c.value for c in children(node) if isinstance(c, (cst.Element, cst.Arg)))
+                stack.extend(c.slice.value for c in children(node)  # type: ignore[attr-defined]
+                             if isinstance(c, cst.SubscriptElement) and isinstance(c.slice, cst.Index))
+        return found
+
+    def _parts_name(self, name: str) -> str:
+        taken = self.facts.identifiers
+        candidate, number = f"{name}_parts", 2
+        while candidate in taken:
+            candidate = f"{name}_parts{number}"
+            number += 1
+        return candidate

@@ -1,0 +1,263 @@
+"""MEM103 cpu-tensor-then-move."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from memlint.analysis.purity import RANDOM_FACTORIES, Move
+from memlint.analysis.testcode import in_test_code
+from memlint.analysis.tree import dotted_name
+from memlint.findings import Fix, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+from memlint.rules._code import show
+
+# Methods between a factory and its move that change nothing but the dtype or the layout: the
+# factory can make the tensor on the device and they run there, bit for bit the same.
+_CASTS = frozenset({"float", "half", "double", "bfloat16", "long", "int", "bool", "byte", "short", "contiguous"})
+
+
+_RECORDERS = ("torch.jit.", "torch.onnx.", "torch.fx.", "torch.export.")
+
+
+def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
+    return cst.Arg(value=value, keyword=cst.Name(name),
+                   equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+
+
+class CpuTensorThenMove(Rule):
+    """
+    ## What it does
+    Finds a tensor made by a torch factory on the CPU and then moved to a device:
+    `torch.zeros(n).cuda()`, `torch.randn(b, d).to(device)`, `torch.arange(n).long().to(x.device)`,
+    the result of a helper of the same file that builds a tensor from factories and is moved
+    at the call (`make_mask(t).to(device)`), and a CPU factory used to index a tensor
+    (`x[torch.arange(x.shape[0]), idx]`, which copies the index to the tensor's device).
+
+    ## Why is this bad?
+    The tensor is allocated and filled on the host, then copied to the device through pageable
+    memory, a copy the host waits for, and the CPU copy is thrown away. `device=` makes it on
+    the device directly. For random factories the host's generator is also much slower: on an
+    H200, `torch.randn(8192, 8192).cuda()` took about 2000x as long as
+    `torch.randn(8192, 8192, device="cuda")`.
+
+    ## Example
+    ```python
+    for step in range(steps):
+        t = torch.full((batch,), step).to(device)
+    ```
+
+    Use instead:
+    ```python
+    for step in range(steps):
+        t = torch.full((batch,), step, device=device)
+    ```
+
+    ## When it is not reported
+    Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
+    legacy constructors (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or
+    another tensor; a move to the CPU (also through `device = torch.device("cpu")`); a factory
+    that already has a device; code handed to `torch.jit.trace` and the like (the move is what
+    they record); an index of a tensor not known to live on the device (in data-loading code
+    tensors stay on the CPU); random data in tests (drawn on the CPU so that every device sees
+    the same numbers).
+
+    ## Fix
+    Puts the device on the factory (`device=device`; a bare `.cuda()` becomes `device="cuda"`)
+    and drops the move; dtype casts between them (`.float()`, `.long()`) stay, now on the
+    device. An index gets `device=x.device`. No fix when the move also casts (`.to(device,
+    dtype)`), when other operations run between the factory and the move, or through a helper.
+
+    ## Fix safety
+    Safe for deterministic factories (`zeros`, `ones`, `full`, `arange`, `eye`, `linspace`,
+    `empty`): the values are the same. Unsafe for random ones (`randn`, `rand`, `randint`,
+    `randperm`...): the numbers now come from the device's generator, a different stream, so
+    they differ from what the program drew before.
+    """
+
+    CODE = "MEM103"
+    NAME = "cpu-tensor-then-move"
+    MESSAGE = "a tensor is made on the CPU and then copied to the device; make it there with `device=`"
+    FIX_SAFETY = Safety.SAFE
+    CLAIM = Claim.TIME_LOWER
+
+    VALID = (
+        # data that starts on the host
+        "import torch\nfor batch in loader:\n    ids = torch.tensor(batch[\"ids\"]).to(device)\n",
+        "import numpy as np, torch\nx = torch.from_numpy(np.ones(4)).cuda()\n",
+        "import torch\nlabels = torch.LongTensor(targets).cuda()\n",
+        # made on the device already
+        "import torch\nx = torch.zeros(4, device=device)\n",
+        # a cast, or the device and dtype of another tensor: not known to be a move
+        "import torch\nx = torch.arange(10).to(torch.float32)\n",
+        "import torch\nx = torch.zeros(3).to(grad)\n",
+        # random test data, drawn on the CPU so that every device sees the same numbers
+        "import torch\ndef test_parity(device):\n    q = torch.rand(4, 8).to(device)\n    check(q)\n",
+        # moved to the CPU
+        "import torch\nx = torch.ones(3).to(\"cpu\")\n",
+        "import torch\ndevice = torch.device(\"cpu\")\nx = torch.zeros(3).to(device)\n",
+        # the move is what a trace records
+        "import torch\nholder = torch.jit.trace(lambda: torch.ones([]).to(torch.device(device)), example_inputs=[])\n",
+        # data-loading code: the indexed tensor stays on the CPU
+        "import torch\nclass Noise:\n    def permute(self, tokens):\n        subs = torch.randperm(len(tokens))[:3]\n"
+        "        return tokens[subs[torch.randperm(3)]]\n",
+        # a list used as an index, not a tensor
+        "import torch\nrows = table[torch.arange(3)]\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfor step in range(100):\n    t = torch.full((64,), step).to(device)\n    model(x, t)\n",
+            "import torch\nfor step in range(100):\n    t = torch.full((64,), step, device=device)\n    model(x, t)\n",
+        ),
+        Invalid(
+            "import torch\nmask = torch.ones(8, 8).bool().cuda()\n",
+            "import torch\nmask = torch.ones(8, 8, device=\"cuda\").bool()\n",
+        ),
+        # random: the fix is unsafe, the numbers come from the GPU's generator
+        Invalid(
+            "import torch\nsample = torch.randn(64, 20).to(device)\n",
+            "import torch\nsample = torch.randn(64, 20, device=device)\n",
+        ),
+        # an index made on the CPU for a tensor on the device
+        Invalid(
+            "import torch\nclass Head(torch.nn.Module):\n    def forward(self, x, idx):\n"
+            "        h = self.encoder(x)\n        return h[torch.arange(h.shape[0]), idx]\n",
+            "import torch\nclass Head(torch.nn.Module):\n    def forward(self, x, idx):\n"
+            "        h = self.encoder(x)\n        return h[torch.arange(h.shape[0], device=h.device), idx]\n",
+        ),
+        # a helper that builds it on the CPU, moved at the call: reported, not fixed
+        Invalid(
+            "import torch\nclass Net(torch.nn.Module):\n    def causal(self, n):\n"
+            "        return torch.triu(torch.ones(n, n), diagonal=1).bool()\n\n    def forward(self, x):\n"
+            "        mask = self.causal(x.size(1)).to(x.device)\n        return self.layer(x, mask)\n"
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        move = self.facts.purity.mover(node)
+        if move is None or self._stays_on_the_host(move) or self._traced(node):
+            return
+        receiver = node.func.value  # type: ignore[attr-defined]
+        core, casts = _peel_casts(receiver)
+        if isinstance(core, cst.Call):
+            factory = self.facts.purity.factory(core)
+            if factory is not None:
+                if _has_device(core) or factory in RANDOM_FACTORIES and in_test_code(self.facts.tree, node):
+                    return
+                self.report(node, self._message(factory, move), self._fix(node, core, factory, move, casts))
+                return
+        computation = self.facts.purity.of(core)
+        if computation.pure and computation.factories and not computation.placed and \
+                not any(item.as_tensor for item in computation.inputs) and \
+                not any(_has_device(call) for call in computation.factories):
+            self.report(node, self._message(None, move))
+            return
+        if isinstance(core, cst.Call):
+            helper = self.facts.scopes.resolve(core)
+            if helper is not None:
+                summary = self.facts.hoisting.helper(helper)
+                if summary.pure and summary.fresh and not summary.placed:
+                    self.report(node, self._helper_message(helper))
+
+    def _stays_on_the_host(self, move: Move) -> bool:
+        """The device is known to be the CPU (`device = torch.device("cpu")`): nothing moves."""
+        if move.device is None:
+            return False
+        types = self.facts.regions.device_types(move.device)
+        return types is not None and types <= {"cpu", "meta"}
+
+    def _traced(self, node: cst.Call) -> bool:
+        """Inside a call that records the code itself (`torch.jit.trace(lambda: ...)`)."""
+        return any(isinstance(a, cst.Call) and (self.facts.names.call_name(a) or "").startswith(_RECORDERS)
+                   for a in self.facts.tree.ancestors(node))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        for element in node.slice:
+            index = element.slice
+            if not isinstance(index, cst.Index) or not isinstance(index.value, cst.Call):
+                continue
+            call = index.value
+            factory = self.facts.purity.factory(call)
+            if factory is None or _has_device(call) or factory.endswith("_like"):
+                continue
+            owner = dotted_name(node.value)
+            if owner is None or not self.facts.syncs.on_device(node.value, node):
+                continue
+            device = cst.parse_expression(f"{owner}.device")
+            fix = Fix((Replace(call, call.with_changes(args=_with_arg(call.args, _kwarg("device", device)))),),
+                      Safety.UNSAFE if factory in RANDOM_FACTORIES else Safety.SAFE,
+                      f"make the index on `{owner}`'s device: `device={owner}.device`")
+            self.report(call, (
+                f"`{show(call)}` is made on the CPU to index `{owner}`: when `{owner}` is on the GPU the "
+                f"index is copied there each time this runs; make it there with `device={owner}.device`"), fix)
+
+    @staticmethod
+    def _message(factory: Optional[str], move: Move) -> str:
+        target = "`.cuda()`" if move.call.func.attr.value == "cuda" else "`.to(...)`"  # type: ignore[attr-defined]
+        if factory is None:
+            return (f"this tensor is computed on the CPU from torch factories and then copied to the device by "
+                    f"{target}: put `device=` on the factories so it is made there")
+        random = (" (the host's random generator is slow, too; keep it only if the numbers must match the "
+                  "CPU's stream)") if factory in RANDOM_FACTORIES else ""
+        return (f"`{factory}` makes the tensor on the CPU and {target} copies it to the device, which the host "
+                f"waits for{random}; make it there with `device=`")
+
+    @staticmethod
+    def _helper_message(helper: cst.FunctionDef) -> str:
+        return (f"`{helper.name.value}` builds its tensor on the CPU from torch factories, and here it is copied "
+                f"to the device each time; give `{helper.name.value}` a `device` and make it there with `device=`")
+
+    def _fix(self, node: cst.Call, core: cst.Call, factory: str, move: Move,
+             casts: List[cst.Call]) -> Optional[Fix]:
+        code = cst.Module([]).code_for_node
+        receiver = node.func.value  # type: ignore[attr-defined]
+        if not move.only_device or code(node).count("#") > code(receiver).count("#"):
+            return None  # it also casts, or a comment in the move would be lost
+        device = move.device
+        if device is None:
+            device = cst.SimpleString('"cuda"')
+        elif move.call.func.attr.value == "cuda" and isinstance(device, cst.Integer):  # type: ignore[attr-defined]
+            device = cst.SimpleString(f'"cuda:{device.value}"')
+        made: cst.BaseExpression = core.with_changes(args=_with_arg(core.args, _kwarg("device", device)))
+        for cast in casts:
+            made = cast.with_changes(func=cast.func.with_changes(value=made))  # type: ignore[attr-defined]
+        random = factory in RANDOM_FACTORIES
+        return Fix((Replace(node, made),), Safety.UNSAFE if random else Safety.SAFE,
+                   "make the tensor on the device with `device=`" + (
+                       " (the numbers now come from the device's generator)" if random else ""))
+
+
+def _peel_casts(expr: cst.BaseExpression) -> Tuple[cst.BaseExpression, List[cst.Call]]:
+    """`torch.ones(n).bool()` -> (`torch.ones(n)`, [the `.bool()` call]), innermost cast first."""
+    casts: List[cst.Call] = []
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and \
+            expr.func.attr.value in _CASTS and not expr.args:
+        casts.append(expr)
+        expr = expr.func.value
+    return expr, list(reversed(casts))
+
+
+def _has_device(call: cst.Call) -> bool:
+    return any(a.keyword is not None and a.keyword.value == "device" for a in call.args) or \
+        any(a.star == "**" for a in call.args)
+
+
+def _with_arg(args: Sequence[cst.Arg], new: cst.Arg) -> List[cst.Arg]:
+    """`args` and `new` after them; the space before the closing bracket (a line break in a call
+    written over several lines) moves after the new argument."""
+    args = list(args)
+    if not args:
+        return [new]
+    last = args[-1]
+    if last.comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+                                     whitespace_after_arg=cst.SimpleWhitespace(""))
+        new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
+    else:  # a trailing comma: the new argument goes where the next one would, laid out like the others
+        comma = last.comma
+        between = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) \
+            else cst.SimpleWhitespace(" ")
+        args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=between))
+        new = new.with_changes(comma=cst.Comma(whitespace_after=comma.whitespace_after))  # type: ignore[union-attr]
+    return [*args, new]

@@ -1,0 +1,170 @@
+"""MEM501 empty-cache-in-loop."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from memlint.analysis.steps import INNER, STEP
+from memlint.findings import Fix, Remove, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+
+_EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.xpu.empty_cache", "torch.mps.empty_cache"})
+# A condition that only asks whether a device is there: the call still runs every step.
+_DEVICE_TEST = re.compile(r"cuda|device|gpu|is_available|xpu|mps", re.IGNORECASE)
+# Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
+_CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
+
+
+class EmptyCacheInLoop(Rule):
+    """
+    ## What it does
+    Finds `torch.cuda.empty_cache()` that runs on every training or inference step: in the body
+    of the step loop, or in a function every step calls (`forward`, Lightning's
+    `training_step` or batch hooks, a helper of the same file called from the loop).
+
+    ## Why is this bad?
+    PyTorch keeps freed blocks in its caching allocator so the next step can reuse them without
+    asking the driver. `empty_cache()` hands them all back, so the next step must `cudaMalloc`
+    everything again, and freeing waits for the device. It does not lower the peak of the
+    program itself: when an allocation fails the allocator already frees its cache and retries.
+    On an H200 calling it every step made training about 2x slower.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        torch.cuda.empty_cache()
+    ```
+
+    Use instead:
+    ```python
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+
+    ## When it is not reported
+    In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
+    after an OOM), between steps (an epoch loop, a loop over runs or evaluation phases, epoch
+    hooks), under a condition other than a device check (`if step % 100 == 0:`, `if i == 0:`),
+    and where it cannot be told that the code runs per step.
+
+    ## Fix
+    Removes the call (with an `if` around it that only checks for the device).
+
+    ## Fix safety
+    Safe: emptying the cache changes how much memory the process reserves from the driver,
+    never what it computes, nor the peak memory its tensors take.
+    """
+
+    CODE = "MEM501"
+    NAME = "empty-cache-in-loop"
+    MESSAGE = "`torch.cuda.empty_cache()` on every step makes the allocator ask the driver for all its memory again"
+    FIX_SAFETY = Safety.SAFE
+    CLAIM = Claim.TIME_LOWER
+    REQUIRES = ("empty_cache",)
+
+    VALID = (
+        # once per epoch
+        "import torch\nfor epoch in range(10):\n    for x, y in loader:\n        model(x).sum().backward()\n"
+        "        opt.step()\n    torch.cuda.empty_cache()\n",
+        # in an OOM handler
+        "import torch\nfor x, y in loader:\n    try:\n        model(x).sum().backward()\n"
+        "    except torch.cuda.OutOfMemoryError:\n        torch.cuda.empty_cache()\n",
+        # every N steps
+        "import torch\nfor i, (x, y) in enumerate(loader):\n    model(x).sum().backward()\n"
+        "    if i % 100 == 0:\n        torch.cuda.empty_cache()\n",
+        # a retry loop guarded by a try
+        "import torch\ndef retry(batch_size):\n    while batch_size:\n        try:\n"
+        "            torch.cuda.empty_cache()\n"
+        "            return run(batch_size)\n        except RuntimeError:\n            batch_size //= 2\n",
+        # at the end of a phase
+        "import torch\nimport lightning as L\nclass M(L.LightningModule):\n    def on_validation_epoch_end(self):\n"
+        "        torch.cuda.empty_cache()\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+            "    optimizer.step()\n    torch.cuda.empty_cache()\n",
+            "import torch\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+            "    optimizer.step()\n",
+        ),
+        # under a device check, in a step helper
+        Invalid(
+            "import torch\n\ndef train_step(model, x):\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n    return loss\n\n"
+            "for x in loader:\n    train_step(model, x)\n",
+            "import torch\n\ndef train_step(model, x):\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    return loss\n\nfor x in loader:\n    train_step(model, x)\n",
+        ),
+        # in a module's forward: every step
+        Invalid(
+            "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        y = self.body(x)\n"
+            "        torch.cuda.empty_cache()\n        return y\n",
+            "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        y = self.body(x)\n"
+            "        return y\n",
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        facts = self.facts
+        if facts.names.call_name(node) not in _EMPTY_CACHE:
+            return
+        if facts.steps.how_often(node) not in (STEP, INNER) or self._guarded(node):
+            return
+        how = "inner" if facts.steps.how_often(node) == INNER else "step"
+        where = "several times per step" if how == "inner" else "on every step"
+        self.report(node, (
+            f"`torch.cuda.empty_cache()` runs {where}: it hands every cached block back to the driver, so the "
+            f"next step must allocate (and the free must wait for) all its memory again - slower, and no lower "
+            f"a peak, since the allocator frees its cache by itself before it runs out; remove it"),
+            self._fix(node))
+
+    def _guarded(self, node: cst.Call) -> bool:
+        """In an except or finally block, a try that catches OOM errors, or under a condition
+        that is not a device check (between the call and its loop or function)."""
+        child: cst.CSTNode = node
+        for ancestor in self.facts.tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.For, cst.While)):
+                if isinstance(ancestor, (cst.For, cst.While)) and child is not ancestor.body:
+                    return True  # in a loop's else, or its header
+                if not isinstance(ancestor, (cst.For, cst.While)):
+                    return False
+            if isinstance(ancestor, (cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
+                return True
+            if isinstance(ancestor, (cst.Try, cst.TryStar)) and child is ancestor.body and any(
+                    handler.type is None or _CATCHES_OOM.search(cst.Module([]).code_for_node(handler.type))
+                    for handler in ancestor.handlers):
+                return True
+            if isinstance(ancestor, cst.If) and child is not ancestor.test and \
+                    not _DEVICE_TEST.search(cst.Module([]).code_for_node(ancestor.test)):
+                return True
+            if isinstance(ancestor, cst.IfExp):
+                return True
+            child = ancestor
+        return False
+
+    def _fix(self, node: cst.Call) -> Optional[Fix]:
+        tree = self.facts.tree
+        statement = tree.statement_of(node)
+        if statement is None:
+            return None
+        body, _ = tree.siblings(statement)
+        target: cst.CSTNode = statement
+        if len(body) == 1:
+            block = tree.parent(statement)
+            owner = tree.parent(block) if block is not None else None
+            if isinstance(owner, cst.If) and owner.orelse is None and owner.body is block:
+                target = owner  # `if torch.cuda.is_available(): torch.cuda.empty_cache()`
+                body, _ = tree.siblings(owner)
+        if len(body) > 1:
+            return Fix((Remove(target),), Safety.SAFE, "remove `torch.cuda.empty_cache()`")  # type: ignore[arg-type]
+        return Fix((Replace(target, cst.parse_statement("pass")),), Safety.SAFE, "remove `torch.cuda.empty_cache()`")

@@ -1,0 +1,129 @@
+"""MEM105 host-device-sync-in-loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from memlint.analysis.steps import INNER
+from memlint.analysis.syncs import may_sync
+from memlint.rule import Claim, Invalid, Rule
+from memlint.rules._code import show
+
+# Words that show a file runs on an accelerator at all (a `.item()` on the CPU waits for nothing).
+_DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device"})
+_WHAT = {
+    "item": "copies one number to the host",
+    "tolist": "copies the tensor to the host",
+    "cpu": "copies the tensor to the host",
+    "int": "copies one number to the host",
+    "float": "copies one number to the host",
+    "bool": "copies one value to the host",
+    "synchronize": "waits for every kernel queued so far",
+}
+
+
+class HostDeviceSyncInLoop(Rule):
+    """
+    ## What it does
+    Finds a host-device synchronisation (`t.item()`, `t.tolist()`, `t.cpu()`, `int(t)`,
+    `float(t)`, `torch.cuda.synchronize()`) that runs many times per training or inference
+    step: in a loop (or comprehension) over a tensor's elements, a model's parameters or a
+    non-trivial `range`, inside the step loop or inside a helper the step calls (`forward`,
+    Lightning's `training_step`, a function of the same file called from the loop).
+
+    ## Why is this bad?
+    The GPU runs kernels asynchronously; each of these calls makes the host wait until
+    everything queued so far has finished, then copies the value over. Once per step that is
+    the price of logging. Once per element or per parameter, the host and the device take
+    turns: the device idles while the host launches the next kernel, and every step pays
+    one round trip per element.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        preds = model(x).argmax(1)
+        for i in range(len(y)):
+            correct += int(preds[i].item() == y[i].item())
+    ```
+
+    Use instead:
+    ```python
+    for x, y in loader:
+        preds = model(x).argmax(1)
+        correct += (preds == y).sum().item()
+    ```
+
+    ## When it is not reported
+    One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
+    a literal tuple or a short literal range (a few losses), in a `while` loop, in a loop that is
+    itself the step (autoregressive decoding reads one token per step), between steps (epoch
+    loops), on values not known to be tensors, and in files that never use a device.
+
+    ## Fix
+    None automatic: compute on the device (`(preds == y).sum()`, `torch.stack(norms)`) and
+    read the result once (`.item()`, `.tolist()`), or every N steps.
+
+    ## Fix safety
+    No fix is offered.
+    """
+
+    CODE = "MEM105"
+    NAME = "host-device-sync-in-loop"
+    MESSAGE = "a host-device sync runs many times per step"
+    FIX_SAFETY = None
+    CLAIM = Claim.TIME_LOWER
+
+    VALID = (
+        # one .item() per step for logging
+        "import torch\nmodel = model.to(device)\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
+        "    loss.backward()\n    opt.step()\n    print(loss.item())\n",
+        # a few losses in a dict
+        "import torch\nmodel = model.to(device)\nfor x, y in loader:\n    losses = model(x, y)\n"
+        "    logs = {k: v.item() for k, v in losses.items()}\n",
+        # decoding: each step reads one token
+        "import torch\nmodel = model.to(device)\nfor i in range(max_len):\n    out = model(ids)\n"
+        "    tok = out[-1].argmax().item()\n",
+        # an epoch loop, not a step
+        "import torch\nmodel = model.to(device)\nfor epoch in range(10):\n    for x, y in loader:\n"
+        "        model(x).sum().backward()\n    for p in model.parameters():\n        print(p.norm().item())\n",
+        # NumPy values: no device involved
+        "import numpy as np, torch\nmodel = model.to(device)\nfor x, y in loader:\n    out = model(x)\n"
+        "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nmodel = model.to(device)\ncorrect = 0\nfor x, y in loader:\n    preds = model(x).argmax(1)\n"
+            "    for i in range(len(y)):\n        correct += int(preds[i].item() == y[i])\n"
+        ),
+        # a per-parameter helper called every step
+        Invalid(
+            "import torch\n\ndef grad_norm(model):\n    total = 0.0\n    for p in model.parameters():\n"
+            "        total += p.grad.norm().item() ** 2\n    return total ** 0.5\n\n"
+            "model = model.cuda()\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+            "    print(grad_norm(model))\n    opt.step()\n"
+        ),
+        # element by element where one .tolist() would do
+        Invalid(
+            "import torch\nmodel.to(device)\nfor batch in loader:\n    ids = model(batch).argmax(-1)\n"
+            "    words = [vocab[int(t)] for t in ids]\n"
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not may_sync(node):
+            return
+        facts = self.facts
+        kind = facts.syncs.sync(node)
+        if kind is None or facts.steps.how_often(node) != INNER:
+            return
+        iterable = facts.syncs.repeats_over(node)
+        if iterable is None or not facts.syncs.many(iterable, node):
+            return
+        if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
+            return
+        if not _DEVICE_WORDS & facts.identifiers:
+            return
+        self.report(node, (
+            f"`{show(node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
+            f"`{show(iterable)}`, many times per step; compute on the device and read the result once "
+            f"(e.g. `(a == b).sum().item()`, `torch.stack(values).tolist()`), or every N steps"))

@@ -1,0 +1,255 @@
+"""MEM102 loop-invariant-gpu-op."""
+
+from __future__ import annotations
+
+from typing import Optional, Set
+
+import libcst as cst
+
+from memlint.analysis.hoisting import Hoistable
+from memlint.analysis.loops import Loop
+from memlint.analysis.purity import Purity
+from memlint.analysis.tree import walk
+from memlint.findings import Fix, InsertAfter, InsertBefore, Remove, Replace, Safety
+from memlint.rule import Claim, Invalid, Rule
+from memlint.rules._code import show
+
+
+class LoopInvariantGpuOp(Rule):
+    """
+    ## What it does
+    Finds GPU work that computes the same tensor on every iteration of a loop: a statement
+    `name = <expr>` directly in the loop body whose value is built only by deterministic torch
+    factories and operations (`torch.eye(n, device=d)`, `torch.ones(...).cuda()`,
+    `torch.tril(...)`, `w.to(device)`, `A @ B`) from inputs that never change in the loop, also
+    when it is computed by a pure helper of the same file called with unchanging arguments
+    (reported at the call). Also finds such work in a module's `forward`, whose inputs are only
+    constants and attributes set in `__init__`: it is rebuilt on every call, that is every step.
+
+    ## Why is this bad?
+    Every iteration allocates the tensor again and launches the kernels (or the host-to-device
+    copy) that fill it, and throws the previous one away, for a value that never changes. On an
+    H200, hoisting a loop-invariant `torch.ones(n, n).cuda()` made the loop 6x faster at the same
+    peak memory.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        causal = torch.triu(torch.ones(t, t, device=device), diagonal=1).bool()
+        loss = criterion(model(x, mask=causal), y)
+    ```
+
+    Use instead:
+    ```python
+    causal = torch.triu(torch.ones(t, t, device=device), diagonal=1).bool()
+    for x, y in loader:
+        loss = criterion(model(x, mask=causal), y)
+    ```
+
+    ## When it is not reported
+    The purity model is an allow-list: a call that is not on it, a random factory
+    (`torch.randn`), an in-place operation, `out=` or `requires_grad=True` make the value
+    impure. An input that the loop rebinds or changes in place (also in a helper it calls), a
+    model's weights or an optimizer's state (changed by `step()`), a function argument used as a
+    tensor (it may require grad), an attribute stored in the loop, a statement under `if`,
+    `with` or `try` in the loop (hoisting would leave that context), a value changed in place
+    or kept beyond its iteration, work on the CPU only, and `torch.set_default_dtype` or
+    `torch.cuda.set_device` in the loop: not reported.
+
+    ## Fix
+    Moves the statement to just before the loop (the call of a pure helper too: the helper is
+    not changed). In `forward`, registers the value once in `__init__` with
+    `self.register_buffer(name, value, persistent=False)` (without its `device=`: the buffer
+    follows `module.to(...)`) and reads the buffer in `forward`.
+
+    ## Fix safety
+    Safe in a loop: the value is computed by the same pure operations from the same inputs, once.
+    Unsafe in `forward`: the buffer moves and changes dtype with the module (`model.half()` makes
+    it float16), and lives on the module's device rather than the input's.
+    """
+
+    CODE = "MEM102"
+    NAME = "loop-invariant-gpu-op"
+    MESSAGE = "the same GPU tensor is computed on every iteration: its inputs never change in the loop"
+    FIX_SAFETY = Safety.SAFE
+    CLAIM = Claim.TIME_LOWER
+
+    VALID = (
+        # the shape follows the batch
+        "import torch\nfor x in loader:\n    mask = torch.ones(x.shape[0], 8, device=device)\n    model(x * mask)\n",
+        # random: every iteration must draw new numbers
+        "import torch\nfor x in loader:\n    noise = torch.randn(64, 8, device=device)\n    model(x + noise)\n",
+        # on the CPU: no device work to save
+        "import torch\nfor x in loader:\n    eye = torch.eye(8)\n    model(x @ eye)\n",
+        # a model's weight changes with every optimizer step
+        "import torch\nfor x in loader:\n    w = model.weight.to(device)\n    loss = (x @ w).sum()\n"
+        "    loss.backward()\n    opt.step()\n",
+        # a function argument used as a tensor may require grad
+        "import torch\ndef run(a, loader, device):\n    for x in loader:\n        b = a.to(device)\n"
+        "        print((x * b).sum())\n",
+        # changed in place in the loop
+        "import torch\nfor x in loader:\n    acc = torch.zeros(8, device=device)\n    acc += x.sum(0)\n"
+        "    print(acc)\n",
+        "import torch\nfor x in loader:\n    mask = torch.ones(8, device=device)\n    mask[x > 0] = 0\n"
+        "    model(x * mask)\n",
+        # kept beyond its iteration
+        "import torch\nmasks = []\nfor x in loader:\n    mask = torch.ones(8, device=device)\n    masks.append(mask)\n",
+        # its input is rebound in the loop
+        "import torch\nn = 4\nfor x in loader:\n    eye = torch.eye(n, device=device)\n    n = n + 1\n    model(eye)\n",
+        # under a condition the loop tests every time
+        "import torch\nfor i, x in enumerate(loader):\n    if i == 0:\n        eye = torch.eye(8, device=device)\n"
+        "    model(x @ eye)\n",
+        # the default dtype changes in the loop
+        "import torch\nfor dtype in (torch.float16, torch.float32):\n    torch.set_default_dtype(dtype)\n"
+        "    eye = torch.eye(8, device=device)\n    print(eye.dtype)\n",
+        # requires grad: each iteration needs its own leaf
+        "import torch\nfor x in loader:\n    w = torch.ones(8, device=device, requires_grad=True)\n"
+        "    (x * w).sum().backward()\n",
+        # forward: the size comes from the input
+        "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        t = x.size(1)\n"
+        "        mask = torch.ones(t, t, device=x.device).tril()\n        return x @ mask\n",
+    )
+    INVALID = (
+        Invalid(
+            "import torch\nfor step in range(100):\n    eye = torch.eye(512, device=device)\n"
+            "    loss = model(x @ eye).sum()\n    loss.backward()\n",
+            "import torch\neye = torch.eye(512, device=device)\nfor step in range(100):\n"
+            "    loss = model(x @ eye).sum()\n    loss.backward()\n",
+        ),
+        # matmul of tensors made by factories before the loop
+        Invalid(
+            "import torch\nbasis = torch.linspace(0, 1, 64, device=device).view(8, 8)\n"
+            "for x in loader:\n    gram = basis @ basis.T\n    print((x @ gram).sum())\n",
+            "import torch\nbasis = torch.linspace(0, 1, 64, device=device).view(8, 8)\n"
+            "gram = basis @ basis.T\nfor x in loader:\n    print((x @ gram).sum())\n",
+        ),
+        # a pure helper called with unchanging arguments: reported at the call, fixed in the loop
+        Invalid(
+            "import torch\n\ndef causal_mask(n, device):\n    ones = torch.ones(n, n, device=device)\n"
+            "    return torch.triu(ones, diagonal=1).bool()\n\n"
+            "def train(model, loader, n, device):\n    for x in loader:\n        mask = causal_mask(n, device)\n"
+            "        model(x, mask).sum().backward()\n",
+            "import torch\n\ndef causal_mask(n, device):\n    ones = torch.ones(n, n, device=device)\n"
+            "    return torch.triu(ones, diagonal=1).bool()\n\n"
+            "def train(model, loader, n, device):\n    mask = causal_mask(n, device)\n    for x in loader:\n"
+            "        model(x, mask).sum().backward()\n",
+        ),
+        # a module's forward: registered once as a buffer (unsafe)
+        Invalid(
+            "import torch\nclass Attention(torch.nn.Module):\n    def __init__(self, block):\n"
+            "        super().__init__()\n        self.block = block\n\n    def forward(self, x):\n"
+            "        mask = torch.ones(self.block, self.block, device=x.device).tril()\n"
+            "        return x.masked_fill(mask == 0, 0.0)\n",
+            "import torch\nclass Attention(torch.nn.Module):\n    def __init__(self, block):\n"
+            "        super().__init__()\n        self.block = block\n"
+            "        self.register_buffer(\"mask\", torch.ones(self.block, self.block).tril(), persistent=False)\n\n"
+            "    def forward(self, x):\n        mask = self.mask\n"
+            "        return x.masked_fill(mask == 0, 0.0)\n",
+        ),
+    )
+
+    def visit_For(self, node: cst.For) -> None:
+        self._loop(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._loop(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value != "forward" or not isinstance(node.body, cst.IndentedBlock):
+            return
+        for statement in node.body.body:
+            found = self.facts.hoisting.in_forward(statement)
+            if found is not None:
+                self.report(statement, self._forward_message(found), self._buffer_fix(node, found))
+
+    def _loop(self, loop: Loop) -> None:
+        if not isinstance(loop.body, cst.IndentedBlock):
+            return
+        for statement in loop.body.body:
+            found = self.facts.hoisting.in_loop(statement, loop)
+            if found is None:
+                continue
+            fix = None
+            if len(loop.body.body) > 1:
+                moved = statement.with_changes(leading_lines=[line for line in statement.leading_lines
+                                                              if line.comment is not None])
+                fix = Fix((Remove(statement), InsertBefore(loop, (moved,))), Safety.SAFE,  # type: ignore[arg-type]
+                          f"compute `{found.name}` once, before the loop")
+            self.report(found.value if found.helper is not None else statement, self._message(found), fix)
+
+    @staticmethod
+    def _message(found: Hoistable) -> str:
+        if found.helper is not None:
+            return (f"`{show(found.value)}` builds the same GPU tensor on every iteration: `{found.helper.name.value}` "
+                    f"computes it with pure torch operations from arguments that never change in the loop; "
+                    f"call it once, before the loop")
+        return (f"`{found.name} = {show(found.value)}` computes the same GPU tensor on every iteration "
+                f"(allocation and kernels again, for a value that never changes): its inputs never change in "
+                f"the loop; compute it once, before the loop")
+
+    @staticmethod
+    def _forward_message(found: Hoistable) -> str:
+        return (f"`forward` rebuilds `{found.name}` on every call (every step), though it depends only on "
+                f"constants and attributes set in `__init__`; register it once there as a buffer "
+                f"(`self.register_buffer(..., persistent=False)`)")
+
+    def _buffer_fix(self, forward: cst.FunctionDef, found: Hoistable) -> Optional[Fix]:
+        klass = self.facts.tree.class_of(forward)
+        if klass is None or not isinstance(klass.body, cst.IndentedBlock):
+            return None
+        init = next((s for s in klass.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+                    None)
+        if init is None or not isinstance(init.body, cst.IndentedBlock) or not init.body.body:
+            return None
+        stripped = _without_placement(found.value, self.facts.purity)
+        if stripped is None:
+            return None
+        attribute = _free_attribute(klass, found.name)
+        register = cst.parse_statement(
+            f'self.register_buffer("{attribute}", {cst.Module([]).code_for_node(stripped)}, persistent=False)')
+        return Fix((InsertAfter(init.body.body[-1], (register,)),  # type: ignore[arg-type]
+                    Replace(found.value, cst.parse_expression(f"self.{attribute}"))),
+                   Safety.UNSAFE, f"register `{found.name}` once in `__init__` as a buffer")
+
+
+class _StripPlacement(cst.CSTTransformer):
+    """Drops `device=` arguments and `.to(device)` / `.cuda()` moves; fails on any other `.to`."""
+
+    def __init__(self, purity: Purity) -> None:
+        super().__init__()
+        self.purity = purity
+        self.failed = False
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        move = self.purity.mover(original)
+        if move is not None:
+            if not move.only_device:
+                self.failed = True
+            return updated.func.value  # type: ignore[attr-defined,no-any-return]
+        args = [a for a in updated.args if not (a.keyword is not None and a.keyword.value == "device")]
+        if len(args) != len(updated.args) and args:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(args=args)
+
+
+def _without_placement(value: cst.BaseExpression, purity: Purity) -> Optional[cst.BaseExpression]:
+    stripper = _StripPlacement(purity)
+    stripped = value.visit(stripper)
+    return None if stripper.failed else stripped  # type: ignore[return-value]
+
+
+def _free_attribute(klass: cst.ClassDef, wanted: str) -> str:
+    """An attribute name for the buffer that nothing in the class uses yet."""
+    used: Set[str] = set()
+    for node in walk(klass):
+        if isinstance(node, cst.Attribute):
+            used.add(node.attr.value)
+        elif isinstance(node, cst.FunctionDef):
+            used.add(node.name.value)
+        elif isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+            used.add(node.evaluated_value)
+    candidate, number = wanted, 1
+    while candidate in used:
+        candidate = f"{wanted}_buffer" if number == 1 else f"{wanted}_buffer{number}"
+        number += 1
+    return candidate

@@ -1,0 +1,530 @@
+"""The loop rules (MEM102-MEM105, MEM501) beyond their examples: the facts they stand on
+(purity, steps, syncs, hoisting), the shapes of the real code they were built from, and what
+their fixes compute, run with torch before and after."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from memlint.analysis import Facts
+from memlint.analysis.steps import BOUNDARY, INNER, STEP
+from memlint.analysis.tree import walk
+from memlint.engine import check, fix
+from memlint.findings import Safety
+from memlint.rules import registry
+
+RULES = registry()
+LOOP_RULES = [RULES[code] for code in ("MEM102", "MEM103", "MEM104", "MEM105", "MEM501")]
+
+
+def _facts(source: str):
+    module = cst.parse_module(textwrap.dedent(source))
+    return module, Facts(module)
+
+
+def _found(source: str, code: str):
+    return [f for f in check(textwrap.dedent(source), "t.py", LOOP_RULES).findings if f.code == code]
+
+
+def _value(source: str):
+    module, facts = _facts(source)
+    assign = next(node for node in walk(module) if isinstance(node, cst.Assign))
+    return facts.purity.of(assign.value)
+
+
+# -- purity -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("source,pure,random,exact,placed", [
+    ("import torch\nx = torch.eye(n, device=device)", True, False, True, True),
+    ("import torch\nx = torch.ones(n, n).cuda()", True, False, True, True),
+    ("import torch\nx = torch.tril(torch.ones(n, n, device='cuda:1'))", True, False, True, True),
+    ("import torch\nx = torch.ones(n, n, device='cpu')", True, False, True, False),
+    ("import torch\nx = torch.tensor([0.5, 0.25], device=dev)", True, False, True, True),
+    ("import torch\nx = (a @ b).to(device)", True, False, False, True),
+    ("import torch\nx = torch.arange(n, device=device) / n", True, False, False, True),
+    ("import torch\nx = torch.randn(n, device=device)", False, True, True, True),
+    ("import torch\nx = torch.tensor(values, device=device)", False, False, True, True),
+    ("import torch\nx = torch.zeros(n, device=device).add_(1)", False, False, True, True),
+    ("import torch\nx = torch.ones(n, device=device, requires_grad=True)", False, False, True, True),
+    ("import torch\nx = torch.add(a, b, out=c)", False, False, True, False),
+    ("import torch\nx = torch.relu(a)", False, False, True, False),
+    ("import torch\nx = torch.zeros(3).to(torch.float16)", True, False, True, False),
+    ("import torch\nx = torch.zeros(3).to(other)", False, False, True, False),
+])
+def test_purity_of_expressions(source, pure, random, exact, placed):
+    computation = _value(source)
+    assert (computation.pure, computation.random) == (pure, random)
+    if pure or random:  # an impure expression is not looked at further
+        assert (computation.exact, computation.placed) == (exact, placed)
+
+
+def test_purity_tells_sizes_from_tensor_operands():
+    computation = _value("import torch\nx = torch.ones(n, m.size(0), device=d) * scale + w.T")
+    used = {item.dotted: item.as_tensor for item in computation.inputs}
+    assert used == {"n": False, "m": False, "d": False, "scale": True, "w": True}
+
+
+# -- steps --------------------------------------------------------------------------------------
+STEPS = """
+import torch
+
+def grad_norm(model):
+    norms = []
+    for p in model.parameters():
+        norm = p.grad.norm()                 # INNER
+        norms.append(norm)
+    return norms
+
+def train_epoch(loader):
+    for x, y in loader:
+        loss = model(x).sum()                # STEP
+        loss.backward()
+        grad_norm(model)
+    log = 1                                  # BOUNDARY
+
+for epoch in range(10):
+    train_epoch(loader)
+    saved = 1                                # BOUNDARY
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        h = self.body(x)                     # STEP
+        for block in self.blocks:
+            h = block(h)
+        return h
+
+    def on_train_epoch_end(self):
+        done = 1                             # BOUNDARY
+
+setup = 1                                    # unknown
+"""
+
+
+@pytest.mark.parametrize("target,expected", [
+    ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
+    ("setup", None),
+])
+def test_how_often_code_runs_per_step(target, expected):
+    module, facts = _facts(STEPS)
+    node = next(n for n in walk(module) if isinstance(n, cst.Assign) and n.targets[0].target.value == target)
+    assert facts.steps.how_often(node) == expected
+
+
+def test_forward_of_a_module_runs_per_step():
+    module, facts = _facts(STEPS)
+    forward = next(n for n in walk(module) if isinstance(n, cst.FunctionDef) and n.name.value == "forward")
+    assert facts.steps.function_how_often(forward) == STEP
+
+
+# -- syncs --------------------------------------------------------------------------------------
+def test_syncs_only_on_tensors():
+    module, facts = _facts("""
+        import numpy as np, torch
+        out = model(x)
+        arr = np.ones(3)
+        a = out.argmax(1)[0].item()
+        b = arr[0].item()
+        c = int(out.sum())
+        d = int(n)
+        e = torch.cuda.synchronize()
+        f = model.cpu()
+    """)
+    kinds = {}
+    for node in walk(module):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call):
+            kinds[node.targets[0].target.value] = facts.syncs.sync(node.value)  # type: ignore[attr-defined]
+    assert kinds == {"out": None, "arr": None, "a": "item", "b": None, "c": "int", "d": None,
+                     "e": "synchronize", "f": None}
+
+
+@pytest.mark.parametrize("iterable,many", [
+    ("model.parameters()", True), ("range(len(y))", True), ("range(3)", False), ("range(64)", True),
+    ("losses.items()", False), ("(a, b)", False), ("zip(preds, y)", True), ("enumerate(names)", False),
+])
+def test_what_loops_repeat_over(iterable, many):
+    module, facts = _facts(f"import torch\npreds = model(x)\ny = torch.zeros(4)\nfor v in {iterable}:\n    pass\n")
+    loop = next(n for n in walk(module) if isinstance(n, cst.For))
+    assert facts.syncs.many(loop.iter, loop) is many
+
+
+# -- MEM102: what may not move ------------------------------------------------------------------
+# Each case is reported without the line marked `# <-`, and not with it: the line is the reason.
+NOT_HOISTED = {
+    "an attribute a helper of the loop stores": """
+    import torch
+    class T:
+        def grow(self):
+            self.n += 1
+        def run(self):
+            for x in loader:
+                eye = torch.eye(self.n, device=self.device)
+                self.grow()  # <-
+                out = model(x @ eye)
+                out.sum().backward()
+    """,
+    "an attribute of something handed to a call that cannot be followed": """
+    import torch
+    for x in loader:
+        eye = torch.eye(cfg.n, device=device)
+        update_config(cfg)  # <-
+        out = model(x @ eye)
+        out.sum().backward()
+    """,
+    "written into by a torch function": """
+    import torch
+    for x in loader:
+        mask = torch.ones(8, device=device)
+        torch.nn.functional.dropout(mask, 0.5, True, inplace=True)  # <-
+        out = model(x * mask)
+        out.sum().backward()
+    """,
+    "a view of it changed in place": """
+    import torch
+    for x in loader:
+        mask = torch.ones(8, device=device)
+        row = mask.view(2, 4)
+        row.mul_(2)  # <-
+        out = model(x * mask)
+        out.sum().backward()
+    """,
+    "an input written into by a torch function": """
+    import torch
+    base = torch.zeros(8, device=device)
+    for x in loader:
+        torch.nn.init.normal_(base)  # <-
+        scaled = base * 2
+        out = model(x + scaled)
+        out.sum().backward()
+    """,
+    "the device changes in the loop": """
+    import torch
+    for rank in range(4):
+        torch.cuda.set_device(rank)  # <-
+        eye = torch.eye(8).cuda()
+        out = model(eye)
+        out.sum().backward()
+    """,
+    "read after the loop: after zero iterations the old value would be seen": """
+    import torch
+    eye = None
+    for x in loader:
+        eye = torch.eye(8, device=device)
+        out = model(x @ eye)
+        out.sum().backward()
+    print(eye)  # <-
+    """,
+    "a global a helper reads is rebound in the loop": """
+    import torch
+    SIZE = 8
+    def eye():
+        return torch.eye(SIZE, device="cuda")
+    for x in loader:
+        e = eye()
+        SIZE = x.shape[0]  # <-
+        out = model(x @ e)
+        out.sum().backward()
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_HOISTED))
+def test_mem102_does_not_hoist(case):
+    source = NOT_HOISTED[case]
+    without = "\n".join(line for line in source.splitlines() if "# <-" not in line) + "\n"
+    assert len(_found(without, "MEM102")) == 1
+    assert _found(source, "MEM102") == []
+
+
+def test_mem102_does_not_hoist_a_tensor_argument_of_the_function():
+    # it may require grad: the hoisted product would share one graph between iterations
+    source = """
+    import torch
+    def fit(w, loader, device):
+        for x in loader:
+            wd = w.to(device) * 2
+            loss = (x * wd).sum()
+            loss.backward()
+    """
+    assert _found(source, "MEM102") == []
+
+
+def test_mem102_forward_needs_attributes_set_only_in_init():
+    source = """
+    import torch
+    class M(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.n = n
+        def resize(self, n):
+            self.n = n
+        def forward(self, x):
+            mask = torch.ones(self.n, self.n, device=x.device).tril()
+            return x @ mask
+    """
+    assert _found(source, "MEM102") == []
+
+
+def test_mem102_forward_buffer_computes_the_same_output():
+    torch = pytest.importorskip("torch")
+    source = textwrap.dedent("""
+        import torch
+        class Causal(torch.nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.n = n
+
+            def forward(self, x):
+                mask = torch.ones(self.n, self.n, device=x.device).tril().bool()
+                return x.masked_fill(~mask, 0.0)
+    """)
+    [finding] = _found(source, "MEM102")
+    assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
+    fixed = fix(source, "t.py", [RULES["MEM102"]], unsafe=True).source
+    assert "register_buffer(\"mask\", torch.ones(self.n, self.n).tril().bool(), persistent=False)" in fixed
+    x = torch.randn(5, 5)
+    outputs = []
+    for code in (source, fixed):
+        space: dict = {}
+        exec(compile(code, "t.py", "exec"), space)
+        module = space["Causal"](5)
+        outputs.append(module(x))
+        assert ("mask" in dict(module.named_buffers())) is (code is fixed)
+        assert "mask" not in module.state_dict()
+    assert torch.equal(*outputs)
+
+
+# -- MEM103 -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("statement,fixed,safety", [
+    ("x = torch.zeros(4, 4).to(device)", "x = torch.zeros(4, 4, device=device)", Safety.SAFE),
+    ("x = torch.arange(6).long().cuda(0)", 'x = torch.arange(6, device="cuda:0").long()', Safety.SAFE),
+    ("x = torch.eye(3).to(device=dev, non_blocking=True)", "x = torch.eye(3, device=dev)", Safety.SAFE),
+    ("x = torch.empty(8).to(x.device)", "x = torch.empty(8, device=x.device)", Safety.SAFE),
+    ("x = torch.randperm(10).to(local_rank)", "x = torch.randperm(10, device=local_rank)", Safety.UNSAFE),
+    ("x = torch.zeros(4, device='cpu').cuda()", None, None),
+    ("x = torch.ones(4).to(device, torch.float16)", "report", None),
+])
+def test_mem103_fixes(statement, fixed, safety):
+    source = f"import torch\n{statement}\n"
+    found = _found(source, "MEM103")
+    if fixed is None:
+        assert found == []
+        return
+    assert len(found) == 1
+    if fixed == "report":
+        assert found[0].fix is None
+        return
+    assert found[0].fix is not None and found[0].fix.safety is safety
+    assert fix(source, "t.py", [RULES["MEM103"]], unsafe=True).source == f"import torch\n{fixed}\n"
+
+
+def test_mem103_fix_keeps_the_layout_of_calls_over_several_lines():
+    source = "import torch\nx = base + torch.arange(\n    0, n, step\n).to(dev.device)\n" \
+             "y = torch.zeros(\n    n,\n    m,\n).to(device)\n"
+    fixed = fix(source, "t.py", [RULES["MEM103"]]).source
+    assert fixed == ("import torch\nx = base + torch.arange(\n    0, n, step, device=dev.device\n)\n"
+                     "y = torch.zeros(\n    n,\n    m,\n    device=device,\n)\n")
+
+
+def test_mem103_no_fix_that_would_drop_a_comment():
+    source = "import torch\nmask = torch.arange(\n    t\n).to(  # a (T,) tensor\n    lengths.device\n)\n"
+    [finding] = _found(source, "MEM103")
+    assert finding.fix is None
+
+
+def test_mem103_deterministic_fix_keeps_the_values():
+    torch = pytest.importorskip("torch")
+    source = "import torch\nx = torch.full((3, 2), 0.5).double().to(device)\n"
+    fixed = fix(source, "t.py", [RULES["MEM103"]]).source
+    values = []
+    for code in (source, fixed):
+        space = {"device": "cpu"}
+        exec(compile(code, "t.py", "exec"), space)
+        values.append(space["x"])
+    assert fixed != source and values[0].dtype == values[1].dtype == torch.float64
+    assert torch.equal(*values)
+
+
+# -- MEM104 -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("grow", ["acc = torch.cat((acc, piece))", "acc = torch.cat([piece, acc], dim=1)",
+                                  "acc = torch.concat((acc, piece), 1)"])
+def test_mem104_list_version_builds_the_same_tensor(grow):
+    torch = pytest.importorskip("torch")
+    source = textwrap.dedent(f"""
+        import torch
+        acc = torch.zeros(2, 1)
+        for i in range(40):
+            piece = torch.full((2, 1), float(i))
+            {grow}
+        if i % 10 == 0:
+            print(acc.shape)
+    """)
+    fixed = fix(source, "t.py", [RULES["MEM104"]]).source
+    assert "_parts" in fixed and "torch.cat((acc, piece))" not in fixed
+    results = []
+    for code in (source, fixed):
+        space: dict = {}
+        exec(compile(code, "t.py", "exec"), space)
+        results.append(space["acc"])
+    assert torch.equal(*results)
+
+
+def test_mem104_logged_reads_are_rewritten_and_give_the_same_values():
+    torch = pytest.importorskip("torch")
+    source = textwrap.dedent("""
+        import torch
+        seen = []
+        acc = torch.zeros(0)
+        for i in range(30):
+            acc = torch.cat((acc, torch.ones(2) * i))
+            if i % 7 == 0:
+                seen.append(acc.sum().item())
+    """)
+    [finding] = _found(source, "MEM104")
+    assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
+    fixed = fix(source, "t.py", [RULES["MEM104"]], unsafe=True).source
+    results = []
+    for code in (source, fixed):
+        space: dict = {}
+        exec(compile(code, "t.py", "exec"), space)
+        results.append((space["acc"], space["seen"]))
+    assert torch.equal(results[0][0], results[1][0]) and results[0][1] == results[1][1]
+
+
+@pytest.mark.parametrize("source", [
+    # a piece that is a persistent buffer refilled in place: the list would hold it n times
+    """
+    import torch
+    buf = torch.zeros(4)
+    acc = torch.zeros(0)
+    for x in loader:
+        buf.copy_(x)
+        acc = torch.cat((acc, buf))
+    """,
+    # the dimension changes in the loop
+    """
+    import torch
+    for d in dims:
+        acc = torch.cat((acc, model(x)), d)
+    """,
+])
+def test_mem104_reports_without_a_fix_when_the_list_would_differ(source):
+    [finding] = _found(source, "MEM104")
+    assert finding.fix is None
+
+
+# -- MEM501 -------------------------------------------------------------------------------------
+def test_mem501_alone_in_a_device_check_removes_the_check():
+    source = textwrap.dedent("""
+        import torch
+        for x in loader:
+            model(x).sum().backward()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+    """)
+    fixed = fix(source, "t.py", [RULES["MEM501"]]).source
+    assert fixed == "\nimport torch\nfor x in loader:\n    model(x).sum().backward()\n"
+
+
+def test_mem501_in_a_lightning_batch_hook():
+    source = """
+    import torch
+    import lightning as L
+    class M(L.LightningModule):
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            torch.cuda.empty_cache()
+    """
+    assert [f.line for f in _found(source, "MEM501")] == [6]
+
+
+# -- shapes of real code (written afresh) --------------------------------------------------------
+def test_sampling_per_epoch_made_on_the_cpu_and_moved():
+    # a VAE script draws its samples on the CPU each epoch and moves them
+    source = """
+    import torch
+    for epoch in range(1, epochs + 1):
+        train(epoch)
+        with torch.no_grad():
+            z = torch.randn(16, latent).to(device)
+            images = model.decode(z).cpu()
+    """
+    [finding] = _found(source, "MEM103")
+    assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
+
+
+def test_generation_that_feeds_the_grown_sequence_back_has_no_fix():
+    source = """
+    import torch
+    tokens = torch.randint(vocab, (1, 1)).to(device)
+    with torch.no_grad():
+        for i in range(n_words):
+            logits = model(tokens)
+            nxt = torch.multinomial(logits[-1].softmax(-1), 1).view(1, 1)
+            tokens = torch.cat([tokens, nxt], 0)
+    """
+    [finding] = _found(source, "MEM104")
+    assert finding.fix is None and "preallocate" in finding.message
+
+
+def test_index_built_on_the_cpu_for_a_projection():
+    source = """
+    import torch
+    class TextEncoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(64)
+
+        def forward(self, tokens, hidden):
+            hidden = self.norm(hidden)
+            return hidden[torch.arange(hidden.shape[0]), tokens.argmax(dim=-1)]
+    """
+    [finding] = _found(source, "MEM103")
+    assert finding.fix is not None and finding.fix.safety is Safety.SAFE
+    assert "device=hidden.device" in fix(textwrap.dedent(source), "t.py", [RULES["MEM103"]]).source
+
+
+def test_causal_mask_helper_built_on_the_cpu_and_moved_in_forward():
+    source = """
+    import torch
+    class Decoder(torch.nn.Module):
+        def square_mask(self, size):
+            mask = torch.triu(torch.ones(size, size), diagonal=1)
+            return mask.masked_fill(mask == 1, float("-inf"))
+
+        def forward(self, x):
+            mask = self.square_mask(x.size(0)).to(x.device)
+            return self.layers(x, mask)
+    """
+    [finding] = _found(source, "MEM103")
+    assert finding.fix is None and "square_mask" in finding.message
+    assert _found(source, "MEM102") == []  # the size comes from the input
+
+
+def test_dense_block_is_not_cat_in_loop():
+    source = """
+    import torch
+    class Dense(torch.nn.Module):
+        def forward(self, x):
+            for i in range(len(self.convs)):
+                x = torch.cat([x, self.convs[i](x)], 1)
+            return x
+    """
+    assert _found(source, "MEM104") == []
+
+
+def test_fixed_loop_rules_compile_and_settle():
+    source = textwrap.dedent("""
+        import torch
+        device = "cuda"
+        preds = torch.empty(0, device=device)
+        for x, y in loader:
+            eye = torch.eye(8, device=device)
+            level = torch.zeros(4).to(device)
+            preds = torch.cat((preds, model(x @ eye).argmax(1)))
+            torch.cuda.empty_cache()
+    """)
+    first = fix(source, "t.py", LOOP_RULES, unsafe=True)
+    compile(first.source, "t.py", "exec")
+    assert {f.code for f in first.applied} == {"MEM102", "MEM103", "MEM104", "MEM501"}
+    assert fix(first.source, "t.py", LOOP_RULES, unsafe=True).source == first.source
