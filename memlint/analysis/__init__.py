@@ -122,6 +122,7 @@ class Facts:
         """`except` handlers that catch out-of-memory errors, and the calls in them that re-run the work."""
         return OutOfMemory(self.names, self.tree, self.scopes, self.calls, self.roles)
 
+    @cached_property
     def purity(self) -> Purity:
         """Which torch expressions are pure, random, exact, placed on a device; their inputs."""
         return Purity(self.names)
