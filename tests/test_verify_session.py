@@ -24,7 +24,7 @@ for step in range(3):
 
 
 def _rules():
-    return Selection(extend_select=["MEM101"]).rules(registry())  # the opt-in rule these scripts show
+    return Selection(select=["MEM101"]).rules(registry())  # the opt-in rule and its two fixes, one safe, one unsafe
 
 
 def test_script_plan_one_variant_per_fix_and_one_with_all(tmp_path):
