@@ -10,7 +10,9 @@ from __future__ import annotations
 import difflib
 import sys
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 import libcst as cst
@@ -19,7 +21,9 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from memlint.analysis import Facts
 from memlint.analysis.tree import index
 from memlint.edits import apply_edits
+from memlint.fixdiff import regional_diff, split_lines
 from memlint.findings import Edit, Finding, Fix, Range, Remove, Replace, Safety
+from memlint.profile import Timer, timed
 from memlint.rule import Rule
 from memlint.suppressions import Suppressions
 
@@ -70,7 +74,7 @@ class FileContext:
 Handler = Callable[[cst.CSTNode], object]
 
 
-def _handlers(rules: Sequence[Rule], prefix: str) -> Dict[type, List[Handler]]:
+def _handlers(rules: Sequence[Rule], prefix: str, timer: Optional[Timer]) -> Dict[type, List[Handler]]:
     table: Dict[type, List[Handler]] = {}
     for rule in rules:
         for attr in dir(type(rule)):
@@ -78,14 +82,17 @@ def _handlers(rules: Sequence[Rule], prefix: str) -> Dict[type, List[Handler]]:
                 node_type = getattr(cst, attr[len(prefix):], None)
                 if not isinstance(node_type, type):
                     raise TypeError(f"{type(rule).__name__}.{attr}: no LibCST node {attr[len(prefix):]}")
-                table.setdefault(node_type, []).append(getattr(rule, attr))
+                handler = getattr(rule, attr)
+                if timer is not None:
+                    handler = timed(handler, f"rule {rule.CODE}", timer)
+                table.setdefault(node_type, []).append(handler)
     return table
 
 
-def _walk(context: FileContext, rules: Sequence[Rule]) -> None:
+def _walk(context: FileContext, rules: Sequence[Rule], timer: Optional[Timer] = None) -> None:
     """Dispatch every node of the file's tree index to the rules, with ancestors kept current."""
-    enter = _handlers(rules, "visit_")
-    leave = _handlers(rules, "leave_")
+    enter = _handlers(rules, "visit_", timer)
+    leave = _handlers(rules, "leave_", timer)
     ancestors = context.ancestors
     tree = context.facts.tree
     pending: List[Tuple[cst.CSTNode, int]] = []  # nodes with leave handlers, not yet left
@@ -118,6 +125,11 @@ class Checked:
     module: Optional[cst.Module]
     findings: List[Finding]
     positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
+    parents: Mapping[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> its parent
+
+    @cached_property
+    def lines(self) -> List[str]:
+        return split_lines(self.source)
 
 
 def _positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
@@ -159,18 +171,30 @@ def parse(source: str) -> cst.Module:
         raise SourceError("cannot parse: nesting too deep for memlint's parser") from None
 
 
-def check(source: str, path: str, rule_types: Sequence[Type[Rule]]) -> Checked:
-    """Lint one source with the given rules."""
-    compiles(source, path)
+def check(source: str, path: str, rule_types: Sequence[Type[Rule]], timer: Optional[Timer] = None) -> Checked:
+    """Lint one source with the given rules (`timer`: charge the work to phases, rules and facts)."""
+    if timer is None:
+        return _check(source, path, rule_types, None)
+    with timer.active():
+        return _check(source, path, rule_types, timer)
+
+
+def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], timer: Optional[Timer]) -> Checked:
+    clock = timer.phase if timer is not None else nullcontext
+    with clock("compile"):
+        compiles(source, path)
     wanted = [r for r in rule_types if any(word in source for word in r.REQUIRES)]
     if not wanted:  # nothing to look for: it compiles, that is all to check
         return Checked(source, None, [])
-    module = parse(source)
-    context = FileContext(module)
-    _walk(context, [rule_type(context) for rule_type in wanted])
+    with clock("parse"):
+        module = parse(source)
+    with clock("index"):
+        context = FileContext(module)
+    _walk(context, [rule_type(context) for rule_type in wanted], timer)
     if not context.reports:
         return Checked(source, module, [])
-    positions = _positions(module)
+    with clock("positions"):
+        positions = _positions(module)
     suppressions = Suppressions(source)
     findings = []
     for report in context.reports:
@@ -187,7 +211,7 @@ def check(source: str, path: str, rule_types: Sequence[Type[Rule]]) -> Checked:
         if not suppressions.hides(finding):
             findings.append(finding)
     findings.sort(key=lambda f: (f.line, f.column, f.code))
-    return Checked(source, module, findings, positions)
+    return Checked(source, module, findings, positions, context.facts.tree.parents)
 
 
 def fix_allowed(fix: Optional[Fix], unsafe: bool) -> bool:
@@ -255,10 +279,12 @@ def _fixed_along(checked: Checked, chosen: Sequence[Finding]) -> List[Finding]:
             and all(_edit_key(edit, module) in made for edit in f.fix.edits)]
 
 
-def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False) -> FixResult:
+def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False,
+        timer: Optional[Timer] = None) -> FixResult:
     """Apply fixes until nothing changes (at most MAX_FIX_ROUNDS rounds)."""
+    clock = timer.phase if timer is not None else nullcontext
     applied: List[Finding] = []
-    checked = check(source, path, rule_types)
+    checked = check(source, path, rule_types, timer)
     for _ in range(MAX_FIX_ROUNDS):
         chosen: List[Finding] = []
         for finding in checked.findings:
@@ -268,19 +294,32 @@ def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool =
                 chosen.append(finding)
         if not chosen:
             break
-        new_source = apply_fixes(checked, [f.fix for f in chosen], path)  # type: ignore[misc]
+        with clock("fix"):
+            new_source = apply_fixes(checked, [f.fix for f in chosen], path)  # type: ignore[misc]
         if new_source == checked.source:
             break
         applied.extend(chosen)
         applied.extend(_fixed_along(checked, chosen))
-        checked = check(new_source, path, rule_types)
+        checked = check(new_source, path, rule_types, timer)
     return FixResult(checked.source, applied, checked.findings)
 
 
-def fix_diff(checked: Checked, finding: Finding, path: str) -> str:
-    """The unified diff of one finding's fix alone."""
-    assert finding.fix is not None
-    return unified_diff(checked.source, apply_fixes(checked, [finding.fix], path), path)
+def fix_diff(checked: Checked, finding: Finding, path: str, timer: Optional[Timer] = None) -> str:
+    """The unified diff of one finding's fix alone, made from the statements it edits (the
+    whole file only when those cannot be told apart). Not checked to parse: it shows what the
+    fix would write, and --fix is what refuses to write code that does not parse."""
+    assert finding.fix is not None and checked.module is not None
+    with timer.phase("fix diffs") if timer is not None else nullcontext():
+        diff = regional_diff(checked.module, checked.lines, finding.fix, checked.parents,
+                             checked.positions, diff_header(path))
+        if diff is None:
+            diff = unified_diff(checked.source, apply_edits(checked.module, finding.fix.edits).code, path)
+        return diff
+
+
+def diff_header(path: str) -> str:
+    """The first two lines of a unified diff of `path` (as unified_diff writes them)."""
+    return f"--- a/{path}\n+++ b/{path}\n"
 
 
 def unified_diff(before: str, after: str, path: str) -> str:
