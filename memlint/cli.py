@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -15,6 +16,16 @@ COMMANDS = ("check", "rules", "explain", "verify")
 
 def _codes(value: str) -> List[str]:
     return [part.strip().upper() for part in value.split(",") if part.strip()]
+
+
+def _jobs(value: str) -> int:
+    try:
+        jobs = int(value)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of processes (1 or more)")
+    return jobs
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,6 +52,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--statistics", action="store_true", help="count findings per rule")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
     parser.add_argument("--config", type=Path, help="read [tool.memlint] from this pyproject.toml")
+    parser.add_argument("-j", "--jobs", type=_jobs, help="processes to lint in (default: the CPU count)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="lint every file afresh; neither read nor write the result cache")
+    parser.add_argument("--cache-dir", type=Path,
+                        help="the result cache's folder (default: .memlint_cache next to the configuration)")
+    parser.add_argument("--profile", action="store_true",
+                        help="print the time per file, phase, rule and fact (to stderr)")
     return parser
 
 
@@ -51,6 +69,9 @@ def _error(message: str) -> int:
 
 def _check(argv: Sequence[str]) -> int:
     from memlint import config as config_module
+    from memlint.cache import open_cache
+    from memlint.jobs import cpu_count
+    from memlint.profile import report as profile_report
     from memlint.report import json as json_report
     from memlint.report import text
     from memlint.rules import registry
@@ -69,11 +90,20 @@ def _check(argv: Sequence[str]) -> int:
     except config_module.ConfigError as error:
         return _error(str(error))
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
+    jobs = args.jobs or cpu_count()
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
-                      fix_diffs=args.output_format == "json")
+                      fix_diffs=args.output_format == "json", jobs=jobs,
+                      cache=None if args.no_cache else open_cache(config, args.cache_dir),
+                      profile=args.profile)
     for warning in config.warnings:
         print(f"memlint: warning: {warning}", file=sys.stderr)
-    outcomes = run(args.paths, config, rules, options)
+    notices: List[str] = []
+    started = time.perf_counter()
+    outcomes = run(args.paths, config, rules, options, notices)
+    wall = time.perf_counter() - started
+    if args.jobs is not None:  # asked for: say why it could not be had
+        for notice in notices:
+            print(f"memlint: warning: {notice}", file=sys.stderr)
 
     for outcome in outcomes:
         if outcome.error is not None:
@@ -95,6 +125,10 @@ def _check(argv: Sequence[str]) -> int:
                  else text.findings(outcomes, unsafe))
         lines += text.summary(outcomes, unsafe, fixing=options.fix)
         print("\n".join(lines))
+
+    if args.profile:
+        lines = profile_report([(o.display, o.seconds) for o in outcomes], wall, jobs)
+        print("\n".join(lines), file=sys.stderr)
 
     if any(o.error is not None for o in outcomes):
         return EXIT_ERROR

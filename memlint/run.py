@@ -7,14 +7,18 @@ with the findings of the other files, never raised, so one bad file does not sto
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Type
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
+from memlint.cache import Cache, Entry
 from memlint.config import Config
-from memlint.engine import Checked, SourceError, check, fix, fix_diff, unified_diff
+from memlint.engine import SourceError, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
+from memlint.jobs import map_in_order
+from memlint.profile import Timer
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
 
@@ -25,6 +29,9 @@ class Options:
     diff: bool = False  # compute what --fix would change, write nothing
     unsafe_fixes: bool = False
     fix_diffs: bool = False  # a diff per finding's fix (for JSON output)
+    jobs: int = 1  # processes to lint in
+    cache: Optional[Cache] = None  # results of earlier runs; None: lint every file
+    profile: bool = False  # time each phase, rule and fact
 
 
 @dataclass
@@ -36,7 +43,7 @@ class FileOutcome:
     fix_diffs: List[Optional[str]] = field(default_factory=list)  # aligned with findings
     error: Optional[str] = None
     warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
-
+    seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
 
 def display_path(path: Path) -> str:
     try:
@@ -46,42 +53,117 @@ def display_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
-    outcome = FileOutcome(display)
+@dataclass(frozen=True)
+class _Task:
+    """One file to lint or fix, with its text already read (a worker process needs no more)."""
+
+    path: Path
+    display: str
+    rules: Tuple[Type[Rule], ...]
+    source: SourceText
+    options: Options
+
+
+def _store(task: _Task, text: str, entry: Entry) -> None:
+    if task.options.cache is not None:
+        header = diff_header(task.display)
+        diffs = None if entry.diffs is None else [d[len(header):] if d else d for d in entry.diffs]
+        task.options.cache.put(task.path, task.rules, text, replace(entry, diffs=diffs))
+
+
+def _fix_file(task: _Task, outcome: FileOutcome, timer: Optional[Timer]) -> None:
+    source, options = task.source, task.options
+    result = fix(source.text, task.display, task.rules, unsafe=options.unsafe_fixes, timer=timer)
+    outcome.findings = [f.detached() for f in result.remaining]
+    outcome.fixed = [f.detached() for f in result.applied]
+    if result.source == source.text:
+        _store(task, source.text, Entry(outcome.findings))
+    elif options.diff:
+        outcome.diff = unified_diff(source.text, result.source, task.display)
+    else:
+        try:
+            write_back(task.path, SourceText(result.source, source.encoding))
+        except OSError as error:  # nothing written: the file's findings stand as they are
+            outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
+            outcome.fixed = []
+            outcome.findings = [f.detached() for f in check(source.text, task.display, task.rules).findings]
+        else:
+            _store(task, result.source, Entry(outcome.findings))
+
+
+def _lint(task: _Task) -> FileOutcome:
+    """Lint or fix one file (in a worker process, or here). Never raises: a bug of memlint's
+    becomes one line for this file, and the run goes on."""
+    outcome = FileOutcome(task.display)
+    timer = Timer() if task.options.profile else None
     try:
-        source = read(path)
-        if options.fix or options.diff:
-            result = fix(source.text, display, rules, unsafe=options.unsafe_fixes)
-            outcome.findings, outcome.fixed = result.remaining, result.applied
-            if result.source != source.text:
-                if options.diff:
-                    outcome.diff = unified_diff(source.text, result.source, display)
-                else:
-                    try:
-                        write_back(path, SourceText(result.source, source.encoding))
-                    except OSError as error:  # nothing written: the file's findings stand as they are
-                        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
-                        outcome.fixed = []
-                        outcome.findings = check(source.text, display, rules).findings
-            return outcome
-        checked: Checked = check(source.text, display, rules)
-        outcome.findings = checked.findings
-        if options.fix_diffs:
-            outcome.fix_diffs = [
-                fix_diff(checked, f, display) if f.fix is not None else None for f in checked.findings
-            ]
-    except (UnreadableFile, SourceError) as error:
+        if task.options.fix or task.options.diff:
+            _fix_file(task, outcome, timer)
+        else:
+            checked = check(task.source.text, task.display, task.rules, timer=timer)
+            outcome.findings = [f.detached() for f in checked.findings]
+            if task.options.fix_diffs:
+                outcome.fix_diffs = [fix_diff(checked, f, task.display, timer) if f.fix is not None else None
+                                     for f in checked.findings]
+            _store(task, task.source.text,
+                   Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None))
+    except SourceError as error:
         outcome.error = str(error)
+        if not (task.options.fix or task.options.diff):  # a fix's own failure is no fact of the text
+            _store(task, task.source.text, Entry([], error=outcome.error))
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
+    if timer is not None:
+        outcome.seconds = timer.totals()
     return outcome
 
 
+def _cached(entry: Entry, display: str, options: Options) -> Optional[FileOutcome]:
+    """The outcome an entry stands for under these options; None when it does not say enough
+    (--fix with something to fix; JSON that wants diffs the entry lacks)."""
+    findings = [replace(f, path=display) for f in entry.findings]
+    if (options.fix or options.diff) and any(fix_allowed(f.fix, options.unsafe_fixes) for f in findings):
+        return None
+    outcome = FileOutcome(display, findings=findings, error=entry.error)
+    if options.fix_diffs and not (options.fix or options.diff):
+        if entry.diffs is None and any(f.fix is not None for f in findings):
+            return None
+        header = diff_header(display)
+        outcome.fix_diffs = [header + d if d else None for d in (entry.diffs or [None] * len(findings))]
+    return outcome
+
+
+def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]],
+             options: Options) -> Tuple[FileOutcome, Optional[_Task]]:
+    """Read the file and look it up in the cache: its outcome when that settles it, else the
+    task of linting it."""
+    started = time.perf_counter()
+    try:
+        source = read(path)
+    except UnreadableFile as error:
+        return FileOutcome(display, error=str(error)), None
+    read_seconds = time.perf_counter() - started
+    task = _Task(path, display, tuple(rules), source, options)
+    cached = None
+    if options.cache is not None:
+        entry = options.cache.get(path, task.rules, source.text)
+        cached = None if entry is None else _cached(entry, display, options)
+    outcome = cached or FileOutcome(display)
+    if options.profile:
+        outcome.seconds = {"read": read_seconds}
+        if options.cache is not None:
+            outcome.seconds["cache"] = time.perf_counter() - started - read_seconds
+    return outcome, None if cached is not None else task
+
+
 def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]],
-        options: Options) -> List[FileOutcome]:
-    """Lint (or fix) every file under `paths`; selection errors raise ConfigError before any work."""
+        options: Options, notices: Optional[List[str]] = None) -> List[FileOutcome]:
+    """Lint (or fix) every file under `paths`, in discovery order whatever the number of jobs;
+    selection errors raise ConfigError before any work. `notices` gets one-line warnings about
+    the run itself (processes that could not be started)."""
     base_rules = config.selection.rules(registry)
-    outcomes = []
+    outcomes: List[FileOutcome] = []
+    tasks: List[Tuple[int, _Task]] = []
     for item in discover(paths, config):
         if isinstance(item, BadPath):
             display = display_path(item.path)
@@ -90,5 +172,14 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
             continue
         ignored = config.ignored_codes(item)
         rules = config.selection.rules(registry, ignored) if ignored else base_rules
-        outcomes.append(_lint_file(item, display_path(item), rules, options))
+        outcome, task = _prepare(item, display_path(item), rules, options)
+        if task is not None:
+            tasks.append((len(outcomes), task))
+        outcomes.append(outcome)
+    linted = map_in_order(_lint, [task for _, task in tasks], options.jobs,
+                          size=lambda task: len(task.source.text), notices=notices)
+    for (index, _), outcome in zip(tasks, linted):
+        for phase, seconds in outcomes[index].seconds.items():  # reading and the cache look-up
+            outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
+        outcomes[index] = outcome
     return outcomes
