@@ -10,18 +10,19 @@ from __future__ import annotations
 import difflib
 import sys
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from memlint.analysis import Facts
 from memlint.analysis.tree import index
 from memlint.edits import apply_edits
-from memlint.fixdiff import regional_diff, split_lines
+from memlint.fixdiff import regional_diff
+from memlint.positions import Positions, split_lines
 from memlint.findings import Edit, Finding, Fix, Range, Remove, Replace, Safety
 from memlint.profile import Timer, timed
 from memlint.rule import Rule
@@ -124,23 +125,12 @@ class Checked:
     source: str
     module: Optional[cst.Module]
     findings: List[Finding]
-    positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
+    positions: Union[Positions, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
     parents: Mapping[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> its parent
 
     @cached_property
     def lines(self) -> List[str]:
         return split_lines(self.source)
-
-
-def _positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
-    """Every node's range. Run by hand, the provider costs one code generation; through
-    MetadataWrapper it costs a full visit (which rebuilds every node) on top."""
-    provider = PositionProvider()
-    try:
-        provider._gen_impl(module)  # private, but stable across LibCST 1.x
-        return provider._computed
-    except AttributeError:  # a LibCST without these internals: the public, slower way
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
 
 
 def compiles(source: str, path: str) -> None:
@@ -158,10 +148,35 @@ def compiles(source: str, path: str) -> None:
         raise SourceError(f"cannot parse as {SYNTAX}: {error or 'nesting too deep'}") from None
 
 
+_VALIDATES_ONLY = cst.CSTNode.__post_init__.__code__.co_names == ("_validate",)
+
+
+@contextmanager
+def _trusting_the_parser() -> Iterator[None]:
+    """LibCST checks every node as it is made (`CSTNode.__post_init__`), a guard for trees
+    built by hand; the parser's own nodes are valid by construction, and checking them costs
+    about a seventh of a parse. Skipped while the parser runs, where the check does nothing else."""
+    if not _VALIDATES_ONLY:
+        yield
+        return
+    node = cst.CSTNode
+    checking = node.__post_init__
+    node.__post_init__ = _unchecked  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        node.__post_init__ = checking  # type: ignore[method-assign]
+
+
+def _unchecked(self: cst.CSTNode) -> None:
+    pass
+
+
 def parse(source: str) -> cst.Module:
     """The LibCST tree of a source that already compiles."""
     try:
-        return cst.parse_module(source)
+        with _trusting_the_parser():
+            return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         raise SourceError(
             f"cannot parse: {SYNTAX} accepts this file but memlint's parser does not: {error.message} "
@@ -190,28 +205,31 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], timer: Opti
         module = parse(source)
     with clock("index"):
         context = FileContext(module)
-    _walk(context, [rule_type(context) for rule_type in wanted], timer)
+    with clock("walk"):  # the dispatch itself; rules and facts are charged on their own
+        _walk(context, [rule_type(context) for rule_type in wanted], timer)
     if not context.reports:
         return Checked(source, module, [])
-    with clock("positions"):
-        positions = _positions(module)
+    parents = context.facts.tree.parents
+    positions = Positions(module, source, parents)
     suppressions = Suppressions(source)
     findings = []
     for report in context.reports:
-        where = positions[report.node]
+        with clock("positions"):
+            where = positions[report.node]
+            statement_line = positions[report.statement].start.line
         finding = Finding(
             code=report.rule.CODE,
             name=report.rule.NAME,
             message=report.message,
             path=path,
             range=Range(where.start.line, where.start.column + 1, where.end.line, where.end.column + 1),
-            statement_line=positions[report.statement].start.line,
+            statement_line=statement_line,
             fix=report.fix,
         )
         if not suppressions.hides(finding):
             findings.append(finding)
     findings.sort(key=lambda f: (f.line, f.column, f.code))
-    return Checked(source, module, findings, positions, context.facts.tree.parents)
+    return Checked(source, module, findings, positions, parents)
 
 
 def fix_allowed(fix: Optional[Fix], unsafe: bool) -> bool:
@@ -225,15 +243,32 @@ def _edit_range(edit: Edit, positions: Mapping[cst.CSTNode, CodeRange]) -> Tuple
                                             where.end.line, where.end.column)
 
 
-def _compatible(a: Fix, b: Fix, positions: Mapping[cst.CSTNode, CodeRange]) -> bool:
-    """Two fixes can go in one pass unless a replacement overlaps anything the other touches."""
-    for edit_a in a.edits:
-        replaces_a, range_a = _edit_range(edit_a, positions)
-        for edit_b in b.edits:
-            replaces_b, range_b = _edit_range(edit_b, positions)
-            if (replaces_a or replaces_b) and range_a.overlaps(range_b):
-                return False
-    return True
+class _Taken:
+    """The edits of the fixes chosen for one round, filed by line. A fix can join unless one of
+    its replacements overlaps anything taken, or anything of it overlaps a taken replacement;
+    each check looks only at the lines the fix spans, so a round costs what its fixes span,
+    not the square of their number."""
+
+    def __init__(self, positions: Mapping[cst.CSTNode, CodeRange]) -> None:
+        self._positions = positions
+        self._replaced: Dict[int, List[Range]] = {}
+        self._touched: Dict[int, List[Range]] = {}
+
+    def admits(self, fix: Fix) -> bool:
+        for replaces, where in (_edit_range(edit, self._positions) for edit in fix.edits):
+            for line in range(where.line, where.end_line + 1):
+                if any(where.overlaps(other) for other in self._replaced.get(line, ())):
+                    return False
+                if replaces and any(where.overlaps(other) for other in self._touched.get(line, ())):
+                    return False
+        return True
+
+    def take(self, fix: Fix) -> None:
+        for replaces, where in (_edit_range(edit, self._positions) for edit in fix.edits):
+            for line in range(where.line, where.end_line + 1):
+                self._touched.setdefault(line, []).append(where)
+                if replaces:
+                    self._replaced.setdefault(line, []).append(where)
 
 
 def verified_code(module: cst.Module, path: str) -> str:
@@ -275,7 +310,8 @@ def _fixed_along(checked: Checked, chosen: Sequence[Finding]) -> List[Finding]:
     assert checked.module is not None
     module = checked.module
     made = {_edit_key(edit, module) for finding in chosen for edit in finding.fix.edits}  # type: ignore[union-attr]
-    return [f for f in checked.findings if f not in chosen and f.fix is not None
+    picked = {id(f) for f in chosen}
+    return [f for f in checked.findings if id(f) not in picked and f.fix is not None
             and all(_edit_key(edit, module) in made for edit in f.fix.edits)]
 
 
@@ -287,10 +323,10 @@ def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool =
     checked = check(source, path, rule_types, timer)
     for _ in range(MAX_FIX_ROUNDS):
         chosen: List[Finding] = []
+        taken = _Taken(checked.positions)  # type: ignore[arg-type]
         for finding in checked.findings:
-            if fix_allowed(finding.fix, unsafe) and all(
-                _compatible(finding.fix, other.fix, checked.positions) for other in chosen  # type: ignore[arg-type]
-            ):
+            if fix_allowed(finding.fix, unsafe) and taken.admits(finding.fix):  # type: ignore[arg-type]
+                taken.take(finding.fix)  # type: ignore[arg-type]
                 chosen.append(finding)
         if not chosen:
             break

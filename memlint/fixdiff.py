@@ -14,7 +14,6 @@ check that the fixed file still parses: it shows what the fix would write.
 from __future__ import annotations
 
 import difflib
-import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -23,17 +22,11 @@ from libcst.metadata import CodeRange, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from memlint.edits import apply_edits_to
-from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Remove, Replace
+from memlint.findings import Edit, Fix, Remove, Replace
+from memlint.positions import Positions, ancestors, indents, split_lines, statement_of
 
 CONTEXT = 3  # lines of context around a change, as `diff -u`
 
-_STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # the line ends Python (and LibCST's positions) count
-
-
-def split_lines(text: str) -> List[str]:
-    """`text` in lines, each with its line end; a form feed or other separator inside a line stays."""
-    return _LINE.findall(text)
 
 
 class _NoRegion(Exception):
@@ -44,43 +37,20 @@ def _edited_node(edit: Edit) -> cst.CSTNode:
     return edit.target if isinstance(edit, (Replace, Remove)) else edit.anchor  # type: ignore[union-attr]
 
 
-def _statement(node: cst.CSTNode, parents: Mapping[int, cst.CSTNode]) -> cst.CSTNode:
-    """The innermost whole statement holding `node` (itself, if it is one)."""
-    while not isinstance(node, _STATEMENT):
-        parent = parents.get(id(node))
-        if parent is None:
-            raise _NoRegion
-        node = parent
-    return node
-
-
-def _ancestors(node: cst.CSTNode, parents: Mapping[int, cst.CSTNode]) -> List[cst.CSTNode]:
-    found = []
-    parent = parents.get(id(node))
-    while parent is not None:
-        found.append(parent)
-        parent = parents.get(id(parent))
-    return found
-
-
 def _regions(fix: Fix, parents: Mapping[int, cst.CSTNode]) -> Dict[int, Tuple[cst.CSTNode, List[Edit]]]:
     """The outermost statements the fix edits, each with the edits inside it."""
     by_statement: Dict[int, Tuple[cst.CSTNode, List[Edit]]] = {}
     for edit in fix.edits:
-        statement = _statement(_edited_node(edit), parents)
+        statement = statement_of(_edited_node(edit), parents)
+        if statement is None:
+            raise _NoRegion
         by_statement.setdefault(id(statement), (statement, []))[1].append(edit)
     regions: Dict[int, Tuple[cst.CSTNode, List[Edit]]] = {}
     for key, (statement, edits) in by_statement.items():
-        outer = [a for a in _ancestors(statement, parents) if id(a) in by_statement]
+        outer = [a for a in ancestors(statement, parents) if id(a) in by_statement]
         home = outer[-1] if outer else statement  # the outermost edited statement around it
         regions.setdefault(id(home), (home, []))[1].extend(edits)
     return regions
-
-
-def _indents(statement: cst.CSTNode, parents: Mapping[int, cst.CSTNode], module: cst.Module) -> List[str]:
-    """The indentation the blocks around `statement` add, outermost first."""
-    return [module.default_indent if block.indent is None else block.indent
-            for block in reversed(_ancestors(statement, parents)) if isinstance(block, cst.IndentedBlock)]
 
 
 def _render(statements: Sequence[cst.CSTNode], indents: List[str], module: cst.Module) -> str:
@@ -150,19 +120,19 @@ def _moved(span: str, offset: int) -> str:
 
 
 def regional_diff(module: cst.Module, lines: Sequence[str], fix: Fix,
-                  parents: Mapping[int, cst.CSTNode], positions: Mapping[cst.CSTNode, CodeRange],
+                  parents: Mapping[int, cst.CSTNode], positions: "Mapping[cst.CSTNode, CodeRange] | Positions",
                   header: str) -> Optional[str]:
     """The unified diff (with `header`) of applying `fix` to `module`, whose text is in `lines`
     (split_lines); None when the edits cannot be placed by statement."""
     try:
         changes = []
         for statement, edits in _regions(fix, parents).values():
-            indents = _indents(statement, parents, module)
-            first, old = _first_line(statement, indents, module, positions[statement])
+            indent = indents(statement, parents, module)
+            first, old = _first_line(statement, indent, module, positions[statement])
             old_lines = split_lines(old)
             if list(lines[first:first + len(old_lines)]) != old_lines:
                 return None
-            new_lines = split_lines(_render(_after(statement, edits), indents, module))
+            new_lines = split_lines(_render(_after(statement, edits), indent, module))
             changes.append((first, len(old_lines), new_lines))
     except (_NoRegion, KeyError):
         return None
