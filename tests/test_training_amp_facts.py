@@ -1,4 +1,4 @@
-"""The facts analysis/training.py gives the 3xx/4xx rules: devices, autocast dtypes, optimizers
+"""The facts memlint.analysis gives the 3xx/4xx rules: devices, autocast dtypes, optimizers
 known by how they are passed or built, gradient resets and reads, a loss's origins."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from memlint.analysis.tree import walk
 
 
 def facts(source: str):
-    return Facts(cst.parse_module(textwrap.dedent(source))).training
+    return Facts(cst.parse_module(textwrap.dedent(source)))
 
 
 def calls(f, text: str):
@@ -32,7 +32,7 @@ def test_autocast_devices_and_dtypes():
         with torch.autocast(dev): pass
         with torch.autocast("cuda", dtype=torch.float16 if fp16 else torch.bfloat16): pass
     """)
-    got = [(f.autocast_devices(a), f.autocast_dtypes(a)) for a in f.autocasts]
+    got = [(f.regions.autocast_devices(a), f.regions.autocast_dtypes(a)) for a in f.regions.autocasts]
     assert got == [
         ({"cuda", "cpu"}, {"torch.float16"}),
         ({"cpu"}, {"torch.bfloat16"}),
@@ -44,10 +44,10 @@ def test_autocast_devices_and_dtypes():
 
 
 def test_grad_scaler_use():
-    assert facts("import torch\ns = torch.amp.GradScaler('cuda')\n").uses_grad_scaler
-    assert facts("import torch\nscaler.scale(loss).backward()\n").uses_grad_scaler
-    assert facts("import torch\nloss = self.grad_scaler.scale(loss)\nloss.backward()\n").uses_grad_scaler
-    assert not facts("import torch\nloss.backward()\n").uses_grad_scaler
+    assert facts("import torch\ns = torch.amp.GradScaler('cuda')\n").roles.uses_grad_scaler
+    assert facts("import torch\nscaler.scale(loss).backward()\n").roles.uses_grad_scaler
+    assert facts("import torch\nloss = self.grad_scaler.scale(loss)\nloss.backward()\n").roles.uses_grad_scaler
+    assert not facts("import torch\nloss.backward()\n").roles.uses_grad_scaler
 
 
 def test_known_optimizers():
@@ -64,8 +64,8 @@ def test_known_optimizers():
         fit(model, built, s)
     """)
     o_step, sched_step, opt_step = calls(f, "o.step()")[0], calls(f, "sched.step()")[0], calls(f, "opt.step()")[0]
-    assert "built" in f.optimizers and "opt" in f.optimizers
-    assert not f.is_known_optimizer("o", o_step)  # one call passes a call, not a name
+    assert "built" in f.receivers.optimizers and "opt" in f.receivers.optimizers
+    assert not f.receivers.is_known_optimizer("o", o_step)  # one call passes a call, not a name
     f2 = facts("""
         import torch
         def fit(model, o):
@@ -74,9 +74,9 @@ def test_known_optimizers():
         fit(model, opt)
         fit(model, o=opt)
     """)
-    assert f2.is_known_optimizer("o", calls(f2, "o.step()")[0])
-    assert not f.is_known_optimizer("sched", sched_step)
-    assert f.is_known_optimizer("opt", opt_step)
+    assert f2.receivers.is_known_optimizer("o", calls(f2, "o.step()")[0])
+    assert not f.receivers.is_known_optimizer("sched", sched_step)
+    assert f.receivers.is_known_optimizer("opt", opt_step)
 
 
 def test_resets_and_reads():
@@ -90,10 +90,10 @@ def test_resets_and_reads():
         n = p.grad.norm()
         p.grad = None
     """)
-    resets = {cst.Module([]).code_for_node(c): f.resets_grads(c) for c in f.calls}
+    resets = {cst.Module([]).code_for_node(c): f.roles.resets_grads(c) for c in f.scopes.calls}
     assert resets["opt.zero_grad()"] and resets["p.grad.data.zero_()"] and resets["torch._foreach_zero_(grads)"]
     assert resets["zero_grads(model)"] and not resets["p.grad.mul_(2)"] and not resets["p.grad.norm()"]
-    reads = [cst.Module([]).code_for_node(r) for r in f.grad_reads(f.module)]
+    reads = [cst.Module([]).code_for_node(r) for r in f.roles.grad_reads(f.module)]
     assert reads.count("p.grad") == 3  # .data.zero_(), .mul_(2), .norm(); not `p.grad = None`
 
 
@@ -106,8 +106,8 @@ def test_origins_follow_the_binding_in_effect():
         loss = criterion(helper(out), t)
         loss.backward()
     """)
-    [backward] = f.backwards
-    nodes, functions = f.origins(backward)
+    [backward] = f.roles.backwards
+    nodes, functions = f.values.origins(backward)
     assert {cst.Module([]).code_for_node(n).strip() for n in nodes} == {
         "out = model(x)", "loss = criterion(helper(out), t)"}
     assert [fn.name.value for fn in functions] == ["helper"]

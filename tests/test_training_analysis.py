@@ -1,4 +1,5 @@
-"""memlint.analysis.training: the shape of a training step."""
+"""The shape of a training step: the facts of memlint.analysis (scopes, regions, calls, receivers,
+roles, values, phase)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from memlint.analysis.tree import walk
 
 
 def facts(source: str):
-    return Facts(cst.parse_module(textwrap.dedent(source))).training
+    return Facts(cst.parse_module(textwrap.dedent(source)))
 
 
 def code(node) -> str:
@@ -43,12 +44,12 @@ def test_backward_forms():
         g = torch.autograd.grad(out, x)
         self.manual_backward(loss5)
     """)
-    got = [(b.kind, code(b.loss)) for b in f.backwards]
+    got = [(b.kind, code(b.loss)) for b in f.roles.backwards]
     assert got == [("method", "loss"), ("scaled", "loss2"), ("owner", "loss3"), ("autograd", "loss4"),
                    ("method", "y"), ("grad", "out"), ("owner", "loss5")]
-    assert code(f.backwards[1].scaler) == "scaler"
-    assert code(f.backwards[4].retain_graph) == "True"
-    assert f.backwards[1].names == {"loss2", "scaler"} or "loss2" in f.backwards[1].names
+    assert code(f.roles.backwards[1].scaler) == "scaler"
+    assert code(f.roles.backwards[4].retain_graph) == "True"
+    assert f.roles.backwards[1].names == {"loss2", "scaler"} or "loss2" in f.roles.backwards[1].names
 
 
 def test_optimizer_receivers():
@@ -65,12 +66,12 @@ def test_optimizer_receivers():
         o.step(); self.opt.step(); self.sched.step(); thing.step(); other.step()
         optimizer.step(); scaler.step(optimizer); env.step(action); model.zero_grad()
     """)
-    assert {"self.opt", "o", "thing", "other"} <= f.optimizers
-    assert "self.sched" not in f.optimizers and "model" not in f.optimizers
-    steps = [(s.optimizer, s.scaler) for s in f.optimizer_steps]
+    assert {"self.opt", "o", "thing", "other"} <= f.receivers.optimizers
+    assert "self.sched" not in f.receivers.optimizers and "model" not in f.receivers.optimizers
+    steps = [(s.optimizer, s.scaler) for s in f.roles.optimizer_steps]
     assert steps == [("o", None), ("self.opt", None), ("thing", None), ("other", None),
                      ("optimizer", None), ("optimizer", "scaler")]
-    assert [(z.target, z.is_optimizer) for z in f.zero_grads] == [("thing", True), ("model", False)]
+    assert [(z.target, z.is_optimizer) for z in f.roles.zero_grads] == [("thing", True), ("model", False)]
 
 
 def test_zero_grad_by_assignment_and_set_to_none():
@@ -80,8 +81,8 @@ def test_zero_grad_by_assignment_and_set_to_none():
         for p in model.parameters():
             p.grad = None
     """)
-    assert code(f.zero_grads[0].set_to_none) == "False"
-    assert f.zero_grads[1].target == "p.grad"
+    assert code(f.roles.zero_grads[0].set_to_none) == "False"
+    assert f.roles.zero_grads[1].target == "p.grad"
 
 
 def test_models_and_forwards():
@@ -98,13 +99,13 @@ def test_models_and_forwards():
         f1 = m(x); f2 = wrapped(x); f3 = model(**batch); f4 = self.net(x); f5 = model.forward(x)
         n1 = torch.relu(x); n2 = helper(x); n3 = model.generate(x); n4 = lm.generate(ids)
     """)
-    assert {"lm", "m", "wrapped"} <= f.models
-    calls = {code(c.func): c for c in f.calls}
+    assert {"lm", "m", "wrapped"} <= f.receivers.models
+    calls = {code(c.func): c for c in f.scopes.calls}
     for name in ("m", "wrapped", "model", "self.net", "model.forward"):
-        assert f.is_forward(calls[name]), name
+        assert f.roles.is_forward(calls[name]), name
     for name in ("torch.relu", "helper", "model.generate", "lm.generate"):
-        assert not f.is_forward(calls[name]), name
-    assert f.is_generate(calls["model.generate"])
+        assert not f.roles.is_forward(calls[name]), name
+    assert f.roles.is_generate(calls["model.generate"])
 
 
 def test_losses():
@@ -115,7 +116,7 @@ def test_losses():
         a = ce(out, y); b = F.cross_entropy(out, y); c = criterion(out, y); d = nn.MSELoss()(out, y)
         e = F.softmax(out, -1); g = accuracy(out, y)
     """)
-    verdicts = {code(c.func): f.is_loss(c) for c in f.calls}
+    verdicts = {code(c.func): f.roles.is_loss(c) for c in f.scopes.calls}
     assert verdicts["ce"] and verdicts["F.cross_entropy"] and verdicts["criterion"]
     assert verdicts["nn.MSELoss()"]
     assert not verdicts["F.softmax"] and not verdicts["accuracy"]
@@ -146,11 +147,11 @@ def test_grad_regions_and_decorators():
         helper()
         j = model(x)
     """)
-    modes = {code(c.func.value if False else c): None for c in f.calls}
+    modes = {code(c.func.value if False else c): None for c in f.scopes.calls}
     mode_of = {}
     for stmt in walk(f.module):
         if isinstance(stmt, cst.Assign):
-            mode_of[stmt.targets[0].target.value] = f.grad_enabled(stmt)
+            mode_of[stmt.targets[0].target.value] = f.regions.grad_enabled(stmt)
     assert mode_of == {"a": False, "b": False, "c": True, "d": False, "e": False, "g": True,
                        "h": None, "i": True, "j": True}
     del modes
@@ -169,10 +170,11 @@ def test_lightning_hooks_and_bare_toggle():
             torch.set_grad_enabled(False)
             c = model(x)
     """)
-    mode_of = {s.targets[0].target.value: f.grad_enabled(s) for s in walk(f.module) if isinstance(s, cst.Assign)}
+    mode_of = {s.targets[0].target.value: f.regions.grad_enabled(s)
+               for s in walk(f.module) if isinstance(s, cst.Assign)}
     assert mode_of == {"a": True, "b": False, "c": None}
-    training_step = f.classes["Lit"].body.body[0]
-    assert f.is_lightning_training_step(training_step)
+    training_step = f.scopes.classes["Lit"].body.body[0]
+    assert f.regions.is_lightning_training_step(training_step)
 
 
 def test_helpers_are_followed_from_a_loop():
@@ -194,13 +196,13 @@ def test_helpers_are_followed_from_a_loop():
     """)
     loops = [n for n in walk(f.module) if isinstance(n, cst.For)]
     fit_loop, val_loop = loops
-    assert f.is_training(fit_loop)
-    ((backward, site),) = f.backwards_in(fit_loop)
+    assert f.phase.is_training(fit_loop)
+    ((backward, site),) = f.roles.backwards_in(fit_loop)
     assert code(site) == "self.step(batch)"
-    assert not f.is_training(val_loop)
-    ((forward, site),) = f.forwards_in(val_loop)
+    assert not f.phase.is_training(val_loop)
+    ((forward, site),) = f.roles.forwards_in(val_loop)
     assert code(forward) == "model(batch)" and code(site) == "validate(batch)"
-    assert f.steps_in(fit_loop)[0][0].optimizer == "self.optimizer"
+    assert f.roles.steps_in(fit_loop)[0][0].optimizer == "self.optimizer"
 
 
 def test_training_conventions():
@@ -216,7 +218,7 @@ def test_training_conventions():
                 out = model(b)
     """)
     loops = [n for n in walk(f.module) if isinstance(n, cst.For)]
-    assert all(f.is_training(loop) for loop in loops)
+    assert all(f.phase.is_training(loop) for loop in loops)
 
 
 def test_grad_carrying_values():
@@ -244,7 +246,7 @@ def test_grad_carrying_values():
     verdict = {}
     for stmt in walk(f.module):
         if isinstance(stmt, cst.Assign) and isinstance(stmt.targets[0].target, cst.Name):
-            verdict[stmt.targets[0].target.value] = f.carries_grad(stmt.value, stmt)
+            verdict[stmt.targets[0].target.value] = f.values.carries_grad(stmt.value, stmt)
     assert verdict == {"out": True, "loss": True, "a": True, "b": False, "c": False, "d": True, "e": True,
                        "g": False, "h": False, "i": True, "j": False, "k": False, "m": False, "n": False,
                        "p": True, "q": False}
@@ -263,7 +265,7 @@ def test_grad_carrying_follows_the_binding_in_effect():
                 total += loss
     """)
     aug = first(f, cst.AugAssign)
-    assert not f.carries_grad(aug.value, aug)
+    assert not f.values.carries_grad(aug.value, aug)
 
 
 def test_helper_results_carry_grad():
@@ -278,7 +280,7 @@ def test_helper_results_carry_grad():
             a = step(x)
             b = score(x)
     """)
-    verdict = {s.targets[0].target.value: f.carries_grad(s.value, s) for s in walk(f.module)
+    verdict = {s.targets[0].target.value: f.values.carries_grad(s.value, s) for s in walk(f.module)
                if isinstance(s, cst.Assign)}
     assert verdict == {"a": True, "b": False}
 
@@ -294,11 +296,11 @@ def test_autocast_regions():
         with torch.amp.autocast(device_type="cuda"):
             c = model(x)
     """)
-    got = [(a.device_type, a.dtype, a.enabled, a.deprecated) for a in f.autocasts]
+    got = [(a.device_type, a.dtype, a.enabled, a.deprecated) for a in f.regions.autocasts]
     assert got == [("cuda", "torch.bfloat16", None, False), ("cuda", None, False, True),
                    ("cuda", None, None, False)]
     stmt = first(f, cst.Assign, lambda s: s.targets[0].target.value == "c")
-    assert f.autocast_at(stmt) is f.autocasts[2]
+    assert f.regions.autocast_at(stmt) is f.regions.autocasts[2]
 
 
 def test_mode_calls():
@@ -307,13 +309,18 @@ def test_mode_calls():
         net.train()
         net.train(False)
     """)
-    assert [(m.target, m.mode) for m in f.mode_calls] == [("model", "eval"), ("net", "train"), ("net", "eval")]
+    assert [(m.target, m.mode) for m in f.roles.mode_calls] == [("model", "eval"), ("net", "train"), ("net", "eval")]
 
 
-def test_facts_are_cached():
+def test_each_fact_is_built_once_and_shared():
     module = cst.parse_module("import torch\n")
     facts_ = Facts(module)
-    assert facts_.training is facts_.training
+    for name in ("tree", "names", "scopes", "regions", "calls", "receivers", "roles", "values", "phase"):
+        assert getattr(facts_, name) is getattr(facts_, name)
+    # a fact object reads the very objects it depends on, not copies of its own
+    assert facts_.phase.values is facts_.values and facts_.values.roles is facts_.roles
+    assert facts_.roles.calls is facts_.calls and facts_.calls.regions is facts_.regions
+    assert facts_.regions.scopes is facts_.scopes and facts_.scopes.tree is facts_.tree
 
 
 def loops_of(f):
@@ -337,7 +344,7 @@ def test_eval_evidence():
             for x in xs:
                 model(x)
     """)
-    assert [f.eval_evidence(loop) for loop in loops_of(f)] == ["named", "eval-mode", None, None]
+    assert [f.phase.eval_evidence(loop) for loop in loops_of(f)] == ["named", "eval-mode", None, None]
 
 
 def test_script_evidence_needs_signs_of_inference():
@@ -347,13 +354,13 @@ def test_script_evidence_needs_signs_of_inference():
         for x in xs:
             model(x)
     """)
-    assert with_weights.eval_evidence(loops_of(with_weights)[0]) == "script"
+    assert with_weights.phase.eval_evidence(loops_of(with_weights)[0]) == "script"
     bare = facts("""
         import torch
         for x in xs:
             model(x)
     """)
-    assert bare.eval_evidence(loops_of(bare)[0]) is None
+    assert bare.phase.eval_evidence(loops_of(bare)[0]) is None
 
 
 def test_reaches_backward_and_leaves_scope():
@@ -371,9 +378,9 @@ def test_reaches_backward_and_leaves_scope():
                 total += model(p).sum()
             return total * 2
     """)
-    fa, fb = f.functions["a"], f.functions["b"]
-    assert f.reaches_backward(fa, {"total"}) and not f.leaves_scope(fa, {"total"})
-    assert not f.reaches_backward(fb, {"total"}) and f.leaves_scope(fb, {"total"})
+    fa, fb = f.scopes.functions["a"], f.scopes.functions["b"]
+    assert f.values.reaches_backward(fa, {"total"}) and not f.values.leaves_scope(fa, {"total"})
+    assert not f.values.reaches_backward(fb, {"total"}) and f.values.leaves_scope(fb, {"total"})
 
 
 def test_hands_graph_away():
@@ -388,7 +395,7 @@ def test_hands_graph_away():
             metric.update(model(x), y)
     """)
     first, second = loops_of(f)
-    assert f.hands_graph_away(first) and not f.hands_graph_away(second)
+    assert f.values.hands_graph_away(first) and not f.values.hands_graph_away(second)
 
 
 def test_reset_in_iteration():
@@ -403,8 +410,8 @@ def test_reset_in_iteration():
     """)
     first, second = loops_of(f)
     augs = [n for n in walk(f.module) if isinstance(n, cst.AugAssign)]
-    assert f.reset_in_iteration(first, "total", augs[0])
-    assert not f.reset_in_iteration(second, "acc", augs[1])
+    assert f.values.reset_in_iteration(first, "total", augs[0])
+    assert not f.values.reset_in_iteration(second, "acc", augs[1])
 
 
 def test_constructor_of_and_attribute_backwarded():
@@ -416,5 +423,5 @@ def test_constructor_of_and_attribute_backwarded():
                 loss = self.total * 2
                 loss.backward()
     """)
-    assert f.constructor_of(cst.parse_expression("rnn")) == "torch.nn.GRU"
-    assert f.attribute_backwarded("self.total") and not f.attribute_backwarded("self.other")
+    assert f.receivers.constructor_of(cst.parse_expression("rnn")) == "torch.nn.GRU"
+    assert f.values.attribute_backwarded("self.total") and not f.values.attribute_backwarded("self.other")

@@ -80,6 +80,8 @@ def test_usage_errors_exit_2_in_one_line(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no such file" in done.stderr
     done = verify(write(tmp_path, "a.py", "x = 1\n"), "--repeat", "0")
     assert done.returncode == 2 and "--repeat" in done.stderr and "Traceback" not in done.stderr
+    done = verify(write(tmp_path, "a.py", "x = 1\n"), "--jobs", "0")
+    assert done.returncode == 2 and "--jobs" in done.stderr and done.stderr.count("\n") == 1
     done = verify(write(tmp_path, "a.py", "x = 1\n"), "--bogus")
     assert done.returncode == 2 and "unrecognized" in done.stderr and "Traceback" not in done.stderr
     done = verify(write(tmp_path, "bad.py", "import torch\nfor x in :\n"))
@@ -181,13 +183,77 @@ def test_fixtures_folder_runs_before_against_after_with_scale(tmp_path):
     write(tmp_path, "fixtures/MEM101-tensor-alloc-in-loop/before.py", before)
     write(tmp_path, "fixtures/MEM101-tensor-alloc-in-loop/after.py", after)
     write(tmp_path, "fixtures/not-a-fixture/before.py", "raise SystemExit(1)\n")
-    done = verify(tmp_path / "fixtures", "--device", "cpu", "--repeat", "1", "--scale", "1", "-q")
+    done = verify(tmp_path / "fixtures", "--device", "cpu", "--repeat", "2", "--scale", "1", "-q", "--jobs", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
+    assert "up to 2 runs at once" in lines[0]
     row = next(line for line in lines if line.startswith("MEM101"))
     assert "MEM101-tensor-alloc-in-loop" in row and "peak-lower" in row and row.endswith("confirmed")
     assert "host memory" in lines[0]
     assert not any("not-a-fixture" in line for line in lines)
+
+
+@needs_torch
+@on_linux
+def test_what_a_killed_run_left_outside_its_session_is_killed(tmp_path):
+    """The child dies at once (as under the kernel's OOM killer): its setsid grandchild is
+    re-parented to `memlint verify`, which kills it."""
+    pid_file = tmp_path / "escaped.pid"
+    write(tmp_path, "fixtures/MEM204-x/before.py", f"""
+        import os, signal, subprocess, sys
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        open({str(pid_file)!r}, "w").write(str(child.pid))
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    write(tmp_path, "fixtures/MEM204-x/after.py", "print('fine')\n")
+    done = verify(tmp_path / "fixtures", "--device", "cpu", "--repeat", "1", "-q")
+    assert "MEM204" in done.stdout, done.stderr
+    pid = int(pid_file.read_text())
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            alive = handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        alive = False
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, "the grandchild of a killed run outlived memlint verify"
+
+
+@needs_torch
+def test_nothing_measured_exits_1_and_says_why_without_quoting_unrelated_stderr(tmp_path):
+    script = write(tmp_path, "train.py", ALLOC.replace(
+        'device = "cuda"', 'print("warning: an unrelated line", file=sys.stderr)\nsys.exit(3)\ndevice = "cuda"'))
+    done = verify(script, "--device", "cpu", "--repeat", "1", "-q")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "nothing could be measured: the original crashed (exit 3): the script called sys.exit(3)" in done.stderr
+    assert "unrelated" not in done.stderr and "inconclusive" in done.stdout
+    reasons = [line for line in done.stdout.splitlines() if "(peak-lower):" in line]
+    assert reasons and all("sys.exit(3)" in line and "unrelated" not in line for line in reasons)
+
+
+@needs_torch
+def test_gradient_fixtures_are_confirmed_and_right_gradients_stay_unconfirmed(tmp_path):
+    """MEM301 (no zero_grad in the loop) and MEM302 (zero_grad before the step) leave finite,
+    non-zero gradients that are wrong: the gradient error sees it. Two scripts whose gradients
+    are both right must not confirm anything."""
+    for name in ("MEM301-missing-zero-grad", "MEM302-zero-grad-before-step"):
+        for side in ("before.py", "after.py"):
+            write(tmp_path, f"fixtures/{name}/{side}", (ROOT / "fixtures" / name / side).read_text())
+    fixed = (ROOT / "fixtures" / "MEM301-missing-zero-grad" / "after.py").read_text()
+    cleared_first = fixed.replace("optimizer.zero_grad()\nfor step in range(5):\n",
+                                  "for step in range(5):\n    optimizer.zero_grad()\n")
+    assert cleared_first != fixed
+    write(tmp_path, "fixtures/MEM301-right/before.py", cleared_first)
+    write(tmp_path, "fixtures/MEM301-right/after.py", fixed)
+    done = verify(tmp_path / "fixtures", "--device", "cpu", "--repeat", "1", "-q", "--output-format", "json")
+    assert done.returncode == 0, done.stderr
+    claims = {r["fixture"]: r["claims"][0] for r in json.loads(done.stdout)["results"]}
+    wrong, lost, right = (claims["MEM301-missing-zero-grad"], claims["MEM302-zero-grad-before-step"],
+                          claims["MEM301-right"])
+    assert wrong["verdict"] == lost["verdict"] == "confirmed"
+    assert wrong["metric"] == lost["metric"] == right["metric"] == "grad error"
+    assert wrong["before"] > 2.0 and lost["before"] == 1.0 and wrong["after"] == lost["after"] == 0.0
+    assert (right["verdict"], right["before"], right["after"]) == ("inconclusive", 0.0, 0.0)
 
 
 def test_linter_never_imports_torch():
@@ -236,3 +302,25 @@ def test_gpu_out_of_memory_avoided_by_the_fix_confirms(tmp_path):
     assert first["before_runs"][0]["status"] == "oom"
     assert first["after_runs"][0]["status"] == "ok"
     assert first["verdict"] == "confirmed" and "out-of-memory avoided" in first["claims"][0]["reason"]
+
+
+@pytest.mark.gpu
+def test_gpu_gradient_and_missing_del_fixtures_confirmed_with_the_peak_line():
+    """Scale 8: MEM301/MEM302 by the gradient error, MEM204 by its peak, which is at its line."""
+    from memlint.verify.measure import probe
+
+    if not probe().get("cuda"):
+        pytest.skip("needs a CUDA GPU")
+    done = verify(ROOT / "fixtures", "--select", "MEM204,MEM301,MEM302", "--device", "cuda", "--scale", "8",
+                  "--repeat", "2", "--output-format", "json", "-q")
+    assert done.returncode == 0, done.stderr
+    results = {r["code"]: r for r in json.loads(done.stdout)["results"]}
+    assert {code: r["verdict"] for code, r in results.items()} == \
+        {"MEM204": "confirmed", "MEM301": "confirmed", "MEM302": "confirmed"}
+    source = (ROOT / "fixtures" / "MEM204-missing-del" / "before.py").read_text().splitlines()
+    logits = next(n for n, line in enumerate(source, 1) if "logits = model(tokens)" in line)
+    where = results["MEM204"]["peak_attribution"]
+    assert where["before"]["lines"][0]["line"] == logits and where["before"]["lines"][0]["codes"] == ["MEM204"]
+    assert f"before.py:{logits}" in where["summary"] and "where MEM204 points" in where["summary"]
+    claim = results["MEM204"]["claims"][0]
+    assert claim["before"] - claim["after"] >= 120 * 2**20  # one 128 MiB batch of logits fewer at the peak

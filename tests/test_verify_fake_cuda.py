@@ -34,6 +34,8 @@ class _Memory:
     @staticmethod
     def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=0, **kw):
         calls.append(f"history {enabled}")
+        if enabled is None:  # as torch does: stopping drops what was recorded
+            del _Memory.history[:]
 
     @staticmethod
     def _snapshot():
@@ -61,6 +63,10 @@ class cuda:
         calls.append("init")
 
     @staticmethod
+    def is_initialized():
+        return False
+
+    @staticmethod
     def synchronize():
         calls.append("synchronize")
 
@@ -79,6 +85,10 @@ class cuda:
     @staticmethod
     def memory_allocated():
         return cuda.allocated
+
+    @staticmethod
+    def mem_get_info():
+        return 80 * 2**30, 96 * 2**30
 
     @staticmethod
     def max_memory_allocated():
@@ -102,9 +112,10 @@ def _script(tmp_path, name, peak_mib, extra=""):
         import torch
         torch.cuda.peak = {peak_mib} * 2**20
         t0 = 1_700_000_000_000_000
+        here = [{{"filename": __file__, "line": 4, "name": "<module>"}}]
         torch.cuda.memory.history[:] = [
-            {{"action": "alloc", "size": 2**20, "time_us": t0}},
-            {{"action": "free_completed", "size": 2**20, "time_us": t0 + 1000}}]
+            {{"action": "alloc", "addr": 1, "size": 2**20, "time_us": t0, "frames": here}},
+            {{"action": "free_completed", "addr": 1, "size": 2**20, "time_us": t0 + 1000}}]
         {extra}
         print("calls", torch.calls)
     """))
@@ -143,7 +154,8 @@ def test_probe_and_cli_on_the_device(tmp_path):
             del os.environ["PYTHONPATH"]
         else:
             os.environ["PYTHONPATH"] = old
-    assert found == {"python": found["python"], "torch": "0.0-fake", "cuda": True, "device_name": "Fake GPU"}
+    assert found == {"python": found["python"], "torch": "0.0-fake", "cuda": True, "device_name": "Fake GPU",
+                     "memory_free": 80 * 2**30}
 
     fixtures = tmp_path / "fixtures" / "MEM101-fake"
     fixtures.mkdir(parents=True)
@@ -156,10 +168,13 @@ def test_probe_and_cli_on_the_device(tmp_path):
         env={**os.environ, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(ROOT)])}, timeout=120)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
-    assert data["device"] == {"kind": "cuda", "memory": "device", "torch": "0.0-fake", "name": "Fake GPU"}
+    assert data["device"] == {"kind": "cuda", "memory": "device", "torch": "0.0-fake", "name": "Fake GPU",
+                              "runs": "runs forked from one process that imported torch once"}
     claim = data["results"][0]["claims"][0]
     assert (claim["verdict"], claim["before"], claim["after"], claim["ratio"]) == \
         ("confirmed", 512 * 2**20, 256 * 2**20, 0.5)
+    where = data["results"][0]["peak_attribution"]
+    assert where["before"]["lines"][0]["line"] == 4 and where["after"]["lines"][0]["original_line"] == 4
     plot = ["--plot", str(tmp_path / "gpu.png")] if importlib.util.find_spec("matplotlib") else []
     text = subprocess.run(
         [sys.executable, "-m", "memlint.verify", str(tmp_path / "fixtures"), "--repeat", "1", "-q", *plot],
@@ -167,5 +182,21 @@ def test_probe_and_cli_on_the_device(tmp_path):
         env={**os.environ, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(ROOT)])}, timeout=120)
     assert text.returncode == 0, text.stderr
     assert "CUDA device Fake GPU" in text.stdout and "512.0 MiB" in text.stdout and "256.0 MiB" in text.stdout
+    assert "where the peak is" in text.stdout and "peak 1.0 MiB at before.py:4" in text.stdout  # from the history
     if plot:  # the device timelines come from extra runs with the allocator history on
         assert (tmp_path / "gpu.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_gpu_runs_are_forked_from_one_server_unless_turned_off(tmp_path):
+    from memlint.verify.session import Options, measure_plan
+    from memlint.verify.variants import Comparison, Plan, Program
+
+    env = _fake(tmp_path)
+    parent = "import os, torch\nprint(os.getppid())\n"
+    plan = Plan([Comparison("MEM101", 3, "", "safe", ["peak-lower"], Program(parent, str(tmp_path / "a.py")),
+                            Program(parent + "x = 1\n", str(tmp_path / "a.py")))])
+    rows = measure_plan(plan, Options(device="cuda", repeat=2, env=env, jobs=2), stream=None)
+    parents = {int(m.stdout_tail) for m in rows[0].before + rows[0].after}
+    assert len(parents) == 1 and os.getpid() not in parents  # the fork server, for all four runs
+    rows = measure_plan(plan, Options(device="cuda", repeat=1, env=env, fork=False), stream=None)
+    assert {int(m.stdout_tail) for m in rows[0].before + rows[0].after} == {os.getpid()}

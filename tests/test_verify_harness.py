@@ -100,6 +100,43 @@ def test_timeout_kills_the_whole_process_group(tmp_path):
         pytest.fail("the script's own child outlived the timeout")
 
 
+def _gone(pid: int) -> bool:
+    """The process ended (a zombie still being reaped counts as ended)."""
+    for _ in range(50):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                state = handle.read().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    return False
+
+
+# A script whose child leaves its session (setsid), as daemons do, then `{end}`.
+ESCAPES = """
+    import os, subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    open({pid_file!r}, "w").write(str(child.pid))
+    print("started", flush=True)
+    {end}
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="descendants are found in /proc")
+@pytest.mark.parametrize("end, status", [("pass", "ok"), ("time.sleep(60)", "timeout"), ("os._exit(0)", "ok"),
+                                         ("sys.exit(3)", "crash")],
+                         ids=["exits", "times-out", "os-exit", "sys-exit"])
+def test_a_child_that_left_the_session_does_not_outlive_the_run(tmp_path, end, status):
+    pid_file = tmp_path / "escaped.pid"
+    path = _script(tmp_path, ESCAPES.format(pid_file=str(pid_file), end=end))
+    m = _run(path, timeout=5)
+    assert m.status == status and m.stdout_tail == "started", m.stderr_tail
+    assert _gone(int(pid_file.read_text())), "the setsid child outlived the run"
+
+
 def test_crash_is_captured_with_exit_code_and_stderr_tail(tmp_path):
     path = _script(tmp_path, """
         print("step 1")
@@ -170,8 +207,67 @@ def test_gradient_health_is_counted_at_optimizer_steps(tmp_path):
     m = _run(path, torch=True, grads=True)
     assert m.status == "ok", m.stderr_tail
     params = 8 * 4 + 4
-    assert m.grads == {"where": "optimizer steps", "steps": 3, "elements": 3 * params,
-                       "zero": 2 * params, "nonfinite": 0}
+    assert {k: m.grads[k] for k in ("where", "steps", "elements", "zero", "nonfinite")} == \
+        {"where": "optimizer steps", "steps": 3, "elements": 3 * params, "zero": 2 * params, "nonfinite": 0}
+
+
+# One training loop, four ways to clear the gradients: {reset} runs at the marked places.
+LOOP = """
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x, y = torch.randn(32, 16), torch.randint(0, 3, (32,))
+    {above}
+    for step in range(6):
+        {before_backward}
+        for micro in range({micro}):
+            (torch.nn.functional.cross_entropy(model(x), y) * {scale}).backward()
+        {between}
+        opt.step()
+        {after_step}
+"""
+
+
+def _loop(tmp_path, name, above="", before_backward="", between="", after_step="", micro=1, scale=1.0):
+    path = _script(tmp_path, LOOP.format(above=above, before_backward=before_backward, between=between,
+                                         after_step=after_step, micro=micro, scale=scale), name)
+    m = _run(path, torch=True, grads=True)
+    assert m.status == "ok", m.stderr_tail
+    return m.grads
+
+
+@needs_torch
+def test_stale_gradients_grow_with_every_step_without_zero_grad(tmp_path):
+    """zero_grad only above the loop: step k applies about k gradients, k - 1 of them stale."""
+    grads = _loop(tmp_path, "stale.py", above="opt.zero_grad()")
+    by_step = grads["error_by_step"]
+    assert by_step[0] is None  # the first step is where the parameters are first seen
+    assert [round(e) for e in by_step[1:6]] == [1, 2, 3, 4, 5]
+    assert grads["checked_steps"] == 5 and grads["error"] == pytest.approx(3.0, rel=0.05)
+    fixed = _loop(tmp_path, "fixed.py", above="opt.zero_grad()", after_step="opt.zero_grad(set_to_none=True)")
+    assert fixed["checked_steps"] == 5 and fixed["error"] == 0.0
+
+
+@needs_torch
+def test_gradients_cleared_before_the_step_are_lost(tmp_path):
+    grads = _loop(tmp_path, "lost.py", between="opt.zero_grad()")
+    assert grads["checked_steps"] == 5 and grads["error"] == pytest.approx(1.0)
+    zeroed = _loop(tmp_path, "zeroed.py", between="opt.zero_grad(set_to_none=False)")
+    assert zeroed["error"] == pytest.approx(1.0)
+
+
+@needs_torch
+@pytest.mark.parametrize("way", [
+    dict(before_backward="opt.zero_grad()"),
+    dict(after_step="opt.zero_grad()", micro=4, scale=0.25),  # gradient accumulation
+    dict(after_step="model.zero_grad()", scale=1024.0,  # a loss scaler's unscale_, then clipping
+         between="[p.grad.div_(1024.0) for p in model.parameters()]; "
+                 "torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)"),
+], ids=["zero-grad-first", "accumulation", "unscale-and-clip"])
+def test_right_gradients_have_no_error(tmp_path, way):
+    grads = _loop(tmp_path, "right.py", **way)
+    assert grads["checked_steps"] == 5 and grads["error"] == 0.0
 
 
 @needs_torch
@@ -185,45 +281,13 @@ def test_gradient_health_at_exit_without_an_optimizer(tmp_path):
     assert m.grads["where"] == "exit" and m.grads["elements"] == 5 and m.grads["nonfinite"] >= 4
 
 
-def _child_module():
-    import importlib.util
-
-    from memlint.verify.measure import CHILD
-
-    spec = importlib.util.spec_from_file_location("memlint_verify_child_under_test", CHILD)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_child_imports_nothing_of_memlint():
     """The child runs where libcst may be missing and must not add memlint to what it measures."""
     from memlint.verify.measure import CHILD
 
-    text = CHILD.read_text()
-    assert "import memlint" not in text and "from memlint" not in text
-
-
-def test_cuda_timeline_from_allocator_history_is_anchored_and_thinned():
-    """The GPU plot's data path, fed a fake allocator history (no GPU needed)."""
-    from types import SimpleNamespace
-
-    child = _child_module()
-    start = 1_700_000_000.0
-    trace = [{"action": "alloc", "size": 100, "time_us": int((start + 0.1) * 1e6)},
-             {"action": "segment_alloc", "size": 4096, "time_us": int((start + 0.1) * 1e6)},
-             {"action": "alloc", "size": 100, "time_us": int((start + 0.2) * 1e6)},
-             {"action": "free_requested", "size": 100, "time_us": int((start + 0.3) * 1e6)},
-             {"action": "free_completed", "size": 100, "time_us": int((start + 0.3) * 1e6)}]
-    memory = SimpleNamespace(_snapshot=lambda: {"device_traces": [trace]})
-    fake = SimpleNamespace(cuda=SimpleNamespace(memory=memory, current_device=lambda: 0,
-                                                memory_allocated=lambda: 150))
-    points = child._cuda_timeline(fake, start)
-    assert [round(t, 3) for t, _ in points] == [0.1, 0.2, 0.3]
-    assert [b for _, b in points] == [150, 250, 150]  # anchored: 50 bytes were allocated before
-    many = [[float(i), i % 7] for i in range(20000)]
-    thinned = child._thin(many)
-    assert len(thinned) == child.TIMELINE_POINTS and max(b for _, b in thinned) == 6
+    for path in (CHILD, CHILD.with_name("history.py"), CHILD.with_name("tree.py")):  # loaded by path
+        text = path.read_text()
+        assert "import memlint" not in text and "from memlint" not in text
 
 
 def test_a_long_run_sends_heartbeats(tmp_path, monkeypatch):
@@ -265,3 +329,24 @@ def test_os_exit_zero_is_a_finished_run(tmp_path):
     assert m.status == "ok" and m.stdout_tail == "bye" and "os._exit" in m.error
     m = _run(_script(tmp_path, "import os\nos._exit(5)\n"))
     assert m.status == "crash" and m.exit_code == 5
+
+
+@pytest.mark.gpu
+def test_gpu_history_names_the_innermost_script_line_at_the_peak(tmp_path):
+    """The allocator's real history: frames innermost first, and the traced peak is the measured one."""
+    path = _script(tmp_path, """
+        import torch
+        def noise(n):
+            return torch.randn(n, n, device="cuda")
+        kept = [noise(2048) for _ in range(3)]
+        big = noise(4096)
+        del kept
+        print(big.sum().item() != 0)
+    """)
+    m = run(RunSpec(path.read_text(), str(path), device="cuda", torch=True, timeline=True))
+    assert m.status == "ok", m.stderr_tail
+    MiB = 2**20
+    first = m.peak_at["lines"][0]
+    assert (first["line"], first["function"], first["bytes"]) == (4, "noise", 3 * 16 * MiB + 64 * MiB)
+    assert m.peak_at["bytes"] == m.peak_bytes and m.peak_at["unattributed"] == 0
+    assert max(b for _, b in m.timeline) == m.peak_bytes

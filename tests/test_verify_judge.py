@@ -44,6 +44,11 @@ def test_difference_below_relative_threshold_is_inconclusive():
     assert judge("peak-lower", peaks(100), peaks(100)).verdict == INCONCLUSIVE
 
 
+def test_host_memory_is_named_in_the_metric():
+    assert judge("peak-lower", peaks(40, memory="host"), peaks(20, memory="host")).metric == "host peak"
+    assert judge("peak-lower", peaks(40), peaks(20)).metric == "peak"
+
+
 def test_host_memory_has_an_absolute_floor():
     assert judge("peak-lower", peaks(10, memory="host"), peaks(7, memory="host")).verdict == INCONCLUSIVE
     assert judge("peak-lower", peaks(80, memory="host"), peaks(77, memory="host")).verdict == INCONCLUSIVE
@@ -73,8 +78,9 @@ def test_output_identical():
     assert judge("output-identical", varies, same).verdict == INCONCLUSIVE
 
 
-def grads(zero, elements=1000, nonfinite=0):
-    return ok(grads={"steps": 3, "elements": elements, "zero": zero, "nonfinite": nonfinite})
+def grads(zero, elements=1000, nonfinite=0, error=None):
+    return ok(grads={"steps": 3, "elements": elements, "zero": zero, "nonfinite": nonfinite,
+                     "checked_steps": 0 if error is None else 2, "error": error})
 
 
 def test_gradients_fixed():
@@ -84,6 +90,23 @@ def test_gradients_fixed():
     assert judge("gradients-fixed", [grads(50)], [grads(51)]).verdict == INCONCLUSIVE
     j = judge("gradients-fixed", [ok()], [ok()])
     assert j.verdict == INCONCLUSIVE and "no gradients" in j.reason
+
+
+def test_gradients_fixed_by_the_gradient_error_when_none_is_zero():
+    """A missing zero_grad leaves finite, non-zero gradients: the error measure decides."""
+    j = judge("gradients-fixed", [grads(0, error=2.5)] * 2, [grads(0, error=0.0)] * 2)
+    assert (j.verdict, j.metric, j.before, j.after) == (CONFIRMED, "grad error", 2.5, 0.0)
+    j = judge("gradients-fixed", [grads(0, error=0.0)], [grads(0, error=1.0)])
+    assert j.verdict == REFUTED and j.metric == "grad error"
+    j = judge("gradients-fixed", [grads(0, error=0.0)] * 2, [grads(0, error=0.0)] * 2)
+    assert (j.verdict, j.metric) == (INCONCLUSIVE, "grad error") and "noise" in j.reason
+
+
+def test_either_gradient_measure_going_up_refutes():
+    j = judge("gradients-fixed", [grads(900, error=0.0)], [grads(0, error=1.0)])
+    assert j.verdict == REFUTED and j.metric == "grad error"
+    j = judge("gradients-fixed", [grads(0, error=3.0)], [grads(900, error=0.0)])
+    assert j.verdict == REFUTED and j.metric == "bad grads"
 
 
 def test_no_claim():

@@ -1,53 +1,100 @@
 """Static facts about one module, computed once and shared by every rule.
 
-Rules ask; nothing here is computed until a rule asks for it, and nothing twice.
+Rules ask `self.facts`; nothing here is computed until a rule asks for it, and nothing twice.
+Each attribute is one fact object, built from the file's single tree index and the fact
+objects it names as its dependencies:
+
+    facts.names      torchnames.py  which torch API a name or call means, from the imports
+    facts.tree       tree.py        every node in source order; where a node is (parent, scope,
+                                    function, class, loops and statement around it)
+    facts.scopes     scopes.py      names bound in each scope, what a call calls, the module's
+                                    functions, classes, calls, assignments, with statements
+    facts.regions    regions.py     no_grad / autocast / accumulate regions; grad mode at a node
+    facts.calls      calls.py       the calls under a node, into the module's helpers too
+    facts.receivers  receivers.py   which names are optimizers, models, losses
+    facts.roles      roles.py       backward, optimizer step, zero_grad, forward, loss, eval()
+    facts.values     values.py      which values carry an autograd graph, and where they go
+    facts.phase      phase.py       whether a loop trains or evaluates
+    facts.loop(...)  loops.py       names bound per iteration, invariance, escape (dataflow.py)
+
+Every question answers conservatively: when unsure (whether grad is enabled, whether a name is
+a model), the answer is the one that makes rules not report.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from functools import cached_property
 from typing import Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
+from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import block_flow
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
+from memlint.analysis.phase import Phase
+from memlint.analysis.receivers import Receivers
+from memlint.analysis.regions import Regions
+from memlint.analysis.roles import Roles
+from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import Reference, TorchNames, references
-from memlint.analysis.training import TrainingFacts
 from memlint.analysis.tree import TreeIndex, dotted_name, index, walk
+from memlint.analysis.values import Values
 
 
 class Facts:
     def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None) -> None:
         self.module = module
-        self._tree = tree
-        self._torch: Optional[TorchNames] = None
+        if tree is not None:
+            self.tree = tree  # the engine's index: `tree` below then never runs
         self._loops: Dict[int, LoopFacts] = {}
-        self._scopes: Dict[int, ScopeUses] = {}
+        self._scope_uses: Dict[int, ScopeUses] = {}
         self._references: Optional[Dict[str, List[Reference]]] = None
-        self._training: Optional[TrainingFacts] = None
-        self._identifiers: Optional[FrozenSet[str]] = None
 
-    @property
+    @cached_property
+    def tree(self) -> TreeIndex:
+        """Every node in source order, with depths and parents (one walk, shared); where a node is."""
+        return index(self.module)
+
+    @cached_property
     def names(self) -> TorchNames:
         """Import-aware names: `facts.names.call_name(call) == "torch.randn"`."""
-        if self._torch is None:
-            self._torch = TorchNames(self.module, self._tree)
-        return self._torch
+        return TorchNames(self.module, self.tree)
 
-    @property
-    def tree(self) -> TreeIndex:
-        """Every node in source order, with depths and parents (one walk, shared)."""
-        if self._tree is None:
-            self._tree = index(self.module)
-        return self._tree
+    @cached_property
+    def scopes(self) -> Scopes:
+        """Names bound in each scope, what a call calls, the module's functions, classes and calls."""
+        return Scopes(self.tree)
 
-    @property
-    def training(self) -> TrainingFacts:
-        """The shape of the training step: backward, optimizer steps, forwards, grad mode."""
-        if self._training is None:
-            self._training = TrainingFacts(self.module, self.names, self.tree)
-        return self._training
+    @cached_property
+    def regions(self) -> Regions:
+        """Grad-mode, autocast and accumulate regions; grad mode at a node."""
+        return Regions(self.names, self.tree, self.scopes)
+
+    @cached_property
+    def calls(self) -> CallGraph:
+        """The calls under a node, into the module's helpers too."""
+        return CallGraph(self.tree, self.scopes, self.regions)
+
+    @cached_property
+    def receivers(self) -> Receivers:
+        """Which names are optimizers, models and losses."""
+        return Receivers(self.names, self.tree, self.scopes)
+
+    @cached_property
+    def roles(self) -> Roles:
+        """Calls by role: backward, optimizer step, zero_grad, forward, loss, eval()/train()."""
+        return Roles(self.names, self.tree, self.scopes, self.calls, self.receivers)
+
+    @cached_property
+    def values(self) -> Values:
+        """Which values carry an autograd graph, and where they go."""
+        return Values(self.names, self.tree, self.scopes, self.regions, self.calls, self.roles)
+
+    @cached_property
+    def phase(self) -> Phase:
+        """Whether a loop trains or evaluates."""
+        return Phase(self.names, self.tree, self.scopes, self.regions, self.receivers, self.roles, self.values)
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
@@ -58,11 +105,11 @@ class Facts:
         return facts
 
     def _resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        return self.training.resolve(call)
+        return self.scopes.resolve(call)
 
     def scope_uses(self, scope: cst.CSTNode) -> ScopeUses:
         """How the names of a function (or the module) are read, closures included."""
-        uses = self._scopes.get(id(scope))
+        uses = self._scope_uses.get(id(scope))
         if uses is None:
             body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
             flow = block_flow(body)
@@ -74,7 +121,7 @@ class Facts:
                     name for sink in flow.sinks if sink.kind == "global" for name in sink.sources
                 ),
             )
-            self._scopes[id(scope)] = uses
+            self._scope_uses[id(scope)] = uses
         return uses
 
     def references(self, qualified: str) -> List[Reference]:
@@ -90,9 +137,7 @@ class Facts:
         return [ref for refs in self._references.values() for ref in refs
                 if (dotted_name(ref.node) or "").split(".")[0] == local]
 
-    @property
+    @cached_property
     def identifiers(self) -> FrozenSet[str]:
         """Every name spelled anywhere in the module (attribute names too): a new name must avoid them."""
-        if self._identifiers is None:
-            self._identifiers = frozenset(n.value for n in walk(self.module) if isinstance(n, cst.Name))
-        return self._identifiers
+        return frozenset(n.value for n in walk(self.module) if isinstance(n, cst.Name))

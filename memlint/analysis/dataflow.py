@@ -17,7 +17,7 @@ counted as coming from `x`: `total += loss.item()` does not keep `loss`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import FrozenSet, Iterator, List, Optional, Set
+from typing import FrozenSet, Iterator, List, Optional, Sequence, Set
 
 import libcst as cst
 
@@ -395,13 +395,13 @@ class _Collector:
             self.flow.sinks.append(Sink("stored", args, frozenset(sources_of(func.value)), call))
 
 
-def derived(flow: BlockFlow, names: Set[str]) -> Set[str]:
-    """`names` and every name the block binds from a value computed from them."""
+def derived(flows: Sequence[Flow], names: Set[str]) -> Set[str]:
+    """`names` and every name the flows bind from a value computed from them (any order)."""
     found = set(names)
     changed = True
     while changed:
         changed = False
-        for item in flow.flows:
+        for item in flows:
             if item.sources & found and not item.targets <= found:
                 found |= item.targets
                 changed = True
@@ -415,7 +415,7 @@ def keeps_parameters(func: cst.FunctionDef) -> bool:
     flow = block_flow(func.body)
     if flow.dynamic:
         return True
-    kept = derived(flow, parameter_names(func.params))
+    kept = derived(flow.flows, parameter_names(func.params))
     if any(use.nested and use.name in kept for use in flow.uses):
         return True
     # A parameter's value stored into another parameter (`self.last = t`) outlives the call;

@@ -105,7 +105,7 @@ class LoopFacts:
     # -- escape ------------------------------------------------------------------------------
     def derived_from(self, name: str) -> Set[str]:
         """`name` and every name bound in the loop from a value computed from it."""
-        return derived(self.flow, {name})
+        return derived(self.flow.flows, {name})
 
     def escapes(self, name: str) -> bool:
         """Whether what `name` holds in one iteration can still be reached after the next rebinds it."""

@@ -1,4 +1,4 @@
-"""Fast walks over a LibCST tree.
+"""Fast walks over a LibCST tree, where a node is in it, and how to read small pieces of syntax.
 
 LibCST's own visitor rebuilds every node it passes (`_visit_and_replace_children`), which on
 real training code costs about half a parse.  memlint only reads the tree, so it walks the
@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import operator
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Tuple
+from functools import cached_property
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
@@ -104,15 +105,182 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(children(current)))
 
 
+Scope = cst.CSTNode  # a FunctionDef, Lambda or the Module
+
+# Node kinds whose scope the placement records; any other node finds its scope through its parents.
+_SCOPE_RECORDED = frozenset({
+    cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For,
+    cst.While, cst.With, cst.SimpleStatementLine, cst.Return, cst.Name, cst.Param, cst.NamedExpr, cst.Yield,
+    cst.If, cst.Try})
+# Of those, the kinds it also lists in source order, each with its scope: functions, classes,
+# calls, and what binds or returns a value. The name index (memlint.analysis.scopes) reads
+# them instead of walking the tree again.
+_LISTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Return, cst.Yield, cst.Assign,
+                     cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
+_FUNCTION_KINDS = (cst.FunctionDef, cst.Lambda)
+_STATEMENT_KINDS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
 @dataclass(frozen=True)
+class _Placement:
+    """Where every node sits: computed in one pass over the index, the first time it is asked."""
+
+    order: Dict[int, int]  # id(node) -> pre-order position
+    scopes: Dict[int, Scope]  # id(node) -> the scope it runs in, for the kinds in _SCOPE_RECORDED
+    classes: Dict[int, Optional[cst.ClassDef]]  # id(function or lambda) -> the class it is defined in
+    listed: List[Tuple[cst.CSTNode, Scope]]  # the kinds in _LISTED, in source order
+
+
 class TreeIndex:
     """Every meaningful node of a module in pre-order (source order), with its depth and
-    parent: the one full walk of a file, which the engine's rule dispatch and the analyses
-    that need the whole tree (analysis/training.py) both read instead of walking again."""
+    parent: the one full walk of a file, which the engine's rule dispatch and every analysis
+    that needs the whole tree read instead of walking again.
 
-    nodes: List[cst.CSTNode]
-    depths: List[int]
-    parents: Dict[int, cst.CSTNode]  # id(node) -> parent; the module has none
+    It also answers where a node is: its parent and ancestors, its source order, the scope and
+    function it runs in, the class a method belongs to, the loops and the statement around it.
+    Every rule and analysis asks these; the first question places all nodes in one pass."""
+
+    def __init__(self, nodes: List[cst.CSTNode], depths: List[int], parents: Dict[int, cst.CSTNode]) -> None:
+        self.nodes = nodes
+        self.depths = depths
+        self.parents = parents  # id(node) -> parent; the module has none
+        self.module: cst.Module = nodes[0]  # type: ignore[assignment]
+
+    @cached_property
+    def _placement(self) -> _Placement:
+        order: Dict[int, int] = {}
+        scopes: Dict[int, Scope] = {}
+        classes: Dict[int, Optional[cst.ClassDef]] = {}
+        listed: List[Tuple[cst.CSTNode, Scope]] = []
+        recorded, wanted = _SCOPE_RECORDED, _LISTED  # concrete types: `in` beats ABC isinstance
+        # (depth of the node that opened it, scope, class) for the nodes around the current one
+        around: List[Tuple[int, Scope, Optional[cst.ClassDef]]] = [(-1, self.module, None)]
+        for position, (node, depth) in enumerate(zip(self.nodes, self.depths)):
+            while around[-1][0] >= depth:
+                around.pop()
+            _, scope, klass = around[-1]
+            key = id(node)
+            order[key] = position
+            node_type = type(node)
+            if node_type in recorded:
+                scopes[key] = scope
+                if node_type in wanted:
+                    listed.append((node, scope))
+            if node_type is cst.FunctionDef:
+                classes[key] = klass
+                around.append((depth, node, None))
+            elif node_type is cst.Lambda:
+                classes[key] = klass
+                around.append((depth, node, klass))
+            elif node_type is cst.ClassDef:
+                around.append((depth, scope, node))  # type: ignore[arg-type]
+        return _Placement(order, scopes, classes, listed)
+
+    @property
+    def listed(self) -> List[Tuple[cst.CSTNode, Scope]]:
+        """Functions, lambdas, classes, calls, returns, yields and binding statements, in source
+        order, each with the scope it runs in."""
+        return self._placement.listed
+
+    # -- where a node is ---------------------------------------------------------------------
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self.parents.get(id(node))
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """From the node's parent up to the module."""
+        parents = self.parents
+        current = parents.get(id(node))
+        while current is not None:
+            yield current
+            current = parents.get(id(current))
+
+    def order(self, node: cst.CSTNode) -> int:
+        """Pre-order position in the module: a node comes after everything left of it."""
+        return self._placement.order.get(id(node), -1)
+
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        """The function (or lambda, or the module) `node` runs in."""
+        scopes = self._placement.scopes
+        scope = scopes.get(id(node))
+        if scope is not None:
+            return scope
+        parents = self.parents
+        current = parents.get(id(node))
+        while current is not None:
+            if type(current) is cst.FunctionDef or type(current) is cst.Lambda:
+                return current
+            scope = scopes.get(id(current))
+            if scope is not None:
+                return scope
+            current = parents.get(id(current))
+        return self.module
+
+    def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        scope = self.scope_of(node)
+        return scope if isinstance(scope, cst.FunctionDef) else None
+
+    def class_of(self, func: cst.CSTNode) -> Optional[cst.ClassDef]:
+        """The class a method is defined in (directly), or None."""
+        return self._placement.classes.get(id(func))
+
+    def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+        return outer is inner or any(a is outer for a in self.ancestors(inner))
+
+    def under(self, node: cst.CSTNode, roots: List[cst.CSTNode]) -> bool:
+        """Whether `node` lies under one of `roots`."""
+        return any(self.contains(root, node) for root in roots)
+
+    def loops_around(self, node: cst.CSTNode) -> List[cst.CSTNode]:
+        """The loops whose body holds `node`, innermost first, within its function."""
+        loops: List[cst.CSTNode] = []
+        child = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
+                loops.append(ancestor)
+            child = ancestor
+        return loops
+
+    # -- statements --------------------------------------------------------------------------
+    def statement_of(self, call: cst.Call) -> Optional[cst.SimpleStatementLine]:
+        """The statement line that is nothing but `call` (`opt.step()`), else None."""
+        expr = self.parent(call)
+        line = self.parent(expr) if expr is not None else None
+        if isinstance(expr, cst.Expr) and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+            return line
+        return None
+
+    def statement_around(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The innermost whole statement holding `node`."""
+        for ancestor in (node, *self.ancestors(node)):
+            if isinstance(ancestor, _STATEMENT_KINDS):
+                return ancestor
+        return None
+
+    def siblings(self, stmt: cst.CSTNode) -> Tuple[Tuple[cst.CSTNode, ...], int]:
+        """The statements of the block holding `stmt`, and its index there ((), -1 if none)."""
+        body = getattr(self.parent(stmt), "body", ())
+        if isinstance(body, (list, tuple)):
+            for position, item in enumerate(body):
+                if item is stmt:
+                    return tuple(body), position
+        return (), -1
+
+    def next_statement(self, stmt: cst.CSTNode) -> Optional[cst.CSTNode]:
+        body, position = self.siblings(stmt)
+        return body[position + 1] if 0 <= position < len(body) - 1 else None
+
+    def dominating_block(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The block after whose statement `node` has surely run (a `with` body runs whole)."""
+        block = self.parent(node)
+        while block is not None:
+            if isinstance(block, cst.Module):
+                return block
+            if isinstance(block, cst.BaseSuite) and not isinstance(self.parent(block), cst.With):
+                return block
+            block = self.parent(block)
+        return None
 
 
 def index(module: cst.Module) -> TreeIndex:
@@ -132,6 +300,7 @@ def index(module: cst.Module) -> TreeIndex:
 
 
 NEW_SCOPE = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_OWN_SCOPE_EXPRESSIONS = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
 def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -145,6 +314,16 @@ def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(children(current)))
 
 
+def expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of an expression, lambdas and comprehensions not entered."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _OWN_SCOPE_EXPRESSIONS):
+            stack.extend(children(node))
+
+
 def dotted_name(expr: cst.BaseExpression) -> "str | None":
     """`a.b.c` for a Name/Attribute chain, else None."""
     parts = []
@@ -155,3 +334,28 @@ def dotted_name(expr: cst.BaseExpression) -> "str | None":
         return None
     parts.append(expr.value)
     return ".".join(reversed(parts))
+
+
+def last_part(dotted: Optional[str]) -> str:
+    """`step` for `self.opt.step`; "" for None."""
+    return dotted.rsplit(".", 1)[-1] if dotted else ""
+
+
+def literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
+    """True / False for the literal names, else None."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return None
+
+
+def argument(call: cst.Call, keyword: str, position: Optional[int] = None) -> Optional[cst.Arg]:
+    """The argument given for a parameter: by keyword, else (with `position`) the
+    position-th plain positional argument."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    if position is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if len(positional) > position:
+            return positional[position]
+    return None

@@ -1,4 +1,7 @@
-"""The registry: every module in this package defines one rule; their codes map to them."""
+"""The registry: every module in this package defines one rule; their codes map to them.
+
+Modules whose name starts with `_` hold what rules share (memlint.rules._code) and define none.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ def registry() -> Dict[str, Type[Rule]]:
     """Code -> rule class, in code order."""
     rules: Dict[str, Type[Rule]] = {}
     for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__:

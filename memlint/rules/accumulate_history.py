@@ -10,18 +10,7 @@ from memlint.analysis.loops import innermost_loop
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-
-
-def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`expr.detach()`, parenthesizing `expr` when it needs it."""
-    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not expr.lpar:
-        expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.Call(cst.Attribute(expr, cst.Name("detach")))
-
-
-def show(node: cst.CSTNode) -> str:
-    text = cst.Module([]).code_for_node(node).strip()
-    return text if len(text) <= 40 else text[:37] + "..."
+from memlint.rules._code import detached, show
 
 
 def _root(target: cst.BaseExpression) -> Optional[str]:
@@ -200,31 +189,31 @@ class AccumulateHistory(Rule):
         if innermost_loop(self.context.ancestors) is None and not any(
                 isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
             return
-        training = self.facts.training
-        loops = training.loops_around(node)
+        facts = self.facts
+        loops = facts.tree.loops_around(node)
         root = _root(target)
-        if not loops or root is None or training.grad_enabled(node) is not True:
+        if not loops or root is None or facts.regions.grad_enabled(node) is not True:
             return
-        if not training.carries_grad(value, node):
+        if not facts.values.carries_grad(value, node):
             return
-        if isinstance(target, cst.Name) and training.reset_in_iteration(loops[0], root, node):
+        if isinstance(target, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node):
             return
-        scope = training.scope_of(node)
+        scope = facts.tree.scope_of(node)
         accumulator = {root} if isinstance(target, cst.Name) else {root, dotted_name(target) or root}
-        if training.reaches_backward(scope, accumulator):
+        if facts.values.reaches_backward(scope, accumulator):
             return
-        if not isinstance(target, cst.Name) and training.attribute_backwarded(dotted_name(_base(target)) or ""):
+        if not isinstance(target, cst.Name) and facts.values.attribute_backwarded(dotted_name(_base(target)) or ""):
             return  # `self.total` backwarded by another method
         local = isinstance(_base(target), cst.Name)  # `total`, `stats["loss"]`; not `self.total`
-        if local and training.leaves_scope(scope, {root}) and (
-                training.in_training_function(node) or training.eval_evidence(loops[0]) is None) and \
-                not training.backwarded_in(value, loops[0]):
+        if local and facts.values.leaves_scope(scope, {root}) and (
+                facts.phase.in_training_function(node) or facts.phase.eval_evidence(loops[0]) is None) and \
+                not facts.values.backwarded_in(value, loops[0]):
             return  # a loss function returning its sum: the caller may backward it
-        if not local and training.in_training_function(node):
+        if not local and facts.phase.in_training_function(node):
             return  # `self.aux_loss += ...` in a forward: the caller may backward it
-        if any(training.backwards_in(loop) for loop in loops):
+        if any(facts.roles.backwards_in(loop) for loop in loops):
             context = "training"
-        elif training.hands_graph_away(loops[0]):
+        elif facts.values.hands_graph_away(loops[0]):
             context = "unknown"  # the loss goes to code that may backward it
         else:
             context = "no-backward"

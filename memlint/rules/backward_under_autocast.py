@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from memlint.analysis.training import TrainingFacts
+from memlint.analysis import Facts
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, InsertAfter, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -15,7 +15,7 @@ from memlint.rule import Claim, Invalid, Rule
 _STEP_METHODS = frozenset({"update", "unscale_"})
 
 
-def _step_part(t: TrainingFacts, stmt: cst.CSTNode) -> bool:
+def _step_part(facts: Facts, stmt: cst.CSTNode) -> bool:
     """A statement that is only a backward, an optimizer or scheduler step, a gradient reset,
     clipping, or `scaler.update()` / `scaler.unscale_(opt)`."""
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
@@ -25,13 +25,14 @@ def _step_part(t: TrainingFacts, stmt: cst.CSTNode) -> bool:
         call = small.value
     elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         call = small.value  # grad_norm = clip_grad_norm_(...)
-        if not (isinstance(call, cst.Call) and t.is_grad_clip(call)):
+        if not (isinstance(call, cst.Call) and facts.roles.is_grad_clip(call)):
             return False
     else:
         return False
     if not isinstance(call, cst.Call):
         return False
-    if t.backward_of(call) or t.step_of(call) or t.resets_grads(call) or t.is_grad_clip(call):
+    roles = facts.roles
+    if roles.backward_of(call) or roles.step_of(call) or roles.resets_grads(call) or roles.is_grad_clip(call):
         return True
     func = call.func
     if isinstance(func, cst.Attribute):
@@ -127,29 +128,29 @@ class BackwardUnderAutocast(Rule):
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
             return  # (torch.autograd.backward included: its func is an attribute too)
-        t = self.facts.training
-        if not t.autocasts:
+        facts = self.facts
+        if not facts.regions.autocasts:
             return
-        backward = t.backward_of(node)
-        if backward is None or backward.kind == "grad" or not t.accumulates_grad(backward):
+        backward = facts.roles.backward_of(node)
+        if backward is None or backward.kind == "grad" or not facts.values.accumulates_grad(backward):
             return
-        autocast = t.autocast_at(node)
+        autocast = facts.regions.autocast_at(node)
         if autocast is None or autocast.enabled is False:
             return
-        self.report(node, fix=self._fix(t, node, autocast.region.node))
+        self.report(node, fix=self._fix(facts, node, autocast.region.node))
 
     @staticmethod
-    def _fix(t: TrainingFacts, call: cst.Call, with_node: cst.With) -> Optional[Fix]:
+    def _fix(facts: Facts, call: cst.Call, with_node: cst.With) -> Optional[Fix]:
         block = with_node.body
         if len(with_node.items) != 1 or not isinstance(block, cst.IndentedBlock):
             return None
-        statement = t.statement_of(call)
+        statement = facts.tree.statement_of(call)
         body: Sequence[cst.BaseStatement] = block.body
         index = next((i for i, stmt in enumerate(body) if stmt is statement), -1)
         if index < 1:  # not a statement of the block itself, or nothing would stay in it
             return None
         moved = tuple(body[index:])
-        if not all(_step_part(t, stmt) for stmt in moved):
+        if not all(_step_part(facts, stmt) for stmt in moved):
             return None
         kept = with_node.with_changes(body=block.with_changes(body=tuple(body[:index])))
         return Fix((Replace(with_node, kept), InsertAfter(with_node, moved)), Safety.SAFE,

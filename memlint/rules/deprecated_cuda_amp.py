@@ -259,14 +259,15 @@ class DeprecatedCudaAmpApi(Rule):
     def _compatibility(self, reference: Reference, api: str) -> bool:
         """The old spelling is the fallback of a branch that uses the new one on newer torch:
         `torch.amp.GradScaler("cuda") if new_torch else torch.cuda.amp.GradScaler()`."""
-        t = self.facts.training
+        facts = self.facts
         new = [r.node for r in self.facts.references(f"{_NEW}.{api}")]
         if not new:
             return False
-        for ancestor in t.ancestors(reference.node):
+        for ancestor in facts.tree.ancestors(reference.node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
                 return False
-            if isinstance(ancestor, (cst.IfExp, cst.If, cst.Try)) and any(t.contains(ancestor, n) for n in new):
+            if isinstance(ancestor, (cst.IfExp, cst.If, cst.Try)) and \
+                    any(facts.tree.contains(ancestor, n) for n in new):
                 return True
         return False
 

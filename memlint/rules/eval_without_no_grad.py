@@ -9,7 +9,7 @@ import libcst as cst
 from memlint.analysis.tree import walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-from memlint.rules.accumulate_history import show
+from memlint.rules._code import show
 
 Loop = Union[cst.For, cst.While]
 # Calls inside a loop that show it wants gradients even without a backward of its own.
@@ -165,22 +165,22 @@ class EvalWithoutNoGrad(Rule):
         self._check(node)
 
     def _check(self, loop: Loop) -> None:
-        training = self.facts.training
-        if training.requires_grad_off or training.is_training(loop):
+        facts = self.facts
+        if facts.values.requires_grad_off or facts.phase.is_training(loop):
             return
-        if any(not training.is_training(outer) and training.eval_evidence(outer) is not None
-               for outer in training.loops_around(loop)):
+        if any(not facts.phase.is_training(outer) and facts.phase.eval_evidence(outer) is not None
+               for outer in facts.tree.loops_around(loop)):
             return  # the outermost evaluation loop is the one to wrap
         forwards = self._forwards(loop)
         if not forwards:
             return
-        why = training.eval_evidence(loop)
-        if why is None or self._wants_grad(loop) or self.facts.training.hands_graph_away(loop):
+        why = facts.phase.eval_evidence(loop)
+        if why is None or self._wants_grad(loop) or self.facts.values.hands_graph_away(loop):
             return
-        scope = training.scope_of(loop)
-        bound = {b.name for name_binds in (training.bindings(scope, n) for n in self._names_bound(loop))
+        scope = facts.tree.scope_of(loop)
+        bound = {b.name for name_binds in (facts.scopes.bindings(scope, n) for n in self._names_bound(loop))
                  for b in name_binds}
-        if bound and training.reaches_backward(scope, bound):
+        if bound and facts.values.reaches_backward(scope, bound):
             return
         forward, site = forwards[0]
         where = "" if forward is site else f" (through `{show(site.func)}`)"
@@ -194,14 +194,14 @@ class EvalWithoutNoGrad(Rule):
         self.report(site, message, fix)
 
     def _forwards(self, loop: Loop) -> List[Tuple[cst.Call, cst.Call]]:
-        training = self.facts.training
-        found = [(call, site) for call, site in training.forwards_in(loop)
-                 if training.grad_enabled(call) is True and training.grad_enabled(site) is True]
-        return sorted(found, key=lambda pair: training.order(pair[1]))
+        facts = self.facts
+        found = [(call, site) for call, site in facts.roles.forwards_in(loop)
+                 if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True]
+        return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
     def _wants_grad(self, loop: Loop) -> bool:
-        training = self.facts.training
-        for call, _ in training.calls_in(loop):
+        facts = self.facts
+        for call, _ in facts.calls.calls_in(loop):
             func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in _WANTS_GRAD_METHODS:
                 return True

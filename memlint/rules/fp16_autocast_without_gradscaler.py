@@ -6,7 +6,9 @@ from typing import List, Optional
 
 import libcst as cst
 
-from memlint.analysis.training import Autocast, Backward, TrainingFacts
+from memlint.analysis import Facts
+from memlint.analysis.regions import Autocast
+from memlint.analysis.roles import Backward
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -146,74 +148,78 @@ class Fp16AutocastWithoutGradScaler(Rule):
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
             return  # (torch.autograd.backward included: its func is an attribute too)
-        t = self.facts.training
-        if not t.autocasts:
+        facts = self.facts
+        if not facts.regions.autocasts:
             return
-        backward = t.backward_of(node)
-        if backward is None or backward.kind not in ("method", "autograd") or not t.accumulates_grad(backward):
+        backward = facts.roles.backward_of(node)
+        if backward is None or backward.kind not in ("method", "autograd") or \
+                not facts.values.accumulates_grad(backward):
             return
-        if t.uses_grad_scaler:
+        if facts.roles.uses_grad_scaler:
             return
-        loops = t.loops_around(node)
-        root: cst.CSTNode = loops[0] if loops else t.scope_of(node)
-        autocast = self._fp16_region(t, backward, root)
+        loops = facts.tree.loops_around(node)
+        root: cst.CSTNode = loops[0] if loops else facts.tree.scope_of(node)
+        autocast = self._fp16_region(facts, backward, root)
         if autocast is None:
             return
         where = "CUDA's default dtype" if autocast.dtype is None else "float16"
         message = (f"this loss is computed under float16 autocast ({where}) and backwarded without a GradScaler: "
                    f"gradients smaller than ~6e-8 become exactly zero (in a measured run 100% of a small layer's "
                    f"weight gradients); scale the loss with `torch.amp.GradScaler(\"cuda\")`, or autocast to bfloat16")
-        self.report(node, message, self._fix(t, backward, loops) if loops else None)
+        self.report(node, message, self._fix(facts, backward, loops) if loops else None)
 
     @staticmethod
-    def _fp16_region(t: TrainingFacts, backward: Backward, root: cst.CSTNode) -> Optional[Autocast]:
-        roots = [root, *t.functions_reached(root)]
-        nodes, functions = t.origins(backward)
-        for autocast in t.autocasts:
+    def _fp16_region(facts: Facts, backward: Backward, root: cst.CSTNode) -> Optional[Autocast]:
+        tree = facts.tree
+        roots = [root, *facts.calls.functions_reached(root)]
+        nodes, functions = facts.values.origins(backward)
+        for autocast in facts.regions.autocasts:
             region = autocast.region.node
-            if autocast.enabled is False or not (t.under(region, roots) or t.contains(region, backward.call)):
+            if autocast.enabled is False or not (tree.under(region, roots) or tree.contains(region, backward.call)):
                 continue
-            devices = t.autocast_devices(autocast)
-            if devices is not None and "cuda" not in devices or t.autocast_dtypes(autocast) != _FP16:
+            devices = facts.regions.autocast_devices(autocast)
+            if devices is not None and "cuda" not in devices or facts.regions.autocast_dtypes(autocast) != _FP16:
                 continue  # not on the GPU, or not (surely) float16
             body = region.body.body
-            if not body or t.grad_enabled(body[0]) is not True:
+            if not body or facts.regions.grad_enabled(body[0]) is not True:
                 continue  # inference under no_grad
-            feeds = t.contains(region, backward.call) or any(t.contains(region, n) for n in nodes) or any(
-                t.contains(f, region) and t.returns_grad(f) for f in functions)
+            feeds = tree.contains(region, backward.call) or any(tree.contains(region, n) for n in nodes) or any(
+                tree.contains(f, region) and facts.values.returns_grad(f) for f in functions)
             if feeds:
                 return autocast
         return None
 
-    def _fix(self, t: TrainingFacts, backward: Backward, loops: List[cst.CSTNode]) -> Optional[Fix]:
+    def _fix(self, facts: Facts, backward: Backward, loops: List[cst.CSTNode]) -> Optional[Fix]:
         loop = loops[0]
         func = backward.call.func
-        statement = t.statement_of(backward.call)
+        tree = facts.tree
+        statement = tree.statement_of(backward.call)
         if backward.kind != "method" or statement is None or not isinstance(func, cst.Attribute):
             return None
-        if len(t.backwards_in(loop)) != 1:
+        if len(facts.roles.backwards_in(loop)) != 1:
             return None
-        steps = [(s, site) for s, site in t.steps_in(loop)]
+        steps = [(s, site) for s, site in facts.roles.steps_in(loop)]
         if len(steps) != 1 or steps[0][0].call is not steps[0][1]:
             return None
         step = steps[0][0]
-        step_statement = t.statement_of(step.call)
+        step_statement = tree.statement_of(step.call)
         if step_statement is None or step.scaler is not None or step.call.args or step.optimizer is None:
             return None
-        if not t.order(statement) < t.order(step_statement) or t.loops_around(step.call)[:1] != [loop]:
+        order = tree.order
+        if not order(statement) < order(step_statement) or tree.loops_around(step.call)[:1] != [loop]:
             return None
-        calls = list(t.calls_in(loop))
-        clips = [(call, site) for call, site in calls if t.is_grad_clip(call)]
+        calls = list(facts.calls.calls_in(loop))
+        clips = [(call, site) for call, site in calls if facts.roles.is_grad_clip(call)]
         if any(call is not site for call, site in clips) or len(clips) > 1:
             return None
-        if any("clip_grad" in (dotted_name(call.func) or "") and not t.is_grad_clip(call) for call, _ in calls):
+        if any("clip_grad" in (dotted_name(call.func) or "") and not facts.roles.is_grad_clip(call) for call, _ in calls):
             return None  # `model.clip_grad_norm_(...)` (FSDP), `accelerator.clip_grad_norm_`: not ours to unscale
-        clip_statement = t.statement_around(clips[0][0]) if clips else None
-        if clip_statement is not None and not t.order(statement) < t.order(clip_statement) < t.order(step_statement):
+        clip_statement = tree.statement_around(clips[0][0]) if clips else None
+        if clip_statement is not None and not order(statement) < order(clip_statement) < order(step_statement):
             return None
         scaled_until = clip_statement if clip_statement is not None else step_statement
-        if any(t.grad_reads(f.body) for f in t.functions_reached(loop)) or any(
-                t.order(statement) < t.order(read) < t.order(scaled_until) for read in t.grad_reads(loop)):
+        if any(facts.roles.grad_reads(f.body) for f in facts.calls.functions_reached(loop)) or any(
+                order(statement) < order(read) < order(scaled_until) for read in facts.roles.grad_reads(loop)):
             return None  # gradients read while still scaled
         grad_scaler = self.facts.names.local_name_for("torch.amp.GradScaler")
         if grad_scaler is None:
@@ -233,7 +239,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
             unscale = cst.parse_statement(f"{scaler}.unscale_({step.optimizer})")
             edits.append(InsertBefore(clip_statement, (unscale,)))  # type: ignore[arg-type]
         # a function called again and again (`train_one_epoch`) would start a fresh scaler each call
-        function = t.function_of(loops[-1])
-        repeated = function is not None and any(t.loops_around(site) for site in t.call_sites(function))
+        function = tree.function_of(loops[-1])
+        repeated = function is not None and any(tree.loops_around(site) for site in facts.scopes.call_sites(function))
         return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
                    f"scale the loss with `{scaler} = torch.amp.GradScaler(\"cuda\")`, step through it")

@@ -110,15 +110,15 @@ class MissingDel(Rule):
         if call is None:
             return
         loop = innermost_loop(self.context.ancestors)
-        training = self.facts.training
-        if loop is None or not training.is_forward(call):
+        facts = self.facts
+        if loop is None or not facts.roles.is_forward(call):
             return
-        line = training.parent(node)
-        if not isinstance(line, cst.SimpleStatementLine) or training.parent(line) is not loop.body:
+        line = facts.tree.parent(node)
+        if not isinstance(line, cst.SimpleStatementLine) or facts.tree.parent(line) is not loop.body:
             return  # bound only on some paths: `del` could meet an unbound name
         name = node.targets[0].target.value
-        facts = self.facts.loop(loop, self.context.scope())
-        if facts.bindings_of(name) != 1 or facts.escapes(name):
+        loop_facts = self.facts.loop(loop, self.context.scope())
+        if loop_facts.bindings_of(name) != 1 or loop_facts.escapes(name):
             return
         body = loop.body.body
         last = body[-1] if isinstance(body, (tuple, list)) else body

@@ -6,7 +6,8 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from memlint.analysis.training import Backward, OptimizerStep, TrainingFacts
+from memlint.analysis import Facts
+from memlint.analysis.roles import Backward, OptimizerStep
 from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -14,11 +15,11 @@ Loop = cst.CSTNode  # For | While
 _STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
 
 
-def owned_by(t: TrainingFacts, loop: Loop, call: cst.Call, site: cst.Call) -> bool:
+def owned_by(facts: Facts, loop: Loop, call: cst.Call, site: cst.Call) -> bool:
     """Whether `loop` is the innermost loop that runs `call` (reached through `site`) every iteration."""
     if call is site:
-        return t.loops_around(call)[:1] == [loop]
-    return not t.loops_around(call) and t.loops_around(site)[:1] == [loop]
+        return facts.tree.loops_around(call)[:1] == [loop]
+    return not facts.tree.loops_around(call) and facts.tree.loops_around(site)[:1] == [loop]
 
 
 class MissingZeroGrad(Rule):
@@ -178,70 +179,71 @@ class MissingZeroGrad(Rule):
         self._loop(node)
 
     def _loop(self, loop: Loop) -> None:
-        t = self.facts.training
-        if not t.optimizer_steps or not t.backwards:
+        facts = self.facts
+        if not facts.roles.optimizer_steps or not facts.roles.backwards:
             return
-        steps = [(s, site) for s, site in t.steps_in(loop)
-                 if owned_by(t, loop, s.call, site) and t.is_known_optimizer(s.optimizer, s.call)]
+        steps = [(s, site) for s, site in facts.roles.steps_in(loop)
+                 if owned_by(facts, loop, s.call, site) and facts.receivers.is_known_optimizer(s.optimizer, s.call)]
         if not steps:
             return
-        backwards = [(b, site) for b, site in t.backwards_in(loop) if t.accumulates_grad(b)]
-        if not backwards or t.in_accumulate(loop) or t.accumulate_regions and any(
-                t.under(r.node, [loop, *t.functions_reached(loop)]) for r in t.accumulate_regions):
+        backwards = [(b, site) for b, site in facts.roles.backwards_in(loop) if facts.values.accumulates_grad(b)]
+        if not backwards or facts.regions.in_accumulate(loop) or facts.regions.accumulate_regions and any(
+                facts.tree.under(r.node, [loop, *facts.calls.functions_reached(loop)])
+                for r in facts.regions.accumulate_regions):
             return
-        if self._resets(t, loop):
+        if self._resets(facts, loop):
             return
         backward = backwards[0][0]
         if id(backward.call) in self._reported:  # a helper's backward, reached from two loops
             return
         self._reported.add(id(backward.call))
         names = sorted({s.optimizer for s, _ in steps if s.optimizer})
-        once = [z for z in t.zero_grads if z.target in names and not t.contains(loop, z.node)]
+        once = [z for z in facts.roles.zero_grads if z.target in names and not facts.tree.contains(loop, z.node)]
         where = " (the `zero_grad()` outside the loop runs only once)" if once else ""
         message = (f"`backward()` adds into `.grad` every iteration and `{names[0]}.step()` follows, but nothing "
                    f"clears the gradients per step{where}: each step applies the sum of all gradients so far "
                    f"(grad norm ~5x after 5 steps in a measured run) while peak memory stays flat - a correctness "
                    f"bug, not a leak; call `{names[0]}.zero_grad(set_to_none=True)` after the step")
-        self.report(backward.call, message, self._fix(t, loop, steps, backwards))
+        self.report(backward.call, message, self._fix(facts, loop, steps, backwards))
 
     @staticmethod
-    def _resets(t: TrainingFacts, loop: Loop) -> bool:
-        if any(t.resets_grads(call) for call, _ in t.calls_in(loop)):
+    def _resets(facts: Facts, loop: Loop) -> bool:
+        if any(facts.roles.resets_grads(call) for call, _ in facts.calls.calls_in(loop)):
             return True
-        if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in t.calls):
+        if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in facts.scopes.calls):
             return True  # a hook on the step may clear the gradients
-        roots = [loop, *t.functions_reached(loop)]
-        return any(isinstance(z.node, cst.Assign) and t.under(z.node, roots) for z in t.zero_grads)
+        roots = [loop, *facts.calls.functions_reached(loop)]
+        return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.roles.zero_grads)
 
-    def _fix(self, t: TrainingFacts, loop: Loop, steps: List[Tuple[OptimizerStep, cst.Call]],
+    def _fix(self, facts: Facts, loop: Loop, steps: List[Tuple[OptimizerStep, cst.Call]],
              backwards: List[Tuple[Backward, cst.Call]]) -> Optional[Fix]:
         edits = []
         done = set()
         for step, site in steps:
-            statement = t.statement_of(step.call) if step.call is site else None
+            statement = facts.tree.statement_of(step.call) if step.call is site else None
             if statement is None or step.optimizer is None:
                 return None
             if step.optimizer in done:
                 continue
             done.add(step.optimizer)
-            anchor = t.after_step(step, statement)
+            anchor = facts.roles.after_step(step, statement)
             reset = cst.parse_statement(f"{step.optimizer}.zero_grad(set_to_none=True)")
             edits.append(InsertAfter(anchor, (reset,)))  # type: ignore[arg-type]
-        first = min(t.order(site) for _, site in backwards)
-        last = max(t.order(site) for _, site in steps)
-        safety = Safety.SAFE if self._grads_read_only_in_step(t, loop, first, last) else Safety.UNSAFE
+        first = min(facts.tree.order(site) for _, site in backwards)
+        last = max(facts.tree.order(site) for _, site in steps)
+        safety = Safety.SAFE if self._grads_read_only_in_step(facts, loop, first, last) else Safety.UNSAFE
         names = ", ".join(sorted(done))
         return Fix(tuple(edits), safety, f"clear the gradients after each step: `{names}.zero_grad(set_to_none=True)`")
 
     @staticmethod
-    def _grads_read_only_in_step(t: TrainingFacts, loop: Loop, first: int, last: int) -> bool:
+    def _grads_read_only_in_step(facts: Facts, loop: Loop, first: int, last: int) -> bool:
         """`.grad` is read nowhere but between the backward and the step (there it stays a tensor)."""
-        if any(t.grad_reads(f.body) for f in t.functions_reached(loop)):
+        if any(facts.roles.grad_reads(f.body) for f in facts.calls.functions_reached(loop)):
             return False
-        for read in t.grad_reads(t.scope_of(loop)):
-            if t.contains(loop, read):
-                if not first < t.order(read) < last:
+        for read in facts.roles.grad_reads(facts.tree.scope_of(loop)):
+            if facts.tree.contains(loop, read):
+                if not first < facts.tree.order(read) < last:
                     return False
-            elif t.order(read) > t.order(loop):
+            elif facts.tree.order(read) > facts.tree.order(loop):
                 return False
         return True

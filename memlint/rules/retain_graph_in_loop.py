@@ -6,7 +6,7 @@ from typing import List
 
 import libcst as cst
 
-from memlint.analysis.training import literal_bool
+from memlint.analysis.tree import literal_bool
 from memlint.rule import Invalid, Rule
 
 
@@ -84,18 +84,18 @@ class RetainGraphInLoop(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not any(arg.keyword is not None and arg.keyword.value == "retain_graph" for arg in node.args):
             return
-        training = self.facts.training
-        backward = training.backward_of(node)
+        facts = self.facts
+        backward = facts.roles.backward_of(node)
         if backward is None or backward.kind == "grad" or literal_bool(backward.retain_graph) is not True:
             return
-        loops: List[cst.CSTNode] = training.loops_around(node)
+        loops: List[cst.CSTNode] = facts.tree.loops_around(node)
         if not loops:
-            func = training.function_of(node)
+            func = facts.tree.function_of(node)
             if func is None:
                 return
-            loops = [loop for site in training.call_sites(func) for loop in training.loops_around(site)[:1]]
+            loops = [loop for site in facts.scopes.call_sites(func) for loop in facts.tree.loops_around(site)[:1]]
         for loop in loops[:1]:
-            if len(training.backwards_in(loop)) != 1 or not training.forwards_in(loop):
+            if len(facts.roles.backwards_in(loop)) != 1 or not facts.roles.forwards_in(loop):
                 return
             self.report(node, (
                 "`backward(retain_graph=True)` in a loop that builds a new graph every iteration: "

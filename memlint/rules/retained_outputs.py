@@ -9,7 +9,7 @@ import libcst as cst
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-from memlint.rules.accumulate_history import detached, show
+from memlint.rules._code import detached, show
 
 _STORING = frozenset({"append", "extend", "insert", "appendleft"})
 
@@ -150,31 +150,31 @@ class RetainedOutputs(Rule):
         container = _root(func.value)
         if container is None or not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
             return
-        training = self.facts.training
-        loops = training.loops_around(node)
-        if not loops or training.grad_enabled(node) is not True:
+        facts = self.facts
+        loops = facts.tree.loops_around(node)
+        if not loops or facts.regions.grad_enabled(node) is not True:
             return
         value = node.args[-1].value
-        if not training.carries_grad(value, node):
+        if not facts.values.carries_grad(value, node):
             return
         dotted = dotted_name(container) or ""
         root = dotted.split(".")[0]
-        if isinstance(container, cst.Name) and training.reset_in_iteration(loops[0], root, node):
+        if isinstance(container, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node):
             return
-        scope = training.scope_of(node)
-        if training.reaches_backward(scope, {root, dotted}):
+        scope = facts.tree.scope_of(node)
+        if facts.values.reaches_backward(scope, {root, dotted}):
             return
-        if not isinstance(container, cst.Name) and training.attribute_backwarded(dotted):
+        if not isinstance(container, cst.Name) and facts.values.attribute_backwarded(dotted):
             return  # `self.losses` backwarded by another method
-        if training.in_training_function(node) and (
-                not isinstance(container, cst.Name) or training.leaves_scope(scope, {root})):
+        if facts.phase.in_training_function(node) and (
+                not isinstance(container, cst.Name) or facts.values.leaves_scope(scope, {root})):
             return  # a forward or loss function collecting what its caller backwards
-        if isinstance(container, cst.Name) and training.leaves_scope(scope, {root}) and \
-                training.eval_evidence(loops[0]) is None and not training.backwarded_in(value, loops[0]):
+        if isinstance(container, cst.Name) and facts.values.leaves_scope(scope, {root}) and \
+                facts.phase.eval_evidence(loops[0]) is None and not facts.values.backwarded_in(value, loops[0]):
             return  # handed to the caller (or stored), which may backward it
-        if any(training.backwards_in(loop) for loop in loops):
+        if any(facts.roles.backwards_in(loop) for loop in loops):
             context = "training"
-        elif training.hands_graph_away(loops[0]):
+        elif facts.values.hands_graph_away(loops[0]):
             context = "unknown"  # the graph goes to code that may backward it
         else:
             context = "no-backward"

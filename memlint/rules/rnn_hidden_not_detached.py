@@ -129,21 +129,21 @@ class RnnHiddenNotDetached(Rule):
         if len(node.targets) != 1 or not isinstance(call, cst.Call) or not call.args or \
                 not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
             return
-        training = self.facts.training
-        if not training.is_forward(call):
+        facts = self.facts
+        if not facts.roles.is_forward(call):
             return
         names = _state_names(node.targets[0].target)
         args: Set[str] = set().union(*(sources_of(a.value) for a in call.args)) if call.args else set()
         state = [n for n in names if n.value in args]
-        if not state or training.grad_enabled(node) is not True:
+        if not state or facts.regions.grad_enabled(node) is not True:
             return
-        loop = next((outer for outer in training.loops_around(node) if training.backwards_in(outer)), None)
+        loop = next((outer for outer in facts.tree.loops_around(node) if facts.roles.backwards_in(outer)), None)
         if loop is None:
             return
-        scope = training.scope_of(node)
+        scope = facts.tree.scope_of(node)
         for name in state:
-            for bind in training.bindings(scope, name.value):
-                if bind.node is not node and training.contains(loop.body, bind.node):  # type: ignore[attr-defined]
+            for bind in facts.scopes.bindings(scope, name.value):
+                if bind.node is not node and facts.tree.contains(loop.body, bind.node):  # type: ignore[attr-defined]
                     return  # reset or detached in the loop
         if self._detached_in_place(loop, {n.value for n in state}):
             return
@@ -164,11 +164,11 @@ class RnnHiddenNotDetached(Rule):
         return False
 
     def _fix(self, node: cst.Assign, loop: cst.CSTNode, call: cst.Call, state: List[cst.Name]) -> Optional[Fix]:
-        training = self.facts.training
-        line = training.parent(node)
+        facts = self.facts
+        line = facts.tree.parent(node)
         if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
             return None
-        constructor = training.constructor_of(call.func)
+        constructor = facts.receivers.constructor_of(call.func)
         lines = []
         for name in state:
             if self._is_tuple_element(node, name) or constructor in _TENSOR_STATE:
@@ -195,10 +195,10 @@ class RnnHiddenNotDetached(Rule):
         return False
 
     def _read_later(self, node: cst.Assign, loop: cst.CSTNode, names: Set[str]) -> bool:
-        training = self.facts.training
-        position = training.order(node)
+        facts = self.facts
+        position = facts.tree.order(node)
         for other in walk_scope(loop.body):  # type: ignore[attr-defined]
-            if isinstance(other, cst.Name) and other.value in names and training.order(other) > position \
-                    and not training.contains(node, other):
+            if isinstance(other, cst.Name) and other.value in names and facts.tree.order(other) > position \
+                    and not facts.tree.contains(node, other):
                 return True
         return False

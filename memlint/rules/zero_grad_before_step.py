@@ -6,7 +6,7 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from memlint.analysis.training import TrainingFacts
+from memlint.analysis import Facts
 from memlint.findings import Fix, InsertAfter, Remove, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -95,21 +95,21 @@ class ZeroGradBeforeStep(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_grad"):
             return
-        t = self.facts.training
-        zero = next((z for z in t.zero_grads if z.node is node), None)
-        statement = t.statement_of(node)
+        facts = self.facts
+        zero = next((z for z in facts.roles.zero_grads if z.node is node), None)
+        statement = facts.tree.statement_of(node)
         if zero is None or zero.target is None or statement is None:
             return
-        body, index = t.siblings(statement)
+        body, index = facts.tree.siblings(statement)
         if index < 0:
             return
-        optimizer = self._cleared_optimizer(t, body, index, zero.target)
-        step_at = self._step_after(t, body, index, optimizer) if optimizer else None
-        if step_at is None or not self._backward_before(t, body, index, optimizer):  # type: ignore[arg-type]
+        optimizer = self._cleared_optimizer(facts, body, index, zero.target)
+        step_at = self._step_after(facts, body, index, optimizer) if optimizer else None
+        if step_at is None or not self._backward_before(facts, body, index, optimizer):  # type: ignore[arg-type]
             return
         step_statement = body[step_at]
-        step = next(s for s in t.optimizer_steps if t.contains(step_statement, s.call))
-        anchor = t.after_step(step, step_statement)
+        step = next(s for s in facts.roles.optimizer_steps if facts.tree.contains(step_statement, s.call))
+        anchor = facts.roles.after_step(step, step_statement)
         moved = statement.with_changes(leading_lines=[line for line in statement.leading_lines if line.comment])
         fix = Fix((Remove(statement), InsertAfter(anchor, (moved,))), Safety.UNSAFE,  # type: ignore[arg-type]
                   f"move `{zero.target}.zero_grad()` after the step")
@@ -118,38 +118,39 @@ class ZeroGradBeforeStep(Rule):
         self.report(node, message, fix)
 
     @staticmethod
-    def _cleared_optimizer(t: TrainingFacts, body: Sequence[cst.CSTNode], index: int, target: str) -> Optional[str]:
+    def _cleared_optimizer(facts: Facts, body: Sequence[cst.CSTNode], index: int, target: str) -> Optional[str]:
         """The optimizer whose gradients `target.zero_grad()` clears: itself, or for a model the
         optimizer stepped next that is built on that model's parameters."""
-        if not t.is_model(cst.parse_expression(target)):
+        if not facts.receivers.is_model(cst.parse_expression(target)):
             return target
         for stmt in body[index + 1:]:
-            for step in t.optimizer_steps:
-                if t.contains(stmt, step.call) and step.optimizer is not None:
-                    return step.optimizer if target in t.parameters_owners(step.optimizer) else None
+            for step in facts.roles.optimizer_steps:
+                if facts.tree.contains(stmt, step.call) and step.optimizer is not None:
+                    return step.optimizer if target in facts.receivers.parameters_owners(step.optimizer) else None
         return None
 
     @staticmethod
-    def _step_after(t: TrainingFacts, body: Sequence[cst.CSTNode], index: int, optimizer: str) -> Optional[int]:
+    def _step_after(facts: Facts, body: Sequence[cst.CSTNode], index: int, optimizer: str) -> Optional[int]:
         """The next statement of the block that steps `optimizer`, with no backward before it."""
         for position in range(index + 1, len(body)):
             stmt = body[position]
-            if any(t.contains(stmt, b.call) for b in t.backwards):
+            if any(facts.tree.contains(stmt, b.call) for b in facts.roles.backwards):
                 return None
-            for step in t.optimizer_steps:
-                if step.optimizer == optimizer and t.statement_of(step.call) is stmt:
+            for step in facts.roles.optimizer_steps:
+                if step.optimizer == optimizer and facts.tree.statement_of(step.call) is stmt:
                     return position
-            if any(s.optimizer == optimizer and t.contains(stmt, s.call) for s in t.optimizer_steps):
+            if any(s.optimizer == optimizer and facts.tree.contains(stmt, s.call) for s in facts.roles.optimizer_steps):
                 return None  # a conditional step: not this simple shape
         return None
 
     @staticmethod
-    def _backward_before(t: TrainingFacts, body: Sequence[cst.CSTNode], index: int, optimizer: str) -> bool:
+    def _backward_before(facts: Facts, body: Sequence[cst.CSTNode], index: int, optimizer: str) -> bool:
         """The nearest earlier statement of the block that backwards or steps does backward."""
         for position in range(index - 1, -1, -1):
             stmt = body[position]
-            if any(s.optimizer == optimizer and t.contains(stmt, s.call) for s in t.optimizer_steps):
+            if any(s.optimizer == optimizer and facts.tree.contains(stmt, s.call) for s in facts.roles.optimizer_steps):
                 return False
-            if any(t.contains(stmt, b.call) and t.accumulates_grad(b) for b in t.backwards):
+            if any(facts.tree.contains(stmt, b.call) and facts.values.accumulates_grad(b)
+                   for b in facts.roles.backwards):
                 return True
         return False

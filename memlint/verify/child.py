@@ -1,10 +1,11 @@
 """The child side of a verifier run: run one script as `__main__` and measure it.
 
 Started by memlint.verify.measure as `python child.py SPEC.json`, by path, so that it imports
-nothing of memlint (and not libcst): only the standard library and, lazily, torch. The spec
+nothing of memlint (and not libcst): only the standard library, its stdlib-only siblings
+history.py and tree.py (loaded by path), and, lazily, torch. The spec
 names the source to run, the path it runs as, its argv, the device, the seed and where to write
 the result. The result is JSON, written once before the script starts (so a crash still leaves
-the starting RSS) and again when it ends.
+the starting RSS) and again when it ends. Whatever the script started is killed when it ends.
 """
 
 import gc
@@ -16,7 +17,7 @@ import time
 import traceback
 import types
 
-TIMELINE_POINTS = 4000  # at most this many (seconds, bytes) points in a timeline
+HISTORY_ENTRIES = 1_000_000  # the allocator's history keeps the newest this many events
 
 
 def _write(path, result):
@@ -87,8 +88,60 @@ def _seed(seed, torch):
             torch.cuda.manual_seed_all(seed)
 
 
+def _sibling(name):
+    """memlint/verify/<name>.py, loaded by path under a private name (no memlint import, and no
+    clash with a module of the script's own called the same)."""
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(f"_memlint_verify_{name}", os.path.join(here, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SERIES = 64  # per-step gradient errors kept for the report (the mean covers every step)
+
+
+class _Param:
+    """One parameter's state between two optimizer steps, seen by a hook on the parameter."""
+
+    __slots__ = ("param", "fresh", "own", "stale")
+
+    def __init__(self, param):
+        self.param = param
+        self.fresh = True  # no backward has reached it since the last step
+        self.own = None  # squared norm of the first backward's contribution after the step
+        self.stale = None  # squared norm of what .grad already held then
+
+
+def _norm2(torch, tensor):
+    if tensor.dtype not in (torch.float32, torch.float64):
+        return torch.linalg.vector_norm(tensor, dtype=torch.float32).square()
+    return torch.linalg.vector_norm(tensor).float().square()
+
+
+def _plus(total, value):
+    if value is None:
+        return total
+    return value if total is None else total + value.to(total.device)
+
+
 class _Grads:
-    """Counts zero and non-finite gradient elements at every optimizer step (on the device)."""
+    """Gradient health at every optimizer step (a global optimizer step pre-hook), on the device.
+
+    Two things are counted. Zero and non-finite `.grad` elements (float16 underflow, overflow).
+    And whether a step's gradient is the step's own: from an optimizer's first step on, a hook
+    on each of its parameters sees every backward's contribution before it is added to `.grad`,
+    and `.grad` as it was then. At the first backward after a step `.grad` should be empty;
+    what it holds is *stale*, left from earlier steps (a missing zero_grad: it grows with every
+    step). At the step, `.grad` should hold what the backwards since the last step added; if it
+    is empty, that is *lost* (zero_grad between backward and step). The error of a step is
+    sqrt(stale + lost) / own over the squared norms of all the optimizer's parameters: 0 when
+    every step uses exactly its own gradients. Scaling `.grad` in place between backward and
+    step (clipping, GradScaler's unscale_) changes neither part, and gradient accumulation over
+    several backwards per step is not stale. No value leaves the device before the script ends.
+    """
 
     def __init__(self, torch):
         self.torch = torch
@@ -96,6 +149,10 @@ class _Grads:
         self.elements = 0
         self.zero = None
         self.nonfinite = None
+        self.params = {}  # id(parameter) -> _Param, from its optimizer's first step on
+        self.error_sum = None  # device scalars: sum of step errors, steps checked, first steps
+        self.checked = None
+        self.series = None
         import torch.optim.optimizer as optimizer
 
         self.handle = optimizer.register_optimizer_step_pre_hook(self._hook)
@@ -107,14 +164,64 @@ class _Grads:
         self.zero = zero if self.zero is None else self.zero + zero.to(self.zero.device)
         self.nonfinite = bad if self.nonfinite is None else self.nonfinite + bad.to(self.nonfinite.device)
         self.elements += grad.numel()
+        return zero
+
+    def _watch(self, param):
+        state = _Param(param)
+        torch = self.torch
+
+        def contribution(grad):  # runs in backward, before `grad` is added to param.grad
+            if state.fresh and not grad.is_sparse:
+                state.fresh = False
+                with torch.no_grad():
+                    old = param.grad
+                    state.own = _norm2(torch, grad.detach())
+                    state.stale = None if old is None or old.is_sparse else _norm2(torch, old.detach())
+
+        param.register_hook(contribution)
+        self.params[id(param)] = state
+
+    def _record(self, own, stale, lost):
+        torch = self.torch
+        wrong = torch.zeros((), device=own.device)
+        wrong = _plus(_plus(wrong, stale), lost)
+        error = (wrong / own).sqrt()
+        valid = (own > 0) & torch.isfinite(error)
+        error = torch.where(valid, error, torch.zeros_like(error))
+        if self.error_sum is None:
+            self.error_sum = torch.zeros((), device=own.device)
+            self.checked = torch.zeros((), device=own.device)
+            self.series = torch.full((SERIES,), float("nan"), device=own.device)
+        self.error_sum += error.to(self.error_sum.device)
+        self.checked += valid.to(self.checked.device)
+        if self.steps <= SERIES:
+            self.series[self.steps - 1] = torch.where(valid, error, torch.full_like(error, float("nan")))
 
     def _hook(self, opt, args, kwargs):
         self.steps += 1
+        own = stale = lost = None
         with self.torch.no_grad():
             for group in opt.param_groups:
                 for param in group["params"]:
-                    if param.grad is not None and not param.grad.is_sparse:
-                        self._add(param.grad.detach())
+                    grad = param.grad
+                    zero = None
+                    if grad is not None and not grad.is_sparse:
+                        zero = self._add(grad.detach())
+                    state = self.params.get(id(param))
+                    if state is None:
+                        if param.requires_grad:
+                            self._watch(param)
+                        continue
+                    if state.fresh:  # no backward reached it since the last step
+                        continue
+                    state.fresh = True
+                    own, stale = _plus(own, state.own), _plus(stale, state.stale)
+                    if grad is None:
+                        lost = _plus(lost, state.own)
+                    elif zero is not None:
+                        lost = _plus(lost, state.own * (zero == grad.numel()))
+            if own is not None:
+                self._record(own, stale, lost)
 
     def at_exit(self):
         """Steps seen: their totals. No step: the .grad of every live module's parameters."""
@@ -128,47 +235,28 @@ class _Grads:
                         for param in obj.parameters(recurse=False):
                             if param.grad is not None and not param.grad.is_sparse:
                                 self._add(param.grad.detach())
-        if not self.elements:
-            return {"where": where, "steps": self.steps, "elements": 0, "zero": 0, "nonfinite": 0}
-        return {"where": where, "steps": self.steps, "elements": self.elements,
-                "zero": int(self.zero.item()), "nonfinite": int(self.nonfinite.item())}
+        found = {"where": where, "steps": self.steps, "elements": self.elements, "zero": 0, "nonfinite": 0,
+                 "checked_steps": 0, "error": None, "error_by_step": []}
+        if self.elements:
+            found.update(zero=int(self.zero.item()), nonfinite=int(self.nonfinite.item()))
+        if self.checked is not None and self.checked.item() > 0:
+            found.update(checked_steps=int(self.checked.item()), error=self.error_sum.item() / self.checked.item(),
+                         error_by_step=[None if value != value else value
+                                        for value in self.series[:min(self.steps, SERIES)].tolist()])
+        return found
 
 
-def _cuda_timeline(torch, baseline_time):
-    """Allocated bytes over time from the allocator's history, anchored at the current value."""
-    snapshot = torch.cuda.memory._snapshot()
-    traces = snapshot.get("device_traces") or [[]]
-    trace = traces[torch.cuda.current_device()] if len(traces) > torch.cuda.current_device() else []
-    points, level, origin = [], 0, None
-    for index, entry in enumerate(trace):
-        action = entry.get("action")
-        if action == "alloc":
-            level += entry.get("size", 0)
-        elif action == "free_completed":
-            level -= entry.get("size", 0)
-        else:
-            continue
-        stamp = entry.get("time_us")
-        if stamp is None:
-            points.append([float(index), level])
-            continue
-        if origin is None:  # epoch microseconds, as recent torch gives; else count from the first
-            origin = baseline_time if abs(stamp / 1e6 - baseline_time) < 1e5 else stamp / 1e6
-        points.append([stamp / 1e6 - origin, level])
-    offset = torch.cuda.memory_allocated() - level  # the history may have lost its oldest entries
-    return [[t, b + offset] for t, b in _thin(points)]
-
-
-def _thin(points):
-    """At most TIMELINE_POINTS points, keeping the highest of each stretch."""
-    if len(points) <= TIMELINE_POINTS:
-        return points
-    step = len(points) / TIMELINE_POINTS
-    out = []
-    for i in range(TIMELINE_POINTS):
-        chunk = points[int(i * step):int((i + 1) * step)] or points[-1:]
-        out.append(max(chunk, key=lambda p: p[1]))
-    return out
+def _read_history(torch, script, wall_start):
+    """Memory over time, and the script's lines holding the most at the peak."""
+    history = _sibling("history")
+    traces = torch.cuda.memory._snapshot().get("device_traces") or [[]]
+    device = torch.cuda.current_device()
+    trace = traces[device] if len(traces) > device else []
+    allocated = torch.cuda.memory_allocated()
+    peak = history.peak(trace, script, allocated)
+    if peak is not None:
+        peak["history_full"] = len(trace) >= HISTORY_ENTRIES  # the oldest events were dropped
+    return {"timeline": history.timeline(trace, allocated, wall_start), "peak_at": peak}
 
 
 def _is_oom(error):
@@ -192,10 +280,11 @@ def _run_as_main(source, path, argv):
         exec(code, module.__dict__)
     except SystemExit as done:
         if done.code is None or isinstance(done.code, int):
-            status = "ok" if not done.code else "crash"
-            return status, done.code or 0, ""
+            if not done.code:
+                return "ok", 0, ""
+            return "crash", done.code, f"the script called sys.exit({done.code})"
         print(done.code, file=sys.stderr)
-        return "crash", 1, str(done.code)
+        return "crash", 1, f"the script called sys.exit({str(done.code)!r})"
     except BaseException as error:  # noqa: B902 - the script's failure is what we measure
         traceback.print_exception(type(error), error, error.__traceback__.tb_next)
         return ("oom" if _is_oom(error) else "crash"), 1, f"{type(error).__name__}: {error}"
@@ -203,6 +292,22 @@ def _run_as_main(source, path, argv):
 
 
 def main(spec_path):
+    tree = _sibling("tree")
+    tree.become_subreaper()  # what the script starts stays below this process, setsid or not
+    real_exit = os._exit
+
+    def exit_now(code):  # os._exit skips `finally`: still leave nothing running
+        tree.kill_descendants(os.getpid())
+        real_exit(code)
+
+    os._exit = exit_now
+    try:
+        return _measure(spec_path)
+    finally:
+        tree.kill_descendants(os.getpid())
+
+
+def _measure(spec_path):
     with open(spec_path, encoding="utf-8") as handle:
         spec = json.load(handle)
     path = spec["path"]
@@ -212,6 +317,7 @@ def main(spec_path):
     _write(result_path, result)
 
     torch = None
+    clock = time.perf_counter()
     if spec.get("torch"):
         try:
             import torch
@@ -219,6 +325,7 @@ def main(spec_path):
             result.update(status="error", error=f"torch cannot be imported: {error}")
             _write(result_path, result)
             return 3
+    result["overhead"] = {"import_torch": time.perf_counter() - clock}
     cuda = spec["device"] == "cuda"
     if cuda and (torch is None or not torch.cuda.is_available()):
         result.update(status="error", error="no CUDA device is available to torch")
@@ -227,13 +334,15 @@ def main(spec_path):
     _seed(spec.get("seed", 0), torch)
     grads = _Grads(torch) if spec.get("grads") and torch is not None else None
     if cuda:
+        clock = time.perf_counter()
         torch.cuda.init()
         torch.cuda.synchronize()
+        result["overhead"]["cuda_init"] = time.perf_counter() - clock
         torch.cuda.reset_peak_memory_stats()
         result["device_name"] = torch.cuda.get_device_name()
-        if spec.get("timeline"):
-            torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                     max_entries=1_000_000)
+        if spec.get("timeline"):  # with each allocation's Python stack, to say where the peak is
+            torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+                                                     max_entries=HISTORY_ENTRIES)
     if torch is not None:
         result["torch"] = torch.__version__
     source_file = spec["source_file"]
@@ -255,8 +364,8 @@ def main(spec_path):
         try:
             result.update(device_peak=torch.cuda.max_memory_allocated(),
                           device_reserved=torch.cuda.max_memory_reserved())
-            if spec.get("timeline"):
-                result["timeline"] = _cuda_timeline(torch, result["wall_start"])
+            if spec.get("timeline"):  # read before recording stops: stopping clears the history
+                result.update(_read_history(torch, os.path.abspath(path), result["wall_start"]))
                 torch.cuda.memory._record_memory_history(enabled=None)
         except Exception as failure:  # keep what was measured
             result["note"] = f"device statistics failed: {failure}"
@@ -270,6 +379,7 @@ def main(spec_path):
             stream.flush()
         except Exception:
             pass
+    result["wall_end"] = time.time()  # the parent counts what exiting takes from here
     _write(result_path, result)
     return exit_code
 
@@ -284,11 +394,127 @@ def probe():
         found["cuda"] = bool(torch.cuda.is_available())
         if found["cuda"]:
             found["device_name"] = torch.cuda.get_device_name()
+            try:
+                found["memory_free"] = torch.cuda.mem_get_info()[0]
+            except Exception:  # only the number of runs at once depends on it
+                pass
     except ImportError as error:
         found["error"] = str(error)
     print(json.dumps(found))
     return 0
 
 
+# What every run imports. Not torch._dynamo, although the first optimizer imports it: with a
+# CUDA build it can reach triton, which may start the CUDA driver, and then nothing can fork.
+PRELOAD = ("torch", "torch.optim")
+
+
+def _driver_loaded():
+    """The CUDA driver library is mapped: something started CUDA, and a forked child could not."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
+            return any("libcuda.so" in line for line in handle)
+    except OSError:
+        return False
+
+
+def _os_threads():
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
+
+
+def serve():
+    """A fork server: import torch once, then fork one child per request, each a fresh run.
+
+    Started by memlint.verify.forkserver. Reads one JSON request a line on stdin ({"id", "spec",
+    "stdout", "stderr"}) and answers on stdout: {"ready": true} once, {"started": id, "pid"} per
+    request, and {"exited": pid, "code"} when a child ends (code as Popen.returncode gives it).
+    CUDA is never initialised here, so that each child can start its own context; and forking
+    is refused ({"ready": false, "why"}) if importing left more than one thread running.
+    """
+    import atexit
+    import select
+    import signal
+
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # whatever an import prints goes nowhere
+
+    def reply(message):
+        replies.write(json.dumps(message) + "\n")
+
+    try:
+        import importlib
+
+        for name in PRELOAD:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                if name == "torch":
+                    raise
+        torch = sys.modules["torch"]
+        why = ("torch initialised CUDA while being imported" if torch.cuda.is_initialized() or _driver_loaded()
+               else f"importing torch left {_os_threads()} threads" if (_os_threads() or 1) > 1 else "")
+    except Exception as error:  # noqa: B902 - the parent falls back to plain processes
+        why = f"{type(error).__name__}: {error}"
+    reply({"ready": not why, "why": why})
+    if why:
+        return 1
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_write)
+    requests = sys.stdin.buffer
+    pending = b""
+    while True:
+        ready, _, _ = select.select([requests.fileno(), wake_read], [], [])
+        if wake_read in ready:
+            os.read(wake_read, 4096)
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                reply({"exited": pid, "code": code})
+        if requests.fileno() not in ready:
+            continue
+        chunk = os.read(requests.fileno(), 65536)
+        if not chunk:  # the parent went away
+            return 0
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid:
+                reply({"started": request["id"], "pid": pid})
+                continue
+            code = 1
+            try:  # the child: its own session, its own files, then a run as from a fresh process
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in (wake_read, wake_write, requests.fileno(), replies.fileno()):
+                    os.close(fd)
+                os.setsid()
+                os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+                os.dup2(os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+                os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+                sys.stdin = open(os.devnull, encoding="utf-8")
+                code = main(request["spec"])
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                atexit._run_exitfuncs()  # the script's and torch's, as at a normal exit
+            except BaseException:  # noqa: B902 - a harness failure: say it, never return to the loop
+                traceback.print_exc()
+            finally:
+                os._exit(code if isinstance(code, int) else 1)
+
+
 if __name__ == "__main__":
-    sys.exit(probe() if sys.argv[1:] == ["--probe"] else main(sys.argv[1]))
+    if sys.argv[1:] == ["--probe"]:
+        sys.exit(probe())
+    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1]))

@@ -1,14 +1,18 @@
-"""`memlint verify`: argument parsing and exit codes (0 nothing refuted, 1 a fix refuted, 2 error)."""
+"""`memlint verify`: argument parsing and exit codes (0 nothing refuted, 1 a fix refuted or
+nothing could be measured, 2 error)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 EXIT_OK, EXIT_REFUTED, EXIT_ERROR = 0, 1, 2
 NEEDS_TORCH = "memlint verify needs torch: pip install 'memlint[verify]'"
+MAX_JOBS = 8  # default runs at once on a GPU
+BUDGET_SHARE = 0.9  # of the device's free memory (or the host's available memory) runs at once may hold
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,8 +34,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Run a script before and after each memlint fix and check what the rule claims "
                     "(peak memory, time, output, gradients). A folder of fixtures "
                     "(<CODE>-<name>/before.py, after.py) runs every before.py against its after.py.",
-        epilog="Exit codes: 0 nothing refuted, 1 a fix refuted, 2 usage error or torch missing. "
-               "Script arguments go after `--`.",
+        epilog="Exit codes: 0 nothing refuted, 1 a fix refuted or nothing could be measured, "
+               "2 usage error or torch missing. Script arguments go after `--`.",
     )
     parser.add_argument("target", help="a script, or a folder of fixtures")
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None,
@@ -43,6 +47,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="seconds per run before it is killed (300)")
     parser.add_argument("--repeat", type=int, default=3, metavar="N",
                         help="runs of each program; medians are compared (3)")
+    parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                        help="runs at once when memory allows; timed runs go alone "
+                             f"(default: up to {MAX_JOBS} on a GPU, 1 on the CPU)")
+    parser.add_argument("--no-fork-server", action="store_true",
+                        help="start every GPU run as a new Python process instead of forking it from one that "
+                             "imported torch once (slower; for scripts that cannot run forked)")
     parser.add_argument("--output-format", choices=("text", "json"), default="text")
     parser.add_argument("--plot", metavar="FILE.png", help="write memory over time, before vs after")
     parser.add_argument("--scale", type=int, metavar="N",
@@ -107,12 +117,12 @@ def _run(argv: Sequence[str]) -> int:
     from memlint.engine import SourceError
     from memlint.verify import plot, report, session
     from memlint.verify.judge import REFUTED
-    from memlint.verify.measure import probe
+    from memlint.verify.measure import adopt_orphans, probe
 
     ours, script_args = _split(argv)
     args = _parser().parse_args(ours)
-    if args.repeat < 1 or args.timeout <= 0:
-        raise _Usage("--repeat must be at least 1 and --timeout positive")
+    if args.repeat < 1 or args.timeout <= 0 or (args.jobs is not None and args.jobs < 1):
+        raise _Usage("--repeat and --jobs must be at least 1 and --timeout positive")
     target = Path(args.target)
     if not target.exists():
         raise _Usage(f"{target}: no such file or folder")
@@ -143,13 +153,20 @@ def _run(argv: Sequence[str]) -> int:
         return _error("--device cuda: torch sees no CUDA device here (use --device cpu to measure host memory)")
     device = _device(args, found)
     env = {"MEMLINT_SCALE": str(args.scale)} if args.scale is not None else {}
-    options = session.Options(device["kind"], args.repeat, args.timeout, script_args, env, args.seed, args.python)
+    jobs, budget = _parallel(args, device, found)
+    options = session.Options(device["kind"], args.repeat, args.timeout, script_args, env, args.seed, args.python,
+                              jobs, budget, fork=not args.no_fork_server)
     stream = None if args.quiet else sys.stderr
-    rows = session.measure_plan(plan, options, stream, host_timeline=bool(args.plot))
+    adopt_orphans()  # what a run leaves behind comes back here to be killed
+    started: List[str] = []
+    rows = session.measure_plan(plan, options, stream, host_timeline=bool(args.plot), notes=started)
+    if started:
+        device["runs"] = started[0]
     if args.output_format == "json":
         print(report.as_json(rows, plan.skipped, str(target), device, args.repeat))
     else:
-        print(report.text(rows, plan.skipped, report.environment_line(str(target), device, args.repeat)), end="")
+        print(report.text(rows, plan.skipped, report.environment_line(str(target), device, args.repeat, jobs)),
+              end="")
     if args.plot:
         try:
             plot.plot(session.timelines(rows, options, stream), device["memory"], args.plot)
@@ -157,7 +174,43 @@ def _run(argv: Sequence[str]) -> int:
             return _error(str(error))
         if stream is not None:
             print(f"memlint verify: wrote {args.plot}", file=stream)
+    unmeasured = _nothing_measured(rows)
+    if unmeasured:
+        print(f"memlint verify: nothing could be measured: {unmeasured}", file=sys.stderr)
+        return EXIT_REFUTED
     return EXIT_REFUTED if any(row.verdict == REFUTED for row in rows) else EXIT_OK
+
+
+def _parallel(args: argparse.Namespace, device: dict, found: dict) -> Tuple[int, Optional[int]]:
+    """(runs at once, bytes they may hold together)."""
+    if device["kind"] == "cuda":
+        jobs = args.jobs or max(1, min(MAX_JOBS, (os.cpu_count() or 2) // 2))
+        free = found.get("memory_free")
+        return jobs, int(free * BUDGET_SHARE) if free else None
+    from memlint.verify.measure import host_available
+
+    available = host_available()
+    return args.jobs or 1, int(available * BUDGET_SHARE) if available else None
+
+
+def _nothing_measured(rows) -> str:
+    """Why no comparison could be measured, or "" when one was."""
+    from memlint.verify.judge import CONFIRMED, REFUTED
+
+    def finished(runs) -> bool:
+        return any(m.status == "ok" for m in runs)
+
+    if not rows or any(row.verdict in (CONFIRMED, REFUTED) or (finished(row.before) and finished(row.after))
+                       for row in rows):
+        return ""
+    for row in rows:
+        for side, runs in (("the original", row.before), ("the fixed version", row.after)):
+            failed = next((m for m in runs if m.status != "ok"), None)
+            if failed is not None:
+                who = f"{row.comparison.fixture}/{'before' if side == 'the original' else 'after'}.py" \
+                    if row.comparison.fixture else side
+                return f"{who} {failed.summary()}"
+    return "no run finished"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

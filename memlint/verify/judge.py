@@ -27,7 +27,7 @@ TIME_FLOOR = 0.005
 @dataclass
 class Judgement:
     claim: str
-    metric: str  # peak | time | stdout | bad grads
+    metric: str  # peak | host peak | time | stdout | bad grads | grad error
     unit: str  # bytes | seconds | sha256 | fraction
     before: Optional[float]  # median (for stdout: None)
     after: Optional[float]
@@ -60,14 +60,23 @@ def _bad_fraction(m: Measurement) -> Optional[float]:
     return (grads.get("zero", 0) + grads.get("nonfinite", 0)) / grads["elements"]
 
 
+def _grad_error(m: Measurement) -> Optional[float]:
+    """Mean over the steps checked of how far a step's gradient is from its own (child._Grads)."""
+    grads = m.grads or {}
+    return grads.get("error") if grads.get("checked_steps") else None
+
+
 def _metric(claim: str, memory: str) -> Tuple[str, str, Callable[[Measurement], Optional[float]], float, float]:
     """(metric, unit, value of a run, relative threshold, absolute floor)."""
     if claim == "time-lower":
         return "time", "seconds", lambda m: m.seconds, TIME_REL, TIME_FLOOR
     if claim == "gradients-fixed":
         return "bad grads", "fraction", _bad_fraction, 0.0, GRAD_FLOOR
-    rel, floor = (HOST_REL, HOST_FLOOR) if memory == "host" else (PEAK_REL, 0.0)
-    return "peak", "bytes", lambda m: m.peak_bytes, rel, floor  # peak-lower, and "none" for show
+    if claim == "grad-error":  # the second measure of gradients-fixed
+        return "grad error", "fraction", _grad_error, 0.0, GRAD_FLOOR
+    if memory == "host":
+        return "host peak", "bytes", lambda m: m.peak_bytes, HOST_REL, HOST_FLOOR
+    return "peak", "bytes", lambda m: m.peak_bytes, PEAK_REL, 0.0  # peak-lower, and "none" for show
 
 
 def _failed(runs: Sequence[Measurement]) -> List[Measurement]:
@@ -122,7 +131,25 @@ def _first_difference(a: str, b: str) -> str:
 
 
 def judge(claim: str, before: Sequence[Measurement], after: Sequence[Measurement]) -> Judgement:
-    """The verdict on `claim` from repeated runs of the original (`before`) and the fix (`after`)."""
+    """The verdict on `claim` from repeated runs of the original (`before`) and the fix (`after`).
+
+    `gradients-fixed` has two measures: the share of zero or non-finite gradient elements
+    (underflow, overflow) and the gradient error (stale or lost gradients: see child._Grads).
+    Either going up beyond the noise refutes; otherwise either going down confirms.
+    """
+    if claim == "gradients-fixed":
+        measures = [_judge(claim, before, after), _judge("grad-error", before, after)]
+        measures[1].claim = claim
+        for verdict in (REFUTED, CONFIRMED):
+            chosen = next((j for j in measures if j.verdict == verdict), None)
+            if chosen is not None:
+                return chosen
+        error = measures[1]
+        return error if error.before is not None and error.after is not None else measures[0]
+    return _judge(claim, before, after)
+
+
+def _judge(claim: str, before: Sequence[Measurement], after: Sequence[Measurement]) -> Judgement:
     memory = (before or after)[0].memory if (before or after) else "device"
     metric, unit, value, rel, floor = _metric(claim, memory)
     b = _median([value(m) for m in before if m.status == "ok"])
@@ -132,10 +159,12 @@ def judge(claim: str, before: Sequence[Measurement], after: Sequence[Measurement
         return Judgement(claim, metric, unit, b, a, _ratio(b, a), failure[0], failure[1])
     if claim == "output-identical":
         return _output(before, after)
-    if claim not in ("peak-lower", "time-lower", "gradients-fixed"):
+    if claim not in ("peak-lower", "time-lower", "gradients-fixed", "grad-error"):
         return Judgement(claim, metric, unit, b, a, _ratio(b, a), NO_CLAIM, "the rule makes no claim to check")
     if b is None or a is None:
-        what = "gradients (no optimizer step and no .grad at exit)" if claim == "gradients-fixed" else metric
+        what = {"gradients-fixed": "gradients (no optimizer step and no .grad at exit)",
+                "grad-error": "gradient error (it needs two optimizer steps with a backward between)"
+                }.get(claim, metric)
         return Judgement(claim, metric, unit, b, a, None, INCONCLUSIVE, f"no {what} measured")
     noise = max(_spread([value(m) for m in before]), _spread([value(m) for m in after]), rel * abs(b), floor)
     if a < b - noise:

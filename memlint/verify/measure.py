@@ -1,8 +1,10 @@
 """The parent side of one verifier run: start the child, enforce the timeout, read its result.
 
-Each run is a fresh process in its own session (process group), so a timeout kills the script
-and everything it started. The script's stdout and stderr go to files; the child reports its
-measurements as JSON through a file (memlint.verify.child). This module never imports torch.
+Each run is a fresh process in its own session (process group). When it ends, or on timeout,
+everything it started is killed, also what left its session (memlint.verify.tree). The
+script's stdout and stderr go to files; the child reports its measurements as JSON through a
+file (memlint.verify.child). Several runs may go at once from several threads. This module
+never imports torch.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from memlint.verify import tree
 
 CHILD = Path(__file__).with_name("child.py")
 TAIL_LINES = 15
@@ -34,7 +39,7 @@ class RunSpec:
     timeout: float = 300.0
     torch: bool = True  # import and seed torch before the script
     grads: bool = False  # count zero / non-finite gradients at optimizer steps
-    timeline: bool = False  # record memory over time (slows the run: not for timing)
+    timeline: bool = False  # record memory over time and where the peak is (slows the run: not for timing)
     env: Dict[str, str] = field(default_factory=dict)
 
 
@@ -55,6 +60,9 @@ class Measurement:
     device_name: str = ""
     torch_version: str = ""
     timeline: Optional[List[List[float]]] = None  # [[seconds since the script started, bytes]]
+    peak_at: Optional[dict] = None  # the script's lines holding the most at the peak (memlint.verify.history)
+    wall_seconds: Optional[float] = None  # the whole child process: start, torch import, CUDA init, script, exit
+    overhead: Optional[dict] = None  # seconds outside the script: import_torch, cuda_init, exit
 
     def what(self) -> str:
         """What happened to a failed run: `crashed (exit 1)`, `timed out`, ..."""
@@ -62,8 +70,8 @@ class Measurement:
             self.status, f"crashed (exit {self.exit_code})")
 
     def detail(self) -> str:
-        """The error, or the last stderr line."""
-        return self.error or next((line for line in reversed(self.stderr_tail.splitlines()) if line.strip()), "")
+        """Why it failed, as the child or the parent saw it (never a guess from stderr)."""
+        return self.error
 
     def summary(self) -> str:
         """One line for a failed run: what happened and why."""
@@ -95,12 +103,53 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+running: Set[int] = set()  # children started on purpose (runs, a fork server) that have not ended
+running_lock = threading.Lock()
+_adopting = False
+
+
+def adopt_orphans() -> bool:
+    """Make this process a subreaper, so that what a run leaves behind after its child died
+    (killed by the kernel, say) comes back here and is killed when the run ends. For the
+    `memlint verify` process; a library caller may leave it off."""
+    global _adopting
+    _adopting = _adopting or tree.become_subreaper()
+    return _adopting
+
+
+def kill_tree(pid: int) -> None:
+    """Everything below the child while it still lives (it is a subreaper: that includes what
+    left its session), then its process group and the child itself."""
+    tree.kill_descendants(pid)
+    _kill_group(pid)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_running() -> None:
+    """Kill every run still going (on Ctrl-C, from the thread that got it)."""
+    with running_lock:
+        pids = list(running)
+    for pid in pids:
+        kill_tree(pid)
+
+
+def _after_exit(pid: int) -> None:
+    _kill_group(pid)  # what the script left behind in its group (workers, daemons)
+    if _adopting:
+        with running_lock:
+            keep = set(running)
+        tree.kill_orphans(keep)
+
+
 HEARTBEAT_SECONDS = 30.0
 
 
-def _wait(proc: subprocess.Popen, timeout: float, sample: bool,
+def _wait(proc, timeout: float, sample: bool,
           heartbeat: Optional[Callable[[float], None]] = None):
-    """(exit code, last peak RSS seen, timed out, [[wall time, rss]]).
+    """(exit code, last peak RSS seen, timed out, [[wall time, rss]]) of a Popen or a Forked.
 
     The peak seen by polling is a fallback for a child that dies without reporting its own.
     """
@@ -116,7 +165,7 @@ def _wait(proc: subprocess.Popen, timeout: float, sample: bool,
             heartbeat(now - started)
             next_beat += HEARTBEAT_SECONDS
         if now > deadline:
-            _kill_group(proc.pid)
+            kill_tree(proc.pid)
             proc.wait()
             timed_out = True
             break
@@ -125,15 +174,24 @@ def _wait(proc: subprocess.Popen, timeout: float, sample: bool,
         if sample and rss is not None:
             samples.append([time.time(), rss])
         time.sleep(SAMPLE_SECONDS if sample else 0.02)
-    _kill_group(proc.pid)  # what the script left behind (workers, daemons)
     return proc.returncode, peak, timed_out, samples
 
 
-def run(spec: RunSpec, python: str = sys.executable,
-        heartbeat: Optional[Callable[[float], None]] = None) -> Measurement:
+def child_env(spec: RunSpec) -> Dict[str, str]:
+    """The environment of a run: the user's, with the seed for str hashes and the spec's own."""
+    env = {**os.environ, "PYTHONHASHSEED": str(spec.seed), "PYTHONUNBUFFERED": "1", **spec.env}
+    if spec.device != "cuda":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the script's own device choice falls to the CPU
+    return env
+
+
+def run(spec: RunSpec, python: str = sys.executable, heartbeat: Optional[Callable[[float], None]] = None,
+        server=None) -> Measurement:
     """Run the spec once in a fresh child process and measure it.
 
     `heartbeat(seconds)` is called every HEARTBEAT_SECONDS while the child is still running.
+    `server`: a memlint.verify.forkserver.ForkServer started with this spec's child_env, to
+    fork the child from (a plain process is started if it fails).
     """
     memory = "device" if spec.device == "cuda" else "host"
     with tempfile.TemporaryDirectory(prefix="memlint-verify-") as tmp:
@@ -146,30 +204,42 @@ def run(spec: RunSpec, python: str = sys.executable,
             "grads": spec.grads, "timeline": spec.timeline and spec.device == "cuda",
             "result_file": str(result_file),
         }), encoding="utf-8")
-        env = {**os.environ, "PYTHONHASHSEED": str(spec.seed), "PYTHONUNBUFFERED": "1", **spec.env}
-        if spec.device != "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = ""  # the script's own device choice falls to the CPU
         with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
-            try:
-                proc = subprocess.Popen([python, str(CHILD), str(folder / "spec.json")],
-                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
-                                        start_new_session=True)
-            except OSError as error:
-                return Measurement("error", None, memory, None, error=f"cannot start {python}: {error}")
+            started = time.monotonic()
+            with running_lock:  # registered before it can leave anything to adopt
+                proc = server.spawn(str(folder / "spec.json"), str(folder / "stdout"), str(folder / "stderr")) \
+                    if server is not None else None
+                try:
+                    proc = proc or subprocess.Popen([python, str(CHILD), str(folder / "spec.json")],
+                                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                                    env=child_env(spec), start_new_session=True)
+                except OSError as error:
+                    return Measurement("error", None, memory, None, error=f"cannot start {python}: {error}")
+                running.add(proc.pid)
             sample = spec.timeline and memory == "host"
             try:
                 code, polled_peak, timed_out, samples = _wait(proc, spec.timeout, sample, heartbeat)
+                ended = time.time()
             except BaseException:  # Ctrl-C: the child is in its own session and would not get it
-                _kill_group(proc.pid)
+                kill_tree(proc.pid)
                 proc.wait()
                 raise
+            finally:
+                with running_lock:
+                    running.discard(proc.pid)
+                _after_exit(proc.pid)
+            wall = time.monotonic() - started
         stdout = (folder / "stdout").read_bytes()
         stderr = (folder / "stderr").read_bytes()
         try:
             result = json.loads(result_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             result = {}
-    return _measurement(spec, memory, result, code, polled_peak, timed_out, samples, stdout, stderr)
+    measurement = _measurement(spec, memory, result, code, polled_peak, timed_out, samples, stdout, stderr)
+    measurement.wall_seconds = wall
+    if measurement.overhead is not None and result.get("wall_end"):
+        measurement.overhead["exit"] = max(0.0, ended - result["wall_end"])
+    return measurement
 
 
 def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_peak: Optional[int],
@@ -199,18 +269,34 @@ def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_pea
         error = f"no result after {spec.timeout:g} s; its process group was killed"
     elif status != "ok" and not error and code is not None and code < 0:
         error = f"killed by signal {-code}"
+    elif status != "ok" and not error and code:
+        error = f"the process exited with status {code} before the script finished (os._exit, or Python failed)"
     return Measurement(
         status=status, exit_code=code if not timed_out else None, memory=memory, peak_bytes=peak,
         reserved_bytes=result.get("device_reserved"), seconds=result.get("seconds"),
         stdout_sha256=hashlib.sha256(stdout).hexdigest(), stdout_tail=_tail(stdout),
         stderr_tail=_tail(stderr), error=error + (f" ({result['note']})" if result.get("note") else ""),
         grads=result.get("grads"), rss_peak_bytes=rss_peak, device_name=result.get("device_name", ""),
-        torch_version=result.get("torch", ""), timeline=timeline,
+        torch_version=result.get("torch", ""), timeline=timeline, peak_at=result.get("peak_at"),
+        overhead=result.get("overhead"),
     )
 
 
+def host_available() -> Optional[int]:
+    """Bytes of host memory available now (Linux MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def probe(python: str = sys.executable, timeout: float = 120.0) -> dict:
-    """What the child interpreter offers: {"torch": version or None, "cuda": bool, "device_name"}."""
+    """What the child interpreter offers: {"torch": version or None, "cuda": bool, "device_name",
+    "memory_free": bytes free on the device}."""
     try:
         done = subprocess.run([python, str(CHILD), "--probe"], capture_output=True, text=True,
                               timeout=timeout, stdin=subprocess.DEVNULL)

@@ -43,7 +43,9 @@ def plot(panels: Sequence[Tuple[str, Sequence[Series]]], memory: str, path: str)
                 continue
             xs = [max(0.0, t) for t, _ in timeline]
             ys = [b / 2**20 for _, b in timeline]
-            axis.step(xs, ys, where="post", label=f"{label} (peak {max(ys):.1f} MiB)")
+            line, = axis.step(xs, ys, where="post", label=f"{label} (peak {max(ys):.1f} MiB)")
+            top = ys.index(max(ys))
+            axis.plot([xs[top]], [ys[top]], "o", color=line.get_color())  # the peak the label explains
         axis.set_title(title, fontsize=10)
         axis.set_xlabel("seconds since the script started")
         axis.set_ylabel(f"MiB ({what})", fontsize=8)

@@ -7,13 +7,17 @@ from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence
 
 from memlint.verify.judge import show
-from memlint.verify.session import Row
+from memlint.verify.session import Row, attributed
 
 COLUMNS = ("code", "where", "claim", "metric", "before", "after", "ratio", "verdict")
 
 
-def environment_line(target: str, device: Dict[str, object], repeat: int) -> str:
+def environment_line(target: str, device: Dict[str, object], repeat: int, jobs: int = 1) -> str:
     runs = f"{repeat} run{'s' if repeat != 1 else ''} each, medians"
+    if jobs > 1:
+        runs += f"; up to {jobs} runs at once (timed runs alone)"
+    if device.get("runs"):
+        runs += f"; {device['runs']}"
     if device.get("kind") == "cuda":
         return (f"memlint verify {target}: CUDA device {device.get('name') or '?'}, "
                 f"torch {device.get('torch')}; device memory (max allocated); {runs}")
@@ -74,6 +78,9 @@ def text(rows: Sequence[Row], skipped: Sequence[tuple], header: str) -> str:
     if rows and all(any(m.status != "ok" for m in row.before) for row in rows):
         notes.insert(0, "  the original script fails, so nothing could be compared "
                         "(are its arguments given after `--`?)")
+    peaks = [f"  {_label(row)}: {found['summary']}" for row in rows for found in (attributed(row),) if found]
+    if peaks:
+        notes += ["", "where the peak is (memory alive at the peak, by the script line that allocated it):", *peaks]
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     lines = [header, ""]
     lines += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
@@ -100,6 +107,7 @@ def as_json(rows: Sequence[Row], skipped: Sequence[tuple], target: str, device: 
             "code": c.code, "line": c.line, "fixture": c.fixture or None, "safety": c.safety or None,
             "description": c.description, "verdict": row.verdict,
             "claims": [asdict(j) for j in row.judgements],
+            "peak_attribution": attributed(row),
             "before_runs": [_run(m) for m in row.before], "after_runs": [_run(m) for m in row.after],
         })
     summary: Dict[str, int] = {}

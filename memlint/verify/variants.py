@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Type
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 from memlint.engine import SourceError, apply_fixes, check, fix, fix_allowed
 from memlint.rule import Rule
@@ -30,6 +30,7 @@ class Comparison:
     before: Program
     after: Program
     description: str = ""
+    findings: Dict[int, List[str]] = field(default_factory=dict)  # line of `before` -> codes found there
 
 
 @dataclass
@@ -43,6 +44,14 @@ def _claim(rule: Optional[Type[Rule]]) -> str:
     return rule.CLAIM.value if rule is not None else "none"
 
 
+def _lines(findings) -> Dict[int, List[str]]:
+    lines: Dict[int, List[str]] = {}
+    for finding in findings:
+        codes = lines.setdefault(finding.line, [])
+        codes += [finding.code] if finding.code not in codes else []
+    return lines
+
+
 def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool) -> Plan:
     """Raises SourceError (it does not parse) and OSError / UnicodeDecodeError (cannot read)."""
     source = path.read_text(encoding="utf-8")
@@ -50,6 +59,7 @@ def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool) -> Plan:
     by_code = {rule.CODE: rule for rule in rules}
     checked = check(source, name, rules)
     plan = Plan(findings=len(checked.findings))
+    lines = _lines(checked.findings)
     original = Program(source, name)
     claims: List[str] = []
     for finding in checked.findings:
@@ -67,7 +77,7 @@ def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool) -> Plan:
         claim = _claim(by_code.get(finding.code))
         claims += [claim] if claim not in claims else []
         plan.comparisons.append(Comparison(finding.code, finding.line, "", finding.fix.safety.value,
-                                           [claim], original, Program(fixed, name), finding.fix.description))
+                                           [claim], original, Program(fixed, name), finding.fix.description, lines))
     if plan.comparisons:
         try:
             every = fix(source, name, rules, unsafe=unsafe).source
@@ -75,7 +85,7 @@ def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool) -> Plan:
             plan.skipped.append(("all", 0, str(error)))
         else:
             plan.comparisons.append(Comparison("all", None, "", "", claims, original, Program(every, name),
-                                               "every fix applied"))
+                                               "every fix applied", lines))
     return plan
 
 
@@ -91,10 +101,14 @@ def fixture_plan(folder: Path, registry: dict) -> Plan:
         code = FIXTURE.match(sub.name).group(1)  # type: ignore[union-attr]
         before, after = sub / "before.py", sub / "after.py"
         rule = registry.get(code)
+        source = before.read_text(encoding="utf-8")
+        try:
+            lines = _lines(check(source, str(before), [rule]).findings) if rule is not None else {}
+        except SourceError:  # it still runs: the run says what is wrong with it
+            lines = {}
         plan.comparisons.append(Comparison(
-            code, None, sub.name, "", [_claim(rule)],
-            Program(before.read_text(encoding="utf-8"), str(before)),
+            code, None, sub.name, "", [_claim(rule)], Program(source, str(before)),
             Program(after.read_text(encoding="utf-8"), str(after)),
-            "" if rule is not None else f"{code} is not a known rule: no claim to check",
+            "" if rule is not None else f"{code} is not a known rule: no claim to check", lines,
         ))
     return plan

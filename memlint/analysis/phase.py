@@ -1,0 +1,121 @@
+"""Phase: whether code trains or evaluates.
+
+Asked as `facts.phase`:
+
+- `is_training(node)`: a loop (usually) that backwards or steps an optimizer, itself or through
+  a helper (memlint.analysis.roles), or runs in a training function (`in_training_function`):
+  inside `accelerator.accumulate`, Lightning's `training_step`, the `forward` of a module class,
+  or a function whose result its caller backwards by convention (`TRAINING_FUNCTIONS`:
+  `compute_loss`, `train_step`, ...);
+- `eval_evidence(loop)`: why a loop looks like evaluation or inference: "eval-mode" (after
+  `model.eval()` in its function), "named" (in a function named like evaluate/validate/predict/
+  infer/generate/sample, unless it hands samples back with their graph), "script" (a file with no
+  backward and no step that loads weights or calls `.eval()`, the loop at module level or in a
+  `main()` returning nothing); else None.
+
+Asked by: MEM201 and MEM202 (`in_training_function`, `eval_evidence`), MEM203 (`is_training`,
+`eval_evidence`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Optional
+
+import libcst as cst
+
+from memlint.analysis.receivers import Receivers
+from memlint.analysis.regions import Regions
+from memlint.analysis.roles import ModeCall, Roles
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import TreeIndex
+from memlint.analysis.values import Values
+
+_EVAL_FUNCTION = re.compile(
+    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
+    r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
+_SAMPLING_FUNCTION = re.compile(r"(^|_)(generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
+# Functions whose result is, by convention, backwarded by their caller.
+TRAINING_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "forward",
+                                "loss", "get_loss", "compute_losses", "__call__"})
+
+
+class Phase:
+    """Training or evaluation, for the loops and functions of one module (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, regions: Regions,
+                 receivers: Receivers, roles: Roles, values: Values) -> None:
+        self.names = names
+        self.tree = tree
+        self.module = tree.module
+        self.scopes = scopes
+        self.regions = regions
+        self.receivers = receivers
+        self.roles = roles
+        self.values = values
+
+    def is_training(self, node: cst.CSTNode) -> bool:
+        """Whether `node` (a loop, usually) trains: it backwards or steps an optimizer, itself or
+        through a helper, or runs inside Lightning's `training_step`, `accelerator.accumulate`,
+        or a function whose result callers backward by convention (`compute_loss`, `forward`)."""
+        if self.roles.backwards_in(node) or self.roles.steps_in(node):
+            return True
+        return self.in_training_function(node)
+
+    def in_training_function(self, node: cst.CSTNode) -> bool:
+        if self.regions.in_accumulate(node):
+            return True
+        func = self.tree.function_of(node)
+        while func is not None:
+            if func.name.value in TRAINING_FUNCTIONS or self.regions.is_lightning_training_step(func):
+                return True
+            klass = self.tree.class_of(func)
+            if klass is not None and klass.name.value in self.receivers.module_classes and func.name.value == "forward":
+                return True
+            func = self.tree.function_of(func)
+        return False
+
+    def eval_evidence(self, loop: cst.CSTNode) -> Optional[str]:
+        """Why `loop` looks like evaluation or inference rather than part of a training step:
+        "eval-mode" (after `model.eval()` in the same function), "named" (in a function named
+        like evaluate/validate/predict/infer/generate/sample), "script" (a file with no backward
+        and no optimizer step, at module level or in a function returning nothing); else None."""
+        scope = self.tree.scope_of(loop)
+        position = self.tree.order(loop)
+        latest: Dict[str, ModeCall] = {}
+        for mode_call in sorted(self.roles.mode_calls, key=lambda m: self.tree.order(m.call)):
+            if self.tree.scope_of(mode_call.call) is not scope or self.tree.order(mode_call.call) > position:
+                continue
+            latest[mode_call.target] = mode_call
+        modes = {m.mode for m in latest.values() if self.receivers.is_model(m.call.func.value)}  # type: ignore[attr-defined]
+        if "train" in modes:
+            return None  # the model was put in training mode for this loop
+        if "eval" in modes:
+            return "eval-mode"
+        func = self.tree.function_of(loop)
+        while func is not None:
+            name = func.name.value
+            if _EVAL_FUNCTION.search(name) and not name.startswith("test_"):
+                if _SAMPLING_FUNCTION.search(name) and any(
+                        self.values.carries_grad(value, value) for value in self.scopes.returned(func)):
+                    return None  # samples handed back with their graph: the caller may train on them
+                return "named"
+            func = self.tree.function_of(func)
+        if not self.roles.backwards and not self.roles.optimizer_steps and self._inference_signs() and (
+                scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
+                                         and not self.scopes.returned(scope))):
+            return "script"
+        return None
+
+    def _inference_signs(self) -> bool:
+        """The file loads trained weights or puts a model in eval mode somewhere."""
+        if any(m.mode == "eval" for m in self.roles.mode_calls):
+            return True
+        for call in self.scopes.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("load_state_dict", "from_pretrained"):
+                return True
+            if self.names.call_name(call) in ("torch.load", "torch.hub.load", "torch.jit.load"):
+                return True
+        return False

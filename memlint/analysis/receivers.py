@@ -1,0 +1,344 @@
+"""Receivers: which names are optimizers, models and losses.
+
+Asked as `facts.receivers`, from what names are bound to, how they are used, and how they are
+named:
+
+- `optimizers`: dotted names built from `torch.optim.*` (and transformers, bitsandbytes, apex
+  optimizers), used with `.zero_grad()` or `.param_groups`, annotated as one, or built on a
+  model's parameters and stepped; `is_optimizer(expr)` adds names that read like one (`opt`,
+  `g_optimizer`, not `scheduler`); `is_known_optimizer(dotted, at)` also accepts a parameter
+  that every call site passes an optimizer; `parameters_owners(optimizer)`: the models it is
+  built on; `is_scaler(expr)`: a GradScaler;
+- `models`: names bound to an `nn.Module` (a torch.nn class, a class of this module deriving from
+  one, `from_pretrained`, `torch.compile`, DDP, moved with `.to()`/`.cuda()`); `module_classes`:
+  the classes of this module that are modules; `is_model(expr)` adds names that read like one
+  (`model`, `net`, `self.encoder`) and refuses classes, factories and losses;
+  `constructor_of(expr)`: the class a model was built from (`torch.nn.GRU`);
+- `loss_objects`: names bound to a `torch.nn.*Loss()`.
+
+Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
+`forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
+`parameters_owners`), MEM206 (`constructor_of`).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cached_property
+from typing import FrozenSet, Iterator, Optional, Set
+
+import libcst as cst
+
+from memlint.analysis.regions import LIGHTNING_BASES
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import TreeIndex, argument, dotted_name, expression_nodes, last_part
+
+GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
+                          "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
+_OPTIMIZER_NAME = re.compile(
+    r"^(opt|optim|optimizer|optimiser)s?(_\w+)?$|_(opt|optim|optimizer|optimiser)$|^opt_?[a-z]$|^optimizer\w*$",
+    re.IGNORECASE)
+_NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
+_MODEL_NAME = re.compile(
+    r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
+    r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
+    r"autoencoder|netG|netD|ema_model|lm|llm)\d*$",
+    re.IGNORECASE)
+# `base_model`, `text_encoder`, `model_ema`: only as a plain name or an attribute of `self`
+# (`pipe.generate_language_model(...)` is a method, not a model)
+_MODEL_COMPOUND = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$|^(model|net)_\w+$",
+                             re.IGNORECASE)
+_NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
+                               r"factory|builder|pipeline)$")
+_MAKES_A_MODEL = re.compile(
+    r"^(get|load|build|create|make|init|initialize|setup|prepare|wrap|unwrap|convert|save|export|to|from|copy|"
+    r"clone|freeze|unfreeze|compile|quantize|merge|apply|register|find|check|is|has|update|print|log|"
+    r"instantiate|restore|download|fetch|construct|define|new|train|evaluate|eval|test|run|truncate)_",
+    re.IGNORECASE)
+_NN_NOT_MODULE = re.compile(r"^torch\.nn\.(functional|init|utils|parameter|Parameter|parallel\.scatter)")
+_MODEL_FACTORIES = re.compile(
+    r"(\.from_pretrained$|^timm\.create_model$|^torchvision\.models\.[a-z]\w*$|^torch\.compile$|"
+    r"^torch\.nn\.parallel\.DistributedDataParallel$|^torch\.nn\.DataParallel$|^torch\.jit\.script$)")
+# `X.from_pretrained` that does not make a module running with grad (diffusers pipelines run
+# under no_grad, like HF generate)
+_NOT_A_MODULE = re.compile(r"Tokenizer|Processor|Config|Extractor|Pipeline|Scheduler|Dataset")
+_MODEL_MOVERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "eval", "train",
+                           "requires_grad_", "share_memory"})
+LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_func|loss_function|"
+                        r"lossfn|\w+_loss_fn|loss_fn_\w+|loss_module|compute_loss)$", re.IGNORECASE)
+
+
+def _is_parameters_call(expr: cst.BaseExpression) -> bool:
+    """`model.parameters()`, `model.named_parameters()`, `filter(..., model.parameters())`, `[...]`."""
+    for node in expression_nodes(expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value in ("parameters", "named_parameters"):
+            return True
+    return False
+
+
+class Receivers:
+    """The optimizers, models and losses of one module (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
+        self.names = names
+        self.tree = tree
+        self.scopes = scopes
+        self.module = tree.module
+
+    @cached_property
+    def optimizers(self) -> FrozenSet[str]:
+        return frozenset(self._find_optimizers() | self._annotated_optimizers() | self._built_on_parameters())
+
+    @cached_property
+    def module_classes(self) -> FrozenSet[str]:
+        return frozenset(self._module_classes())
+
+    @cached_property
+    def models(self) -> FrozenSet[str]:
+        return frozenset(self._find_models())
+
+    @cached_property
+    def loss_objects(self) -> FrozenSet[str]:
+        return frozenset(
+            dotted for assign in self.scopes.assigns if isinstance(assign.value, cst.Call)
+            and (self.names.call_name(assign.value) or "").startswith("torch.nn.")
+            and (self.names.call_name(assign.value) or "").endswith("Loss")
+            for dotted in (dotted_name(t.target) for t in assign.targets) if dotted is not None)
+
+    def _find_optimizers(self) -> Set[str]:
+        found: Set[str] = set()
+        for call in self.scopes.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
+                receiver = dotted_name(func.value)
+                if receiver is not None and not _MODEL_NAME.search(last_part(receiver)):
+                    found.add(receiver)
+        for node in self.scopes.assigns:
+            for target in node.targets:
+                receiver = dotted_name(target.target)
+                if receiver is not None and isinstance(node.value, cst.Call) and \
+                        self._is_optimizer_factory(node.value):
+                    found.add(receiver)
+        for attr in self._param_group_receivers():
+            found.add(attr)
+        return found
+
+    def _annotated_optimizers(self) -> Set[str]:
+        """Parameters annotated as optimizers: `def train(opt: torch.optim.Optimizer)`."""
+        found: Set[str] = set()
+        for bind in self.scopes.every_binding():
+            node = bind.node
+            if bind.kind == "param" and isinstance(node, cst.Param) and node.annotation is not None:
+                qualified = self.names.qualified_name(node.annotation.annotation) or ""
+                if qualified.startswith("torch.optim.") and "lr_scheduler" not in qualified:
+                    found.add(bind.name)
+        return found
+
+    def _built_on_parameters(self) -> Set[str]:
+        """Names bound to an object built on a model's parameters, `hydra.utils.instantiate(cfg.optim,
+        model.parameters())`, that are stepped somewhere (`x.step()`): optimizers by what they do."""
+        stepped = {dotted_name(c.func.value) for c in self.scopes.calls  # type: ignore[attr-defined]
+                   if isinstance(c.func, cst.Attribute) and c.func.attr.value == "step"}
+        found: Set[str] = set()
+        for assign in self.scopes.assigns:
+            value = assign.value
+            if not isinstance(value, cst.Call) or "lr_scheduler" in (self.names.call_name(value) or ""):
+                continue
+            if not any(_is_parameters_call(arg.value) for arg in value.args):
+                continue
+            for target in assign.targets:
+                dotted = dotted_name(target.target)
+                if dotted in stepped and not _NOT_OPTIMIZER_NAME.search(last_part(dotted)) and \
+                        not re.search(r"ema|swa|averag", last_part(dotted), re.IGNORECASE):
+                    found.add(dotted)  # type: ignore[arg-type]
+        return found
+
+    def _is_optimizer_factory(self, call: cst.Call) -> bool:
+        qualified = self.names.call_name(call) or ""
+        if qualified.startswith("torch.optim.") and not qualified.startswith("torch.optim.lr_scheduler") \
+                and qualified[len("torch.optim."):][:1].isupper():
+            return True
+        if qualified.startswith(("torch.optim.", "transformers.", "bitsandbytes.optim.", "apex.optimizers.",
+                                 "torch.distributed.optim.")) and "Optim" in last_part(qualified) or \
+                last_part(qualified) in ("AdamW", "Adafactor", "Adam", "SGD", "Lion"):
+            return True
+        func = call.func
+        return isinstance(func, cst.Attribute) and func.attr.value in ("optimizers", "create_optimizer")
+
+    def _param_group_receivers(self) -> Iterator[str]:
+        for call in self.scopes.calls:  # `opt.param_groups` reached from calls is enough: loops read it
+            for arg in call.args:
+                value = arg.value
+                while isinstance(value, cst.Subscript):  # opt.param_groups[0]["lr"]
+                    value = value.value
+                if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
+                    receiver = dotted_name(value.value)
+                    if receiver:
+                        yield receiver
+        for bind in self.scopes.every_binding():
+            value = bind.value
+            while isinstance(value, cst.Subscript):
+                value = value.value
+            if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
+                receiver = dotted_name(value.value)
+                if receiver:
+                    yield receiver
+
+    def is_optimizer(self, expr: cst.BaseExpression) -> bool:
+        """Built from torch.optim.*, used with .zero_grad()/.param_groups, or named like one."""
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return False
+        if dotted in self.optimizers:
+            return True
+        last = last_part(dotted)
+        return bool(_OPTIMIZER_NAME.search(last)) and not _NOT_OPTIMIZER_NAME.search(last)
+
+    def is_known_optimizer(self, dotted: Optional[str], at: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `dotted`, read at `at`, surely is an optimizer: one of `optimizers`, or a
+        parameter of its function that every call of the function in this module passes one."""
+        if dotted is None:
+            return False
+        if dotted in self.optimizers:
+            return True
+        func = self.tree.function_of(at)
+        if func is None or "." in dotted or depth > 3:
+            return False
+        params = func.params
+        positional = [*params.posonly_params, *params.params]
+        names = [p.name.value for p in positional]
+        if dotted not in names and dotted not in [p.name.value for p in params.kwonly_params]:
+            return False
+        if any(b.kind != "param" for b in self.scopes.bindings(func, dotted)):
+            return False  # rebound in the function
+        sites = self.scopes.call_sites(func)
+        if not sites:
+            return False
+        offset = 1 if self.tree.class_of(func) is not None and names[:1] in (["self"], ["cls"]) else 0
+        for site in sites:
+            arg = argument(site, dotted, names.index(dotted) - offset if dotted in names else None)
+            if arg is None or arg.star or not self.is_known_optimizer(dotted_name(arg.value), site, depth + 1):
+                return False
+        return True
+
+    def parameters_owners(self, optimizer: str) -> Set[str]:
+        """The models an optimizer is built on: `{"model"}` for `opt = SGD(model.parameters())`."""
+        owners: Set[str] = set()
+        for assign in self.scopes.assigns:
+            if not isinstance(assign.value, cst.Call) or \
+                    not any(dotted_name(t.target) == optimizer for t in assign.targets):
+                continue
+            for arg in assign.value.args:
+                for node in expression_nodes(arg.value):
+                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                            node.func.attr.value in ("parameters", "named_parameters"):
+                        owner = dotted_name(node.func.value)
+                        if owner is not None:
+                            owners.add(owner)
+        return owners
+
+    def is_scaler(self, expr: cst.BaseExpression) -> bool:
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return False
+        for bind in self.scopes.bindings(self.module, dotted):
+            if isinstance(bind.value, cst.Call) and self.names.call_name(bind.value) in GRAD_SCALER:
+                return True
+        return "scaler" in last_part(dotted).lower()
+
+    def _module_classes(self) -> Set[str]:
+        found: Set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, klass in self.scopes.classes.items():
+                if name in found:
+                    continue
+                for base in klass.bases:
+                    dotted = dotted_name(base.value) or ""
+                    qualified = self.names.qualified_name(base.value) or ""
+                    if dotted in found or qualified.startswith(("torch.nn.", "transformers.")) or \
+                            LIGHTNING_BASES.search(dotted) or last_part(dotted) in ("Module", "PreTrainedModel"):
+                        found.add(name)
+                        changed = True
+                        break
+        return found
+
+    def _find_models(self) -> Set[str]:
+        found: Set[str] = set()
+        for assign in self.scopes.assigns:
+            if self._is_model_value(assign.value, found):
+                for target in assign.targets:
+                    dotted = dotted_name(target.target)
+                    if dotted is not None:
+                        found.add(dotted)
+        changed = True
+        while changed:  # `model = model.to(device)`, `net = DDP(model)`
+            changed = False
+            for assign in self.scopes.assigns:
+                if self._is_model_value(assign.value, found):
+                    for target in assign.targets:
+                        dotted = dotted_name(target.target)
+                        if dotted is not None and dotted not in found:
+                            found.add(dotted)
+                            changed = True
+        return found
+
+    def _is_model_value(self, value: cst.BaseExpression, known: Set[str]) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        qualified = self.names.call_name(value) or ""
+        if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
+                last_part(qualified)[:1].isupper() and not last_part(qualified).endswith("Loss"):
+            return True
+        if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified):
+            return True
+        func = value.func
+        if isinstance(func, cst.Name) and func.value in self.module_classes:
+            return True
+        if isinstance(func, cst.Attribute):
+            if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or ""):
+                return True
+            if func.attr.value in _MODEL_MOVERS and (dotted_name(func.value) in known or
+                                                     self._is_model_value(func.value, known)):
+                return True
+        return False
+
+    def is_model(self, expr: cst.BaseExpression) -> bool:
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return False
+        if dotted in self.models:
+            return True
+        if self.names.qualified_name(expr) is not None:
+            return False  # an imported callable (torch.relu, F.softmax, np.mean)
+        last = last_part(dotted)
+        if dotted in self.scopes.classes or (last[:1].isupper() and last[1:2].islower()) or \
+                _NOT_A_MODEL_CALL.search(last) or _MAKES_A_MODEL.search(last) or \
+                any(b.kind == "def" for b in self.scopes.bindings(self.module, dotted)):
+            return False  # a class or a function: calling it makes (or loads) a model, it does not run one
+        if LOSS_NAME.search(last):
+            return False
+        if _MODEL_NAME.search(last):
+            return True
+        receiver = dotted[:-len(last)].rstrip(".")
+        return receiver in ("", "self") and bool(_MODEL_COMPOUND.search(last))
+
+    def constructor_of(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The qualified constructor a model name was built from (`torch.nn.GRU` for
+        `rnn = nn.GRU(...).to(device)`), when every assignment to it agrees; else None."""
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return None
+        found: Set[Optional[str]] = set()
+        for assign in self.scopes.assigns:
+            if not any(dotted_name(t.target) == dotted for t in assign.targets):
+                continue
+            value = assign.value
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                    value.func.attr.value in _MODEL_MOVERS and isinstance(value.func.value, cst.Call):
+                value = value.func.value
+            found.add(self.names.call_name(value) if isinstance(value, cst.Call) else None)
+        return found.pop() if len(found) == 1 else None

@@ -1,0 +1,334 @@
+"""Regions: where grad mode, autocast and gradient accumulation change, and grad mode at a node.
+
+Asked as `facts.regions`:
+
+- `grad_regions` (`Region`): `with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(...)`
+  / `enable_grad()`; `autocasts` (`Autocast`: device, dtype, enabled, deprecated spelling):
+  `with torch.autocast(...)` and its older spellings; `accumulate_regions`:
+  `with accelerator.accumulate(...)`;
+- at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`, and
+  `grad_enabled`: whether autograd records there, from the regions around it, its function's
+  decorators (`grad_enabled_by_decorator`: `@torch.no_grad()`, Lightning's `validation_step`-style
+  hooks, which Lightning runs without grad) and, for a helper, the grad mode at its call sites.
+  It is None when that cannot be told (a bare `set_grad_enabled(...)`, an unknown decorator),
+  and rules then do not report;
+- `autocast_devices` / `autocast_dtypes`: what an autocast region can run on and compute in
+  (`device_types` follows `"cuda" if ... else "cpu"`, `str(device)`, a name bound once);
+- `is_lightning_training_step(func)`.
+
+Asked by: values (a forward carries grad only where grad is enabled), calls (helpers that run
+without grad are not followed), phase (`accelerator.accumulate`, Lightning's training_step),
+MEM201, MEM202, MEM203, MEM206 (`grad_enabled`), MEM301 (`in_accumulate`, `accumulate_regions`),
+MEM401 (`autocasts`, `autocast_devices`, `autocast_dtypes`, `grad_enabled`), MEM404 (`autocast_at`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, List, Optional, Set
+
+import libcst as cst
+
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, literal_bool
+
+_GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+                       "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
+GRAD_SET = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                       "torch.autograd.grad_mode.set_grad_enabled"})
+_GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
+                      "torch.autograd.grad_mode.enable_grad"})
+_AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
+                       "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
+_DTYPE_ALIASES = {"torch.half": "torch.float16", "torch.bfloat16": "torch.bfloat16",
+                  "torch.float": "torch.float32"}
+# Hooks Lightning runs under no_grad / inference_mode.
+_LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})
+_LIGHTNING_TRAINING = frozenset({"training_step"})
+_GRAD_DECORATOR = re.compile(r"no_?grad|inference", re.IGNORECASE)
+_NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "setter", "getter", "deleter",
+                                 "abstractmethod", "wraps", "lru_cache", "cache", "cached_property", "overload",
+                                 "override", "contextmanager", "dataclass", "fixture", "parametrize", "mark",
+                                 "skipif", "skip", "slow", "require_torch", "require_torch_gpu", ""})
+# Lightning modules, by their base class
+LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
+
+
+@dataclass(frozen=True)
+class Region:
+    """A `with` item that changes grad mode, autocast or gradient accumulation."""
+
+    node: cst.With
+    item: cst.WithItem
+    kind: str  # "no_grad", "inference_mode", "set_grad_enabled", "enable_grad", "autocast", "accumulate"
+    grad_enabled: Optional[bool]  # what it sets grad mode to; None when unknown (a variable)
+
+
+@dataclass(frozen=True)
+class Autocast:
+    region: Region
+    call: cst.Call
+    device_type: Optional[str]  # "cuda", "cpu"; None when not a literal
+    dtype: Optional[str]  # "torch.float16", ...; None when not given (device default)
+    enabled: Optional[bool]  # False/True literal, None when not given or not a literal
+    deprecated: bool  # torch.cuda.amp.autocast
+
+
+class Regions:
+    """The regions of one module and grad mode at its nodes (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
+        self.names = names
+        self.tree = tree
+        self.scopes = scopes
+        self.grad_regions: List[Region] = []
+        self.autocasts: List[Autocast] = []
+        self.accumulate_regions: List[Region] = []
+        self._grad_region_of: Dict[int, Region] = {}  # id(With) -> innermost grad item
+        self._accumulate_withs: Set[int] = set()
+        self._toggles: Set[int] = set()  # scopes with a bare set_grad_enabled(...) statement
+        self._memo_enabled: Dict[int, Optional[bool]] = {}
+        for node in scopes.withs:
+            for item in node.items:
+                self._region(node, item)
+        for call in scopes.calls:
+            statement = tree.parent(call)
+            if type(statement) is cst.Expr and type(tree.parent(statement)) is cst.SimpleStatementLine and \
+                    names.call_name(call) in GRAD_SET:
+                self._toggles.add(id(tree.scope_of(call)))
+
+    def _region(self, node: cst.With, item: cst.WithItem) -> None:
+        call = item.item
+        if not isinstance(call, cst.Call):
+            qualified = self.names.qualified_name(call)
+            if qualified in _GRAD_OFF:  # `with torch.no_grad:` is an error, but mean it kindly
+                region = Region(node, item, "no_grad", False)
+                self.grad_regions.append(region)
+                self._grad_region_of[id(node)] = region
+            return
+        qualified = self.names.call_name(call)
+        region: Optional[Region] = None
+        if qualified in _GRAD_OFF:
+            kind = "inference_mode" if qualified.endswith("inference_mode") else "no_grad"
+            mode = argument(call, "mode", 0) if kind == "inference_mode" else None
+            on = True if mode is None else literal_bool(mode.value)
+            if on is not False:  # inference_mode(False) changes nothing
+                region = Region(node, item, kind, None if on is None else False)
+        elif qualified in GRAD_SET:
+            mode = argument(call, "mode", 0)
+            region = Region(node, item, "set_grad_enabled", literal_bool(mode.value) if mode else None)
+        elif qualified in _GRAD_ON:
+            region = Region(node, item, "enable_grad", True)
+        elif qualified in _AUTOCAST:
+            autocast = self._autocast(node, item, call, qualified)
+            self.autocasts.append(autocast)
+        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "accumulate" and \
+                "accelerat" in (dotted_name(call.func.value) or "").lower():
+            accumulate = Region(node, item, "accumulate", None)
+            self.accumulate_regions.append(accumulate)
+            self._accumulate_withs.add(id(node))
+        if region is not None:
+            self.grad_regions.append(region)
+            if id(node) not in self._grad_region_of or region.grad_enabled is not None:
+                self._grad_region_of[id(node)] = region
+
+    def _autocast(self, node: cst.With, item: cst.WithItem, call: cst.Call, qualified: str) -> Autocast:
+        deprecated = qualified.startswith(("torch.cuda.amp", "torch.cpu.amp"))
+        device: Optional[str]
+        if deprecated:
+            device = "cuda" if qualified.startswith("torch.cuda") else "cpu"
+            enabled_arg, dtype_arg = argument(call, "enabled", 0), argument(call, "dtype", 1)
+        else:
+            device_arg = argument(call, "device_type", 0)
+            device = None
+            if device_arg is not None and isinstance(device_arg.value, cst.SimpleString):
+                device = device_arg.value.evaluated_value.split(":")[0]  # type: ignore[union-attr]
+            dtype_arg, enabled_arg = argument(call, "dtype", 1), argument(call, "enabled", 2)
+        dtype = self.names.qualified_name(dtype_arg.value) if dtype_arg is not None else None
+        if dtype_arg is not None and dtype is None:
+            dtype = "<unknown>"
+        enabled = literal_bool(enabled_arg.value) if enabled_arg is not None else None
+        return Autocast(Region(node, item, "autocast", None), call, device, dtype, enabled, deprecated)
+
+    def grad_enabled_by_decorator(self, func: cst.FunctionDef) -> Optional[bool]:
+        """False for `@torch.no_grad()` / `@torch.inference_mode()` functions and Lightning's
+        no-grad hooks, True for `@torch.enable_grad()`, None when nothing says."""
+        for decorator in func.decorators:
+            expr = decorator.decorator
+            call = expr if isinstance(expr, cst.Call) else None
+            qualified = self.names.call_name(call) if call is not None else self.names.qualified_name(expr)
+            if qualified in _GRAD_OFF:
+                if call is not None and qualified.endswith("inference_mode"):
+                    mode = argument(call, "mode", 0)
+                    if mode is not None and literal_bool(mode.value) is not True:
+                        return None if literal_bool(mode.value) is None else True
+                return False
+            if qualified in _GRAD_ON:
+                return True
+            if qualified in GRAD_SET and call is not None:
+                mode = argument(call, "mode", 0)
+                return literal_bool(mode.value) if mode is not None else None
+            dotted = dotted_name(call.func if call is not None else expr) or ""
+            if _GRAD_DECORATOR.search(last_part(dotted)):
+                return False  # `@smart_inference_mode()`, `@no_grad_wrapper`: a home-made no_grad
+        if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
+            return False
+        return None
+
+    def _unknown_decorator(self, func: cst.FunctionDef) -> bool:
+        for decorator in func.decorators:
+            expr = decorator.decorator
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            if self.names.qualified_name(target) is None and \
+                    last_part(dotted_name(target)) not in _NEUTRAL_DECORATORS:
+                return True
+        return False
+
+    def _in_lightning_module(self, func: cst.FunctionDef) -> bool:
+        klass = self.tree.class_of(func)
+        if klass is None:
+            return False
+        names = {dotted_name(b.value) or "" for b in klass.bases}
+        if any(LIGHTNING_BASES.search(n) for n in names):
+            return True
+        methods = {s.name.value for s in klass.body.body if isinstance(s, cst.FunctionDef)}
+        return "configure_optimizers" in methods
+
+    def is_lightning_training_step(self, func: cst.FunctionDef) -> bool:
+        return func.name.value in _LIGHTNING_TRAINING and self._in_lightning_module(func)
+
+    def region_at(self, node: cst.CSTNode) -> Optional[Region]:
+        """The innermost grad-mode `with` whose body holds `node`."""
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, cst.With) and child is ancestor.body:
+                region = self._grad_region_of.get(id(ancestor))
+                if region is not None:
+                    return region
+            child = ancestor
+        return None
+
+    def grad_enabled(self, node: cst.CSTNode) -> Optional[bool]:
+        """Whether autograd records at `node`: False inside no_grad/inference_mode regions, in
+        decorated functions and in functions called only from such places; None when it cannot
+        be told (a bare `set_grad_enabled(...)`, `set_grad_enabled(flag)`); else True."""
+        region = self.region_at(node)
+        if region is not None:
+            return region.grad_enabled
+        scope = self.tree.scope_of(node)
+        if id(scope) in self._toggles:
+            return None
+        if isinstance(scope, cst.FunctionDef):
+            return self._function_grad_enabled(scope)
+        if isinstance(scope, cst.Lambda):
+            return self.grad_enabled(scope)
+        return True
+
+    def _function_grad_enabled(self, func: cst.FunctionDef) -> Optional[bool]:
+        key = id(func)
+        if key in self._memo_enabled:
+            return self._memo_enabled[key]
+        self._memo_enabled[key] = True  # a recursive call does not decide
+        decorated = self.grad_enabled_by_decorator(func)
+        if decorated is not None:
+            result: Optional[bool] = decorated
+        elif self._unknown_decorator(func):
+            result = None  # an unknown decorator may switch grad off: do not guess
+        else:
+            sites = self.scopes.call_sites(func)
+            modes = {self.grad_enabled(site) for site in sites}
+            if sites and modes == {False}:
+                result = False
+            elif None in modes:
+                result = None
+            else:
+                result = True
+        self._memo_enabled[key] = result
+        return result
+
+    def in_accumulate(self, node: cst.CSTNode) -> bool:
+        """Inside `with accelerator.accumulate(model):`."""
+        return any(isinstance(a, cst.With) and id(a) in self._accumulate_withs for a in self.tree.ancestors(node))
+
+    def autocast_at(self, node: cst.CSTNode) -> Optional[Autocast]:
+        """The innermost autocast region whose body holds `node` (same function)."""
+        by_with = {id(a.region.node): a for a in self.autocasts}
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, cst.With) and child is ancestor.body and id(ancestor) in by_with:
+                return by_with[id(ancestor)]
+            child = ancestor
+        return None
+
+    def device_types(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
+        """The device types (`"cuda"`, `"cpu"`) an expression can name, or None when unknown:
+        `"cuda:0"`, `str(device)`, `device.type`, `torch.device(...)`, `"cuda" if ... else "cpu"`,
+        and a plain name bound once (in its function or the module) to one of these."""
+        if depth > 8:
+            return None
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            return frozenset({value.split(":")[0]}) if isinstance(value, str) else None
+        if isinstance(expr, cst.FormattedString) and expr.parts and isinstance(expr.parts[0], cst.FormattedStringText):
+            head = expr.parts[0].value  # f"cuda:{rank}"
+            return frozenset({head.split(":")[0]}) if ":" in head else None
+        if isinstance(expr, cst.IfExp):
+            body, orelse = self.device_types(expr.body, depth + 1), self.device_types(expr.orelse, depth + 1)
+            return None if body is None or orelse is None else body | orelse
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
+            return self.device_types(expr.value, depth + 1)
+        if isinstance(expr, cst.Call) and expr.args and not expr.args[0].keyword and not expr.args[0].star:
+            is_str = isinstance(expr.func, cst.Name) and expr.func.value == "str"
+            if is_str or self.names.call_name(expr) == "torch.device":
+                return self.device_types(expr.args[0].value, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            binds = self.scopes.bindings_seen(expr.value, expr)
+            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
+                return self.device_types(binds[0].value, depth + 1)
+        return None
+
+    def _dtype_values(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:
+        qualified = self.names.qualified_name(expr)
+        if qualified is not None:
+            return frozenset({_DTYPE_ALIASES.get(qualified, qualified)})
+        if isinstance(expr, cst.IfExp) and depth < 8:
+            body, orelse = self._dtype_values(expr.body, depth + 1), self._dtype_values(expr.orelse, depth + 1)
+            return None if body is None or orelse is None else body | orelse
+        if isinstance(expr, cst.Name) and depth < 8:
+            binds = self.scopes.bindings_seen(expr.value, expr)
+            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
+                return self._dtype_values(binds[0].value, depth + 1)
+        return None
+
+    def autocast_devices(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
+        """The device types an autocast region may run on; None when unknown."""
+        if autocast.deprecated:
+            return frozenset({autocast.device_type or "cuda"})
+        device_arg = argument(autocast.call, "device_type", 0)
+        return self.device_types(device_arg.value) if device_arg is not None else None
+
+    def autocast_dtypes(self, autocast: Autocast) -> Optional[FrozenSet[str]]:
+        """The dtypes an autocast region can compute in (`torch.float16`, `torch.bfloat16`) on the
+        GPU when it may run there (`"cuda" if available else "cpu"` counts as CUDA), with the
+        device's default when no dtype is given (float16 on CUDA, bfloat16 on the CPU); None when
+        unknown. A dtype held in a variable assigned once (`amp_dtype = torch.bfloat16`) is followed."""
+        dtype_arg = argument(autocast.call, "dtype", 1)
+        if dtype_arg is not None:
+            return self._dtype_values(dtype_arg.value)
+        devices = self.autocast_devices(autocast)
+        if devices is None:
+            return None
+        if "cuda" in devices:
+            devices = frozenset({"cuda"})
+        defaults = {"cuda": "torch.float16", "cpu": "torch.bfloat16", "xpu": "torch.bfloat16",
+                    "mps": "torch.float16", "hpu": "torch.bfloat16"}
+        if any(device not in defaults for device in devices):
+            return None
+        return frozenset(defaults[device] for device in devices)

@@ -1,0 +1,287 @@
+"""Roles: what a call does in a training step.
+
+Asked as `facts.roles`, for every call of the module:
+
+- `backwards` (`Backward`): `loss.backward()`, `scaler.scale(loss).backward()`,
+  `accelerator.backward(loss)` / `manual_backward`, `torch.autograd.backward/grad`;
+  `backward_of(call)`;
+- `optimizer_steps` (`OptimizerStep`): `optimizer.step()` and `scaler.step(optimizer)` on a
+  receiver that is an optimizer (memlint.analysis.receivers); `step_of(call)`;
+  `after_step(step, stmt)`: where code after the step goes (after `scaler.update()`);
+- `zero_grads` (`ZeroGrad`): `x.zero_grad(...)` and `p.grad = None`; `resets_grads(call)`: any
+  call that clears gradients (`p.grad.zero_()`, `torch._foreach_zero_`, a helper named so);
+  `grad_reads(node)`: `.grad` read under a node; `is_grad_clip(call)`;
+- `mode_calls` (`ModeCall`): `model.eval()` / `model.train()`;
+- `is_forward(call)` (a model called: `model(x)`, `self.net(x)`, `model.forward(x)`; not HF
+  `generate()`, which `is_generate` tells), `is_loss(call)` (`criterion(out, y)`,
+  `F.cross_entropy`), `uses_grad_scaler`;
+- under a node, helpers followed (memlint.analysis.calls), each with its call site in the node:
+  `backwards_in`, `steps_in`, `forwards_in`.
+
+Asked by: values (forwards and losses make graphs; what is backwarded), phase (does a loop
+backward or step), MEM201/202/203/205/206 (`backwards_in`, `forwards_in`, `is_forward`),
+MEM301/302 (steps, zero_grads, resets, `.grad` reads), MEM401/404 (backwards, the scaler).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import FrozenSet, List, Optional, Tuple
+
+import libcst as cst
+
+from memlint.analysis.calls import CallGraph
+from memlint.analysis.dataflow import sources_of
+from memlint.analysis.receivers import GRAD_SCALER, LOSS_NAME, Receivers
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part, literal_bool
+
+# Helpers whose name says they clear gradients (`zero_grads(model)`, `self.reset_grad()`).
+_RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
+AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
+_AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+# Objects whose `.backward(loss)` backwards its argument.
+_BACKWARD_OWNER = re.compile(r"(accelerator|fabric|engine|trainer|manual_backward)$", re.IGNORECASE)
+_FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|"
+                              r"kl_div|nll_loss|mse_loss|l1_loss)$")
+
+
+@dataclass(frozen=True)
+class Backward:
+    """A call that backpropagates: `loss.backward()`, `accelerator.backward(loss)`,
+    `scaler.scale(loss).backward()`, `torch.autograd.backward(loss)`, `torch.autograd.grad(...)`."""
+
+    call: cst.Call
+    loss: Optional[cst.BaseExpression]  # what is backwarded (`loss`), when known
+    kind: str  # "method", "owner" (accelerator.backward), "scaled", "autograd", "grad"
+    scaler: Optional[cst.BaseExpression]  # `scaler` in `scaler.scale(loss).backward()`
+    retain_graph: Optional[cst.BaseExpression]  # the value given for retain_graph=, if any
+    names: FrozenSet[str]  # plain names the backwarded value comes from
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    call: cst.Call
+    optimizer: Optional[str]  # dotted: "optimizer", "self.opt"; None when not a plain name
+    scaler: Optional[str]  # "scaler" in `scaler.step(optimizer)`
+
+
+@dataclass(frozen=True)
+class ZeroGrad:
+    """A gradient reset: `x.zero_grad(...)`, or an assignment `p.grad = None`."""
+
+    node: cst.CSTNode  # the Call, or the Assign
+    target: Optional[str]  # dotted receiver
+    set_to_none: Optional[cst.BaseExpression]  # the value given for set_to_none, if any
+    is_optimizer: bool
+
+
+@dataclass(frozen=True)
+class ModeCall:
+    """`model.eval()` / `model.train()` (`train(False)` counts as eval)."""
+
+    call: cst.Call
+    target: str
+    mode: str  # "eval" or "train"
+
+
+class Roles:
+    """The calls of one module by role (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, calls: CallGraph,
+                 receivers: Receivers) -> None:
+        self.names = names
+        self.tree = tree
+        self.scopes = scopes
+        self.calls = calls
+        self.receivers = receivers
+        self.mode_calls: List[ModeCall] = []
+        for call in scopes.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train"):
+                receiver = dotted_name(func.value)
+                if receiver is not None:
+                    mode = func.attr.value
+                    flag = argument(call, "mode", 0)
+                    if mode == "train" and flag is not None and literal_bool(flag.value) is False:
+                        mode = "eval"
+                    self.mode_calls.append(ModeCall(call, receiver, mode))
+        self._grad_assigns = [assign for assign in scopes.assigns for target in assign.targets
+                              if isinstance(target.target, cst.Attribute) and target.target.attr.value == "grad"]
+        self.backwards: List[Backward] = [b for b in map(self._backward, scopes.calls) if b is not None]
+        self._backward_of = {id(b.call): b for b in self.backwards}
+        self.optimizer_steps: List[OptimizerStep] = [
+            s for s in map(self._optimizer_step, scopes.calls) if s is not None]
+        self._step_of = {id(s.call): s for s in self.optimizer_steps}
+        self.zero_grads: List[ZeroGrad] = self._find_zero_grads()
+
+    def _backward(self, call: cst.Call) -> Optional[Backward]:
+        func = call.func
+        qualified = self.names.call_name(call)
+        retain = argument(call, "retain_graph")
+        if qualified in AUTOGRAD_BACKWARD or qualified in _AUTOGRAD_GRAD:
+            loss = argument(call, "tensors" if qualified in AUTOGRAD_BACKWARD else "outputs", 0)
+            value = loss.value if loss is not None else None
+            kind = "autograd" if qualified in AUTOGRAD_BACKWARD else "grad"
+            return Backward(call, value, kind, None, retain.value if retain else None,
+                            frozenset(sources_of(value)) if value is not None else frozenset())
+        if qualified is not None and qualified.endswith(".backward"):  # torch.distributed.autograd ...
+            names = frozenset().union(*(sources_of(a.value) for a in call.args)) if call.args else frozenset()
+            return Backward(call, None, "autograd", None, retain.value if retain else None, names)
+        if qualified is not None or not isinstance(func, cst.Attribute) or \
+                func.attr.value not in ("backward", "manual_backward"):
+            return None
+        receiver = func.value
+        owner = dotted_name(receiver)
+        if func.attr.value == "manual_backward" or (owner is not None and _BACKWARD_OWNER.search(last_part(owner))
+                                                    and call.args and call.args[0].keyword is None):
+            value = call.args[0].value if call.args else None
+            return Backward(call, value, "owner", None, retain.value if retain else None,
+                            frozenset(sources_of(value)) if value is not None else frozenset())
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and \
+                receiver.func.attr.value == "scale" and receiver.args:
+            value = receiver.args[0].value
+            return Backward(call, value, "scaled", receiver.func.value, retain.value if retain else None,
+                            frozenset(sources_of(value)))
+        return Backward(call, receiver, "method", None, retain.value if retain else None,
+                        frozenset(sources_of(receiver)))
+
+    def backward_of(self, call: cst.Call) -> Optional[Backward]:
+        return self._backward_of.get(id(call))
+
+    def _optimizer_step(self, call: cst.Call) -> Optional[OptimizerStep]:
+        func = call.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+            return None
+        if self.names.call_name(call) is not None:
+            return None
+        receiver = func.value
+        if call.args and call.args[0].keyword is None and self.receivers.is_scaler(receiver):
+            return OptimizerStep(call, dotted_name(call.args[0].value), dotted_name(receiver))
+        if self.receivers.is_optimizer(receiver):
+            return OptimizerStep(call, dotted_name(receiver), None)
+        return None
+
+    def step_of(self, call: cst.Call) -> Optional[OptimizerStep]:
+        return self._step_of.get(id(call))
+
+    def _find_zero_grads(self) -> List[ZeroGrad]:
+        found: List[ZeroGrad] = []
+        for call in self.scopes.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
+                receiver = dotted_name(func.value)
+                arg = argument(call, "set_to_none", 0)
+                found.append(ZeroGrad(call, receiver, arg.value if arg else None,
+                                      self.receivers.is_optimizer(func.value)))
+        for assign in self._grad_assigns:
+            target = assign.targets[0].target
+            found.append(ZeroGrad(assign, dotted_name(target), None, False))
+        return found
+
+    def is_forward(self, call: cst.Call) -> bool:
+        """A call of a model: `model(x)`, `self.net(x)`, `model(**batch)`, `model.forward(x)`.
+        Not `model.generate(...)` (HF runs it without grad)."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            return self.receivers.is_model(func.value)
+        return self.receivers.is_model(func)
+
+    def is_generate(self, call: cst.Call) -> bool:
+        func = call.func
+        return isinstance(func, cst.Attribute) and func.attr.value == "generate" and self.receivers.is_model(func.value)
+
+    def is_loss(self, call: cst.Call) -> bool:
+        """`criterion(out, y)`, `F.cross_entropy(...)`, `nn.MSELoss()(...)`."""
+        qualified = self.names.call_name(call) or ""
+        if _FUNCTIONAL_LOSS.search(qualified):
+            return True
+        func = call.func
+        if isinstance(func, cst.Call):  # nn.CrossEntropyLoss()(out, y)
+            inner = self.names.call_name(func) or ""
+            return inner.startswith("torch.nn.") and inner.endswith("Loss")
+        dotted = dotted_name(func)
+        if dotted is None or qualified:
+            return False
+        return dotted in self.receivers.loss_objects or bool(LOSS_NAME.search(last_part(dotted)))
+
+    def is_grad_clip(self, call: cst.Call) -> bool:
+        """`torch.nn.utils.clip_grad_norm_(...)` / `clip_grad_value_(...)` (any import spelling)."""
+        qualified = self.names.call_name(call) or ""
+        return qualified.startswith("torch.nn.utils") and last_part(qualified) in (
+            "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_grads_with_norm_")
+
+    def resets_grads(self, call: cst.Call) -> bool:
+        """A call that clears gradients: `x.zero_grad()`, `p.grad.zero_()` / `.detach_()` /
+        `.fill_(0)`, `torch._foreach_zero_(...)`, or a helper named like it (`zero_grads(model)`)."""
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "zero_grad":
+                return True
+            if method in ("zero_", "detach_", "fill_", "requires_grad_"):
+                receiver = func.value
+                while isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                    receiver = receiver.value
+                if isinstance(receiver, cst.Attribute) and receiver.attr.value == "grad":
+                    return True
+        qualified = self.names.call_name(call)
+        if qualified == "torch._foreach_zero_":
+            return True
+        last = last_part(dotted_name(func))
+        return bool(_RESET_NAME.search(last))
+
+    def grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
+        """`.grad` read under `node` (nested functions not entered): `p.grad.norm()`, `w.grad is None`;
+        not the target of `p.grad = None`."""
+        found: List[cst.Attribute] = []
+        stack: List[cst.CSTNode] = [node]
+        while stack:
+            current = stack.pop()
+            if current is not node and isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                continue
+            if isinstance(current, cst.Assign):
+                stack.append(current.value)
+                stack.extend(t.target.value for t in current.targets
+                             if isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad")
+                stack.extend(t.target for t in current.targets
+                             if not (isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad"))
+                continue
+            if isinstance(current, cst.Attribute) and current.attr.value == "grad":
+                found.append(current)
+            stack.extend(children(current))
+        return found
+
+    def after_step(self, step: OptimizerStep, stmt: cst.CSTNode) -> cst.CSTNode:
+        """Where code that runs after the step goes: after `scaler.update()` when that follows it."""
+        following = self.tree.next_statement(stmt)
+        if step.scaler is not None and isinstance(following, cst.SimpleStatementLine) and len(following.body) == 1:
+            expr = following.body[0]
+            if isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call) and \
+                    dotted_name(expr.value.func) == f"{step.scaler}.update":
+                return following
+        return stmt
+
+    @property
+    def uses_grad_scaler(self) -> bool:
+        """A GradScaler is made, or a loss is scaled / a step taken through one, anywhere in the module."""
+        if any(b.kind == "scaled" for b in self.backwards) or any(s.scaler for s in self.optimizer_steps):
+            return True
+        return any(self.names.call_name(call) in GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
+            isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
+            and "scaler" in last_part(dotted_name(call.func.value)).lower()) for call in self.scopes.calls)
+
+    def backwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[Backward, cst.Call]]:
+        """Backward calls under `node` (and in helpers it calls), each with its call site in `node`."""
+        return [(self._backward_of[id(call)], site) for call, site in self.calls.calls_in(node, follow)
+                if id(call) in self._backward_of]
+
+    def steps_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[OptimizerStep, cst.Call]]:
+        return [(self._step_of[id(call)], site) for call, site in self.calls.calls_in(node, follow)
+                if id(call) in self._step_of]
+
+    def forwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
+        """Forward calls under `node` (and in helpers it calls), each with its call site in `node`."""
+        return [(call, site) for call, site in self.calls.calls_in(node, follow) if self.is_forward(call)]

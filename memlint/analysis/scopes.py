@@ -1,0 +1,249 @@
+"""Names, scope by scope: where each is bound and to what, and which function a call calls.
+
+One pass over the nodes the tree index lists (memlint.analysis.tree) builds, per scope (a
+function, a lambda or the module), every binding of every name in source order, and the
+module's inventory in source order. Asked as `facts.scopes`:
+
+- `bindings(scope, name)`: the name's bindings in that scope (`Binding`: assignment, augmented
+  assignment, for target, `with ... as`, walrus, parameter, def, and an append into it:
+  `xs.append(v)` flows v into xs); `bindings_seen(name, at)` looks in enclosing scopes too;
+  `in_effect(name, at)` keeps only those that may be the one seen at `at`;
+  `every_binding()` runs over all of them; `flows(scope)` says what each is computed from;
+- `resolve(call)`: the function or method of this module a call calls (a def in an enclosing
+  scope, or `self.method` through the class and its bases); `call_sites(func)` the reverse;
+- `functions` and `classes` (top level by name); `calls`, `assigns`, `withs` (every one, in
+  source order); `returned(scope)`: the values a scope returns or yields.
+
+The other facts read these: values (a name's grad follows its bindings in effect), receivers
+(optimizers and models by what names are bound to), regions (with statements, grad mode of a
+function from its call sites), calls (following `resolve`), roles (every call). Rules MEM203 and
+MEM206 ask `bindings`, MEM401 and MEM205 `call_sites`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
+from memlint.analysis.tree import Scope, TreeIndex, dotted_name
+
+_APPENDING = ("append", "extend", "insert", "appendleft", "add")
+# Statements and expressions with one target, and the kind of binding they make.
+_SINGLE_TARGET = {cst.AnnAssign: "assign", cst.AugAssign: "aug", cst.NamedExpr: "walrus"}
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A name bound in a scope: by assignment, augmented assignment, a for target, `with ... as`,
+    or an append-like call into it (`xs.append(v)`: v flows into xs)."""
+
+    name: str
+    node: cst.CSTNode  # the small statement / For / With / Call that binds
+    value: Optional[cst.BaseExpression]  # the value it is bound to (the iterable for a for target)
+    kind: str  # "assign", "aug", "for", "with", "append", "walrus", "param"
+    whole: bool = True  # False when the value is unpacked (`a, b = f()`)
+
+
+def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
+    """Names a target binds, each with whether it gets the whole value."""
+    if isinstance(target, cst.Name):
+        yield target, True
+        return
+    for leaf in leaf_targets(target):
+        if isinstance(leaf, cst.Name):
+            yield leaf, False
+
+
+class Scopes:
+    """The bindings and the inventory of one module (see the module docstring)."""
+
+    def __init__(self, tree: TreeIndex) -> None:
+        self.tree = tree
+        self.module = tree.module
+        self.functions: Dict[str, cst.FunctionDef] = {}  # module-level functions
+        self.classes: Dict[str, cst.ClassDef] = {}  # module-level classes
+        self.calls: List[cst.Call] = []
+        self.assigns: List[cst.Assign] = []
+        self.withs: List[cst.With] = []
+        self._bindings: Dict[int, Dict[str, List[Binding]]] = {}  # id(scope) -> name -> bindings
+        self._returned: Dict[int, List[cst.BaseExpression]] = {}  # id(scope) -> returned/yielded values
+        self._flows: Dict[int, List[Flow]] = {}
+        self._index()
+        self._resolved: Dict[int, cst.FunctionDef] = {}
+        self._call_sites: Dict[int, List[cst.Call]] = {}  # id(FunctionDef) -> calls resolving to it
+        for call in self.calls:
+            target = self._resolve(call)
+            if target is not None:
+                self._resolved[id(call)] = target
+                self._call_sites.setdefault(id(target), []).append(call)
+
+    # -- the pass ------------------------------------------------------------------------------
+    def _index(self) -> None:
+        module, tree = self.module, self.tree
+        for node, scope in tree.listed:
+            node_type = type(node)
+            if node_type is cst.FunctionDef or node_type is cst.Lambda:
+                self._bindings.setdefault(id(node), {})
+                self._params(node)
+                if node_type is cst.FunctionDef:
+                    if scope is module and tree.class_of(node) is None:
+                        self.functions.setdefault(node.name.value, node)  # type: ignore[attr-defined]
+                    self._bind(scope, node.name.value, node, None, "def")  # type: ignore[attr-defined]
+            elif node_type is cst.ClassDef:
+                if scope is module:
+                    self.classes.setdefault(node.name.value, node)  # type: ignore[attr-defined]
+            else:
+                self._index_node(node, scope)
+
+    def _params(self, node: cst.CSTNode) -> None:
+        params = getattr(node, "params", None)
+        if not isinstance(params, cst.Parameters):
+            return
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self._bind(node, param.name.value, param, None, "param")
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self._bind(node, star.name.value, star, None, "param")
+
+    def _bind(self, scope: Scope, name: str, node: cst.CSTNode, value: Optional[cst.BaseExpression],
+              kind: str, whole: bool = True) -> None:
+        self._bindings.setdefault(id(scope), {}).setdefault(name, []).append(
+            Binding(name, node, value, kind, whole))
+
+    def _index_node(self, node: cst.CSTNode, scope: Scope) -> None:
+        node_type = type(node)
+        if node_type is cst.Return or node_type is cst.Yield:
+            value = node.value  # type: ignore[attr-defined]
+            if value is not None:
+                self._returned.setdefault(id(scope), []).append(value.item if isinstance(value, cst.From) else value)
+        elif node_type is cst.Call:
+            self.calls.append(node)  # type: ignore[arg-type]
+            func = node.func  # type: ignore[attr-defined]
+            if isinstance(func, cst.Attribute) and func.attr.value in _APPENDING and node.args:  # type: ignore[attr-defined]
+                root = func.value
+                while isinstance(root, (cst.Attribute, cst.Subscript)):
+                    root = root.value
+                if isinstance(root, cst.Name):
+                    self._bind(scope, root.value, node, node.args[-1].value, "append")  # type: ignore[attr-defined]
+        elif node_type is cst.Assign:
+            self.assigns.append(node)  # type: ignore[arg-type]
+            for target in node.targets:  # type: ignore[attr-defined]
+                for name, whole in _binding_targets(target.target):
+                    self._bind(scope, name.value, node, node.value, "assign", whole)  # type: ignore[attr-defined]
+        elif node_type in _SINGLE_TARGET:
+            value = node.value  # type: ignore[attr-defined]
+            if value is not None:  # `x: int` binds nothing
+                for name, whole in _binding_targets(node.target):  # type: ignore[attr-defined]
+                    self._bind(scope, name.value, node, value, _SINGLE_TARGET[node_type], whole)
+        elif node_type is cst.For:
+            for name, _ in _binding_targets(node.target):  # type: ignore[attr-defined]
+                self._bind(scope, name.value, node, node.iter, "for", False)  # type: ignore[attr-defined]
+        elif node_type is cst.With:
+            self.withs.append(node)  # type: ignore[arg-type]
+            for item in node.items:  # type: ignore[attr-defined]
+                if item.asname is not None:
+                    for name, whole in _binding_targets(item.asname.name):
+                        self._bind(scope, name.value, node, item.item, "with", whole)
+
+    # -- bindings ------------------------------------------------------------------------------
+    def bindings(self, scope: Scope, name: str) -> List[Binding]:
+        return self._bindings.get(id(scope), {}).get(name, [])
+
+    def every_binding(self) -> Iterator[Binding]:
+        """Every binding of every scope."""
+        for bindings in self._bindings.values():
+            for binds in bindings.values():
+                yield from binds
+
+    def bindings_seen(self, name: str, at: cst.CSTNode) -> List[Binding]:
+        """Every binding of `name` in the scope `at` runs in, else in the nearest enclosing scope
+        that binds it (a closure or a global)."""
+        scope = self.tree.scope_of(at)
+        while True:
+            binds = self.bindings(scope, name)
+            if binds or scope is self.module:
+                return binds
+            scope = self.tree.scope_of(scope)
+
+    def in_effect(self, name: str, at: cst.CSTNode) -> List[Binding]:
+        """The bindings of `name` that may be the one seen at `at`, latest first: those before
+        `at` back to the last one that surely ran (in a block enclosing `at`); those of an
+        enclosing scope when its own scope binds none."""
+        tree = self.tree
+        scope = tree.scope_of(at)
+        binds = self.bindings(scope, name)
+        while not binds and scope is not self.module:
+            scope = tree.scope_of(scope)
+            binds = self.bindings(scope, name)
+            if binds:  # a closure or global: any of them may be the one seen
+                return binds
+        position = tree.order(at)
+        before = [b for b in binds if tree.order(b.node) < position and not tree.contains(b.node, at)]
+        if not before:
+            return [b for b in binds if not tree.contains(b.node, at)]
+        # the last binding before `at` in a block enclosing `at` hides everything before it
+        at_ancestors = {id(a) for a in tree.ancestors(at)}
+        relevant: List[Binding] = []
+        for bind in reversed(before):
+            relevant.append(bind)
+            block = tree.dominating_block(bind.node)
+            if bind.kind not in ("aug", "append") and block is not None and id(block) in at_ancestors:
+                break
+        return relevant
+
+    def flows(self, scope: Scope) -> List[Flow]:
+        """What each binding of `scope` is computed from (one Flow per binding with a value):
+        `dataflow.derived` follows them."""
+        found = self._flows.get(id(scope))
+        if found is None:
+            found = [Flow(frozenset({name}), frozenset(sources_of(bind.value)))
+                     for name, binds in self._bindings.get(id(scope), {}).items()
+                     for bind in binds if bind.value is not None]
+            self._flows[id(scope)] = found
+        return found
+
+    def returned(self, scope: Scope) -> List[cst.BaseExpression]:
+        """The values `scope` returns or yields (`yield from x`: x)."""
+        return self._returned.get(id(scope), [])
+
+    # -- calls -------------------------------------------------------------------------------
+    def _resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        tree = self.tree
+        func = call.func
+        if isinstance(func, cst.Name):
+            scope = tree.scope_of(call)
+            while True:  # a nested def in an enclosing function, else a module-level function
+                for binding in self.bindings(scope, func.value):
+                    if binding.kind == "def" and isinstance(binding.node, cst.FunctionDef):
+                        return binding.node
+                if scope is self.module:
+                    return None
+                if self.bindings(scope, func.value):
+                    return None  # bound to something else locally
+                scope = tree.scope_of(scope)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and \
+                func.value.value in ("self", "cls"):
+            method = tree.function_of(call)
+            while method is not None and tree.class_of(method) is None:
+                method = tree.function_of(method)
+            klass = tree.class_of(method) if method is not None else None
+            seen: Set[int] = set()
+            while klass is not None and id(klass) not in seen:
+                seen.add(id(klass))
+                for stmt in klass.body.body:
+                    if isinstance(stmt, cst.FunctionDef) and stmt.name.value == func.attr.value:
+                        return stmt
+                klass = next((self.classes[b] for b in (dotted_name(a.value) for a in klass.bases)
+                              if b in self.classes), None)
+        return None
+
+    def resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """The function or method of this module that `call` calls, when it can be told."""
+        return self._resolved.get(id(call))
+
+    def call_sites(self, func: cst.FunctionDef) -> List[cst.Call]:
+        """Calls in this module that call `func`, in source order."""
+        return self._call_sites.get(id(func), [])

@@ -1,0 +1,365 @@
+"""Values: which carry an autograd graph, and where they go.
+
+Asked as `facts.values`:
+
+- `carries_grad(expr, at)`: whether `expr`, evaluated at `at`, holds an autograd graph: it comes
+  from a forward or a loss computed in grad mode (memlint.analysis.regions), through the
+  bindings in effect (memlint.analysis.scopes), arithmetic, indexing, `.cpu()` / `.to()` (which
+  keep the graph) or a function of this module that returns one (`returns_grad`), and no
+  `.item()`, `float()`, `.detach()`, `.tolist()`, `.numpy()` or `.data` ended it. Unknown calls
+  carry nothing: the answer leans towards not reporting. `requires_grad_off`: the file freezes
+  parameters somewhere (then a forward alone is not taken to record a graph);
+- where values go: `derived_names(scope, names)` (names bound from them, `dataflow.derived` over
+  the scope's bindings), `reaches_backward(scope, names)` (backwarded there or handed to a helper
+  that backwards), `leaves_scope(scope, names)` (returned, yielded, or stored into an attribute
+  or subscript by an assignment), `reset_in_iteration(loop, name, at)` (surely rebound in the
+  iteration before `at`), `hands_graph_away(loop)` (a graph passed to a call that may backward
+  it), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
+- backwards: `origins(backward)` (the statements and helpers the backwarded value is computed
+  from), `accumulates_grad(backward)` (it adds into `.grad`, of something that surely is a loss).
+
+`leaves_scope` is narrower than the dataflow sinks of memlint.analysis.dataflow on purpose:
+an append into a container or an augmented store is not counted as leaving.
+
+Asked by: phase (samples returned with their graph), MEM201 and MEM202 (all of the flow
+questions), MEM203 (`reaches_backward`, `hands_graph_away`, `requires_grad_off`), MEM301, MEM302,
+MEM401, MEM404 (`accumulates_grad`), MEM401 (`origins`, `returns_grad`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from memlint.analysis.calls import CallGraph
+from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, derived, leaf_targets,
+                                       sources_of, target_names)
+from memlint.analysis.regions import Regions
+from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import (Scope, TreeIndex, argument, children, dotted_name, expression_nodes, last_part,
+                                   literal_bool)
+
+# Methods whose result carries no autograd graph.
+DETACHING_METHODS = frozenset(SCALAR_METHODS | {
+    "detach", "detach_", "numpy", "argmax", "argmin", "eq", "ne", "gt", "lt", "ge", "le",
+    "isnan", "isinf", "isfinite", "nonzero", "long", "int", "bool", "short", "byte", "char",
+    "logical_and", "logical_or", "logical_not", "logical_xor", "sign", "count_nonzero",
+    "zero_grad", "eval", "train", "parameters", "named_parameters", "state_dict", "generate",
+    "append", "extend", "insert", "update", "keys", "values", "items", "requires_grad_",
+    "argsort", "argwhere", "multinomial", "unique", "bincount", "histc", "bucketize", "searchsorted",
+    "floor_divide", "is_nonzero", "equal", "allclose", "isclose", "any", "all",
+})
+# Calls returning (values, indices): an unpacked element may be the indices, which carry no graph.
+_VALUES_INDICES = frozenset({"max", "min", "topk", "sort", "kthvalue", "median", "mode", "nanmedian",
+                             "cummax", "cummin"})
+DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad"})
+_NON_DIFF_TORCH = frozenset({
+    "torch.argmax", "torch.argmin", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge",
+    "torch.le", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.tensor",
+    "torch.argsort", "torch.multinomial", "torch.unique", "torch.bincount", "torch.bucketize",
+    "torch.searchsorted", "torch.equal", "torch.allclose", "torch.isclose", "torch.any", "torch.all",
+    "torch.no_grad", "torch.inference_mode", "torch.count_nonzero", "torch.numel", "torch.is_tensor",
+})
+# torch functions whose result is a tensor computed from their arguments
+_TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
+_HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", "isinstance", "list", "tuple",
+                                 "sorted", "zip", "enumerate", "max", "min", "sum", "abs", "round", "format",
+                                 "type", "id", "dict", "map"})
+_HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add_scalar", "add_scalars",
+                               "write", "append", "extend", "insert", "add", "put", "format", "join",
+                               "set_postfix", "log_dict", "print"})
+
+
+def _stores_into_container(target: cst.CSTNode) -> bool:
+    """`obj.a = v`, `d[k] = v`, also inside a tuple target."""
+    return any(isinstance(leaf, (cst.Attribute, cst.Subscript)) for leaf in leaf_targets(target))
+
+
+class Values:
+    """Grad-carrying values of one module and where they go (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, regions: Regions, calls: CallGraph,
+                 roles: Roles) -> None:
+        self.names = names
+        self.tree = tree
+        self.scopes = scopes
+        self.regions = regions
+        self.calls = calls
+        self.roles = roles
+        self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
+        for call in scopes.calls:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_":
+                flag = argument(call, "requires_grad", 0)
+                if flag is not None and literal_bool(flag.value) is False:
+                    self.requires_grad_off = True
+        for assign in scopes.assigns:
+            for target in assign.targets:
+                if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad" and \
+                        literal_bool(assign.value) is False:
+                    self.requires_grad_off = True
+        self._memo_grad: Dict[Tuple[str, int], bool] = {}
+        self._memo_returns: Dict[int, bool] = {}
+        self._in_progress: Set[Tuple[str, int]] = set()
+
+    def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
+        """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
+        from a forward or loss computed in grad mode and no `.item()`, `float()`, `.detach()`,
+        `.tolist()`, `.numpy()` or `.data` ended it. `.cpu()` and `.to()` keep the graph."""
+        at = at if at is not None else expr
+        stack: List[cst.CSTNode] = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                if self._name_carries_grad(node.value, at):
+                    return True
+            elif isinstance(node, cst.Attribute):
+                if node.attr.value not in DETACHING_ATTRIBUTES:
+                    stack.append(node.value)
+            elif isinstance(node, cst.Subscript):
+                stack.append(node.value)
+            elif isinstance(node, cst.Call):
+                if self._call_carries_grad(node, at, stack):
+                    return True
+            elif isinstance(node, (cst.BinaryOperation,)):
+                stack.extend((node.left, node.right))
+            elif isinstance(node, cst.UnaryOperation):
+                if not isinstance(node.operator, cst.Not):
+                    stack.append(node.expression)
+            elif isinstance(node, cst.BooleanOperation):
+                stack.extend((node.left, node.right))
+            elif isinstance(node, cst.IfExp):
+                stack.extend((node.body, node.orelse))
+            elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+                stack.extend(e.value for e in node.elements)
+            elif isinstance(node, cst.Dict):
+                stack.extend(e.value for e in node.elements if isinstance(e, (cst.DictElement, cst.StarredDictElement)))
+            elif isinstance(node, cst.StarredElement):
+                stack.append(node.value)
+            elif isinstance(node, cst.NamedExpr):
+                stack.append(node.value)
+            # constants, comparisons, f-strings, lambdas, comprehensions: no graph (or unknown)
+        return False
+
+    def _call_carries_grad(self, call: cst.Call, at: cst.CSTNode, stack: List[cst.CSTNode]) -> bool:
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in SCALAR_FUNCTIONS:
+            return False
+        if self.roles.is_forward(call):
+            # a forward records a graph in grad mode (unless the file freezes parameters: then
+            # only inputs that require grad would, and we do not guess)
+            return self.regions.grad_enabled(call) is True and not self.requires_grad_off
+        if self.roles.is_loss(call):  # a loss of detached values has no graph
+            return self.regions.grad_enabled(call) is True and any(self.carries_grad(a.value, at) for a in call.args)
+        qualified = self.names.call_name(call)
+        if qualified is not None:
+            if _TENSOR_FUNCTION.match(qualified) and qualified not in _NON_DIFF_TORCH:
+                stack.extend(arg.value for arg in call.args)
+            return False
+        if isinstance(func, cst.Attribute):
+            if func.attr.value in DETACHING_METHODS:
+                return False
+            stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
+            return False
+        target = self.scopes.resolve(call)
+        if target is not None:
+            return self.returns_grad(target)
+        return False  # an unknown function: do not guess
+
+    def returns_grad(self, func: cst.FunctionDef) -> bool:
+        """Whether a function of this module returns a grad-carrying value."""
+        key = id(func)
+        if key in self._memo_returns:
+            return self._memo_returns[key]
+        self._memo_returns[key] = False
+        result = False
+        if self.regions.grad_enabled_by_decorator(func) is not False:
+            stack: List[cst.CSTNode] = [func.body]
+            while stack and not result:
+                node = stack.pop()
+                if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                    continue
+                if isinstance(node, cst.Return) and node.value is not None:
+                    result = self.carries_grad(node.value, node)
+                    continue
+                if isinstance(node, cst.BaseExpression):
+                    continue
+                stack.extend(children(node))
+        self._memo_returns[key] = result
+        return result
+
+    def _name_carries_grad(self, name: str, at: cst.CSTNode) -> bool:
+        key = (name, id(at))
+        if key in self._memo_grad:
+            return self._memo_grad[key]
+        if key in self._in_progress:
+            return False
+        self._in_progress.add(key)
+        result = False
+        for bind in self.scopes.in_effect(name, at):
+            if bind.value is None or bind.kind == "param":
+                continue
+            if bind.kind == "for":  # `for loss in losses`: an element of a grad-carrying container
+                if self._iter_carries_grad(bind.value, bind.node):
+                    result = True
+                    break
+                continue
+            if self.regions.grad_enabled(bind.node) is False and bind.kind != "append":
+                continue
+            if not bind.whole and isinstance(bind.value, cst.Call) and (
+                    last_part(dotted_name(bind.value.func)) in _VALUES_INDICES):
+                continue  # `_, predicted = out.max(1)`: do not guess which element it is
+            if self.carries_grad(bind.value, bind.node):
+                result = True
+                break
+        self._in_progress.discard(key)
+        self._memo_grad[key] = result
+        return result
+
+    def _iter_carries_grad(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
+                iterable.func.value in ("zip", "enumerate", "reversed"):
+            return any(self._iter_carries_grad(a.value, at) for a in iterable.args)
+        if isinstance(iterable, cst.Name):
+            return self.carries_grad(iterable, at)
+        return False
+
+    def derived_names(self, scope: Scope, names: Set[str]) -> Set[str]:
+        """`names` and every name of `scope` bound from a value computed from them (any order)."""
+        return derived(self.scopes.flows(scope), names)
+
+    def reaches_backward(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether anything derived from `names` in `scope` is backwarded there, or handed to a
+        function of this module that backwards."""
+        tainted = self.derived_names(scope, names)
+        for backward in self.roles.backwards:
+            if self.tree.scope_of(backward.call) is scope and backward.names & tainted:
+                return True
+            if backward.loss is not None and (dotted_name(backward.loss) or "") in names:
+                return True  # `self.total.backward()`
+        for call in self.scopes.calls:
+            if self.tree.scope_of(call) is not scope:
+                continue
+            target = self.scopes.resolve(call)
+            if target is None or not any(sources_of(a.value) & tainted for a in call.args):
+                continue
+            if self.roles.backwards_in(target.body):
+                return True
+        return False
+
+    def leaves_scope(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether anything derived from `names` is returned or yielded from `scope`, or stored
+        into an attribute (where other code may backward it)."""
+        tainted = self.derived_names(scope, names)
+        if any(sources_of(value) & tainted for value in self.scopes.returned(scope)):
+            return True
+        for assign in self.scopes.assigns:
+            if self.tree.scope_of(assign) is scope and sources_of(assign.value) & tainted and any(
+                    _stores_into_container(t.target) for t in assign.targets):
+                return True
+        return False
+
+    def reset_in_iteration(self, loop: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
+        """Whether `name` is surely rebound (not by `+=` or an append) in `loop`'s body before `at`:
+        then what it holds at `at` does not outlive the iteration."""
+        position = self.tree.order(at)
+        at_ancestors = {id(a) for a in self.tree.ancestors(at)}
+        for bind in self.scopes.bindings(self.tree.scope_of(at), name):
+            if bind.kind in ("aug", "append", "param", "def") or bind.node is at:
+                continue
+            if self.tree.order(bind.node) >= position or not self.tree.contains(loop.body, bind.node):  # type: ignore[attr-defined]
+                continue
+            block = self.tree.dominating_block(bind.node)
+            if block is not None and id(block) in at_ancestors:
+                return True
+        return False
+
+    def hands_graph_away(self, loop: cst.CSTNode) -> bool:
+        """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`)."""
+        for call, site in self.calls.calls_in(loop, follow=False):
+            func = call.func
+            if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or self.scopes.resolve(call)):
+                continue
+            if self.names.call_name(call) is not None or self.roles.is_forward(call) or self.roles.is_loss(call):
+                continue
+            if isinstance(func, cst.Attribute) and (func.attr.value in _HARMLESS_METHODS or
+                                                    self.carries_grad(func.value, call)):
+                continue
+            if any(self.carries_grad(arg.value, call) for arg in call.args):
+                return True
+        return False
+
+    def backwarded_in(self, value: cst.BaseExpression, loop: cst.CSTNode) -> bool:
+        """Whether `value` is (built from) something `loop` already backwards itself: its graph
+        is spent, so handing it on cannot be for another backward."""
+        names = sources_of(value)
+        return any(b.names & names for b, site in self.roles.backwards_in(loop, follow=False))
+
+    def attribute_backwarded(self, dotted: str) -> bool:
+        """Whether an attribute (`self.total`) reaches a backward anywhere in the module: read in
+        the backwarded expression, or into a name that some backward of its scope uses."""
+        for backward in self.roles.backwards:
+            if backward.loss is not None and self._mentions(backward.loss, dotted):
+                return True
+        for assign in self.scopes.assigns:
+            if not self._mentions(assign.value, dotted):
+                continue
+            names = {name for t in assign.targets for name in target_names(t.target)}
+            if names and self.reaches_backward(self.tree.scope_of(assign), names):
+                return True
+        return False
+
+    @staticmethod
+    def _mentions(expr: cst.CSTNode, dotted: str) -> bool:
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if type(node) is cst.Attribute and dotted_name(node) == dotted:  # type: ignore[arg-type]
+                return True
+            stack.extend(children(node))
+        return False
+
+    def origins(self, backward: Backward) -> Tuple[List[cst.CSTNode], List[cst.FunctionDef]]:
+        """What the backwarded value is computed from, in its function: the binding statements in
+        effect that it comes from (transitively) and the functions of this module their values call."""
+        if backward.loss is None:
+            return [], []
+        nodes: Dict[int, cst.CSTNode] = {}
+        functions: Dict[int, cst.FunctionDef] = {}
+        seen: Set[Tuple[str, int]] = set()
+        values: List[Tuple[cst.CSTNode, cst.CSTNode]] = [(backward.loss, backward.call)]
+        while values:
+            value, at = values.pop()
+            for call in (n for n in expression_nodes(value) if isinstance(n, cst.Call)):
+                target = self.scopes.resolve(call)
+                if target is not None:
+                    functions.setdefault(id(target), target)
+            for name in sources_of(value):
+                if (name, id(at)) in seen:
+                    continue
+                seen.add((name, id(at)))
+                for bind in self.scopes.in_effect(name, at):
+                    if bind.value is not None and bind.kind != "param":
+                        nodes.setdefault(id(bind.node), bind.node)
+                        values.append((bind.value, bind.node))
+        return list(nodes.values()), list(functions.values())
+
+    def accumulates_grad(self, backward: Backward) -> bool:
+        """A backward that adds into `.grad`, of something that surely is a loss (not
+        `torch.autograd.grad`, not `planner.backward()`)."""
+        if backward.kind == "autograd":  # not torch.distributed.autograd: it fills its context, not .grad
+            return self.names.call_name(backward.call) in AUTOGRAD_BACKWARD
+        if backward.kind in ("scaled", "owner"):
+            return True
+        if backward.kind != "method" or backward.loss is None:
+            return False
+        if self.carries_grad(backward.loss, backward.call):
+            return True
+        loss = backward.loss
+        while isinstance(loss, cst.Call) and isinstance(loss.func, cst.Attribute):  # loss.mean().backward()
+            loss = loss.func.value
+        return isinstance(loss, cst.Name) and "loss" in loss.value.lower()
