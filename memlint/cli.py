@@ -28,6 +28,16 @@ def _jobs(value: str) -> int:
     return jobs
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < 1e9:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds (0: no limit)")
+    return seconds
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memlint",
@@ -57,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="lint every file afresh; neither read nor write the result cache")
     parser.add_argument("--cache-dir", type=Path,
                         help="the result cache's folder (default: .memlint_cache next to the configuration)")
+    parser.add_argument("--file-timeout", type=_seconds, metavar="SECONDS",
+                        help="CPU time one file may take before it is skipped with a warning "
+                             "(default: 5; 0: no limit)")
     parser.add_argument("--profile", action="store_true",
                         help="print the time per file, phase, rule and fact (to stderr)")
     return parser
@@ -94,7 +107,8 @@ def _check(argv: Sequence[str]) -> int:
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
                       fix_diffs=args.output_format == "json", jobs=jobs,
                       cache=None if args.no_cache else open_cache(config, args.cache_dir),
-                      profile=args.profile)
+                      profile=args.profile,
+                      file_timeout=config.file_timeout if args.file_timeout is None else args.file_timeout)
     for warning in config.warnings:
         print(f"memlint: warning: {warning}", file=sys.stderr)
     notices: List[str] = []

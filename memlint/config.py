@@ -1,7 +1,8 @@
 """`[tool.memlint]` in the nearest pyproject.toml, and which rules a run selects.
 
 Keys: select, ignore, extend-select (codes, prefixes such as "MEM2", or "ALL"),
-per-file-ignores ({glob: [codes]}), exclude ([globs]), unsafe-fixes (bool). Globs are
+per-file-ignores ({glob: [codes]}), exclude ([globs]), unsafe-fixes (bool), file-timeout
+(seconds of CPU time one file may take; 0: no limit). Globs are
 gitignore-style and relative to the pyproject.toml. An unknown key, a mistyped value or an
 unknown code is a ConfigError: one line, naming the file.
 
@@ -31,7 +32,8 @@ else:  # pragma: no cover - exercised on older Pythons only
 
 _SELECTOR = re.compile(r"^(ALL|MEM[0-9]{0,3})$")
 _FULL_CODE = re.compile(r"^MEM[0-9]{3}$")
-KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "unsafe-fixes")
+KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "unsafe-fixes", "file-timeout")
+FILE_TIMEOUT = 5.0  # seconds of CPU time: the slowest real file takes well under one
 
 
 class ConfigError(Exception):
@@ -93,6 +95,7 @@ class Config:
     per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
     exclude: List[str] = field(default_factory=list)
     unsafe_fixes: bool = False
+    file_timeout: float = FILE_TIMEOUT
     warnings: List[str] = field(default_factory=list)  # for the user, one line each
 
     def _relative(self, path: Path) -> Optional[str]:
@@ -154,6 +157,10 @@ def parse_table(table: Mapping[str, object], root: Path, source: Optional[Path],
     if not isinstance(unsafe, bool):
         raise ConfigError(f"{where}: `unsafe-fixes` must be true or false")
     config.unsafe_fixes = unsafe
+    timeout = table.get("file-timeout", FILE_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e9:
+        raise ConfigError(f"{where}: `file-timeout` must be a number of seconds (0: no limit)")
+    config.file_timeout = float(timeout)
     for name, selectors in (("select", config.selection.select or []),
                             ("extend-select", config.selection.extend_select),
                             ("ignore", config.selection.ignore),

@@ -32,6 +32,7 @@ class Options:
     jobs: int = 1  # processes to lint in
     cache: Optional[Cache] = None  # results of earlier runs; None: lint every file
     profile: bool = False  # time each phase, rule and fact
+    file_timeout: float = 0.0  # seconds of CPU time a file may take (0: no limit)
 
 
 @dataclass
@@ -118,6 +119,14 @@ def _lint(task: _Task) -> FileOutcome:
     return outcome
 
 
+def _failed(task: _Task, over_budget: bool, why: str) -> FileOutcome:
+    """The outcome of a file whose worker process ran out of time or died."""
+    if over_budget:
+        return FileOutcome(task.display, warning=f"not linted: it takes more than {task.options.file_timeout:g} s "
+                                                 f"of CPU time (see --file-timeout)")
+    return FileOutcome(task.display, error=f"internal error ({why}); please report it")
+
+
 def _cached(entry: Entry, display: str, options: Options) -> Optional[FileOutcome]:
     """The outcome an entry stands for under these options; None when it does not say enough
     (--fix with something to fix; JSON that wants diffs the entry lacks)."""
@@ -156,6 +165,10 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]],
     return outcome, None if cached is not None else task
 
 
+def _size(task: _Task) -> int:
+    return len(task.source.text)
+
+
 def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]],
         options: Options, notices: Optional[List[str]] = None) -> List[FileOutcome]:
     """Lint (or fix) every file under `paths`, in discovery order whatever the number of jobs;
@@ -176,8 +189,8 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
         if task is not None:
             tasks.append((len(outcomes), task))
         outcomes.append(outcome)
-    linted = map_in_order(_lint, [task for _, task in tasks], options.jobs,
-                          size=lambda task: len(task.source.text), notices=notices)
+    linted = map_in_order(_lint, [task for _, task in tasks], options.jobs, size=_size, failed=_failed,
+                          budget=options.file_timeout, notices=notices)
     for (index, _), outcome in zip(tasks, linted):
         for phase, seconds in outcomes[index].seconds.items():  # reading and the cache look-up
             outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds

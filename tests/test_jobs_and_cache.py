@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ import pytest
 
 import memlint.engine as engine
 import memlint.jobs as jobs
+import memlint.run as run_module
 from memlint.cache import Entry, open_cache, settings_digest
 from memlint.config import Config, Selection
 from memlint.rules import registry
@@ -82,14 +84,72 @@ def test_processes_that_cannot_start_leave_the_work_to_this_one(tmp_path, monkey
     _tree(tmp_path)
     expected = _lint(tmp_path, None)
 
-    class NoProcesses:
-        def __init__(self, *args, **kwargs):
-            raise OSError(38, "Function not implemented")
+    def no_processes(*args, **kwargs):
+        raise OSError(38, "Function not implemented")
 
-    monkeypatch.setattr(jobs, "ProcessPoolExecutor", NoProcesses)
+    monkeypatch.setattr(jobs._Worker, "__init__", no_processes)
     notices: List[str] = []
     assert _lint(tmp_path, None, jobs=4, notices=notices) == expected
-    assert len(notices) == 1 and "cannot use 4 processes" in notices[0]
+    assert len(notices) == 1 and "cannot start worker processes" in notices[0]
+
+
+def _work(item: int) -> int:
+    """A stand-in for linting one file: 1 never ends in Python, 2 never ends in C, 3 dies."""
+    if item == 1:
+        while True:
+            pass
+    if item == 2:
+        sum(range(10 ** 15))  # one C call: no signal handler runs until it returns
+    if item == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item * 10
+
+
+def _failed(item: int, over_budget: bool, why: str) -> str:
+    return f"{item}: {'over budget' if over_budget else why}"
+
+
+@pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
+def test_an_item_over_its_cpu_budget_is_stopped_even_in_native_code_and_the_rest_go_on():
+    results = jobs.map_in_order(_work, [0, 1, 4, 2, 3, 5], jobs=2, size=lambda item: item,
+                                failed=_failed, budget=1)
+    assert results == [0, "1: over budget", 40, "2: over budget",
+                       "3: the process linting it was killed (SIGKILL)", 50]
+
+
+@pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
+def test_a_file_over_the_time_budget_is_a_warning_and_the_others_are_linted(tmp_path, monkeypatch):
+    _tree(tmp_path)
+    expected = _lint(tmp_path, None)
+    write(tmp_path, "c/slow.py", BAD)
+    check = run_module.check
+
+    def slow_on_one_file(source, path, rules, timer=None):
+        while path.endswith("slow.py"):
+            pass
+        return check(source, path, rules, timer)
+
+    monkeypatch.setattr(run_module, "check", slow_on_one_file)  # the workers fork with it
+    config = Config(root=tmp_path)
+    outcomes = run([str(tmp_path)], config, registry(), Options(jobs=1, file_timeout=1))
+    [slow] = [o for o in outcomes if o.display.endswith("slow.py")]
+    assert slow.warning == "not linted: it takes more than 1 s of CPU time (see --file-timeout)"
+    assert slow.error is None and slow.findings == []
+    rest = [(o.display, [(f.code, f.line, f.column, f.message) for f in o.findings], o.error, o.fix_diffs)
+            for o in outcomes if o is not slow]
+    assert rest == expected
+
+
+@pytest.mark.parametrize("args,config,message", [
+    (["--file-timeout", "-1"], "", "not a number of seconds"),
+    ([], "file-timeout = \"5\"\n", "`file-timeout` must be a number of seconds"),
+])
+def test_a_bad_file_timeout_is_a_one_line_error(tmp_path, args, config, message):
+    write(tmp_path, "pyproject.toml", "[tool.memlint]\n" + config)
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, *args, "train.py")
+    assert result.returncode == 2
+    assert message in result.stderr
 
 
 class _Counting:

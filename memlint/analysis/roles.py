@@ -16,7 +16,8 @@ Asked as `facts.roles`, for every call of the module:
   `generate()`, which `is_generate` tells), `is_loss(call)` (`criterion(out, y)`,
   `F.cross_entropy`), `uses_grad_scaler`;
 - under a node, helpers followed (memlint.analysis.calls), each with its call site in the node:
-  `backwards_in`, `steps_in`, `forwards_in`.
+  `backwards_in`, `steps_in`, `forwards_in`; anywhere under a node, nested functions included,
+  helpers not followed: `backwards_under`, `steps_under` (a binary search, not a scan).
 
 Asked by: values (forwards and losses make graphs; what is backwarded), phase (does a loop
 backward or step), MEM201/202/203/205/206 (`backwards_in`, `forwards_in`, `is_forward`),
@@ -27,7 +28,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import FrozenSet, List, Optional, Tuple
+from functools import cached_property
+from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -272,6 +274,24 @@ class Roles:
         return any(self.names.call_name(call) in GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
             isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
             and "scaler" in last_part(dotted_name(call.func.value)).lower()) for call in self.scopes.calls)
+
+    @cached_property
+    def _backwards_by_order(self) -> Tuple[List[Backward], List[int]]:
+        ordered = sorted(self.backwards, key=lambda b: self.tree.order(b.call))
+        return ordered, [self.tree.order(b.call) for b in ordered]
+
+    @cached_property
+    def _steps_by_order(self) -> Tuple[List[OptimizerStep], List[int]]:
+        ordered = sorted(self.optimizer_steps, key=lambda s: self.tree.order(s.call))
+        return ordered, [self.tree.order(s.call) for s in ordered]
+
+    def backwards_under(self, node: cst.CSTNode) -> Sequence[Backward]:
+        """The backwards whose call lies under `node` (itself included), in source order."""
+        return self.tree.in_subtree(node, *self._backwards_by_order)
+
+    def steps_under(self, node: cst.CSTNode) -> Sequence[OptimizerStep]:
+        """The optimizer steps whose call lies under `node` (itself included), in source order."""
+        return self.tree.in_subtree(node, *self._steps_by_order)
 
     def backwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[Backward, cst.Call]]:
         """Backward calls under `node` (and in helpers it calls), each with its call site in `node`."""
