@@ -13,7 +13,7 @@ import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type, Union
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -253,8 +253,11 @@ class _Taken:
         self._positions = positions
         self._replaced: Dict[int, List[Range]] = {}
         self._touched: Dict[int, List[Range]] = {}
+        self._fixes: Set[int] = set()  # ids of the fixes taken (findings may share one fix)
 
     def admits(self, fix: Fix) -> bool:
+        if id(fix) in self._fixes:
+            return False  # already taken for another finding: it is made, not made twice
         for replaces, where in (_edit_range(edit, self._positions) for edit in fix.edits):
             for line in range(where.line, where.end_line + 1):
                 if any(where.overlaps(other) for other in self._replaced.get(line, ())):
@@ -264,6 +267,7 @@ class _Taken:
         return True
 
     def take(self, fix: Fix) -> None:
+        self._fixes.add(id(fix))
         for replaces, where in (_edit_range(edit, self._positions) for edit in fix.edits):
             for line in range(where.line, where.end_line + 1):
                 self._touched.setdefault(line, []).append(where)
@@ -306,13 +310,23 @@ def _edit_key(edit: Edit, module: cst.Module) -> Tuple[object, ...]:
 
 def _fixed_along(checked: Checked, chosen: Sequence[Finding]) -> List[Finding]:
     """Findings not chosen whose every edit a chosen fix makes too (one import rewrite serving two
-    deprecated calls): they are fixed as well, and counted, since the count is of findings."""
+    deprecated calls): they are fixed as well, and counted, since the count is of findings. A fix
+    object several findings share is judged once."""
     assert checked.module is not None
     module = checked.module
     made = {_edit_key(edit, module) for finding in chosen for edit in finding.fix.edits}  # type: ignore[union-attr]
     picked = {id(f) for f in chosen}
-    return [f for f in checked.findings if id(f) not in picked and f.fix is not None
-            and all(_edit_key(edit, module) in made for edit in f.fix.edits)]
+    verdicts: Dict[int, bool] = {id(f.fix): True for f in chosen}
+    along = []
+    for finding in checked.findings:
+        if id(finding) in picked or finding.fix is None:
+            continue
+        key = id(finding.fix)
+        if key not in verdicts:
+            verdicts[key] = all(_edit_key(edit, module) in made for edit in finding.fix.edits)
+        if verdicts[key]:
+            along.append(finding)
+    return along
 
 
 def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False,

@@ -104,8 +104,11 @@ def _lint(task: _Task) -> FileOutcome:
             checked = check(task.source.text, task.display, task.rules, timer=timer)
             outcome.findings = [f.detached() for f in checked.findings]
             if task.options.fix_diffs:
-                outcome.fix_diffs = [fix_diff(checked, f, task.display, timer) if f.fix is not None else None
-                                     for f in checked.findings]
+                diffs: Dict[int, str] = {}  # findings that share one fix share its diff
+                for f in checked.findings:
+                    if f.fix is not None and id(f.fix) not in diffs:
+                        diffs[id(f.fix)] = fix_diff(checked, f, task.display, timer)
+                outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
             _store(task, task.source.text,
                    Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None))
     except SourceError as error:

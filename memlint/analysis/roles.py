@@ -11,13 +11,16 @@ Asked as `facts.roles`, for every call of the module:
 - `zero_grads` (`ZeroGrad`): `x.zero_grad(...)` and `p.grad = None`; `resets_grads(call)`: any
   call that clears gradients (`p.grad.zero_()`, `torch._foreach_zero_`, a helper named so);
   `grad_reads(node)`: `.grad` read under a node; `is_grad_clip(call)`;
-- `mode_calls` (`ModeCall`): `model.eval()` / `model.train()`;
+- `mode_calls` (`ModeCall`): `model.eval()` / `model.train()`; `latest_modes(scope, at)`: the
+  latest mode call per receiver that `scope` made up to a position;
 - `is_forward(call)` (a model called: `model(x)`, `self.net(x)`, `model.forward(x)`; not HF
   `generate()`, which `is_generate` tells), `is_loss(call)` (`criterion(out, y)`,
-  `F.cross_entropy`), `uses_grad_scaler`;
+  `F.cross_entropy`), `uses_grad_scaler`, `step_hooked` (a hook on an optimizer's step);
 - under a node, helpers followed (memlint.analysis.calls), each with its call site in the node:
   `backwards_in`, `steps_in`, `forwards_in`; anywhere under a node, nested functions included,
-  helpers not followed: `backwards_under`, `steps_under` (a binary search, not a scan).
+  helpers not followed: `backwards_under`, `steps_under` (a binary search, not a scan);
+  `backwards_of(scope)`: the backwards a scope runs itself; `backwarded_losses`: what every
+  backward's loss is called (`self.total`).
 
 Asked by: values (forwards and losses make graphs; what is backwarded), phase (does a loop
 backward or step), MEM201/202/203/205/206 (`backwards_in`, `forwards_in`, `is_forward`),
@@ -27,9 +30,10 @@ MEM301/302 (steps, zero_grads, resets, `.grad` reads), MEM401/404 (backwards, th
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cached_property
-from typing import FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -44,6 +48,7 @@ from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, la
 _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
 AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+_STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
 # Objects whose `.backward(loss)` backwards its argument.
 _BACKWARD_OWNER = re.compile(r"(accelerator|fabric|engine|trainer|manual_backward)$", re.IGNORECASE)
 _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|"
@@ -118,6 +123,7 @@ class Roles:
             s for s in map(self._optimizer_step, scopes.calls) if s is not None]
         self._step_of = {id(s.call): s for s in self.optimizer_steps}
         self.zero_grads: List[ZeroGrad] = self._find_zero_grads()
+        self._grad_reads: Dict[int, Tuple[List[cst.Attribute], List[int]]] = {}
 
     def _backward(self, call: cst.Call) -> Optional[Backward]:
         func = call.func
@@ -237,7 +243,22 @@ class Roles:
 
     def grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
         """`.grad` read under `node` (nested functions not entered): `p.grad.norm()`, `w.grad is None`;
-        not the target of `p.grad = None`."""
+        not the target of `p.grad = None`. In source order; each node is searched once."""
+        return self._grad_reads_found(node)[0]
+
+    def grad_read_orders(self, node: cst.CSTNode) -> List[int]:
+        """The pre-order positions of `grad_reads(node)`, ascending."""
+        return self._grad_reads_found(node)[1]
+
+    def _grad_reads_found(self, node: cst.CSTNode) -> Tuple[List[cst.Attribute], List[int]]:
+        found = self._grad_reads.get(id(node))
+        if found is None:
+            reads = sorted(self._find_grad_reads(node), key=self.tree.order)
+            found = (reads, [self.tree.order(read) for read in reads])
+            self._grad_reads[id(node)] = found
+        return found
+
+    def _find_grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
         found: List[cst.Attribute] = []
         stack: List[cst.CSTNode] = [node]
         while stack:
@@ -266,7 +287,13 @@ class Roles:
                 return following
         return stmt
 
-    @property
+    @cached_property
+    def step_hooked(self) -> bool:
+        """A hook is registered on an optimizer's step somewhere in the module (it may clear the
+        gradients)."""
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in self.scopes.calls)
+
+    @cached_property
     def uses_grad_scaler(self) -> bool:
         """A GradScaler is made, or a loss is scaled / a step taken through one, anywhere in the module."""
         if any(b.kind == "scaled" for b in self.backwards) or any(s.scaler for s in self.optimizer_steps):
@@ -284,6 +311,42 @@ class Roles:
     def _steps_by_order(self) -> Tuple[List[OptimizerStep], List[int]]:
         ordered = sorted(self.optimizer_steps, key=lambda s: self.tree.order(s.call))
         return ordered, [self.tree.order(s.call) for s in ordered]
+
+    @cached_property
+    def _backwards_by_scope(self) -> Dict[int, List[Backward]]:
+        found: Dict[int, List[Backward]] = {}
+        for backward in self.backwards:
+            found.setdefault(id(self.tree.scope_of(backward.call)), []).append(backward)
+        return found
+
+    def backwards_of(self, scope: cst.CSTNode) -> List[Backward]:
+        """The backwards `scope` runs itself (`tree.scope_of` their call is `scope`)."""
+        return self._backwards_by_scope.get(id(scope), [])
+
+    @cached_property
+    def backwarded_losses(self) -> FrozenSet[str]:
+        """The dotted name of every backward's loss (`""` when it is no dotted name)."""
+        return frozenset(dotted_name(b.loss) or "" for b in self.backwards if b.loss is not None)
+
+    @cached_property
+    def _modes_by_scope(self) -> Dict[int, Tuple[List[int], List[Dict[str, ModeCall]]]]:
+        """Per scope, in source order: each mode call's position, and the latest mode call per
+        receiver once it has run (copies only where a receiver changed: they are few)."""
+        found: Dict[int, Tuple[List[int], List[Dict[str, ModeCall]]]] = {}
+        for mode_call in sorted(self.mode_calls, key=lambda m: self.tree.order(m.call)):
+            orders, states = found.setdefault(id(self.tree.scope_of(mode_call.call)), ([], []))
+            latest = dict(states[-1]) if states else {}
+            latest[mode_call.target] = mode_call
+            orders.append(self.tree.order(mode_call.call))
+            states.append(latest)
+        return found
+
+    def latest_modes(self, scope: cst.CSTNode, position: int) -> Dict[str, ModeCall]:
+        """Receiver -> the latest of its mode calls that `scope` makes at or before `position`
+        (a pre-order position)."""
+        orders, states = self._modes_by_scope.get(id(scope), ([], []))
+        at = bisect_right(orders, position)
+        return states[at - 1] if at else {}
 
     def backwards_under(self, node: cst.CSTNode) -> Sequence[Backward]:
         """The backwards whose call lies under `node` (itself included), in source order."""

@@ -12,7 +12,9 @@ module's inventory in source order. Asked as `facts.scopes`:
 - `resolve(call)`: the function or method of this module a call calls (a def in an enclosing
   scope, or `self.method` through the class and its bases); `call_sites(func)` the reverse;
 - `functions` and `classes` (top level by name); `calls`, `assigns`, `withs` (every one, in
-  source order); `returned(scope)`: the values a scope returns or yields.
+  source order), `calls_of(scope)` and `assigns_of(scope)` (those a scope runs itself: a
+  question about one function reads its own, not the module's); `returned(scope)`: the
+  values a scope returns or yields.
 
 The other facts read these: values (a name's grad follows its bindings in effect), receivers
 (optimizers and models by what names are bound to), regions (with statements, grad mode of a
@@ -70,6 +72,8 @@ class Scopes:
         self.withs: List[cst.With] = []
         self._bindings: Dict[int, Dict[str, List[Binding]]] = {}  # id(scope) -> name -> bindings
         self._returned: Dict[int, List[cst.BaseExpression]] = {}  # id(scope) -> returned/yielded values
+        self._calls_of: Dict[int, List[cst.Call]] = {}  # id(scope) -> the calls it runs itself
+        self._assigns_of: Dict[int, List[cst.Assign]] = {}
         self._flows: Dict[int, List[Flow]] = {}
         self._index()
         self._resolved: Dict[int, cst.FunctionDef] = {}
@@ -121,6 +125,7 @@ class Scopes:
                 self._returned.setdefault(id(scope), []).append(value.item if isinstance(value, cst.From) else value)
         elif node_type is cst.Call:
             self.calls.append(node)  # type: ignore[arg-type]
+            self._calls_of.setdefault(id(scope), []).append(node)  # type: ignore[arg-type]
             func = node.func  # type: ignore[attr-defined]
             if isinstance(func, cst.Attribute) and func.attr.value in _APPENDING and node.args:  # type: ignore[attr-defined]
                 root = func.value
@@ -130,6 +135,7 @@ class Scopes:
                     self._bind(scope, root.value, node, node.args[-1].value, "append")  # type: ignore[attr-defined]
         elif node_type is cst.Assign:
             self.assigns.append(node)  # type: ignore[arg-type]
+            self._assigns_of.setdefault(id(scope), []).append(node)  # type: ignore[arg-type]
             for target in node.targets:  # type: ignore[attr-defined]
                 for name, whole in _binding_targets(target.target):
                     self._bind(scope, name.value, node, node.value, "assign", whole)  # type: ignore[attr-defined]
@@ -204,6 +210,14 @@ class Scopes:
                      for bind in binds if bind.value is not None]
             self._flows[id(scope)] = found
         return found
+
+    def calls_of(self, scope: Scope) -> List[cst.Call]:
+        """The calls `scope` runs itself (not those of functions nested in it), in source order."""
+        return self._calls_of.get(id(scope), [])
+
+    def assigns_of(self, scope: Scope) -> List[cst.Assign]:
+        """The assignments `scope` runs itself, in source order."""
+        return self._assigns_of.get(id(scope), [])
 
     def returned(self, scope: Scope) -> List[cst.BaseExpression]:
         """The values `scope` returns or yields (`yield from x`: x)."""
