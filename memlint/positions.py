@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
 from libcst._position import CodePosition
@@ -150,22 +150,24 @@ class Positions:
         self._module = module
         self._source = source
         self._parents = parents
-        self._found: Dict[cst.CSTNode, CodeRange] = {}
+        self._found: Dict[int, Tuple[int, int, int, int]] = {}  # id(node) -> line, column, end line, end column
         self._statement_lines: Optional[Dict[int, int]] = None
         self._lines: Optional[List[str]] = None
         self._whole: Optional[Mapping[cst.CSTNode, CodeRange]] = None
         self.statements_printed = 0  # how many statements were printed to place nodes
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
-        found = self._found.get(node)
-        if found is not None:
-            return found
-        if self._whole is None:
+        found = self._found.get(id(node))
+        if found is None and self._whole is None:
             statement = statement_of(node, self._parents)
             if statement is not None and self._place(statement):
-                return self._found[node]
-            self._whole = whole_module(self._module)
-        return self._whole[node]
+                found = self._found.get(id(node))
+            if found is None:
+                self._whole = whole_module(self._module)
+        if found is None:
+            return self._whole[node]  # type: ignore[index]
+        line, column, end_line, end_column = found
+        return CodeRange(CodePosition(line, column), CodePosition(end_line, end_column))
 
     def _line_of(self, statement: cst.CSTNode) -> Optional[int]:
         if self._statement_lines is None:
@@ -194,7 +196,9 @@ class Positions:
             self._lines = split_lines(self._source)
         if shift < 0 or not _same(self._lines[shift:shift + len(printed)], printed):
             return False
-        for node, where in provider._computed.items():
-            self._found[node] = CodeRange(CodePosition(where.start.line + shift, where.start.column),
-                                          CodePosition(where.end.line + shift, where.end.column))
+        parents = self._parents
+        for node, where in provider._computed.items():  # kept as plain numbers, and only for the
+            if id(node) in parents or node is statement:  # nodes rules see, not whitespace or commas
+                self._found[id(node)] = (where.start.line + shift, where.start.column,
+                                         where.end.line + shift, where.end.column)
         return True
