@@ -58,10 +58,13 @@ def _parser() -> argparse.ArgumentParser:
                         help="rule codes or prefixes to add to the selection")
     parser.add_argument("--ignore", type=_codes, action="extend", default=[],
                         help="rule codes or prefixes to skip")
-    parser.add_argument("--output-format", choices=("text", "json"), default="text")
+    parser.add_argument("--output-format", choices=("text", "json", "sarif", "github"), default="text",
+                        help="text (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)")
     parser.add_argument("--statistics", action="store_true", help="count findings per rule")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
     parser.add_argument("--config", type=Path, help="read [tool.memlint] from this pyproject.toml")
+    parser.add_argument("--force-exclude", action="store_true",
+                        help="apply `exclude` to files named on the command line too (for pre-commit)")
     parser.add_argument("-j", "--jobs", type=_jobs, help="processes to lint in (default: the CPU count)")
     parser.add_argument("--no-cache", action="store_true",
                         help="lint every file afresh; neither read nor write the result cache")
@@ -87,6 +90,7 @@ def _check(argv: Sequence[str]) -> int:
     from memlint.profile import report as profile_report
     from memlint.report import json as json_report
     from memlint.report import text
+    from memlint.report import github, sarif
     from memlint.rules import registry
     from memlint.run import Options, run
 
@@ -105,8 +109,8 @@ def _check(argv: Sequence[str]) -> int:
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
     jobs = args.jobs or cpu_count()
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
-                      fix_diffs=args.output_format == "json", jobs=jobs,
-                      cache=None if args.no_cache else open_cache(config, args.cache_dir),
+                      fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude,
+                      jobs=jobs, cache=None if args.no_cache else open_cache(config, args.cache_dir),
                       profile=args.profile,
                       file_timeout=config.file_timeout if args.file_timeout is None else args.file_timeout)
     for warning in config.warnings:
@@ -126,6 +130,11 @@ def _check(argv: Sequence[str]) -> int:
             print(f"{outcome.display}: warning: {outcome.warning}, skipped", file=sys.stderr)
     if args.output_format == "json":
         print(json_report.render(outcomes))
+    elif args.output_format == "sarif":
+        print(sarif.render(outcomes, rules))
+    elif args.output_format == "github":
+        for line in github.render(outcomes):
+            print(line)
     elif args.diff:
         for outcome in outcomes:
             if outcome.diff:

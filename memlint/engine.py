@@ -8,6 +8,7 @@ asks (memlint.analysis); positions are computed only for files with something to
 from __future__ import annotations
 
 import difflib
+import io
 import sys
 import warnings
 from contextlib import contextmanager, nullcontext
@@ -186,6 +187,11 @@ def parse(source: str) -> cst.Module:
         raise SourceError("cannot parse: nesting too deep for memlint's parser") from None
 
 
+def wanted_rules(source: str, rule_types: Sequence[Type[Rule]]) -> List[Type[Rule]]:
+    """The rules that could find something in `source`: it has a word each needs."""
+    return [r for r in rule_types if any(word in source for word in r.REQUIRES)]
+
+
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]], timer: Optional[Timer] = None) -> Checked:
     """Lint one source with the given rules (`timer`: charge the work to phases, rules and facts)."""
     if timer is None:
@@ -198,7 +204,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], timer: Opti
     clock = timer.phase if timer is not None else nullcontext
     with clock("compile"):
         compiles(source, path)
-    wanted = [r for r in rule_types if any(word in source for word in r.REQUIRES)]
+    wanted = wanted_rules(source, rule_types)
     if not wanted:  # nothing to look for: it compiles, that is all to check
         return Checked(source, None, [])
     with clock("parse"):
@@ -373,7 +379,14 @@ def diff_header(path: str) -> str:
 
 
 def unified_diff(before: str, after: str, path: str) -> str:
-    return "".join(difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
+    """A unified diff that `patch` and `git apply` accept, also for a last line without newline.
+    Lines are split where Python splits them (not at form feeds, as str.splitlines does)."""
+    lines = []
+    for line in difflib.unified_diff(
+        list(io.StringIO(before, newline="")), list(io.StringIO(after, newline="")),
         fromfile=f"a/{path}", tofile=f"b/{path}",
-    ))
+    ):
+        lines.append(line)
+        if not line.endswith(("\n", "\r")):
+            lines.append("\n\\ No newline at end of file\n")
+    return "".join(lines)

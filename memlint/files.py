@@ -1,8 +1,9 @@
 """Which files a run lints: the paths given, folders walked, .gitignore and excludes honoured.
 
-A file named on the command line is always linted; files found by walking a folder are
-skipped when a .gitignore (of the folder or any parent up to the repository root) or the
-`exclude` setting says so, and folders such as .git, .venv and build are never entered.
+A file named on the command line is always linted (with `--force-exclude`, unless `exclude`
+names it); files found by walking a folder are skipped when a .gitignore (of the folder or any
+parent up to the repository root) or the `exclude` setting says so, and folders such as .git,
+.venv and build are never entered.
 
 The walk stays inside the folder it was given: symbolic links to folders are not entered,
 links to files outside it are not followed, and FIFOs, sockets and devices are not source. A
@@ -27,7 +28,7 @@ SKIPPED_FOLDERS = frozenset({
     ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules", ".eggs", "site-packages",
     ".ipynb_checkpoints",
 })
-SOURCE_SUFFIXES = (".py",)
+SOURCE_SUFFIXES = (".py", ".ipynb")
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,10 @@ def _walk(root: Path, config: Config) -> Iterator[Union[Path, BadPath]]:
         stack.extend(reversed(subfolders))
 
 
-def discover(paths: Sequence[str], config: Config) -> Iterator[Union[Path, BadPath]]:
+def discover(paths: Sequence[str], config: Config, force_exclude: bool = False
+             ) -> Iterator[Union[Path, BadPath]]:
+    """The files to lint; with `force_exclude`, `exclude` applies to files named on the command
+    line too (pre-commit names every staged file)."""
     seen = set()
     for name in paths:
         path = Path(name)
@@ -144,6 +148,8 @@ def discover(paths: Sequence[str], config: Config) -> Iterator[Union[Path, BadPa
             os.stat(path)
         except OSError as error:
             yield BadPath(path, _reason(path, error))
+            continue
+        if force_exclude and not os.path.isdir(path) and config.is_excluded(path):
             continue
         found = _walk(path, config) if os.path.isdir(path) else iter((path,))
         for item in found:

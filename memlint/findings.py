@@ -88,6 +88,7 @@ class Finding:
     range: Range
     statement_line: int  # first line of the statement holding the node: `# noqa` may stand there
     fix: Optional[Fix] = None
+    cell: Optional[int] = None  # in a notebook: the cell's number (1-based); lines count inside it
 
     @property
     def line(self) -> int:

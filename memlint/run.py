@@ -14,10 +14,11 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 from memlint.cache import Cache, Entry
 from memlint.config import Config
-from memlint.engine import SourceError, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
+from memlint.engine import SourceError, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
 from memlint.jobs import map_in_order
+from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.profile import Timer
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
@@ -29,6 +30,7 @@ class Options:
     diff: bool = False  # compute what --fix would change, write nothing
     unsafe_fixes: bool = False
     fix_diffs: bool = False  # a diff per finding's fix (for JSON output)
+    force_exclude: bool = False  # `exclude` applies to files named on the command line too
     jobs: int = 1  # processes to lint in
     cache: Optional[Cache] = None  # results of earlier runs; None: lint every file
     profile: bool = False  # time each phase, rule and fact
@@ -44,7 +46,9 @@ class FileOutcome:
     fix_diffs: List[Optional[str]] = field(default_factory=list)  # aligned with findings
     error: Optional[str] = None
     warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
+    notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
+
 
 def display_path(path: Path) -> str:
     try:
@@ -54,14 +58,67 @@ def display_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
+def _write_back(path: Path, text: SourceText, outcome: FileOutcome) -> bool:
+    """Write a fixed file; when that fails nothing was written, and the outcome says so."""
+    try:
+        write_back(path, text)
+        return True
+    except OSError as error:
+        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
+        outcome.fixed = []
+        return False
+
+
+def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
+                options: Options) -> FileOutcome:
+    outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
+    if options.fix or options.diff:
+        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes)
+        fixed = notebook.updated(result.source)
+        outcome.findings = [fixed.locate(f).detached() for f in result.remaining]
+        outcome.fixed = [notebook.locate(f).detached() for f in result.applied]
+        if fixed.text != notebook.text:
+            if options.diff:
+                outcome.diff = unified_diff(notebook.text, fixed.text, display)
+            elif not _write_back(path, SourceText(fixed.text, notebook.encoding), outcome):
+                outcome.findings = [notebook.locate(f).detached()
+                                    for f in check(notebook.module, display, rules).findings]
+                fixed = notebook
+        outcome.notebook = fixed
+        return outcome
+    checked = check(notebook.module, display, rules)
+    outcome.findings = [notebook.locate(f).detached() for f in checked.findings]
+    if options.fix_diffs:
+        outcome.fix_diffs = [
+            unified_diff(notebook.text, notebook.updated(apply_fixes(checked, [f.fix], display)).text, display)
+            if f.fix is not None else None
+            for f in checked.findings
+        ]
+    outcome.notebook = notebook
+    return outcome
+
+
+def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options) -> FileOutcome:
+    """A notebook's code cells, linted (or fixed) as one module; findings located by cell."""
+    notebook = Notebook.read(path)
+    try:
+        return _lint_cells(path, notebook, display, rules, options)
+    except SourceError:
+        parsable = notebook.without_unparsable_cells()  # cells CPython accepts and LibCST does not
+        if parsable is notebook:
+            raise
+        return _lint_cells(path, parsable, display, rules, options)
+
+
 @dataclass(frozen=True)
 class _Task:
-    """One file to lint or fix, with its text already read (a worker process needs no more)."""
+    """One file to lint or fix, with its text already read (a worker process needs no more);
+    a notebook is read where it is linted (its source is None)."""
 
     path: Path
     display: str
     rules: Tuple[Type[Rule], ...]
-    source: SourceText
+    source: Optional[SourceText]
     options: Options
 
 
@@ -72,8 +129,8 @@ def _store(task: _Task, text: str, entry: Entry) -> None:
         task.options.cache.put(task.path, task.rules, text, replace(entry, diffs=diffs))
 
 
-def _fix_file(task: _Task, outcome: FileOutcome, timer: Optional[Timer]) -> None:
-    source, options = task.source, task.options
+def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer]) -> None:
+    options = task.options
     result = fix(source.text, task.display, task.rules, unsafe=options.unsafe_fixes, timer=timer)
     outcome.findings = [f.detached() for f in result.remaining]
     outcome.fixed = [f.detached() for f in result.applied]
@@ -81,15 +138,10 @@ def _fix_file(task: _Task, outcome: FileOutcome, timer: Optional[Timer]) -> None
         _store(task, source.text, Entry(outcome.findings))
     elif options.diff:
         outcome.diff = unified_diff(source.text, result.source, task.display)
-    else:
-        try:
-            write_back(task.path, SourceText(result.source, source.encoding))
-        except OSError as error:  # nothing written: the file's findings stand as they are
-            outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
-            outcome.fixed = []
-            outcome.findings = [f.detached() for f in check(source.text, task.display, task.rules).findings]
-        else:
-            _store(task, result.source, Entry(outcome.findings))
+    elif _write_back(task.path, SourceText(result.source, source.encoding), outcome):
+        _store(task, result.source, Entry(outcome.findings))
+    else:  # nothing written: the file's findings stand as they are
+        outcome.findings = [f.detached() for f in check(source.text, task.display, task.rules).findings]
 
 
 def _lint(task: _Task) -> FileOutcome:
@@ -97,11 +149,14 @@ def _lint(task: _Task) -> FileOutcome:
     becomes one line for this file, and the run goes on."""
     outcome = FileOutcome(task.display)
     timer = Timer() if task.options.profile else None
+    source = task.source
     try:
-        if task.options.fix or task.options.diff:
-            _fix_file(task, outcome, timer)
+        if source is None:
+            outcome = _lint_notebook(task.path, task.display, task.rules, task.options)
+        elif task.options.fix or task.options.diff:
+            _fix_file(task, source, outcome, timer)
         else:
-            checked = check(task.source.text, task.display, task.rules, timer=timer)
+            checked = check(source.text, task.display, task.rules, timer=timer)
             outcome.findings = [f.detached() for f in checked.findings]
             if task.options.fix_diffs:
                 diffs: Dict[int, str] = {}  # findings that share one fix share its diff
@@ -109,12 +164,14 @@ def _lint(task: _Task) -> FileOutcome:
                     if f.fix is not None and id(f.fix) not in diffs:
                         diffs[id(f.fix)] = fix_diff(checked, f, task.display, timer)
                 outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
-            _store(task, task.source.text,
+            _store(task, source.text,
                    Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None))
+    except (UnreadableFile, NotebookError) as error:
+        outcome.error = str(error)
     except SourceError as error:
         outcome.error = str(error)
-        if not (task.options.fix or task.options.diff):  # a fix's own failure is no fact of the text
-            _store(task, task.source.text, Entry([], error=outcome.error))
+        if source is not None and not (task.options.fix or task.options.diff):  # a fix's failure is
+            _store(task, source.text, Entry([], error=outcome.error))  # no fact of the text
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
     if timer is not None:
@@ -149,6 +206,8 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]],
              options: Options) -> Tuple[FileOutcome, Optional[_Task]]:
     """Read the file and look it up in the cache: its outcome when that settles it, else the
     task of linting it."""
+    if is_notebook(path):  # read, and linted, where it is linted; never cached
+        return FileOutcome(display), _Task(path, display, tuple(rules), None, options)
     started = time.perf_counter()
     try:
         source = read(path)
@@ -169,6 +228,11 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]],
 
 
 def _size(task: _Task) -> int:
+    if task.source is None:
+        try:
+            return os.path.getsize(task.path)
+        except OSError:
+            return 0
     return len(task.source.text)
 
 
@@ -180,7 +244,7 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
     base_rules = config.selection.rules(registry)
     outcomes: List[FileOutcome] = []
     tasks: List[Tuple[int, _Task]] = []
-    for item in discover(paths, config):
+    for item in discover(paths, config, options.force_exclude):
         if isinstance(item, BadPath):
             display = display_path(item.path)
             outcomes.append(FileOutcome(display, warning=item.message) if item.warning

@@ -53,7 +53,7 @@ def _kind(mode: int) -> str:
     return "is not a regular file"
 
 
-def _read_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
     """The bytes of a regular file; anything else is refused before it is read, and checked
     again on the open descriptor (O_NONBLOCK: a FIFO that appeared meanwhile opens at once)."""
     try:
@@ -70,7 +70,7 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def read(path: Path) -> SourceText:
-    data = _read_bytes(path)
+    data = read_bytes(path)
     if b"\x00" in data:
         raise UnreadableFile("binary file (contains NUL bytes), not Python source")
     try:

@@ -118,8 +118,9 @@ def test_json_output_is_stable_and_carries_each_fix_diff(tmp_path):
     result = memlint(tmp_path, "--output-format", "json", "train.py")
     assert result.returncode == 1
     [item] = json.loads(result.stdout)
-    assert set(item) == {"code", "name", "message", "filename", "line", "column", "end_line",
+    assert set(item) == {"code", "name", "message", "filename", "cell", "line", "column", "end_line",
                          "end_column", "fix"}
+    assert item["cell"] is None  # a notebook's cell number; none in a .py file
     assert (item["code"], item["name"], item["filename"]) == ("MEM101", "tensor-alloc-in-loop", "train.py")
     assert (item["line"], item["column"], item["end_line"], item["end_column"]) == (4, 5, 4, 32)
     assert item["fix"]["safety"] == "safe"

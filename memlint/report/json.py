@@ -1,6 +1,7 @@
 """JSON for other tools: a list of findings with 1-based positions and each fix's own diff.
 
-The keys are a contract: code, name, message, filename, line, column, end_line, end_column,
+The keys are a contract: code, name, message, filename, cell (a notebook's cell number, else
+null; lines then count inside the cell), line, column, end_line, end_column,
 fix (null, or {"safety": "safe" | "unsafe", "message": ..., "diff": unified diff of that fix alone}).
 """
 
@@ -22,6 +23,7 @@ def render(outcomes: Sequence[FileOutcome]) -> str:
                 "name": finding.name,
                 "message": finding.message,
                 "filename": outcome.display,
+                "cell": finding.cell,
                 "line": finding.range.line,
                 "column": finding.range.column,
                 "end_line": finding.range.end_line,

@@ -1,4 +1,5 @@
-"""ruff-style text: `path:line:col: CODE [*] message`, then a summary of what --fix can do."""
+"""ruff-style text: `path:line:col: CODE [*] message` (`nb.ipynb:cell 3:4:1: ...` in a notebook),
+then a summary of what --fix can do."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def findings(outcomes: Sequence[FileOutcome], unsafe: bool) -> List[str]:
     for outcome in outcomes:
         for f in outcome.findings:
             mark = "[*] " if fix_allowed(f.fix, unsafe) else ""
-            lines.append(f"{outcome.display}:{f.line}:{f.column}: {f.code} {mark}{f.message}")
+            cell = f"cell {f.cell}:" if f.cell is not None else ""
+            lines.append(f"{outcome.display}:{cell}{f.line}:{f.column}: {f.code} {mark}{f.message}")
     return lines
 
 
