@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional, Sequence
 
@@ -15,6 +16,26 @@ COMMANDS = ("check", "rules", "explain", "verify")
 
 def _codes(value: str) -> List[str]:
     return [part.strip().upper() for part in value.split(",") if part.strip()]
+
+
+def _jobs(value: str) -> int:
+    try:
+        jobs = int(value)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of processes (1 or more)")
+    return jobs
+
+
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < 1e9:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds (0: no limit)")
+    return seconds
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +68,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--target-torch", metavar="VERSION",
                         help="the oldest torch the code must run on (e.g. 2.1): fixes that need a newer "
                              "one are not offered (default: the project's declared torch requirement)")
+    parser.add_argument("-j", "--jobs", type=_jobs, help="processes to lint in (default: the CPU count)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="lint every file afresh; neither read nor write the result cache")
+    parser.add_argument("--cache-dir", type=Path,
+                        help="the result cache's folder (default: .memlint_cache next to the configuration)")
+    parser.add_argument("--file-timeout", type=_seconds, metavar="SECONDS",
+                        help="CPU time one file may take before it is skipped with a warning "
+                             "(default: 5; 0: no limit)")
+    parser.add_argument("--profile", action="store_true",
+                        help="print the time per file, phase, rule and fact (to stderr)")
     return parser
 
 
@@ -57,6 +88,9 @@ def _error(message: str) -> int:
 
 def _check(argv: Sequence[str]) -> int:
     from memlint import config as config_module
+    from memlint.cache import open_cache
+    from memlint.jobs import cpu_count
+    from memlint.profile import report as profile_report
     from memlint.report import json as json_report
     from memlint.report import text
     from memlint.report import github, sarif
@@ -78,11 +112,21 @@ def _check(argv: Sequence[str]) -> int:
     except config_module.ConfigError as error:
         return _error(str(error))
     unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
+    jobs = args.jobs or cpu_count()
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
-                      fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude)
+                      fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude,
+                      jobs=jobs, cache=None if args.no_cache else open_cache(config, args.cache_dir),
+                      profile=args.profile,
+                      file_timeout=config.file_timeout if args.file_timeout is None else args.file_timeout)
     for warning in config.warnings:
         print(f"memlint: warning: {warning}", file=sys.stderr)
-    outcomes = run(args.paths, config, rules, options)
+    notices: List[str] = []
+    started = time.perf_counter()
+    outcomes = run(args.paths, config, rules, options, notices)
+    wall = time.perf_counter() - started
+    if args.jobs is not None:  # asked for: say why it could not be had
+        for notice in notices:
+            print(f"memlint: warning: {notice}", file=sys.stderr)
 
     for outcome in outcomes:
         if outcome.error is not None:
@@ -109,6 +153,10 @@ def _check(argv: Sequence[str]) -> int:
                  else text.findings(outcomes, unsafe))
         lines += text.summary(outcomes, unsafe, fixing=options.fix)
         print("\n".join(lines))
+
+    if args.profile:
+        lines = profile_report([(o.display, o.seconds) for o in outcomes], wall, jobs)
+        print("\n".join(lines), file=sys.stderr)
 
     if any(o.error is not None for o in outcomes):
         return EXIT_ERROR

@@ -2,7 +2,8 @@
 
 Keys: select, ignore, extend-select (codes, prefixes such as "MEM2", or "ALL"),
 per-file-ignores ({glob: [codes]}), exclude ([globs]), unsafe-fixes (bool), target-torch
-("2.1": the oldest torch the project supports; memlint.torch_target). Globs are
+("2.1": the oldest torch the project supports; memlint.torch_target), file-timeout (seconds of
+CPU time one file may take; 0: no limit). Globs are
 gitignore-style and relative to the pyproject.toml. An unknown key, a mistyped value or an
 unknown code is a ConfigError: one line, naming the file.
 
@@ -33,7 +34,9 @@ else:  # pragma: no cover - exercised on older Pythons only
 
 _SELECTOR = re.compile(r"^(ALL|MEM[0-9]{0,3})$")
 _FULL_CODE = re.compile(r"^MEM[0-9]{3}$")
-KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "unsafe-fixes", "target-torch")
+KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "unsafe-fixes", "target-torch",
+        "file-timeout")
+FILE_TIMEOUT = 5.0  # seconds of CPU time: the slowest real file takes well under one
 
 
 class ConfigError(Exception):
@@ -96,6 +99,7 @@ class Config:
     exclude: List[str] = field(default_factory=list)
     unsafe_fixes: bool = False
     target_torch: Optional[TorchVersion] = None  # None: read from the project's declared requirements
+    file_timeout: float = FILE_TIMEOUT
     warnings: List[str] = field(default_factory=list)  # for the user, one line each
 
     def _relative(self, path: Path) -> Optional[str]:
@@ -159,6 +163,10 @@ def parse_table(table: Mapping[str, object], root: Path, source: Optional[Path],
     config.unsafe_fixes = unsafe
     if "target-torch" in table:
         config.target_torch = target_torch(table["target-torch"], f"{where}: `target-torch`")
+    timeout = table.get("file-timeout", FILE_TIMEOUT)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout < 1e9:
+        raise ConfigError(f"{where}: `file-timeout` must be a number of seconds (0: no limit)")
+    config.file_timeout = float(timeout)
     for name, selectors in (("select", config.selection.select or []),
                             ("extend-select", config.selection.extend_select),
                             ("ignore", config.selection.ignore),

@@ -61,3 +61,10 @@ class _ApplyEdits(cst.CSTTransformer):
 
 def apply_edits(module: cst.Module, edits: Iterable[Edit]) -> cst.Module:
     return module.visit(_ApplyEdits(edits))
+
+
+def apply_edits_to(node: cst.CSTNode, edits: Iterable[Edit]
+                   ) -> Union[cst.CSTNode, cst.FlattenSentinel, cst.RemovalSentinel]:
+    """The edits applied to one subtree: what stands in its place (statements around an
+    anchor come back flattened; a removed statement as the removal sentinel)."""
+    return node.visit(_ApplyEdits(edits))

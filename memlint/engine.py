@@ -11,16 +11,21 @@ import difflib
 import io
 import sys
 import warnings
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from functools import cached_property
+from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from memlint.analysis import Facts
 from memlint.analysis.tree import index
 from memlint.edits import apply_edits
+from memlint.fixdiff import regional_diff
+from memlint.positions import Positions, split_lines
 from memlint.findings import Edit, Finding, Fix, Range, Remove, Replace, Safety
+from memlint.profile import Timer, timed
 from memlint.rule import Rule
 from memlint.suppressions import Suppressions
 from memlint.torch_target import TorchVersion
@@ -80,7 +85,7 @@ class FileContext:
 Handler = Callable[[cst.CSTNode], object]
 
 
-def _handlers(rules: Sequence[Rule], prefix: str) -> Dict[type, List[Handler]]:
+def _handlers(rules: Sequence[Rule], prefix: str, timer: Optional[Timer]) -> Dict[type, List[Handler]]:
     table: Dict[type, List[Handler]] = {}
     for rule in rules:
         for attr in dir(type(rule)):
@@ -88,14 +93,17 @@ def _handlers(rules: Sequence[Rule], prefix: str) -> Dict[type, List[Handler]]:
                 node_type = getattr(cst, attr[len(prefix):], None)
                 if not isinstance(node_type, type):
                     raise TypeError(f"{type(rule).__name__}.{attr}: no LibCST node {attr[len(prefix):]}")
-                table.setdefault(node_type, []).append(getattr(rule, attr))
+                handler = getattr(rule, attr)
+                if timer is not None:
+                    handler = timed(handler, f"rule {rule.CODE}", timer)
+                table.setdefault(node_type, []).append(handler)
     return table
 
 
-def _walk(context: FileContext, rules: Sequence[Rule]) -> None:
+def _walk(context: FileContext, rules: Sequence[Rule], timer: Optional[Timer] = None) -> None:
     """Dispatch every node of the file's tree index to the rules, with ancestors kept current."""
-    enter = _handlers(rules, "visit_")
-    leave = _handlers(rules, "leave_")
+    enter = _handlers(rules, "visit_", timer)
+    leave = _handlers(rules, "leave_", timer)
     ancestors = context.ancestors
     tree = context.facts.tree
     pending: List[Tuple[cst.CSTNode, int]] = []  # nodes with leave handlers, not yet left
@@ -127,18 +135,12 @@ class Checked:
     source: str
     module: Optional[cst.Module]
     findings: List[Finding]
-    positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
+    positions: Union[Positions, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
+    parents: Mapping[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> its parent
 
-
-def _positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
-    """Every node's range. Run by hand, the provider costs one code generation; through
-    MetadataWrapper it costs a full visit (which rebuilds every node) on top."""
-    provider = PositionProvider()
-    try:
-        provider._gen_impl(module)  # private, but stable across LibCST 1.x
-        return provider._computed
-    except AttributeError:  # a LibCST without these internals: the public, slower way
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    @cached_property
+    def lines(self) -> List[str]:
+        return split_lines(self.source)
 
 
 def compiles(source: str, path: str) -> None:
@@ -156,10 +158,35 @@ def compiles(source: str, path: str) -> None:
         raise SourceError(f"cannot parse as {SYNTAX}: {error or 'nesting too deep'}") from None
 
 
+_VALIDATES_ONLY = cst.CSTNode.__post_init__.__code__.co_names == ("_validate",)
+
+
+@contextmanager
+def _trusting_the_parser() -> Iterator[None]:
+    """LibCST checks every node as it is made (`CSTNode.__post_init__`), a guard for trees
+    built by hand; the parser's own nodes are valid by construction, and checking them costs
+    about a seventh of a parse. Skipped while the parser runs, where the check does nothing else."""
+    if not _VALIDATES_ONLY:
+        yield
+        return
+    node = cst.CSTNode
+    checking = node.__post_init__
+    node.__post_init__ = _unchecked  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        node.__post_init__ = checking  # type: ignore[method-assign]
+
+
+def _unchecked(self: cst.CSTNode) -> None:
+    pass
+
+
 def parse(source: str) -> cst.Module:
     """The LibCST tree of a source that already compiles."""
     try:
-        return cst.parse_module(source)
+        with _trusting_the_parser():
+            return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         raise SourceError(
             f"cannot parse: {SYNTAX} accepts this file but memlint's parser does not: {error.message} "
@@ -175,35 +202,52 @@ def wanted_rules(source: str, rule_types: Sequence[Type[Rule]]) -> List[Type[Rul
 
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],
-          target_torch: Optional[TorchVersion] = None) -> Checked:
-    """Lint one source with the given rules, offering only fixes that run on `target_torch`."""
-    compiles(source, path)
+          target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None) -> Checked:
+    """Lint one source with the given rules, offering only fixes that run on `target_torch`
+    (`timer`: charge the work to phases, rules and facts)."""
+    if timer is None:
+        return _check(source, path, rule_types, target_torch, None)
+    with timer.active():
+        return _check(source, path, rule_types, target_torch, timer)
+
+
+def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torch: Optional[TorchVersion],
+           timer: Optional[Timer]) -> Checked:
+    clock = timer.phase if timer is not None else nullcontext
+    with clock("compile"):
+        compiles(source, path)
     wanted = wanted_rules(source, rule_types)
     if not wanted:  # nothing to look for: it compiles, that is all to check
         return Checked(source, None, [])
-    module = parse(source)
-    context = FileContext(module, target_torch)
-    _walk(context, [rule_type(context) for rule_type in wanted])
+    with clock("parse"):
+        module = parse(source)
+    with clock("index"):
+        context = FileContext(module, target_torch)
+    with clock("walk"):  # the dispatch itself; rules and facts are charged on their own
+        _walk(context, [rule_type(context) for rule_type in wanted], timer)
     if not context.reports:
         return Checked(source, module, [])
-    positions = _positions(module)
+    parents = context.facts.tree.parents
+    positions = Positions(module, source, parents)
     suppressions = Suppressions(source)
     findings = []
     for report in context.reports:
-        where = positions[report.node]
+        with clock("positions"):
+            where = positions[report.node]
+            statement_line = positions[report.statement].start.line
         finding = Finding(
             code=report.rule.CODE,
             name=report.rule.NAME,
             message=report.message,
             path=path,
             range=Range(where.start.line, where.start.column + 1, where.end.line, where.end.column + 1),
-            statement_line=positions[report.statement].start.line,
+            statement_line=statement_line,
             fix=report.fix,
         )
         if not suppressions.hides(finding):
             findings.append(finding)
     findings.sort(key=lambda f: (f.line, f.column, f.code))
-    return Checked(source, module, findings, positions)
+    return Checked(source, module, findings, positions, parents)
 
 
 def fix_allowed(fix: Optional[Fix], unsafe: bool) -> bool:
@@ -217,15 +261,36 @@ def _edit_range(edit: Edit, positions: Mapping[cst.CSTNode, CodeRange]) -> Tuple
                                             where.end.line, where.end.column)
 
 
-def _compatible(a: Fix, b: Fix, positions: Mapping[cst.CSTNode, CodeRange]) -> bool:
-    """Two fixes can go in one pass unless a replacement overlaps anything the other touches."""
-    for edit_a in a.edits:
-        replaces_a, range_a = _edit_range(edit_a, positions)
-        for edit_b in b.edits:
-            replaces_b, range_b = _edit_range(edit_b, positions)
-            if (replaces_a or replaces_b) and range_a.overlaps(range_b):
-                return False
-    return True
+class _Taken:
+    """The edits of the fixes chosen for one round, filed by line. A fix can join unless one of
+    its replacements overlaps anything taken, or anything of it overlaps a taken replacement;
+    each check looks only at the lines the fix spans, so a round costs what its fixes span,
+    not the square of their number."""
+
+    def __init__(self, positions: Mapping[cst.CSTNode, CodeRange]) -> None:
+        self._positions = positions
+        self._replaced: Dict[int, List[Range]] = {}
+        self._touched: Dict[int, List[Range]] = {}
+        self._fixes: Set[int] = set()  # ids of the fixes taken (findings may share one fix)
+
+    def admits(self, fix: Fix) -> bool:
+        if id(fix) in self._fixes:
+            return False  # already taken for another finding: it is made, not made twice
+        for replaces, where in (_edit_range(edit, self._positions) for edit in fix.edits):
+            for line in range(where.line, where.end_line + 1):
+                if any(where.overlaps(other) for other in self._replaced.get(line, ())):
+                    return False
+                if replaces and any(where.overlaps(other) for other in self._touched.get(line, ())):
+                    return False
+        return True
+
+    def take(self, fix: Fix) -> None:
+        self._fixes.add(id(fix))
+        for replaces, where in (_edit_range(edit, self._positions) for edit in fix.edits):
+            for line in range(where.line, where.end_line + 1):
+                self._touched.setdefault(line, []).append(where)
+                if replaces:
+                    self._replaced.setdefault(line, []).append(where)
 
 
 def verified_code(module: cst.Module, path: str) -> str:
@@ -263,41 +328,66 @@ def _edit_key(edit: Edit, module: cst.Module) -> Tuple[object, ...]:
 
 def _fixed_along(checked: Checked, chosen: Sequence[Finding]) -> List[Finding]:
     """Findings not chosen whose every edit a chosen fix makes too (one import rewrite serving two
-    deprecated calls): they are fixed as well, and counted, since the count is of findings."""
+    deprecated calls): they are fixed as well, and counted, since the count is of findings. A fix
+    object several findings share is judged once."""
     assert checked.module is not None
     module = checked.module
     made = {_edit_key(edit, module) for finding in chosen for edit in finding.fix.edits}  # type: ignore[union-attr]
-    return [f for f in checked.findings if f not in chosen and f.fix is not None
-            and all(_edit_key(edit, module) in made for edit in f.fix.edits)]
+    picked = {id(f) for f in chosen}
+    verdicts: Dict[int, bool] = {id(f.fix): True for f in chosen}
+    along = []
+    for finding in checked.findings:
+        if id(finding) in picked or finding.fix is None:
+            continue
+        key = id(finding.fix)
+        if key not in verdicts:
+            verdicts[key] = all(_edit_key(edit, module) in made for edit in finding.fix.edits)
+        if verdicts[key]:
+            along.append(finding)
+    return along
 
 
 def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False,
-        target_torch: Optional[TorchVersion] = None) -> FixResult:
+        target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None) -> FixResult:
     """Apply fixes until nothing changes (at most MAX_FIX_ROUNDS rounds)."""
+    clock = timer.phase if timer is not None else nullcontext
     applied: List[Finding] = []
-    checked = check(source, path, rule_types, target_torch)
+    checked = check(source, path, rule_types, target_torch, timer)
     for _ in range(MAX_FIX_ROUNDS):
         chosen: List[Finding] = []
+        taken = _Taken(checked.positions)  # type: ignore[arg-type]
         for finding in checked.findings:
-            if fix_allowed(finding.fix, unsafe) and all(
-                _compatible(finding.fix, other.fix, checked.positions) for other in chosen  # type: ignore[arg-type]
-            ):
+            if fix_allowed(finding.fix, unsafe) and taken.admits(finding.fix):  # type: ignore[arg-type]
+                taken.take(finding.fix)  # type: ignore[arg-type]
                 chosen.append(finding)
         if not chosen:
             break
-        new_source = apply_fixes(checked, [f.fix for f in chosen], path)  # type: ignore[misc]
+        with clock("fix"):
+            new_source = apply_fixes(checked, [f.fix for f in chosen], path)  # type: ignore[misc]
         if new_source == checked.source:
             break
         applied.extend(chosen)
         applied.extend(_fixed_along(checked, chosen))
-        checked = check(new_source, path, rule_types, target_torch)
+        checked = check(new_source, path, rule_types, target_torch, timer)
     return FixResult(checked.source, applied, checked.findings)
 
 
-def fix_diff(checked: Checked, finding: Finding, path: str) -> str:
-    """The unified diff of one finding's fix alone."""
-    assert finding.fix is not None
-    return unified_diff(checked.source, apply_fixes(checked, [finding.fix], path), path)
+def fix_diff(checked: Checked, finding: Finding, path: str, timer: Optional[Timer] = None) -> str:
+    """The unified diff of one finding's fix alone, made from the statements it edits (the
+    whole file only when those cannot be told apart). Not checked to parse: it shows what the
+    fix would write, and --fix is what refuses to write code that does not parse."""
+    assert finding.fix is not None and checked.module is not None
+    with timer.phase("fix diffs") if timer is not None else nullcontext():
+        diff = regional_diff(checked.module, checked.lines, finding.fix, checked.parents,
+                             checked.positions, diff_header(path))
+        if diff is None:
+            diff = unified_diff(checked.source, apply_edits(checked.module, finding.fix.edits).code, path)
+        return diff
+
+
+def diff_header(path: str) -> str:
+    """The first two lines of a unified diff of `path` (as unified_diff writes them)."""
+    return f"--- a/{path}\n+++ b/{path}\n"
 
 
 def unified_diff(before: str, after: str, path: str) -> str:

@@ -9,7 +9,7 @@ across a re-parse).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Tuple, Union
 
 import libcst as cst
@@ -100,3 +100,11 @@ class Finding:
     @property
     def column(self) -> int:
         return self.range.column
+
+    def detached(self) -> "Finding":
+        """This finding without its tree: the fix keeps its safety and description but no
+        edits (they name nodes of a tree that is gone). What the cache stores and worker
+        processes send back; enough to report, not to fix."""
+        if self.fix is None or not self.fix.edits:
+            return self
+        return replace(self, fix=Fix((), self.fix.safety, self.fix.description))

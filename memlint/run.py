@@ -7,15 +7,19 @@ with the findings of the other files, never raised, so one bad file does not sto
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Type
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
+from memlint.cache import Cache, Entry
 from memlint.config import Config
-from memlint.engine import Checked, SourceError, apply_fixes, check, fix, fix_diff, unified_diff
+from memlint.engine import SourceError, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
+from memlint.jobs import map_in_order
 from memlint.notebook import Notebook, NotebookError, is_notebook
+from memlint.profile import Timer
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
 from memlint.torch_target import DeclaredTargets, TorchVersion
@@ -28,6 +32,10 @@ class Options:
     unsafe_fixes: bool = False
     fix_diffs: bool = False  # a diff per finding's fix (for JSON output)
     force_exclude: bool = False  # `exclude` applies to files named on the command line too
+    jobs: int = 1  # processes to lint in
+    cache: Optional[Cache] = None  # results of earlier runs; None: lint every file
+    profile: bool = False  # time each phase, rule and fact
+    file_timeout: float = 0.0  # seconds of CPU time a file may take (0: no limit)
 
 
 @dataclass
@@ -40,6 +48,7 @@ class FileOutcome:
     error: Optional[str] = None
     warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
     notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
+    seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
 
 
 def display_path(path: Path) -> str:
@@ -67,18 +76,19 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
     if options.fix or options.diff:
         result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target)
         fixed = notebook.updated(result.source)
-        outcome.findings = [fixed.locate(f) for f in result.remaining]
-        outcome.fixed = [notebook.locate(f) for f in result.applied]
+        outcome.findings = [fixed.locate(f).detached() for f in result.remaining]
+        outcome.fixed = [notebook.locate(f).detached() for f in result.applied]
         if fixed.text != notebook.text:
             if options.diff:
                 outcome.diff = unified_diff(notebook.text, fixed.text, display)
             elif not _write_back(path, SourceText(fixed.text, notebook.encoding), outcome):
-                outcome.findings = [notebook.locate(f) for f in check(notebook.module, display, rules, target).findings]
+                outcome.findings = [notebook.locate(f).detached()
+                                    for f in check(notebook.module, display, rules, target).findings]
                 fixed = notebook
         outcome.notebook = fixed
         return outcome
     checked = check(notebook.module, display, rules, target)
-    outcome.findings = [notebook.locate(f) for f in checked.findings]
+    outcome.findings = [notebook.locate(f).detached() for f in checked.findings]
     if options.fix_diffs:
         outcome.fix_diffs = [
             unified_diff(notebook.text, notebook.updated(apply_fixes(checked, [f.fix], display)).text, display)
@@ -102,42 +112,144 @@ def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], option
         return _lint_cells(path, parsable, display, rules, options, target)
 
 
-def _lint_file(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-               target: Optional[TorchVersion] = None) -> FileOutcome:
-    outcome = FileOutcome(display)
+@dataclass(frozen=True)
+class _Task:
+    """One file to lint or fix, with its text already read (a worker process needs no more);
+    a notebook is read where it is linted (its source is None)."""
+
+    path: Path
+    display: str
+    rules: Tuple[Type[Rule], ...]
+    source: Optional[SourceText]
+    options: Options
+    target: Optional[TorchVersion]  # the oldest torch its fixes must run on
+
+
+def _store(task: _Task, text: str, entry: Entry) -> None:
+    if task.options.cache is not None:
+        header = diff_header(task.display)
+        diffs = None if entry.diffs is None else [d[len(header):] if d else d for d in entry.diffs]
+        task.options.cache.put(task.path, task.rules, task.target, text, replace(entry, diffs=diffs))
+
+
+def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer]) -> None:
+    options = task.options
+    result = fix(source.text, task.display, task.rules, unsafe=options.unsafe_fixes, target_torch=task.target,
+                 timer=timer)
+    outcome.findings = [f.detached() for f in result.remaining]
+    outcome.fixed = [f.detached() for f in result.applied]
+    if result.source == source.text:
+        _store(task, source.text, Entry(outcome.findings))
+    elif options.diff:
+        outcome.diff = unified_diff(source.text, result.source, task.display)
+    elif _write_back(task.path, SourceText(result.source, source.encoding), outcome):
+        _store(task, result.source, Entry(outcome.findings))
+    else:  # nothing written: the file's findings stand as they are
+        outcome.findings = [f.detached() for f in check(source.text, task.display, task.rules, task.target).findings]
+
+
+def _lint(task: _Task) -> FileOutcome:
+    """Lint or fix one file (in a worker process, or here). Never raises: a bug of memlint's
+    becomes one line for this file, and the run goes on."""
+    outcome = FileOutcome(task.display)
+    timer = Timer() if task.options.profile else None
+    source = task.source
     try:
-        if is_notebook(path):
-            return _lint_notebook(path, display, rules, options, target)
-        source = read(path)
-        if options.fix or options.diff:
-            result = fix(source.text, display, rules, unsafe=options.unsafe_fixes, target_torch=target)
-            outcome.findings, outcome.fixed = result.remaining, result.applied
-            if result.source != source.text:
-                if options.diff:
-                    outcome.diff = unified_diff(source.text, result.source, display)
-                elif not _write_back(path, SourceText(result.source, source.encoding), outcome):
-                    outcome.findings = check(source.text, display, rules, target).findings
-            return outcome
-        checked: Checked = check(source.text, display, rules, target)
-        outcome.findings = checked.findings
-        if options.fix_diffs:
-            outcome.fix_diffs = [
-                fix_diff(checked, f, display) if f.fix is not None else None for f in checked.findings
-            ]
-    except (UnreadableFile, SourceError, NotebookError) as error:
+        if source is None:
+            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target)
+        elif task.options.fix or task.options.diff:
+            _fix_file(task, source, outcome, timer)
+        else:
+            checked = check(source.text, task.display, task.rules, task.target, timer)
+            outcome.findings = [f.detached() for f in checked.findings]
+            if task.options.fix_diffs:
+                diffs: Dict[int, str] = {}  # findings that share one fix share its diff
+                for f in checked.findings:
+                    if f.fix is not None and id(f.fix) not in diffs:
+                        diffs[id(f.fix)] = fix_diff(checked, f, task.display, timer)
+                outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
+            _store(task, source.text,
+                   Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None))
+    except (UnreadableFile, NotebookError) as error:
         outcome.error = str(error)
+    except SourceError as error:
+        outcome.error = str(error)
+        if source is not None and not (task.options.fix or task.options.diff):  # a fix's failure is
+            _store(task, source.text, Entry([], error=outcome.error))  # no fact of the text
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
+    if timer is not None:
+        outcome.seconds = timer.totals()
     return outcome
 
 
+def _failed(task: _Task, over_budget: bool, why: str) -> FileOutcome:
+    """The outcome of a file whose worker process ran out of time or died."""
+    if over_budget:
+        return FileOutcome(task.display, warning=f"not linted: it takes more than {task.options.file_timeout:g} s "
+                                                 f"of CPU time (see --file-timeout)")
+    return FileOutcome(task.display, error=f"internal error ({why}); please report it")
+
+
+def _cached(entry: Entry, display: str, options: Options) -> Optional[FileOutcome]:
+    """The outcome an entry stands for under these options; None when it does not say enough
+    (--fix with something to fix; JSON that wants diffs the entry lacks)."""
+    findings = [replace(f, path=display) for f in entry.findings]
+    if (options.fix or options.diff) and any(fix_allowed(f.fix, options.unsafe_fixes) for f in findings):
+        return None
+    outcome = FileOutcome(display, findings=findings, error=entry.error)
+    if options.fix_diffs and not (options.fix or options.diff):
+        if entry.diffs is None and any(f.fix is not None for f in findings):
+            return None
+        header = diff_header(display)
+        outcome.fix_diffs = [header + d if d else None for d in (entry.diffs or [None] * len(findings))]
+    return outcome
+
+
+def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
+             target: Optional[TorchVersion]) -> Tuple[FileOutcome, Optional[_Task]]:
+    """Read the file and look it up in the cache: its outcome when that settles it, else the
+    task of linting it."""
+    if is_notebook(path):  # read, and linted, where it is linted; never cached
+        return FileOutcome(display), _Task(path, display, tuple(rules), None, options, target)
+    started = time.perf_counter()
+    try:
+        source = read(path)
+    except UnreadableFile as error:
+        return FileOutcome(display, error=str(error)), None
+    read_seconds = time.perf_counter() - started
+    task = _Task(path, display, tuple(rules), source, options, target)
+    cached = None
+    if options.cache is not None:
+        entry = options.cache.get(path, task.rules, target, source.text)
+        cached = None if entry is None else _cached(entry, display, options)
+    outcome = cached or FileOutcome(display)
+    if options.profile:
+        outcome.seconds = {"read": read_seconds}
+        if options.cache is not None:
+            outcome.seconds["cache"] = time.perf_counter() - started - read_seconds
+    return outcome, None if cached is not None else task
+
+
+def _size(task: _Task) -> int:
+    if task.source is None:
+        try:
+            return os.path.getsize(task.path)
+        except OSError:
+            return 0
+    return len(task.source.text)
+
+
 def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]],
-        options: Options) -> List[FileOutcome]:
-    """Lint (or fix) every file under `paths`; selection errors raise ConfigError before any work.
-    Each file's fixes are held to the configured `target-torch`, else to its project's declared one."""
+        options: Options, notices: Optional[List[str]] = None) -> List[FileOutcome]:
+    """Lint (or fix) every file under `paths`, in discovery order whatever the number of jobs;
+    selection errors raise ConfigError before any work. Each file's fixes are held to the
+    configured `target-torch`, else to its project's declared one. `notices` gets one-line
+    warnings about the run itself (processes that could not be started)."""
     base_rules = config.selection.rules(registry)
     declared = DeclaredTargets(config.root if config.source is not None else None)
-    outcomes = []
+    outcomes: List[FileOutcome] = []
+    tasks: List[Tuple[int, _Task]] = []
     for item in discover(paths, config, options.force_exclude):
         if isinstance(item, BadPath):
             display = display_path(item.path)
@@ -147,5 +259,14 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
         ignored = config.ignored_codes(item)
         rules = config.selection.rules(registry, ignored) if ignored else base_rules
         target = config.target_torch if config.target_torch is not None else declared.for_file(item)
-        outcomes.append(_lint_file(item, display_path(item), rules, options, target))
+        outcome, task = _prepare(item, display_path(item), rules, options, target)
+        if task is not None:
+            tasks.append((len(outcomes), task))
+        outcomes.append(outcome)
+    linted = map_in_order(_lint, [task for _, task in tasks], options.jobs, size=_size, failed=_failed,
+                          budget=options.file_timeout, notices=notices)
+    for (index, _), outcome in zip(tasks, linted):
+        for phase, seconds in outcomes[index].seconds.items():  # reading and the cache look-up
+            outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
+        outcomes[index] = outcome
     return outcomes

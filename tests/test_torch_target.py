@@ -170,6 +170,18 @@ def test_cli_reads_the_declared_requirement_and_the_config_overrides_it(tmp_path
     assert "torch.amp.GradScaler(\"cuda\")" in train.read_text()
 
 
+def test_the_cache_follows_the_declared_requirement(tmp_path):
+    """The declared torch lives outside the linted file and the configuration: changing it must
+    still change what a cached run offers."""
+    _write(tmp_path, "pyproject.toml", "[project]\nname = \"p\"\ndependencies = [\"torch>=1.8\"]\n")
+    _write(tmp_path, "train.py", AMP)
+    old = _memlint(tmp_path, "train.py").stdout
+    assert "fix not offered: needs torch >= 2.3, project targets 1.8" in old
+    assert _memlint(tmp_path, "train.py").stdout == old  # the warm run says the same
+    _write(tmp_path, "pyproject.toml", "[project]\nname = \"p\"\ndependencies = [\"torch>=2.4\"]\n")
+    assert "fix not offered" not in _memlint(tmp_path, "train.py").stdout
+
+
 def test_cli_bad_target_is_a_one_line_error(tmp_path):
     _write(tmp_path, "train.py", AMP)
     result = _memlint(tmp_path, "--target-torch", "two", "train.py")

@@ -17,7 +17,7 @@ counted as coming from `x`: `total += loss.item()` does not keep `loss`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import FrozenSet, Iterator, List, Optional, Sequence, Set
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Set
 
 import libcst as cst
 
@@ -395,17 +395,32 @@ class _Collector:
             self.flow.sinks.append(Sink("stored", args, frozenset(sources_of(func.value)), call))
 
 
+class Derivation:
+    """Which names are computed from which, over a set of flows indexed once by source: each
+    question then costs what it reaches, not a pass over every flow until nothing changes."""
+
+    def __init__(self, flows: Sequence[Flow]) -> None:
+        self._by_source: Dict[str, List[Flow]] = {}
+        for item in flows:
+            for source in item.sources:
+                self._by_source.setdefault(source, []).append(item)
+
+    def of(self, names: Set[str]) -> Set[str]:
+        """`names` and every name the flows bind from a value computed from them (any order)."""
+        found = set(names)
+        pending = list(found)
+        while pending:
+            for item in self._by_source.get(pending.pop(), ()):
+                for target in item.targets:
+                    if target not in found:
+                        found.add(target)
+                        pending.append(target)
+        return found
+
+
 def derived(flows: Sequence[Flow], names: Set[str]) -> Set[str]:
     """`names` and every name the flows bind from a value computed from them (any order)."""
-    found = set(names)
-    changed = True
-    while changed:
-        changed = False
-        for item in flows:
-            if item.sources & found and not item.targets <= found:
-                found |= item.targets
-                changed = True
-    return found
+    return Derivation(flows).of(names)
 
 
 def keeps_parameters(func: cst.FunctionDef) -> bool:

@@ -22,13 +22,14 @@ Asked by: MEM201 and MEM202 (`in_training_function`, `eval_evidence`), MEM203 (`
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional
+from functools import cached_property
+from typing import Optional
 
 import libcst as cst
 
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
-from memlint.analysis.roles import ModeCall, Roles
+from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex
@@ -104,12 +105,7 @@ class Phase:
         like evaluate/validate/predict/infer/generate/sample), "script" (a file with no backward
         and no optimizer step, at module level or in a function returning nothing); else None."""
         scope = self.tree.scope_of(loop)
-        position = self.tree.order(loop)
-        latest: Dict[str, ModeCall] = {}
-        for mode_call in sorted(self.roles.mode_calls, key=lambda m: self.tree.order(m.call)):
-            if self.tree.scope_of(mode_call.call) is not scope or self.tree.order(mode_call.call) > position:
-                continue
-            latest[mode_call.target] = mode_call
+        latest = self.roles.latest_modes(scope, self.tree.order(loop))
         modes = {m.mode for m in latest.values() if self.receivers.is_model(m.call.func.value)}  # type: ignore[attr-defined]
         if "train" in modes:
             return None  # the model was put in training mode for this loop
@@ -124,12 +120,13 @@ class Phase:
                     return None  # samples handed back with their graph: the caller may train on them
                 return "named"
             func = self.tree.function_of(func)
-        if not self.roles.backwards and not self.roles.optimizer_steps and self._inference_signs() and (
+        if not self.roles.backwards and not self.roles.optimizer_steps and self._inference_signs and (
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
                                          and not self.scopes.returned(scope))):
             return "script"
         return None
 
+    @cached_property
     def _inference_signs(self) -> bool:
         """The file loads trained weights or puts a model in eval mode somewhere."""
         if any(m.mode == "eval" for m in self.roles.mode_calls):

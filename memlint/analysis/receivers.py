@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import FrozenSet, Iterator, Optional, Set
+from typing import Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
@@ -339,6 +339,16 @@ class Receivers:
         receiver = dotted[:-len(last)].rstrip(".")
         return receiver in ("", "self") and bool(_MODEL_COMPOUND.search(last))
 
+    @cached_property
+    def _assigns_by_target(self) -> Dict[str, List[cst.Assign]]:
+        """Dotted target name -> the assignments to it, in source order."""
+        found: Dict[str, List[cst.Assign]] = {}
+        for assign in self.scopes.assigns:
+            for dotted in dict.fromkeys(dotted_name(t.target) for t in assign.targets):
+                if dotted is not None:
+                    found.setdefault(dotted, []).append(assign)
+        return found
+
     def constructor_of(self, expr: cst.BaseExpression) -> Optional[str]:
         """The qualified constructor a model name was built from (`torch.nn.GRU` for
         `rnn = nn.GRU(...).to(device)`), when every assignment to it agrees; else None."""
@@ -346,9 +356,7 @@ class Receivers:
         if dotted is None:
             return None
         found: Set[Optional[str]] = set()
-        for assign in self.scopes.assigns:
-            if not any(dotted_name(t.target) == dotted for t in assign.targets):
-                continue
+        for assign in self._assigns_by_target.get(dotted, ()):
             value = assign.value
             while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
                     value.func.attr.value in _MODEL_MOVERS and isinstance(value.func.value, cst.Call):

@@ -4,7 +4,8 @@ Asked as `facts.regions`:
 
 - `grad_regions` (`Region`): `with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(...)`
   / `enable_grad()`; `autocasts` (`Autocast`: device, dtype, enabled, deprecated spelling):
-  `with torch.autocast(...)` and its older spellings; `accumulate_regions`:
+  `with torch.autocast(...)` and its older spellings (`autocasts_for(roots, node)`: those under
+  some roots or around a node); `accumulate_regions`:
   `with accelerator.accumulate(...)`;
 - at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`,
   `expects_error` (inside `pytest.raises` / `assertRaises`), and
@@ -29,7 +30,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Set
+from functools import cached_property
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -275,9 +277,32 @@ class Regions:
         """Inside `with accelerator.accumulate(model):`."""
         return any(isinstance(a, cst.With) and id(a) in self._accumulate_withs for a in self.tree.ancestors(node))
 
+    @cached_property
+    def _autocast_by_with(self) -> Dict[int, Autocast]:
+        return {id(a.region.node): a for a in self.autocasts}
+
+    @cached_property
+    def _autocasts_by_order(self) -> Tuple[List[Autocast], List[int]]:
+        ordered = sorted(self.autocasts, key=lambda a: self.tree.order(a.region.node))
+        return ordered, [self.tree.order(a.region.node) for a in ordered]
+
+    def autocasts_for(self, roots: Sequence[cst.CSTNode], node: cst.CSTNode) -> List[Autocast]:
+        """The autocast regions under one of `roots` or around `node`, in the order of
+        `autocasts`: found by the tree's order, not by testing every region of the module."""
+        chosen: Dict[int, Autocast] = {}
+        ordered, orders = self._autocasts_by_order
+        for root in roots:
+            for autocast in self.tree.in_subtree(root, ordered, orders):
+                chosen[id(autocast)] = autocast
+        for ancestor in (node, *self.tree.ancestors(node)):
+            autocast = self._autocast_by_with.get(id(ancestor))
+            if autocast is not None:
+                chosen[id(autocast)] = autocast
+        return [a for a in self.autocasts if id(a) in chosen] if len(chosen) > 1 else list(chosen.values())
+
     def autocast_at(self, node: cst.CSTNode) -> Optional[Autocast]:
         """The innermost autocast region whose body holds `node` (same function)."""
-        by_with = {id(a.region.node): a for a in self.autocasts}
+        by_with = self._autocast_by_with
         child = node
         for ancestor in self.tree.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):

@@ -12,13 +12,18 @@ Asked as `facts.roles`, for every call of the module:
   call that clears gradients (`p.grad.zero_()`, `torch._foreach_zero_`, a helper named so);
   `grad_reads(node)`: `.grad` read under a node; `grads_updated_in_place` (`p.grad += g`
   somewhere); `is_grad_clip(call)`;
-- `mode_calls` (`ModeCall`): `model.eval()` / `model.train()`;
+- `mode_calls` (`ModeCall`): `model.eval()` / `model.train()`; `latest_modes(scope, at)`: the
+  latest mode call per receiver that `scope` made up to a position;
 - `is_forward(call)` (a model called: `model(x)`, `self.net(x)`, `model.forward(x)`,
   `model.encode(x)`; not HF `generate()`, which `is_generate` tells), `is_loss(call)`
-  (`criterion(out, y)`, `F.cross_entropy`), `uses_grad_scaler`, `asks_for_grad(node)` (code
-  that needs autograd on: `torch.autograd.grad`, `requires_grad_()`, `enable_grad()`);
+  (`criterion(out, y)`, `F.cross_entropy`), `uses_grad_scaler`, `step_hooked` (a hook on an
+  optimizer's step), `asks_for_grad(node)` (code that needs autograd on: `torch.autograd.grad`,
+  `requires_grad_()`, `enable_grad()`);
 - under a node, helpers followed (memlint.analysis.calls), each with its call site in the node:
-  `backwards_in`, `steps_in`, `forwards_in`.
+  `backwards_in`, `steps_in`, `forwards_in`; anywhere under a node, nested functions included,
+  helpers not followed: `backwards_under`, `steps_under` (a binary search, not a scan);
+  `backwards_of(scope)`: the backwards a scope runs itself; `backwarded_attributes`: the
+  attributes a backward backwards (`self.total`).
 
 Asked by: values (forwards and losses make graphs; what is backwarded), phase (does a loop
 backward or step), MEM201/202/203/205/206 (`backwards_in`, `forwards_in`, `is_forward`),
@@ -28,8 +33,10 @@ MEM301/302 (steps, zero_grads, resets, `.grad` reads), MEM401/404 (backwards, th
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
-from typing import FrozenSet, List, Optional, Tuple
+from functools import cached_property
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -44,6 +51,7 @@ from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, la
 _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
 AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+_STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
 # Objects whose `.backward(loss)` backwards its argument.
 _BACKWARD_OWNER = re.compile(r"(accelerator|fabric|engine|trainer|manual_backward)$", re.IGNORECASE)
 # Calls that show code wants gradients even without a backward of its own (saliency, adversarial
@@ -133,6 +141,7 @@ class Roles:
             s for s in map(self._optimizer_step, scopes.calls) if s is not None]
         self._step_of = {id(s.call): s for s in self.optimizer_steps}
         self.zero_grads: List[ZeroGrad] = self._find_zero_grads()
+        self._grad_reads: Dict[int, Tuple[List[cst.Attribute], List[int]]] = {}
 
     def _backward(self, call: cst.Call) -> Optional[Backward]:
         func = call.func
@@ -259,7 +268,22 @@ class Roles:
 
     def grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
         """`.grad` read under `node` (nested functions not entered): `p.grad.norm()`, `w.grad is None`;
-        not the target of `p.grad = None`."""
+        not the target of `p.grad = None`. In source order; each node is searched once."""
+        return self._grad_reads_found(node)[0]
+
+    def grad_read_orders(self, node: cst.CSTNode) -> List[int]:
+        """The pre-order positions of `grad_reads(node)`, ascending."""
+        return self._grad_reads_found(node)[1]
+
+    def _grad_reads_found(self, node: cst.CSTNode) -> Tuple[List[cst.Attribute], List[int]]:
+        found = self._grad_reads.get(id(node))
+        if found is None:
+            reads = sorted(self._find_grad_reads(node), key=self.tree.order)
+            found = (reads, [self.tree.order(read) for read in reads])
+            self._grad_reads[id(node)] = found
+        return found
+
+    def _find_grad_reads(self, node: cst.CSTNode) -> List[cst.Attribute]:
         found: List[cst.Attribute] = []
         stack: List[cst.CSTNode] = [node]
         while stack:
@@ -303,7 +327,13 @@ class Roles:
                 return following
         return stmt
 
-    @property
+    @cached_property
+    def step_hooked(self) -> bool:
+        """A hook is registered on an optimizer's step somewhere in the module (it may clear the
+        gradients)."""
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in self.scopes.calls)
+
+    @cached_property
     def uses_grad_scaler(self) -> bool:
         """A GradScaler is made, or a loss is scaled / a step taken through one, anywhere in the module."""
         if any(b.kind == "scaled" for b in self.backwards) or any(s.scaler for s in self.optimizer_steps):
@@ -326,6 +356,62 @@ class Roles:
             isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" and
             literal_bool(n.value) is not False for t in n.targets)
             for root in roots for n in walk_scope(root))
+
+    @cached_property
+    def _backwards_by_order(self) -> Tuple[List[Backward], List[int]]:
+        ordered = sorted(self.backwards, key=lambda b: self.tree.order(b.call))
+        return ordered, [self.tree.order(b.call) for b in ordered]
+
+    @cached_property
+    def _steps_by_order(self) -> Tuple[List[OptimizerStep], List[int]]:
+        ordered = sorted(self.optimizer_steps, key=lambda s: self.tree.order(s.call))
+        return ordered, [self.tree.order(s.call) for s in ordered]
+
+    @cached_property
+    def _backwards_by_scope(self) -> Dict[int, List[Backward]]:
+        found: Dict[int, List[Backward]] = {}
+        for backward in self.backwards:
+            found.setdefault(id(self.tree.scope_of(backward.call)), []).append(backward)
+        return found
+
+    def backwards_of(self, scope: cst.CSTNode) -> List[Backward]:
+        """The backwards `scope` runs itself (`tree.scope_of` their call is `scope`)."""
+        return self._backwards_by_scope.get(id(scope), [])
+
+    @cached_property
+    def backwarded_attributes(self) -> FrozenSet[str]:
+        """The dotted name of every backward's loss that is an attribute (`self.total`): an
+        attribute outlives the scope that backwards it, a local name does not."""
+        names = (dotted_name(b.loss) or "" for b in self.backwards if b.loss is not None)
+        return frozenset(name for name in names if "." in name)
+
+    @cached_property
+    def _modes_by_scope(self) -> Dict[int, Tuple[List[int], List[Dict[str, ModeCall]]]]:
+        """Per scope, in source order: each mode call's position, and the latest mode call per
+        receiver once it has run (copies only where a receiver changed: they are few)."""
+        found: Dict[int, Tuple[List[int], List[Dict[str, ModeCall]]]] = {}
+        for mode_call in sorted(self.mode_calls, key=lambda m: self.tree.order(m.call)):
+            orders, states = found.setdefault(id(self.tree.scope_of(mode_call.call)), ([], []))
+            latest = dict(states[-1]) if states else {}
+            latest[mode_call.target] = mode_call
+            orders.append(self.tree.order(mode_call.call))
+            states.append(latest)
+        return found
+
+    def latest_modes(self, scope: cst.CSTNode, position: int) -> Dict[str, ModeCall]:
+        """Receiver -> the latest of its mode calls that `scope` makes at or before `position`
+        (a pre-order position)."""
+        orders, states = self._modes_by_scope.get(id(scope), ([], []))
+        at = bisect_right(orders, position)
+        return states[at - 1] if at else {}
+
+    def backwards_under(self, node: cst.CSTNode) -> Sequence[Backward]:
+        """The backwards whose call lies under `node` (itself included), in source order."""
+        return self.tree.in_subtree(node, *self._backwards_by_order)
+
+    def steps_under(self, node: cst.CSTNode) -> Sequence[OptimizerStep]:
+        """The optimizer steps whose call lies under `node` (itself included), in source order."""
+        return self.tree.in_subtree(node, *self._steps_by_order)
 
     def backwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[Backward, cst.Call]]:
         """Backward calls under `node` (and in helpers it calls), each with its call site in `node`."""

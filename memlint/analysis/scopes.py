@@ -14,7 +14,9 @@ module's inventory in source order. Asked as `facts.scopes`:
   nn.Module's `forward`, `acc.update(...)` when `acc` surely holds an instance of a class of
   this module); `call_sites(func)` the reverse;
 - `functions` and `classes` (top level by name); `calls`, `assigns`, `withs` (every one, in
-  source order); `returned(scope)`: the values a scope returns or yields;
+  source order), `calls_of(scope)` and `assigns_of(scope)` (those a scope runs itself: a
+  question about one function reads its own, not the module's); `returned(scope)`: the
+  values a scope returns or yields;
 - attributes of a class's instances: `emptied(klass, attr)` (a method other than `__init__`
   rebinds or clears `self.<attr>`), `class_list(klass, attr)` (a list in the class body, shared
   by every instance), `assigned_on_instances(klass, attr)`; `enclosing_class(node)`: the class
@@ -76,6 +78,8 @@ class Scopes:
         self.withs: List[cst.With] = []
         self._bindings: Dict[int, Dict[str, List[Binding]]] = {}  # id(scope) -> name -> bindings
         self._returned: Dict[int, List[cst.BaseExpression]] = {}  # id(scope) -> returned/yielded values
+        self._calls_of: Dict[int, List[cst.Call]] = {}  # id(scope) -> the calls it runs itself
+        self._assigns_of: Dict[int, List[cst.Assign]] = {}
         self._flows: Dict[int, List[Flow]] = {}
         self._index()
         self._resolved: Dict[int, cst.FunctionDef] = {}
@@ -127,6 +131,7 @@ class Scopes:
                 self._returned.setdefault(id(scope), []).append(value.item if isinstance(value, cst.From) else value)
         elif node_type is cst.Call:
             self.calls.append(node)  # type: ignore[arg-type]
+            self._calls_of.setdefault(id(scope), []).append(node)  # type: ignore[arg-type]
             func = node.func  # type: ignore[attr-defined]
             if isinstance(func, cst.Attribute) and func.attr.value in _APPENDING and node.args:  # type: ignore[attr-defined]
                 root = func.value
@@ -136,6 +141,7 @@ class Scopes:
                     self._bind(scope, root.value, node, node.args[-1].value, "append")  # type: ignore[attr-defined]
         elif node_type is cst.Assign:
             self.assigns.append(node)  # type: ignore[arg-type]
+            self._assigns_of.setdefault(id(scope), []).append(node)  # type: ignore[arg-type]
             for target in node.targets:  # type: ignore[attr-defined]
                 for name, whole in _binding_targets(target.target):
                     self._bind(scope, name.value, node, node.value, "assign", whole)  # type: ignore[attr-defined]
@@ -223,6 +229,14 @@ class Scopes:
                      for bind in binds if bind.value is not None]
             self._flows[id(scope)] = found
         return found
+
+    def calls_of(self, scope: Scope) -> List[cst.Call]:
+        """The calls `scope` runs itself (not those of functions nested in it), in source order."""
+        return self._calls_of.get(id(scope), [])
+
+    def assigns_of(self, scope: Scope) -> List[cst.Assign]:
+        """The assignments `scope` runs itself, in source order."""
+        return self._assigns_of.get(id(scope), [])
 
     def returned(self, scope: Scope) -> List[cst.BaseExpression]:
         """The values `scope` returns or yields (`yield from x`: x)."""

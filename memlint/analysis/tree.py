@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 import libcst as cst
 
@@ -106,6 +107,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 Scope = cst.CSTNode  # a FunctionDef, Lambda or the Module
+T = TypeVar("T")
 
 # Node kinds whose scope the placement records; any other node finds its scope through its parents.
 _SCOPE_RECORDED = frozenset({
@@ -126,6 +128,7 @@ class _Placement:
     """Where every node sits: computed in one pass over the index, the first time it is asked."""
 
     order: Dict[int, int]  # id(node) -> pre-order position
+    ends: List[int]  # pre-order position -> the position just after that node's subtree
     scopes: Dict[int, Scope]  # id(node) -> the scope it runs in, for the kinds in _SCOPE_RECORDED
     classes: Dict[int, Optional[cst.ClassDef]]  # id(function or lambda) -> the class it is defined in
     listed: List[Tuple[cst.CSTNode, Scope]]  # the kinds in _LISTED, in source order
@@ -155,7 +158,13 @@ class TreeIndex:
         recorded, wanted = _SCOPE_RECORDED, _LISTED  # concrete types: `in` beats ABC isinstance
         # (depth of the node that opened it, scope, class) for the nodes around the current one
         around: List[Tuple[int, Scope, Optional[cst.ClassDef]]] = [(-1, self.module, None)]
-        for position, (node, depth) in enumerate(zip(self.nodes, self.depths)):
+        depths = self.depths
+        ends = [len(self.nodes)] * len(self.nodes)
+        open_nodes: List[int] = []  # positions whose subtree is still being walked
+        for position, (node, depth) in enumerate(zip(self.nodes, depths)):
+            while open_nodes and depths[open_nodes[-1]] >= depth:
+                ends[open_nodes.pop()] = position
+            open_nodes.append(position)
             while around[-1][0] >= depth:
                 around.pop()
             _, scope, klass = around[-1]
@@ -174,7 +183,7 @@ class TreeIndex:
                 around.append((depth, node, klass))
             elif node_type is cst.ClassDef:
                 around.append((depth, scope, node))  # type: ignore[arg-type]
-        return _Placement(order, scopes, classes, listed)
+        return _Placement(order, ends, scopes, classes, listed)
 
     @property
     def listed(self) -> List[Tuple[cst.CSTNode, Scope]]:
@@ -224,7 +233,26 @@ class TreeIndex:
         return self._placement.classes.get(id(func))
 
     def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-        return outer is inner or any(a is outer for a in self.ancestors(inner))
+        """Whether `inner` is `outer` or lies under it: a subtree is a run of the pre-order, so
+        this is two look-ups (nodes outside the index, made by a fix, go up their parents)."""
+        placement = self._placement
+        start = placement.order.get(id(outer))
+        at = placement.order.get(id(inner))
+        if start is None or at is None:
+            return outer is inner or any(a is outer for a in self.ancestors(inner))
+        return start <= at < placement.ends[start]
+
+    def span(self, node: cst.CSTNode) -> Tuple[int, int]:
+        """The pre-order positions of `node` and everything under it: [start, end)."""
+        placement = self._placement
+        start = placement.order[id(node)]
+        return start, placement.ends[start]
+
+    def in_subtree(self, node: cst.CSTNode, items: Sequence[T], orders: Sequence[int]) -> Sequence[T]:
+        """The `items` under `node`, given their pre-order `orders` in ascending order: a
+        binary search, where testing each item would cost the length of the list per question."""
+        start, end = self.span(node)
+        return items[bisect_left(orders, start):bisect_left(orders, end)]
 
     def under(self, node: cst.CSTNode, roots: List[cst.CSTNode]) -> bool:
         """Whether `node` lies under one of `roots`."""

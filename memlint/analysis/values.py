@@ -43,7 +43,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, derived, leaf_targets,
+from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, Derivation, leaf_targets,
                                        sources_of, target_names)
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
@@ -140,6 +140,7 @@ class Values:
         self._memo_grad: Dict[Tuple[str, int, _Trace], bool] = {}
         self._memo_returns: Dict[Tuple[int, bool], bool] = {}
         self._in_progress: Set[Tuple[str, int, _Trace]] = set()
+        self._scope_summaries: Dict[int, _ScopeSummary] = {}
 
     def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
@@ -425,41 +426,32 @@ class Values:
                 kept.append(arg)
         return kept
 
+    def _summary(self, scope: Scope) -> "_ScopeSummary":
+        found = self._scope_summaries.get(id(scope))
+        if found is None:
+            found = _ScopeSummary(self, scope)
+            self._scope_summaries[id(scope)] = found
+        return found
+
     def derived_names(self, scope: Scope, names: Set[str]) -> Set[str]:
         """`names` and every name of `scope` bound from a value computed from them (any order)."""
-        return derived(self.scopes.flows(scope), names)
+        return self._summary(scope).derivation.of(names)
 
     def reaches_backward(self, scope: Scope, names: Set[str]) -> bool:
         """Whether anything derived from `names` in `scope` is backwarded there, or handed to a
         function of this module that backwards."""
-        tainted = self.derived_names(scope, names)
-        for backward in self.roles.backwards:
-            if self.tree.scope_of(backward.call) is scope and backward.names & tainted:
-                return True
-            if backward.loss is not None and "." in (dotted_name(backward.loss) or "") and \
-                    dotted_name(backward.loss) in names:
-                return True  # `self.total.backward()`, in any method: an attribute outlives its scope
-        for call in self.scopes.calls:
-            if self.tree.scope_of(call) is not scope:
-                continue
-            target = self.scopes.resolve(call)
-            if target is None or not any(sources_of(a.value) & tainted for a in call.args):
-                continue
-            if self.roles.backwards_in(target.body):
-                return True
-        return False
+        if names & self.roles.backwarded_attributes:
+            return True  # `self.total.backward()`, in any method
+        summary = self._summary(scope)
+        tainted = summary.derivation.of(names)
+        return bool(summary.backwarded & tainted or summary.handed_to_backward & tainted)
 
     def leaves_scope(self, scope: Scope, names: Set[str]) -> bool:
         """Whether anything derived from `names` is returned or yielded from `scope`, or stored
         into an attribute (where other code may backward it)."""
-        tainted = self.derived_names(scope, names)
-        if any(sources_of(value) & tainted for value in self.scopes.returned(scope)):
-            return True
-        for assign in self.scopes.assigns:
-            if self.tree.scope_of(assign) is scope and sources_of(assign.value) & tainted and any(
-                    _stores_into_container(t.target) for t in assign.targets):
-                return True
-        return False
+        summary = self._summary(scope)
+        tainted = summary.derivation.of(names)
+        return bool(summary.returned & tainted or summary.stored & tainted)
 
     def reset_in_iteration(self, loop: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
         """Whether `name` is surely rebound (not by `+=` or an append) in `loop`'s body before `at`:
@@ -561,3 +553,27 @@ class Values:
         while isinstance(loss, cst.Call) and isinstance(loss.func, cst.Attribute):  # loss.mean().backward()
             loss = loss.func.value
         return isinstance(loss, cst.Name) and "loss" in loss.value.lower()
+
+
+class _ScopeSummary:
+    """What the questions about one scope's values need, gathered once per scope: each question
+    (one per accumulator or container a rule meets) then costs what its names reach, where
+    scanning the scope's backwards, calls and assignments would cost the scope's size."""
+
+    def __init__(self, values: Values, scope: Scope) -> None:
+        scopes, roles = values.scopes, values.roles
+        self.derivation = Derivation(scopes.flows(scope))
+        # names a backward there backwards
+        self.backwarded: FrozenSet[str] = frozenset().union(*(b.names for b in roles.backwards_of(scope)))
+        # names passed to a function of this module that backwards
+        handed: Set[str] = set()
+        for call in scopes.calls_of(scope):
+            target = scopes.resolve(call)
+            if target is not None and roles.backwards_in(target.body):
+                for arg in call.args:
+                    handed |= sources_of(arg.value)
+        self.handed_to_backward = frozenset(handed)
+        self.returned: FrozenSet[str] = frozenset().union(*(sources_of(v) for v in scopes.returned(scope)))
+        self.stored: FrozenSet[str] = frozenset().union(*(  # into an attribute or item
+            sources_of(assign.value) for assign in scopes.assigns_of(scope)
+            if any(_stores_into_container(t.target) for t in assign.targets)))

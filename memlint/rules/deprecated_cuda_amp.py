@@ -254,8 +254,11 @@ class DeprecatedCudaAmpApi(Rule):
                 continue
             if head_name is not None and (head_name + ".").startswith(_OLD + "."):
                 edits, apis = self._import_edits(head, group, by_head)
-                for site in group:
-                    plan[id(site.node)] = (site, self._fix(edits, apis, site))
+                shared: Dict[str, Optional[Fix]] = {}  # one fix per API for the whole group: it
+                for site in group:  # holds every use, so one per site would cost the square
+                    if site.api not in shared:
+                        shared[site.api] = self._fix(edits, apis, site)
+                    plan[id(site.node)] = (site, shared[site.api])
                 continue
             for site in group:  # e.g. `from torch import cuda; cuda.amp.autocast()`
                 spelled = self.facts.names.local_name_for(f"{_NEW}.{site.api}")

@@ -203,9 +203,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
         tree = facts.tree
         roots = [root, *facts.calls.functions_reached(root)]
         nodes, functions = facts.values.origins(backward)
-        for autocast in facts.regions.autocasts:
+        for autocast in facts.regions.autocasts_for(roots, backward.call):
             region = autocast.region.node
-            if autocast.enabled is False or not (tree.under(region, roots) or tree.contains(region, backward.call)):
+            if autocast.enabled is False:
                 continue
             devices = facts.regions.autocast_devices(autocast)
             if devices is not None and "cuda" not in devices or facts.regions.autocast_dtypes(autocast) != _FP16:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import List, Optional, Tuple
 
 import libcst as cst
@@ -14,7 +15,6 @@ from memlint.torch_target import TorchVersion
 
 Loop = cst.CSTNode  # For | While
 _SET_TO_NONE_SINCE = TorchVersion(1, 7)  # `zero_grad(set_to_none=...)`
-_STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
 
 
 def owned_by(facts: Facts, loop: Loop, call: cst.Call, site: cst.Call) -> bool:
@@ -212,7 +212,7 @@ class MissingZeroGrad(Rule):
     def _resets(facts: Facts, loop: Loop) -> bool:
         if any(facts.roles.resets_grads(call) for call, _ in facts.calls.calls_in(loop)):
             return True
-        if any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in facts.scopes.calls):
+        if facts.roles.step_hooked:
             return True  # a hook on the step may clear the gradients
         roots = [loop, *facts.calls.functions_reached(loop)]
         return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.roles.zero_grads)
@@ -243,10 +243,8 @@ class MissingZeroGrad(Rule):
         """`.grad` is read nowhere but between the backward and the step (there it stays a tensor)."""
         if any(facts.roles.grad_reads(f.body) for f in facts.calls.functions_reached(loop)):
             return False
-        for read in facts.roles.grad_reads(facts.tree.scope_of(loop)):
-            if facts.tree.contains(loop, read):
-                if not first < facts.tree.order(read) < last:
-                    return False
-            elif facts.tree.order(read) > facts.tree.order(loop):
-                return False
-        return True
+        reads = facts.roles.grad_read_orders(facts.tree.scope_of(loop))  # the scope's, ascending
+        start, end = facts.tree.span(loop)
+        if reads and reads[-1] >= end:
+            return False  # read after the loop
+        return all(first < read < last for read in reads[bisect_left(reads, start):])

@@ -108,7 +108,7 @@ class ZeroGradBeforeStep(Rule):
         if step_at is None or not self._backward_before(facts, body, index, optimizer):  # type: ignore[arg-type]
             return
         step_statement = body[step_at]
-        step = next(s for s in facts.roles.optimizer_steps if facts.tree.contains(step_statement, s.call))
+        step = facts.roles.steps_under(step_statement)[0]
         anchor = facts.roles.after_step(step, step_statement)
         moved = statement.with_changes(leading_lines=[line for line in statement.leading_lines if line.comment])
         fix = Fix((Remove(statement), InsertAfter(anchor, (moved,))), Safety.UNSAFE,  # type: ignore[arg-type]
@@ -124,8 +124,8 @@ class ZeroGradBeforeStep(Rule):
         if not facts.receivers.is_model(cst.parse_expression(target)):
             return target
         for stmt in body[index + 1:]:
-            for step in facts.roles.optimizer_steps:
-                if facts.tree.contains(stmt, step.call) and step.optimizer is not None:
+            for step in facts.roles.steps_under(stmt):
+                if step.optimizer is not None:
                     return step.optimizer if target in facts.receivers.parameters_owners(step.optimizer) else None
         return None
 
@@ -134,12 +134,12 @@ class ZeroGradBeforeStep(Rule):
         """The next statement of the block that steps `optimizer`, with no backward before it."""
         for position in range(index + 1, len(body)):
             stmt = body[position]
-            if any(facts.tree.contains(stmt, b.call) for b in facts.roles.backwards):
+            if facts.roles.backwards_under(stmt):
                 return None
-            for step in facts.roles.optimizer_steps:
-                if step.optimizer == optimizer and facts.tree.statement_of(step.call) is stmt:
-                    return position
-            if any(s.optimizer == optimizer and facts.tree.contains(stmt, s.call) for s in facts.roles.optimizer_steps):
+            steps = [s for s in facts.roles.steps_under(stmt) if s.optimizer == optimizer]
+            if any(facts.tree.statement_of(s.call) is stmt for s in steps):
+                return position
+            if steps:
                 return None  # a conditional step: not this simple shape
         return None
 
@@ -148,9 +148,8 @@ class ZeroGradBeforeStep(Rule):
         """The nearest earlier statement of the block that backwards or steps does backward."""
         for position in range(index - 1, -1, -1):
             stmt = body[position]
-            if any(s.optimizer == optimizer and facts.tree.contains(stmt, s.call) for s in facts.roles.optimizer_steps):
+            if any(s.optimizer == optimizer for s in facts.roles.steps_under(stmt)):
                 return False
-            if any(facts.tree.contains(stmt, b.call) and facts.values.accumulates_grad(b)
-                   for b in facts.roles.backwards):
+            if any(facts.values.accumulates_grad(b) for b in facts.roles.backwards_under(stmt)):
                 return True
         return False

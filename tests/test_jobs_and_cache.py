@@ -1,0 +1,297 @@
+"""Parallel runs and the result cache: the same answers as a plain run, only sooner."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import List, Optional
+
+import pytest
+
+import memlint.engine as engine
+import memlint.jobs as jobs
+import memlint.run as run_module
+from memlint.cache import Entry, open_cache, settings_digest
+from memlint.config import Config, Selection
+from memlint.rules import registry
+from memlint.run import Options, run
+from memlint.torch_target import TorchVersion
+
+from test_cli import BAD, CLEAN, MOVED, REPO, memlint, write
+
+AMP = textwrap.dedent("""\
+    import torch
+    from torch.cuda.amp import GradScaler
+
+    def train(model, loader, optimizer):
+        scaler = GradScaler()
+        for x, y in loader:
+            with torch.autocast("cuda"):
+                loss = model(x).sum()
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+""")
+
+
+def _tree(top: Path) -> None:
+    write(top, "a/train.py", BAD)
+    write(top, "a/moved.py", MOVED)
+    write(top, "b/amp.py", AMP)
+    write(top, "b/clean.py", CLEAN)
+    write(top, "b/broken.py", "import torch\ndef f(:\n")
+    write(top, "c/plain.py", "print('no tensors here')\n")
+    for index in range(6):
+        write(top, f"c/train_{index}.py", BAD.replace("64", str(64 + index)))
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_jobs_give_what_one_process_gives_in_the_same_order(tmp_path, output):
+    _tree(tmp_path)
+    args = ["--select", "ALL", "--no-cache", "--output-format", output, "."]
+    one = memlint(tmp_path, "-j", "1", *args)
+    two = memlint(tmp_path, "-j", "3", *args)
+    assert one.returncode == two.returncode == 2  # broken.py
+    assert (two.stdout, two.stderr) == (one.stdout, one.stderr)
+    if output == "json":
+        files = [item["filename"] for item in json.loads(one.stdout)]
+        assert files == sorted(files) and len(set(files)) == 9  # discovery order: folders walked sorted
+
+
+def test_a_bad_jobs_value_is_a_usage_error(tmp_path):
+    result = memlint(tmp_path, "-j", "0", ".")
+    assert result.returncode == 2
+    assert "not a number of processes" in result.stderr
+
+
+def _lint(top: Path, cache_dir: Optional[Path], jobs: int = 1, notices: Optional[List[str]] = None,
+          **options):
+    config = Config(root=top, selection=Selection(extend_select=["MEM101"]))  # the opt-in rule BAD shows
+    cache = open_cache(config, cache_dir) if cache_dir is not None else None
+    outcomes = run([str(top)], config, registry(), Options(jobs=jobs, cache=cache, **options), notices)
+    return [(o.display, [(f.code, f.line, f.column, f.message) for f in o.findings], o.error, o.fix_diffs)
+            for o in outcomes]
+
+
+def test_processes_that_cannot_start_leave_the_work_to_this_one(tmp_path, monkeypatch):
+    _tree(tmp_path)
+    expected = _lint(tmp_path, None)
+
+    def no_processes(*args, **kwargs):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(jobs._Worker, "__init__", no_processes)
+    notices: List[str] = []
+    assert _lint(tmp_path, None, jobs=4, notices=notices) == expected
+    assert len(notices) == 1 and "cannot start worker processes" in notices[0]
+
+
+def _work(item: int) -> int:
+    """A stand-in for linting one file: 1 never ends in Python, 2 never ends in C, 3 dies."""
+    if item == 1:
+        while True:
+            pass
+    if item == 2:
+        sum(range(10 ** 15))  # one C call: no signal handler runs until it returns
+    if item == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item * 10
+
+
+def _failed(item: int, over_budget: bool, why: str) -> str:
+    return f"{item}: {'over budget' if over_budget else why}"
+
+
+@pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
+def test_an_item_over_its_cpu_budget_is_stopped_even_in_native_code_and_the_rest_go_on():
+    results = jobs.map_in_order(_work, [0, 1, 4, 2, 3, 5], jobs=2, size=lambda item: item,
+                                failed=_failed, budget=1)
+    assert results == [0, "1: over budget", 40, "2: over budget",
+                       "3: the process linting it was killed (SIGKILL)", 50]
+
+
+@pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
+def test_a_file_over_the_time_budget_is_a_warning_and_the_others_are_linted(tmp_path, monkeypatch):
+    _tree(tmp_path)
+    expected = _lint(tmp_path, None)
+    write(tmp_path, "c/slow.py", BAD)
+    check = run_module.check
+
+    def slow_on_one_file(source, path, rules, target_torch=None, timer=None):
+        while path.endswith("slow.py"):
+            pass
+        return check(source, path, rules, target_torch, timer)
+
+    monkeypatch.setattr(run_module, "check", slow_on_one_file)  # the workers fork with it
+    config = Config(root=tmp_path, selection=Selection(extend_select=["MEM101"]))
+    outcomes = run([str(tmp_path)], config, registry(), Options(jobs=1, file_timeout=1))
+    [slow] = [o for o in outcomes if o.display.endswith("slow.py")]
+    assert slow.warning == "not linted: it takes more than 1 s of CPU time (see --file-timeout)"
+    assert slow.error is None and slow.findings == []
+    rest = [(o.display, [(f.code, f.line, f.column, f.message) for f in o.findings], o.error, o.fix_diffs)
+            for o in outcomes if o is not slow]
+    assert rest == expected
+
+
+@pytest.mark.parametrize("args,config,message", [
+    (["--file-timeout", "-1"], "", "not a number of seconds"),
+    ([], "file-timeout = \"5\"\n", "`file-timeout` must be a number of seconds"),
+])
+def test_a_bad_file_timeout_is_a_one_line_error(tmp_path, args, config, message):
+    write(tmp_path, "pyproject.toml", "[tool.memlint]\n" + config)
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, *args, "train.py")
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+class _Counting:
+    """Counts what the engine compiles and parses (a warm run must do neither)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.compiled = self.parsed = 0
+        compiles, parse = engine.compiles, engine.parse
+
+        def counted_compiles(*args):
+            self.compiled += 1
+            return compiles(*args)
+
+        def counted_parse(*args):
+            self.parsed += 1
+            return parse(*args)
+
+        monkeypatch.setattr(engine, "compiles", counted_compiles)
+        monkeypatch.setattr(engine, "parse", counted_parse)
+
+
+def test_a_warm_run_reads_every_result_from_the_cache_and_parses_nothing(tmp_path, monkeypatch):
+    _tree(tmp_path / "src")
+    cache = tmp_path / "cache"
+    counting = _Counting(monkeypatch)
+    cold = _lint(tmp_path / "src", cache, fix_diffs=True)
+    assert counting.compiled == 12 and counting.parsed > 0
+    counting.compiled = counting.parsed = 0
+    warm = _lint(tmp_path / "src", cache, fix_diffs=True)
+    assert (counting.compiled, counting.parsed) == (0, 0)
+    assert warm == cold
+    assert any(diffs for _, _, _, diffs in warm)  # fix diffs come back too
+
+    write(tmp_path / "src", "a/train.py", BAD.replace("range(10)", "range(20)"))  # one file edited
+    again = _lint(tmp_path / "src", cache, fix_diffs=True)
+    assert counting.compiled == 1
+    assert [o[:3] for o in again] == [o[:3] for o in cold]  # the edit kept every position
+    assert "range(20)" in again[1][3][0]
+
+
+def test_the_key_covers_every_config_field_the_rules_and_the_text(tmp_path):
+    base = Config(root=tmp_path)
+    assert settings_digest(base) == settings_digest(Config(root=tmp_path))
+    assert settings_digest(base) != settings_digest(Config(root=tmp_path, selection=Selection(select=["ALL"])))
+
+    @dataclasses.dataclass
+    class Later(Config):  # a setting added after this test was written
+        later_setting: str = "a"
+
+    assert settings_digest(Later(root=tmp_path)) != settings_digest(Later(root=tmp_path, later_setting="b"))
+
+    cache = open_cache(base, tmp_path / "cache")
+    path = write(tmp_path, "train.py", BAD)
+    rules = [registry()["MEM101"]]
+    cache.put(path, rules, TorchVersion(2, 1), BAD, Entry([], error="kept"))
+    assert cache.get(path, rules, TorchVersion(2, 1), BAD).error == "kept"
+    assert cache.get(path, rules, TorchVersion(2, 1), BAD + "\n") is None  # another text
+    assert cache.get(path, [*rules, registry()["MEM201"]], TorchVersion(2, 1), BAD) is None  # other rules
+    assert cache.get(tmp_path / "other.py", rules, TorchVersion(2, 1), BAD) is None
+    assert cache.get(path, rules, TorchVersion(2, 6), BAD) is None  # another declared torch
+    assert cache.get(path, rules, None, BAD) is None
+
+
+def test_a_corrupt_entry_is_a_miss_and_is_replaced(tmp_path, monkeypatch):
+    _tree(tmp_path / "src")
+    cache = tmp_path / "cache"
+    cold = _lint(tmp_path / "src", cache)
+    entries = sorted((cache).rglob("*.json"))
+    assert len(entries) == 12
+    entries[0].write_text('{"text": "')  # cut short
+    entries[1].write_text(json.dumps({**json.loads(entries[1].read_text()), "findings": [[1, 2]]}))
+    counting = _Counting(monkeypatch)
+    assert _lint(tmp_path / "src", cache) == cold
+    assert counting.compiled == 2
+    json.loads(entries[0].read_text())  # rewritten whole
+
+
+def test_fix_still_fixes_a_file_whose_findings_came_from_the_cache(tmp_path):
+    path = write(tmp_path, "train.py", BAD)
+    assert memlint(tmp_path, "train.py").returncode == 1
+    result = memlint(tmp_path, "--fix", "train.py")
+    assert result.returncode == 0, result.stdout
+    assert "1 fixed" in result.stdout
+    assert "noise.normal_()" in path.read_text()
+    assert memlint(tmp_path, "train.py").stdout.strip() == "All checks passed!"
+
+
+def test_the_cache_sits_next_to_the_config_and_git_ignores_it(tmp_path):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    write(tmp_path, "pyproject.toml", "[tool.memlint]\nselect = [\"ALL\"]\n")
+    write(tmp_path, "pkg/train.py", BAD)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert memlint(tmp_path / "pkg", "train.py").returncode == 1
+    assert (tmp_path / ".memlint_cache").is_dir() and not (tmp_path / "pkg/.memlint_cache").exists()
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout
+    assert ".memlint_cache" not in status and "pkg/train.py" in status
+
+
+def test_no_cache_writes_nothing_and_cache_dir_moves_it(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    memlint(tmp_path, "--no-cache", "train.py")
+    assert not (tmp_path / ".memlint_cache").exists()
+    memlint(tmp_path, "--cache-dir", str(tmp_path / "elsewhere"), "train.py")
+    assert not (tmp_path / ".memlint_cache").exists()
+    assert list((tmp_path / "elsewhere").rglob("*.json"))
+
+
+def test_cache_dir_holding_other_things_keeps_them_and_is_not_gitignored(tmp_path):
+    keep = write(tmp_path, "shared/notes.txt", "mine\n")
+    write(tmp_path, "shared/0.0.1-old/x.txt", "not a cache folder of ours\n")
+    write(tmp_path, "train.py", BAD)
+    memlint(tmp_path, "--cache-dir", "shared", "train.py")
+    assert keep.read_text() == "mine\n" and (tmp_path / "shared/0.0.1-old/x.txt").exists()
+    assert not (tmp_path / "shared/.gitignore").exists()
+
+
+def test_runs_at_the_same_time_share_a_cache_without_harm(tmp_path):
+    _tree(tmp_path)
+    expected = memlint(tmp_path, "--no-cache", "--select", "ALL", "--output-format", "json", ".")
+    env_args = ["--select", "ALL", "--output-format", "json", "-j", "2", "."]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [subprocess.Popen([sys.executable, "-m", "memlint", *env_args], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outputs = [process.communicate(timeout=120) for process in runs]
+    assert all(out == expected.stdout for out, _ in outputs)
+    for entry in (tmp_path / ".memlint_cache").rglob("*"):
+        assert not entry.name.endswith(".tmp")
+        if entry.suffix == ".json":
+            json.loads(entry.read_text())
+    assert memlint(tmp_path, *env_args).stdout == expected.stdout
+
+
+def test_profile_names_phases_rules_and_facts_on_stderr(tmp_path):
+    write(tmp_path, "train.py", AMP)
+    result = memlint(tmp_path, "--profile", "--no-cache", "--output-format", "json", "train.py")
+    json.loads(result.stdout)  # the report stays machine-readable
+    err = result.stderr
+    assert err.startswith("profile: 1 files")
+    for heading in ("slowest files", "phases", "rules", "facts"):
+        assert f"\n{heading}" in err
+    assert "  parse " in err and "  MEM402 " in err and "  train.py " in err
+    assert "TorchNames" in err  # a fact, charged apart from the rules that asked for it
