@@ -15,6 +15,12 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def select_mem101(tmp_path):
+    """The example rule of these notebooks, MEM101, is opt-in: each test's folder selects it."""
+    (tmp_path / "pyproject.toml").write_text('[tool.memlint]\nextend-select = ["MEM101"]\n', encoding="utf-8")
+
+
 def memlint(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run([sys.executable, "-m", "memlint", *args], cwd=cwd, env=env,
@@ -60,13 +66,13 @@ STREAM = [{"name": "stdout", "output_type": "stream", "text": ["epoch 0 done\n"]
 SETUP = "import torch\nmodel = torch.nn.Linear(64, 64)\n"
 TRAIN = ("opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
          "for step in range(10):\n"
-         "    noise = torch.randn(64, 64)\n"
+         "    noise = torch.randn(1024, 1024)\n"
          "    loss = model(noise).sum()\n"
          "    loss.backward()\n"
          "    opt.step()\n"
          "    opt.zero_grad()")
 TRAIN_FIXED = ("opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-               "noise = torch.empty(64, 64)\n"
+               "noise = torch.empty(1024, 1024)\n"
                "for step in range(10):\n"
                "    noise.normal_()\n"
                "    loss = model(noise).sum()\n"
@@ -88,7 +94,7 @@ def test_cells_are_one_module_and_locations_name_the_cell(tmp_path):
     assert result.stdout.splitlines()[0].startswith("nb.ipynb:cell 5:3:5: MEM101 [*] `noise`")
     [item] = json.loads(memlint(tmp_path, "--output-format", "json", "nb.ipynb").stdout)
     assert (item["cell"], item["line"], item["column"]) == (5, 3, 5)
-    assert "+    \"noise = torch.empty(64, 64)\\n\"," in item["fix"]["diff"]
+    assert "+    \"noise = torch.empty(1024, 1024)\\n\"," in item["fix"]["diff"]
 
 
 def test_the_model_of_another_cell_is_what_makes_it_training(tmp_path):
@@ -140,7 +146,7 @@ def test_diff_shows_the_change_and_writes_nothing(tmp_path):
     before = path.read_text(encoding="utf-8")
     result = memlint(tmp_path, "--diff", "nb.ipynb")
     assert result.returncode == 1
-    assert '-    "    noise = torch.randn(64, 64)\\n",' in result.stdout
+    assert '-    "    noise = torch.randn(1024, 1024)\\n",' in result.stdout
     assert '+    "    noise.normal_()\\n",' in result.stdout
     assert path.read_text(encoding="utf-8") == before
 
@@ -154,7 +160,7 @@ MAGICS = ("!pip install torch\n"
           "         % 2)\n"  # the modulo operator inside brackets is Python, not a magic
           "for step in range(10):\n"
           "    %time x = 1\n"
-          "    noise = torch.randn(64, 64)\n"
+          "    noise = torch.randn(1024, 1024)\n"
           "    loss = model(noise).sum()\n"
           "    loss.backward()\n"
           "    opt.step()\n"
@@ -164,7 +170,7 @@ MAGICS = ("!pip install torch\n"
 def test_ipython_lines_are_masked_not_errors_and_come_back_after_a_fix(tmp_path):
     cells = notebook(code(SETUP + "opt = torch.optim.SGD(model.parameters(), lr=0.1)"),
                      code(MAGICS),
-                     code("%%timeit\nfor step in range(3):\n    buf = torch.randn(64, 64)\n    out = model(buf).sum()"))
+                     code("%%timeit\nfor step in range(3):\n    buf = torch.randn(1024, 1024)\n    out = model(buf).sum()"))
     path = save(tmp_path, "nb.ipynb", cells)
     result = memlint(tmp_path, "nb.ipynb")
     assert result.returncode == 1 and result.stderr == "", result.stderr
@@ -172,8 +178,8 @@ def test_ipython_lines_are_masked_not_errors_and_come_back_after_a_fix(tmp_path)
         ["nb.ipynb:cell", "2:10:5:"], ["nb.ipynb:cell", "3:3:5:"]]
     assert memlint(tmp_path, "--fix", "nb.ipynb").returncode == 0
     fixed = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][1]["source"])
-    assert fixed == MAGICS.replace("for step", "noise = torch.empty(64, 64)\nfor step").replace(
-        "    noise = torch.randn(64, 64)\n", "    noise.normal_()\n")
+    assert fixed == MAGICS.replace("for step", "noise = torch.empty(1024, 1024)\nfor step").replace(
+        "    noise = torch.randn(1024, 1024)\n", "    noise.normal_()\n")
 
 
 def test_a_magic_line_keeps_its_place_when_a_fix_indents_its_block(tmp_path):
@@ -188,7 +194,7 @@ def test_a_magic_line_keeps_its_place_when_a_fix_indents_its_block(tmp_path):
 
 
 def test_cells_that_are_not_python_are_left_alone(tmp_path):
-    bad_loop = "import torch\nfor step in range(10):\n    noise = torch.randn(64, 64)\n    use(noise)\n"
+    bad_loop = "import torch\nfor step in range(10):\n    noise = torch.randn(1024, 1024)\n    use(noise)\n"
     save(tmp_path, "shell.ipynb", notebook(code("%%bash\n" + bad_loop)))
     save(tmp_path, "r.ipynb", notebook(code(bad_loop), language="R"))
     save(tmp_path, "md.ipynb", notebook(markdown(bad_loop)))
@@ -230,7 +236,7 @@ def test_a_notebook_that_is_not_one_is_a_one_line_error(tmp_path, content, words
 
 def test_noqa_works_in_a_cell(tmp_path):
     data = study()
-    data["cells"][4]["source"] = TRAIN.replace("torch.randn(64, 64)", "torch.randn(64, 64)  # noqa: MEM101")
+    data["cells"][4]["source"] = TRAIN.replace("torch.randn(1024, 1024)", "torch.randn(1024, 1024)  # noqa: MEM101")
     save(tmp_path, "nb.ipynb", data)
     result = memlint(tmp_path, "nb.ipynb")
     assert result.returncode == 0, result.stdout

@@ -27,8 +27,9 @@ ENV = {
     "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
 }
 BAD = ("import torch\n\nmodel = torch.nn.Linear(64, 64)\n"
-       "for step in range(10):\n    noise = torch.randn(64, 64)\n    out = model(noise).sum()\n")
-FIXED = ("import torch\n\nmodel = torch.nn.Linear(64, 64)\nnoise = torch.empty(64, 64)\n"
+       "for step in range(10):\n    noise = torch.randn(1024, 1024)\n    out = model(noise).sum()\n")
+CONFIG = '[tool.memlint]\nextend-select = ["MEM101"]\n'  # BAD shows MEM101, an opt-in rule
+FIXED = ("import torch\n\nmodel = torch.nn.Linear(64, 64)\nnoise = torch.empty(1024, 1024)\n"
          "for step in range(10):\n    noise.normal_()\n    out = model(noise).sum()\n")
 
 
@@ -105,7 +106,7 @@ def test_lint_fails_fix_rewrites_and_the_next_run_passes(user_repo, pre_commit_h
     study.write_text(_notebook(BAD), encoding="utf-8")
     (user_repo / "legacy").mkdir()
     (user_repo / "legacy" / "old.py").write_text(BAD, encoding="utf-8")  # excluded by the config
-    (user_repo / "pyproject.toml").write_text('[tool.memlint]\nexclude = ["legacy/"]\n', encoding="utf-8")
+    (user_repo / "pyproject.toml").write_text(CONFIG + 'exclude = ["legacy/"]\n', encoding="utf-8")
     git(user_repo, "add", "-A")
 
     lint = pre_commit(user_repo, pre_commit_home, "run", "memlint", "--all-files")
@@ -128,7 +129,8 @@ def test_lint_fails_fix_rewrites_and_the_next_run_passes(user_repo, pre_commit_h
 
 def test_a_commit_without_python_files_passes_and_one_with_a_bad_file_does_not(user_repo, pre_commit_home):
     (user_repo / "train.py").write_text(BAD, encoding="utf-8")
-    git(user_repo, "add", "train.py")
+    (user_repo / "pyproject.toml").write_text(CONFIG, encoding="utf-8")
+    git(user_repo, "add", "train.py", "pyproject.toml")
     git(user_repo, "commit", "-q", "--no-verify", "-m", "a bad file already committed")
     assert pre_commit(user_repo, pre_commit_home, "install").returncode == 0
 

@@ -25,7 +25,9 @@ def sarif_schema() -> dict:
     return json.loads((Path(package.__file__).parent / "sarif-2.1.0.json").read_text(encoding="utf-8"))
 
 BAD = ("import torch\n\nmodel = torch.nn.Linear(64, 64)\n"
-       "for step in range(10):\n    noise = torch.randn(64, 64)\n    out = model(noise).sum()\n")
+       "for step in range(10):\n    noise = torch.randn(1024, 1024)\n    out = model(noise).sum()\n")
+# BAD's finding is MEM101's (a shape of 2**20 elements), an opt-in rule the project selects.
+SELECT_MEM101 = '[tool.memlint]\nextend-select = ["MEM101"]\n'
 # Its fix rewrites the last line, which has no newline.
 LAST_LINE = "import torch\ntotal = 0.0\nfor x in batches:\n    loss = model(x).sum()\n    total += loss"
 
@@ -52,6 +54,7 @@ def project(tmp_path) -> Path:
     (tmp_path / "last.py").write_text(LAST_LINE, encoding="utf-8")
     (tmp_path / "study.ipynb").write_text(notebook(BAD), encoding="utf-8")
     (tmp_path / "broken.py").write_text("import torch\ndef f(:\n", encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(SELECT_MEM101, encoding="utf-8")
     return tmp_path
 
 
@@ -85,7 +88,7 @@ def test_sarif_validates_against_the_schema_and_describes_every_rule(project):
     by_file = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]: r for r in run["results"]}
     assert set(by_file) == {"pkg/train.py", "last.py", "study.ipynb"}
     region = by_file["pkg/train.py"]["locations"][0]["physicalLocation"]["region"]
-    assert region == {"startLine": 5, "startColumn": 5, "endLine": 5, "endColumn": 32}
+    assert region == {"startLine": 5, "startColumn": 5, "endLine": 5, "endColumn": 36}
     assert rules[by_file["pkg/train.py"]["ruleIndex"]]["id"] == "MEM101"
     [failure] = run["invocations"][0]["toolExecutionNotifications"]
     assert failure["message"]["text"].startswith("cannot parse")
@@ -97,7 +100,7 @@ def test_sarif_notebook_results_point_at_the_lines_of_the_ipynb_file(project):
     [result] = log["runs"][0]["results"]
     line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
     assert (project / "study.ipynb").read_text(encoding="utf-8").splitlines()[line - 1] == \
-        '    "    noise = torch.randn(64, 64)\\n",'
+        '    "    noise = torch.randn(1024, 1024)\\n",'
     assert result["properties"] == {"cell": 2, "cellLine": 5, "cellColumn": 5}
 
 
@@ -117,7 +120,7 @@ def test_github_annotations(project):
     assert result.returncode == 2
     lines = result.stdout.splitlines()
     train = os.path.join("pkg", "train.py")
-    assert f"::error file={train},line=5,col=5,endLine=5,endColumn=31,title=MEM101::`noise` gets a new" \
+    assert f"::error file={train},line=5,col=5,endLine=5,endColumn=35,title=MEM101::`noise` gets a new" \
         in "\n".join(lines)
     [study] = [line for line in lines if "study.ipynb" in line]
     assert study.startswith("::error file=study.ipynb,line=") and ",title=MEM101::cell 2:5:5: `noise`" in study
