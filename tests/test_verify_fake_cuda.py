@@ -234,3 +234,28 @@ def test_every_gpu_is_measured_and_the_imbalance_judged(tmp_path):
     assert "peak per GPU" in text.stdout
     assert "before cuda:0 512.0 MiB, cuda:1 128.0 MiB (imbalance 75%); " \
            "after cuda:0 200.0 MiB, cuda:1 196.0 MiB (imbalance 2%)" in text.stdout
+
+
+def test_a_fixture_that_needs_more_gpus_than_there_are_is_skipped_not_refuted(tmp_path):
+    """torchrun with two processes on a one-GPU machine: rank 1 would fail on a device that does
+    not exist, which says nothing about the fix. The comparison is skipped, and says why."""
+    env = _fake(tmp_path)
+    (tmp_path / "fake" / "torch" / "distributed").mkdir()
+    (tmp_path / "fake" / "torch" / "distributed" / "__init__.py").write_text("")
+    (tmp_path / "fake" / "torch" / "distributed" / "run.py").write_text("raise SystemExit('not to be run')\n")
+    fixtures = tmp_path / "fixtures"
+    for name, launcher in (("MEM601-dataparallel", '[after]\nlauncher = "torchrun"\nnproc-per-node = 2\n'),
+                           ("MEM101-fake", None)):
+        (fixtures / name).mkdir(parents=True)
+        _script(fixtures / name, "before.py", 512)
+        _script(fixtures / name, "after.py", 256)
+        if launcher:
+            (fixtures / name / "verify.toml").write_text(launcher)
+    done = subprocess.run([sys.executable, "-m", "memlint.verify", str(fixtures), "--repeat", "1", "-q",
+                           "--output-format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([env["PYTHONPATH"], str(ROOT)])})
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [r["fixture"] for r in data["results"]] == ["MEM101-fake"]
+    assert data["skipped"] == [{"code": "MEM601", "line": None, "why": "MEM601-dataparallel: needs 2 GPUs "
+                                "(torchrun --nproc-per-node 2); torch sees 1 here"}]

@@ -172,7 +172,7 @@ def _run(argv: Sequence[str]) -> int:
     if any(p.launcher is not None for c in plan.comparisons for p in (c.before, c.after)):
         if not found.get("torchrun"):
             return _error("torchrun is not available to this Python (torch.distributed.run cannot be imported)")
-        _count_processes(plan, found.get("device_count", 1) if device["kind"] == "cuda" else 1)
+        _fit_launchers(plan, found.get("device_count", 1) if device["kind"] == "cuda" else 1, device["kind"] == "cuda")
     env = {"MEMLINT_SCALE": str(args.scale)} if args.scale is not None else {}
     jobs, budget = _parallel(args, device, found)
     options = session.Options(device["kind"], args.repeat, args.timeout, script_args, env, args.seed, args.python,
@@ -202,16 +202,28 @@ def _run(argv: Sequence[str]) -> int:
     return EXIT_REFUTED if any(row.verdict == REFUTED for row in rows) else EXIT_OK
 
 
-def _count_processes(plan, gpus: int) -> None:
-    """A launcher given no process count starts one per GPU."""
+def _fit_launchers(plan, gpus: int, cuda: bool) -> None:
+    """A launcher given no process count starts one per GPU. On a GPU, a comparison whose
+    launcher asks for more processes than there are GPUs is not run: its ranks would fail on a
+    device that does not exist, and the crash would read as the fix's fault."""
     import dataclasses
 
+    kept = []
     for comparison in plan.comparisons:
         for side in ("before", "after"):
             program = getattr(comparison, side)
             if program.launcher is not None and program.launcher.nproc_per_node is None:
                 launcher = dataclasses.replace(program.launcher, nproc_per_node=gpus)
                 setattr(comparison, side, dataclasses.replace(program, launcher=launcher))
+        wanted = max((p.launcher.nproc_per_node for p in (comparison.before, comparison.after)
+                      if p.launcher is not None), default=1)
+        if cuda and wanted > gpus:
+            where = f"{comparison.fixture}: " if comparison.fixture else ""
+            plan.skipped.append((comparison.code, 0, f"{where}needs {wanted} GPUs (torchrun --nproc-per-node "
+                                                     f"{wanted}); torch sees {gpus} here"))
+        else:
+            kept.append(comparison)
+    plan.comparisons[:] = kept
 
 
 def _parallel(args: argparse.Namespace, device: dict, found: dict) -> Tuple[int, Optional[int]]:
