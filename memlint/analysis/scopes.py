@@ -81,6 +81,7 @@ class Scopes:
         self._calls_of: Dict[int, List[cst.Call]] = {}  # id(scope) -> the calls it runs itself
         self._assigns_of: Dict[int, List[cst.Assign]] = {}
         self._flows: Dict[int, List[Flow]] = {}
+        self._attribute_classes: Dict[int, Dict[str, Optional[str]]] = {}  # id(ClassDef) -> its instances' attributes
         self._index()
         self._resolved: Dict[int, cst.FunctionDef] = {}
         self._call_sites: Dict[int, List[cst.Call]] = {}  # id(FunctionDef) -> calls resolving to it
@@ -279,21 +280,35 @@ class Scopes:
         klass = self.enclosing_class(at)
         if klass is None:
             return None
-        found = set()
+        found = self._instance_attributes(klass).get(attr)
+        return self.classes[found] if found else None
+
+    def _instance_attributes(self, klass: cst.ClassDef) -> Dict[str, Optional[str]]:
+        """`self.<attr>` -> the one class of this module its assignments in `klass`'s methods
+        construct, or None when any assignment is something else (one walk per class, not one
+        per call)."""
+        found = self._attribute_classes.get(id(klass))
+        if found is not None:
+            return found
+        kinds: Dict[str, Set[Optional[str]]] = {}
         for method in klass.body.body:
             if not isinstance(method, cst.FunctionDef):
                 continue
-            for node in walk_scope(method):
-                if isinstance(node, cst.Assign) and any(dotted_name(t.target) == f"self.{attr}" for t in node.targets):
+            for node in self.assigns_of(method):
+                for target in node.targets:
+                    name = dotted_name(target.target)
+                    if name is None or not name.startswith("self."):
+                        continue
                     value = node.value
                     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
                             value.func.attr.value in ("cuda", "to", "eval", "cpu") and isinstance(value.func.value, cst.Call):
                         value = value.func.value  # `Wrapper(path).cuda(gpu)`
-                    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and
-                            value.func.value in self.classes):
-                        return None
-                    found.add(value.func.value)
-        return self.classes[found.pop()] if len(found) == 1 else None
+                    built = value.func.value if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) \
+                        and value.func.value in self.classes else None
+                    kinds.setdefault(name[5:], set()).add(built)
+        found = {attr: next(iter(built)) if len(built) == 1 else None for attr, built in kinds.items()}
+        self._attribute_classes[id(klass)] = found
+        return found
 
     def enclosing_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
         """The class of the method `node` runs in (through nested functions)."""
