@@ -4,7 +4,7 @@
 
 Three commands, each a fresh process on one core (`--jobs 1`), medians of N runs of their CPU time:
 flake8 with the memlint plugin turned off (flake8 skips a plugin marked `off_by_default`),
-flake8 with it, and `memlint --exit-zero` over the same paths. The plugin's cost is the
+flake8 with it, and `memlint --exit-zero --no-cache --jobs 1` over the same paths. The plugin's cost is the
 difference between the first two; the goal is that it stays within memlint's own time.
 """
 
@@ -41,7 +41,9 @@ def main() -> int:
     flake8_args = ["--jobs", "1", "--exit-zero", *args.paths]
     without = _seconds([sys.executable, "-c", "import sys; " + WITHOUT_PLUGIN, *flake8_args], args.repeat)
     with_plugin = _seconds([sys.executable, "-c", "import sys; " + FLAKE8, *flake8_args], args.repeat)
-    memlint = _seconds([sys.executable, "-m", "memlint", "--exit-zero", *args.paths], args.repeat)
+    # no cache (a warm run would parse nothing) and one process, as flake8 runs here
+    memlint = _seconds([sys.executable, "-m", "memlint", "--exit-zero", "--no-cache", "--jobs", "1", *args.paths],
+                       args.repeat)
     print(f"paths: {len(args.paths)}  runs: {args.repeat} (median CPU seconds, one process each, one core)")
     print(f"{'flake8 without memlint':<28}{without:>8.2f} s")
     print(f"{'flake8 with memlint':<28}{with_plugin:>8.2f} s")
