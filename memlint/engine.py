@@ -202,20 +202,23 @@ def wanted_rules(source: str, rule_types: Sequence[Type[Rule]]) -> List[Type[Rul
 
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],
-          target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None) -> Checked:
+          target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None, *,
+          compiled: bool = False) -> Checked:
     """Lint one source with the given rules, offering only fixes that run on `target_torch`
-    (`timer`: charge the work to phases, rules and facts)."""
+    (`timer`: charge the work to phases, rules and facts). `compiled`: the caller has already
+    had CPython parse this very source (flake8 has), so the syntax gate is not run again."""
     if timer is None:
-        return _check(source, path, rule_types, target_torch, None)
+        return _check(source, path, rule_types, target_torch, None, compiled)
     with timer.active():
-        return _check(source, path, rule_types, target_torch, timer)
+        return _check(source, path, rule_types, target_torch, timer, compiled)
 
 
 def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torch: Optional[TorchVersion],
-           timer: Optional[Timer]) -> Checked:
+           timer: Optional[Timer], compiled: bool) -> Checked:
     clock = timer.phase if timer is not None else nullcontext
-    with clock("compile"):
-        compiles(source, path)
+    if not compiled:
+        with clock("compile"):
+            compiles(source, path)
     wanted = wanted_rules(source, rule_types)
     if not wanted:  # nothing to look for: it compiles, that is all to check
         return Checked(source, None, [])

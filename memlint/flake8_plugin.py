@@ -3,8 +3,8 @@
 flake8 gives the file's lines and an `ast` tree. LibCST cannot use an `ast` tree, so the plugin
 joins the lines flake8 already read and parses them once with LibCST, as `memlint` does. flake8
 has already checked that the file is valid Python (its E999 says otherwise, and it then runs no
-tree plugin), so a file without a word any rule needs is not looked at again, where `memlint`
-would still check its syntax. A file LibCST cannot parse yields nothing rather than stopping
+tree plugin), so the plugin skips memlint's own syntax gate (a `compile()` of the file), and a
+file without a word any rule needs is not looked at again. A file LibCST cannot parse yields nothing rather than stopping
 flake8.
 
 Columns: flake8 adds one to the 0-based column a plugin gives, so the plugin gives memlint's
@@ -58,7 +58,7 @@ class MemlintChecker:
         if not rules:  # flake8 has checked the syntax already: nothing more to do here
             return
         try:
-            findings = check(source, self.filename, rules).findings
+            findings = check(source, self.filename, rules, compiled=True).findings  # flake8 parsed it
         except SourceError:
             return  # flake8 parsed it, LibCST did not: no memlint findings, flake8 goes on
         except Exception as error:  # a bug of memlint's must not stop flake8's other checks

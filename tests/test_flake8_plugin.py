@@ -120,3 +120,19 @@ def test_source_libcst_cannot_parse_yields_nothing_instead_of_stopping_flake8():
 
     lines = ["import torch\n", "def f(:\n"]
     assert list(MemlintChecker(tree=None, lines=lines, filename="x.py").run()) == []  # type: ignore[arg-type]
+
+
+def test_the_plugin_does_not_compile_again_what_flake8_has_parsed(monkeypatch):
+    # flake8 hands tree plugins only files its own parse accepted: memlint's syntax gate (a
+    # compile() of the whole file, a tenth of memlint's time) would do that work twice.
+    import memlint.engine as engine
+    from memlint.flake8_plugin import MemlintChecker
+
+    def compiled_again(source, path):
+        raise AssertionError("compiled a second time")
+
+    monkeypatch.setattr(engine, "compiles", compiled_again)
+    source = (FIXTURES / "MEM201-accumulate-history" / "before.py").read_text(encoding="utf-8")
+    found = list(MemlintChecker(tree=None, lines=source.splitlines(keepends=True),  # type: ignore[arg-type]
+                                filename="before.py").run())
+    assert any(message.startswith("MEM201 ") for _, _, message, _ in found)
