@@ -2,10 +2,11 @@
 
     python bench/growth.py [--sizes 2000,4000,8000,16000] [--shape NAME ...] [--json]
 
-Each shape is a block repeated until the file has the given number of lines: functions that
-allocate noise in a loop (a MEM101 finding every 6 lines), training functions that clear the
-gradients between backward and step (MEM302), evaluation functions keeping outputs (MEM201,
-MEM202, MEM203), and a script of module-level training loops (one scope). memlint runs as a
+Each shape is a block repeated until the file has the given number of lines, the shapes of
+tests/test_growth.py (which counts the calls a lint makes where this times it): functions that
+allocate noise in a loop, training functions that clear the gradients between backward and step
+(MEM302), evaluation functions keeping outputs (MEM201, MEM202, MEM203), fp16 steps, a model
+class of many methods, a script of module-level training loops (one scope), and more. memlint runs as a
 fresh process, --select ALL, one job, no cache, no time budget. Linear growth keeps lines/s
 flat from row to row; the last column is the seconds per line relative to the first size.
 """
@@ -17,50 +18,19 @@ import os
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Tuple
 
-BLOCKS: Dict[str, Tuple[str, str]] = {
-    "alloc": ("import torch\n", """
-def sample_{i}(model, n, device):
-    for step in range(100):
-        noise = torch.randn(n, n, device=device)
-        print(model(noise).sum().item())
-"""),
-    "train": ("import torch\n", """
-def train_{i}(model, loader, optimizer):
-    model.train()
-    for x, y in loader:
-        loss = model(x).sum()
-        loss.backward()
-        optimizer.zero_grad()
-        optimizer.step()
-    return loss
-"""),
-    "eval": ("import torch\n", """
-def evaluate_{i}(model, loader):
-    model.eval()
-    total = 0
-    outs = []
-    for x, y in loader:
-        out = model(x)
-        outs.append(out)
-        total += out.sum()
-    return outs
-"""),
-    "script": ("import torch\nmodel = Net()\nopt = torch.optim.SGD(model.parameters())\n", """
-for x_{i} in loader:
-    loss_{i} = model(x_{i}).sum()
-    total += loss_{i}
-    loss_{i}.backward()
-    opt.step()
-"""),
-}
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+from test_growth import SHAPES  # noqa: E402  (one definition of the shapes: the test counts calls, this times them)
 
 
 def generate(shape: str, lines: int) -> str:
-    header, block = BLOCKS[shape]
+    header, block = SHAPES[shape]
+    block = textwrap.dedent(block)
     per_block = block.count("\n")
     return header + "".join(block.replace("{i}", str(i)) for i in range(max(1, lines // per_block)))
 
@@ -79,14 +49,14 @@ def measure(path: Path, output: str) -> Tuple[float, float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="2000,4000,8000,16000", help="file sizes in lines, comma-separated")
-    parser.add_argument("--shape", action="append", choices=sorted(BLOCKS), help="shapes to run (default: all)")
+    parser.add_argument("--shape", action="append", choices=sorted(SHAPES), help="shapes to run (default: all)")
     parser.add_argument("--json", action="store_true", help="JSON output (a diff per fix) instead of text")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; output {'json' if args.json else 'text'}")
-    print(f"{'shape':<8}{'lines':>9}{'wall s':>9}{'cpu s':>9}{'lines/s (cpu)':>15}{'peak MB':>9}{'s/line vs first':>17}")
+    print(f"{'shape':<36}{'lines':>9}{'wall s':>9}{'cpu s':>9}{'lines/s (cpu)':>15}{'peak MB':>9}{'s/line vs first':>17}")
     with tempfile.TemporaryDirectory(prefix="memlint-growth-") as scratch:
-        for shape in args.shape or sorted(BLOCKS):
+        for shape in args.shape or sorted(SHAPES):
             first = None
             for size in sizes:
                 path = Path(scratch) / f"{shape}_{size}.py"
@@ -96,7 +66,7 @@ def main() -> int:
                 wall, cpu, peak = measure(path, "json" if args.json else "text")
                 per_line = cpu / lines
                 first = first or per_line
-                print(f"{shape:<8}{lines:>9}{wall:>9.2f}{cpu:>9.2f}{lines / cpu:>15.0f}{peak:>9.0f}"
+                print(f"{shape:<36}{lines:>9}{wall:>9.2f}{cpu:>9.2f}{lines / cpu:>15.0f}{peak:>9.0f}"
                       f"{per_line / first:>17.2f}")
     return 0
 
