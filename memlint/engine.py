@@ -21,6 +21,7 @@ from libcst.metadata import CodeRange
 
 from memlint.analysis import Facts
 from memlint.analysis.tree import index
+from memlint.collector import frozen, paused
 from memlint.edits import apply_edits
 from memlint.fixdiff import regional_diff
 from memlint.positions import Positions, split_lines
@@ -48,26 +49,39 @@ class _Report:
 
 
 class FileContext:
-    """What a rule sees while the tree is walked: the facts, the ancestors of the current node,
-    and the oldest torch the project supports (`target_torch`; None: no constraint)."""
+    """What a rule sees while the tree is walked: the facts, the node being visited and its
+    ancestors, and the oldest torch the project supports (`target_torch`; None: no constraint)."""
 
     def __init__(self, module: cst.Module, target_torch: Optional[TorchVersion] = None) -> None:
         self.module = module
         self.target_torch = target_torch
         self.facts = Facts(module, index(module))
-        self.ancestors: List[cst.CSTNode] = []  # from the module down to the current node
+        self.node: cst.CSTNode = module  # the node being visited
         self.reports: List[_Report] = []
+
+    def _outward(self) -> Iterator[cst.CSTNode]:
+        """The current node, then its ancestors up to the module."""
+        yield self.node
+        yield from self.facts.tree.ancestors(self.node)
+
+    @property
+    def ancestors(self) -> List[cst.CSTNode]:
+        """From the module down to the current node (found when asked: few handlers ask, and
+        keeping the list current for every node walked cost more than all the asking)."""
+        chain = list(self._outward())
+        chain.reverse()
+        return chain
 
     def statement(self) -> cst.CSTNode:
         """The innermost whole statement around the current node."""
-        for node in reversed(self.ancestors):
+        for node in self._outward():
             if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 return node
         return self.module
 
     def scope(self) -> cst.CSTNode:
         """The function (or the module) the current node runs in."""
-        for node in reversed(self.ancestors):
+        for node in self._outward():
             if isinstance(node, (cst.FunctionDef, cst.Lambda)):
                 return node
         return self.module
@@ -81,51 +95,71 @@ class FileContext:
             fix = None
         self.reports.append(_Report(rule, node, self.statement(), message, fix))
 
+    def close(self) -> None:
+        """Drop the facts, the rules and their reports. They refer to one another (a report
+        names its rule, a rule its context) and the facts to each other, so without this they
+        would be reference cycles holding the whole tree, freed only by CPython's cycle
+        collector, which rescans every live object to find them; closed, a file's tree is freed
+        the moment the last reference to it goes."""
+        self.facts.release()
+        self.reports.clear()
+        self.node = self.module
+
 
 Handler = Callable[[cst.CSTNode], object]
+_handler_names: Dict[Tuple[type, str], List[Tuple[type, str]]] = {}  # (rule class, prefix) -> (node type, method)
+
+
+def _handled(rule_type: type, prefix: str) -> List[Tuple[type, str]]:
+    """The node types a rule class handles with methods named `prefix` + type (found once per class)."""
+    found = _handler_names.get((rule_type, prefix))
+    if found is None:
+        found = []
+        for attr in dir(rule_type):
+            if attr.startswith(prefix):
+                node_type = getattr(cst, attr[len(prefix):], None)
+                if not isinstance(node_type, type):
+                    raise TypeError(f"{rule_type.__name__}.{attr}: no LibCST node {attr[len(prefix):]}")
+                found.append((node_type, attr))
+        _handler_names[(rule_type, prefix)] = found
+    return found
 
 
 def _handlers(rules: Sequence[Rule], prefix: str, timer: Optional[Timer]) -> Dict[type, List[Handler]]:
     table: Dict[type, List[Handler]] = {}
     for rule in rules:
-        for attr in dir(type(rule)):
-            if attr.startswith(prefix):
-                node_type = getattr(cst, attr[len(prefix):], None)
-                if not isinstance(node_type, type):
-                    raise TypeError(f"{type(rule).__name__}.{attr}: no LibCST node {attr[len(prefix):]}")
-                handler = getattr(rule, attr)
-                if timer is not None:
-                    handler = timed(handler, f"rule {rule.CODE}", timer)
-                table.setdefault(node_type, []).append(handler)
+        for node_type, attr in _handled(type(rule), prefix):
+            handler = getattr(rule, attr)
+            if timer is not None:
+                handler = timed(handler, f"rule {rule.CODE}", timer)
+            table.setdefault(node_type, []).append(handler)
     return table
 
 
+def _dispatch(context: FileContext, handlers: List[Handler], node: cst.CSTNode) -> None:
+    context.node = node
+    for handler in handlers:
+        handler(node)
+
+
 def _walk(context: FileContext, rules: Sequence[Rule], timer: Optional[Timer] = None) -> None:
-    """Dispatch every node of the file's tree index to the rules, with ancestors kept current."""
+    """Dispatch every node of the file's tree index to the rules that handle its type."""
     enter = _handlers(rules, "visit_", timer)
     leave = _handlers(rules, "leave_", timer)
-    ancestors = context.ancestors
     tree = context.facts.tree
     pending: List[Tuple[cst.CSTNode, int]] = []  # nodes with leave handlers, not yet left
-
-    def leave_until(depth: int) -> None:
-        while pending and pending[-1][1] >= depth:
-            node, node_depth = pending.pop()
-            del ancestors[node_depth + 1:]
-            for handler in leave[type(node)]:
-                handler(node)
-
     for node, depth in zip(tree.nodes, tree.depths):
-        if pending:
-            leave_until(depth)
-        del ancestors[depth:]
-        ancestors.append(node)
+        while pending and pending[-1][1] >= depth:
+            left = pending.pop()[0]
+            _dispatch(context, leave[type(left)], left)
         node_type = type(node)
-        for handler in enter.get(node_type, ()):
-            handler(node)
+        if node_type in enter:
+            _dispatch(context, enter[node_type], node)
         if node_type in leave:
             pending.append((node, depth))
-    leave_until(0)
+    while pending:
+        left = pending.pop()[0]
+        _dispatch(context, leave[type(left)], left)
 
 
 @dataclass
@@ -185,7 +219,7 @@ def _unchecked(self: cst.CSTNode) -> None:
 def parse(source: str) -> cst.Module:
     """The LibCST tree of a source that already compiles."""
     try:
-        with _trusting_the_parser():
+        with _trusting_the_parser(), paused():
             return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
         raise SourceError(
@@ -224,8 +258,20 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
         return Checked(source, None, [])
     with clock("parse"):
         module = parse(source)
-    with clock("index"):
-        context = FileContext(module, target_torch)
+    with frozen():
+        with clock("index"):
+            context = FileContext(module, target_torch)
+        try:
+            return _report(context, source, path, wanted, timer)
+        finally:
+            context.close()
+
+
+def _report(context: FileContext, source: str, path: str, wanted: Sequence[Type[Rule]],
+            timer: Optional[Timer]) -> Checked:
+    """Walk the rules over the context's tree, and place and filter what they report."""
+    clock = timer.phase if timer is not None else nullcontext
+    module = context.module
     with clock("walk"):  # the dispatch itself; rules and facts are charged on their own
         _walk(context, [rule_type(context) for rule_type in wanted], timer)
     if not context.reports:

@@ -138,3 +138,103 @@ def test_choosing_fixes_for_a_round_grows_with_their_number_not_its_square(monke
         assert len(result.applied) == 2 * lines and result.remaining == []
         counts.append(compared["pairs"])
     assert counts[1] <= 4 * counts[0]
+
+
+_TRAINING = """
+import torch
+
+def train(model, loader, opt):
+    losses = []
+    for x, y in loader:
+        opt.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        losses.append(loss)
+    return losses
+"""
+
+
+def test_a_linted_tree_is_freed_by_its_last_reference_not_by_the_cycle_collector():
+    import gc
+
+    rules = list(registry().values())
+    assert check(_TRAINING, "t.py", rules).findings  # rules and facts did run and report
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        checked = check(_TRAINING, "t.py", rules)
+        del checked
+        gc.collect()
+        left_to_the_collector = [o for o in gc.garbage if isinstance(o, cst.CSTNode)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left_to_the_collector == []
+
+
+class _SeesTheCollector(Rule):
+    """Records, at each call, how many objects are frozen out of the cycle collector."""
+
+    CODE = "MEM993"
+    NAME = "collector"
+    MESSAGE = "seen"
+    REQUIRES = ("",)
+    frozen_counts: list = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        import gc
+
+        self.frozen_counts.append(gc.get_freeze_count())
+
+
+def test_the_tree_is_out_of_the_cycle_collectors_reach_while_rules_run_and_back_after(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(_SeesTheCollector, "frozen_counts", [])
+    source = "f(1)\n" * 200
+    check(source, "t.py", [_SeesTheCollector])
+    assert len(_SeesTheCollector.frozen_counts) == 200
+    assert min(_SeesTheCollector.frozen_counts) > 200 * 3  # each line's Call, Name, Arg, Integer at least
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_a_host_that_manages_the_collector_itself_is_left_alone(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(_SeesTheCollector, "frozen_counts", [])
+    gc.freeze()  # the host's own frozen objects (as a pre-fork server keeps them)
+    try:
+        hosts = gc.get_freeze_count()
+        check("f(1)\n", "t.py", [_SeesTheCollector])
+        assert _SeesTheCollector.frozen_counts == [hosts] and gc.get_freeze_count() == hosts
+        gc.disable()
+        check("f(1)\n", "t.py", [_SeesTheCollector])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
+def test_handlers_see_the_visited_node_and_its_ancestors():
+    seen = []
+
+    class _Ancestry(Rule):
+        CODE = "MEM994"
+        NAME = "ancestry"
+        MESSAGE = "here"
+        REQUIRES = ("",)
+
+        def visit_Integer(self, node: cst.Integer) -> None:
+            chain = self.context.ancestors
+            seen.append((type(chain[0]).__name__, chain[-1] is node, self.context.scope(), self.context.statement()))
+            self.report(node)
+
+    checked = check("def f():\n    return [1]\n", "t.py", [_Ancestry])
+    (module_first, ends_at_node, scope, statement), = seen
+    assert module_first == "Module" and ends_at_node
+    assert isinstance(scope, cst.FunctionDef) and scope.name.value == "f"
+    assert isinstance(statement, cst.SimpleStatementLine)
+    assert [(f.line, f.statement_line) for f in checked.findings] == [(2, 2)]

@@ -184,6 +184,12 @@ class Facts:
         return [ref for refs in self._references.values() for ref in refs
                 if (dotted_name(ref.node) or "").split(".")[0] == local]
 
+    def release(self) -> None:
+        """Forget every fact. They refer to each other (`hoisting` asks `loop`, a loop's facts
+        resolve calls through `scopes`), so they form reference cycles holding the tree; the
+        engine releases them when a file is done, and the tree goes with its last reference."""
+        self.__dict__.clear()
+
     def in_test(self, node: cst.CSTNode) -> bool:
         """Whether `node` runs in a test: a function named `test...` or a method of a class
         named `Test...` (pytest's and unittest's conventions)."""
