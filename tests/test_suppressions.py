@@ -68,3 +68,17 @@ def test_the_reported_noqa_forms_through_the_command_line(tmp_path):
     result = memlint(tmp_path, "spaces.py", "suffix.py", "file_codes.py")
     reported = sorted(line.split(" ")[0] + line.split(" ")[1] for line in result.stdout.splitlines() if ": MEM" in line)
     assert reported == ["file_codes.py:7:10:MEM402", "suffix.py:4:5:MEM101"]
+
+
+def test_a_file_that_never_says_noqa_is_not_tokenized(monkeypatch):
+    import tokenize
+
+    from memlint.suppressions import Suppressions
+
+    def fail(*args, **kwargs):
+        raise AssertionError("tokenized")
+
+    monkeypatch.setattr(tokenize, "generate_tokens", fail)
+    assert _codes(TWO_RULES) == ["MEM101", "MEM402"]  # reported: no directive to look for
+    with pytest.raises(AssertionError, match="tokenized"):
+        Suppressions("x = 1  # NoQA\n")  # any case of the word is looked into

@@ -43,3 +43,11 @@ def test_local_spelling_of_a_qualified_name():
     assert names.local_name_for("torch.empty") == "t.empty"
     assert names.local_name_for("torch.randn") == "randn"
     assert TorchNames(cst.parse_module("from torch import randn")).local_name_for("torch.empty") is None
+
+
+def test_an_answer_is_never_given_for_another_expression_made_at_the_same_address():
+    names = TorchNames(cst.parse_module("import torch as t\nimport numpy as np\n"))
+    for _ in range(200):  # temporary expressions: CPython reuses their addresses at once
+        assert names.qualified_name(cst.parse_expression("t.randn")) == "torch.randn"
+        assert names.qualified_name(cst.parse_expression("np.zeros")) == "numpy.zeros"
+        assert names.call_name(cst.parse_expression("t.ones(1)")) == "torch.ones"

@@ -80,7 +80,7 @@ class BlockFlow:
 
 
 _CONDITIONAL_BLOCKS = (cst.If, cst.Try, cst.TryStar, cst.While, cst.For, cst.Match)
-_NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 
 def _is_scalar_call(call: cst.Call) -> bool:
@@ -95,20 +95,21 @@ def sources_of(expr: cst.CSTNode) -> Set[str]:
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Name):
-            found.add(node.value)
+        kind = type(node)  # identity, not ABC isinstance (memlint.analysis.tree)
+        if kind is cst.Name:
+            found.add(node.value)  # type: ignore[attr-defined]
             continue
-        if isinstance(node, cst.Attribute):
-            if node.attr.value in SCALAR_ATTRIBUTES:
+        if kind is cst.Attribute:
+            if node.attr.value in SCALAR_ATTRIBUTES:  # type: ignore[attr-defined]
                 continue
-            stack.append(node.value)
+            stack.append(node.value)  # type: ignore[attr-defined]
             continue
-        if isinstance(node, cst.Call) and _is_scalar_call(node):
+        if kind is cst.Call and _is_scalar_call(node):  # type: ignore[arg-type]
             continue
-        if isinstance(node, cst.Arg):
-            stack.append(node.value)  # skip the keyword's Name
+        if kind is cst.Arg:
+            stack.append(node.value)  # type: ignore[attr-defined]  # skip the keyword's Name
             continue
-        if isinstance(node, cst.Lambda):
+        if kind is cst.Lambda:
             stack.append(node.body)
             continue
         stack.extend(children(node))
@@ -343,17 +344,18 @@ class _Collector:
         stack = [(node, False)]  # (node, only a plain value such as `x.item()` is taken from it)
         while stack:
             current, scalar = stack.pop()
-            if isinstance(current, cst.Name):
+            kind = type(current)  # identity, not ABC isinstance (memlint.analysis.tree): every node passes here
+            if kind is cst.Name:
                 self._use(current, False, conditional, nested, scalar)
-            elif isinstance(current, cst.Attribute):
+            elif kind is cst.Attribute:
                 stack.append((current.value, scalar or current.attr.value in SCALAR_ATTRIBUTES))
-            elif isinstance(current, cst.Arg):
+            elif kind is cst.Arg:
                 stack.append((current.value, scalar))
-            elif isinstance(current, _NESTED_SCOPES):
+            elif kind in _NESTED_SCOPES:
                 self.scope(current, conditional)
-            elif isinstance(current, cst.NamedExpr):
+            elif kind is cst.NamedExpr:
                 self._bind([current.target], current.value, current, conditional, nested)
-            elif isinstance(current, (cst.Yield, cst.Await)):
+            elif kind is cst.Yield or kind is cst.Await:
                 inner = current.value if isinstance(current, cst.Yield) else current.expression
                 if isinstance(inner, cst.From):
                     inner = inner.item
@@ -362,11 +364,11 @@ class _Collector:
                     if not nested:
                         self.flow.sinks.append(Sink(type(current).__name__.lower(),
                                                     frozenset(sources_of(inner)), node=current))
-            elif isinstance(current, cst.Call):
+            elif kind is cst.Call:
                 self._call(current, nested)
                 scalar = scalar or _is_scalar_call(current)
                 stack.extend((child, scalar) for child in reversed(tuple(children(current))))
-            elif isinstance(current, cst.CompFor):
+            elif kind is cst.CompFor:
                 self._store(current.target, True, nested)
                 stack.append((current.iter, scalar))
                 stack.extend((condition.test, scalar) for condition in current.ifs)

@@ -180,8 +180,9 @@ def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> Optional[Loop]:
     """The innermost loop whose body holds the last ancestor, within the same function scope."""
     for index in range(len(ancestors) - 2, -1, -1):
         node = ancestors[index]
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        node_type = type(node)  # identity, not ABC isinstance: a question asked of every node walked
+        if node_type is cst.FunctionDef or node_type is cst.ClassDef or node_type is cst.Lambda:
             return None
-        if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
-            return node
+        if (node_type is cst.For or node_type is cst.While) and ancestors[index + 1] is node.body:  # type: ignore[attr-defined]
+            return node  # type: ignore[return-value]
     return None

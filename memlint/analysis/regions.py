@@ -222,9 +222,10 @@ class Regions:
         """The innermost grad-mode `with` whose body holds `node`."""
         child = node
         for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            kind = type(ancestor)  # identity, not ABC isinstance (memlint.analysis.tree)
+            if kind is cst.FunctionDef or kind is cst.Lambda:
                 return None
-            if isinstance(ancestor, cst.With) and child is ancestor.body:
+            if kind is cst.With and child is ancestor.body:  # type: ignore[attr-defined]
                 region = self._grad_region_of.get(id(ancestor))
                 if region is not None:
                     return region

@@ -82,6 +82,9 @@ class TorchNames:
             if local not in ambiguous and local not in rebound
         }
         self._imports = {local: tuple(imports[local]) for local in self._aliases}
+        # id(expression) -> (the expression, its name): every rule asks of every call, so each
+        # is answered once; holding the expression keeps its id from being reused for another
+        self._answers: Dict[int, Tuple[cst.CSTNode, Optional[str]]] = {}
 
     def imports_of(self, local: str) -> Tuple[cst.CSTNode, ...]:
         """The `Import` / `ImportFrom` statements that bind the local name (empty if it is not resolved)."""
@@ -89,7 +92,14 @@ class TorchNames:
 
     def qualified_name(self, expr: cst.BaseExpression) -> Optional[str]:
         """`torch.randn` for `t.randn` under `import torch as t`; None when not imported."""
-        dotted = dotted_name(expr)
+        answer = self._answers.get(id(expr))
+        if answer is not None:
+            return answer[1]
+        name = self._qualify(dotted_name(expr))
+        self._answers[id(expr)] = (expr, name)
+        return name
+
+    def _qualify(self, dotted: Optional[str]) -> Optional[str]:
         if dotted is None:
             return None
         head, _, rest = dotted.partition(".")
@@ -100,8 +110,8 @@ class TorchNames:
 
     def call_name(self, node: cst.CSTNode) -> Optional[str]:
         """The qualified name of the function a Call calls, or None."""
-        if isinstance(node, cst.Call):
-            return self.qualified_name(node.func)
+        if type(node) is cst.Call:  # identity, not ABC isinstance (memlint.analysis.tree)
+            return self.qualified_name(node.func)  # type: ignore[attr-defined]
         return None
 
     def local_name_for(self, qualified: str) -> Optional[str]:
@@ -141,7 +151,8 @@ class Reference:
         return None
 
 
-_NOT_REFERENCES = (cst.Import, cst.ImportFrom)
+_NOT_REFERENCES = frozenset({cst.Import, cst.ImportFrom})
+_DEFINITIONS = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param})  # their own names are not uses
 
 
 def references(module: cst.Module, names: TorchNames) -> Dict[str, List[Reference]]:
@@ -150,26 +161,24 @@ def references(module: cst.Module, names: TorchNames) -> Dict[str, List[Referenc
     stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode]]] = [(module, None)]
     while stack:
         node, parent = stack.pop()
-        if isinstance(node, _NOT_REFERENCES):
+        kind = type(node)  # identity, not ABC isinstance (memlint.analysis.tree): every node passes here
+        if kind in _NOT_REFERENCES:
             continue
-        if isinstance(node, (cst.Name, cst.Attribute)):
-            dotted = dotted_name(node)
+        if kind is cst.Name or kind is cst.Attribute:
+            dotted = dotted_name(node)  # type: ignore[arg-type]
             if dotted is not None:
-                qualified = names.qualified_name(node)
+                qualified = names.qualified_name(node)  # type: ignore[arg-type]
                 if qualified is not None:
-                    found.setdefault(qualified, []).append(Reference(qualified, node, parent))
+                    found.setdefault(qualified, []).append(Reference(qualified, node, parent))  # type: ignore[arg-type]
                 continue  # a chain that does not resolve as a whole has no resolvable part
-            if isinstance(node, cst.Attribute):
-                stack.append((node.value, node))
+            if kind is cst.Attribute:
+                stack.append((node.value, node))  # type: ignore[attr-defined]
             continue
-        if isinstance(node, cst.Arg):  # not the keyword's name
-            stack.append((node.value, node))
+        if kind is cst.Arg:  # not the keyword's name
+            stack.append((node.value, node))  # type: ignore[attr-defined]
             continue
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):  # not the defined name
-            kids = [c for c in children(node) if c is not node.name]
-        elif isinstance(node, cst.Param):  # not the parameter's name
-            kids = [c for c in children(node) if c is not node.name]
-        else:
-            kids = list(children(node))
+        kids = children(node)
+        if kind in _DEFINITIONS:
+            kids = [c for c in kids if c is not node.name]  # type: ignore[attr-defined]
         stack.extend((child, node) for child in reversed(kids))
     return found
