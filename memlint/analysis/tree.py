@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import typing
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import libcst as cst
 
@@ -56,6 +57,12 @@ _FORMATTING_FIELDS = frozenset(
 
 _field_getters: Dict[type, Callable[[cst.CSTNode], Tuple[object, ...]]] = {}
 _wanted: Dict[type, bool] = {}  # per concrete type: a node worth walking? (ABC checks are slow)
+_LEAVES: Set[type] = set()  # node types with no field that can hold a node (Name: 35% of all nodes)
+_TEXT = (str, bool, Optional[str])  # field types that never hold a node
+
+
+def _holds_text_only(field_type: object) -> bool:
+    return field_type in _TEXT or typing.get_origin(field_type) is typing.Literal
 
 
 def _getter(node_type: type) -> Callable[[cst.CSTNode], Tuple[object, ...]]:
@@ -63,7 +70,10 @@ def _getter(node_type: type) -> Callable[[cst.CSTNode], Tuple[object, ...]]:
     names = tuple(
         f.name for f in dataclasses.fields(node_type)
         if f.name not in _FORMATTING_FIELDS and not f.name.startswith("whitespace")
+        and not _holds_text_only(f.type)
     )
+    if not names:
+        _LEAVES.add(node_type)
     if len(names) == 1:
         single = operator.attrgetter(names[0])
         getter: Callable[[cst.CSTNode], Tuple[object, ...]] = lambda node: (single(node),)
@@ -156,7 +166,7 @@ class TreeIndex:
 
     @cached_property
     def _placement(self) -> _Placement:
-        order: Dict[int, int] = {}
+        order = dict(zip(map(id, self.nodes), range(len(self.nodes))))
         scopes: Dict[int, Scope] = {}
         classes: Dict[int, Optional[cst.ClassDef]] = {}
         listed: List[Tuple[cst.CSTNode, Scope]] = []
@@ -166,20 +176,24 @@ class TreeIndex:
         depths = self.depths
         ends = [len(self.nodes)] * len(self.nodes)
         open_nodes: List[int] = []  # positions whose subtree is still being walked
+        leaves = _LEAVES
         for position, (node, depth) in enumerate(zip(self.nodes, depths)):
             while open_nodes and depths[open_nodes[-1]] >= depth:
                 ends[open_nodes.pop()] = position
-            open_nodes.append(position)
+            node_type = type(node)
+            if node_type in leaves:
+                ends[position] = position + 1
+            else:
+                open_nodes.append(position)
             while around[-1][0] >= depth:
                 around.pop()
+            if node_type not in recorded:
+                continue
             _, scope, klass = around[-1]
             key = id(node)
-            order[key] = position
-            node_type = type(node)
-            if node_type in recorded:
-                scopes[key] = scope
-                if node_type in wanted:
-                    listed.append((node, scope))
+            scopes[key] = scope
+            if node_type in wanted:
+                listed.append((node, scope))
             if node_type is cst.FunctionDef:
                 classes[key] = klass
                 around.append((depth, node, None))
@@ -321,11 +335,13 @@ def index(module: cst.Module) -> TreeIndex:
     depths: List[int] = []
     parents: Dict[int, cst.CSTNode] = {}
     stack: List[Tuple[cst.CSTNode, int]] = [(module, 0)]
-    pop, push = stack.pop, stack.append
+    pop, push, leaves = stack.pop, stack.append, _LEAVES
     while stack:  # about six nodes a line: a generator or a call less per node is a third of this walk
         node, depth = pop()
         nodes.append(node)
         depths.append(depth)
+        if type(node) in leaves:
+            continue
         kids = children(node)
         if kids:
             depth += 1

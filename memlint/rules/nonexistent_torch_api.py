@@ -7,6 +7,7 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from memlint.analysis.torchapi import checked_first, torch_api
+from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -139,9 +140,9 @@ class NonexistentTorchApi(Rule):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
             return
-        module = self.facts.names.qualified_name(node.module) or cst.Module([]).code_for_node(node.module)
+        module = self.facts.names.qualified_name(node.module) or dotted_name(node.module)
         for alias in node.names:
-            qualified = f"{module}.{cst.Module([]).code_for_node(alias.name)}"
+            qualified = f"{module}.{dotted_name(alias.name)}"
             missing = torch_api().missing(qualified)
             if missing is not None and qualified.count(".") == missing[0].count(".") + 1 \
                     and self._instead(None, None, *missing) is not None and not checked_first(self.facts.tree, node):
