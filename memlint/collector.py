@@ -1,10 +1,10 @@
 """Keeping CPython's cycle collector off a file's tree while the file is linted.
 
-A LibCST tree is a few hundred thousand objects, all alive until the file is done. The cycle
-collector runs whenever enough objects were made since its last run, and each run traverses the
-objects of its generations: while the parser makes the tree, every run finds nothing to free,
-and once the tree is in the oldest generation, every full run traverses it again. On the
-training-loop files of the real corpus that was a tenth of the lint.
+A LibCST tree is 15 to 20 objects a line (75,000 for a 4,800-line file), all alive until the
+file is done. The cycle collector runs whenever enough objects were made since its last run,
+and each run traverses the objects of its generations: while the parser makes the tree, every
+run finds nothing to free, and once the tree is in the oldest generation, every full run
+traverses it again. On the training-loop files of the real corpus that was a tenth of the lint.
 
 So the parse runs with the collector off (it makes no garbage), and the analysis with the tree
 frozen (`gc.freeze`: moved out of every generation, never traversed), then thawed when the file
