@@ -238,3 +238,27 @@ def test_handlers_see_the_visited_node_and_its_ancestors():
     assert isinstance(scope, cst.FunctionDef) and scope.name.value == "f"
     assert isinstance(statement, cst.SimpleStatementLine)
     assert [(f.line, f.statement_line) for f in checked.findings] == [(2, 2)]
+
+
+def test_leave_handlers_run_after_the_nodes_subtree_innermost_first():
+    events = []
+
+    class _Nesting(Rule):
+        CODE = "MEM995"
+        NAME = "nesting"
+        MESSAGE = "here"
+        REQUIRES = ("",)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            events.append(f"enter {node.name.value}")
+
+        def visit_Integer(self, node: cst.Integer) -> None:
+            events.append(f"number {node.value}")
+
+        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+            assert self.context.ancestors[-1] is node
+            events.append(f"leave {node.name.value}")
+
+    check("def f():\n    def g():\n        return 1\n    return 2\ndef h():\n    return 3\n", "t.py", [_Nesting])
+    assert events == ["enter f", "enter g", "number 1", "leave g", "number 2", "leave f",
+                      "enter h", "number 3", "leave h"]
