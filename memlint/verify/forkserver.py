@@ -121,10 +121,15 @@ class ForkServer:
         return None if pid is None else Forked(self, pid)
 
     def close(self) -> None:
-        """Kill the server, and any child of it still running."""
+        """Kill the server, and any child of it still running. It is dead from here on, not
+        only once its reader has seen the pipe close: a run polled meanwhile must not pass for
+        one still running."""
         tree.kill_descendants(self.proc.pid)
         self.proc.kill()
         self.proc.wait()
+        with self.lock:
+            self.dead = True
+            self.lock.notify_all()
         with measure.running_lock:
             measure.running.discard(self.proc.pid)
 
