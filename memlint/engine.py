@@ -13,7 +13,7 @@ import sys
 import warnings
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
 import libcst as cst
@@ -74,10 +74,7 @@ class FileContext:
 
     def statement(self) -> cst.CSTNode:
         """The innermost whole statement around the current node."""
-        for node in self._outward():
-            if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-                return node
-        return self.module
+        return self.facts.tree.statement_around(self.node) or self.module
 
     def scope(self) -> cst.CSTNode:
         """The function (or the module) the current node runs in."""
@@ -107,22 +104,19 @@ class FileContext:
 
 
 Handler = Callable[[cst.CSTNode], object]
-_handler_names: Dict[Tuple[type, str], List[Tuple[type, str]]] = {}  # (rule class, prefix) -> (node type, method)
 
 
-def _handled(rule_type: type, prefix: str) -> List[Tuple[type, str]]:
+@lru_cache(maxsize=None)
+def _handled(rule_type: type, prefix: str) -> Tuple[Tuple[type, str], ...]:
     """The node types a rule class handles with methods named `prefix` + type (found once per class)."""
-    found = _handler_names.get((rule_type, prefix))
-    if found is None:
-        found = []
-        for attr in dir(rule_type):
-            if attr.startswith(prefix):
-                node_type = getattr(cst, attr[len(prefix):], None)
-                if not isinstance(node_type, type):
-                    raise TypeError(f"{rule_type.__name__}.{attr}: no LibCST node {attr[len(prefix):]}")
-                found.append((node_type, attr))
-        _handler_names[(rule_type, prefix)] = found
-    return found
+    found = []
+    for attr in dir(rule_type):
+        if attr.startswith(prefix):
+            node_type = getattr(cst, attr[len(prefix):], None)
+            if not isinstance(node_type, type):
+                raise TypeError(f"{rule_type.__name__}.{attr}: no LibCST node {attr[len(prefix):]}")
+            found.append((node_type, attr))
+    return tuple(found)
 
 
 def _handlers(rules: Sequence[Rule], prefix: str, timer: Optional[Timer]) -> Dict[type, List[Handler]]:

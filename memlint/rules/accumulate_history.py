@@ -241,8 +241,8 @@ class AccumulateHistory(Rule):
                         self._check(node, target, part)
 
     def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if innermost_loop(self.context.ancestors) is None and not any(
-                isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
+        ancestors = self.context.ancestors
+        if innermost_loop(ancestors) is None and not any(isinstance(a, (cst.For, cst.While)) for a in ancestors):
             return
         facts = self.facts
         loops = facts.tree.loops_around(node)
