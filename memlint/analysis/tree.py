@@ -13,12 +13,12 @@ subclasses, so both answer alike.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
-import operator
 import typing
 from bisect import bisect_left
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import libcst as cst
@@ -55,34 +55,14 @@ _FORMATTING_FIELDS = frozenset(
      "semicolon", "equal", "operator", "dot", "star", "newline", "trailing_whitespace", "async_"}
 )
 
-_field_getters: Dict[type, Callable[[cst.CSTNode], Tuple[object, ...]]] = {}
 _wanted: Dict[type, bool] = {}  # per concrete type: a node worth walking? (ABC checks are slow)
 _LEAVES: Set[type] = set()  # node types with no field that can hold a node (Name: 35% of all nodes)
 _TEXT = (str, bool, Optional[str])  # field types that never hold a node
+_children_of: Dict[type, Callable[[cst.CSTNode], List[cst.CSTNode]]] = {}  # per type, made when first met
 
 
 def _holds_text_only(field_type: object) -> bool:
     return field_type in _TEXT or typing.get_origin(field_type) is typing.Literal
-
-
-def _getter(node_type: type) -> Callable[[cst.CSTNode], Tuple[object, ...]]:
-    """A function returning the node's child-holding fields as a tuple (cached per type)."""
-    names = tuple(
-        f.name for f in dataclasses.fields(node_type)
-        if f.name not in _FORMATTING_FIELDS and not f.name.startswith("whitespace")
-        and not _holds_text_only(f.type)
-    )
-    if not names:
-        _LEAVES.add(node_type)
-    if len(names) == 1:
-        single = operator.attrgetter(names[0])
-        getter: Callable[[cst.CSTNode], Tuple[object, ...]] = lambda node: (single(node),)
-    elif names:
-        getter = operator.attrgetter(*names)  # type: ignore[assignment]
-    else:
-        getter = lambda node: ()
-    _field_getters[node_type] = getter
-    return getter
 
 
 def _is_wanted(value_type: type) -> bool:
@@ -91,25 +71,101 @@ def _is_wanted(value_type: type) -> bool:
     return wanted
 
 
-def children(node: cst.CSTNode) -> List[cst.CSTNode]:
-    """The node's meaningful children, in source order."""
-    node_type = type(node)
-    getter = _field_getters.get(node_type) or _getter(node_type)
+def _kinds(annotation: object) -> Optional[Tuple[bool, bool]]:
+    """For a field annotated `annotation`: (may be None, holds a sequence) when whatever it
+    holds is surely wanted (its classes and all their subclasses are nodes, not formatting);
+    None when the annotation does not settle it."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union:
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(members) < len(typing.get_args(annotation))
+        if len(members) == 1:
+            inner = _kinds(members[0])
+            return None if inner is None else (optional or inner[0], inner[1])
+        return (optional, False) if all(_surely_wanted(m) for m in members) else None
+    if origin in (collections.abc.Sequence, list, tuple):
+        args = typing.get_args(annotation)
+        if len(args) == 1 and (_surely_wanted(args[0]) or _kinds(args[0]) == (False, False)):
+            return (False, True)
+        return None
+    return (False, False) if _surely_wanted(annotation) else None
+
+
+@lru_cache(maxsize=None)
+def _surely_wanted(annotation: object) -> bool:
+    """Every node of this class (and of its subclasses) is wanted."""
+    return isinstance(annotation, type) and all(_wanted.get(c, None) or _is_wanted(c) for c in _family(annotation))
+
+
+def _surely_unwanted(annotation: object) -> bool:
+    """The field never holds a wanted node: formatting nodes only (LeftCurlyBrace), or None."""
+    members = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Union else (annotation,)
+    return all(m is type(None) or isinstance(m, type) and not any(_wanted.get(c, None) or _is_wanted(c)
+                                                                   for c in _family(m)) for m in members)
+
+
+@lru_cache(maxsize=None)
+def _family(cls: type) -> Tuple[type, ...]:
+    """The class and all its subclasses."""
+    found, stack = [cls], [cls]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            found.append(sub)
+            stack.append(sub)
+    return tuple(found)
+
+
+def _keep_wanted(value: object, found: List[cst.CSTNode]) -> None:
+    """Append `value` (a node, a sequence of nodes, None or a sentinel) where it is wanted."""
     wanted = _wanted
-    found = []
-    for value in getter(node):
-        value_type = type(value)
-        if value_type is tuple or value_type is list:
-            for item in value:  # type: ignore[attr-defined]
-                item_type = type(item)
-                keep = wanted.get(item_type)
-                if keep or (keep is None and _is_wanted(item_type)):
-                    found.append(item)
+    value_type = type(value)
+    if value_type is tuple or value_type is list:
+        for item in value:  # type: ignore[attr-defined]
+            item_type = type(item)
+            keep = wanted.get(item_type)
+            if keep or (keep is None and _is_wanted(item_type)):
+                found.append(item)
+    else:
+        keep = wanted.get(value_type)
+        if keep or (keep is None and _is_wanted(value_type)):
+            found.append(value)  # type: ignore[arg-type]
+
+
+def _make_children_of(node_type: type) -> Callable[[cst.CSTNode], List[cst.CSTNode]]:
+    """Compile the children function of one node type: its child-holding fields read in
+    declaration order, each as its annotation allows (a field that surely holds a wanted node is
+    appended with no test; one the annotation does not settle is tested at run time)."""
+    hints = typing.get_type_hints(node_type)
+    lines = []
+    for f in dataclasses.fields(node_type):
+        annotation = hints[f.name]
+        if f.name in _FORMATTING_FIELDS or f.name.startswith("whitespace") or _holds_text_only(annotation):
+            continue
+        kinds = _kinds(annotation)
+        if kinds is None:
+            if not _surely_unwanted(annotation):
+                lines.append(f"    keep(node.{f.name}, found)")
+            continue
+        optional, sequence = kinds
+        add = "extend" if sequence else "append"
+        if optional:
+            lines.append(f"    value = node.{f.name}\n    if value is not None:\n        found.{add}(value)")
         else:
-            keep = wanted.get(value_type)
-            if keep or (keep is None and _is_wanted(value_type)):
-                found.append(value)
-    return found
+            lines.append(f"    found.{add}(node.{f.name})")
+    if not lines:
+        _LEAVES.add(node_type)
+    code = "def children_of(node):\n    found = []\n" + "\n".join(lines) + ("\n" if lines else "") + "    return found\n"
+    namespace: Dict[str, object] = {"keep": _keep_wanted}
+    exec(compile(code, f"<children of {node_type.__name__}>", "exec"), namespace)
+    function = namespace["children_of"]
+    _children_of[node_type] = function  # type: ignore[assignment]
+    return function  # type: ignore[return-value]
+
+
+def children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    """The node's meaningful children, in the order its fields are declared."""
+    node_type = type(node)
+    return (_children_of.get(node_type) or _make_children_of(node_type))(node)
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -335,14 +391,15 @@ def index(module: cst.Module) -> TreeIndex:
     depths: List[int] = []
     parents: Dict[int, cst.CSTNode] = {}
     stack: List[Tuple[cst.CSTNode, int]] = [(module, 0)]
-    pop, push, leaves = stack.pop, stack.append, _LEAVES
+    pop, push, leaves, made = stack.pop, stack.append, _LEAVES, _children_of
     while stack:  # about six nodes a line: a generator or a call less per node is a third of this walk
         node, depth = pop()
         nodes.append(node)
         depths.append(depth)
-        if type(node) in leaves:
+        node_type = type(node)
+        if node_type in leaves:
             continue
-        kids = children(node)
+        kids = (made.get(node_type) or _make_children_of(node_type))(node)
         if kids:
             depth += 1
             for child in reversed(kids):
