@@ -54,7 +54,7 @@ from memlint.analysis.scopes import Scopes
 from memlint.analysis.steps import Steps
 from memlint.analysis.syncs import Syncs
 from memlint.analysis.torchnames import Reference, TorchNames, references
-from memlint.analysis.tree import TreeIndex, dotted_name, index, walk
+from memlint.analysis.tree import TreeIndex, dotted_name, index
 from memlint.analysis.values import Values
 
 
@@ -205,4 +205,4 @@ class Facts:
     @cached_property
     def identifiers(self) -> FrozenSet[str]:
         """Every name spelled anywhere in the module (attribute names too): a new name must avoid them."""
-        return frozenset(n.value for n in walk(self.module) if isinstance(n, cst.Name))
+        return frozenset(n.value for n in self.tree.nodes if type(n) is cst.Name)

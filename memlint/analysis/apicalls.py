@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
@@ -136,7 +137,7 @@ class ApiCalls:
         aliases = self._aliases(api, direct)
         sites: List[ApiSite] = []
         by_call: Dict[int, ApiSite] = {}
-        for call in scopes.calls:
+        for call in scopes.calls if aliases else self._calls_by_name.get(api, ()):
             callee: Optional[_Callable] = None
             via = ""
             if names.call_name(call) == api:
@@ -169,16 +170,34 @@ class ApiCalls:
         kept.sort(key=lambda site: self.tree.order(site.call))
         return kept
 
-    def _aliases(self, api: str, direct: _Callable) -> Dict[str, Tuple[_Callable, cst.CSTNode]]:
-        """Module-level names bound once to the API or to a partial of it: name -> (callable, binding node)."""
-        found: Dict[str, Tuple[_Callable, cst.CSTNode]] = {}
+    @cached_property
+    def _calls_by_name(self) -> Dict[str, List[cst.Call]]:
+        """The module's calls by the import-aware name of what they call, in source order."""
+        found: Dict[str, List[cst.Call]] = {}
+        call_name = self.names.call_name
+        for call in self.scopes.calls:
+            name = call_name(call)
+            if name is not None:
+                found.setdefault(name, []).append(call)
+        return found
+
+    @cached_property
+    def _single_module_bindings(self) -> List[Tuple[cst.Name, cst.Assign]]:
+        """`name = value` at module level, where nothing else binds the name."""
+        found = []
         module = self.tree.module
         for assign in self.scopes.assigns:
             if self.tree.scope_of(assign) is not module or len(assign.targets) != 1:
                 continue
             target = assign.targets[0].target
-            if not isinstance(target, cst.Name) or len(self.scopes.bindings(module, target.value)) != 1:
-                continue
+            if isinstance(target, cst.Name) and len(self.scopes.bindings(module, target.value)) == 1:
+                found.append((target, assign))
+        return found
+
+    def _aliases(self, api: str, direct: _Callable) -> Dict[str, Tuple[_Callable, cst.CSTNode]]:
+        """Module-level names bound once to the API or to a partial of it: name -> (callable, binding node)."""
+        found: Dict[str, Tuple[_Callable, cst.CSTNode]] = {}
+        for target, assign in self._single_module_bindings:
             value = assign.value
             if self.names.qualified_name(value) == api:
                 found[target.value] = (direct, assign)

@@ -95,6 +95,7 @@ class Hoisting:
         self._loop_facts = loop_facts
         self._helpers: Dict[int, Helper] = {}
         self._changes: Dict[int, Tuple[FrozenSet[str], FrozenSet[str], bool]] = {}
+        self._settled: Dict[int, FrozenSet[str]] = {}  # id(class) -> its attributes set only in __init__
 
     # -- in a loop ---------------------------------------------------------------------------
     def in_loop(self, statement: cst.CSTNode, loop: Loop) -> Optional[Hoistable]:
@@ -373,24 +374,29 @@ class Hoisting:
         return Hoistable(statement, name, assign.value, computation, None)  # type: ignore[arg-type]
 
     def _settled_attributes(self, klass: cst.ClassDef) -> FrozenSet[str]:
-        """Attributes of `self` assigned in `__init__` and nowhere else in the module."""
+        """Attributes of `self` assigned in `__init__` and nowhere else in the module (found
+        once a class: every statement of its `forward` asks)."""
+        found = self._settled.get(id(klass))
+        if found is not None:
+            return found
         init = next((s for s in klass.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
                     None)
-        if init is None:
-            return frozenset()
         in_init: Set[str] = set()
         elsewhere: Set[str] = set()
-        for node in walk(self.tree.module):
-            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                inside = self.tree.contains(init, node)
+        for node, _ in self.tree.listed if init is not None else ():  # every binding statement
+            node_type = type(node)
+            if node_type is cst.Assign or node_type is cst.AugAssign or node_type is cst.AnnAssign:
+                targets = [t.target for t in node.targets] if node_type is cst.Assign else [node.target]
+                inside = self.tree.contains(init, node)  # type: ignore[arg-type]
                 for target in targets:
                     attributes = _attribute_names(target)
-                    if inside and isinstance(node, cst.Assign):
+                    if inside and node_type is cst.Assign:
                         in_init |= attributes
                     else:
                         elsewhere |= attributes
-        return frozenset(in_init - elsewhere)
+        found = frozenset(in_init - elsewhere)
+        self._settled[id(klass)] = found
+        return found
 
 
 def _plain_number(expr: cst.BaseExpression) -> bool:

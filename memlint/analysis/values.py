@@ -141,6 +141,7 @@ class Values:
         self._memo_returns: Dict[Tuple[int, bool], bool] = {}
         self._in_progress: Set[Tuple[str, int, _Trace]] = set()
         self._scope_summaries: Dict[int, _ScopeSummary] = {}
+        self._self_appends: Dict[int, List[Tuple[cst.Call, cst.BaseExpression]]] = {}
 
     def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
@@ -412,9 +413,9 @@ class Values:
         params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)]
         if params[:1] != ["self"]:
             return []
-        appends = [(node, node.args[-1].value) for node in walk_scope(method)
-                   if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.args
-                   and node.func.attr.value in _APPENDING and _rooted_at_self(node.func.value)]
+        appends = self._appends_to_self(method)
+        if not appends:
+            return []
         kept: List[cst.Arg] = []
         positional = iter(params[1:])
         for arg in call.args:
@@ -425,6 +426,17 @@ class Values:
             if name and any(self._traces(value, at, trace) for at, value in appends):
                 kept.append(arg)
         return kept
+
+    def _appends_to_self(self, method: cst.FunctionDef) -> List[Tuple[cst.Call, cst.BaseExpression]]:
+        """(call, what it appends) for each `self....append(value)` in `method` (found once a
+        method: a module calls the same few methods many times)."""
+        found = self._self_appends.get(id(method))
+        if found is None:
+            found = [(node, node.args[-1].value) for node in walk_scope(method)
+                     if type(node) is cst.Call and type(node.func) is cst.Attribute and node.args
+                     and node.func.attr.value in _APPENDING and _rooted_at_self(node.func.value)]
+            self._self_appends[id(method)] = found
+        return found
 
     def _summary(self, scope: Scope) -> "_ScopeSummary":
         found = self._scope_summaries.get(id(scope))
