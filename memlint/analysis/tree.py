@@ -50,6 +50,8 @@ _FORMATTING = (
     cst.ImportStar,
 )
 
+_FORMATTING_SET = frozenset(_FORMATTING)
+
 _FORMATTING_FIELDS = frozenset(
     {"lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "comma",
      "semicolon", "equal", "operator", "dot", "star", "newline", "trailing_whitespace", "async_"}
@@ -66,7 +68,10 @@ def _holds_text_only(field_type: object) -> bool:
 
 
 def _is_wanted(value_type: type) -> bool:
-    wanted = issubclass(value_type, cst.CSTNode) and not issubclass(value_type, _FORMATTING)
+    """A node, not formatting. Read off the class's MRO: `issubclass` on LibCST's ABCs runs
+    Python code for each of the formatting bases."""
+    bases = value_type.__mro__
+    wanted = cst.CSTNode in bases and _FORMATTING_SET.isdisjoint(bases)
     _wanted[value_type] = wanted
     return wanted
 
@@ -135,10 +140,9 @@ def _make_children_of(node_type: type) -> Callable[[cst.CSTNode], List[cst.CSTNo
     """Compile the children function of one node type: its child-holding fields read in
     declaration order, each as its annotation allows (a field that surely holds a wanted node is
     appended with no test; one the annotation does not settle is tested at run time)."""
-    hints = typing.get_type_hints(node_type)
     lines = []
     for f in dataclasses.fields(node_type):
-        annotation = hints[f.name]
+        annotation = f.type  # a string, were annotations postponed: then tested at run time
         if f.name in _FORMATTING_FIELDS or f.name.startswith("whitespace") or _holds_text_only(annotation):
             continue
         kinds = _kinds(annotation)
