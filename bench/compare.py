@@ -6,8 +6,9 @@ CORPUS is a folder (its `*.py` files, walked as memlint walks) or a list of file
 (a `.tsv` takes its first column and skips a `path` header), relative to --root (default: the
 list's folder). Every contender runs as a fresh process over the same files, round after round
 in turn (so a change in the machine's load hits each alike): a bare `libcst.parse_module` of
-every file, memlint cold with one job and with --jobs, and memlint warm (its cache filled by an
-untimed run first). With --tools BIN (the bin folder of a separate environment holding them),
+every file; memlint's floor (its syntax gate on every file and its parse of each file a rule
+wants, without a rule: what any whole-file design pays); memlint cold with one job and with
+--jobs; and memlint warm (its cache filled by an untimed run first). With --tools BIN (the bin folder of a separate environment holding them),
 ruff, TorchFix, flake8 with TorchFix's plugin and Fixit run too, each where it is installed.
 
 Printed: medians of wall time and of CPU time (the process and its workers: on a busy machine
@@ -19,6 +20,7 @@ and peak memory should stay flat. The machine's load average is printed with the
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -39,6 +41,26 @@ for path in open(sys.argv[1], encoding="utf-8").read().splitlines():
     try:
         libcst.parse_module(data)
     except Exception:
+        pass
+"""
+
+# What any whole-file design of memlint pays before its first rule runs: the syntax gate for
+# every file and a LibCST parse of each file a rule wants (it has one of the rule's words), by
+# memlint's own functions. Set against the bare parse, it is the lowest ratio memlint can reach.
+FLOOR = """
+import sys
+from pathlib import Path
+from memlint.engine import SourceError, compiles, parse, wanted_rules
+from memlint.rules import registry
+from memlint.sourcefile import UnreadableFile, read
+rules = list(registry().values())
+for path in open(sys.argv[1], encoding="utf-8").read().splitlines():
+    try:
+        source = read(Path(path)).text
+        compiles(source, path)
+        if wanted_rules(source, rules):
+            parse(source)
+    except (SourceError, UnreadableFile):
         pass
 """
 
@@ -89,6 +111,7 @@ def contenders(files_list: Path, scratch: Path, jobs: int, tools: Optional[Path]
     names = files_list.read_text(encoding="utf-8").splitlines()
     found = {
         "bare parse": [python, "-c", PARSE, str(files_list)],
+        "memlint floor": [python, "-c", FLOOR, str(files_list)],
         "memlint cold -j1": [*memlint, "--no-cache", "-j", "1", *names],
         f"memlint cold -j{jobs}": [*memlint, "--no-cache", "-j", str(jobs), *names],
         "memlint warm": [*memlint, "--cache-dir", str(scratch / "cache"), *names],
@@ -128,6 +151,9 @@ def main() -> int:
     missing = [f for f in files if not f.is_file()]
     if missing:
         raise SystemExit(f"{missing[0]}: no such file ({len(missing)} missing; is --root right?)")
+    # memlint as pip installs it, its bytecode compiled: under PYTHONDONTWRITEBYTECODE every run
+    # would otherwise compile its sources again (a fifth of a second), as LibCST's never are
+    compileall.compile_dir(str(REPO / "memlint"), quiet=1)
     load_before = os.getloadavg()[0]
     counts = {f: line_count(f) for f in files}
     lines = sum(counts.values())
