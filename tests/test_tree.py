@@ -157,3 +157,34 @@ def test_the_index_holds_each_meaningful_node_once_below_its_parent():
         else:
             assert any(child is node for child in children(parent))
             assert depth == tree.depths[tree.order(parent)] + 1
+
+
+def test_where_each_node_sits_agrees_with_its_chain_of_parents():
+    module = cst.parse_module(EVERY_KIND)
+    tree = index(module)
+    below = {id(n): 0 for n in tree.nodes}  # how many nodes lie under each one
+    for node in tree.nodes[1:]:
+        for ancestor in tree.ancestors(node):
+            below[id(ancestor)] += 1
+    for node in tree.nodes:
+        start, end = tree.span(node)
+        assert tree.nodes[start] is node and end - start == 1 + below[id(node)]
+        chain = list(tree.ancestors(node))
+        enclosing = next((a for a in chain if type(a) in (cst.FunctionDef, cst.Lambda)), module)
+        assert tree.scope_of(node) is enclosing
+        if type(node) in (cst.FunctionDef, cst.Lambda):
+            # the class whose body defines it, looking through lambdas but not through functions
+            klass = None
+            for ancestor in chain:
+                if type(ancestor) is cst.FunctionDef:
+                    break
+                if type(ancestor) is cst.ClassDef:
+                    klass = ancestor
+                    break
+            assert tree.class_of(node) is klass
+    method = next(n for n in tree.nodes if type(n) is cst.FunctionDef and n.name.value == "method")
+    assert tree.class_of(method).name.value == "C"
+    listed = [node for node, _ in tree.listed]
+    assert listed == [n for n in tree.nodes if type(n) in (
+        cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Return, cst.Yield, cst.Assign, cst.AnnAssign,
+        cst.AugAssign, cst.NamedExpr, cst.For, cst.With)]

@@ -18,7 +18,7 @@ import dataclasses
 import typing
 from bisect import bisect_left
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import lru_cache
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import libcst as cst
@@ -194,13 +194,14 @@ _SCOPE_RECORDED = frozenset({
 # them instead of walking the tree again.
 _LISTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Return, cst.Yield, cst.Assign,
                      cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
+_CLOSING = object()  # on the walk's stack, below a node's children: its subtree ends when it is popped
 _FUNCTION_KINDS = (cst.FunctionDef, cst.Lambda)
 _STATEMENT_KINDS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 
 
 @dataclass(frozen=True)
 class _Placement:
-    """Where every node sits: computed in one pass over the index, the first time it is asked."""
+    """Where every node sits: found in the same walk that lists the nodes."""
 
     order: Dict[int, int]  # id(node) -> pre-order position
     ends: List[int]  # pre-order position -> the position just after that node's subtree
@@ -215,54 +216,15 @@ class TreeIndex:
     that needs the whole tree read instead of walking again.
 
     It also answers where a node is: its parent and ancestors, its source order, the scope and
-    function it runs in, the class a method belongs to, the loops and the statement around it.
-    Every rule and analysis asks these; the first question places all nodes in one pass."""
+    function it runs in, the class a method belongs to, the loops and the statement around it."""
 
-    def __init__(self, nodes: List[cst.CSTNode], depths: List[int], parents: Dict[int, cst.CSTNode]) -> None:
+    def __init__(self, nodes: List[cst.CSTNode], depths: List[int], parents: Dict[int, cst.CSTNode],
+                 placement: _Placement) -> None:
         self.nodes = nodes
         self.depths = depths
         self.parents = parents  # id(node) -> parent; the module has none
         self.module: cst.Module = nodes[0]  # type: ignore[assignment]
-
-    @cached_property
-    def _placement(self) -> _Placement:
-        order = dict(zip(map(id, self.nodes), range(len(self.nodes))))
-        scopes: Dict[int, Scope] = {}
-        classes: Dict[int, Optional[cst.ClassDef]] = {}
-        listed: List[Tuple[cst.CSTNode, Scope]] = []
-        recorded, wanted = _SCOPE_RECORDED, _LISTED  # concrete types: `in` beats ABC isinstance
-        # (depth of the node that opened it, scope, class) for the nodes around the current one
-        around: List[Tuple[int, Scope, Optional[cst.ClassDef]]] = [(-1, self.module, None)]
-        depths = self.depths
-        ends = [len(self.nodes)] * len(self.nodes)
-        open_nodes: List[int] = []  # positions whose subtree is still being walked
-        leaves = _LEAVES
-        for position, (node, depth) in enumerate(zip(self.nodes, depths)):
-            while open_nodes and depths[open_nodes[-1]] >= depth:
-                ends[open_nodes.pop()] = position
-            node_type = type(node)
-            if node_type in leaves:
-                ends[position] = position + 1
-            else:
-                open_nodes.append(position)
-            while around[-1][0] >= depth:
-                around.pop()
-            if node_type not in recorded:
-                continue
-            _, scope, klass = around[-1]
-            key = id(node)
-            scopes[key] = scope
-            if node_type in wanted:
-                listed.append((node, scope))
-            if node_type is cst.FunctionDef:
-                classes[key] = klass
-                around.append((depth, node, None))
-            elif node_type is cst.Lambda:
-                classes[key] = klass
-                around.append((depth, node, klass))
-            elif node_type is cst.ClassDef:
-                around.append((depth, scope, node))  # type: ignore[arg-type]
-        return _Placement(order, ends, scopes, classes, listed)
+        self._placement = placement
 
     @property
     def listed(self) -> List[Tuple[cst.CSTNode, Scope]]:
@@ -391,25 +353,53 @@ class TreeIndex:
 
 
 def index(module: cst.Module) -> TreeIndex:
+    """Walk the module once: every meaningful node in pre-order with its depth and parent, and
+    where it sits (`_Placement`). Each stack entry carries the scope and class its node is in;
+    a node with children leaves a marker below them, which, popped, closes its subtree."""
     nodes: List[cst.CSTNode] = []
     depths: List[int] = []
+    ends: List[int] = []
     parents: Dict[int, cst.CSTNode] = {}
-    stack: List[Tuple[cst.CSTNode, int]] = [(module, 0)]
+    scopes: Dict[int, Scope] = {}
+    classes: Dict[int, Optional[cst.ClassDef]] = {}
+    listed: List[Tuple[cst.CSTNode, Scope]] = []
+    stack: List[Tuple[object, int, Scope, Optional[cst.ClassDef]]] = [(module, 0, module, None)]
     pop, push, leaves, made = stack.pop, stack.append, _LEAVES, _children_of
+    recorded, wanted, closing = _SCOPE_RECORDED, _LISTED, _CLOSING
     while stack:  # about six nodes a line: a generator or a call less per node is a third of this walk
-        node, depth = pop()
-        nodes.append(node)
+        node, depth, scope, klass = pop()
+        if node is closing:
+            ends[depth] = len(nodes)  # (the marker holds the position of the node it closes)
+            continue
+        position = len(nodes)
+        nodes.append(node)  # type: ignore[arg-type]
         depths.append(depth)
+        ends.append(position + 1)
         node_type = type(node)
+        if node_type in recorded:  # concrete types: `in` beats ABC isinstance
+            key = id(node)
+            scopes[key] = scope
+            if node_type in wanted:
+                listed.append((node, scope))  # type: ignore[arg-type]
+            if node_type is cst.FunctionDef:
+                classes[key] = klass
+                scope, klass = node, None  # type: ignore[assignment]
+            elif node_type is cst.Lambda:
+                classes[key] = klass
+                scope = node  # type: ignore[assignment]
+            elif node_type is cst.ClassDef:
+                klass = node  # type: ignore[assignment]
         if node_type in leaves:
             continue
-        kids = (made.get(node_type) or _make_children_of(node_type))(node)
+        kids = (made.get(node_type) or _make_children_of(node_type))(node)  # type: ignore[arg-type]
         if kids:
+            push((closing, position, scope, klass))
             depth += 1
             for child in reversed(kids):
-                parents[id(child)] = node
-                push((child, depth))
-    return TreeIndex(nodes, depths, parents)
+                parents[id(child)] = node  # type: ignore[assignment]
+                push((child, depth, scope, klass))
+    order = dict(zip(map(id, nodes), range(len(nodes))))
+    return TreeIndex(nodes, depths, parents, _Placement(order, ends, scopes, classes, listed))
 
 
 _NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
