@@ -187,4 +187,4 @@ def test_where_each_node_sits_agrees_with_its_chain_of_parents():
     listed = [node for node, _ in tree.listed]
     assert listed == [n for n in tree.nodes if type(n) in (
         cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Return, cst.Yield, cst.Assign, cst.AnnAssign,
-        cst.AugAssign, cst.NamedExpr, cst.For, cst.With)]
+        cst.AugAssign, cst.NamedExpr, cst.For, cst.With, cst.Import, cst.ImportFrom)]

@@ -188,12 +188,12 @@ T = TypeVar("T")
 _SCOPE_RECORDED = frozenset({
     cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For,
     cst.While, cst.With, cst.SimpleStatementLine, cst.Return, cst.Name, cst.Param, cst.NamedExpr, cst.Yield,
-    cst.If, cst.Try})
+    cst.If, cst.Try, cst.Import, cst.ImportFrom})
 # Of those, the kinds it also lists in source order, each with its scope: functions, classes,
-# calls, and what binds or returns a value. The name index (memlint.analysis.scopes) reads
-# them instead of walking the tree again.
+# calls, what binds or returns a value, and imports. The name index (memlint.analysis.scopes)
+# and the import table (memlint.analysis.torchnames) read them instead of walking the tree again.
 _LISTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Return, cst.Yield, cst.Assign,
-                     cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For, cst.With})
+                     cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For, cst.With, cst.Import, cst.ImportFrom})
 _CLOSING = object()  # on the walk's stack, below a node's children: its subtree ends when it is popped
 _FUNCTION_KINDS = (cst.FunctionDef, cst.Lambda)
 _STATEMENT_KINDS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
