@@ -21,7 +21,7 @@ from libcst.metadata import CodeRange
 
 from memlint.analysis import Facts
 from memlint.analysis.tree import index
-from memlint.collector import frozen, paused
+from memlint.collector import kept_from_collector, paused
 from memlint.edits import apply_edits
 from memlint.fixdiff import regional_diff
 from memlint.positions import Positions, split_lines
@@ -250,9 +250,10 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
     wanted = wanted_rules(source, rule_types)
     if not wanted:  # nothing to look for: it compiles, that is all to check
         return Checked(source, None, [])
-    with clock("parse"):
-        module = parse(source)
-    with frozen():
+    with kept_from_collector() as settle:
+        with clock("parse"):
+            module = parse(source)
+        settle()
         with clock("index"):
             context = FileContext(module, target_torch)
         try:
