@@ -14,7 +14,10 @@ has no loop of its own), or it iterates over a data loader. Relative to step loo
   fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
 
 and `how_often` answers None when none of this can be told (code outside any loop that is not
-called from one). Asked as `facts.steps`. Asked by MEM105 and MEM501.
+called from one). A function's callers in other modules count too (memlint.analysis.project);
+`site(node)` is how often a node runs within a call of its function, the part of the answer
+that a module's summary carries (memlint.analysis.summary). Asked as `facts.steps`. Asked by
+MEM105 and MEM501.
 """
 
 from __future__ import annotations
@@ -25,17 +28,14 @@ from typing import Dict, List, Optional
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.phase import TRAINING_FUNCTIONS
+from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
+from memlint.analysis.project import ProjectView
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk_scope
 
-STEP, INNER, BOUNDARY = "step", "inner", "boundary"
 _LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
-_LIGHTNING_STEP_HOOKS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
-_STEP_HOOK = re.compile(r"^on_\w*batch_(start|end)$|^on_(before|after)_(backward|optimizer_step|zero_grad)$")
-_EPOCH_HOOK = re.compile(r"^on_\w*(epoch|fit|train|validation|test|predict)_(start|end)$")
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _LOOPS = (cst.For, cst.While)
 
@@ -44,8 +44,9 @@ class Steps:
     """How often the code of one module runs per step (see the module docstring)."""
 
     def __init__(self, tree: TreeIndex, scopes: Scopes, calls: CallGraph, receivers: Receivers,
-                 roles: Roles) -> None:
+                 roles: Roles, project: ProjectView) -> None:
         self.tree = tree
+        self.project = project
         self.scopes = scopes
         self.calls = calls
         self.receivers = receivers
@@ -61,12 +62,13 @@ class Steps:
         found = self._work.get(id(loop))
         if found is None:
             found = self.iterates_loader(loop) or any(
-                self._is_step_call(call) and self._owned(loop, call, site)
+                self.is_step_call(call) and self._owned(loop, call, site)
                 for call, site in self.calls.calls_in(loop))
             self._work[id(loop)] = found
         return found
 
-    def _is_step_call(self, call: cst.Call) -> bool:
+    def is_step_call(self, call: cst.Call) -> bool:
+        """A forward, a loss, a backward, an optimizer step, or a generate call."""
         roles = self.roles
         return roles.is_forward(call) or roles.is_loss(call) or roles.backward_of(call) is not None \
             or roles.step_of(call) is not None or roles.is_generate(call)
@@ -104,6 +106,14 @@ class Steps:
     # -- any node ----------------------------------------------------------------------------
     def how_often(self, node: cst.CSTNode) -> Optional[str]:
         """STEP, INNER, BOUNDARY or None (see the module docstring)."""
+        site = self.site(node)
+        if site in (CALLER, REPEATED):
+            return at_site(site, self.function_how_often(self.tree.function_of(node)))
+        return site
+
+    def site(self, node: cst.CSTNode) -> str:
+        """How often `node` runs within a call of its function (memlint.analysis.often): STEP,
+        INNER or BOUNDARY when the loops around it tell, else CALLER or REPEATED."""
         loops = self.tree.loops_around(node)
         repeated = self._in_comprehension(node, loops[0] if loops else None)
         if loops:
@@ -118,10 +128,7 @@ class Steps:
                 if self.holds_step_loop(outer):
                     return BOUNDARY
             repeated = True
-        often = self.function_how_often(self.tree.function_of(node))
-        if often in (STEP, INNER) and repeated:
-            return INNER
-        return often
+        return REPEATED if repeated else CALLER
 
     def _in_comprehension(self, node: cst.CSTNode, stop: Optional[cst.CSTNode]) -> bool:
         """`node` is evaluated per element of a comprehension (not in its first iterable)."""
@@ -137,33 +144,32 @@ class Steps:
         return False
 
     def function_how_often(self, func: Optional[cst.FunctionDef]) -> Optional[str]:
-        """How often a function's body runs: STEP for `forward` of a module, Lightning's step
-        hooks and conventional step functions; BOUNDARY for epoch hooks; else from its call sites."""
+        """How often a function's body runs: what its name says (memlint.analysis.often), else
+        its call sites in this module and, through the project, in others."""
         if func is None:
             return None
         key = id(func)
         if key in self._functions:
             return self._functions[key]
         self._functions[key] = None  # a recursive call does not decide
-        name = func.name.value
         klass = self.tree.class_of(func)
-        result: Optional[str] = None
-        if _EPOCH_HOOK.match(name):
-            result = BOUNDARY
-        elif name in _LIGHTNING_STEP_HOOKS or _STEP_HOOK.match(name) or (
-                name in TRAINING_FUNCTIONS and name != "__call__" and (
-                    name != "forward" or klass is not None and klass.name.value in self.receivers.module_classes)):
-            result = STEP
-        else:
-            found = {self.how_often(site) for site in self.scopes.call_sites(func)}
-            if INNER in found:
-                result = INNER
-            elif STEP in found:
-                result = STEP
-            elif BOUNDARY in found:
-                result = BOUNDARY
+        result = intrinsic_often(func.name.value, klass is not None and klass.name.value in self.receivers.module_classes)
+        if result is None:
+            result = combine([*(self.how_often(site) for site in self.scopes.call_sites(func)),
+                              self._external(func, klass)])
         self._functions[key] = result
         return result
+
+    def _external(self, func: cst.FunctionDef, klass: Optional[cst.ClassDef]) -> Optional[str]:
+        """How often callers in other modules of the project run `func` (a module-level
+        function, or a method of a module-level class)."""
+        if klass is not None:
+            if self.tree.scope_of(klass) is not self.tree.module:
+                return None
+            return self.project.external_often(f"{klass.name.value}.{func.name.value}")
+        if self.tree.scope_of(func) is not self.tree.module:
+            return None
+        return self.project.external_often(func.name.value)
 
 
 def _in_first_iterable(first: cst.CompFor, node: cst.CSTNode, tree: TreeIndex) -> bool:
