@@ -23,7 +23,7 @@ MEM105 and MEM501.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
@@ -37,6 +37,10 @@ from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk_scope
 
 _LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef})
+# Names of iteration counters (`i`, `step`, `global_step`, `batch_idx`, `ni`, `epoch`).
+_COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batch_?i(dx)?|\w*_(step|steps|iter|"
+                      r"iters|iteration|idx|epoch|count|counter))$|^(step|iter|iteration|epoch)_?\w*$", re.IGNORECASE)
 _LOOPS = (cst.For, cst.While)
 
 
@@ -52,7 +56,7 @@ class Steps:
         self.receivers = receivers
         self.roles = roles
         self._work: Dict[int, bool] = {}
-        self._holds: Dict[int, bool] = {}
+        self._holds: Dict[Tuple[int, bool], bool] = {}
         self._functions: Dict[int, Optional[str]] = {}
 
     # -- loops -------------------------------------------------------------------------------
@@ -94,13 +98,21 @@ class Steps:
 
     def holds_step_loop(self, loop: cst.CSTNode) -> bool:
         """A loop nested in `loop`, or in a function of this module it calls, is a step loop."""
-        found = self._holds.get(id(loop))
+        return self._holds_in(loop, (loop.body,)) or self.calls_step_loop(loop)  # type: ignore[attr-defined]
+
+    def calls_step_loop(self, loop: cst.CSTNode) -> bool:
+        """A function of this module that `loop` calls holds a step loop (`for epoch in ...:
+        train(epoch)`): whatever else its body does, `loop` runs between steps."""
+        return self._holds_in(loop, tuple(self.calls.functions_reached(loop)))
+
+    def _holds_in(self, loop: cst.CSTNode, roots: Tuple[cst.CSTNode, ...]) -> bool:
+        key = (id(loop), len(roots) == 1 and roots[0] is loop.body)  # type: ignore[attr-defined]
+        found = self._holds.get(key)
         if found is None:
-            self._holds[id(loop)] = False
-            roots: List[cst.CSTNode] = [loop.body, *self.calls.functions_reached(loop)]  # type: ignore[attr-defined]
+            self._holds[key] = False
             found = any(isinstance(node, _LOOPS) and node is not loop and self.does_step_work(node)
                         for root in roots for node in walk_scope(root))
-            self._holds[id(loop)] = found
+            self._holds[key] = found
         return found
 
     # -- any node ----------------------------------------------------------------------------
@@ -115,9 +127,13 @@ class Steps:
         """How often `node` runs within a call of its function (memlint.analysis.often): STEP,
         INNER or BOUNDARY when the loops around it tell, else CALLER or REPEATED."""
         loops = self.tree.loops_around(node)
+        if self.periodic(node):
+            return BOUNDARY
         repeated = self._in_comprehension(node, loops[0] if loops else None)
         if loops:
             innermost = loops[0]
+            if self.calls_step_loop(innermost):
+                return BOUNDARY
             if self.does_step_work(innermost):
                 return INNER if repeated else STEP
             if self.holds_step_loop(innermost):
@@ -129,6 +145,21 @@ class Steps:
                     return BOUNDARY
             repeated = True
         return REPEATED if repeated else CALLER
+
+    def periodic(self, node: cst.CSTNode) -> bool:
+        """`node` runs only on some iterations of its loop (or calls of its function): under a
+        condition on a counter (`if step % 100 == 0:`, `if i == 0:`, `if batch_idx < 3:`), not
+        a flag that holds on every step (`if args.log:`)."""
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            kind = type(ancestor)
+            if kind in _BOUNDS:
+                return False
+            if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
+                    child is ancestor.body and _counts(ancestor.test):  # type: ignore[attr-defined]
+                return True
+            child = ancestor
+        return False
 
     def _in_comprehension(self, node: cst.CSTNode, stop: Optional[cst.CSTNode]) -> bool:
         """`node` is evaluated per element of a comprehension (not in its first iterable)."""
@@ -170,6 +201,26 @@ class Steps:
         if self.tree.scope_of(func) is not self.tree.module:
             return None
         return self.project.external_often(func.name.value)
+
+
+def _counts(test: cst.BaseExpression) -> bool:
+    """A condition on an iteration counter: a `%`, or a counter compared with a number."""
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And):
+            return _counts(test.left) or _counts(test.right)
+        return _counts(test.left) and _counts(test.right)
+    if isinstance(test, cst.Comparison):
+        parts = [test.left, *(c.comparator for c in test.comparisons)]
+        if any(isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) for p in parts):
+            return True
+        numbers = [p for p in parts if isinstance(p, cst.Integer)]
+        counters = [p for p in parts if _COUNTER.search(last_part(dotted_name(p)))]
+        return bool(numbers and counters)
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return True  # `if not step % 10`
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _counts(test.expression)
+    return False
 
 
 def _in_first_iterable(first: cst.CompFor, node: cst.CSTNode, tree: TreeIndex) -> bool:

@@ -6,6 +6,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from memlint.analysis.often import INNER, STEP
 from memlint.analysis.purity import RANDOM_FACTORIES, Move
 from memlint.analysis.testcode import in_test_code
 from memlint.analysis.tree import dotted_name
@@ -35,12 +36,18 @@ class CpuTensorThenMove(Rule):
     at the call (`make_mask(t).to(device)`), and a CPU factory used to index a tensor
     (`x[torch.arange(x.shape[0]), idx]`, which copies the index to the tensor's device).
 
+    Only where the code runs every step: in a training or evaluation loop, in the `forward` of a
+    module, in a framework's step hook, or in a function called from one (in this file or, when
+    the project is linted together, in another module: memlint.analysis.project). One-off setup,
+    tests and demos copy once; that is not worth a change.
+
     ## Why is this bad?
     The tensor is allocated and filled on the host, then copied to the device through pageable
-    memory, a copy the host waits for, and the CPU copy is thrown away. `device=` makes it on
-    the device directly. For random factories the host's generator is also much slower: on an
-    H200, `torch.randn(8192, 8192).cuda()` took about 2000x as long as
-    `torch.randn(8192, 8192, device="cuda")`.
+    memory: the host waits until the copy is done, and the copy waits behind every kernel already
+    queued, so each step's host-side work stalls. On an H200, `torch.zeros(2).to("cuda")` behind
+    600 ms of queued matrix products blocked the host for 430 ms, against 0.09 ms with `device=`.
+    For random factories the host's generator is also much slower: `torch.randn(8192, 8192).cuda()`
+    took about 2000x as long as `torch.randn(8192, 8192, device="cuda")`.
 
     ## Example
     ```python
@@ -55,7 +62,8 @@ class CpuTensorThenMove(Rule):
     ```
 
     ## When it is not reported
-    Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
+    Code that does not run every step (setup before the loop, a test, a `__main__` demo, a
+    function nothing in the project calls per step). Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
     legacy constructors (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or
     another tensor; a move to the CPU (also through `device = torch.device("cpu")`); a factory
     that already has a device; code handed to `torch.jit.trace` and the like (the move is what
@@ -83,6 +91,9 @@ class CpuTensorThenMove(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # one-off setup: the copy runs once, not every step
+        "import torch\nmask = torch.ones(8, 8).bool().cuda()\nfor x in loader:\n    model(x, mask)\n",
+        "import torch\ndef build(device):\n    return torch.zeros(3).to(device)\n",
         # data that starts on the host
         "import torch\nfor batch in loader:\n    ids = torch.tensor(batch[\"ids\"]).to(device)\n",
         "import numpy as np, torch\nx = torch.from_numpy(np.ones(4)).cuda()\n",
@@ -111,13 +122,15 @@ class CpuTensorThenMove(Rule):
             "import torch\nfor step in range(100):\n    t = torch.full((64,), step, device=device)\n    model(x, t)\n",
         ),
         Invalid(
-            "import torch\nmask = torch.ones(8, 8).bool().cuda()\n",
-            "import torch\nmask = torch.ones(8, 8, device=\"cuda\").bool()\n",
+            "import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n"
+            "        mask = torch.ones(8, 8).bool().cuda()\n        return self.attn(x, mask)\n",
+            "import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n"
+            "        mask = torch.ones(8, 8, device=\"cuda\").bool()\n        return self.attn(x, mask)\n",
         ),
         # random: the fix is unsafe, the numbers come from the GPU's generator
         Invalid(
-            "import torch\nsample = torch.randn(64, 20).to(device)\n",
-            "import torch\nsample = torch.randn(64, 20, device=device)\n",
+            "import torch\nfor x in loader:\n    noise = torch.randn(64, 20).to(device)\n    model(x + noise)\n",
+            "import torch\nfor x in loader:\n    noise = torch.randn(64, 20, device=device)\n    model(x + noise)\n",
         ),
         # an index made on the CPU for a tensor on the device
         Invalid(
@@ -134,9 +147,13 @@ class CpuTensorThenMove(Rule):
         ),
     )
 
+    def _per_step(self, node: cst.CSTNode) -> bool:
+        """The copy costs something only where it runs every step (memlint.analysis.steps)."""
+        return self.facts.steps.how_often(node) in (STEP, INNER)
+
     def visit_Call(self, node: cst.Call) -> None:
         move = self.facts.purity.mover(node)
-        if move is None or self._stays_on_the_host(move) or self._traced(node):
+        if move is None or self._stays_on_the_host(move) or self._traced(node) or not self._per_step(node):
             return
         receiver = node.func.value  # type: ignore[attr-defined]
         core, casts = _peel_casts(receiver)
@@ -182,7 +199,7 @@ class CpuTensorThenMove(Rule):
             if factory is None or _has_device(call) or factory.endswith("_like"):
                 continue
             owner = dotted_name(node.value)
-            if owner is None or not self.facts.syncs.on_device(node.value, node):
+            if owner is None or not self.facts.syncs.on_device(node.value, node) or not self._per_step(call):
                 continue
             device = cst.parse_expression(f"{owner}.device")
             fix = Fix((Replace(call, call.with_changes(args=_with_arg(call.args, _kwarg("device", device)))),),
