@@ -88,6 +88,14 @@ def train_epoch(loader):
             shown = 1                        # STEP: a flag holds on every step
     log = 1                                  # BOUNDARY
 
+def batches():
+    for _ in range(10):
+        made = 1                             # STEP: in step with the loop that takes its items
+        yield made
+
+for x in batches():
+    model(x).sum().backward()
+
 for epoch in range(10):
     train_epoch(loader)
     sample = model.decode(z)                 # BOUNDARY: a forward, in the epoch loop
@@ -109,7 +117,7 @@ setup = 1                                    # unknown
 
 @pytest.mark.parametrize("target,expected", [
     ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
-    ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY),
+    ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)

@@ -143,8 +143,13 @@ class Steps:
                     return INNER
                 if self.holds_step_loop(outer):
                     return BOUNDARY
-            repeated = True
+            repeated = repeated or not all(self._yields_in(loop) for loop in loops)
         return REPEATED if repeated else CALLER
+
+    def _yields_in(self, loop: cst.CSTNode) -> bool:
+        """A loop of a generator that yields once per iteration runs in step with the loop that
+        consumes it: its body runs once per item the caller takes."""
+        return any(type(node) is cst.Yield for node in walk_scope(loop.body))  # type: ignore[attr-defined]
 
     def periodic(self, node: cst.CSTNode) -> bool:
         """`node` runs only on some iterations of its loop (or calls of its function): under a
@@ -186,10 +191,18 @@ class Steps:
         klass = self.tree.class_of(func)
         result = intrinsic_often(func.name.value, klass is not None and klass.name.value in self.receivers.module_classes)
         if result is None:
-            result = combine([*(self.how_often(site) for site in self.scopes.call_sites(func)),
+            result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
                               self._external(func, klass)])
         self._functions[key] = result
         return result
+
+    def _call_often(self, call: cst.Call) -> Optional[str]:
+        """How often a call runs its function's body; a generator iterated by a loop
+        (`for x, y in self.batches():`) runs its body as often as that loop's body runs."""
+        loop = self.tree.parent(call)
+        if type(loop) is cst.For and loop.iter is call:  # type: ignore[attr-defined]
+            return self.how_often(loop.body)  # type: ignore[attr-defined]
+        return self.how_often(call)
 
     def _external(self, func: cst.FunctionDef, klass: Optional[cst.ClassDef]) -> Optional[str]:
         """How often callers in other modules of the project run `func` (a module-level
