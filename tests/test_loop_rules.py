@@ -88,6 +88,14 @@ def train_epoch(loader):
             shown = 1                        # STEP: a flag holds on every step
     log = 1                                  # BOUNDARY
 
+def accumulate(loader):
+    for step, batch in enumerate(loader):
+        for micro in batch.chunk(4):
+            loss = model(micro).sum()
+            loss.backward()
+            micro_loss = loss                # INNER: four micro-batches per optimizer step
+        optimizer.step()
+
 def batches():
     for _ in range(10):
         made = 1                             # STEP: in step with the loop that takes its items
@@ -118,6 +126,7 @@ setup = 1                                    # unknown
 @pytest.mark.parametrize("target,expected", [
     ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
     ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
+    ("micro_loss", INNER),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)

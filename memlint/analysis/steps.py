@@ -135,7 +135,7 @@ class Steps:
             if self.calls_step_loop(innermost):
                 return BOUNDARY
             if self.does_step_work(innermost):
-                return INNER if repeated else STEP
+                return INNER if repeated or self._micro_step(innermost, loops[1:]) else STEP
             if self.holds_step_loop(innermost):
                 return BOUNDARY
             for outer in loops[1:]:
@@ -145,6 +145,19 @@ class Steps:
                     return BOUNDARY
             repeated = repeated or not all(self._yields_in(loop) for loop in loops)
         return REPEATED if repeated else CALLER
+
+    def accumulates(self, node: cst.CSTNode) -> bool:
+        """`node` runs once per micro-batch of gradient accumulation (see `_micro_step`)."""
+        loops = self.tree.loops_around(node)
+        return bool(loops) and self.does_step_work(loops[0]) and self._micro_step(loops[0], loops[1:])
+
+    def _micro_step(self, loop: cst.CSTNode, outer: List[cst.CSTNode]) -> bool:
+        """`loop` runs forwards and backwards but steps no optimizer, and the loop around it
+        does: gradient accumulation, several micro-batches per optimizer step."""
+        roles = self.roles
+        if not outer or roles.steps_in(loop) or not roles.backwards_in(loop):
+            return False
+        return any(not self.tree.contains(loop, site) for _, site in roles.steps_in(outer[0]))
 
     def _yields_in(self, loop: cst.CSTNode) -> bool:
         """A loop of a generator that yields once per iteration runs in step with the loop that

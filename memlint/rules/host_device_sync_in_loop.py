@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from memlint.analysis.steps import INNER
+from memlint.analysis.often import INNER
 from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -53,6 +53,9 @@ class HostDeviceSyncInLoop(Rule):
         correct += (preds == y).sum().item()
     ```
 
+    Also once per micro-batch of gradient accumulation (`total += loss.item()` in the inner loop
+    of micro-batches, whose outer loop steps the optimizer).
+
     ## When it is not reported
     One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
     a literal tuple or a short literal range (a few losses), in a `while` loop, in a loop that is
@@ -74,6 +77,10 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # the accumulated value read once per optimizer step
+        "import torch\nmodel = model.to(device)\nfor step in range(steps):\n    total = 0.0\n"
+        "    for _ in range(accumulate):\n        loss = model(next(data)).mean() / accumulate\n"
+        "        total += loss.detach()\n        loss.backward()\n    optimizer.step()\n    print(total.item())\n",
         # one .item() per step for logging
         "import torch\nmodel = model.to(device)\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
         "    loss.backward()\n    opt.step()\n    print(loss.item())\n",
@@ -91,6 +98,13 @@ class HostDeviceSyncInLoop(Rule):
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
     )
     INVALID = (
+        # once per micro-batch of gradient accumulation
+        Invalid(
+            "import torch\nmodel = model.to(device)\nfor step in range(steps):\n    total = 0.0\n"
+            "    for _ in range(accumulate):\n        loss = model(next(data)).mean() / accumulate\n"
+            "        total += loss.item()\n        loss.backward()\n    optimizer.step()\n"
+            "    optimizer.zero_grad()\n"
+        ),
         Invalid(
             "import torch\nmodel = model.to(device)\ncorrect = 0\nfor x, y in loader:\n    preds = model(x).argmax(1)\n"
             "    for i in range(len(y)):\n        correct += int(preds[i].item() == y[i])\n"
@@ -122,6 +136,12 @@ class HostDeviceSyncInLoop(Rule):
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
         if not _DEVICE_WORDS & facts.identifiers:
+            return
+        if facts.steps.accumulates(node):
+            self.report(node, (
+                f"`{show(node)}` {_WHAT[kind]} and makes the host wait for the GPU once per micro-batch of "
+                f"gradient accumulation (`{show(iterable)}`), before the next backward can be queued; add up "
+                f"`.detach()`ed values on the device and read the sum once per optimizer step"))
             return
         self.report(node, (
             f"`{show(node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
