@@ -482,7 +482,7 @@ def test_sampling_per_epoch_made_on_the_cpu_and_moved():
     assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
 
 
-def test_generation_that_feeds_the_grown_sequence_back_has_no_fix():
+def test_generation_that_feeds_the_grown_sequence_to_the_model_is_not_reported():
     source = """
     import torch
     tokens = torch.randint(vocab, (1, 1)).to(device)
@@ -491,6 +491,16 @@ def test_generation_that_feeds_the_grown_sequence_back_has_no_fix():
             logits = model(tokens)
             nxt = torch.multinomial(logits[-1].softmax(-1), 1).view(1, 1)
             tokens = torch.cat([tokens, nxt], 0)
+    """
+    assert _found(source, "MEM104") == []
+
+
+def test_a_step_loop_that_reads_the_grown_tensor_otherwise_has_no_fix():
+    source = """
+    import torch
+    for x in loader:
+        feats = torch.cat([feats, model(x)], 0)
+        spread = torch.cdist(feats, feats).mean()
     """
     [finding] = _found(source, "MEM104")
     assert finding.fix is None and "preallocate" in finding.message

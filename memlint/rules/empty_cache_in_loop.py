@@ -7,7 +7,7 @@ from typing import Optional
 
 import libcst as cst
 
-from memlint.analysis.steps import INNER, STEP
+from memlint.analysis.often import INNER
 from memlint.findings import Fix, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -119,9 +119,10 @@ class EmptyCacheInLoop(Rule):
         facts = self.facts
         if facts.names.call_name(node) not in _EMPTY_CACHE:
             return
-        if facts.steps.how_often(node) not in (STEP, INNER) or self._guarded(node):
+        often = facts.per_step(node)
+        if often is None or self._guarded(node):
             return
-        how = "inner" if facts.steps.how_often(node) == INNER else "step"
+        how = "inner" if often == INNER else "step"
         where = "several times per step" if how == "inner" else "on every step"
         self.report(node, (
             f"`torch.cuda.empty_cache()` runs {where}: it hands every cached block back to the driver, so the "

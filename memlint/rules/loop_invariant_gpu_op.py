@@ -6,7 +6,6 @@ from typing import Optional, Set
 
 import libcst as cst
 
-from memlint.analysis.often import INNER, STEP
 
 from memlint.analysis.hoisting import Hoistable
 from memlint.analysis.loops import Loop
@@ -171,7 +170,7 @@ class LoopInvariantGpuOp(Rule):
     def _loop(self, loop: Loop) -> None:
         if not isinstance(loop.body, cst.IndentedBlock):
             return
-        if self.facts.steps.how_often(loop.body) not in (STEP, INNER):
+        if self.facts.per_step(loop.body) is None:
             return  # setup or epoch loops: the work repeats a few times, not every step
         for statement in loop.body.body:
             found = self.facts.hoisting.in_loop(statement, loop)
