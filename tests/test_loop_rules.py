@@ -568,3 +568,11 @@ def test_fixed_loop_rules_compile_and_settle():
     # MEM102 hoists `level` above the loop, where its copy runs once: not MEM103's any more
     assert {f.code for f in first.applied} == {"MEM102", "MEM104", "MEM501"}
     assert fix(first.source, "t.py", LOOP_RULES, unsafe=True).source == first.source
+
+
+@pytest.mark.parametrize("path,reported", [("train.py", True), ("tests/helpers/models.py", False),
+                                           ("pkg/test_model.py", False), ("conftest.py", False)])
+def test_per_step_rules_leave_test_modules_alone(path, reported):
+    source = "import torch\nfor x in loader:\n    t = torch.zeros(4).to(device)\n    model(x, t)\n"
+    found = [f.code for f in check(source, path, [RULES["MEM103"]]).findings]
+    assert found == (["MEM103"] if reported else [])
