@@ -35,7 +35,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.frameworks import LIGHTNING_BASES
+from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES
 from memlint.analysis.project import ProjectView
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
@@ -210,6 +210,21 @@ class Regions:
                 return True
         methods = {s.name.value for s in klass.body.body if isinstance(s, cst.FunctionDef)}
         return "configure_optimizers" in methods
+
+    def in_hf_trainer(self, func: cst.FunctionDef) -> bool:
+        """A method of a subclass of HF's `Trainer` (through the project's own classes too)."""
+        klass = self.tree.class_of(func)
+        if klass is None:
+            return False
+        for base in klass.bases:
+            dotted = dotted_name(base.value)
+            qualified = self.names.qualified_name(base.value) or ""
+            if HF_TRAINER_BASES.match(qualified):
+                return True
+            absolute = self.names.absolute_name(dotted)
+            if absolute is not None and self.project.knows(absolute) and self.project.is_hf_trainer(absolute):
+                return True
+        return False
 
     def is_lightning_training_step(self, func: cst.FunctionDef) -> bool:
         return func.name.value in _LIGHTNING_TRAINING and self._in_lightning_module(func)
