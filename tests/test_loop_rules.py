@@ -69,6 +69,7 @@ def test_purity_tells_sizes_from_tensor_operands():
 # -- steps --------------------------------------------------------------------------------------
 STEPS = """
 import torch
+import ignite.engine
 
 def grad_norm(model):
     norms = []
@@ -95,6 +96,12 @@ def accumulate(loader):
             loss.backward()
             micro_loss = loss                # INNER: four micro-batches per optimizer step
         optimizer.step()
+
+def process(engine, batch):
+    engine_out = model(batch)                # STEP: Ignite's Engine calls it once per batch
+    return engine_out
+
+trainer = ignite.engine.Engine(process)
 
 def batches():
     for _ in range(10):
@@ -126,7 +133,7 @@ setup = 1                                    # unknown
 @pytest.mark.parametrize("target,expected", [
     ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
     ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
-    ("micro_loss", INNER),
+    ("micro_loss", INNER), ("engine_out", STEP),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)

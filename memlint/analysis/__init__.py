@@ -144,7 +144,7 @@ class Facts:
     @cached_property
     def steps(self) -> Steps:
         """How often code runs per training step: once, more than once, between steps."""
-        return Steps(self.tree, self.scopes, self.calls, self.receivers, self.roles, self.project)
+        return Steps(self.names, self.tree, self.scopes, self.calls, self.receivers, self.roles, self.project)
 
     @cached_property
     def syncs(self) -> Syncs:
