@@ -74,13 +74,12 @@ class Steps:
         found = self._work.get(id(loop))
         if found is None:
             found = self.iterates_loader(loop) or any(
-                self.is_step_call(call) and self._owned(loop, call, site)
+                self._is_step_call(call) and self._owned(loop, call, site)
                 for call, site in self.calls.calls_in(loop))
             self._work[id(loop)] = found
         return found
 
-    def is_step_call(self, call: cst.Call) -> bool:
-        """A forward, a loss, a backward, an optimizer step, or a generate call."""
+    def _is_step_call(self, call: cst.Call) -> bool:
         roles = self.roles
         return roles.is_forward(call) or roles.is_loss(call) or roles.backward_of(call) is not None \
             or roles.step_of(call) is not None or roles.is_generate(call)
