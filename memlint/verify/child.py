@@ -2,7 +2,7 @@
 
 Started by memlint.verify.measure as `python child.py SPEC.json`, by path, so that it imports
 nothing of memlint (and not libcst): only the standard library, its stdlib-only siblings
-history.py and tree.py (loaded by path), and, lazily, torch. The spec
+history.py, tree.py and loopclock.py (loaded by path), and, lazily, torch. The spec
 names the source to run, the path it runs as, its argv, the device, the seed and where to write
 the result. The result is JSON, written once before the script starts (so a crash still leaves
 the starting RSS) and again when it ends. Whatever the script started is killed when it ends.
@@ -273,8 +273,9 @@ def _is_oom(error):
             or (isinstance(error, RuntimeError) and "can't allocate memory" in str(error).lower()))
 
 
-def _run_as_main(source, path, argv):
-    """Run `source` the way `python path argv...` would; (status, exit code, error text)."""
+def _run_as_main(source, path, argv, loops=(), sync=None):
+    """Run `source` the way `python path argv...` would; (status, exit code, error text, the
+    iterations of `loops` as memlint/verify/loopclock.py times them)."""
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__builtins__ = __builtins__
@@ -282,20 +283,28 @@ def _run_as_main(source, path, argv):
     sys.argv = [path, *argv]
     lines = source.splitlines(keepends=True)
     linecache.cache[path] = (len(source), None, lines, path)  # tracebacks show the variant's lines
+    timed = []
     try:
         code = compile(source, path, "exec")
-        exec(code, module.__dict__)
+        clock = _sibling("loopclock").LoopClock(code, loops, sync or (lambda: None)) if loops else None
+        if clock is not None:
+            clock.start()
+        try:
+            exec(code, module.__dict__)
+        finally:
+            if clock is not None:
+                timed = clock.stop()
     except SystemExit as done:
         if done.code is None or isinstance(done.code, int):
             if not done.code:
-                return "ok", 0, ""
-            return "crash", done.code, f"the script called sys.exit({done.code})"
+                return "ok", 0, "", timed
+            return "crash", done.code, f"the script called sys.exit({done.code})", timed
         print(done.code, file=sys.stderr)
-        return "crash", 1, f"the script called sys.exit({str(done.code)!r})"
+        return "crash", 1, f"the script called sys.exit({str(done.code)!r})", timed
     except BaseException as error:  # noqa: B902 - the script's failure is what we measure
         traceback.print_exception(type(error), error, error.__traceback__.tb_next)
-        return ("oom" if _is_oom(error) else "crash"), 1, f"{type(error).__name__}: {error}"
-    return "ok", 0, ""
+        return ("oom" if _is_oom(error) else "crash"), 1, f"{type(error).__name__}: {error}", timed
+    return "ok", 0, "", timed
 
 
 def main(spec_path):
@@ -364,14 +373,15 @@ def _measure(spec_path):
     _write(result_path, result)
 
     start = time.perf_counter()
-    status, exit_code, error = _run_as_main(source, path, spec.get("argv", []))
+    sync = torch.cuda.synchronize if cuda else None  # an iteration's kernels count in its time
+    status, exit_code, error, loops = _run_as_main(source, path, spec.get("argv", []), spec.get("loops") or (), sync)
     if cuda:
         try:
             torch.cuda.synchronize()
         except Exception:  # a device error is already the script's failure
             pass
     result.update(status=status, exit_code=exit_code, seconds=time.perf_counter() - start,
-                  error=error, rss_peak=_rss_peak())
+                  error=error, rss_peak=_rss_peak(), loops=loops)
     if cuda:
         try:
             result.update(device_peak=torch.cuda.max_memory_allocated(),
