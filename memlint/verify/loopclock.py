@@ -1,7 +1,7 @@
 """Time per iteration of chosen loops of the running script, taken inside the child.
 
 The child (memlint/verify/child.py) loads this file by path: standard library only. The loops
-come from memlint.verify.loops as [line, tick, end]: the interpreter reports the `tick` line
+are given as [line, tick, end] (loops.py chooses them): the interpreter reports the `tick` line
 once per iteration, so the time between two ticks is one iteration. A loop's time per
 iteration is the median over its iterations once the first fifth (its warm-up: first kernels,
 allocator growth) is left out: a neighbour taking the CPU for a moment moves it little. Before each reading the
