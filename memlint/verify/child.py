@@ -433,18 +433,41 @@ def probe():
     return 0
 
 
-# What every run imports. Not torch._dynamo, although the first optimizer imports it: with a
-# CUDA build it can reach triton, which may start the CUDA driver, and then nothing can fork.
+# What every run imports. torch._dynamo too, which the first optimizer imports (seconds of every
+# run), but only where a forked trial shows that importing it starts neither CUDA nor a thread:
+# with a CUDA build it can reach triton, which may start the driver, and then nothing can fork.
 PRELOAD = ("torch", "torch.optim")
+PRELOAD_IF_SAFE = ("torch._dynamo",)
+CUDA_ERROR_NOT_INITIALIZED = 3
 
 
-def _driver_loaded():
-    """The CUDA driver library is mapped: something started CUDA, and a forked child could not."""
+def _driver_path():
+    """The CUDA driver library mapped into this process, or None."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
-            return any("libcuda.so" in line for line in handle)
+            for line in handle:
+                if "libcuda.so" in line:
+                    return line.split(None, 5)[-1].strip()
     except OSError:
+        pass
+    return None
+
+
+def _cuda_started():
+    """Whether this process started the CUDA driver (cuInit), after which a forked child cannot
+    use CUDA. A CUDA build of torch may load the driver's library while being imported without
+    starting it: the driver itself says which (cuDeviceGetCount answers "not initialised")."""
+    path = _driver_path()
+    if path is None:
         return False
+    try:
+        import ctypes
+
+        driver = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
+        count = ctypes.c_int(0)
+        return driver.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+    except (OSError, AttributeError):
+        return True  # cannot tell: as if started
 
 
 def _os_threads():
@@ -454,14 +477,49 @@ def _os_threads():
         return None
 
 
+def _unforkable(what):
+    """Why a child forked from here now could not be a fresh run ("" when it could)."""
+    torch = sys.modules.get("torch")
+    if (torch is not None and torch.cuda.is_initialized()) or _cuda_started():
+        return f"importing {what} started CUDA"
+    threads = _os_threads() or 1
+    return f"importing {what} left {threads} threads" if threads > 1 else ""
+
+
+def _preload_if_safe(names):
+    """Import `names` here too if importing them in a forked trial left it forkable; the names
+    imported."""
+    import importlib
+
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for name in names:
+                importlib.import_module(name)
+            code = 0 if not _unforkable(name) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+        return []
+    done = []
+    for name in names:
+        importlib.import_module(name)
+        done.append(name)
+    return done
+
+
 def serve():
     """A fork server: import torch once, then fork one child per request, each a fresh run.
 
     Started by memlint.verify.forkserver. Reads one JSON request a line on stdin ({"id", "spec",
     "stdout", "stderr"}) and answers on stdout: {"ready": true} once, {"started": id, "pid"} per
     request, and {"exited": pid, "code"} when a child ends (code as Popen.returncode gives it).
-    CUDA is never initialised here, so that each child can start its own context; and forking
-    is refused ({"ready": false, "why"}) if importing left more than one thread running.
+    CUDA is never started here, so that each child can start its own context; and forking is
+    refused ({"ready": false, "why"}) if importing started it or left more than one thread
+    running. What PRELOAD_IF_SAFE names is imported only where a forked trial showed it safe
+    ("preloaded" in the first answer).
     """
     import atexit
     import select
@@ -482,12 +540,13 @@ def serve():
             except ImportError:
                 if name == "torch":
                     raise
-        torch = sys.modules["torch"]
-        why = ("torch initialised CUDA while being imported" if torch.cuda.is_initialized() or _driver_loaded()
-               else f"importing torch left {_os_threads()} threads" if (_os_threads() or 1) > 1 else "")
+        why = _unforkable("torch")
     except Exception as error:  # noqa: B902 - the parent falls back to plain processes
         why = f"{type(error).__name__}: {error}"
-    reply({"ready": not why, "why": why})
+    preloaded = [] if why else _preload_if_safe(PRELOAD_IF_SAFE)
+    if preloaded:
+        why = _unforkable(" and ".join(preloaded))
+    reply({"ready": not why, "why": why, "preloaded": preloaded})
     if why:
         return 1
     wake_read, wake_write = os.pipe()

@@ -65,6 +65,11 @@ class ForkServer:
             return None, why
         return server, ""
 
+    @property
+    def preloaded(self) -> list:
+        """What the server imported beyond torch (torch._dynamo, where that was safe)."""
+        return list((self.ready or {}).get("preloaded") or ())
+
     def _works(self, device: str) -> bool:
         """A forked child starts the device (CUDA starts in the child, as in every run)."""
         with tempfile.TemporaryDirectory(prefix="memlint-verify-") as tmp:

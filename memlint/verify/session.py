@@ -130,7 +130,8 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     if options.fork and device and runner is run and tasks:
         server, why = ForkServer.start(options.python, child_env(tasks[0].spec), options.device)
         if notes is not None:
-            notes.append("runs forked from one process that imported torch once" if server is not None
+            also = "".join(f" and {name}" for name in server.preloaded) if server is not None else ""
+            notes.append(f"runs forked from one process that imported torch{also} once" if server is not None
                          else f"each run a new process: the fork server cannot serve ({why})")
     if server is not None:
         runner = functools.partial(run, server=server)
