@@ -3,6 +3,7 @@ the child (memlint/verify/loopclock.py), by `sys.monitoring` or a line trace."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -183,3 +184,23 @@ def test_the_verify_report_names_the_loop_timed():
     assert row.split()[3] == "time/iter", done.stdout  # the verdict is the GPU run's to show: a CPU is shared
     assert "MEM105 MEM105-host-device-sync-in-loop: the loop at before.py:19 (after.py:19), 20 iterations a run; " \
            "whole runs " in done.stdout
+
+
+@pytest.mark.gpu
+def test_gpu_time_fixtures_confirmed_per_iteration_of_their_loop():
+    """On a GPU: MEM102 (a 4096 x 4096 matmul hoisted) and MEM501 (empty_cache every step), each
+    96 steps at MEMLINT_SCALE=8, judged by their loop's time per iteration."""
+    from memlint.verify.measure import probe
+
+    if not probe().get("cuda"):
+        pytest.skip("needs a CUDA GPU")
+    done = subprocess.run([sys.executable, "-m", "memlint.verify", str(ROOT / "fixtures"), "--select", "MEM102,MEM501",
+                           "--device", "cuda", "--scale", "8", "--repeat", "2", "--output-format", "json", "-q"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    for result in json.loads(done.stdout)["results"]:
+        (claim,) = result["claims"]
+        assert (claim["metric"], claim["verdict"]) == ("time/iter", "confirmed"), (result["code"], claim)
+        assert claim["loop"]["iterations"] == [96, 96]
+        assert all(run["loops"][0]["per_iteration"] < run["seconds"] / 50 for run in result["before_runs"])

@@ -101,7 +101,8 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
 
     A program runs with the gradient hooks only when a comparison it is in claims
     `gradients-fixed`, and alone when one claims `time-lower`, timing per iteration the loop
-    that claim is judged by. On a GPU, its first run records
+    that claim is judged by; the runs that go alone come after the others (still interleaved
+    among themselves), so that the others can share the device. On a GPU, its first run records
     the allocator's history (memory over time, where the peak is) unless it is timed, and the
     runs are forked from a server that imported torch once (memlint.verify.forkserver).
     `host_timeline`: on the CPU, sample host RSS during the first runs (the parent samples
@@ -125,6 +126,7 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
             timeline = attempt == 0 and ((device and not solo) or (host_timeline and not device))
             spec = _spec(program, options, "gradients-fixed" in claims[program], timeline, loops.get(program, ()))
             tasks.append(_Run(program, solo, spec, f"{label} (run {attempt + 1}/{options.repeat})"))
+    tasks.sort(key=lambda task: task.solo)  # runs that go alone last: each would otherwise empty the device
     progress = Progress(len(tasks), stream)
     server = None
     if options.fork and device and runner is run and tasks:
