@@ -18,6 +18,7 @@ import pytest
 from memlint.snapshot.sources import Sources
 
 ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 MiB = 2**20
 FIXTURE = ROOT / "fixtures" / "MEM201-accumulate-history" / "before.py"
 RECORDED = "/cluster/home/someone/project/before.py"  # where the job ran: not this machine's path
@@ -60,7 +61,7 @@ def _project(tmp_path):
 
 def _memlint(*args, cwd):
     return subprocess.run([sys.executable, "-m", "memlint", "snapshot", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          text=True, cwd=cwd, timeout=120, env=ENV)
 
 
 def test_the_peak_is_named_by_the_users_line_with_the_finding_in_its_loop(tmp_path):

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 SNAPSHOTS = ROOT / "tests" / "data" / "snapshots"
 
 
 def _snapshot(path, *paths):
     done = subprocess.run([sys.executable, "-m", "memlint", "snapshot", str(path), *map(str, paths),
                            "--output-format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env=ENV)
     assert done.returncode == 0, done.stderr
     (device,) = json.loads(done.stdout)["devices"]
     return device

@@ -20,6 +20,7 @@ from memlint.verify.measure import Measurement, RunSpec, run
 from memlint.verify.variants import fixture_plan, script_plan
 
 ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 PER_ELEMENT = """\
 import torch
@@ -178,7 +179,7 @@ def test_a_run_without_steady_iterations_falls_back_to_the_whole_run_and_says_so
 def test_the_verify_report_names_the_loop_timed():
     done = subprocess.run([sys.executable, "-m", "memlint.verify", str(ROOT / "fixtures" / "MEM105-host-device-sync-in-loop"),
                            "--device", "cpu", "--repeat", "2", "-q"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=300, env=ENV)
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if line.startswith("MEM105"))
     assert row.split()[3] == "time/iter", done.stdout  # the verdict is the GPU run's to show: a CPU is shared
@@ -197,7 +198,7 @@ def test_gpu_time_fixtures_confirmed_per_iteration_of_their_loop():
     done = subprocess.run([sys.executable, "-m", "memlint.verify", str(ROOT / "fixtures"), "--select", "MEM102,MEM501",
                            "--device", "cuda", "--scale", "8", "--repeat", "2", "--output-format", "json", "-q"],
                           capture_output=True, text=True, cwd=ROOT, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          env=ENV)
     assert done.returncode == 0, done.stderr
     for result in json.loads(done.stdout)["results"]:
         (claim,) = result["claims"]

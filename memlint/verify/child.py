@@ -433,11 +433,11 @@ def probe():
     return 0
 
 
-# What every run imports. torch._dynamo too, which the first optimizer imports (seconds of every
-# run), but only where a forked trial shows that importing it starts neither CUDA nor a thread:
-# with a CUDA build it can reach triton, which may start the driver, and then nothing can fork.
+# What every run imports; and torch._dynamo, which the first optimizer imports (seconds, in every
+# run), unless importing it starts CUDA (with a CUDA build it can reach triton, which may start
+# the driver): then the server says so and is started again without it.
 PRELOAD = ("torch", "torch.optim")
-PRELOAD_IF_SAFE = ("torch._dynamo",)
+PRELOAD_TOO = ("torch._dynamo",)
 CUDA_ERROR_NOT_INITIALIZED = 3
 
 
@@ -470,56 +470,25 @@ def _cuda_started():
         return True  # cannot tell: as if started
 
 
-def _os_threads():
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return None
-
-
-def _unforkable(what):
-    """Why a child forked from here now could not be a fresh run ("" when it could)."""
+def _cuda_started_by(what):
+    """Why a child forked from here now could not be a fresh run ("" when it could). Threads
+    are no reason: a torch process forks with its pools' threads all the time (DataLoader
+    workers), and numpy's BLAS stops its own before a fork; a started CUDA driver is."""
     torch = sys.modules.get("torch")
     if (torch is not None and torch.cuda.is_initialized()) or _cuda_started():
         return f"importing {what} started CUDA"
-    threads = _os_threads() or 1
-    return f"importing {what} left {threads} threads" if threads > 1 else ""
+    return ""
 
 
-def _preload_if_safe(names):
-    """Import `names` here too if importing them in a forked trial left it forkable; the names
-    imported."""
-    import importlib
-
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            for name in names:
-                importlib.import_module(name)
-            code = 0 if not _unforkable(name) else 1
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
-        return []
-    done = []
-    for name in names:
-        importlib.import_module(name)
-        done.append(name)
-    return done
-
-
-def serve():
+def serve(preload_too=True):
     """A fork server: import torch once, then fork one child per request, each a fresh run.
 
     Started by memlint.verify.forkserver. Reads one JSON request a line on stdin ({"id", "spec",
-    "stdout", "stderr"}) and answers on stdout: {"ready": true} once, {"started": id, "pid"} per
-    request, and {"exited": pid, "code"} when a child ends (code as Popen.returncode gives it).
-    CUDA is never started here, so that each child can start its own context; and forking is
-    refused ({"ready": false, "why"}) if importing started it or left more than one thread
-    running. What PRELOAD_IF_SAFE names is imported only where a forked trial showed it safe
-    ("preloaded" in the first answer).
+    "stdout", "stderr"}) and answers on stdout: {"ready": true, "preloaded": [...]} once,
+    {"started": id, "pid"} per request, and {"exited": pid, "code"} when a child ends (code as
+    Popen.returncode gives it). CUDA is never started here, so that each child can start its
+    own context; forking is refused ({"ready": false, "why"}) if an import started it, and
+    {"again_without": true} says that importing PRELOAD_TOO did (`preload_too=False` then).
     """
     import atexit
     import select
@@ -531,22 +500,28 @@ def serve():
     def reply(message):
         replies.write(json.dumps(message) + "\n")
 
-    try:
-        import importlib
+    import importlib
 
+    preloaded, again = [], False
+    try:
         for name in PRELOAD:
             try:
                 importlib.import_module(name)
             except ImportError:
                 if name == "torch":
                     raise
-        why = _unforkable("torch")
+        why = _cuda_started_by("torch")
+        for name in PRELOAD_TOO if preload_too and not why else ():
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                continue
+            preloaded.append(name)
+            why = _cuda_started_by(name)
+            again = bool(why)
     except Exception as error:  # noqa: B902 - the parent falls back to plain processes
         why = f"{type(error).__name__}: {error}"
-    preloaded = [] if why else _preload_if_safe(PRELOAD_IF_SAFE)
-    if preloaded:
-        why = _unforkable(" and ".join(preloaded))
-    reply({"ready": not why, "why": why, "preloaded": preloaded})
+    reply({"ready": not why, "why": why, "preloaded": preloaded, "again_without": again})
     if why:
         return 1
     wake_read, wake_write = os.pipe()
@@ -605,4 +580,6 @@ def serve():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--probe"]:
         sys.exit(probe())
-    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1]))
+    if sys.argv[1:2] == ["--serve"]:
+        sys.exit(serve(preload_too=sys.argv[2:] != ["--plain"]))
+    sys.exit(main(sys.argv[1]))
