@@ -2,19 +2,18 @@
 
 The child (memlint/verify/child.py) loads this file by path: standard library only. The loops
 are given as [line, tick, end] (loops.py chooses them): the interpreter reports the `tick` line
-once per iteration, so the time between two ticks is one iteration. A loop's time per
-iteration is the median over its iterations once the first fifth (its warm-up: first kernels,
-allocator growth) is left out: a neighbour taking the CPU for a moment moves it little. Before each reading the
+once per iteration, so the time between two ticks is one iteration. Before each reading the
 device is synchronised, so an iteration's queued kernels count in it. A line of the same code
 object outside the loop, or a new call of it, ends a stretch: the time from the loop's last
-tick to its next entry is not an iteration.
+tick to its next entry is not an iteration. A loop's time per iteration is the median over its
+iterations once the first fifth (its warm-up: first kernels, allocator growth) is left out: a
+neighbour taking the CPU for a moment moves it little.
 
 On Python 3.12+ `sys.monitoring` reports lines of the loops' own code objects only, and the
 lines of a loop's body are switched off after their first report, so the script runs at full
 speed but for one call per iteration. Elsewhere a line trace (`sys.settrace`) of those code
 objects does the same, a little slower.
 """
-
 from __future__ import annotations
 
 import math
