@@ -14,21 +14,13 @@ from memlint.snapshot.load import SnapshotError, load
 from memlint.snapshot.peak import DevicePeak, Held, device_peaks
 from memlint.snapshot.sources import Sources
 from memlint.verify.attribution import mib
+from memlint.verify.cli import _codes, _Parser, _Usage  # usage errors in one line, as `memlint verify` has them
 
 EXIT_OK, EXIT_ERROR = 0, 2
 SHOWN = 10  # lines listed per device in the text output
 NO_HISTORY = ("the snapshot holds no allocation history: record it with "
               "torch.cuda.memory._record_memory_history() before the work, then "
               "torch.cuda.memory._dump_snapshot(path)")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # usage errors: one line, exit 2, no traceback
-        raise _Usage(message)
-
-
-class _Usage(Exception):
-    pass
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,8 +32,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 read, 2 usage error or a file that is not a snapshot.")
     parser.add_argument("snapshot", type=Path, help="the snapshot (a pickle, or a gzip of one)")
     parser.add_argument("paths", nargs="*", default=["."], help="your source files or folders (default: .)")
-    parser.add_argument("--select", type=lambda v: [c.strip().upper() for c in v.split(",") if c.strip()],
-                        action="extend", default=None, metavar="CODES",
+    parser.add_argument("--select", type=_codes, action="extend", default=None, metavar="CODES",
                         help="rules whose findings to name (default: every rule, the opt-in ones too, unless "
                              "the configuration selects)")
     parser.add_argument("--output-format", choices=("text", "json"), default="text")

@@ -14,6 +14,7 @@ lines of a loop's body are switched off after their first report, so the script 
 speed but for one call per iteration. Elsewhere a line trace (`sys.settrace`) of those code
 objects does the same, a little slower.
 """
+
 from __future__ import annotations
 
 import math
