@@ -163,3 +163,16 @@ def test_a_recorded_frame_is_placed_by_its_trailing_folders_and_its_function(tmp
     assert sources.match("/src/pytorch/torch/nn/modules/module.py", 1775, "_call_impl") is None
     assert sources.match("/usr/lib/python3/site-packages/module.py", 5, "<module>") is None
     assert sources.match("/job/module.py", 5, "<module>") == (tmp_path / "module.py").resolve()
+
+
+def test_select_narrows_the_findings_named_and_an_out_of_memory_is_said(tmp_path):
+    project = _project(tmp_path)
+    snapshot = _snapshot()
+    snapshot["device_traces"][0].append({"action": "oom", "addr": 0, "size": 2 * 2**30, "time_us": 4_100_000,
+                                         "frames": FORWARD})
+    (tmp_path / "snap.pickle").write_bytes(pickle.dumps(snapshot))
+    done = _memlint(tmp_path / "snap.pickle", "--select", "MEM201", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "300.0 MiB allocated at before.py:25, MEM201 at line 26 in its loop (lines 24-26)" in done.stdout
+    assert "MEM203" not in done.stdout
+    assert done.stdout.splitlines()[-1] == "the history ends with an out-of-memory: 2.00 GiB asked for at before.py:25"

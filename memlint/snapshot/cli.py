@@ -84,7 +84,7 @@ def _where(held: Held) -> str:
     return f"{display_path(held.file)}:{held.line}"
 
 
-def _codes(near: List[dict]) -> str:
+def _named(near: List[dict]) -> str:
     """`, where MEM201 points` and/or `; MEM204 at line 30, in its loop`."""
     at = sorted({f["code"] for f in near if f["where"] == "at"})
     loop = [f for f in near if f["where"] == "loop"]
@@ -101,7 +101,7 @@ def summary(peak: DevicePeak, near: Dict[int, List[dict]]) -> str:
     words = f"peak {mib(peak.bytes)}"
     if peak.lines:
         top = peak.lines[0]
-        words += f"; {mib(top.bytes)} allocated at {_where(top)}{_codes(near[0])}"
+        words += f"; {mib(top.bytes)} allocated at {_where(top)}{_named(near[0])}"
     elif peak.no_python:
         words += "; none of it allocated in your files"
     return words
@@ -117,7 +117,7 @@ def _text(path: Path, peaks: List[DevicePeak], near: List[Dict[int, List[dict]]]
         lines.append("alive at the peak, by the line of your files that allocated it:")
         width = 10
         for index, held in enumerate(peak.lines[:SHOWN]):
-            lines.append(f"  {mib(held.bytes):>{width}}  {_where(held)} in {held.function}{_codes(found[index])}")
+            lines.append(f"  {mib(held.bytes):>{width}}  {_where(held)} in {held.function}{_named(found[index])}")
         if len(peak.lines) > SHOWN:
             rest = sum(h.bytes for h in peak.lines[SHOWN:])
             lines.append(f"  {mib(rest):>{width}}  at {len(peak.lines) - SHOWN} more lines of your files")
