@@ -42,13 +42,9 @@ def _parser() -> argparse.ArgumentParser:
 class _Findings:
     """memlint's findings in the files that hold memory at a peak, linted once each."""
 
-    def __init__(self, files: Sequence[Path], select: Optional[List[str]]) -> None:
-        from memlint import config as config_module
-        from memlint.rules import registry
+    def __init__(self, files: Sequence[Path], config, rules, select: Optional[List[str]]) -> None:
         from memlint.run import Options, run
 
-        rules = registry()
-        config = config_module.load(Path.cwd(), rules)
         if select is not None:
             config.selection.select = select
         elif config.selection.select is None:
@@ -161,10 +157,12 @@ def _run(argv: Sequence[str]) -> int:
         snapshot = load(args.snapshot)
     except SnapshotError as error:
         raise _Usage(f"{args.snapshot}: {error}") from None
+    rules = registry()
     try:
-        files = [item for item in discover(args.paths, load_config(Path.cwd(), registry()))]
+        config = load_config(Path.cwd(), rules)
     except ConfigError as error:
         raise _Usage(str(error)) from None
+    files = list(discover(args.paths, config))
     bad = next((item for item in files if isinstance(item, BadPath) and not item.warning), None)
     if bad is not None:
         raise _Usage(f"{bad.path}: {bad.message}")
@@ -178,7 +176,7 @@ def _run(argv: Sequence[str]) -> int:
         return EXIT_OK
     held_files = sorted({held.file for peak in peaks for held in peak.lines})
     try:
-        findings = _Findings(held_files, args.select)
+        findings = _Findings(held_files, config, rules, args.select)
     except ConfigError as error:
         raise _Usage(str(error)) from None
     near = [{index: findings.near(held) for index, held in enumerate(peak.lines)} for peak in peaks]
