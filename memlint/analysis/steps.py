@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
@@ -48,7 +48,7 @@ _BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassD
 # Names of iteration counters (`i`, `step`, `global_step`, `batch_idx`, `ni`, `epoch`).
 _COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batch_?i(dx)?|\w*_(step|steps|iter|"
                       r"iters|iteration|idx|epoch|count|counter))$|^(step|iter|iteration|epoch)_?\w*$", re.IGNORECASE)
-_LOOPS = (cst.For, cst.While)
+_LOOPS = frozenset({cst.For, cst.While})
 
 
 class Steps:
@@ -64,7 +64,9 @@ class Steps:
         self.receivers = receivers
         self.roles = roles
         self._work: Dict[int, bool] = {}
-        self._holds: Dict[Tuple[int, bool], bool] = {}
+        self._holds: Dict[int, bool] = {}
+        self._function_holds: Dict[int, bool] = {}
+        self._yields: Dict[int, bool] = {}
         self._functions: Dict[int, Optional[str]] = {}
 
     # -- loops -------------------------------------------------------------------------------
@@ -105,22 +107,29 @@ class Steps:
 
     def holds_step_loop(self, loop: cst.CSTNode) -> bool:
         """A loop nested in `loop`, or in a function of this module it calls, is a step loop."""
-        return self._holds_in(loop, (loop.body,)) or self.calls_step_loop(loop)  # type: ignore[attr-defined]
+        found = self._holds.get(id(loop))
+        if found is None:
+            self._holds[id(loop)] = False  # a loop inside itself decides nothing
+            found = self._step_loop_under(loop.body, loop) or self.calls_step_loop(loop)  # type: ignore[attr-defined]
+            self._holds[id(loop)] = found
+        return found
 
     def calls_step_loop(self, loop: cst.CSTNode) -> bool:
         """A function of this module that `loop` calls holds a step loop (`for epoch in ...:
         train(epoch)`): whatever else its body does, `loop` runs between steps."""
-        return self._holds_in(loop, tuple(self.calls.functions_reached(loop)))
+        return any(self._function_holds_step_loop(func) for func in self.calls.functions_reached(loop))
 
-    def _holds_in(self, loop: cst.CSTNode, roots: Tuple[cst.CSTNode, ...]) -> bool:
-        key = (id(loop), len(roots) == 1 and roots[0] is loop.body)  # type: ignore[attr-defined]
-        found = self._holds.get(key)
+    def _function_holds_step_loop(self, func: cst.FunctionDef) -> bool:
+        found = self._function_holds.get(id(func))
         if found is None:
-            self._holds[key] = False
-            found = any(isinstance(node, _LOOPS) and node is not loop and self.does_step_work(node)
-                        for root in roots for node in walk_scope(root))
-            self._holds[key] = found
+            self._function_holds[id(func)] = False
+            found = self._step_loop_under(func.body, None)
+            self._function_holds[id(func)] = found
         return found
+
+    def _step_loop_under(self, root: cst.CSTNode, besides: Optional[cst.CSTNode]) -> bool:
+        return any(type(node) in _LOOPS and node is not besides and self.does_step_work(node)
+                   for node in walk_scope(root))
 
     # -- any node ----------------------------------------------------------------------------
     def how_often(self, node: cst.CSTNode) -> Optional[str]:
@@ -139,9 +148,9 @@ class Steps:
         repeated = self._in_comprehension(node, loops[0] if loops else None)
         if loops:
             innermost = loops[0]
-            if self.calls_step_loop(innermost):
-                return BOUNDARY
             if self.does_step_work(innermost):
+                if self.calls_step_loop(innermost):
+                    return BOUNDARY
                 return INNER if repeated or self._micro_step(innermost, loops[1:]) else STEP
             if self.holds_step_loop(innermost):
                 return BOUNDARY
@@ -169,7 +178,11 @@ class Steps:
     def _yields_in(self, loop: cst.CSTNode) -> bool:
         """A loop of a generator that yields once per iteration runs in step with the loop that
         consumes it: its body runs once per item the caller takes."""
-        return any(type(node) is cst.Yield for node in walk_scope(loop.body))  # type: ignore[attr-defined]
+        found = self._yields.get(id(loop))
+        if found is None:
+            found = any(type(node) is cst.Yield for node in walk_scope(loop.body))  # type: ignore[attr-defined]
+            self._yields[id(loop)] = found
+        return found
 
     def periodic(self, node: cst.CSTNode) -> bool:
         """`node` runs only on some iterations of its loop (or calls of its function): under a

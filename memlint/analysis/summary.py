@@ -207,15 +207,19 @@ def _base_name(facts: "Facts", base: cst.BaseExpression) -> Optional[str]:
 def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
     params = tuple(p.name.value for p in (*func.params.posonly_params, *func.params.params,
                                           *func.params.kwonly_params))
-    values = facts.values
+    values, roles = facts.values, facts.roles
     kept = values.kept_parameters(func) if params[:1] == ("self",) else ((), ())
+    scopes = facts.scopes
+    if not any(roles.is_forward(call) or roles.is_loss(call) or scopes.resolve(call) is not None
+               or values.project_callee(call) for call in scopes.calls_of(func)):
+        return FunctionSummary(params, kept[0], kept[1])  # runs no model, calls no helper: returns none of its outputs
     return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func))
 
 
 def _edges(facts: "Facts") -> List[Edge]:
     """Every call of a function of the project that a module-level function or method, or the
     module's own code, makes (calls in nested functions and lambdas are not followed)."""
-    tree, scopes, project = facts.tree, facts.scopes, facts.project
+    tree, scopes = facts.tree, facts.scopes
     found: List[Edge] = []
     for call in scopes.calls:
         scope = tree.scope_of(call)
@@ -237,10 +241,9 @@ def _edges(facts: "Facts") -> List[Edge]:
                 found.append(Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True))
             continue
         if target is None:
-            dotted = facts.names.absolute_name(dotted_name(func)) if type(func) in (cst.Name, cst.Attribute) else None
-            dotted = dotted or scopes.instance_method_name(call, facts.names)
-            if project.knows(dotted):
-                found.append(Edge(caller, dotted, facts.steps.site(call)))  # type: ignore[arg-type]
+            dotted = facts.values.project_callee(call)
+            if dotted is not None:
+                found.append(Edge(caller, dotted, facts.steps.site(call)))
     return found
 
 

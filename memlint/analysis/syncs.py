@@ -198,7 +198,7 @@ class Syncs:
         """The host-device sync that `node` makes without calling for one: a device tensor as a
         slice bound (`x[:n]`, "slice"), a boolean mask of device tensors as an index (`x[x > 0]`:
         the result's size is read from the device, "mask"), a device tensor as an `if` or
-        `while` condition ("bool"), Python's `max`/`min`/`sum` over a device tensor, which reads
+        `while` condition ("condition"), Python's `max`/`min`/`sum` over a device tensor, which reads
         it element by element ("iterate")."""
         if type(node) is cst.Subscript:
             for element in node.slice:  # type: ignore[attr-defined]
@@ -211,7 +211,7 @@ class Syncs:
                     return "mask"
             return None
         if type(node) is cst.If or type(node) is cst.While:
-            return "bool" if self._condition_on_device(node.test, node) else None  # type: ignore[attr-defined]
+            return "condition" if self._condition_on_device(node.test, node) else None  # type: ignore[attr-defined]
         if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _READS_ELEMENTS and \
                 len(node.args) == 1 and self.names.qualified_name(node.func) is None and \
                 self._device_tensor(node.args[0].value, node):  # type: ignore[attr-defined]

@@ -214,7 +214,7 @@ class Values:
         target = self.scopes.resolve(call)
         if target is not None:  # a function or method of this module (`self.p_sample(x, t)`)
             return self._returns(target, trace)
-        if self._project_callee(call) is not None:
+        if self.project_callee(call) is not None:
             return self._returned_by_another_module(call, trace)
         if isinstance(func, cst.Attribute):
             if func.attr.value in DETACHING_METHODS or (not trace.graph and _moves_off_device(call)):
@@ -222,10 +222,10 @@ class Values:
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
         return False
 
-    def _project_callee(self, call: cst.Call) -> Optional[str]:
+    def project_callee(self, call: cst.Call) -> Optional[str]:
         """The absolute name of what `call` calls when another module of the project may define it."""
-        if not self.project.names:
-            return None  # linted alone
+        if not self.project.names or not self.names.imports_from(self.project.knows):
+            return None  # linted alone, or nothing of the project imported
         func = call.func
         dotted = self.names.absolute_name(dotted_name(func)) if type(func) in (cst.Name, cst.Attribute) else None
         dotted = dotted or self.scopes.instance_method_name(call, self.names)
@@ -234,7 +234,7 @@ class Values:
     def _returned_by_another_module(self, call: cst.Call, trace: "_Trace") -> bool:
         """A function or method of another module of the project that returns a graph (or an
         output), by its summary (memlint.analysis.project); anything else: do not guess."""
-        dotted = self._project_callee(call)
+        dotted = self.project_callee(call)
         if dotted is None or (trace.graph and not self._recording(call, trace)):
             return False
         return self.project.returns(dotted, trace.graph)
@@ -490,8 +490,8 @@ class Values:
         method: a module calls the same few methods many times)."""
         found = self._self_appends.get(id(method))
         if found is None:
-            found = [(node, node.args[-1].value) for node in walk_scope(method)
-                     if type(node) is cst.Call and type(node.func) is cst.Attribute and node.args
+            found = [(node, node.args[-1].value) for node in self.scopes.calls_of(method)
+                     if type(node.func) is cst.Attribute and node.args
                      and node.func.attr.value in _APPENDING and _rooted_at_self(node.func.value)]
             self._self_appends[id(method)] = found
         return found

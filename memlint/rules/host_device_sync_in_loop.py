@@ -22,7 +22,7 @@ _WHAT = {
     "synchronize": "waits for every kernel queued so far",
     "slice": "uses a GPU value as a slice bound, which copies it to the host,",
     "mask": "indexes with a boolean mask of GPU values, whose result's size is read on the host,",
-    "bool": "tests a GPU value on the host",
+    "condition": "tests a GPU value on the host",
     "iterate": "reads a GPU tensor on the host element by element",
 }
 
