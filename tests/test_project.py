@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
-import pytest
 
 from memlint.analysis import Facts
 from memlint.analysis.often import INNER, STEP
@@ -196,7 +195,7 @@ METRIC = {
 
 
 def test_a_metric_of_another_module_that_keeps_its_argument_retains_the_graph(tmp_path):
-    paths = tree(tmp_path, METRIC)
+    tree(tmp_path, METRIC)
     assert ("valid.py", 9, "MEM202") in lint(tmp_path)
     assert ("valid.py", 9, "MEM202") not in lint(tmp_path, tmp_path / "emo/valid.py")
 
