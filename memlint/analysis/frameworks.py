@@ -19,6 +19,9 @@ HF_TRAINER_BASES = re.compile(r"^(transformers|trl)(\.\w+)*\.\w*Trainer$")
 # Trainer methods the HF loop calls per evaluation batch and does not itself run under no_grad:
 # its own `prediction_step` enters `torch.no_grad()` inside, so an override must do it too.
 HF_EVAL_HOOKS = frozenset({"prediction_step"})
+# The Trainer method whose result the HF loop adds into its running loss every step
+# (`self._tr_loss += tr_loss_step`): its own returns `loss.detach()`.
+HF_SUMMED_STEP = "training_step"
 # Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
 MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 

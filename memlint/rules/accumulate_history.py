@@ -6,6 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
+from memlint.analysis.frameworks import HF_SUMMED_STEP
 from memlint.analysis.loops import innermost_loop
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
@@ -54,7 +55,9 @@ class AccumulateHistory(Rule):
     Finds a value that carries an autograd graph (a loss or model output computed with grad
     enabled) added into an accumulator that outlives the loop iteration: `total += loss`,
     `self.running += loss`, `metrics[k] += loss`, `total = total + loss`, a running average
-    (`ema[k] = 0.9 * ema[k] + 0.1 * loss`).
+    (`ema[k] = 0.9 * ema[k] + 0.1 * loss`). Also a sum a framework keeps: an HF `Trainer`
+    subclass's `training_step` that backwards its loss and returns it undetached, which the
+    HF loop adds into its running loss every step.
 
     ## Why is this bad?
     The sum is itself part of the graph: it references every loss added so far, and through
@@ -104,6 +107,10 @@ class AccumulateHistory(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # HF's own shape: the backwarded loss returned detached
+        "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+        "    def training_step(self, model, inputs, num_items_in_batch=None):\n"
+        "        loss = model(**inputs).loss\n        self.accelerator.backward(loss)\n        return loss.detach()\n",
         # already a Python number / detached
         "import torch\ntotal = 0.0\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
         "    loss.backward()\n    total += loss.item()\n",
@@ -168,6 +175,17 @@ class AccumulateHistory(Rule):
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
     )
     INVALID = (
+        # an HF Trainer's training_step, overridden to return the backwarded loss undetached
+        Invalid(
+            "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+            "    def training_step(self, model, inputs, num_items_in_batch=None):\n"
+            "        loss = self.compute_loss(model, inputs) + model(**inputs).aux_loss\n"
+            "        self.accelerator.backward(loss)\n        return loss\n",
+            "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+            "    def training_step(self, model, inputs, num_items_in_batch=None):\n"
+            "        loss = self.compute_loss(model, inputs) + model(**inputs).aux_loss\n"
+            "        self.accelerator.backward(loss)\n        return loss.detach()\n",
+        ),
         # a running average keeps every value it has seen with their graphs
         Invalid(
             "import torch\nmodel.eval()\nema = {\"loss\": 0.0}\nfor x, y in val_loader:\n"
@@ -232,6 +250,23 @@ class AccumulateHistory(Rule):
             "    for x in loader:\n        out = model(x)\n        bank = torch.cat((bank, out.detach().cpu()))\n    return bank\n",
         ),
     )
+
+    def visit_Return(self, node: cst.Return) -> None:
+        """An HF `Trainer` subclass's `training_step` that backwards its loss and returns it with
+        its graph: the HF loop adds it into its running loss every step."""
+        facts = self.facts
+        func = facts.tree.function_of(node)
+        if node.value is None or func is None or func.name.value != HF_SUMMED_STEP or \
+                not facts.regions.in_hf_trainer(func):
+            return
+        if not facts.roles.backwards_in(func.body) or not facts.values.carries_grad(node.value, node):
+            return
+        self.report(node.value, (
+            f"the HF Trainer adds what `{HF_SUMMED_STEP}` returns into its running loss on every step "
+            f"(`tr_loss += ...`), so returning it with its autograd graph links every step's graph into that sum, "
+            f"a chain that grows until the next logging step; return `{show(node.value)}.detach()` (HF's own "
+            f"`{HF_SUMMED_STEP}` does)"),
+            Fix((Replace(node.value, detached(node.value)),), Safety.SAFE, "return the loss detached"))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, cst.AddAssign):
