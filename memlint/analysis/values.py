@@ -54,6 +54,7 @@ from memlint.analysis.tree import (Scope, TreeIndex, argument, children, dotted_
                                    literal_bool, walk_scope)
 
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
+_NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _DEVICE_WORDS = ("cuda", "device", "accelerator", "gpu")
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
@@ -211,6 +212,9 @@ class Values:
                 stack.extend(arg.value for arg in call.args)
                 return False
             return self._returned_by_another_module(call, trace)
+        if isinstance(func, cst.Name) and func.value in self._record_types:
+            stack.extend(arg.value for arg in call.args)  # `ModelPrediction(noise, x0)`: it holds them
+            return False
         target = self.scopes.resolve(call)
         if target is not None:  # a function or method of this module (`self.p_sample(x, t)`)
             return self._returns(target, trace)
@@ -306,6 +310,13 @@ class Values:
         if isinstance(iterable, cst.Name):
             return self._traces(iterable, at, trace)
         return False
+
+    @cached_property
+    def _record_types(self) -> FrozenSet[str]:
+        """Names this module binds to a `namedtuple(...)` type: a call of one holds its arguments."""
+        return frozenset(dotted for assign in self.scopes.assigns if isinstance(assign.value, cst.Call)
+                         and self.names.call_name(assign.value) in _NAMEDTUPLE
+                         for dotted in (dotted_name(t.target) for t in assign.targets) if dotted)
 
     @cached_property
     def uses_devices(self) -> bool:
