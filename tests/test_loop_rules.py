@@ -476,7 +476,8 @@ def test_mem501_in_a_lightning_batch_hook():
 
 # -- shapes of real code (written afresh) --------------------------------------------------------
 def test_sampling_per_epoch_made_on_the_cpu_and_moved():
-    # a VAE script draws its samples on the CPU each epoch and moves them
+    # a VAE script draws its samples on the CPU each epoch and moves them: the loop reads its
+    # images back to the host every iteration anyway, and runs once an epoch
     source = """
     import torch
     for epoch in range(1, epochs + 1):
@@ -485,7 +486,8 @@ def test_sampling_per_epoch_made_on_the_cpu_and_moved():
             z = torch.randn(16, latent).to(device)
             images = model.decode(z).cpu()
     """
-    [finding] = _found(source, "MEM103")
+    assert _found(source, "MEM103") == []
+    [finding] = _found(source.replace("model.decode(z).cpu()", "model.decode(z)"), "MEM103")
     assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
 
 

@@ -23,7 +23,7 @@ Asked by MEM105.
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -32,7 +32,7 @@ from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex
+from memlint.analysis.tree import TreeIndex, walk_scope
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 _NOT_TENSOR_FUNCTIONS = frozenset({
@@ -97,6 +97,7 @@ class Syncs:
         self._memo: Dict[Tuple[str, int], bool] = {}
         self._busy: Set[Tuple[str, int]] = set()
         self._placed: Dict[Tuple[str, int], bool] = {}
+        self._loop_syncs: Dict[int, List[cst.Call]] = {}
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -293,6 +294,16 @@ class Syncs:
         if isinstance(func, cst.Attribute) and self.names.call_name(expr) is None:
             operands.append(func.value)
         return any(self.on_device(operand, at, depth + 1) for operand in operands)
+
+    def loop_syncs(self, loop: cst.CSTNode, besides: cst.CSTNode) -> bool:
+        """`loop` already makes the host wait for the device on every iteration: a sync call in
+        its body other than `besides` (`print(loss.item())`, `next_word.item()` in decoding)."""
+        found = self._loop_syncs.get(id(loop))
+        if found is None:
+            found = [call for call in walk_scope(loop.body) if type(call) is cst.Call  # type: ignore[attr-defined]
+                     and may_sync(call) and self.sync(call) is not None]  # type: ignore[arg-type]
+            self._loop_syncs[id(loop)] = found
+        return any(not self.tree.contains(besides, call) for call in found)
 
     # -- repetition --------------------------------------------------------------------------
     def repeats_over(self, node: cst.CSTNode) -> Optional[cst.BaseExpression]:
