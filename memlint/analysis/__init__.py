@@ -25,6 +25,7 @@ objects it names as its dependencies:
     facts.syncs      syncs.py       host-device syncs, which values are tensors, what loops repeat over
     facts.project    project.py     what the other modules of the project say about this one's
                                     functions and classes, and the names it imports from them
+    facts.guards     guards.py      the conditions code runs under: the hardware's, or the user's choice
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it.
@@ -44,6 +45,7 @@ import libcst as cst
 from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import block_flow
+from memlint.analysis.guards import Guards
 from memlint.analysis.hoisting import Hoisting
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.oom import OutOfMemory
@@ -147,6 +149,11 @@ class Facts:
     def syncs(self) -> Syncs:
         """Host-device syncs, tensor values, and what a loop repeats over."""
         return Syncs(self.names, self.tree, self.scopes, self.roles, self.purity)
+
+    @cached_property
+    def guards(self) -> Guards:
+        """The conditions code runs under, and whether they are the user's choice."""
+        return Guards(self.names, self.tree, self.scopes)
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
