@@ -131,7 +131,7 @@ def test_an_import_moved_to_torch_amp_needs_every_name_it_imports():
     assert autocast.line == 3 and autocast.fix is None  # the import cannot move: GradScaler stays
 
 
-def test_mem401_scaler_fix_needs_torch_2_3():
+def test_mem401_uses_the_scaler_the_target_torch_has():
     source = textwrap.dedent("""\
         import torch
         for x, y in loader:
@@ -142,9 +142,15 @@ def test_mem401_scaler_fix_needs_torch_2_3():
             opt.zero_grad()
     """)
     [old] = check(source, "t.py", [RULES["MEM401"]], TorchVersion(2, 1)).findings
-    assert old.fix is None and "needs torch >= 2.3, project targets 2.1" in old.message
+    assert "`torch.cuda.amp.GradScaler()`" in old.message and "torch.amp.GradScaler" not in old.message
+    fixed = fix(source, "t.py", [RULES["MEM401"]], target_torch=TorchVersion(2, 1)).source
+    assert "scaler = torch.cuda.amp.GradScaler()\n" in fixed and "scaler.scale(loss).backward()" in fixed
+    # the fixed code is what the project's torch needs: no other rule asks to change it back
+    assert check(fixed, "t.py", list(RULES.values()), TorchVersion(2, 1)).findings == []
     [new] = check(source, "t.py", [RULES["MEM401"]], TorchVersion(2, 4)).findings
-    assert new.fix is not None
+    assert new.fix is not None and new.fix.min_torch == TorchVersion(2, 3)
+    assert 'scaler = torch.amp.GradScaler("cuda")' in fix(source, "t.py", [RULES["MEM401"]],
+                                                          target_torch=TorchVersion(2, 4)).source
 
 
 def test_config_key_and_bad_values(tmp_path):
