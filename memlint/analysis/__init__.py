@@ -26,6 +26,7 @@ objects it names as its dependencies:
     facts.project    project.py     what the other modules of the project say about this one's
                                     functions and classes, and the names it imports from them
     facts.guards     guards.py      the conditions code runs under: the hardware's, or the user's choice
+    facts.checkpoints checkpoints.py what each torch.save writes (from the CPU or not), what a torch.load reads
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it.
@@ -44,6 +45,7 @@ import libcst as cst
 
 from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.calls import CallGraph
+from memlint.analysis.checkpoints import Checkpoints
 from memlint.analysis.dataflow import block_flow
 from memlint.analysis.guards import Guards
 from memlint.analysis.hoisting import Hoisting
@@ -154,6 +156,11 @@ class Facts:
     def guards(self) -> Guards:
         """The conditions code runs under, and whether they are the user's choice."""
         return Guards(self.names, self.tree, self.scopes)
+
+    @cached_property
+    def checkpoints(self) -> Checkpoints:
+        """What each `torch.save` writes (from the CPU or not), what each `torch.load` reads."""
+        return Checkpoints(self.names, self.tree, self.scopes, self.receivers, self.apicalls)
 
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
