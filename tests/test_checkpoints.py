@@ -147,3 +147,50 @@ def test_a_file_alone_reports_no_more_than_in_its_project(tmp_path):
     assert ("gpu.py", 3, "MEM502") in whole
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path
+
+
+def test_a_checkpoint_saved_with_parsed_arguments_gets_no_weights_only_fix():
+    [finding] = _findings("""\
+        import torch
+
+        def save(model, args):
+            torch.save({"model": model.state_dict(), "args": args}, "last.pt")
+
+        def resume(model):
+            state = torch.load("last.pt", map_location="cpu")
+            model.load_state_dict(state["model"])
+        """, "MEM505")
+    assert finding.fix is None
+    assert "this checkpoint holds `args`, which `weights_only=True` refuses" in finding.message
+
+
+def test_a_whole_model_loaded_gets_no_weights_only_fix():
+    [finding] = _findings("import torch\nmodel = torch.load(args.checkpoint)\nmodel.eval()\n", "MEM505")
+    assert finding.fix is None and "the model `model`" in finding.message
+    [plain] = _findings("import torch\nstate = torch.load(args.checkpoint)\nnet.load_state_dict(state)\n", "MEM505")
+    assert plain.fix is not None
+
+
+def test_objects_another_module_saves_into_the_file(tmp_path):
+    tree(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/train.py": """\
+            import torch
+
+            def save(model, cfg):
+                torch.save({"model": model.state_dict(), "cfg": cfg}, "checkpoint_best.pt")
+            """,
+        "proj/evaluate.py": """\
+            import torch
+            state = torch.load("checkpoint_best.pt", map_location="cpu")
+            net.load_state_dict(state["model"])
+            """,
+    })
+    from memlint.config import Config, Selection
+    from memlint.rules import registry as rules
+    from memlint.run import Options, run
+
+    config = Config(root=tmp_path, selection=Selection(select=["MEM505"]))
+    [outcome] = [o for o in run([str(tmp_path)], config, rules(), Options()) if o.display.endswith("evaluate.py")]
+    [finding] = outcome.findings
+    assert "holds `cfg`" in finding.message and finding.fix is None

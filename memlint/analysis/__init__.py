@@ -27,6 +27,7 @@ objects it names as its dependencies:
                                     functions and classes, and the names it imports from them
     facts.guards     guards.py      the conditions code runs under: the hardware's, or the user's choice
     facts.checkpoints checkpoints.py what each torch.save writes (from the CPU or not), what a torch.load reads
+    facts.requirement requirement.py the oldest torch the module's own code needs (the newest API it uses)
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it.
@@ -56,6 +57,7 @@ from memlint.analysis.project import ProjectView
 from memlint.analysis.purity import Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
+from memlint.analysis.requirement import Requirement
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.steps import Steps
@@ -192,9 +194,17 @@ class Facts:
 
     def references(self, qualified: str) -> List[Reference]:
         """Every place the module names the imported API `qualified` (e.g. `torch.cuda.amp.autocast`)."""
+        return self._all_references().get(qualified, [])
+
+    def _all_references(self) -> Dict[str, List[Reference]]:
         if self._references is None:
             self._references = references(self.module, self.names)
-        return self._references.get(qualified, [])
+        return self._references
+
+    @cached_property
+    def requirement(self) -> Requirement:
+        """The oldest torch the module's own code needs, from the newest API it uses."""
+        return Requirement(self.tree, self._all_references)
 
     def references_through(self, local: str) -> List[Reference]:
         """Every use of the imported name `local` (`amp` in `amp.autocast()`), whatever it resolves to."""

@@ -125,13 +125,13 @@ class ApiCalls:
             return [loader for site in scopes.call_sites(scope) for loader in self.state_loads(site, depth + 1)]
         return []
 
-    def bound_from(self, call: cst.Call) -> Set[str]:
-        """The names of the call's scope bound from what it returns, and from those in turn."""
+    def bound_from(self, call: cst.Call, follow: bool = True) -> Set[str]:
+        """The names of the call's scope bound from what it returns, and (`follow`) from those in turn."""
         tree, scopes = self.tree, self.scopes
         scope = tree.scope_of(call)
         bound = {b.name for b in scopes.every_binding() if b.value is not None and b.kind == "assign"
                  and tree.contains(b.value, call) and tree.scope_of(b.node) is scope}
-        return derived(scopes.flows(scope), bound) if bound else set()
+        return derived(scopes.flows(scope), bound) if bound and follow else bound
 
     def reads_buffer(self, call: cst.Call) -> bool:
         """Whether the call's first argument is an in-memory buffer (see the module docstring)."""

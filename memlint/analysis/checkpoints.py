@@ -20,7 +20,9 @@ gathers a full state dict with `offload_to_cpu=True`. Asked as `facts.checkpoint
   its result is read at (`ckpt["net"]`, `ckpt.get("epoch")`, `"model" in ckpt`), the models
   it is loaded into (`net.load_state_dict(ckpt["net"])`), whether those are on the CPU at that
   point (built there, or moved with `.cpu()`, and not moved since), and the objects its keys
-  name (`ckpt["args"]`, `state["cfg"]`).
+  name (`ckpt["args"]`, `state["cfg"]`), or the whole model it is (`model = torch.load(f)`);
+  `under_safe_globals(call)`: the load runs where the program chose what `weights_only` may
+  load (`torch.serialization.safe_globals`, `add_safe_globals`).
 - `matching(load)`: the saves of this module that write what the load reads: the same file
   name, the keys it reads among the keys written, or the state of the same model (by name or
   class). Across modules only the file name is compared (memlint.analysis.project asks
@@ -46,6 +48,8 @@ from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, walk, walk_scope
 
 SAVE = "torch.save"
+_SAFE_GLOBALS = "torch.serialization.safe_globals"
+_ADD_SAFE_GLOBALS = "torch.serialization.add_safe_globals"
 _TO_CPU = re.compile(r"(^|_)to_cpu$")  # fairseq's `utils.move_to_cpu`, `to_cpu`
 _MOVERS = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "requires_grad_"})
 _BUILDERS = frozenset({"instantiate"})  # hydra.utils.instantiate(cfg): a fresh module, on the CPU
@@ -317,6 +321,12 @@ class Checkpoints:
             into_cpu = True if placements and all(p is True for p in placements) else \
                 False if any(p is False for p in placements) else None
             objects = tuple(f"`{key}`" for key in sorted(keys) if _CONFIG.search(key))
+            scope = self.tree.scope_of(call)
+            whole = sorted(name for name in self.apicalls.bound_from(call, follow=False)
+                           if self.receivers.is_model(cst.Name(name)) and any(
+                               b.value is not None and _chain_base(b.value) is call
+                               for b in self.scopes.bindings(scope, name)))
+            objects += tuple(f"the model `{name}`" for name in whole)
             found = Load(call, files, frozenset(keys), frozenset(models), objects, into_cpu)
             self._loads[id(call)] = found
         return found
@@ -350,6 +360,24 @@ class Checkpoints:
         """The saves of this module that write what `load` reads (see the module docstring)."""
         return [save for save in self.saves
                 if load.files & save.files or load.keys and load.keys <= save.keys or load.models & save.models]
+
+    def under_safe_globals(self, call: cst.Call) -> bool:
+        """The load runs where the program chose the classes `weights_only` may load: inside
+        `with torch.serialization.safe_globals([...]):`, or in a module that registers them
+        with `torch.serialization.add_safe_globals(...)`: code written for `weights_only`."""
+        if self._registers_safe_globals:
+            return True
+        for ancestor in self.tree.ancestors(call):
+            if isinstance(ancestor, cst.With) and any(
+                    isinstance(item.item, cst.Call) and self.names.call_name(item.item) == _SAFE_GLOBALS
+                    for item in ancestor.items):
+                return True
+        return False
+
+    @cached_property
+    def _registers_safe_globals(self) -> bool:
+        return any(last_part(dotted_name(call.func)) == "add_safe_globals" and
+                   self.names.call_name(call) == _ADD_SAFE_GLOBALS for call in self.scopes.calls)
 
     # -- where a model is --------------------------------------------------------------------
     def on_cpu(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> Optional[bool]:
