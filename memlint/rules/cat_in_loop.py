@@ -153,7 +153,7 @@ class CatInLoop(Rule):
         if isinstance(loop, cst.While) and growth.name in sources_of(loop.test):
             return  # grown until it is long enough: the loop is about its length
         message = (f"`{growth.name}` is grown by `torch.cat` on every iteration: each one copies everything gathered "
-                   f"so far (O(n²) copying) and holds the old and the new `{growth.name}` at once; ")
+                   f"so far and holds the old and the new `{growth.name}` at once; ")
         if reads and not all(self._periodic(use.node, loop) for use in reads):
             if not steps:
                 return  # read back every iteration outside a step: the growth is how it works

@@ -196,8 +196,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
             return
         where = "CUDA's default dtype" if autocast.dtype is None else "float16"
         message = (f"this loss is computed under float16 autocast ({where}) and backwarded without a GradScaler: "
-                   f"gradients smaller than ~6e-8 become exactly zero (in a measured run 100% of a small layer's "
-                   f"weight gradients); scale the loss with `{self._scaler_class()}`, or autocast to bfloat16")
+                   f"gradients smaller than ~6e-8 (float16's smallest subnormal) become exactly zero; scale the loss with `{self._scaler_class()}`, or autocast to bfloat16")
         self.report(node, message, self._fix(facts, backward, loops) if loops else None)
 
     @staticmethod

@@ -347,6 +347,6 @@ class RetainedOutputs(Rule):
         if moved:
             return (f"{what} keeps CPU copies that still hold the autograd graph (`.cpu()` / "
                     f"`.to()` do not detach), so in this loop without a backward each batch's saved "
-                    f"activations stay on the GPU (233 MB kept in a measured eval loop on an H200): {advice}")
+                    f"activations stay on the GPU: {advice}")
         return (f"{what} keeps a tensor with its autograd graph, so in this loop without a backward every "
                 f"batch's saved activations stay on the GPU until `{container}` is dropped: {advice}")
