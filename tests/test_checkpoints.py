@@ -194,3 +194,23 @@ def test_objects_another_module_saves_into_the_file(tmp_path):
     [outcome] = [o for o in run([str(tmp_path)], config, rules(), Options()) if o.display.endswith("evaluate.py")]
     [finding] = outcome.findings
     assert "holds `cfg`" in finding.message and finding.fix is None
+
+
+def test_plain_dicts_under_any_name_keep_the_weights_only_fix():
+    [finding] = _findings("""\
+        import os
+        import torch
+        model_args = dict(n_layer=12, n_head=12)
+        config = {k: v for k, v in globals().items() if isinstance(v, int)}
+        torch.save({"model": model.state_dict(), "model_args": model_args, "config": config},
+                   os.path.join(out_dir, "ckpt.pt"))
+        checkpoint = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location="cpu")
+        model = GPT(**checkpoint["model_args"])
+        model.load_state_dict(checkpoint["model"])
+        """, "MEM505")
+    assert finding.fix is not None
+
+
+def test_a_state_dict_bound_to_a_model_like_name_is_not_a_whole_model():
+    [finding] = _findings("import torch\nmodel_data = torch.load(path)\nmodel.load_state_dict(model_data)\n", "MEM505")
+    assert finding.fix is not None

@@ -56,6 +56,10 @@ _BUILDERS = frozenset({"instantiate"})  # hydra.utils.instantiate(cfg): a fresh 
 # names of what a checkpoint holds that is not a tensor: parsed arguments, configurations
 _CONFIG = re.compile(r"^(args|opts?|options|cfg|config|conf|hparams|hps|hyperparams|flags|namespace)$"
                      r"|_(args|opts|cfg|config|conf|hparams)$", re.IGNORECASE)
+# keys a loaded checkpoint is read at that name such objects (`ckpt["args"]`: fairseq's Namespace);
+# not `config` or `model_args`, as often plain dicts
+_CONFIG_KEY = re.compile(r"^(args|opts?|cfg|hparams|hps|namespace)$")
+_PLAIN = frozenset({"dict", "vars", "list", "tuple", "OrderedDict"})  # containers weights_only loads
 _FILE = re.compile(r"^[^.].*\.(pt|pth|ckpt|bin|tar|pkl|model|chkpt|th)$", re.IGNORECASE)  # `best.pt`, not `.pt`
 _FOLLOW = 2  # names and call sites followed this far
 
@@ -274,6 +278,9 @@ class Checkpoints:
                 if isinstance(element, cst.DictElement):
                     found += self._objects(element.value, at, depth)
             return found
+        if _plain(expr) or isinstance(expr, cst.Name) and self._bound(expr, at) and all(
+                _plain(value) for value, _ in self._bound(expr, at)):
+            return []  # `model_args = dict(n_layer=12)`: plain, whatever its name
         if self.receivers.is_model(expr) and not isinstance(expr, cst.Call):
             return [f"the model `{dotted_name(expr)}`"]
         dotted = dotted_name(_subscripted(expr))
@@ -320,12 +327,12 @@ class Checkpoints:
                 placements.append(self.on_cpu(receiver, loader))
             into_cpu = True if placements and all(p is True for p in placements) else \
                 False if any(p is False for p in placements) else None
-            objects = tuple(f"`{key}`" for key in sorted(keys) if _CONFIG.search(key))
+            objects = tuple(f"`{key}`" for key in sorted(keys) if _CONFIG_KEY.match(key))
             scope = self.tree.scope_of(call)
-            whole = sorted(name for name in self.apicalls.bound_from(call, follow=False)
-                           if self.receivers.is_model(cst.Name(name)) and any(
-                               b.value is not None and _chain_base(b.value) is call
-                               for b in self.scopes.bindings(scope, name)))
+            whole = [] if loaders else sorted(
+                name for name in self.apicalls.bound_from(call, follow=False)
+                if self.receivers.is_model(cst.Name(name)) and any(
+                    b.value is not None and _chain_base(b.value) is call for b in self.scopes.bindings(scope, name)))
             objects += tuple(f"the model `{name}`" for name in whole)
             found = Load(call, files, frozenset(keys), frozenset(models), objects, into_cpu)
             self._loads[id(call)] = found
@@ -426,6 +433,13 @@ class Checkpoints:
             if name[:1].isupper() or name in _BUILDERS:
                 return True  # a module is built on the CPU
         return None
+
+
+def _plain(expr: cst.BaseExpression) -> bool:
+    """A literal, or a container `weights_only=True` loads (`dict(...)`, `vars(args)`)."""
+    if isinstance(expr, (cst.List, cst.Tuple, cst.ListComp, cst.DictComp, cst.SimpleString, cst.Integer, cst.Float)):
+        return True
+    return isinstance(expr, cst.Call) and last_part(dotted_name(expr.func)) in _PLAIN
 
 
 def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:

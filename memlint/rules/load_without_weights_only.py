@@ -159,7 +159,8 @@ class TorchLoadWithoutWeightsOnly(Rule):
         the project tells: the keys its result is read at, how the project saves it."""
         checkpoints = self.facts.checkpoints
         load = checkpoints.load(call)
-        found = [*load.objects, *(o for save in checkpoints.matching(load) for o in save.objects)]
+        saves = checkpoints.matching(load)  # they know what they write; the keys read only suggest it
+        found = [o for save in saves for o in save.objects] if saves else list(load.objects)
         if load.files:
             found += self.facts.project.saved(load.files)[1]
         return list(dict.fromkeys(found))
