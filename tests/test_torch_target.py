@@ -203,3 +203,14 @@ def test_cli_bad_target_is_a_one_line_error(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         'memlint: error: --target-torch must be a torch version such as "2.1", not \'two\'']
+
+
+@pytest.mark.parametrize("call,target,offered", [
+    ("checkpoint(block, x)", TorchVersion(1, 10), False), ("checkpoint(block, x)", TorchVersion(1, 11), True),
+    ("checkpoint_sequential(blocks, 2, x)", TorchVersion(1, 13), False),
+    ("checkpoint_sequential(blocks, 2, x)", TorchVersion(2, 0), True),
+])
+def test_use_reentrant_exists_from_torch_1_11_and_2_0(call, target, offered):
+    source = f"from torch.utils.checkpoint import checkpoint, checkpoint_sequential\ny = {call}\n"
+    [finding] = check(source, "t.py", [RULES["MEM602"]], target).findings
+    assert (finding.fix is not None) is offered
