@@ -107,7 +107,7 @@ def test_a_deprecated_api_whose_replacement_is_newer_than_the_target_is_not_repo
     findings = check(AMP, "t.py", [rule], TorchVersion(1, 13)).findings
     assert [f.line for f in findings] == [6]  # the GradScaler (torch.amp's since 2.3) is the right spelling on 1.13
     [autocast] = findings
-    assert autocast.fix is not None and autocast.fix.min_torch == TorchVersion(1, 10)
+    assert autocast.fix is not None and autocast.fix.min_torch == TorchVersion(1, 12)
     fixed = fix(AMP, "t.py", [rule], target_torch=TorchVersion(1, 13)).source
     assert "torch.cuda.amp.GradScaler()" in fixed and 'from torch.amp import autocast' in fixed
     assert "torch.amp.GradScaler(\"cuda\")" in fix(AMP, "t.py", [rule], target_torch=TorchVersion(2, 3)).source
@@ -117,6 +117,15 @@ def test_a_deprecated_api_whose_replacement_is_newer_than_the_target_is_not_repo
                                              (TorchVersion(2, 3), [4, 6]), (None, [4, 6])])
 def test_mem402_follows_where_each_replacement_exists(target, reported):
     assert [f.line for f in check(AMP, "t.py", [RULES["MEM402"]], target).findings] == reported
+
+
+def test_torch_amp_autocast_needs_torch_1_12_before_it_torch_autocast_is_named():
+    source = "import torch\nwith torch.cuda.amp.autocast():\n    y = m(x)\n"
+    [old] = check(source, "t.py", [RULES["MEM402"]], TorchVersion(1, 11)).findings
+    assert old.fix is None and "call `torch.autocast(\"cuda\", ...)`" in old.message
+    assert "needs torch >= 1.12, project targets 1.11" in old.message
+    [new] = check(source, "t.py", [RULES["MEM402"]], TorchVersion(1, 12)).findings
+    assert new.fix is not None and "call `torch.amp.autocast(\"cuda\", ...)`" in new.message
 
 
 def test_custom_fwd_needs_torch_2_4():

@@ -22,6 +22,7 @@ from memlint.torch_target import TorchVersion
 
 # API (a module or a name; what it holds counts too) -> the torch release that added it
 SINCE = {
+    "torch.amp.autocast": TorchVersion(1, 12),
     "torch.compile": TorchVersion(2, 0),
     "torch.amp.GradScaler": TorchVersion(2, 3),
     "torch.amp.custom_fwd": TorchVersion(2, 4),

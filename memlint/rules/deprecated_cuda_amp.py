@@ -23,9 +23,12 @@ _POSITIONAL = {
     "custom_bwd": (),
 }
 _DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
-# the torch release whose torch.amp has the replacement
-_SINCE = {"autocast": TorchVersion(1, 10), "GradScaler": TorchVersion(2, 3),
+# the torch release whose torch.amp has the replacement (`torch.amp.autocast`: 1.12, when the
+# `torch.amp` namespace came; the same class was `torch.autocast` from 1.10)
+_SINCE = {"autocast": TorchVersion(1, 12), "GradScaler": TorchVersion(2, 3),
           "custom_fwd": TorchVersion(2, 4), "custom_bwd": TorchVersion(2, 4)}
+# the first release with any replacement: below it nothing can take the old spelling's place
+_REPLACEABLE_SINCE = {**_SINCE, "autocast": TorchVersion(1, 10)}
 _CUDA = '"cuda"'
 
 
@@ -128,7 +131,8 @@ class DeprecatedCudaAmpApi(Rule):
     ## Fix safety
     Safe: the deprecated functions are thin wrappers that call exactly these. The replacement
     must exist on the oldest torch the project supports (`target-torch`): `torch.amp.autocast`
-    since 1.10, `torch.amp.GradScaler` since 2.3, `torch.amp.custom_fwd/custom_bwd` since 2.4.
+    since 1.12 (on 1.10 and 1.11 it is `torch.autocast`: the message names that one, without a
+    fix), `torch.amp.GradScaler` since 2.3, `torch.amp.custom_fwd/custom_bwd` since 2.4.
     An import moved to `torch.amp` needs every name it imports: where one of them is newer than
     the target, the finding has no fix, and says why.
 
@@ -237,7 +241,9 @@ class DeprecatedCudaAmpApi(Rule):
             return
         site, fix = planned
         old = dotted_name(site.reference.node)
-        new = f"torch.amp.{site.api}(device_type=\"cuda\")" if site.api in _DECORATORS else f"torch.amp.{site.api}(\"cuda\", ...)"
+        namespace = "torch" if site.api == "autocast" and self._before(_SINCE["autocast"]) else "torch.amp"
+        new = f"{namespace}.{site.api}(device_type=\"cuda\")" if site.api in _DECORATORS else \
+            f"{namespace}.{site.api}(\"cuda\", ...)"
         qualified = f"{_OLD}.{site.api}"
         what = f"`{old}`" if old == qualified else f"`{old}` ({qualified})"
         self.report(node, f"{what} is deprecated since torch 2.4 (a FutureWarning, shown once for this call "
@@ -277,11 +283,15 @@ class DeprecatedCudaAmpApi(Rule):
                 plan[id(site.node)] = (site, self._fix([edit], [site.api], site))
         return plan
 
+    def _before(self, version: TorchVersion) -> bool:
+        target = self.target_torch
+        return target is not None and target < version
+
     def _replaceable(self, api: str) -> bool:
         """The replacement exists on every torch the project supports: below that the old
         spelling is the only one that runs everywhere, and nothing is to be changed."""
         target = self.target_torch
-        return target is None or target >= _SINCE[api]
+        return target is None or target >= _REPLACEABLE_SINCE[api]
 
     def _compatibility(self, reference: Reference, api: str) -> bool:
         """The old spelling is the fallback of a branch that uses the new one on newer torch:
