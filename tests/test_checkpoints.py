@@ -5,13 +5,12 @@ parsed arguments or a configuration cannot be loaded with `weights_only=True`.""
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import libcst as cst
 import pytest
 
 from memlint.analysis import Facts
-from memlint.engine import check, fix
+from memlint.engine import check
 from memlint.rules import registry
 from tests.test_project import lint, tree
 
