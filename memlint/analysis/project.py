@@ -13,7 +13,9 @@ in its function), and the project answers, from all the summaries, what one modu
 - `lineage(class)`: every ancestor of a class, through the project's modules, down to the
   classes they import (`torch.nn.modules.loss._Loss`, `lightning.LightningModule`), so a
   criterion deriving from the project's own `BaseCriterion` is known to be a module;
-- `function(name)`: what a function of another module does with its arguments (memlint.analysis.summary).
+- `function(name)`: what a function of another module does with its arguments (memlint.analysis.summary);
+- `saved(files)`: how the modules save files of these names (from the CPU or not, with what
+  objects), for a `torch.load` of such a file (memlint.analysis.checkpoints).
 
 Module names come from the files' places: a folder with an `__init__.py` is a package, and the
 first folder up without one is the root the module is imported from (`src/pkg/mod.py` is
@@ -30,6 +32,7 @@ files to lint again once every summary is known, and how the cache keeps a resul
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -174,6 +177,18 @@ class Project:
         target = (root, module, qualified)
         return combine({at_site(kind, self._often_of(caller))
                         for caller, kind in self._incoming_edges().get(target, ()) if caller[:2] != target[:2]})
+
+    def saved(self, files: FrozenSet[str]) -> List[List[str]]:
+        """How the project's modules save files of these names: [where from ("cpu", "gpu"),
+        the objects other than tensors written with them] (memlint.analysis.checkpoints)."""
+        kinds: Set[str] = set()
+        objects: Set[str] = set()
+        for key in sorted(self._modules):
+            for save in self._modules[key].saves:
+                if files.intersection(save.files):
+                    kinds.add("cpu" if save.cpu else "gpu")
+                    objects.update(save.objects)
+        return [sorted(kinds), sorted(objects)]
 
     def _often_of(self, function: Tuple[str, str, str]) -> Optional[str]:
         """How often a function runs per step, from everything the project knows (its name
@@ -342,6 +357,16 @@ class ProjectView:
         return {name: position for name, position in found}  # type: ignore[union-attr, misc]
 
 
+    def saved(self, files: Iterable[str]) -> Tuple[List[str], List[str]]:
+        """Where the project saves files of these names from, and what objects it writes into
+        them (Project.saved). Alone, a module cannot know that no other one saves the file
+        from the CPU: it answers that one does, which keeps MEM502 from reporting."""
+        names = sorted(set(files))
+        found = self._ask(f"saved {json.dumps(names, separators=(',', ':'))}",
+                          lambda p: p.saved(frozenset(names)), [[], []], [["cpu"], []])
+        return found[0], found[1]  # type: ignore[index]
+
+
 _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "often": ProjectView.external_often,
     "module": ProjectView.is_module,
@@ -351,6 +376,7 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "returns-output": lambda view, dotted: view.returns(dotted, False),
     "keeps-graph": lambda view, dotted: view.keeps(dotted, True),
     "keeps-output": lambda view, dotted: view.keeps(dotted, False),
+    "saved": lambda view, files: view.saved(json.loads(files)),
 }
 
 

@@ -289,7 +289,7 @@ class CpuTensorThenMove(Rule):
                       f"make the index on `{owner}`'s device: `device={owner}.device`")
             self.report(call, (
                 f"`{show(call)}` is made on the CPU to index `{owner}`: when `{owner}` is on the GPU the "
-                f"index is copied there each time this runs; make it there with `device={owner}.device`"), fix)
+                f"index is copied there; make it there with `device={owner}.device`"), fix)
 
     @staticmethod
     def _message(factory: Optional[str], move: Move) -> str:
@@ -297,15 +297,15 @@ class CpuTensorThenMove(Rule):
         if factory is None:
             return (f"this tensor is computed on the CPU from torch factories and then copied to the device by "
                     f"{target}: put `device=` on the factories so it is made there")
-        random = (" (the host's random generator is slow, too; keep it only if the numbers must match the "
-                  "CPU's stream)") if factory in RANDOM_FACTORIES else ""
+        random = (" (keep it only if the numbers must match the CPU generator's stream)"
+                  if factory in RANDOM_FACTORIES else "")
         return (f"`{factory}` makes the tensor on the CPU and {target} copies it to the device, which the host "
                 f"waits for{random}; make it there with `device=`")
 
     @staticmethod
     def _helper_message(helper: cst.FunctionDef) -> str:
         return (f"`{helper.name.value}` builds its tensor on the CPU from torch factories, and here it is copied "
-                f"to the device each time; give `{helper.name.value}` a `device` and make it there with `device=`")
+                f"to the device; give `{helper.name.value}` a `device` and make it there with `device=`")
 
     def _fix(self, node: cst.Call, core: cst.Call, factory: str, move: Move,
              casts: List[cst.Call]) -> Optional[Fix]:
