@@ -32,13 +32,14 @@ def summary(outcomes: Sequence[FileOutcome], unsafe: bool, fixing: bool) -> List
     remaining = [f for o in outcomes for f in o.findings]
     fixed = sum(len(o.fixed) for o in outcomes)
     failed = sum(1 for o in outcomes if o.error is not None)
-    if failed:
-        return [f"Found {_plural(len(remaining), 'error')}; "
-                f"{_plural(failed, 'path')} could not be checked."]
-    if not remaining and not fixed:
+    if not remaining and not fixed and not failed:
         return ["All checks passed!"]
+    unchecked = f"; {_plural(failed, 'path')} could not be checked." if failed else "."
     if fixing:
-        return [f"Found {_plural(len(remaining) + fixed, 'error')} ({fixed} fixed, {len(remaining)} remaining)."]
+        return [f"Found {_plural(len(remaining) + fixed, 'error')} ({fixed} fixed, {len(remaining)} remaining)"
+                + unchecked]
+    if failed:
+        return [f"Found {_plural(len(remaining), 'error')}{unchecked}"]
     lines = [f"Found {_plural(len(remaining), 'error')}."]
     fixable = sum(1 for f in remaining if fix_allowed(f.fix, unsafe))
     hidden = sum(1 for f in remaining if f.fix is not None and f.fix.safety is Safety.UNSAFE and not unsafe)
