@@ -183,7 +183,17 @@ def compiles(source: str, path: str) -> None:
         where = f" (line {error.lineno}, column {error.offset})" if error.lineno else ""
         raise SourceError(f"cannot parse as {SYNTAX}: {error.msg}{where}") from None
     except (ValueError, RecursionError, MemoryError) as error:
-        raise SourceError(f"cannot parse as {SYNTAX}: {error or 'nesting too deep'}") from None
+        raise SourceError(f"cannot parse as {SYNTAX}: {why_not_compiled(error)}") from None
+
+
+def why_not_compiled(error: Exception) -> str:
+    """The reason, in one line, for an error that compile() or ast.parse() raise besides SyntaxError
+    (a MemoryError says nothing of itself)."""
+    if isinstance(error, MemoryError):
+        return "out of memory (the file is too large or nested too deep)"
+    if isinstance(error, RecursionError):
+        return "nesting too deep"
+    return str(error) or type(error).__name__
 
 
 _VALIDATES_ONLY = cst.CSTNode.__post_init__.__code__.co_names == ("_validate",)

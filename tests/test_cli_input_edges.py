@@ -23,3 +23,14 @@ def test_the_summary_keeps_the_fixed_count_when_a_path_fails(tmp_path):
     assert result.stdout.splitlines()[-1] == "Found 1 error (1 fixed, 0 remaining); 1 path could not be checked."
 
 
+def test_out_of_memory_while_compiling_says_why(tmp_path, monkeypatch):
+    from memlint import engine
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(engine, "compile", no_memory, raising=False)
+    with pytest.raises(engine.SourceError) as error:
+        engine.compiles("x = 1\n", "x.py")
+    assert str(error.value).startswith(f"cannot parse as {engine.SYNTAX}: out of memory")
+    assert os.linesep not in str(error.value)
