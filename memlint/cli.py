@@ -133,6 +133,8 @@ def _check(argv: Sequence[str]) -> int:
             print(f"{outcome.display}: error: {outcome.error}", file=sys.stderr)
         if outcome.warning is not None:
             print(f"{outcome.display}: warning: {outcome.warning}, skipped", file=sys.stderr)
+        for line, note in outcome.notes:
+            print(f"{outcome.display}:{line}: warning: {note}", file=sys.stderr)
     if args.output_format == "json":
         print(json_report.render(outcomes))
     elif args.output_format == "sarif":

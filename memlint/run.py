@@ -22,6 +22,7 @@ from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.profile import Timer
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
+from memlint.suppressions import unknown_codes
 from memlint.torch_target import DeclaredTargets, TorchVersion
 
 
@@ -47,6 +48,7 @@ class FileOutcome:
     fix_diffs: List[Optional[str]] = field(default_factory=list)  # aligned with findings
     error: Optional[str] = None
     warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
+    notes: List[Tuple[int, str]] = field(default_factory=list)  # (line, warning) about the file's text
     notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
 
@@ -218,12 +220,15 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Opt
     except UnreadableFile as error:
         return FileOutcome(display, error=str(error)), None
     read_seconds = time.perf_counter() - started
+    notes = [(line, f"`# noqa` names {code}, which is no memlint rule")
+             for line, code in unknown_codes(source.text)]
     task = _Task(path, display, tuple(rules), source, options, target)
     cached = None
     if options.cache is not None:
         entry = options.cache.get(path, task.rules, target, source.text)
         cached = None if entry is None else _cached(entry, display, options)
     outcome = cached or FileOutcome(display)
+    outcome.notes = notes
     if options.profile:
         outcome.seconds = {"read": read_seconds}
         if options.cache is not None:
@@ -268,5 +273,6 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
     for (index, _), outcome in zip(tasks, linted):
         for phase, seconds in outcomes[index].seconds.items():  # reading and the cache look-up
             outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
+        outcome.notes = outcomes[index].notes
         outcomes[index] = outcome
     return outcomes

@@ -23,6 +23,17 @@ def test_the_summary_keeps_the_fixed_count_when_a_path_fails(tmp_path):
     assert result.stdout.splitlines()[-1] == "Found 1 error (1 fixed, 0 remaining); 1 path could not be checked."
 
 
+def test_noqa_naming_an_unknown_memlint_code_is_a_warning(tmp_path):
+    source = BAD.replace("torch.randn(n, n)", "torch.randn(n, n)  # noqa: MEM999, E501")
+    write(tmp_path, "train.py", source)
+    result = memlint(tmp_path, "train.py")
+    assert result.returncode == 1  # MEM999 hides nothing: MEM101 is still reported
+    assert "train.py:4:5: MEM101" in result.stdout
+    assert result.stderr.splitlines() == ["train.py:4: warning: `# noqa` names MEM999, which is no memlint rule"]
+    again = memlint(tmp_path, "train.py")  # from the cache: the warning stays
+    assert again.stderr == result.stderr
+
+
 def test_out_of_memory_while_compiling_says_why(tmp_path, monkeypatch):
     from memlint import engine
 
