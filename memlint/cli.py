@@ -62,7 +62,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="text (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)")
     parser.add_argument("--statistics", action="store_true", help="count findings per rule")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
-    parser.add_argument("--config", type=Path, help="read [tool.memlint] from this pyproject.toml")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="the configuration for every file: a memlint.toml (keys at the top level) or a "
+                             "pyproject.toml's [tool.memlint] (default: the closest one above each file)")
+    parser.add_argument("--show-settings", type=Path, metavar="FILE",
+                        help="print the settings that apply to FILE and where they come from, and exit")
     parser.add_argument("--force-exclude", action="store_true",
                         help="apply `exclude` to files named on the command line too (for pre-commit)")
     parser.add_argument("--target-torch", metavar="VERSION",
@@ -94,36 +98,41 @@ def _check(argv: Sequence[str]) -> int:
     from memlint.report import json as json_report
     from memlint.report import text
     from memlint.report import github, sarif
+    from memlint.report import settings as settings_report
     from memlint.rules import registry
     from memlint.run import Options, run
 
     args = _parser().parse_args(argv)
     rules = registry()
     try:
-        config = config_module.load(Path.cwd(), rules, args.config)
-        selection = config.selection
-        if args.select is not None:
-            selection.select = args.select
-        selection.extend_select += args.extend_select
-        selection.ignore += args.ignore
-        selection.rules(rules)  # report a bad selector before any work
-        if args.target_torch is not None:
-            config.target_torch = config_module.target_torch(args.target_torch, "--target-torch")
+        overrides = config_module.Overrides(
+            select=args.select, extend_select=args.extend_select, ignore=args.ignore,
+            unsafe_fixes=args.unsafe_fixes, file_timeout=args.file_timeout,
+            target_torch=None if args.target_torch is None
+            else config_module.target_torch(args.target_torch, "--target-torch"))
+        configs = config_module.Configurations(Path.cwd(), rules, args.config, overrides)
+        config = configs.root
+        config.selection.rules(rules)  # report a bad selector before any work
+        if args.show_settings is not None:
+            print("\n".join(settings_report.describe(args.show_settings, configs, rules)))
+            return EXIT_CLEAN
     except config_module.ConfigError as error:
         return _error(str(error))
-    unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
+    unsafe = config.unsafe_fixes
     jobs = args.jobs or cpu_count()
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
                       fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude,
                       jobs=jobs, cache=None if args.no_cache else open_cache(config, args.cache_dir),
-                      profile=args.profile,
-                      file_timeout=config.file_timeout if args.file_timeout is None else args.file_timeout)
-    for warning in config.warnings:
-        print(f"memlint: warning: {warning}", file=sys.stderr)
+                      profile=args.profile, file_timeout=config.file_timeout)
     notices: List[str] = []
     started = time.perf_counter()
-    outcomes = run(args.paths, config, rules, options, notices)
+    try:
+        outcomes = run(args.paths, configs, rules, options, notices)
+    except config_module.ConfigError as error:  # a configuration met on the way
+        return _error(str(error))
     wall = time.perf_counter() - started
+    for warning in configs.warnings:
+        print(f"memlint: warning: {warning}", file=sys.stderr)
     if args.jobs is not None:  # asked for: say why it could not be had
         for notice in notices:
             print(f"memlint: warning: {notice}", file=sys.stderr)

@@ -21,7 +21,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import pathspec
 
-from memlint.config import Config, location
+from memlint.config import AnyConfig, location
 
 SKIPPED_FOLDERS = frozenset({
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__",
@@ -107,7 +107,7 @@ def _source_file(entry: os.DirEntry, root: str) -> Union[Path, BadPath, None]:
         return BadPath(path, _reason(path, error), warning=error.errno in (errno.ENOENT, errno.ELOOP))
 
 
-def _walk(root: Path, config: Config) -> Iterator[Union[Path, BadPath]]:
+def _walk(root: Path, config: AnyConfig) -> Iterator[Union[Path, BadPath]]:
     real_root = os.path.realpath(root)
     ignores = _parent_ignores(root)
     own = _gitignore(root)
@@ -137,7 +137,7 @@ def _walk(root: Path, config: Config) -> Iterator[Union[Path, BadPath]]:
         stack.extend(reversed(subfolders))
 
 
-def discover(paths: Sequence[str], config: Config, force_exclude: bool = False
+def discover(paths: Sequence[str], config: AnyConfig, force_exclude: bool = False
              ) -> Iterator[Union[Path, BadPath]]:
     """The files to lint; with `force_exclude`, `exclude` applies to files named on the command
     line too (pre-commit names every staged file)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 from memlint.cache import Cache, Entry
-from memlint.config import Config
+from memlint.config import AnyConfig
 from memlint.engine import SourceError, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
@@ -23,7 +23,7 @@ from memlint.profile import Timer
 from memlint.rule import Rule
 from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
 from memlint.suppressions import unknown_codes
-from memlint.torch_target import DeclaredTargets, TorchVersion
+from memlint.torch_target import TorchVersion
 
 
 @dataclass
@@ -245,14 +245,14 @@ def _size(task: _Task) -> int:
     return len(task.source.text)
 
 
-def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]],
+def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rule]],
         options: Options, notices: Optional[List[str]] = None) -> List[FileOutcome]:
     """Lint (or fix) every file under `paths`, in discovery order whatever the number of jobs;
-    selection errors raise ConfigError before any work. Each file's fixes are held to the
-    configured `target-torch`, else to its project's declared one. `notices` gets one-line
-    warnings about the run itself (processes that could not be started)."""
-    base_rules = config.selection.rules(registry)
-    declared = DeclaredTargets(config.root if config.source is not None else None)
+    each file with its own configuration (`config.for_file`: memlint.config.Configurations), so
+    selection and configuration errors raise ConfigError before any file is linted. Each
+    file's fixes are held to the configured `target-torch`, else to its project's declared
+    one. `notices` gets one-line warnings about the run itself (processes that could not be
+    started)."""
     outcomes: List[FileOutcome] = []
     tasks: List[Tuple[int, _Task]] = []
     for item in discover(paths, config, options.force_exclude):
@@ -261,9 +261,9 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
             outcomes.append(FileOutcome(display, warning=item.message) if item.warning
                             else FileOutcome(display, error=item.message))
             continue
-        ignored = config.ignored_codes(item)
-        rules = config.selection.rules(registry, ignored) if ignored else base_rules
-        target = config.target_torch if config.target_torch is not None else declared.for_file(item)
+        file_config = config.for_file(item)
+        rules = file_config.rules_for(item, registry)
+        target = file_config.target_for(item)
         outcome, task = _prepare(item, display_path(item), rules, options, target)
         if task is not None:
             tasks.append((len(outcomes), task))

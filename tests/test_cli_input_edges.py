@@ -15,12 +15,49 @@ from test_files_and_writes import unprivileged  # noqa: F401  (a fixture)
 DEEP = "[" * 5000
 
 
+def test_a_memlint_table_nested_too_deep_is_a_one_line_error(tmp_path):
+    write(tmp_path, "pyproject.toml", f"[tool.memlint]\nselect = {DEEP}\n")
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "train.py")
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("memlint: error: ") and "pyproject.toml: cannot read: nested too deep" in line
+
+
+def test_a_pyproject_of_another_tool_nested_too_deep_is_skipped_with_a_warning(tmp_path):
+    # it names torch, so the target-torch reader opens it too
+    write(tmp_path, "pyproject.toml", f'[project]\ndependencies = ["torch>=2.1"]\nx = {DEEP}\n')
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "train.py")
+    assert result.returncode == 1, result.stderr
+    assert "train.py:4:5: MEM101" in result.stdout
+    [line] = result.stderr.splitlines()
+    assert line.startswith("memlint: warning: ") and "nested too deep" in line
+
+
+def test_a_config_file_named_with_config_nested_too_deep_is_a_one_line_error(tmp_path):
+    write(tmp_path, "settings.toml", f"select = {DEEP}\n")
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "--config", "settings.toml", "train.py")
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "nested too deep" in result.stderr
+
+
 def test_the_summary_keeps_the_fixed_count_when_a_path_fails(tmp_path):
     write(tmp_path, "a.py", BAD)
     write(tmp_path, "broken.py", "def broken(:\n")
     result = memlint(tmp_path, "--fix", "a.py", "broken.py")
     assert result.returncode == 2
     assert result.stdout.splitlines()[-1] == "Found 1 error (1 fixed, 0 remaining); 1 path could not be checked."
+
+
+def test_lowercase_codes_in_the_configuration_are_accepted_as_on_the_command_line(tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.memlint]\nselect = ["mem101"]\nper-file-ignores = {"t_*.py" = ["mem1"]}\n')
+    write(tmp_path, "train.py", BAD)
+    write(tmp_path, "t_x.py", BAD)
+    result = memlint(tmp_path, ".", opt_in=False)
+    assert result.returncode == 1, result.stderr
+    assert "train.py:4:5: MEM101" in result.stdout and "t_x.py" not in result.stdout
 
 
 def test_noqa_naming_an_unknown_memlint_code_is_a_warning(tmp_path):
