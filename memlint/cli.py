@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
                "Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
     )
     parser.add_argument("--version", action="version", version=f"memlint {__version__}")
-    parser.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
+    parser.add_argument("paths", nargs="*", help="files or folders (default: .)")
     parser.add_argument("--fix", action="store_true", help="apply safe fixes and write them")
     parser.add_argument("--unsafe-fixes", action="store_true", default=None,
                         help="also apply (or offer) fixes that may change behaviour")
@@ -123,11 +123,11 @@ def _check(argv: Sequence[str]) -> int:
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
                       fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude,
                       jobs=jobs, cache=None if args.no_cache else open_cache(config, args.cache_dir),
-                      profile=args.profile, file_timeout=config.file_timeout)
+                      profile=args.profile, file_timeout=config.file_timeout, require_files=bool(args.paths))
     notices: List[str] = []
     started = time.perf_counter()
     try:
-        outcomes = run(args.paths, configs, rules, options, notices)
+        outcomes = run(args.paths or ["."], configs, rules, options, notices)
     except config_module.ConfigError as error:  # a configuration met on the way
         return _error(str(error))
     wall = time.perf_counter() - started
@@ -137,11 +137,13 @@ def _check(argv: Sequence[str]) -> int:
         for notice in notices:
             print(f"memlint: warning: {notice}", file=sys.stderr)
 
+    if not outcomes and not args.paths:  # none named, and none found under the working folder
+        print("memlint: warning: no Python file found under .", file=sys.stderr)
     for outcome in outcomes:
         if outcome.error is not None:
             print(f"{outcome.display}: error: {outcome.error}", file=sys.stderr)
         if outcome.warning is not None:
-            print(f"{outcome.display}: warning: {outcome.warning}, skipped", file=sys.stderr)
+            print(f"{outcome.display}: warning: {outcome.warning}", file=sys.stderr)
         for line, note in outcome.notes:
             print(f"{outcome.display}:{line}: warning: {note}", file=sys.stderr)
     if args.output_format == "json":
@@ -162,7 +164,7 @@ def _check(argv: Sequence[str]) -> int:
     else:
         lines = (text.statistics(outcomes, rules, unsafe) if args.statistics
                  else text.findings(outcomes, unsafe))
-        lines += text.summary(outcomes, unsafe, fixing=options.fix)
+        lines += text.summary(outcomes, unsafe, fixing=options.fix) if outcomes or args.paths else []
         print("\n".join(lines))
 
     if args.profile:

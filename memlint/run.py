@@ -37,6 +37,7 @@ class Options:
     cache: Optional[Cache] = None  # results of earlier runs; None: lint every file
     profile: bool = False  # time each phase, rule and fact
     file_timeout: float = 0.0  # seconds of CPU time a file may take (0: no limit)
+    require_files: bool = True  # the paths were named: a folder without a Python file is an error
 
 
 @dataclass
@@ -47,7 +48,7 @@ class FileOutcome:
     diff: str = ""  # --diff: the whole file's change
     fix_diffs: List[Optional[str]] = field(default_factory=list)  # aligned with findings
     error: Optional[str] = None
-    warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
+    warning: Optional[str] = None  # one line that fails nothing (a broken link in a folder, skipped)
     notes: List[Tuple[int, str]] = field(default_factory=list)  # (line, warning) about the file's text
     notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
@@ -255,7 +256,7 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     started)."""
     outcomes: List[FileOutcome] = []
     tasks: List[Tuple[int, _Task]] = []
-    for item in discover(paths, config, options.force_exclude):
+    for item in discover(paths, config, options.force_exclude, options.require_files):
         if isinstance(item, BadPath):
             display = display_path(item.path)
             outcomes.append(FileOutcome(display, warning=item.message) if item.warning

@@ -43,6 +43,42 @@ def test_a_config_file_named_with_config_nested_too_deep_is_a_one_line_error(tmp
     assert len(result.stderr.splitlines()) == 1 and "nested too deep" in result.stderr
 
 
+def test_an_empty_folder_named_on_the_command_line_is_an_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "empty", "train.py")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["empty: error: no Python file found"]
+    assert "train.py:4:5: MEM101" in result.stdout
+
+
+def test_a_folder_all_gitignored_by_a_parent_is_an_error_not_a_pass(tmp_path):
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".gitignore", "generated/\n*.py\n")
+    write(tmp_path, "generated/train.py", BAD)
+    write(tmp_path, "src/train.py", BAD)
+    result = memlint(tmp_path / "src", ".")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        ".: error: no Python file found (all are ignored by .gitignore or `exclude`)"]
+    assert "All checks passed!" not in result.stdout
+
+
+def test_no_path_given_and_nothing_to_lint_says_so_and_passes(tmp_path):
+    result = memlint(tmp_path)
+    assert result.returncode == 0
+    assert result.stderr.splitlines() == ["memlint: warning: no Python file found under ."]
+    assert "All checks passed!" not in result.stdout
+
+
+def test_a_file_pre_commit_names_that_exclude_skips_is_no_error(tmp_path):
+    write(tmp_path, "pyproject.toml", '[tool.memlint]\nexclude = ["legacy/"]\n')
+    write(tmp_path, "legacy/old.py", BAD)
+    result = memlint(tmp_path, "--force-exclude", "legacy/old.py")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+
+
 def test_the_summary_keeps_the_fixed_count_when_a_path_fails(tmp_path):
     write(tmp_path, "a.py", BAD)
     write(tmp_path, "broken.py", "def broken(:\n")
@@ -69,6 +105,27 @@ def test_noqa_naming_an_unknown_memlint_code_is_a_warning(tmp_path):
     assert result.stderr.splitlines() == ["train.py:4: warning: `# noqa` names MEM999, which is no memlint rule"]
     again = memlint(tmp_path, "train.py")  # from the cache: the warning stays
     assert again.stderr == result.stderr
+
+
+def test_a_gitignore_that_is_not_a_file_is_a_warning(tmp_path):
+    (tmp_path / "src" / ".gitignore").mkdir(parents=True)
+    write(tmp_path, "src/train.py", BAD)
+    result = memlint(tmp_path, "src")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "src/.gitignore: warning: cannot read: is a directory; its patterns are not applied"]
+
+
+def test_an_unreadable_gitignore_is_a_warning(unprivileged):  # noqa: F811
+    top = unprivileged.folder
+    ignore = write(top, "src/.gitignore", "scratch.py\n")
+    train = write(top, "src/train.py", BAD)
+    unprivileged.own(top / "src", ignore, train)
+    ignore.chmod(0)
+    result = unprivileged.memlint("src")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "src/.gitignore: warning: cannot read: permission denied; its patterns are not applied"]
 
 
 def test_out_of_memory_while_compiling_says_why(tmp_path, monkeypatch):
