@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from memlint import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-COMMANDS = ("check", "rules", "explain", "verify")
 
 
 def _codes(value: str) -> List[str]:
-    return [part.strip().upper() for part in value.split(",") if part.strip()]
+    codes = [part.strip().upper() for part in value.split(",") if part.strip()]
+    if not codes:  # `--select ,` would otherwise run no rule and pass
+        raise argparse.ArgumentTypeError("no rule code given")
+    return codes
 
 
 def _jobs(value: str) -> int:
@@ -102,7 +105,7 @@ def _check(argv: Sequence[str]) -> int:
     from memlint.rules import registry
     from memlint.run import Options, run
 
-    args = _parser().parse_args(argv)
+    args = _parser().parse_intermixed_args(argv)  # paths and options in any order
     rules = registry()
     try:
         overrides = config_module.Overrides(
@@ -208,12 +211,20 @@ def _verify_command(argv: Sequence[str]) -> int:
     return verify_main(list(argv))
 
 
+COMMANDS = {"check": _check, "rules": _rules_command, "explain": _explain_command, "verify": _verify_command}
+
+
+def _command(argv: List[str]) -> Tuple[Callable[[Sequence[str]], int], List[str]]:
+    """The command the arguments ask for, and its own arguments. A first argument that names
+    an existing file or folder is a path to check, even when a command has its name."""
+    if argv and argv[0] in COMMANDS and not os.path.lexists(argv[0]):
+        return COMMANDS[argv[0]], argv[1:]
+    return _check, argv
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv and argv[0] in COMMANDS else "check"
-    rest = argv[1:] if argv and argv[0] in COMMANDS else argv
-    handler = {"check": _check, "rules": _rules_command, "explain": _explain_command,
-               "verify": _verify_command}[command]
+    handler, rest = _command(argv)
     for stream in (sys.stdout, sys.stderr):  # a file name in no encoding is printed as its bytes
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")

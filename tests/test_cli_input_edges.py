@@ -15,6 +15,7 @@ from test_files_and_writes import unprivileged  # noqa: F401  (a fixture)
 DEEP = "[" * 5000
 
 
+# -- configuration nested too deep ---------------------------------------------------------
 def test_a_memlint_table_nested_too_deep_is_a_one_line_error(tmp_path):
     write(tmp_path, "pyproject.toml", f"[tool.memlint]\nselect = {DEEP}\n")
     write(tmp_path, "train.py", BAD)
@@ -43,6 +44,7 @@ def test_a_config_file_named_with_config_nested_too_deep_is_a_one_line_error(tmp
     assert len(result.stderr.splitlines()) == 1 and "nested too deep" in result.stderr
 
 
+# -- paths that hold no Python file ---------------------------------------------------------
 def test_an_empty_folder_named_on_the_command_line_is_an_error(tmp_path):
     (tmp_path / "empty").mkdir()
     write(tmp_path, "train.py", BAD)
@@ -79,12 +81,38 @@ def test_a_file_pre_commit_names_that_exclude_skips_is_no_error(tmp_path):
     assert result.stderr == ""
 
 
+# -- a folder named like a command ------------------------------------------------------------
+@pytest.mark.parametrize("name", ["rules", "explain", "verify", "check"])
+def test_a_path_that_exists_wins_over_a_command_of_its_name(tmp_path, name):
+    write(tmp_path, f"{name}/train.py", BAD)
+    result = memlint(tmp_path, name, "--extend-select", "MEM101", opt_in=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"{name}/train.py:4:5: MEM101" in result.stdout
+    checked = memlint(tmp_path, "check", name)
+    assert checked.returncode == 1 and f"{name}/train.py:4:5: MEM101" in checked.stdout
+
+
+def test_commands_work_where_no_path_has_their_name(tmp_path):
+    result = memlint(tmp_path, "rules")
+    assert result.returncode == 0 and "| MEM101 | tensor-alloc-in-loop |" in result.stdout
+
+
+# -- the summary after --fix with a failing path ----------------------------------------------
 def test_the_summary_keeps_the_fixed_count_when_a_path_fails(tmp_path):
     write(tmp_path, "a.py", BAD)
     write(tmp_path, "broken.py", "def broken(:\n")
     result = memlint(tmp_path, "--fix", "a.py", "broken.py")
     assert result.returncode == 2
     assert result.stdout.splitlines()[-1] == "Found 1 error (1 fixed, 0 remaining); 1 path could not be checked."
+
+
+# -- selections, codes and ignore files ------------------------------------------------------
+@pytest.mark.parametrize("value", [",", "", " , "])
+def test_an_empty_selection_is_a_usage_error(tmp_path, value):
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "--select", value, "train.py")
+    assert result.returncode == 2
+    assert "--select: no rule code given" in result.stderr
 
 
 def test_lowercase_codes_in_the_configuration_are_accepted_as_on_the_command_line(tmp_path):
