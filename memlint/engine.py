@@ -84,9 +84,11 @@ class FileContext:
         return self.module
 
     def report(self, rule: Rule, node: cst.CSTNode, message: str, fix: Optional[Fix]) -> None:
-        """Record a finding; a fix that needs a newer torch than the target is not offered, and
-        the message says so."""
+        """Record a finding, its message on one line; a fix that needs a newer torch than the
+        target is not offered, and the message says so."""
         target = self.target_torch
+        if "\n" in message or "\r" in message:  # one line per finding, whatever code a message quotes
+            message = " ".join(part.strip() for part in message.splitlines() if part.strip())
         if fix is not None and fix.min_torch is not None and target is not None and target < fix.min_torch:
             message = f"{message} (fix not offered: needs torch >= {fix.min_torch}, project targets {target})"
             fix = None

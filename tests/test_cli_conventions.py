@@ -1,0 +1,85 @@
+"""What users of ruff and flake8 reach for, through the command line as they run it: one line
+per finding, counts that agree between `memlint` and `memlint --fix`, notebooks left alone when
+a cell does not parse, SARIF and GitHub paths from the repository's root, statistics as JSON,
+and the usual options (-o, -q, --show-fixes, --color, -V, `explain` by name)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from test_cli import BAD, REPO, memlint, write
+
+MULTILINE = textwrap.dedent("""\
+    import torch
+
+
+    def evaluate(model, loader):
+        total = 0
+        for x in loader:
+            total += (model(x).sum()  # noqa: E501
+                      * 2)
+        return total
+""")
+EVALUATE = textwrap.dedent("""\
+    import torch
+
+
+    def evaluate(model, loader):
+        model.eval()
+        outs = []
+        total = 0
+        for x, y in loader:
+            out = model(x)
+            loss = torch.nn.functional.cross_entropy(out, y)
+            outs.append(out)
+            total += loss
+        return total / len(loader)
+""")
+TRAIN = textwrap.dedent("""\
+    import torch
+
+    model = torch.nn.Linear(4, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in data:
+        loss = model(x).sum()
+        loss.backward()
+        optimizer.step()
+""")
+_FINDING = re.compile(r"^[^:]+:(cell \d+:)?\d+:\d+: MEM\d{3} ")
+
+
+def test_a_message_quoting_code_over_several_lines_is_one_line(tmp_path):
+    write(tmp_path, "evaluate.py", MULTILINE)
+    result = memlint(tmp_path, "evaluate.py", opt_in=False)
+    lines = result.stdout.splitlines()
+    assert "evaluate.py:7:9: MEM201" in result.stdout
+    assert all(_FINDING.match(line) for line in lines[:-2]), lines  # then the summary's two lines
+    mem201 = next(line for line in lines if " MEM201 " in line)
+    assert "noqa" not in mem201 and "#" not in mem201  # the quoted code without its comment
+    assert "`(model(x).sum() * 2).detach()`" in mem201
+    for item in json.loads(memlint(tmp_path, "--output-format", "json", "evaluate.py").stdout):
+        assert "\n" not in item["message"]
+
+
+def test_every_message_is_one_line_whatever_a_rule_writes():
+    from memlint.engine import check
+    from memlint.rule import Rule
+
+    class Quoting(Rule):
+        CODE, NAME, MESSAGE = "MEM999", "quoting", "unused"
+
+        def visit_Call(self, node):
+            self.report(node, "calls `f(\n    1,\r\n)` here")
+
+    [finding] = check("import torch\nf(\n    1,\n)\n", "x.py", [Quoting]).findings
+    assert finding.message == "calls `f( 1, )` here"
+
+
