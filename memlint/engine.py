@@ -11,6 +11,7 @@ import difflib
 import io
 import sys
 import warnings
+from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -422,10 +423,28 @@ def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool =
             new_source = apply_fixes(checked, [f.fix for f in chosen], path)  # type: ignore[misc]
         if new_source == checked.source:
             break
+        along = _fixed_along(checked, chosen)
         applied.extend(chosen)
-        applied.extend(_fixed_along(checked, chosen))
+        applied.extend(along)
+        settled = {id(f) for f in (*chosen, *along)}
+        left = [f for f in checked.findings if id(f) not in settled]
         checked = check(new_source, path, rule_types, target_torch, timer)
+        applied.extend(_gone(left, checked.findings))
     return FixResult(checked.source, applied, checked.findings)
+
+
+def _gone(before: Sequence[Finding], after: Sequence[Finding]) -> List[Finding]:
+    """Findings a round left alone that are gone once its fixes are made (MEM201 and MEM202
+    inside the `no_grad` block MEM203's fix adds): the fixes removed them, so they count as
+    fixed, and `memlint` and `memlint --fix` count alike. Matched by code, as lines move."""
+    still = Counter(f.code for f in after)
+    gone = []
+    for finding in before:
+        if still[finding.code]:
+            still[finding.code] -= 1
+        else:
+            gone.append(finding)
+    return gone
 
 
 def fix_diff(checked: Checked, finding: Finding, path: str, timer: Optional[Timer] = None) -> str:

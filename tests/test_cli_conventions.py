@@ -83,3 +83,14 @@ def test_every_message_is_one_line_whatever_a_rule_writes():
     assert finding.message == "calls `f( 1, )` here"
 
 
+def test_findings_a_fix_makes_vanish_are_counted_as_fixed(tmp_path):
+    path = write(tmp_path, "evaluate.py", EVALUATE)
+    lint = memlint(tmp_path, "evaluate.py", opt_in=False)
+    assert "Found 3 errors." in lint.stdout  # MEM203, MEM202, MEM201
+    diff = memlint(tmp_path, "--diff", "evaluate.py", opt_in=False)
+    assert "Would fix 3 errors (0 remaining)." in diff.stderr
+    fixed = memlint(tmp_path, "--fix", "evaluate.py", opt_in=False)
+    assert fixed.stdout.splitlines()[-1] == "Found 3 errors (3 fixed, 0 remaining)."
+    assert "with torch.no_grad():" in path.read_text()
+
+
