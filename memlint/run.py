@@ -76,7 +76,7 @@ def _write_back(path: Path, text: SourceText, outcome: FileOutcome) -> bool:
 def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
                 options: Options, target: Optional[TorchVersion]) -> FileOutcome:
     outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
-    if options.fix or options.diff:
+    if (options.fix or options.diff) and not notebook.problems:  # a cell that does not parse: left alone
         result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target)
         fixed = notebook.updated(result.source)
         outcome.findings = [fixed.locate(f).detached() for f in result.remaining]

@@ -94,3 +94,22 @@ def test_findings_a_fix_makes_vanish_are_counted_as_fixed(tmp_path):
     assert "with torch.no_grad():" in path.read_text()
 
 
+# -- 8: a notebook with a cell that does not parse ------------------------------------------
+def _notebook(*sources: str) -> str:
+    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+              "source": source.splitlines(keepends=True)} for source in sources]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n"
+
+
+def test_fix_leaves_a_notebook_alone_when_one_of_its_cells_does_not_parse(tmp_path):
+    text = _notebook(BAD, "def broken(:\n    pass\n")
+    path = write(tmp_path, "study.ipynb", text)
+    result = memlint(tmp_path, "--fix", "study.ipynb")
+    assert result.returncode == 2
+    assert path.read_text() == text
+    assert "study.ipynb: error: cell 2: cannot parse" in result.stderr
+    assert "study.ipynb:cell 1:4:5: MEM101" in result.stdout  # still reported, not fixed
+    diff = memlint(tmp_path, "--diff", "study.ipynb")
+    assert diff.returncode == 2 and "+++" not in diff.stdout
+
+
