@@ -244,18 +244,19 @@ def wanted_rules(source: str, rule_types: Sequence[Type[Rule]]) -> List[Type[Rul
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],
           target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None, *,
-          compiled: bool = False) -> Checked:
+          compiled: bool = False, noqa: bool = True) -> Checked:
     """Lint one source with the given rules, offering only fixes that run on `target_torch`
     (`timer`: charge the work to phases, rules and facts). `compiled`: the caller has already
-    had CPython parse this very source (flake8 has), so the syntax gate is not run again."""
+    had CPython parse this very source (flake8 has), so the syntax gate is not run again.
+    `noqa`: honour `# noqa` comments (flake8's --disable-noqa turns them off)."""
     if timer is None:
-        return _check(source, path, rule_types, target_torch, None, compiled)
+        return _check(source, path, rule_types, target_torch, None, compiled, noqa)
     with timer.active():
-        return _check(source, path, rule_types, target_torch, timer, compiled)
+        return _check(source, path, rule_types, target_torch, timer, compiled, noqa)
 
 
 def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torch: Optional[TorchVersion],
-           timer: Optional[Timer], compiled: bool) -> Checked:
+           timer: Optional[Timer], compiled: bool, noqa: bool = True) -> Checked:
     clock = timer.phase if timer is not None else nullcontext
     if not compiled:
         with clock("compile"):
@@ -270,13 +271,13 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
         with clock("index"):
             context = FileContext(module, target_torch)
         try:
-            return _report(context, source, path, wanted, timer)
+            return _report(context, source, path, wanted, timer, noqa)
         finally:
             context.close()
 
 
 def _report(context: FileContext, source: str, path: str, wanted: Sequence[Type[Rule]],
-            timer: Optional[Timer]) -> Checked:
+            timer: Optional[Timer], noqa: bool = True) -> Checked:
     """Walk the rules over the context's tree, and place and filter what they report."""
     clock = timer.phase if timer is not None else nullcontext
     module = context.module
@@ -286,7 +287,7 @@ def _report(context: FileContext, source: str, path: str, wanted: Sequence[Type[
         return Checked(source, module, [])
     parents = context.facts.tree.parents
     positions = Positions(module, source, parents)
-    suppressions = Suppressions(source)
+    suppressions = Suppressions(source if noqa else "")
     findings = []
     for report in context.reports:
         with clock("positions"):

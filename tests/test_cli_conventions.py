@@ -113,3 +113,15 @@ def test_fix_leaves_a_notebook_alone_when_one_of_its_cells_does_not_parse(tmp_pa
     assert diff.returncode == 2 and "+++" not in diff.stdout
 
 
+def test_flake8_disable_noqa_shows_memlint_findings_hidden_by_noqa(tmp_path):
+    write(tmp_path, "train.py", BAD.replace("torch.randn(n, n)", "torch.randn(n, n)  # noqa: MEM101"))
+    command = [sys.executable, "-m", "flake8", "--isolated", "--select", "MEM", "--extend-select", "MEM101",
+               "train.py"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    hidden = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert hidden.stdout == ""
+    shown = subprocess.run([*command, "--disable-noqa"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert "train.py:4:5: MEM101" in shown.stdout
+
+
