@@ -125,3 +125,17 @@ def test_flake8_disable_noqa_shows_memlint_findings_hidden_by_noqa(tmp_path):
     assert "train.py:4:5: MEM101" in shown.stdout
 
 
+def test_the_readme_flake8_commands_report_syntax_errors(tmp_path):
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## flake8"):]
+    commands = re.findall(r"^(flake8 [^#\n]*?)\s*(?:#.*)?$", section[:section.index("\n## ", 1)], re.MULTILINE)
+    assert commands
+    write(tmp_path, "train.py", "import torch\ndef broken(:\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for command in commands:
+        words = command.split()
+        result = subprocess.run([sys.executable, "-m", "flake8", "--isolated", *words[1:]], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120)
+        assert "E999" in result.stdout, (command, result.stdout)
+
+
