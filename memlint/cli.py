@@ -154,7 +154,7 @@ def _check(argv: Sequence[str]) -> int:
     elif args.output_format == "sarif":
         print(sarif.render(outcomes, rules))
     elif args.output_format == "github":
-        for line in github.render(outcomes):
+        for line in github.render(outcomes, rules):
             print(line)
     elif args.diff:
         for outcome in outcomes:

@@ -125,6 +125,54 @@ def test_flake8_disable_noqa_shows_memlint_findings_hidden_by_noqa(tmp_path):
     assert "train.py:4:5: MEM101" in shown.stdout
 
 
+# -- 10: SARIF and GitHub annotations from the repository's root ----------------------------
+@pytest.fixture
+def repository(tmp_path) -> Path:
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "pyproject.toml", '[tool.memlint]\nextend-select = ["MEM101"]\n')
+    write(tmp_path, "tests/test_x.py", BAD)
+    write(tmp_path, "edge/uni.py", BAD)
+    write(tmp_path, "train.py", TRAIN)
+    return tmp_path
+
+
+def test_github_annotations_name_files_from_the_repository_root(repository):
+    result = memlint(repository / "tests", "--output-format", "github", "test_x.py", "../edge/uni.py",
+                     opt_in=False)
+    files = re.findall(r"file=([^,]+),", result.stdout)
+    assert files == ["tests/test_x.py", "edge/uni.py"]
+
+
+def test_sarif_locations_fingerprints_and_levels(repository):
+    result = memlint(repository / "tests", "--output-format", "sarif", "test_x.py", "../edge/uni.py",
+                     "../train.py", opt_in=False)
+    run = json.loads(result.stdout)["runs"][0]
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repository.as_uri() + "/"
+    uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in run["results"]]
+    assert uris == ["tests/test_x.py", "edge/uni.py", "train.py"]
+    levels = {r["ruleId"]: r["level"] for r in run["results"]}
+    assert levels == {"MEM101": "note", "MEM301": "error"}  # opt-in: note; wrong gradients: error
+    rule_levels = {r["id"]: r["defaultConfiguration"]["level"] for r in run["tool"]["driver"]["rules"]}
+    assert (rule_levels["MEM101"], rule_levels["MEM201"], rule_levels["MEM301"]) == ("note", "warning", "error")
+    fingerprints = [r["partialFingerprints"] for r in run["results"]]
+    assert all(set(f) == {"memlint/v1"} for f in fingerprints)
+    assert len({f["memlint/v1"] for f in fingerprints}) == 3
+
+    moved = repository / "tests" / "test_x.py"  # lines added above: the finding keeps its fingerprint
+    moved.write_text("# a comment\n\n" + moved.read_text())
+    again = memlint(repository / "tests", "--output-format", "sarif", "test_x.py", "../edge/uni.py",
+                    "../train.py", opt_in=False)
+    results = json.loads(again.stdout)["runs"][0]["results"]
+    assert results[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 6
+    assert [r["partialFingerprints"] for r in results] == fingerprints
+
+
+def test_github_annotations_carry_the_level_of_each_rule(repository):
+    result = memlint(repository, "--output-format", "github", "train.py", "edge/uni.py", opt_in=False)
+    assert result.stdout.startswith("::error file=train.py,")
+    assert "\n::notice file=edge/uni.py," in result.stdout
+
+
 def test_the_readme_flake8_commands_report_syntax_errors(tmp_path):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## flake8"):]
