@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, TextIO, Tuple
 
 from memlint import __version__
 
@@ -45,10 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memlint",
         description="Find GPU-memory anti-patterns in PyTorch code, and fix them.",
-        epilog="Commands: check (default), rules, explain CODE, verify SCRIPT. "
+        epilog="Commands: check (default), rules, explain CODE|NAME, verify SCRIPT. "
                "Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
     )
-    parser.add_argument("--version", action="version", version=f"memlint {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"memlint {__version__}")
     parser.add_argument("paths", nargs="*", help="files or folders (default: .)")
     parser.add_argument("--fix", action="store_true", help="apply safe fixes and write them")
     parser.add_argument("--unsafe-fixes", action="store_true", default=None,
@@ -63,7 +63,14 @@ def _parser() -> argparse.ArgumentParser:
                         help="rule codes or prefixes to skip")
     parser.add_argument("--output-format", choices=("text", "json", "sarif", "github"), default="text",
                         help="text (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)")
-    parser.add_argument("--statistics", action="store_true", help="count findings per rule")
+    parser.add_argument("--statistics", action="store_true", help="count findings per rule (text or json)")
+    parser.add_argument("-o", "--output-file", type=Path, metavar="FILE",
+                        help="write the report to FILE instead of standard output")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print the findings and nothing else")
+    parser.add_argument("--show-fixes", action="store_true",
+                        help="with --fix (or --diff): list what was fixed (or would be), per file and rule")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour text output: auto (on a terminal, unless NO_COLOR is set), always, never")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help="the configuration for every file: a memlint.toml (keys at the top level) or a "
@@ -93,19 +100,35 @@ def _error(message: str) -> int:
     return EXIT_ERROR
 
 
+def _color(choice: str, stream: TextIO) -> bool:
+    """--color auto: on a terminal, unless NO_COLOR is set (no-color.org)."""
+    if choice == "auto":
+        return stream.isatty() and not os.environ.get("NO_COLOR")
+    return choice == "always"
+
+
+def _open_output(path: Optional[Path]) -> TextIO:
+    if path is None:
+        return sys.stdout
+    if path.parent != Path():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "w", encoding="utf-8", errors="surrogateescape")
+
+
 def _check(argv: Sequence[str]) -> int:
     from memlint import config as config_module
     from memlint.cache import open_cache
     from memlint.jobs import cpu_count
     from memlint.profile import report as profile_report
-    from memlint.report import json as json_report
-    from memlint.report import text
-    from memlint.report import github, sarif
+    from memlint.report import output
     from memlint.report import settings as settings_report
     from memlint.rules import registry
     from memlint.run import Options, run
 
-    args = _parser().parse_intermixed_args(argv)  # paths and options in any order
+    parser = _parser()
+    args = parser.parse_intermixed_args(argv)  # paths and options in any order
+    if args.statistics and args.output_format in ("sarif", "github"):
+        parser.error(f"--statistics gives text or json, not {args.output_format}")
     rules = registry()
     try:
         overrides = config_module.Overrides(
@@ -121,9 +144,8 @@ def _check(argv: Sequence[str]) -> int:
             return EXIT_CLEAN
     except config_module.ConfigError as error:
         return _error(str(error))
-    unsafe = config.unsafe_fixes
     jobs = args.jobs or cpu_count()
-    options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
+    options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=config.unsafe_fixes,
                       fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude,
                       jobs=jobs, cache=None if args.no_cache else open_cache(config, args.cache_dir),
                       profile=args.profile, file_timeout=config.file_timeout, require_files=bool(args.paths))
@@ -139,36 +161,20 @@ def _check(argv: Sequence[str]) -> int:
     if args.jobs is not None:  # asked for: say why it could not be had
         for notice in notices:
             print(f"memlint: warning: {notice}", file=sys.stderr)
-
     if not outcomes and not args.paths:  # none named, and none found under the working folder
         print("memlint: warning: no Python file found under .", file=sys.stderr)
-    for outcome in outcomes:
-        if outcome.error is not None:
-            print(f"{outcome.display}: error: {outcome.error}", file=sys.stderr)
-        if outcome.warning is not None:
-            print(f"{outcome.display}: warning: {outcome.warning}", file=sys.stderr)
-        for line, note in outcome.notes:
-            print(f"{outcome.display}:{line}: warning: {note}", file=sys.stderr)
-    if args.output_format == "json":
-        print(json_report.render(outcomes))
-    elif args.output_format == "sarif":
-        print(sarif.render(outcomes, rules))
-    elif args.output_format == "github":
-        for line in github.render(outcomes, rules):
-            print(line)
-    elif args.diff:
-        for outcome in outcomes:
-            if outcome.diff:
-                sys.stdout.write(outcome.diff)
-        fixable = sum(len(o.fixed) for o in outcomes)
-        remaining = sum(len(o.findings) for o in outcomes)
-        print(f"Would fix {fixable} error{'' if fixable == 1 else 's'} "
-              f"({remaining} remaining).", file=sys.stderr)
-    else:
-        lines = (text.statistics(outcomes, rules, unsafe) if args.statistics
-                 else text.findings(outcomes, unsafe))
-        lines += text.summary(outcomes, unsafe, fixing=options.fix) if outcomes or args.paths else []
-        print("\n".join(lines))
+
+    output.problems(outcomes, sys.stderr)
+    out = _open_output(args.output_file)
+    try:
+        style = output.Style(format=args.output_format, statistics=args.statistics, quiet=args.quiet,
+                             show_fixes=args.show_fixes, color=_color(args.color, out), fixing=options.fix,
+                             diff=args.diff, unsafe=config.unsafe_fixes,
+                             summary=bool(outcomes or args.paths))
+        output.report(outcomes, rules, style, out, sys.stderr)
+    finally:
+        if out is not sys.stdout and out is not sys.stderr:
+            out.close()
 
     if args.profile:
         lines = profile_report([(o.display, o.seconds) for o in outcomes], wall, jobs)
@@ -196,11 +202,13 @@ def _explain_command(argv: Sequence[str]) -> int:
     from memlint.rules import registry
 
     parser = argparse.ArgumentParser(prog="memlint explain", description="Show a rule's documentation.")
-    parser.add_argument("code")
+    parser.add_argument("rule", help="its code (MEM203) or name (eval-without-no-grad)")
     args = parser.parse_args(argv)
-    rule = registry().get(args.code.upper())
+    rules = registry()
+    by_name = {rule.NAME: rule for rule in rules.values()}
+    rule = rules.get(args.rule.upper()) or by_name.get(args.rule.lower())
     if rule is None:
-        return _error(f"unknown rule code {args.code!r} (see `memlint rules`)")
+        return _error(f"unknown rule code or name {args.rule!r} (see `memlint rules`)")
     sys.stdout.write(explain(rule))
     return EXIT_CLEAN
 

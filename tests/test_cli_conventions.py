@@ -187,3 +187,104 @@ def test_the_readme_flake8_commands_report_syntax_errors(tmp_path):
         assert "E999" in result.stdout, (command, result.stdout)
 
 
+# -- 12: statistics as JSON -----------------------------------------------------------------
+def test_statistics_with_json_output_are_json(tmp_path):
+    write(tmp_path, "a.py", BAD)
+    write(tmp_path, "b.py", BAD)
+    result = memlint(tmp_path, "--statistics", "--output-format", "json", ".")
+    assert result.returncode == 1
+    assert json.loads(result.stdout) == [
+        {"code": "MEM101", "name": "tensor-alloc-in-loop", "count": 2, "fixable": True}]
+    other = memlint(tmp_path, "--statistics", "--output-format", "sarif", ".")
+    assert other.returncode == 2 and "--statistics" in other.stderr
+
+
+def test_output_file_takes_what_stdout_would_have(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "--output-format", "json", "-o", "out/report.json", "train.py")
+    assert result.returncode == 1 and result.stdout == ""
+    [item] = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert item["code"] == "MEM101"
+    memlint(tmp_path, "--output-file", "report.txt", "train.py")
+    assert (tmp_path / "report.txt").read_text().startswith("train.py:4:5: MEM101")
+
+
+def test_quiet_prints_findings_and_nothing_else(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "-q", "train.py")
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [line for line in memlint(tmp_path, "train.py").stdout.splitlines()
+                                          if _FINDING.match(line)]
+    write(tmp_path, "ok.py", "import torch\n")
+    assert memlint(tmp_path, "--quiet", "ok.py").stdout == ""
+
+
+def test_show_fixes_lists_what_fix_changed(tmp_path):
+    write(tmp_path, "evaluate.py", EVALUATE)
+    write(tmp_path, "train.py", BAD)
+    result = memlint(tmp_path, "--fix", "--show-fixes", "evaluate.py", "train.py")
+    assert result.stdout.splitlines() == [
+        "Fixed 4 errors:",
+        "- evaluate.py:",
+        "    1 × MEM201 (accumulate-history)",
+        "    1 × MEM202 (retained-outputs)",
+        "    1 × MEM203 (eval-without-no-grad)",
+        "- train.py:",
+        "    1 × MEM101 (tensor-alloc-in-loop)",
+        "",
+        "Found 4 errors (4 fixed, 0 remaining).",
+    ]
+
+
+def test_color_is_used_on_request_and_on_a_terminal_only(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    coloured = memlint(tmp_path, "--color", "always", "train.py").stdout
+    assert "\x1b[" in coloured
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == memlint(tmp_path, "train.py").stdout
+    assert "\x1b[" not in memlint(tmp_path, "--color", "auto", "train.py").stdout  # a pipe is no terminal
+    assert "\x1b[" not in memlint(tmp_path, "--color", "never", "train.py").stdout
+    assert memlint(tmp_path, "--color", "sometimes", "train.py").returncode == 2
+
+
+def test_color_auto_on_a_terminal_and_no_color(tmp_path):
+    import pty
+
+    write(tmp_path, "train.py", BAD)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("NO_COLOR", None)
+
+    def on_terminal(extra_env):
+        leader, follower = pty.openpty()
+        process = subprocess.Popen([sys.executable, "-m", "memlint", "--extend-select", "MEM101", "train.py"],
+                                   cwd=tmp_path, env={**env, **extra_env}, stdout=follower, stderr=subprocess.DEVNULL)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        process.wait(timeout=120)
+        os.close(leader)
+        return b"".join(chunks).decode()
+
+    assert "\x1b[" in on_terminal({})
+    assert "\x1b[" not in on_terminal({"NO_COLOR": "1"})
+
+
+def test_short_version_flag(tmp_path):
+    from memlint import __version__
+
+    for flag in ("-V", "--version"):
+        result = memlint(tmp_path, flag)
+        assert result.returncode == 0 and result.stdout.strip() == f"memlint {__version__}"
+
+
+def test_explain_by_rule_name(tmp_path):
+    result = memlint(tmp_path, "explain", "eval-without-no-grad")
+    assert result.returncode == 0
+    assert result.stdout.startswith("# MEM203 eval-without-no-grad")
+    assert memlint(tmp_path, "explain", "no-such-rule").returncode == 2

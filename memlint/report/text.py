@@ -18,14 +18,36 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'es' if word.endswith(('s', 'x')) else 's'}"
 
 
-def findings(outcomes: Sequence[FileOutcome], unsafe: bool) -> List[str]:
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"\x1b[{style}m{text}\x1b[0m" if color else text
+
+
+BOLD, RED, CYAN = "1", "1;31", "36"
+
+
+def findings(outcomes: Sequence[FileOutcome], unsafe: bool, color: bool = False) -> List[str]:
     lines = []
     for outcome in outcomes:
+        path = _paint(outcome.display, BOLD, color)
         for f in outcome.findings:
-            mark = "[*] " if fix_allowed(f.fix, unsafe) else ""
+            mark = _paint("[*]", CYAN, color) + " " if fix_allowed(f.fix, unsafe) else ""
             cell = f"cell {f.cell}:" if f.cell is not None else ""
-            lines.append(f"{outcome.display}:{cell}{f.line}:{f.column}: {f.code} {mark}{f.message}")
+            lines.append(f"{path}:{cell}{f.line}:{f.column}: {_paint(f.code, RED, color)} {mark}{f.message}")
     return lines
+
+
+def fixes(outcomes: Sequence[FileOutcome], registry: Mapping[str, Type[Rule]], heading: str) -> List[str]:
+    """What --fix changed (`heading` "Fixed"), or --diff would, per file and rule; nothing when nothing."""
+    total = sum(len(o.fixed) for o in outcomes)
+    if not total:
+        return []
+    lines = [f"{heading} {_plural(total, 'error')}:"]
+    for outcome in outcomes:
+        if outcome.fixed:
+            lines.append(f"- {outcome.display}:")
+            for code, count in sorted(Counter(f.code for f in outcome.fixed).items()):
+                lines.append(f"    {count} × {code} ({registry[code].NAME})")
+    return lines + [""]
 
 
 def summary(outcomes: Sequence[FileOutcome], unsafe: bool, fixing: bool) -> List[str]:
