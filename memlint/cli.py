@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
                "Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"memlint {__version__}")
-    parser.add_argument("paths", nargs="*", help="files or folders (default: .)")
+    parser.add_argument("paths", nargs="*", help="files or folders (default: .); `-` reads standard input")
     parser.add_argument("--fix", action="store_true", help="apply safe fixes and write them")
     parser.add_argument("--unsafe-fixes", action="store_true", default=None,
                         help="also apply (or offer) fixes that may change behaviour")
@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="with --fix (or --diff): list what was fixed (or would be), per file and rule")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                         help="colour text output: auto (on a terminal, unless NO_COLOR is set), always, never")
+    parser.add_argument("--stdin-filename", metavar="PATH",
+                        help="lint standard input as the file PATH (its configuration, ignores and kind); "
+                             "with --fix, the fixed source goes to standard output")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help="the configuration for every file: a memlint.toml (keys at the top level) or a "
@@ -115,6 +118,10 @@ def _open_output(path: Optional[Path]) -> TextIO:
     return open(path, "w", encoding="utf-8", errors="surrogateescape")
 
 
+def _stdin_mode(args: argparse.Namespace) -> bool:
+    return args.paths == ["-"] or (args.stdin_filename is not None and not args.paths)
+
+
 def _check(argv: Sequence[str]) -> int:
     from memlint import config as config_module
     from memlint.cache import open_cache
@@ -129,6 +136,8 @@ def _check(argv: Sequence[str]) -> int:
     args = parser.parse_intermixed_args(argv)  # paths and options in any order
     if args.statistics and args.output_format in ("sarif", "github"):
         parser.error(f"--statistics gives text or json, not {args.output_format}")
+    if "-" in args.paths and args.paths != ["-"]:
+        parser.error("`-` (standard input) cannot be mixed with other paths")
     rules = registry()
     try:
         overrides = config_module.Overrides(
@@ -144,15 +153,22 @@ def _check(argv: Sequence[str]) -> int:
             return EXIT_CLEAN
     except config_module.ConfigError as error:
         return _error(str(error))
+    stdin = _stdin_mode(args)
     jobs = args.jobs or cpu_count()
     options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=config.unsafe_fixes,
                       fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude,
-                      jobs=jobs, cache=None if args.no_cache else open_cache(config, args.cache_dir),
+                      jobs=jobs, cache=None if args.no_cache or stdin else open_cache(config, args.cache_dir),
                       profile=args.profile, file_timeout=config.file_timeout, require_files=bool(args.paths))
     notices: List[str] = []
     started = time.perf_counter()
+    fixed: Optional[bytes] = None
     try:
-        outcomes = run(args.paths or ["."], configs, rules, options, notices)
+        if stdin:
+            from memlint.stdin import lint_stdin
+
+            outcomes, fixed = lint_stdin(args.stdin_filename, configs, rules, options)
+        else:
+            outcomes = run(args.paths or ["."], configs, rules, options, notices)
     except config_module.ConfigError as error:  # a configuration met on the way
         return _error(str(error))
     wall = time.perf_counter() - started
@@ -161,16 +177,21 @@ def _check(argv: Sequence[str]) -> int:
     if args.jobs is not None:  # asked for: say why it could not be had
         for notice in notices:
             print(f"memlint: warning: {notice}", file=sys.stderr)
-    if not outcomes and not args.paths:  # none named, and none found under the working folder
+    if not outcomes and not args.paths and not stdin:  # none named, and none found under the working folder
         print("memlint: warning: no Python file found under .", file=sys.stderr)
 
     output.problems(outcomes, sys.stderr)
     out = _open_output(args.output_file)
     try:
+        if fixed is not None:  # --fix on standard input: the fixed source is the output
+            sys.stdout.flush()
+            sys.stdout.buffer.write(fixed)
+            sys.stdout.buffer.flush()
+            out = sys.stderr if args.output_file is None else out
         style = output.Style(format=args.output_format, statistics=args.statistics, quiet=args.quiet,
                              show_fixes=args.show_fixes, color=_color(args.color, out), fixing=options.fix,
                              diff=args.diff, unsafe=config.unsafe_fixes,
-                             summary=bool(outcomes or args.paths))
+                             summary=bool(outcomes or args.paths or stdin))
         output.report(outcomes, rules, style, out, sys.stderr)
     finally:
         if out is not sys.stdout and out is not sys.stderr:

@@ -38,6 +38,7 @@ class Options:
     profile: bool = False  # time each phase, rule and fact
     file_timeout: float = 0.0  # seconds of CPU time a file may take (0: no limit)
     require_files: bool = True  # the paths were named: a folder without a Python file is an error
+    in_memory: bool = False  # a text not read from its file (stdin, an editor's buffer): never written
 
 
 @dataclass
@@ -51,6 +52,7 @@ class FileOutcome:
     warning: Optional[str] = None  # one line that fails nothing (a broken link in a folder, skipped)
     notes: List[Tuple[int, str]] = field(default_factory=list)  # (line, warning) about the file's text
     notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
+    text: Optional[str] = None  # in memory, with --fix: the text the fixes make
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
 
 
@@ -84,6 +86,8 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
         if fixed.text != notebook.text:
             if options.diff:
                 outcome.diff = unified_diff(notebook.text, fixed.text, display)
+            elif options.in_memory:
+                outcome.text = fixed.text
             elif not _write_back(path, SourceText(fixed.text, notebook.encoding), outcome):
                 outcome.findings = [notebook.locate(f).detached()
                                     for f in check(notebook.module, display, rules, target).findings]
@@ -103,9 +107,10 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
 
 
 def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-                   target: Optional[TorchVersion]) -> FileOutcome:
-    """A notebook's code cells, linted (or fixed) as one module; findings located by cell."""
-    notebook = Notebook.read(path)
+                   target: Optional[TorchVersion], source: Optional[SourceText] = None) -> FileOutcome:
+    """A notebook's code cells, linted (or fixed) as one module; findings located by cell. The
+    notebook is read from `path`, or is `source` when it is held in memory."""
+    notebook = Notebook.read(path) if source is None else Notebook.from_text(source.text, source.encoding)
     try:
         return _lint_cells(path, notebook, display, rules, options, target)
     except SourceError:
@@ -118,7 +123,7 @@ def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], option
 @dataclass(frozen=True)
 class _Task:
     """One file to lint or fix, with its text already read (a worker process needs no more);
-    a notebook is read where it is linted (its source is None)."""
+    a notebook is read where it is linted (its source is None, unless it is held in memory)."""
 
     path: Path
     display: str
@@ -145,6 +150,8 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
         _store(task, source.text, Entry(outcome.findings))
     elif options.diff:
         outcome.diff = unified_diff(source.text, result.source, task.display)
+    elif options.in_memory:
+        outcome.text = result.source
     elif _write_back(task.path, SourceText(result.source, source.encoding), outcome):
         _store(task, result.source, Entry(outcome.findings))
     else:  # nothing written: the file's findings stand as they are
@@ -158,8 +165,8 @@ def _lint(task: _Task) -> FileOutcome:
     timer = Timer() if task.options.profile else None
     source = task.source
     try:
-        if source is None:
-            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target)
+        if is_notebook(task.path):
+            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target, source)
         elif task.options.fix or task.options.diff:
             _fix_file(task, source, outcome, timer)
         else:
@@ -221,8 +228,7 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Opt
     except UnreadableFile as error:
         return FileOutcome(display, error=str(error)), None
     read_seconds = time.perf_counter() - started
-    notes = [(line, f"`# noqa` names {code}, which is no memlint rule")
-             for line, code in unknown_codes(source.text)]
+    notes = _noqa_notes(source.text)
     task = _Task(path, display, tuple(rules), source, options, target)
     cached = None
     if options.cache is not None:
@@ -235,6 +241,10 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Opt
         if options.cache is not None:
             outcome.seconds["cache"] = time.perf_counter() - started - read_seconds
     return outcome, None if cached is not None else task
+
+
+def _noqa_notes(text: str) -> List[Tuple[int, str]]:
+    return [(line, f"`# noqa` names {code}, which is no memlint rule") for line, code in unknown_codes(text)]
 
 
 def _size(task: _Task) -> int:
@@ -277,3 +287,17 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         outcome.notes = outcomes[index].notes
         outcomes[index] = outcome
     return outcomes
+
+
+def lint_text(source: SourceText, path: Path, display: str, config: AnyConfig,
+              registry: Mapping[str, Type[Rule]], options: Options) -> FileOutcome:
+    """Lint (or fix) `source` as if it were the file `path` (standard input, an editor's
+    buffer): its configuration, rules, torch target and notebook handling are those a run
+    gives that file. Nothing is read, cached or written: with --fix, the fixed text is the
+    outcome's `text`."""
+    file_config = config.for_file(path)
+    task = _Task(path, display, tuple(file_config.rules_for(path, registry)), source,
+                 replace(options, in_memory=True, cache=None, jobs=1), file_config.target_for(path))
+    outcome = _lint(task)
+    outcome.notes = [] if is_notebook(path) else _noqa_notes(source.text)
+    return outcome

@@ -56,6 +56,7 @@ TRAIN = textwrap.dedent("""\
 _FINDING = re.compile(r"^[^:]+:(cell \d+:)?\d+:\d+: MEM\d{3} ")
 
 
+# -- 4: one line per finding ---------------------------------------------------------------
 def test_a_message_quoting_code_over_several_lines_is_one_line(tmp_path):
     write(tmp_path, "evaluate.py", MULTILINE)
     result = memlint(tmp_path, "evaluate.py", opt_in=False)
@@ -83,6 +84,7 @@ def test_every_message_is_one_line_whatever_a_rule_writes():
     assert finding.message == "calls `f( 1, )` here"
 
 
+# -- 7: counts after --fix -----------------------------------------------------------------
 def test_findings_a_fix_makes_vanish_are_counted_as_fixed(tmp_path):
     path = write(tmp_path, "evaluate.py", EVALUATE)
     lint = memlint(tmp_path, "evaluate.py", opt_in=False)
@@ -113,6 +115,7 @@ def test_fix_leaves_a_notebook_alone_when_one_of_its_cells_does_not_parse(tmp_pa
     assert diff.returncode == 2 and "+++" not in diff.stdout
 
 
+# -- 9: flake8's --disable-noqa -------------------------------------------------------------
 def test_flake8_disable_noqa_shows_memlint_findings_hidden_by_noqa(tmp_path):
     write(tmp_path, "train.py", BAD.replace("torch.randn(n, n)", "torch.randn(n, n)  # noqa: MEM101"))
     command = [sys.executable, "-m", "flake8", "--isolated", "--select", "MEM", "--extend-select", "MEM101",
@@ -173,6 +176,7 @@ def test_github_annotations_carry_the_level_of_each_rule(repository):
     assert "\n::notice file=edge/uni.py," in result.stdout
 
 
+# -- 11: the README's flake8 example shows syntax errors ------------------------------------
 def test_the_readme_flake8_commands_report_syntax_errors(tmp_path):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## flake8"):]
@@ -199,6 +203,7 @@ def test_statistics_with_json_output_are_json(tmp_path):
     assert other.returncode == 2 and "--statistics" in other.stderr
 
 
+# -- 13: the options users reach for ---------------------------------------------------------
 def test_output_file_takes_what_stdout_would_have(tmp_path):
     write(tmp_path, "train.py", BAD)
     result = memlint(tmp_path, "--output-format", "json", "-o", "out/report.json", "train.py")
