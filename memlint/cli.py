@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memlint",
         description="Find GPU-memory anti-patterns in PyTorch code, and fix them.",
-        epilog="Commands: check (default), rules, explain CODE|NAME, verify SCRIPT. "
+        epilog="Commands: check (default), rules, explain CODE|NAME, verify SCRIPT, server. "
                "Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"memlint {__version__}")
@@ -240,7 +240,26 @@ def _verify_command(argv: Sequence[str]) -> int:
     return verify_main(list(argv))
 
 
-COMMANDS = {"check": _check, "rules": _rules_command, "explain": _explain_command, "verify": _verify_command}
+def _server_command(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memlint server",
+                                     description="Run the Language Server on standard input and output.")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="the configuration for every file (default: the closest one above each file)")
+    parser.add_argument("--unsafe-fixes", action="store_true", default=None,
+                        help="also offer fixes that may change behaviour (default: as configured)")
+    args = parser.parse_args(argv)
+    try:
+        from memlint.server.protocol import serve
+    except ImportError as error:
+        return _error(f"the language server needs pygls ({error}): pip install 'memlint[server]'")
+    from memlint.server.documents import Settings
+
+    serve(Settings(args.config, args.unsafe_fixes))
+    return EXIT_CLEAN
+
+
+COMMANDS = {"check": _check, "rules": _rules_command, "explain": _explain_command, "verify": _verify_command,
+            "server": _server_command}
 
 
 def _command(argv: List[str]) -> Tuple[Callable[[Sequence[str]], int], List[str]]:
