@@ -25,7 +25,7 @@ from pygls.workspace import TextDocument
 from memlint import __version__
 from memlint.config import ConfigError
 from memlint.docs import explain
-from memlint.findings import Finding
+from memlint.findings import Finding, Safety
 from memlint.report.severity import Severity, severity
 from memlint.rule import Rule
 from memlint.rules import registry as rule_registry
@@ -50,6 +50,7 @@ class MemlintServer(LanguageServer):
         self.settings = settings
         self.registry: Mapping[str, Type[Rule]] = rule_registry()
         self._docs: Optional[Path] = None
+        self._shown: Optional[str] = None  # the configuration error last shown
 
     # -- where things are ---------------------------------------------------------------------
     def root(self) -> Path:
@@ -75,11 +76,17 @@ class MemlintServer(LanguageServer):
 
     # -- linting --------------------------------------------------------------------------------
     def lint(self, text: str, path: Path, fix: bool = False) -> Optional[Linted]:
+        """The document linted; None, and the error shown once (not at every keystroke), while
+        a configuration is wrong."""
         try:
-            return lint(text, path, self.root(), self.registry, self.settings, fix)
+            linted = lint(text, path, self.root(), self.registry, self.settings, fix)
         except ConfigError as error:
-            self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"memlint: {error}"))
+            if str(error) != self._shown:
+                self._shown = str(error)
+                self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"memlint: {error}"))
             return None
+        self._shown = None
+        return linted
 
     def diagnostics(self, text: str, linted: Optional[Linted], cell: Optional[int] = None) -> List[types.Diagnostic]:
         """The diagnostics of a text (of notebook cell number `cell`, for a notebook)."""
@@ -173,11 +180,11 @@ class MemlintServer(LanguageServer):
                 if finding.cell != number or not _meets(finding, params.range):
                     continue
                 edit = self.edit(changes(fixed_text(text, linted, index)))
+                safe = finding.fix is not None and finding.fix.safety is Safety.SAFE
                 if edit is not None:
                     actions.append(types.CodeAction(
-                        f"{finding.code}: {finding.fix.description}"  # type: ignore[union-attr]
-                        f"{'' if finding.fix.safety.value == 'safe' else ' (unsafe)'}",  # type: ignore[union-attr]
-                        kind=types.CodeActionKind.QuickFix, edit=edit, is_preferred=True,
+                        f"{finding.code}: {finding.fix.description}{'' if safe else ' (unsafe)'}",  # type: ignore[union-attr]
+                        kind=types.CodeActionKind.QuickFix, edit=edit, is_preferred=safe,
                         diagnostics=[d for d in params.context.diagnostics if d.source == SOURCE
                                      and d.code == finding.code and d.range.start.line == finding.line - 1]))
         fix_all = [kind for kind in (types.CodeActionKind.QuickFix, FIX_ALL) if _wanted(kind, wanted)]
