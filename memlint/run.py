@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
+from memlint.analysis.project import Project, ProjectView, project_files, same_answers
+from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry
 from memlint.config import AnyConfig
 from memlint.engine import SourceError, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
@@ -54,6 +57,9 @@ class FileOutcome:
     notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
     text: Optional[str] = None  # in memory, with --fix: the text the fixes make
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
+    asked: Dict[str, object] = field(default_factory=dict)  # what the lint asked of the project, and heard
+    summary: Optional[ModuleSummary] = None  # the first phase over a project: the module's summary
+    entry: Optional[Tuple[str, Entry]] = None  # the first phase: what to cache (text, result) if it stands
 
 
 def display_path(path: Path) -> str:
@@ -76,10 +82,10 @@ def _write_back(path: Path, text: SourceText, outcome: FileOutcome) -> bool:
 
 
 def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
-                options: Options, target: Optional[TorchVersion]) -> FileOutcome:
+                options: Options, target: Optional[TorchVersion], view: ProjectView) -> FileOutcome:
     outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
     if (options.fix or options.diff) and not notebook.problems:  # a cell that does not parse: left alone
-        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target)
+        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target, project=view)
         fixed = notebook.updated(result.source)
         outcome.findings = [fixed.locate(f).detached() for f in result.remaining]
         outcome.fixed = [notebook.locate(f).detached() for f in result.applied]
@@ -90,11 +96,11 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
                 outcome.text = fixed.text
             elif not _write_back(path, SourceText(fixed.text, notebook.encoding), outcome):
                 outcome.findings = [notebook.locate(f).detached()
-                                    for f in check(notebook.module, display, rules, target).findings]
+                                    for f in check(notebook.module, display, rules, target, project=view).findings]
                 fixed = notebook
         outcome.notebook = fixed
         return outcome
-    checked = check(notebook.module, display, rules, target)
+    checked = check(notebook.module, display, rules, target, project=view)
     outcome.findings = [notebook.locate(f).detached() for f in checked.findings]
     if options.fix_diffs:
         outcome.fix_diffs = [
@@ -107,23 +113,26 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
 
 
 def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-                   target: Optional[TorchVersion], source: Optional[SourceText] = None) -> FileOutcome:
+                   target: Optional[TorchVersion], view: ProjectView,
+                   source: Optional[SourceText] = None) -> FileOutcome:
     """A notebook's code cells, linted (or fixed) as one module; findings located by cell. The
     notebook is read from `path`, or is `source` when it is held in memory."""
     notebook = Notebook.read(path) if source is None else Notebook.from_text(source.text, source.encoding)
     try:
-        return _lint_cells(path, notebook, display, rules, options, target)
+        return _lint_cells(path, notebook, display, rules, options, target, view)
     except SourceError:
         parsable = notebook.without_unparsable_cells()  # cells CPython accepts and LibCST does not
         if parsable is notebook:
             raise
-        return _lint_cells(path, parsable, display, rules, options, target)
+        return _lint_cells(path, parsable, display, rules, options, target, view)
 
 
 @dataclass(frozen=True)
 class _Task:
     """One file to lint or fix, with its text already read (a worker process needs no more);
-    a notebook is read where it is linted (its source is None, unless it is held in memory)."""
+    a notebook is read where it is linted (its source is None, unless it is held in memory).
+    `summarize`: the first phase of a run over a project (memlint.analysis.project): lint
+    without the other modules' summaries, which are not known yet, and summarise this one."""
 
     path: Path
     display: str
@@ -131,61 +140,75 @@ class _Task:
     source: Optional[SourceText]
     options: Options
     target: Optional[TorchVersion]  # the oldest torch its fixes must run on
+    summarize: bool = False
 
 
-def _store(task: _Task, text: str, entry: Entry) -> None:
-    if task.options.cache is not None:
+def _store(task: _Task, text: str, entry: Entry, outcome: FileOutcome) -> None:
+    """Keep what a lint of `text` found in the cache; a first-phase lint's result may not stand,
+    so it goes with the outcome, for the run to keep once it does."""
+    if task.summarize:
+        outcome.entry = (text, entry)
+    elif task.options.cache is not None:
         header = diff_header(task.display)
         diffs = None if entry.diffs is None else [d[len(header):] if d else d for d in entry.diffs]
         task.options.cache.put(task.path, task.rules, task.target, text, replace(entry, diffs=diffs))
 
 
-def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer]) -> None:
+def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer],
+              view: ProjectView) -> None:
     options = task.options
     result = fix(source.text, task.display, task.rules, unsafe=options.unsafe_fixes, target_torch=task.target,
-                 timer=timer)
+                 timer=timer, project=view)
     outcome.findings = [f.detached() for f in result.remaining]
     outcome.fixed = [f.detached() for f in result.applied]
+    outcome.asked = result.asked
     if result.source == source.text:
-        _store(task, source.text, Entry(outcome.findings))
+        _store(task, source.text, Entry(outcome.findings, asked=result.asked), outcome)
     elif options.diff:
         outcome.diff = unified_diff(source.text, result.source, task.display)
     elif options.in_memory:
         outcome.text = result.source
     elif _write_back(task.path, SourceText(result.source, source.encoding), outcome):
-        _store(task, result.source, Entry(outcome.findings))
+        _store(task, result.source, Entry(outcome.findings, asked=result.asked), outcome)
     else:  # nothing written: the file's findings stand as they are
-        outcome.findings = [f.detached() for f in check(source.text, task.display, task.rules, task.target).findings]
+        outcome.findings = [f.detached() for f in check(source.text, task.display, task.rules, task.target,
+                                                         project=view).findings]
 
 
-def _lint(task: _Task) -> FileOutcome:
-    """Lint or fix one file (in a worker process, or here). Never raises: a bug of memlint's
-    becomes one line for this file, and the run goes on."""
+def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] = frozenset()) -> FileOutcome:
+    """Lint or fix one file (in a worker process, or here), knowing what `project` says of
+    the other modules (`names`: those of the project's modules). Never raises: a bug of
+    memlint's becomes one line for this file, and the run goes on."""
     outcome = FileOutcome(task.display)
     timer = Timer() if task.options.profile else None
     source = task.source
+    view = ProjectView(project, names, str(task.path))
     try:
         if is_notebook(task.path):
-            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target, source)
-        elif task.options.fix or task.options.diff:
-            _fix_file(task, source, outcome, timer)
+            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target, view, source)
+        elif (task.options.fix or task.options.diff) and not task.summarize:
+            _fix_file(task, source, outcome, timer, view)
         else:
-            checked = check(source.text, task.display, task.rules, task.target, timer)
+            checked = check(source.text, task.display, task.rules, task.target, timer, project=view,
+                            summarize=task.summarize)
             outcome.findings = [f.detached() for f in checked.findings]
+            outcome.asked, outcome.summary = checked.asked, checked.summary
             if task.options.fix_diffs:
                 diffs: Dict[int, str] = {}  # findings that share one fix share its diff
                 for f in checked.findings:
                     if f.fix is not None and id(f.fix) not in diffs:
                         diffs[id(f.fix)] = fix_diff(checked, f, task.display, timer)
                 outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
-            _store(task, source.text,
-                   Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None))
+            _store(task, source.text, Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None,
+                                            asked=checked.asked), outcome)
     except (UnreadableFile, NotebookError) as error:
         outcome.error = str(error)
     except SourceError as error:
         outcome.error = str(error)
+        if task.summarize:
+            outcome.summary = ModuleSummary.empty(view.name)
         if source is not None and not (task.options.fix or task.options.diff):  # a fix's failure is
-            _store(task, source.text, Entry([], error=outcome.error))  # no fact of the text
+            _store(task, source.text, Entry([], error=outcome.error), outcome)  # no fact of the text
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
     if timer is not None:
@@ -216,31 +239,51 @@ def _cached(entry: Entry, display: str, options: Options) -> Optional[FileOutcom
     return outcome
 
 
+@dataclass
+class _Prepared:
+    """A file read and looked up in the cache, before the project's summaries are known."""
+
+    index: int  # its place among the outcomes
+    outcome: FileOutcome
+    task: Optional[_Task]  # None: nothing to lint (it could not be read)
+    entry: Optional[Entry] = None  # what the cache holds for its text
+    summary: Optional[ModuleSummary] = None  # its summary, from the cache
+
+
 def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-             target: Optional[TorchVersion]) -> Tuple[FileOutcome, Optional[_Task]]:
-    """Read the file and look it up in the cache: its outcome when that settles it, else the
-    task of linting it."""
+             target: Optional[TorchVersion], module: Optional[Tuple[str, str]]) -> Tuple[FileOutcome, Optional[_Task],
+                                                                                     Optional[Entry],
+                                                                                     Optional[ModuleSummary]]:
+    """Read the file and look it up in the cache: its result and its summary (`module`: its
+    root and name in the project, None when it is linted alone)."""
     if is_notebook(path):  # read, and linted, where it is linted; never cached
-        return FileOutcome(display), _Task(path, display, tuple(rules), None, options, target)
+        return FileOutcome(display), _Task(path, display, tuple(rules), None, options, target), None, None
     started = time.perf_counter()
     try:
         source = read(path)
     except UnreadableFile as error:
-        return FileOutcome(display, error=str(error)), None
+        return FileOutcome(display, error=str(error)), None, None, None
     read_seconds = time.perf_counter() - started
     notes = _noqa_notes(source.text)
     task = _Task(path, display, tuple(rules), source, options, target)
-    cached = None
+    entry = summary = None
     if options.cache is not None:
         entry = options.cache.get(path, task.rules, target, source.text)
-        cached = None if entry is None else _cached(entry, display, options)
-    outcome = cached or FileOutcome(display)
+        if module is not None:
+            summary = options.cache.get_summary(path, module, source.text)
+    outcome = FileOutcome(display)
     outcome.notes = notes
     if options.profile:
         outcome.seconds = {"read": read_seconds}
         if options.cache is not None:
             outcome.seconds["cache"] = time.perf_counter() - started - read_seconds
-    return outcome, None if cached is not None else task
+    return outcome, task, entry, summary
+
+
+def _standing(outcome: FileOutcome, options: Options) -> bool:
+    """Whether a lint's outcome is all these options want (not when --fix has something to fix)."""
+    return not ((options.fix or options.diff) and any(fix_allowed(f.fix, options.unsafe_fixes)
+                                                      for f in outcome.findings))
 
 
 def _noqa_notes(text: str) -> List[Tuple[int, str]]:
@@ -263,10 +306,18 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     selection and configuration errors raise ConfigError before any file is linted. Each
     file's fixes are held to the configured `target-torch`, else to its project's declared
     one. `notices` gets one-line warnings about the run itself (processes that could not be
-    started)."""
+    started).
+
+    The Python files linted together are a project (memlint.analysis.project): each module is
+    first linted alone and summarised, then linted again knowing the other modules' summaries,
+    only where its analysis asked a question that the project now answers differently. A
+    result from the cache stands while its file's text and its answers are the same."""
     outcomes: List[FileOutcome] = []
-    tasks: List[Tuple[int, _Task]] = []
-    for item in discover(paths, config, options.force_exclude, options.require_files):
+    items = list(discover(paths, config, options.force_exclude, options.require_files))
+    modules = project_files([item for item in items if not isinstance(item, BadPath)])
+    names = frozenset(name for _, name in modules.values()) if len(modules) > 1 else frozenset()
+    prepared: List[_Prepared] = []
+    for item in items:
         if isinstance(item, BadPath):
             display = display_path(item.path)
             outcomes.append(FileOutcome(display, warning=item.message) if item.warning
@@ -275,26 +326,70 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         file_config = config.for_file(item)
         rules = file_config.rules_for(item, registry)
         target = file_config.target_for(item)
-        outcome, task = _prepare(item, display_path(item), rules, options, target)
+        outcome, task, entry, summary = _prepare(item, display_path(item), rules, options, target,
+                                                 modules.get(str(item)) if names else None)
         if task is not None:
-            tasks.append((len(outcomes), task))
+            prepared.append(_Prepared(len(outcomes), outcome, task, entry, summary))
         outcomes.append(outcome)
-    linted = map_in_order(_lint, [task for _, task in tasks], options.jobs, size=_size, failed=_failed,
-                          budget=options.file_timeout, notices=notices)
-    for (index, _), outcome in zip(tasks, linted):
-        for phase, seconds in outcomes[index].seconds.items():  # reading and the cache look-up
-            outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
-        outcome.notes = outcomes[index].notes
-        outcomes[index] = outcome
+
+    # The first phase: every module of the project whose summary is not in the cache, linted alone.
+    first = [p for p in prepared if names and p.task.source is not None and p.summary is None and  # type: ignore[union-attr]
+             str(p.task.path) in modules]  # type: ignore[union-attr]
+    alone = map_in_order(partial(_lint, names=names), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
+                         options.jobs, size=_size, failed=_failed, budget=options.file_timeout, notices=notices)
+    found: Dict[int, FileOutcome] = {}
+    for p, outcome in zip(first, alone):
+        p.summary = outcome.summary
+        found[p.index] = outcome
+    project = Project(modules, {str(p.task.path): p.summary for p in prepared  # type: ignore[union-attr]
+                                if p.summary is not None}) if names else None
+
+    # What stands: a first lint whose questions get the same answers now, a cached result likewise.
+    second: List[_Prepared] = []
+    for p in prepared:
+        task = p.task
+        assert task is not None
+        outcome = found.get(p.index)
+        if outcome is not None:
+            if same_answers(project, str(task.path), outcome.asked) and _standing(outcome, options):
+                if outcome.entry is not None:
+                    _store(task, *outcome.entry, outcome)
+                _settle(outcomes, p.index, outcome)
+                continue
+        elif p.entry is not None and same_answers(project, str(task.path), p.entry.asked):
+            cached = _cached(p.entry, task.display, options)
+            if cached is not None:
+                cached.seconds, cached.notes = p.outcome.seconds, p.outcome.notes
+                outcomes[p.index] = cached
+                continue
+        second.append(p)
+    if options.cache is not None:
+        for p in first:
+            if p.summary is not None:
+                options.cache.put_summary(p.task.path, modules[str(p.task.path)], p.task.source.text,  # type: ignore[union-attr]
+                                          p.summary)
+    linted = map_in_order(partial(_lint, project=project, names=names), [p.task for p in second],  # type: ignore[misc]
+                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout, notices=notices)
+    for p, outcome in zip(second, linted):
+        _settle(outcomes, p.index, outcome)
     return outcomes
+
+
+def _settle(outcomes: List[FileOutcome], index: int, outcome: FileOutcome) -> None:
+    """Put a lint's outcome in its place, with the time its reading and cache look-up took,
+    and what was noted of its text."""
+    for phase, seconds in outcomes[index].seconds.items():
+        outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
+    outcome.notes = outcomes[index].notes
+    outcomes[index] = outcome
 
 
 def lint_text(source: SourceText, path: Path, display: str, config: AnyConfig,
               registry: Mapping[str, Type[Rule]], options: Options) -> FileOutcome:
     """Lint (or fix) `source` as if it were the file `path` (standard input, an editor's
     buffer): its configuration, rules, torch target and notebook handling are those a run
-    gives that file. Nothing is read, cached or written: with --fix, the fixed text is the
-    outcome's `text`."""
+    gives that file, linted alone (as one file of a project is when named by itself).
+    Nothing is read, cached or written: with --fix, the fixed text is the outcome's `text`."""
     file_config = config.for_file(path)
     task = _Task(path, display, tuple(file_config.rules_for(path, registry)), source,
                  replace(options, in_memory=True, cache=None, jobs=1), file_config.target_for(path))

@@ -18,7 +18,7 @@ import pytest
 import memlint.engine as engine
 import memlint.jobs as jobs
 import memlint.run as run_module
-from memlint.cache import Entry, open_cache, settings_digest
+from memlint.cache import SUMMARIES, Entry, open_cache, settings_digest
 from memlint.config import Config, Selection
 from memlint.rules import registry
 from memlint.run import Options, run
@@ -125,10 +125,10 @@ def test_a_file_over_the_time_budget_is_a_warning_and_the_others_are_linted(tmp_
     write(tmp_path, "c/slow.py", BAD)
     check = run_module.check
 
-    def slow_on_one_file(source, path, rules, target_torch=None, timer=None):
+    def slow_on_one_file(source, path, rules, target_torch=None, timer=None, **options):
         while path.endswith("slow.py"):
             pass
-        return check(source, path, rules, target_torch, timer)
+        return check(source, path, rules, target_torch, timer, **options)
 
     monkeypatch.setattr(run_module, "check", slow_on_one_file)  # the workers fork with it
     config = Config(root=tmp_path, selection=Selection(extend_select=["MEM101"]))
@@ -218,14 +218,20 @@ def test_a_corrupt_entry_is_a_miss_and_is_replaced(tmp_path, monkeypatch):
     _tree(tmp_path / "src")
     cache = tmp_path / "cache"
     cold = _lint(tmp_path / "src", cache)
-    entries = sorted((cache).rglob("*.json"))
-    assert len(entries) == 12
+    entries = sorted(p for p in cache.rglob("*.json") if p.parent.name != SUMMARIES)
+    summaries = sorted(cache.rglob(f"{SUMMARIES}/*.json"))
+    assert len(entries) == len(summaries) == 12
     entries[0].write_text('{"text": "')  # cut short
     entries[1].write_text(json.dumps({**json.loads(entries[1].read_text()), "findings": [[1, 2]]}))
     counting = _Counting(monkeypatch)
     assert _lint(tmp_path / "src", cache) == cold
     assert counting.compiled == 2
     json.loads(entries[0].read_text())  # rewritten whole
+
+    summaries[0].write_text(json.dumps({**json.loads(summaries[0].read_text()), "summary": {"name": 1}}))
+    counting.compiled = 0
+    assert _lint(tmp_path / "src", cache) == cold
+    assert counting.compiled == 1  # that module is summarised again
 
 
 def test_fix_still_fixes_a_file_whose_findings_came_from_the_cache(tmp_path):

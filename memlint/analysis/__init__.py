@@ -23,6 +23,8 @@ objects it names as its dependencies:
     facts.hoisting   hoisting.py    GPU work that computes the same value every iteration or call
     facts.steps      steps.py       how often code runs per training step (step, inner, boundary)
     facts.syncs      syncs.py       host-device syncs, which values are tensors, what loops repeat over
+    facts.project    project.py     what the other modules of the project say about this one's
+                                    functions and classes, and the names it imports from them
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it.
@@ -46,6 +48,7 @@ from memlint.analysis.hoisting import Hoisting
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.oom import OutOfMemory
 from memlint.analysis.phase import Phase
+from memlint.analysis.project import ProjectView
 from memlint.analysis.purity import Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
@@ -59,8 +62,10 @@ from memlint.analysis.values import Values
 
 
 class Facts:
-    def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None) -> None:
+    def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None,
+                 project: Optional[ProjectView] = None) -> None:
         self.module = module
+        self.project = project if project is not None else ProjectView()
         if tree is not None:
             self.tree = tree  # the engine's index: `tree` below then never runs
         self._loops: Dict[int, LoopFacts] = {}
@@ -75,7 +80,7 @@ class Facts:
     @cached_property
     def names(self) -> TorchNames:
         """Import-aware names: `facts.names.call_name(call) == "torch.randn"`."""
-        return TorchNames(self.module, self.tree)
+        return TorchNames(self.module, self.tree, self.project.package)
 
     @cached_property
     def scopes(self) -> Scopes:
@@ -85,7 +90,7 @@ class Facts:
     @cached_property
     def regions(self) -> Regions:
         """Grad-mode, autocast and accumulate regions; grad mode at a node."""
-        return Regions(self.names, self.tree, self.scopes)
+        return Regions(self.names, self.tree, self.scopes, self.project)
 
     @cached_property
     def calls(self) -> CallGraph:
@@ -95,7 +100,7 @@ class Facts:
     @cached_property
     def receivers(self) -> Receivers:
         """Which names are optimizers, models and losses."""
-        return Receivers(self.names, self.tree, self.scopes)
+        return Receivers(self.names, self.tree, self.scopes, self.project)
 
     @cached_property
     def roles(self) -> Roles:
@@ -105,7 +110,7 @@ class Facts:
     @cached_property
     def values(self) -> Values:
         """Which values carry an autograd graph, and where they go."""
-        return Values(self.names, self.tree, self.scopes, self.regions, self.calls, self.roles)
+        return Values(self.names, self.tree, self.scopes, self.regions, self.calls, self.roles, self.project)
 
     @cached_property
     def phase(self) -> Phase:
@@ -136,7 +141,7 @@ class Facts:
     @cached_property
     def steps(self) -> Steps:
         """How often code runs per training step: once, more than once, between steps."""
-        return Steps(self.tree, self.scopes, self.calls, self.receivers, self.roles)
+        return Steps(self.tree, self.scopes, self.calls, self.receivers, self.roles, self.project)
 
     @cached_property
     def syncs(self) -> Syncs:

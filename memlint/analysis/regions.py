@@ -35,6 +35,8 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from memlint.analysis.frameworks import LIGHTNING_BASES
+from memlint.analysis.project import ProjectView
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, literal_bool
@@ -59,8 +61,6 @@ _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "set
                                  "skipif", "skip", "slow", "require_torch", "require_torch_gpu", ""})
 # Context managers in which the code is expected to fail (tests).
 _RAISES = re.compile(r"^(raises|assertRaises|assertRaisesRegex|assertRaisesRegexp)$")
-# Lightning modules, by their base class
-LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,9 @@ class Autocast:
 class Regions:
     """The regions of one module and grad mode at its nodes (see the module docstring)."""
 
-    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, project: ProjectView) -> None:
         self.names = names
+        self.project = project
         self.tree = tree
         self.scopes = scopes
         self.grad_regions: List[Region] = []
@@ -203,6 +204,10 @@ class Regions:
         names = {dotted_name(b.value) or "" for b in klass.bases}
         if any(LIGHTNING_BASES.search(n) for n in names):
             return True
+        for name in names:  # a base of another module of the project that is one
+            absolute = self.names.absolute_name(name)
+            if absolute is not None and self.project.knows(absolute) and self.project.is_lightning_module(absolute):
+                return True
         methods = {s.name.value for s in klass.body.body if isinstance(s, cst.FunctionDef)}
         return "configure_optimizers" in methods
 

@@ -31,12 +31,15 @@ MEM206 ask `bindings`, MEM401 and MEM205 `call_sites`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
 from memlint.analysis.tree import Scope, TreeIndex, dotted_name, walk_scope
+
+if TYPE_CHECKING:
+    from memlint.analysis.torchnames import TorchNames
 
 _APPENDING = ("append", "extend", "insert", "appendleft", "add")
 # Statements and expressions with one target, and the kind of binding they make.
@@ -330,6 +333,38 @@ class Scopes:
                 return None
             classes.add(value.func.value)
         return self.classes[classes.pop()] if len(classes) == 1 else None
+
+    def instance_method_name(self, call: cst.Call, names: "TorchNames") -> Optional[str]:
+        """`pkg.metrics.Accuracy.update` for `acc.update(...)` or `self.acc.update(...)` when
+        `acc` surely holds an instance of a class this module imports (`acc = Accuracy()`,
+        `from pkg.metrics import Accuracy`): the method another module of the project defines."""
+        func = call.func
+        if type(func) is not cst.Attribute:
+            return None
+        receiver = func.value  # type: ignore[attr-defined]
+        if type(receiver) is cst.Name:
+            binds = self.bindings_seen(receiver.value, receiver)  # type: ignore[attr-defined]
+            if any(b.kind != "assign" or not b.whole for b in binds):
+                return None
+            values = [b.value for b in binds]
+        elif dotted_name(receiver) is not None and (dotted_name(receiver) or "").count(".") == 1 and \
+                (dotted_name(receiver) or "").startswith("self."):
+            klass = self.enclosing_class(call)
+            values = self._attribute_values(klass, (dotted_name(receiver) or "")[5:]) if klass is not None else []
+        else:
+            return None
+        built = {names.absolute_name(dotted_name(v.func)) for v in values
+                 if isinstance(v, cst.Call) and type(v.func) in (cst.Name, cst.Attribute)}
+        if len(built) != 1 or len(values) == 0 or any(not isinstance(v, cst.Call) for v in values):
+            return None
+        constructor = built.pop()
+        return f"{constructor}.{func.attr.value}" if constructor else None  # type: ignore[attr-defined]
+
+    def _attribute_values(self, klass: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
+        """What the methods of `klass` assign to `self.<attr>`."""
+        return [node.value for method in klass.body.body if isinstance(method, cst.FunctionDef)
+                for node in self.assigns_of(method) for target in node.targets
+                if dotted_name(target.target) == f"self.{attr}"]
 
     def _method(self, klass: Optional[cst.ClassDef], name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of `klass`, or of its first base in this module that defines it."""

@@ -14,29 +14,33 @@ has no loop of its own), or it iterates over a data loader. Relative to step loo
   fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
 
 and `how_often` answers None when none of this can be told (code outside any loop that is not
-called from one). Asked as `facts.steps`. Asked by MEM105 and MEM501.
+called from one). A function's callers in other modules count too (memlint.analysis.project);
+`site(node)` is how often a node runs within a call of its function, the part of the answer
+that a module's summary carries (memlint.analysis.summary). Asked as `facts.steps`. Asked by
+MEM105 and MEM501.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.phase import TRAINING_FUNCTIONS
+from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
+from memlint.analysis.project import ProjectView
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk_scope
 
-STEP, INNER, BOUNDARY = "step", "inner", "boundary"
 _LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
-_LIGHTNING_STEP_HOOKS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
-_STEP_HOOK = re.compile(r"^on_\w*batch_(start|end)$|^on_(before|after)_(backward|optimizer_step|zero_grad)$")
-_EPOCH_HOOK = re.compile(r"^on_\w*(epoch|fit|train|validation|test|predict)_(start|end)$")
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef})
+# Names of iteration counters (`i`, `step`, `global_step`, `batch_idx`, `ni`, `epoch`).
+_COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batch_?i(dx)?|\w*_(step|steps|iter|"
+                      r"iters|iteration|idx|epoch|count|counter))$|^(step|iter|iteration|epoch)_?\w*$", re.IGNORECASE)
 _LOOPS = (cst.For, cst.While)
 
 
@@ -44,14 +48,15 @@ class Steps:
     """How often the code of one module runs per step (see the module docstring)."""
 
     def __init__(self, tree: TreeIndex, scopes: Scopes, calls: CallGraph, receivers: Receivers,
-                 roles: Roles) -> None:
+                 roles: Roles, project: ProjectView) -> None:
         self.tree = tree
+        self.project = project
         self.scopes = scopes
         self.calls = calls
         self.receivers = receivers
         self.roles = roles
         self._work: Dict[int, bool] = {}
-        self._holds: Dict[int, bool] = {}
+        self._holds: Dict[Tuple[int, bool], bool] = {}
         self._functions: Dict[int, Optional[str]] = {}
 
     # -- loops -------------------------------------------------------------------------------
@@ -61,12 +66,13 @@ class Steps:
         found = self._work.get(id(loop))
         if found is None:
             found = self.iterates_loader(loop) or any(
-                self._is_step_call(call) and self._owned(loop, call, site)
+                self.is_step_call(call) and self._owned(loop, call, site)
                 for call, site in self.calls.calls_in(loop))
             self._work[id(loop)] = found
         return found
 
-    def _is_step_call(self, call: cst.Call) -> bool:
+    def is_step_call(self, call: cst.Call) -> bool:
+        """A forward, a loss, a backward, an optimizer step, or a generate call."""
         roles = self.roles
         return roles.is_forward(call) or roles.is_loss(call) or roles.backward_of(call) is not None \
             or roles.step_of(call) is not None or roles.is_generate(call)
@@ -92,24 +98,44 @@ class Steps:
 
     def holds_step_loop(self, loop: cst.CSTNode) -> bool:
         """A loop nested in `loop`, or in a function of this module it calls, is a step loop."""
-        found = self._holds.get(id(loop))
+        return self._holds_in(loop, (loop.body,)) or self.calls_step_loop(loop)  # type: ignore[attr-defined]
+
+    def calls_step_loop(self, loop: cst.CSTNode) -> bool:
+        """A function of this module that `loop` calls holds a step loop (`for epoch in ...:
+        train(epoch)`): whatever else its body does, `loop` runs between steps."""
+        return self._holds_in(loop, tuple(self.calls.functions_reached(loop)))
+
+    def _holds_in(self, loop: cst.CSTNode, roots: Tuple[cst.CSTNode, ...]) -> bool:
+        key = (id(loop), len(roots) == 1 and roots[0] is loop.body)  # type: ignore[attr-defined]
+        found = self._holds.get(key)
         if found is None:
-            self._holds[id(loop)] = False
-            roots: List[cst.CSTNode] = [loop.body, *self.calls.functions_reached(loop)]  # type: ignore[attr-defined]
+            self._holds[key] = False
             found = any(isinstance(node, _LOOPS) and node is not loop and self.does_step_work(node)
                         for root in roots for node in walk_scope(root))
-            self._holds[id(loop)] = found
+            self._holds[key] = found
         return found
 
     # -- any node ----------------------------------------------------------------------------
     def how_often(self, node: cst.CSTNode) -> Optional[str]:
         """STEP, INNER, BOUNDARY or None (see the module docstring)."""
+        site = self.site(node)
+        if site in (CALLER, REPEATED):
+            return at_site(site, self.function_how_often(self.tree.function_of(node)))
+        return site
+
+    def site(self, node: cst.CSTNode) -> str:
+        """How often `node` runs within a call of its function (memlint.analysis.often): STEP,
+        INNER or BOUNDARY when the loops around it tell, else CALLER or REPEATED."""
         loops = self.tree.loops_around(node)
+        if self.periodic(node):
+            return BOUNDARY
         repeated = self._in_comprehension(node, loops[0] if loops else None)
         if loops:
             innermost = loops[0]
+            if self.calls_step_loop(innermost):
+                return BOUNDARY
             if self.does_step_work(innermost):
-                return INNER if repeated else STEP
+                return INNER if repeated or self._micro_step(innermost, loops[1:]) else STEP
             if self.holds_step_loop(innermost):
                 return BOUNDARY
             for outer in loops[1:]:
@@ -117,11 +143,41 @@ class Steps:
                     return INNER
                 if self.holds_step_loop(outer):
                     return BOUNDARY
-            repeated = True
-        often = self.function_how_often(self.tree.function_of(node))
-        if often in (STEP, INNER) and repeated:
-            return INNER
-        return often
+            repeated = repeated or not all(self._yields_in(loop) for loop in loops)
+        return REPEATED if repeated else CALLER
+
+    def accumulates(self, node: cst.CSTNode) -> bool:
+        """`node` runs once per micro-batch of gradient accumulation (see `_micro_step`)."""
+        loops = self.tree.loops_around(node)
+        return bool(loops) and self.does_step_work(loops[0]) and self._micro_step(loops[0], loops[1:])
+
+    def _micro_step(self, loop: cst.CSTNode, outer: List[cst.CSTNode]) -> bool:
+        """`loop` runs forwards and backwards but steps no optimizer, and the loop around it
+        does: gradient accumulation, several micro-batches per optimizer step."""
+        roles = self.roles
+        if not outer or roles.steps_in(loop) or not roles.backwards_in(loop):
+            return False
+        return any(not self.tree.contains(loop, site) for _, site in roles.steps_in(outer[0]))
+
+    def _yields_in(self, loop: cst.CSTNode) -> bool:
+        """A loop of a generator that yields once per iteration runs in step with the loop that
+        consumes it: its body runs once per item the caller takes."""
+        return any(type(node) is cst.Yield for node in walk_scope(loop.body))  # type: ignore[attr-defined]
+
+    def periodic(self, node: cst.CSTNode) -> bool:
+        """`node` runs only on some iterations of its loop (or calls of its function): under a
+        condition on a counter (`if step % 100 == 0:`, `if i == 0:`, `if batch_idx < 3:`), not
+        a flag that holds on every step (`if args.log:`)."""
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            kind = type(ancestor)
+            if kind in _BOUNDS:
+                return False
+            if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
+                    child is ancestor.body and _counts(ancestor.test):  # type: ignore[attr-defined]
+                return True
+            child = ancestor
+        return False
 
     def _in_comprehension(self, node: cst.CSTNode, stop: Optional[cst.CSTNode]) -> bool:
         """`node` is evaluated per element of a comprehension (not in its first iterable)."""
@@ -137,33 +193,60 @@ class Steps:
         return False
 
     def function_how_often(self, func: Optional[cst.FunctionDef]) -> Optional[str]:
-        """How often a function's body runs: STEP for `forward` of a module, Lightning's step
-        hooks and conventional step functions; BOUNDARY for epoch hooks; else from its call sites."""
+        """How often a function's body runs: what its name says (memlint.analysis.often), else
+        its call sites in this module and, through the project, in others."""
         if func is None:
             return None
         key = id(func)
         if key in self._functions:
             return self._functions[key]
         self._functions[key] = None  # a recursive call does not decide
-        name = func.name.value
         klass = self.tree.class_of(func)
-        result: Optional[str] = None
-        if _EPOCH_HOOK.match(name):
-            result = BOUNDARY
-        elif name in _LIGHTNING_STEP_HOOKS or _STEP_HOOK.match(name) or (
-                name in TRAINING_FUNCTIONS and name != "__call__" and (
-                    name != "forward" or klass is not None and klass.name.value in self.receivers.module_classes)):
-            result = STEP
-        else:
-            found = {self.how_often(site) for site in self.scopes.call_sites(func)}
-            if INNER in found:
-                result = INNER
-            elif STEP in found:
-                result = STEP
-            elif BOUNDARY in found:
-                result = BOUNDARY
+        result = intrinsic_often(func.name.value, klass is not None and klass.name.value in self.receivers.module_classes)
+        if result is None:
+            result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
+                              self._external(func, klass)])
         self._functions[key] = result
         return result
+
+    def _call_often(self, call: cst.Call) -> Optional[str]:
+        """How often a call runs its function's body; a generator iterated by a loop
+        (`for x, y in self.batches():`) runs its body as often as that loop's body runs."""
+        loop = self.tree.parent(call)
+        if type(loop) is cst.For and loop.iter is call:  # type: ignore[attr-defined]
+            return self.how_often(loop.body)  # type: ignore[attr-defined]
+        return self.how_often(call)
+
+    def _external(self, func: cst.FunctionDef, klass: Optional[cst.ClassDef]) -> Optional[str]:
+        """How often callers in other modules of the project run `func` (a module-level
+        function, or a method of a module-level class)."""
+        if klass is not None:
+            if self.tree.scope_of(klass) is not self.tree.module:
+                return None
+            return self.project.external_often(f"{klass.name.value}.{func.name.value}")
+        if self.tree.scope_of(func) is not self.tree.module:
+            return None
+        return self.project.external_often(func.name.value)
+
+
+def _counts(test: cst.BaseExpression) -> bool:
+    """A condition on an iteration counter: a `%`, or a counter compared with a number."""
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And):
+            return _counts(test.left) or _counts(test.right)
+        return _counts(test.left) and _counts(test.right)
+    if isinstance(test, cst.Comparison):
+        parts = [test.left, *(c.comparator for c in test.comparisons)]
+        if any(isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) for p in parts):
+            return True
+        numbers = [p for p in parts if isinstance(p, cst.Integer)]
+        counters = [p for p in parts if _COUNTER.search(last_part(dotted_name(p)))]
+        return bool(numbers and counters)
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return True  # `if not step % 10`
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _counts(test.expression)
+    return False
 
 
 def _in_first_iterable(first: cst.CompFor, node: cst.CSTNode, tree: TreeIndex) -> bool:

@@ -45,6 +45,7 @@ import libcst as cst
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, Derivation, leaf_targets,
                                        sources_of, target_names)
+from memlint.analysis.project import ProjectView
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
 from memlint.analysis.scopes import Scopes
@@ -118,8 +119,9 @@ class Values:
     """Grad-carrying values of one module and where they go (see the module docstring)."""
 
     def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, regions: Regions, calls: CallGraph,
-                 roles: Roles) -> None:
+                 roles: Roles, project: ProjectView) -> None:
         self.names = names
+        self.project = project
         self.tree = tree
         self.scopes = scopes
         self.regions = regions
@@ -216,11 +218,25 @@ class Values:
         target = self.scopes.resolve(call)
         if target is not None:
             return self._returns(target, trace)
-        return False  # an unknown function: do not guess
+        return self._returned_by_another_module(call, trace)
+
+    def _returned_by_another_module(self, call: cst.Call, trace: "_Trace") -> bool:
+        """A function or method of another module of the project that returns a graph (or an
+        output), by its summary (memlint.analysis.project); anything else: do not guess."""
+        func = call.func
+        dotted = self.names.absolute_name(dotted_name(func)) if type(func) in (cst.Name, cst.Attribute) else None
+        dotted = dotted or self.scopes.instance_method_name(call, self.names)
+        if dotted is None or not self.project.knows(dotted) or (trace.graph and not self._recording(call, trace)):
+            return False
+        return self.project.returns(dotted, trace.graph)
 
     def returns_grad(self, func: cst.FunctionDef) -> bool:
         """Whether a function of this module returns a grad-carrying value."""
         return self._returns(func, _Trace(graph=True))
+
+    def returns_output(self, func: cst.FunctionDef) -> bool:
+        """Whether a function of this module returns a model's output on its device."""
+        return self._returns(func, _Trace(graph=False))
 
     def _returns(self, func: cst.FunctionDef, trace: "_Trace") -> bool:
         key = (id(func), trace.graph)
@@ -407,8 +423,12 @@ class Values:
         (`acc.update(pred, y)`) appends to a list of that instance (`self.preds.append(pred)`),
         still holding their graph (`graph`), or their device tensor: they live as long as the
         instance does."""
+        if not isinstance(call.func, cst.Attribute):
+            return []
         method = self.scopes.resolve(call)
-        if method is None or not isinstance(call.func, cst.Attribute) or self.tree.class_of(method) is None:
+        if method is None:
+            return self._kept_by_another_module(call, graph)
+        if self.tree.class_of(method) is None:
             return []
         params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)]
         if params[:1] != ["self"]:
@@ -426,6 +446,35 @@ class Values:
             if name and any(self._traces(value, at, trace) for at, value in appends):
                 kept.append(arg)
         return kept
+
+    def _kept_by_another_module(self, call: cst.Call, graph: bool) -> List[cst.Arg]:
+        """`kept_arguments` for a method of a class another module of the project defines
+        (memlint.analysis.project): what its summary says it appends to its instance."""
+        dotted = self.scopes.instance_method_name(call, self.names)
+        if dotted is None or not self.project.knows(dotted):
+            return []
+        positions = self.project.keeps(dotted, graph)
+        kept: List[cst.Arg] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if (arg.keyword.value in positions) if arg.keyword is not None else position in positions.values():
+                kept.append(arg)
+        return kept
+
+    def kept_parameters(self, method: cst.FunctionDef) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+        """The parameters of a method that it appends to a list of its instance: still holding
+        their graph, and as device tensors (for the summary other modules read)."""
+        appends = self._appends_to_self(method)
+        if not appends:
+            return (), ()
+        params = [p.name.value for p in (*method.params.posonly_params, *method.params.params,
+                                         *method.params.kwonly_params)][1:]
+        found = []
+        for graph in (True, False):
+            found.append(tuple(name for name in params if any(
+                self._traces(value, at, _Trace(graph=graph, through=frozenset({name}))) for at, value in appends)))
+        return found[0], found[1]
 
     def _appends_to_self(self, method: cst.FunctionDef) -> List[Tuple[cst.Call, cst.BaseExpression]]:
         """(call, what it appends) for each `self....append(value)` in `method` (found once a

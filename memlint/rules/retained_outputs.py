@@ -91,7 +91,9 @@ class RetainedOutputs(Rule):
     MESSAGE = "an output with its autograd graph is stored in a container that outlives the loop"
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.PEAK_LOWER
-    REQUIRES = ("append", "extend", "insert")
+    # appends, and the calls that reach another module's method that appends (`acc.update(pred)`,
+    # `container.add(logits)`: memlint.analysis.project)
+    REQUIRES = ("append", "extend", "insert", ".update(", ".add(")
 
     VALID = (
         # grad-free, and nothing in the file puts tensors on a device
