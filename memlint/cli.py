@@ -45,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memlint",
         description="Find GPU-memory anti-patterns in PyTorch code, and fix them.",
-        epilog="Commands: check (default), rules, explain CODE|NAME, verify SCRIPT, server. "
-               "Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
+        epilog="Commands: check (default), rules, explain CODE|NAME, verify SCRIPT, snapshot SNAPSHOT.pickle, "
+               "server. Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
     )
     parser.add_argument("-V", "--version", action="version", version=f"memlint {__version__}")
     parser.add_argument("paths", nargs="*", help="files or folders (default: .); `-` reads standard input")
@@ -240,6 +240,12 @@ def _verify_command(argv: Sequence[str]) -> int:
     return verify_main(list(argv))
 
 
+def _snapshot_command(argv: Sequence[str]) -> int:
+    from memlint.snapshot.cli import main as snapshot_main
+
+    return snapshot_main(list(argv))
+
+
 def _server_command(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="memlint server",
                                      description="Run the Language Server on standard input and output.")
@@ -259,7 +265,7 @@ def _server_command(argv: Sequence[str]) -> int:
 
 
 COMMANDS = {"check": _check, "rules": _rules_command, "explain": _explain_command, "verify": _verify_command,
-            "server": _server_command}
+            "snapshot": _snapshot_command, "server": _server_command}
 
 
 def _command(argv: List[str]) -> Tuple[Callable[[Sequence[str]], int], List[str]]:

@@ -56,10 +56,10 @@ class FileContext:
     ancestors, and the oldest torch the project supports (`target_torch`; None: no constraint)."""
 
     def __init__(self, module: cst.Module, target_torch: Optional[TorchVersion] = None,
-                 project: Optional[ProjectView] = None) -> None:
+                 project: Optional[ProjectView] = None, path: str = "") -> None:
         self.module = module
         self.target_torch = target_torch
-        self.facts = Facts(module, index(module), project)
+        self.facts = Facts(module, index(module), project, path)
         self.node: cst.CSTNode = module  # the node being visited
         self.reports: List[_Report] = []
 
@@ -282,7 +282,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
             module = parse(source)
         settle()
         with clock("index"):
-            context = FileContext(module, target_torch, project)
+            context = FileContext(module, target_torch, project, path)
         try:
             checked = _report(context, source, path, wanted, timer, noqa)
             checked.asked = dict(project.asked)  # the rules' questions, not the summary's

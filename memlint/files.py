@@ -168,7 +168,7 @@ def _nothing_found(folder: Path, tally: _Tally) -> BadPath:
 
 
 def discover(paths: Sequence[str], config: AnyConfig, force_exclude: bool = False,
-             require_files: bool = True) -> Iterator[Union[Path, BadPath]]:
+             require_files: bool = False) -> Iterator[Union[Path, BadPath]]:
     """The files to lint; with `force_exclude`, `exclude` applies to files named on the command
     line too (pre-commit names every staged file). With `require_files`, a folder named in
     `paths` in which no file is found is an error (a typo, or a tree all ignored, must not pass)."""

@@ -69,6 +69,7 @@ def test_purity_tells_sizes_from_tensor_operands():
 # -- steps --------------------------------------------------------------------------------------
 STEPS = """
 import torch
+import ignite.engine
 
 def grad_norm(model):
     norms = []
@@ -95,6 +96,12 @@ def accumulate(loader):
             loss.backward()
             micro_loss = loss                # INNER: four micro-batches per optimizer step
         optimizer.step()
+
+def process(engine, batch):
+    engine_out = model(batch)                # STEP: Ignite's Engine calls it once per batch
+    return engine_out
+
+trainer = ignite.engine.Engine(process)
 
 def batches():
     for _ in range(10):
@@ -126,7 +133,7 @@ setup = 1                                    # unknown
 @pytest.mark.parametrize("target,expected", [
     ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
     ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
-    ("micro_loss", INNER),
+    ("micro_loss", INNER), ("engine_out", STEP),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)
@@ -482,7 +489,7 @@ def test_sampling_per_epoch_made_on_the_cpu_and_moved():
     assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
 
 
-def test_generation_that_feeds_the_grown_sequence_back_has_no_fix():
+def test_generation_that_feeds_the_grown_sequence_to_the_model_is_not_reported():
     source = """
     import torch
     tokens = torch.randint(vocab, (1, 1)).to(device)
@@ -491,6 +498,16 @@ def test_generation_that_feeds_the_grown_sequence_back_has_no_fix():
             logits = model(tokens)
             nxt = torch.multinomial(logits[-1].softmax(-1), 1).view(1, 1)
             tokens = torch.cat([tokens, nxt], 0)
+    """
+    assert _found(source, "MEM104") == []
+
+
+def test_a_step_loop_that_reads_the_grown_tensor_otherwise_has_no_fix():
+    source = """
+    import torch
+    for x in loader:
+        feats = torch.cat([feats, model(x)], 0)
+        spread = torch.cdist(feats, feats).mean()
     """
     [finding] = _found(source, "MEM104")
     assert finding.fix is None and "preallocate" in finding.message
@@ -559,3 +576,11 @@ def test_fixed_loop_rules_compile_and_settle():
     # it, and counts as fixed (so `memlint` and `memlint --fix` count alike)
     assert {f.code for f in first.applied} == {"MEM102", "MEM103", "MEM104", "MEM501"}
     assert fix(first.source, "t.py", LOOP_RULES, unsafe=True).source == first.source
+
+
+@pytest.mark.parametrize("path,reported", [("train.py", True), ("tests/helpers/models.py", False),
+                                           ("pkg/test_model.py", False), ("conftest.py", False)])
+def test_per_step_rules_leave_test_modules_alone(path, reported):
+    source = "import torch\nfor x in loader:\n    t = torch.zeros(4).to(device)\n    model(x, t)\n"
+    found = [f.code for f in check(source, path, [RULES["MEM103"]]).findings]
+    assert found == (["MEM103"] if reported else [])

@@ -14,6 +14,11 @@ from memlint.analysis.tree import last_part
 
 # Lightning modules (pytorch_lightning, lightning, lightning.pytorch), by their base class
 LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
+# HF `Trainer` and its subclasses (`Seq2SeqTrainer`, TRL's trainers derive from it), by base class
+HF_TRAINER_BASES = re.compile(r"^(transformers|trl)(\.\w+)*\.\w*Trainer$")
+# Trainer methods the HF loop calls per evaluation batch and does not itself run under no_grad:
+# its own `prediction_step` enters `torch.no_grad()` inside, so an override must do it too.
+HF_EVAL_HOOKS = frozenset({"prediction_step"})
 # Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
 MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 

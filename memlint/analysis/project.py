@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from memlint.analysis.frameworks import LIGHTNING_BASES, MODEL_BASE, is_module_base_name
+from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES, MODEL_BASE, is_module_base_name
 from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummary
 from memlint.analysis.often import at_site, combine, intrinsic_often
 
@@ -314,6 +314,12 @@ class ProjectView:
                          lambda p: any(LIGHTNING_BASES.search(a) for a in p.lineage(self.root, dotted)),
                          False, False)  # type: ignore[return-value]
 
+    def is_hf_trainer(self, dotted: str) -> bool:
+        """Whether the project's class `dotted` derives from HF's `Trainer`."""
+        return self._ask(f"hf-trainer {dotted}",
+                         lambda p: any(HF_TRAINER_BASES.match(a) for a in p.lineage(self.root, dotted)),
+                         False, False)  # type: ignore[return-value]
+
     def returns(self, dotted: str, graph: bool) -> bool:
         """Whether the project's function `dotted` returns a value with an autograd graph
         (`graph`), or a model's output on its device."""
@@ -340,6 +346,7 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "often": ProjectView.external_often,
     "module": ProjectView.is_module,
     "lightning": ProjectView.is_lightning_module,
+    "hf-trainer": ProjectView.is_hf_trainer,
     "returns-graph": lambda view, dotted: view.returns(dotted, True),
     "returns-output": lambda view, dotted: view.returns(dotted, False),
     "keeps-graph": lambda view, dotted: view.keeps(dotted, True),

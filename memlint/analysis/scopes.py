@@ -382,27 +382,33 @@ class Scopes:
     def emptied(self, klass: cst.ClassDef, attr: str) -> bool:
         """Whether a method of `klass` (other than `__init__`) rebinds or empties `self.<attr>`:
         `self.attr = []`, `self.attr.clear()`, `del self.attr[:]`, `self.attr[:] = []`."""
-        for method in klass.body.body:
-            if not isinstance(method, cst.FunctionDef) or method.name.value == "__init__":
-                continue
-            for node in walk_scope(method):
-                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                        node.func.attr.value in ("clear", "pop", "popleft", "remove") and \
-                        dotted_name(node.func.value) == f"self.{attr}":
-                    return True
-                targets: List[cst.BaseExpression] = []
-                if isinstance(node, cst.Assign):
-                    targets = [t.target for t in node.targets]
-                elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-                    targets = [node.target]
-                elif isinstance(node, cst.Del):
-                    targets = [node.target]
-                for target in targets:
-                    for leaf in leaf_targets(target):
-                        while isinstance(leaf, cst.Subscript):
-                            leaf = leaf.value
-                        if dotted_name(leaf) == f"self.{attr}":  # type: ignore[arg-type]
-                            return True
+        return bool(self.emptied_by(klass, attr))
+
+    def emptied_by(self, klass: cst.ClassDef, attr: str) -> List[cst.FunctionDef]:
+        """The methods of `klass` (other than `__init__`) that rebind or empty `self.<attr>`."""
+        return [method for method in klass.body.body if isinstance(method, cst.FunctionDef)
+                and method.name.value != "__init__" and self._empties(method, attr)]
+
+    def _empties(self, method: cst.FunctionDef, attr: str) -> bool:
+        """Whether `method` rebinds or empties `self.<attr>`."""
+        for node in walk_scope(method):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                    node.func.attr.value in ("clear", "pop", "popleft", "remove") and \
+                    dotted_name(node.func.value) == f"self.{attr}":
+                return True
+            targets: List[cst.BaseExpression] = []
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                targets = [node.target]
+            elif isinstance(node, cst.Del):
+                targets = [node.target]
+            for target in targets:
+                for leaf in leaf_targets(target):
+                    while isinstance(leaf, cst.Subscript):
+                        leaf = leaf.value
+                    if dotted_name(leaf) == f"self.{attr}":  # type: ignore[arg-type]
+                        return True
         return False
 
     @staticmethod

@@ -5,25 +5,30 @@ computes a loss, backwards or steps an optimizer (directly, or in a helper of th
 has no loop of its own), or it iterates over a data loader. Relative to step loops, a node runs
 
 - `STEP`: once per step: in the body of a step loop; in a function that runs per step (a
-  module's `forward`, Lightning's `training_step` and the other step hooks, or a function of
-  this module called from a step; Lightning's batch hooks: `on_train_batch_end` ...);
+  module's `forward`, Lightning's `training_step` and the other step hooks, a process function
+  handed to Ignite's `Engine`, a function called from a step, in this module or, through the
+  project, in another: memlint.analysis.project; Lightning's batch hooks: `on_train_batch_end`
+  ...); in the loop of a generator that a step loop iterates (it runs in step with it);
 - `INNER`: more than once per step: in a loop (or comprehension) that does no step work of its
-  own inside a step, or inside a function that runs per step;
+  own inside a step, or inside a function that runs per step; in the loop of micro-batches of
+  gradient accumulation (it backwards; the loop around it steps the optimizer);
 - `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
-  runs or evaluation phases), also through the helpers it calls, or in Lightning's epoch,
-  fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
+  runs or evaluation phases), also through the helpers it calls, whatever else it runs; under
+  a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`); in Lightning's
+  epoch, fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
 
 and `how_often` answers None when none of this can be told (code outside any loop that is not
-called from one). A function's callers in other modules count too (memlint.analysis.project);
-`site(node)` is how often a node runs within a call of its function, the part of the answer
-that a module's summary carries (memlint.analysis.summary). Asked as `facts.steps`. Asked by
-MEM105 and MEM501.
+called from one). `site(node)` is how often a node runs within a call of its function, the
+part of the answer a module's summary carries (memlint.analysis.summary), read the same way
+across modules (memlint.analysis.often). Asked as `facts.steps`, and through `Facts.per_step`
+by the per-step rules (MEM102, MEM103, MEM105, MEM501).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
+from functools import cached_property
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -33,10 +38,12 @@ from memlint.analysis.project import ProjectView
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk_scope
 
 _LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_ENGINE = re.compile(r"^ignite\.engine(\.engine)?\.(Deterministic)?Engine$")
 _BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef})
 # Names of iteration counters (`i`, `step`, `global_step`, `batch_idx`, `ni`, `epoch`).
 _COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batch_?i(dx)?|\w*_(step|steps|iter|"
@@ -47,8 +54,9 @@ _LOOPS = (cst.For, cst.While)
 class Steps:
     """How often the code of one module runs per step (see the module docstring)."""
 
-    def __init__(self, tree: TreeIndex, scopes: Scopes, calls: CallGraph, receivers: Receivers,
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, calls: CallGraph, receivers: Receivers,
                  roles: Roles, project: ProjectView) -> None:
+        self.names = names
         self.tree = tree
         self.project = project
         self.scopes = scopes
@@ -66,13 +74,12 @@ class Steps:
         found = self._work.get(id(loop))
         if found is None:
             found = self.iterates_loader(loop) or any(
-                self.is_step_call(call) and self._owned(loop, call, site)
+                self._is_step_call(call) and self._owned(loop, call, site)
                 for call, site in self.calls.calls_in(loop))
             self._work[id(loop)] = found
         return found
 
-    def is_step_call(self, call: cst.Call) -> bool:
-        """A forward, a loss, a backward, an optimizer step, or a generate call."""
+    def _is_step_call(self, call: cst.Call) -> bool:
         roles = self.roles
         return roles.is_forward(call) or roles.is_loss(call) or roles.backward_of(call) is not None \
             or roles.step_of(call) is not None or roles.is_generate(call)
@@ -203,11 +210,20 @@ class Steps:
         self._functions[key] = None  # a recursive call does not decide
         klass = self.tree.class_of(func)
         result = intrinsic_often(func.name.value, klass is not None and klass.name.value in self.receivers.module_classes)
+        if result is None and func.name.value in self._engine_steps:
+            result = STEP  # Ignite's Engine calls its process function once per batch
         if result is None:
             result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
                               self._external(func, klass)])
         self._functions[key] = result
         return result
+
+    @cached_property
+    def _engine_steps(self) -> FrozenSet[str]:
+        """The functions this module hands to Ignite's `Engine` as its process function."""
+        return frozenset(call.args[0].value.value for call in self.scopes.calls  # type: ignore[attr-defined]
+                         if call.args and type(call.args[0].value) is cst.Name and call.args[0].keyword is None
+                         and _ENGINE.match(self.names.call_name(call) or ""))
 
     def _call_often(self, call: cst.Call) -> Optional[str]:
         """How often a call runs its function's body; a generator iterated by a loop

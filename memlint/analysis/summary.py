@@ -37,22 +37,17 @@ class FunctionSummary:
     keeps_output: Tuple[str, ...] = ()  # parameters appended to the instance as device tensors
     returns_graph: bool = False  # returns a value carrying an autograd graph
     returns_output: bool = False  # returns a model's output (on its device, whatever the grad mode)
-    forward: bool = False  # runs a model's forward (not under no_grad)
-    work: bool = False  # does a step's work: a forward, a loss, a backward or an optimizer step
-    grad: Optional[bool] = None  # what its decorator sets grad mode to (`@torch.no_grad()`: False)
 
     def to_json(self) -> list:
         return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
-                self.returns_output, self.forward, self.work, self.grad]
+                self.returns_output]
 
     @classmethod
     def from_json(cls, data: list) -> "FunctionSummary":
-        params, keeps_graph, keeps_output, returns_graph, returns_output, forward, work, grad = data
-        if not all(isinstance(b, bool) for b in (returns_graph, returns_output, forward, work)) or \
-                grad not in (None, True, False):
+        params, keeps_graph, keeps_output, returns_graph, returns_output = data
+        if not isinstance(returns_graph, bool) or not isinstance(returns_output, bool):
             raise ValueError("not a function summary")
-        return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output,
-                   forward, work, grad)
+        return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output)
 
 
 @dataclass(frozen=True)
@@ -212,17 +207,9 @@ def _base_name(facts: "Facts", base: cst.BaseExpression) -> Optional[str]:
 def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
     params = tuple(p.name.value for p in (*func.params.posonly_params, *func.params.params,
                                           *func.params.kwonly_params))
-    values, roles, regions = facts.values, facts.roles, facts.regions
+    values = facts.values
     kept = values.kept_parameters(func) if params[:1] == ("self",) else ((), ())
-    work = forward = False
-    for call, _ in facts.calls.calls_in(func.body):
-        if roles.is_forward(call):
-            work = True
-            forward = forward or regions.grad_enabled(call) is not False
-        elif facts.steps.is_step_call(call):
-            work = True
-    return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func),
-                           forward, work, regions.grad_enabled_by_decorator(func))
+    return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func))
 
 
 def _edges(facts: "Facts") -> List[Edge]:

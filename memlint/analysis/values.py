@@ -209,24 +209,33 @@ class Values:
         if qualified is not None:
             if _TENSOR_FUNCTION.match(qualified) and qualified not in _NON_DIFF_TORCH:
                 stack.extend(arg.value for arg in call.args)
-            return False
+                return False
+            return self._returned_by_another_module(call, trace)
+        target = self.scopes.resolve(call)
+        if target is not None:  # a function or method of this module (`self.p_sample(x, t)`)
+            return self._returns(target, trace)
+        if self._project_callee(call) is not None:
+            return self._returned_by_another_module(call, trace)
         if isinstance(func, cst.Attribute):
             if func.attr.value in DETACHING_METHODS or (not trace.graph and _moves_off_device(call)):
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
-            return False
-        target = self.scopes.resolve(call)
-        if target is not None:
-            return self._returns(target, trace)
-        return self._returned_by_another_module(call, trace)
+        return False
+
+    def _project_callee(self, call: cst.Call) -> Optional[str]:
+        """The absolute name of what `call` calls when another module of the project may define it."""
+        if not self.project.names:
+            return None  # linted alone
+        func = call.func
+        dotted = self.names.absolute_name(dotted_name(func)) if type(func) in (cst.Name, cst.Attribute) else None
+        dotted = dotted or self.scopes.instance_method_name(call, self.names)
+        return dotted if self.project.knows(dotted) else None
 
     def _returned_by_another_module(self, call: cst.Call, trace: "_Trace") -> bool:
         """A function or method of another module of the project that returns a graph (or an
         output), by its summary (memlint.analysis.project); anything else: do not guess."""
-        func = call.func
-        dotted = self.names.absolute_name(dotted_name(func)) if type(func) in (cst.Name, cst.Attribute) else None
-        dotted = dotted or self.scopes.instance_method_name(call, self.names)
-        if dotted is None or not self.project.knows(dotted) or (trace.graph and not self._recording(call, trace)):
+        dotted = self._project_callee(call)
+        if dotted is None or (trace.graph and not self._recording(call, trace)):
             return False
         return self.project.returns(dotted, trace.graph)
 

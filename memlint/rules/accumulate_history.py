@@ -38,12 +38,23 @@ def _same_entry(expr: cst.BaseExpression, target: cst.BaseExpression) -> bool:
     return False
 
 
+def _unscaled(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`ema` for `0.9 * ema`, `ema * decay` or `ema / 2`: a running average scales what it keeps."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide)):
+        if isinstance(expr.left, (cst.Float, cst.Integer, cst.Name)) and isinstance(expr.operator, cst.Multiply):
+            return expr.right
+        if isinstance(expr.right, (cst.Float, cst.Integer, cst.Name)):
+            return expr.left
+    return expr
+
+
 class AccumulateHistory(Rule):
     """
     ## What it does
     Finds a value that carries an autograd graph (a loss or model output computed with grad
     enabled) added into an accumulator that outlives the loop iteration: `total += loss`,
-    `self.running += loss`, `metrics[k] += loss`, `total = total + loss`.
+    `self.running += loss`, `metrics[k] += loss`, `total = total + loss`, a running average
+    (`ema[k] = 0.9 * ema[k] + 0.1 * loss`).
 
     ## Why is this bad?
     The sum is itself part of the graph: it references every loss added so far, and through
@@ -157,6 +168,13 @@ class AccumulateHistory(Rule):
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
     )
     INVALID = (
+        # a running average keeps every value it has seen with their graphs
+        Invalid(
+            "import torch\nmodel.eval()\nema = {\"loss\": 0.0}\nfor x, y in val_loader:\n"
+            "    loss = criterion(model(x), y)\n    ema[\"loss\"] = 0.9 * ema[\"loss\"] + 0.1 * loss\n",
+            "import torch\nmodel.eval()\nema = {\"loss\": 0.0}\nfor x, y in val_loader:\n"
+            "    loss = criterion(model(x), y)\n    ema[\"loss\"] = 0.9 * ema[\"loss\"] + (0.1 * loss).detach()\n",
+        ),
         Invalid(
             "import torch\n\ndef validate(model, loader):\n    model.eval()\n    total = 0.0\n"
             "    for x, y in loader:\n        loss = criterion(model(x), y)\n        total += loss\n"
@@ -228,9 +246,9 @@ class AccumulateHistory(Rule):
         if text is None:
             return
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
-            if _same_entry(value.left, target):
+            if _same_entry(_unscaled(value.left), target):  # `total + loss`, `0.9 * ema + 0.1 * loss`
                 self._check(node, target, value.right)
-            elif _same_entry(value.right, target):
+            elif _same_entry(_unscaled(value.right), target):
                 self._check(node, target, value.left)
         elif isinstance(value, cst.Call) and self.facts.names.call_name(value) == "torch.cat" and value.args and \
                 isinstance(value.args[0].value, (cst.Tuple, cst.List)):

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from memlint.analysis.often import INNER, STEP
 from memlint.analysis.purity import RANDOM_FACTORIES, Move
 from memlint.analysis.testcode import in_test_code
 from memlint.analysis.tree import dotted_name
@@ -177,7 +176,7 @@ class CpuTensorThenMove(Rule):
 
     def _per_step(self, node: cst.CSTNode) -> bool:
         """The copy costs something only where it runs every step (memlint.analysis.steps)."""
-        return self.facts.steps.how_often(node) in (STEP, INNER)
+        return self.facts.per_step(node) is not None
 
     def visit_Call(self, node: cst.Call) -> None:
         move = self.facts.purity.mover(node)

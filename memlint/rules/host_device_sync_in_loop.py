@@ -6,7 +6,6 @@ from typing import Optional
 
 import libcst as cst
 
-from memlint.analysis.often import INNER
 from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -159,7 +158,7 @@ class HostDeviceSyncInLoop(Rule):
 
     def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
         facts = self.facts
-        if kind is None or facts.steps.how_often(node) != INNER:
+        if kind is None or facts.per_step(node, inner=True) is None:
             return
         iterable = facts.syncs.repeats_over(node)
         if iterable is None or not facts.syncs.many(iterable, node):
