@@ -70,7 +70,11 @@ def read_bytes(path: Path) -> bytes:
 
 
 def read(path: Path) -> SourceText:
-    data = read_bytes(path)
+    return decode(read_bytes(path))
+
+
+def decode(data: bytes) -> SourceText:
+    """Source bytes (a file's, standard input's) as text, in the encoding they declare."""
     if b"\x00" in data:
         raise UnreadableFile("binary file (contains NUL bytes), not Python source")
     try:
