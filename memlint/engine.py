@@ -301,6 +301,8 @@ def _report(context: FileContext, source: str, path: str, wanted: Sequence[Type[
     module = context.module
     with clock("walk"):  # the dispatch itself; rules and facts are charged on their own
         _walk(context, [rule_type(context) for rule_type in wanted], timer)
+    if context.reports and not context.facts.uses_torch:
+        context.reports.clear()  # not PyTorch code (memlint.analysis.Facts.uses_torch)
     if not context.reports:
         return Checked(source, module, [])
     parents = context.facts.tree.parents

@@ -48,6 +48,7 @@ from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.checkpoints import Checkpoints
 from memlint.analysis.dataflow import block_flow
+from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.guards import Guards
 from memlint.analysis.hoisting import Hoisting
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
@@ -221,6 +222,18 @@ class Facts:
         resolve calls through `scopes`), so they form reference cycles holding the tree; the
         engine releases them when a file is done, and the tree goes with its last reference."""
         self.__dict__.clear()
+
+    @cached_property
+    def uses_torch(self) -> bool:
+        """The module is PyTorch code: it imports torch or a library built on it, itself or
+        through a module of the project that does (memlint.analysis.project). Nothing is
+        reported elsewhere: a `model` or an `.append` in plain Python, TensorFlow or JAX code
+        is none of memlint's business."""
+        imported = self.names.absolute_imports().values()
+        if any(is_torch_library(full) for full in imported):
+            return True
+        project = self.project
+        return any(project.uses_torch(full) for full in imported if project.knows(full))
 
     def per_step(self, node: cst.CSTNode, inner: bool = False) -> Optional[str]:
         """How often `node` runs when it is every step (STEP) or more (INNER; with `inner`, only

@@ -38,7 +38,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES, MODEL_BASE, is_module_base_name
+from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, MODEL_BASE, is_module_base_name,
+                                         is_torch_library)
 from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummary
 from memlint.analysis.often import at_site, combine, intrinsic_often
 
@@ -159,6 +160,16 @@ class Project:
             names.append(f"{current[1]}.{current[2]}")
             names.extend(name for base, name in self._base_refs(current) if base is None and name not in names)
         return tuple(names)
+
+    def uses_torch(self, root: str, dotted: str) -> bool:
+        """Whether the project module that `dotted` (a module, or a name in one) comes from
+        imports torch or a library built on it."""
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            key = self._module(root, ".".join(parts[:cut]))
+            if key is not None:
+                return any(is_torch_library(full) for full in self._modules[key].imports.values())
+        return False
 
     def function(self, root: str, dotted: str) -> Optional[FunctionSummary]:
         """What the function or method `dotted` names does, when it is the project's."""
@@ -329,6 +340,10 @@ class ProjectView:
                          lambda p: any(LIGHTNING_BASES.search(a) for a in p.lineage(self.root, dotted)),
                          False, False)  # type: ignore[return-value]
 
+    def uses_torch(self, dotted: str) -> bool:
+        """Whether the project module `dotted` comes from imports torch (or a library on it)."""
+        return self._ask(f"torch {dotted}", lambda p: p.uses_torch(self.root, dotted), False, False)  # type: ignore[return-value]
+
     def is_hf_trainer(self, dotted: str) -> bool:
         """Whether the project's class `dotted` derives from HF's `Trainer`."""
         return self._ask(f"hf-trainer {dotted}",
@@ -372,6 +387,7 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "module": ProjectView.is_module,
     "lightning": ProjectView.is_lightning_module,
     "hf-trainer": ProjectView.is_hf_trainer,
+    "torch": ProjectView.uses_torch,
     "returns-graph": lambda view, dotted: view.returns(dotted, True),
     "returns-output": lambda view, dotted: view.returns(dotted, False),
     "keeps-graph": lambda view, dotted: view.keeps(dotted, True),
