@@ -586,3 +586,28 @@ def test_per_step_rules_leave_test_modules_alone(path, reported):
     source = "import torch\nfor x in loader:\n    t = torch.zeros(4).to(device)\n    model(x, t)\n"
     found = [f.code for f in check(source, path, [RULES["MEM103"]]).findings]
     assert found == (["MEM103"] if reported else [])
+
+
+def test_meta_learning_tasks_each_backwarded_and_read_back_sync_per_task():
+    # MAML: each task adapts (its own inner loop of steps in a helper), backwards its error and
+    # reads it back; the optimizer steps once all tasks are in
+    source = """
+    import torch
+    model = model.to(device)
+
+    def adapt(batch, learner):
+        for _ in range(steps):
+            learner.adapt(criterion(learner(batch), batch.y))
+        out = learner(batch)
+        return criterion(out, batch.y), (out.argmax(1) == batch.y).float().mean()
+
+    for iteration in range(iterations):
+        optimizer.zero_grad()
+        for task in range(tasks_per_step):
+            error, accuracy = adapt(sample(), model.clone())
+            error.backward()
+            total += error.item()
+        optimizer.step()
+    """
+    [finding] = _found(source, "MEM105")
+    assert finding.line == 16 and "micro-batch" in finding.message

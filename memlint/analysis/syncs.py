@@ -65,6 +65,19 @@ def may_sync(call: cst.Call) -> bool:
         isinstance(func, cst.Name) and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS)
 
 
+def _position(statement: cst.CSTNode, name: str) -> Optional[int]:
+    """Where `name` sits in the tuple an assignment unpacks (`a, b = f()`: `b` at 1)."""
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for position, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return position
+    return None
+
+
 def element_source(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
     """What `name`, bound by `for target in iterable`, takes its values from: `iterable` itself
     when `target` is the name; through `enumerate` and `zip`, the one iterable whose elements
@@ -173,7 +186,10 @@ class Syncs:
                 result = source is not None and self._iterates_tensors(source, bind.node, depth)
             elif bind.kind in ("assign", "walrus", "aug"):
                 value = bind.value
-                if not bind.whole and not (isinstance(value, cst.Call) and (
+                if not bind.whole and isinstance(value, cst.Call) and \
+                        self._returns_tensors(self.scopes.resolve(value), _position(bind.node, name), depth + 1):
+                    result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
+                elif not bind.whole and not (isinstance(value, cst.Call) and (
                         self.roles.is_forward(value) or self._call_is_tensor(value, bind.node, depth + 1))):
                     result = False
                 else:
@@ -232,6 +248,21 @@ class Syncs:
 
     def _device_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         return self.is_tensor(expr, at) and self.on_device(expr, at)
+
+    def _returns_tensors(self, func: Optional[cst.FunctionDef], position: Optional[int], depth: int) -> bool:
+        """A function of this module whose every `return` gives a tuple with a tensor at
+        `position` (`error, accuracy = fast_adapt(...)`: `error` at 0)."""
+        if func is None or position is None or depth > _MAX_DEPTH:
+            return False
+        returned = [r for r in walk_scope(func.body) if type(r) is cst.Return]
+        if not returned:
+            return False
+        for node in returned:
+            value = node.value  # type: ignore[attr-defined]
+            if not isinstance(value, cst.Tuple) or len(value.elements) <= position or \
+                    not self.is_tensor(value.elements[position].value, node, depth):
+                return False
+        return True
 
     def _comprehension_target(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         """The iterable of the comprehension around `at` whose `for` binds `name`."""
