@@ -220,6 +220,14 @@ def test_fix_keeps_encoding_newlines_and_permissions(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name != ".memlint_cache"] == ["train.py"]
 
 
+def test_fix_keeps_cr_only_line_endings_to_the_last_one(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_bytes(BAD.replace("\n", "\r").encode())  # classic Mac OS line endings
+    result = memlint(tmp_path, "--fix", "train.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert path.read_bytes() == FIXED.replace("\n", "\r").encode()
+
+
 @pytest.mark.parametrize("comment,suppressed", [
     ("  # noqa", True),
     ("  # noqa: MEM101", True),
