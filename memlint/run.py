@@ -14,7 +14,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 from memlint.cache import Cache, Entry
 from memlint.config import Config
-from memlint.engine import SourceError, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
+from memlint.engine import SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
 from memlint.jobs import map_in_order
@@ -172,6 +172,8 @@ def _lint(task: _Task) -> FileOutcome:
                    Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None))
     except (UnreadableFile, NotebookError) as error:
         outcome.error = str(error)
+    except TooDeep as error:  # valid code memlint cannot follow: skipped, as a file over its time budget
+        outcome.warning = str(error)
     except SourceError as error:
         outcome.error = str(error)
         if source is not None and not (task.options.fix or task.options.diff):  # a fix's failure is
