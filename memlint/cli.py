@@ -204,9 +204,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a file name in no encoding is printed as its bytes
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")
+    from memlint.output import OutputFailed, guarded_stdout
+
     try:
-        return handler(rest)
+        with guarded_stdout():
+            return handler(rest)
     except KeyboardInterrupt:
         return _error("interrupted")
-    except BrokenPipeError:
-        return EXIT_CLEAN
+    except OutputFailed as failure:
+        return _error(f"cannot write the output: {failure}")

@@ -354,3 +354,24 @@ def test_rules_and_explain(tmp_path):
 def test_usage_error_exits_two(tmp_path):
     result = memlint(tmp_path, "--output-format", "xml", ".")
     assert result.returncode == 2
+
+
+def test_output_on_a_full_device_is_one_error_and_exit_2(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "memlint", *with_opt_in(["train.py"])], cwd=tmp_path,
+                                env=env, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr == "memlint: error: cannot write the output: no space left on device\n"
+
+
+def test_output_into_a_closed_pipe_is_one_error_and_exit_2(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-m", "memlint", *with_opt_in(["train.py"])], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # as `memlint ... | head -0` does, before memlint writes a byte
+    errors = process.stderr.read()
+    assert process.wait(timeout=120) == 2
+    assert errors == "memlint: error: cannot write the output: broken pipe\n"

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from memlint.output import OutputFailed
+
 EXIT_OK, EXIT_REFUTED, EXIT_ERROR = 0, 1, 2
 NEEDS_TORCH = "memlint verify needs torch: pip install 'memlint[verify]'"
 MAX_JOBS = 8  # default runs at once on a GPU
@@ -268,5 +270,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return done.code if isinstance(done.code, int) else EXIT_ERROR
     except KeyboardInterrupt:
         return _error("interrupted")
+    except OutputFailed:  # stdout is gone: the caller says so
+        raise
     except Exception as error:  # an internal error: one line, not a traceback
         return _error(f"internal error: {type(error).__name__}: {error}")
