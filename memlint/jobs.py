@@ -36,6 +36,7 @@ except ImportError:  # pragma: no cover - Windows: no CPU-time limits
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 Failed = Callable[[Any, bool, str], Any]  # (item, over budget?, why) -> the item's result
+Done = Callable[[int, Any], None]  # (item's index, its result): called here as each result comes
 
 
 def cpu_count() -> int:
@@ -126,7 +127,7 @@ def _why(exitcode: Optional[int]) -> str:
 
 
 def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable, budget: float,
-              failed: Failed, results: Dict[int, object]) -> None:
+              failed: Failed, results: Dict[int, object], done: Done) -> None:
     context = _context()
     queue: Deque[int] = deque(sorted(range(len(items)), key=lambda i: -size(items[i])))
     pool: List[_Worker] = []
@@ -155,15 +156,17 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
                     worker.process.join()
                     code = worker.process.exitcode
                     over = budgets_enforced() and code == -getattr(signal, "SIGXCPU", 0)
-                    results[index] = failed(items[index], over, _why(code))
                     pool.remove(worker)
                     worker.connection.close()
                     if queue:
                         pool.append(_Worker(context, function, budget))
                         next_item(pool[-1])
+                    results[index] = failed(items[index], over, _why(code))
+                    done(index, results[index])
                     continue
-                results[index] = value if ok else failed(items[index], False, f"internal error ({value})")
                 next_item(worker)
+                results[index] = value if ok else failed(items[index], False, f"internal error ({value})")
+                done(index, results[index])
     finally:
         for worker in pool:
             if worker.index is not None:  # interrupted: do not wait for it
@@ -173,20 +176,23 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
 
 def map_in_order(function: Callable[[Item], Result], items: Sequence[Item], jobs: int,
                  size: Callable[[Item], int], failed: Failed, budget: float = 0.0,
-                 notices: Optional[List[str]] = None) -> List[Result]:
+                 notices: Optional[List[str]] = None, done: Optional[Done] = None) -> List[Result]:
     """[function(item) for item in items], over up to `jobs` worker processes, each item given
     `budget` seconds of CPU time (0: no limit); an item that runs out, or whose worker dies,
     gets `failed(item, over_budget, why)`. `function` must be a module-level function that does
-    not raise."""
-    workers = min(jobs, len(items))
-    if workers == 0 or (workers == 1 and not (budget and budgets_enforced())):
-        return [function(item) for item in items]
+    not raise. `done(index, result)` is called in this process as each result comes in."""
+    done = done or (lambda index, result: None)
     results: Dict[int, object] = {}
-    try:
-        _run_pool(function, items, max(1, workers), size, budget, failed, results)
-    except (OSError, ImportError, NotImplementedError, ValueError) as error:
-        if notices is not None:
-            notices.append(f"cannot start worker processes ({type(error).__name__}: {error}); "
-                           f"the files left were linted in this one, with no time budget")
-    return [results[i] if i in results else function(item)  # type: ignore[misc]
-            for i, item in enumerate(items)]
+    workers = min(jobs, len(items))
+    if workers > 1 or (workers == 1 and budget and budgets_enforced()):
+        try:
+            _run_pool(function, items, workers, size, budget, failed, results, done)
+        except (OSError, ImportError, NotImplementedError, ValueError) as error:
+            if notices is not None:
+                notices.append(f"cannot start worker processes ({type(error).__name__}: {error}); "
+                               f"the files left were linted in this one, with no time budget")
+    for index, item in enumerate(items):
+        if index not in results:
+            results[index] = function(item)
+            done(index, results[index])
+    return [results[index] for index in range(len(items))]  # type: ignore[misc]

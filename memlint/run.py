@@ -2,6 +2,10 @@
 
 Errors are per file (a missing path, an unreadable or unparsable file): they are collected
 with the findings of the other files, never raised, so one bad file does not stop the run.
+
+Fixes are made where files are linted (worker processes) and written here, in the run's own
+process, as each file's result comes in: a file is written only if it still holds what was
+read.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from memlint.jobs import map_in_order
 from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.profile import Timer
 from memlint.rule import Rule
-from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
+from memlint.sourcefile import FileChanged, SourceText, UnreadableFile, digest, read, write_back
 from memlint.torch_target import DeclaredTargets, TorchVersion
 
 
@@ -38,6 +42,14 @@ class Options:
     file_timeout: float = 0.0  # seconds of CPU time a file may take (0: no limit)
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """A file's fixed text, to be written if the file still holds the bytes it was made from."""
+
+    text: SourceText
+    expected: str  # the digest of the bytes read (memlint.sourcefile.digest)
+
+
 @dataclass
 class FileOutcome:
     display: str  # the path as the user should see it
@@ -49,6 +61,7 @@ class FileOutcome:
     warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
     notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
+    rewrite: Optional[Rewrite] = None  # --fix: what to write, once back in the run's process
 
 
 def display_path(path: Path) -> str:
@@ -59,18 +72,7 @@ def display_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def _write_back(path: Path, text: SourceText, outcome: FileOutcome) -> bool:
-    """Write a fixed file; when that fails nothing was written, and the outcome says so."""
-    try:
-        write_back(path, text)
-        return True
-    except OSError as error:
-        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
-        outcome.fixed = []
-        return False
-
-
-def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
+def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
                 options: Options, target: Optional[TorchVersion]) -> FileOutcome:
     outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
     if options.fix or options.diff:
@@ -81,10 +83,9 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
         if fixed.text != notebook.text:
             if options.diff:
                 outcome.diff = unified_diff(notebook.text, fixed.text, display)
-            elif not _write_back(path, SourceText(fixed.text, notebook.encoding), outcome):
-                outcome.findings = [notebook.locate(f).detached()
-                                    for f in check(notebook.module, display, rules, target).findings]
-                fixed = notebook
+            else:  # its encoding, UTF-8, gives back the bytes it was read from
+                outcome.rewrite = Rewrite(SourceText(fixed.text, notebook.encoding),
+                                          digest(notebook.text.encode(notebook.encoding)))
         outcome.notebook = fixed
         return outcome
     checked = check(notebook.module, display, rules, target)
@@ -104,12 +105,12 @@ def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], option
     """A notebook's code cells, linted (or fixed) as one module; findings located by cell."""
     notebook = Notebook.read(path)
     try:
-        return _lint_cells(path, notebook, display, rules, options, target)
+        return _lint_cells(notebook, display, rules, options, target)
     except SourceError:
         parsable = notebook.without_unparsable_cells()  # cells CPython accepts and LibCST does not
         if parsable is notebook:
             raise
-        return _lint_cells(path, parsable, display, rules, options, target)
+        return _lint_cells(parsable, display, rules, options, target)
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,8 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
         _store(task, source.text, Entry(outcome.findings))
     elif options.diff:
         outcome.diff = unified_diff(source.text, result.source, task.display)
-    elif _write_back(task.path, SourceText(result.source, source.encoding), outcome):
-        _store(task, result.source, Entry(outcome.findings))
-    else:  # nothing written: the file's findings stand as they are
-        outcome.findings = [f.detached() for f in check(source.text, task.display, task.rules, task.target).findings]
+    else:
+        outcome.rewrite = Rewrite(SourceText(result.source, source.encoding), source.digest)
 
 
 def _lint(task: _Task) -> FileOutcome:
@@ -183,6 +182,29 @@ def _lint(task: _Task) -> FileOutcome:
     if timer is not None:
         outcome.seconds = timer.totals()
     return outcome
+
+
+def _write(task: _Task, outcome: FileOutcome) -> bool:
+    """Write the fix a file's outcome holds; True when the file was rewritten. A file changed
+    since it was read is skipped with a warning; one that cannot be written keeps the findings
+    of the text it holds."""
+    rewrite, outcome.rewrite = outcome.rewrite, None
+    if rewrite is None:
+        return False
+    try:
+        write_back(task.path, rewrite.text, rewrite.expected)
+    except FileChanged as change:
+        outcome.warning = f"not fixed: {change}"
+        outcome.findings, outcome.fixed, outcome.notebook = [], [], None
+        return False
+    except OSError as error:
+        unfixed = _lint(replace(task, options=replace(task.options, fix=False, diff=False, fix_diffs=False)))
+        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
+        outcome.findings, outcome.fixed, outcome.notebook = unfixed.findings, [], unfixed.notebook
+        return False
+    if task.source is not None:
+        _store(task, rewrite.text.text, Entry(outcome.findings))
+    return True
 
 
 def _failed(task: _Task, over_budget: bool, why: str) -> FileOutcome:
@@ -265,8 +287,11 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
         if task is not None:
             tasks.append((len(outcomes), task))
         outcomes.append(outcome)
+    def write(index: int, outcome: FileOutcome) -> None:
+        _write(tasks[index][1], outcome)
+
     linted = map_in_order(_lint, [task for _, task in tasks], options.jobs, size=_size, failed=_failed,
-                          budget=options.file_timeout, notices=notices)
+                          budget=options.file_timeout, notices=notices, done=write)
     for (index, _), outcome in zip(tasks, linted):
         for phase, seconds in outcomes[index].seconds.items():  # reading and the cache look-up
             outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
