@@ -15,6 +15,10 @@ single item runs in a worker, so that it can be stopped.
 
 Where processes cannot be started (no fork, no semaphores, a process limit), the items run
 here one after another, without a budget, and `notices` says so.
+
+A worker never outlives the run: it is killed with its parent (Linux's parent-death signal;
+elsewhere it sees the parent's end of its pipe close), so that killing only the parent, even
+with SIGKILL, leaves no worker behind.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, TypeVar
 
+from memlint.interrupts import default_in_child
+
 try:
     import resource
 except ImportError:  # pragma: no cover - Windows: no CPU-time limits
@@ -37,6 +43,7 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 Failed = Callable[[Any, bool, str], Any]  # (item, over budget?, why) -> the item's result
 Done = Callable[[int, Any], None]  # (item's index, its result): called here as each result comes
+PR_SET_PDEATHSIG = 1
 
 
 def cpu_count() -> int:
@@ -69,9 +76,26 @@ def _limit_cpu(budget: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
-def _serve(connection: Connection, function: Callable, budget: float) -> None:
+def _die_with(parent: int) -> None:
+    """Be killed when the parent dies (Linux); the parent may have died already."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _serve(connection: Connection, others: List[Connection], function: Callable, budget: float,
+           parent: int) -> None:
     """A worker: run the items the parent sends until it sends None."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _die_with(parent)
+    for other in others:  # the parent's ends of the other workers' pipes: theirs to see close
+        other.close()
+    default_in_child()  # Ctrl-C and the run's own stopping signals are the parent's to handle
     if budget and budgets_enforced():
         try:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # ended by SIGXCPU: no core file
@@ -94,9 +118,10 @@ def _serve(connection: Connection, function: Callable, budget: float) -> None:
 
 
 class _Worker:
-    def __init__(self, context, function: Callable, budget: float) -> None:
+    def __init__(self, context, function: Callable, budget: float, others: Sequence["_Worker"] = ()) -> None:
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child, function, budget), daemon=True)
+        self.process = context.Process(target=_serve, daemon=True, args=(
+            child, [other.connection for other in others], function, budget, os.getpid()))
         self.process.start()
         child.close()
         self.index: Optional[int] = None  # the item it is running
@@ -139,7 +164,7 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
 
     try:
         for _ in range(workers):
-            pool.append(_Worker(context, function, budget))
+            pool.append(_Worker(context, function, budget, pool))
             next_item(pool[-1])
         while any(w.index is not None for w in pool):
             busy = [w for w in pool if w.index is not None]
@@ -159,7 +184,7 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
                     pool.remove(worker)
                     worker.connection.close()
                     if queue:
-                        pool.append(_Worker(context, function, budget))
+                        pool.append(_Worker(context, function, budget, pool))
                         next_item(pool[-1])
                     results[index] = failed(items[index], over, _why(code))
                     done(index, results[index])

@@ -5,12 +5,14 @@ with the findings of the other files, never raised, so one bad file does not sto
 
 Fixes are made where files are linted (worker processes) and written here, in the run's own
 process, as each file's result comes in: a file is written only if it still holds what was
-read.
+read, a write is not cut short by Ctrl-C or SIGTERM, and a run stopped midway (Interrupted)
+names the files it rewrote.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,6 +23,7 @@ from memlint.config import Config
 from memlint.engine import SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
+from memlint.interrupts import Interrupted, held
 from memlint.jobs import map_in_order
 from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.profile import Timer
@@ -287,11 +290,18 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
         if task is not None:
             tasks.append((len(outcomes), task))
         outcomes.append(outcome)
-    def write(index: int, outcome: FileOutcome) -> None:
-        _write(tasks[index][1], outcome)
+    rewritten: List[str] = []
 
-    linted = map_in_order(_lint, [task for _, task in tasks], options.jobs, size=_size, failed=_failed,
-                          budget=options.file_timeout, notices=notices, done=write)
+    def write(index: int, outcome: FileOutcome) -> None:
+        with held():  # a stopping signal waits for the file to be written, and noted
+            if _write(tasks[index][1], outcome):
+                rewritten.append(outcome.display)
+
+    try:
+        linted = map_in_order(_lint, [task for _, task in tasks], options.jobs, size=_size, failed=_failed,
+                              budget=options.file_timeout, notices=notices, done=write)
+    except KeyboardInterrupt as stop:
+        raise Interrupted(getattr(stop, "signum", signal.SIGINT), rewritten) from None
     for (index, _), outcome in zip(tasks, linted):
         for phase, seconds in outcomes[index].seconds.items():  # reading and the cache look-up
             outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
+from memlint.interrupts import Interrupted, stopping_on_signals
 from memlint.output import OutputFailed
 
 EXIT_OK, EXIT_REFUTED, EXIT_ERROR = 0, 1, 2
@@ -263,13 +264,16 @@ def _nothing_measured(rows) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """`memlint verify ...` (argv without the word `verify`). Never raises; returns the exit code."""
     try:
-        return _run(sys.argv[1:] if argv is None else argv)
+        with stopping_on_signals():  # SIGTERM and SIGHUP too: the runs it started are killed on the way out
+            return _run(sys.argv[1:] if argv is None else argv)
     except _Usage as usage:
         return _error(str(usage))
     except SystemExit as done:  # --help, --version
         return done.code if isinstance(done.code, int) else EXIT_ERROR
-    except KeyboardInterrupt:
-        return _error("interrupted")
+    except KeyboardInterrupt as stop:  # 128 + the signal, as a shell reports it
+        stopped = stop if isinstance(stop, Interrupted) else Interrupted()
+        _error(stopped.message())
+        return stopped.exit_code
     except OutputFailed:  # stdout is gone: the caller says so
         raise
     except Exception as error:  # an internal error: one line, not a traceback
