@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Dict, Optional
 
 import pytest
 
@@ -128,3 +131,81 @@ def test_an_overwrite_that_fails_midway_puts_the_original_back(monkeypatch, tmp_
     with pytest.raises(OSError, match="No space left"):
         sourcefile.write_back(path, sourcefile.SourceText(FIXED, "utf-8"), source.digest)
     assert path.read_text(encoding="utf-8") == BAD and len(calls) == 2
+
+
+PADDING = "".join(f"value_{n} = [{n}, {n} * 2, str({n})]\n" for n in range(200))  # a tenth of a second to lint
+
+
+class _Editor:
+    """Another process's edits, as a user's editor, `git checkout` and `mv` make them, with a
+    record of what each path should hold now (None: nothing)."""
+
+    def __init__(self, folder: Path, rng) -> None:
+        self.folder, self.rng = folder, rng
+        self.last: Dict[str, Optional[str]] = {}
+        self.versions = 0
+        self.left = {"delete": 4, "move": 4}  # most files stay, to be edited
+
+    def create(self, name: str) -> None:
+        self._write(name, self._version(name))
+
+    def _version(self, name: str) -> str:
+        self.versions += 1
+        return f"# {name}, version {self.versions}\n" + BAD + PADDING
+
+    def _write(self, name: str, text: str) -> None:
+        (self.folder / name).write_text(text, encoding="utf-8")
+        self.last[name] = text
+
+    def act(self) -> None:
+        present = sorted(name for name, text in self.last.items() if text is not None)
+        if not present:
+            return
+        name = self.rng.choice(present)
+        path = self.folder / name
+        action = self.rng.choices(["in place", "by rename", "delete", "move"],
+                                  weights=[10, 10, self.left["delete"] > 0, self.left["move"] > 0])[0]
+        self.left[action] = self.left.get(action, 0) - 1
+        if action == "in place":
+            self._write(name, self._version(name))
+        elif action == "by rename":
+            text = self._version(name)
+            (self.folder / f".{name}.swp").write_text(text, encoding="utf-8")
+            os.replace(self.folder / f".{name}.swp", path)
+            self.last[name] = text
+        elif action == "delete":
+            path.unlink()
+            self.last[name] = None
+        else:
+            moved = f"moved_{self.versions}_{name}"
+            self.versions += 1
+            path.rename(self.folder / moved)
+            self.last[moved], self.last[name] = self.last[name], None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fix_while_another_process_edits_deletes_and_moves_files_loses_no_edit(tmp_path, seed):
+    """Property: whatever another process does to the files while --fix runs, each file ends
+    as that process left it, or as memlint fixed exactly that text; no file deleted or moved
+    away comes back, none is cut short, and no temporary file is left."""
+    rng = random.Random(seed)
+    editor = _Editor(tmp_path, rng)
+    for index in range(24):
+        editor.create(f"f_{index:02}.py")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-m", "memlint", *with_opt_in(
+        ["--no-cache", "--fix", "-j", "2", "--file-timeout", "0", "."])], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while process.poll() is None:
+        editor.act()
+        time.sleep(rng.uniform(0, 0.05))
+    out, err = process.communicate(timeout=120)
+    assert "Traceback" not in err and process.returncode in (0, 1, 2), err
+    for name, text in editor.last.items():
+        path = tmp_path / name
+        if text is None:
+            assert not path.exists(), f"{name} came back"
+        else:
+            assert path.read_text(encoding="utf-8") in (text, text.replace(BAD, FIXED)), f"{name}: an edit was lost"
+    assert sorted(p.name for p in tmp_path.iterdir()) == \
+        sorted(name for name, text in editor.last.items() if text is not None)
