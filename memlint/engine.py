@@ -249,7 +249,7 @@ def parse(source: str) -> cst.Module:
             f"cannot parse: {SYNTAX} accepts this file but memlint's parser does not: {error.message} "
             f"(line {error.raw_line}, column {error.raw_column + 1})"
         ) from None
-    except (RecursionError, MemoryError):
+    except RecursionError:  # a MemoryError is no fact of the source: the worker's budget ran out
         raise SourceError("cannot parse: nesting too deep for memlint's parser") from None
 
 

@@ -24,11 +24,11 @@ from memlint.engine import SourceError, TooDeep, apply_fixes, check, diff_header
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
 from memlint.interrupts import Interrupted, held
-from memlint.jobs import map_in_order
+from memlint.jobs import map_in_order, memory_budget
 from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.profile import Timer
 from memlint.rule import Rule
-from memlint.sourcefile import FileChanged, SourceText, UnreadableFile, digest, read, write_back
+from memlint.sourcefile import FileChanged, SourceText, TooLarge, UnreadableFile, digest, read, write_back
 from memlint.torch_target import DeclaredTargets, TorchVersion
 
 
@@ -43,6 +43,7 @@ class Options:
     cache: Optional[Cache] = None  # results of earlier runs; None: lint every file
     profile: bool = False  # time each phase, rule and fact
     file_timeout: float = 0.0  # seconds of CPU time a file may take (0: no limit)
+    memory_budget: Optional[int] = None  # bytes a worker may use (None: its share, memlint.jobs.memory_budget)
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,8 @@ def _lint(task: _Task) -> FileOutcome:
                 outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
             _store(task, source.text,
                    Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None))
+    except TooLarge as error:
+        outcome.warning = str(error)
     except (UnreadableFile, NotebookError) as error:
         outcome.error = str(error)
     except TooDeep as error:  # valid code memlint cannot follow: skipped, as a file over its time budget
@@ -180,6 +183,8 @@ def _lint(task: _Task) -> FileOutcome:
         outcome.error = str(error)
         if source is not None and not (task.options.fix or task.options.diff):  # a fix's failure is
             _store(task, source.text, Entry([], error=outcome.error))  # no fact of the text
+    except MemoryError:  # over the worker's memory budget: the worker ends, and the run goes on
+        raise
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
     if timer is not None:
@@ -210,11 +215,15 @@ def _write(task: _Task, outcome: FileOutcome) -> bool:
     return True
 
 
-def _failed(task: _Task, over_budget: bool, why: str) -> FileOutcome:
-    """The outcome of a file whose worker process ran out of time or died."""
-    if over_budget:
+def _failed(task: _Task, over: str, why: str) -> FileOutcome:
+    """The outcome of a file whose worker process ran out of time or memory, or died."""
+    if over == "time":
         return FileOutcome(task.display, warning=f"not linted: it takes more than {task.options.file_timeout:g} s "
                                                  f"of CPU time (see --file-timeout)")
+    if over == "memory":
+        memory = task.options.memory_budget or 0
+        return FileOutcome(task.display, warning=f"not linted: it needs more than the {memory / 2**20:.0f} MiB "
+                                                 f"of memory a worker may use")
     return FileOutcome(task.display, error=f"internal error ({why}); please report it")
 
 
@@ -242,6 +251,8 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Opt
     started = time.perf_counter()
     try:
         source = read(path)
+    except TooLarge as error:
+        return FileOutcome(display, warning=str(error)), None
     except UnreadableFile as error:
         return FileOutcome(display, error=str(error)), None
     read_seconds = time.perf_counter() - started
@@ -274,6 +285,8 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
     configured `target-torch`, else to its project's declared one. `notices` gets one-line
     warnings about the run itself (processes that could not be started)."""
     base_rules = config.selection.rules(registry)
+    if options.memory_budget is None:
+        options = replace(options, memory_budget=memory_budget(options.jobs))
     declared = DeclaredTargets(config.root if config.source is not None else None)
     outcomes: List[FileOutcome] = []
     tasks: List[Tuple[int, _Task]] = []
@@ -299,7 +312,8 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
 
     try:
         linted = map_in_order(_lint, [task for _, task in tasks], options.jobs, size=_size, failed=_failed,
-                              budget=options.file_timeout, notices=notices, done=write)
+                              budget=options.file_timeout, memory=options.memory_budget, notices=notices,
+                              done=write)
     except KeyboardInterrupt as stop:
         raise Interrupted(getattr(stop, "signum", signal.SIGINT), rewritten) from None
     for (index, _), outcome in zip(tasks, linted):

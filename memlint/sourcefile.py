@@ -2,7 +2,9 @@
 
 The encoding comes from the BOM or the PEP 263 cookie (UTF-8 otherwise) and newlines are kept
 as they are (no translation), so an untouched line is written back byte for byte. Only regular
-files are read: a FIFO or a device could block the run or never end.
+files are read: a FIFO or a device could block the run or never end. Nor is a file larger than
+any hand-written code (MAX_SOURCE_BYTES): parsing it would take hundreds of times its size in
+memory; it is skipped with a warning (TooLarge), unread.
 
 A fix is written to the file itself, through any symbolic link, and keeps what the user sees
 of it: owner, group, mode and hard links. When it can, it is atomic (a temporary file in the
@@ -38,6 +40,14 @@ class UnreadableFile(Exception):
     """The file cannot be read as Python source; the message is one line."""
 
 
+class TooLarge(UnreadableFile):
+    """The file is too large to lint: skipped with a warning, not failed."""
+
+
+MAX_SOURCE_BYTES = 4 * 2**20  # the largest file of a 2,739-file corpus of real code has 236 KB
+MAX_NOTEBOOK_BYTES = 64 * 2**20  # a notebook holds its outputs (images) too
+
+
 @dataclass(frozen=True)
 class SourceText:
     text: str
@@ -68,15 +78,20 @@ def _kind(mode: int) -> str:
     return "is not a regular file"
 
 
-def read_bytes(path: Path) -> bytes:
-    """The bytes of a regular file; anything else is refused before it is read, and checked
-    again on the open descriptor (O_NONBLOCK: a FIFO that appeared meanwhile opens at once)."""
+def read_bytes(path: Path, limit: int = MAX_NOTEBOOK_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (else TooLarge); anything else is
+    refused before it is read, and checked again on the open descriptor (O_NONBLOCK: a FIFO
+    that appeared meanwhile opens at once)."""
     try:
         kind = os.stat(path).st_mode
         if stat.S_ISREG(kind):
             handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
             with os.fdopen(handle, "rb") as file:
-                kind = os.fstat(file.fileno()).st_mode
+                info = os.fstat(file.fileno())
+                kind = info.st_mode
+                if stat.S_ISREG(kind) and info.st_size > limit:
+                    raise TooLarge(f"not linted: {info.st_size / 2**20:.1f} MiB, more than the "
+                                   f"{limit // 2**20} MiB memlint reads")
                 if stat.S_ISREG(kind):
                     return file.read()
     except OSError as error:
@@ -85,7 +100,7 @@ def read_bytes(path: Path) -> bytes:
 
 
 def read(path: Path) -> SourceText:
-    data = read_bytes(path)
+    data = read_bytes(path, MAX_SOURCE_BYTES)
     if b"\x00" in data:
         raise UnreadableFile("binary file (contains NUL bytes), not Python source")
     try:

@@ -78,6 +78,7 @@ def _lint(top: Path, cache_dir: Optional[Path], jobs: int = 1, notices: Optional
           **options):
     config = Config(root=top, selection=Selection(extend_select=["MEM101"]))  # the opt-in rule BAD shows
     cache = open_cache(config, cache_dir) if cache_dir is not None else None
+    options = {"memory_budget": 0, **options}  # with one job, no budget: linted here, where compiles are counted
     outcomes = run([str(top)], config, registry(), Options(jobs=jobs, cache=cache, **options), notices)
     return [(o.display, [(f.code, f.line, f.column, f.message) for f in o.findings], o.error, o.fix_diffs)
             for o in outcomes]
