@@ -81,3 +81,22 @@ def test_session_interleaves_runs_and_runs_identical_programs_once():
     panels = timelines(rows, Options(repeat=3), stream, runner)
     assert panels == [("s.py", [("original", [[0.0, 1.0]]), ("all fixes", [[0.0, 1.0]])])]
     assert len(order) == 6  # host timelines come from the measured runs: nothing ran again
+
+
+def test_a_program_that_timed_out_is_not_run_again_for_every_repeat():
+    """One hanging script with the defaults (3 repeats, 300 s) would cost half an hour: after
+    its first timeout, its other runs are not started, and count as timed out."""
+    original, fixed = Program("hangs", "s.py"), Program("fixed", "s.py")
+    plan = Plan([Comparison("MEM101", 3, "", "safe", ["peak-lower"], original, fixed)])
+    order = []
+
+    def runner(spec, python, heartbeat):
+        order.append(spec.source)
+        if spec.source == "hangs":
+            return Measurement("timeout", None, "host", None, error="no result after 300 s")
+        return Measurement("ok", 0, "host", 2**20, seconds=1.0, stdout_sha256="x")
+
+    [row] = measure_plan(plan, Options(repeat=3), io.StringIO(), runner)
+    assert order == ["hangs", "fixed", "fixed", "fixed"]
+    assert [m.status for m in row.before] == ["timeout"] * 3
+    assert row.before[1].error == "not run: an earlier run of the same program timed out"

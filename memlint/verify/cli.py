@@ -4,6 +4,7 @@ nothing could be measured, 2 error)."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -137,8 +138,8 @@ def _run(argv: Sequence[str]) -> int:
 
     ours, script_args = _split(argv)
     args = _parser().parse_args(ours)
-    if args.repeat < 1 or args.timeout <= 0 or (args.jobs is not None and args.jobs < 1):
-        raise _Usage("--repeat and --jobs must be at least 1 and --timeout positive")
+    if args.repeat < 1 or not 0 < args.timeout < math.inf or (args.jobs is not None and args.jobs < 1):
+        raise _Usage("--repeat and --jobs must be at least 1 and --timeout a positive number of seconds")
     target = Path(args.target)
     if not target.exists():
         raise _Usage(f"{target}: no such file or folder")
