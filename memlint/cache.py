@@ -34,19 +34,21 @@ import shutil
 import stat
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Type
+from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 import libcst
 
 from memlint import __version__
+from memlint.analysis.summary import ModuleSummary
 from memlint.config import Config
 from memlint.findings import Finding, Fix, Range, Safety
 from memlint.rule import Rule
 from memlint.torch_target import TorchVersion
 
 FOLDER_NAME = ".memlint_cache"
+SUMMARIES = "summaries"  # the modules' summaries (memlint.analysis.summary), beside the results
 _GITIGNORE = "# Made by memlint: its result cache, never committed.\n*\n"
 _VERSION_FOLDER = re.compile(r"^[0-9][0-9A-Za-z.+!-]*-[0-9a-f]{16}$")  # what _prepare makes
 _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -92,11 +94,14 @@ def text_digest(text: str) -> str:
 @dataclass(frozen=True)
 class Entry:
     """The result of linting one text: findings (detached, no path), or the one-line error
-    that text gets; and each finding's fix diff without its file header, when computed."""
+    that text gets; each finding's fix diff without its file header, when computed; and the
+    questions the lint asked of the project with their answers (memlint.analysis.project),
+    which must be the same for the result to stand."""
 
     findings: List[Finding]
     error: Optional[str] = None
     diffs: Optional[List[Optional[str]]] = None
+    asked: Dict[str, object] = field(default_factory=dict)
 
 
 def _encode(finding: Finding) -> list:
@@ -141,11 +146,8 @@ class Cache:
         """The entry for this text of this file, linted with `rules` for `target` (the torch its
         fixes must run on), or None (missing, stale or unreadable)."""
         try:
-            payload = _unseal(_read_entry(self._entry_path(path, rules, target)))
-            if payload is None:
-                return None
-            data = json.loads(payload)
-            if data["text"] != text_digest(text):
+            data = _load(self._entry_path(path, rules, target))
+            if data is None or data["text"] != text_digest(text):
                 return None
             names = {rule.CODE: rule.NAME for rule in rules}
             findings = [_decode(item, names) for item in data["findings"]]
@@ -155,7 +157,10 @@ class Cache:
             if diffs is not None and (len(diffs) != len(findings)
                                       or not all(d is None or isinstance(d, str) for d in diffs)):
                 return None
-            return Entry(findings, error, diffs)
+            asked = data["asked"]
+            if not isinstance(asked, dict):
+                return None
+            return Entry(findings, error, diffs, asked)
         except (OSError, ValueError, KeyError, TypeError, RecursionError, MemoryError):  # missing or damaged
             return None
 
@@ -163,14 +168,36 @@ class Cache:
             entry: Entry) -> None:
         """Store `entry` for this text of this file; quietly nothing when the folder cannot be written."""
         data = {"text": text_digest(text), "error": entry.error,
-                "findings": [_encode(f) for f in entry.findings], "diffs": entry.diffs}
+                "findings": [_encode(f) for f in entry.findings], "diffs": entry.diffs, "asked": entry.asked}
+        self._write(self._entry_path(path, rules, target), data)
+
+    def _summary_path(self, path: Path, module: Tuple[str, str]) -> Path:
+        name = "\0".join((os.path.realpath(path), *module))
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+        return self.folder / SUMMARIES / f"{digest}.json"
+
+    def get_summary(self, path: Path, module: Tuple[str, str], text: str) -> Optional[ModuleSummary]:
+        """The summary of this text of this file as module `module` (root, name), or None."""
+        try:
+            data = _load(self._summary_path(path, module))
+            if data is None or data["text"] != text_digest(text):
+                return None
+            return ModuleSummary.from_json(data["summary"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, MemoryError):  # a miss
+            return None
+
+    def put_summary(self, path: Path, module: Tuple[str, str], text: str, summary: ModuleSummary) -> None:
+        """Keep the summary of this text of this file; quietly nothing when the folder cannot be written."""
+        self._write(self._summary_path(path, module), {"text": text_digest(text), "summary": summary.to_json()})
+
+    def _write(self, entry_path: Path, data: dict) -> None:
         try:
             self._prepare()
             handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".entry.", suffix=".tmp")
             try:
                 with os.fdopen(handle, "wb") as file:
                     file.write(_seal(json.dumps(data, separators=(",", ":")).encode("utf-8")))
-                os.replace(temporary, self._entry_path(path, rules, target))
+                os.replace(temporary, entry_path)
             except BaseException:
                 if os.path.lexists(temporary):
                     os.unlink(temporary)
@@ -200,6 +227,7 @@ class Cache:
             self.folder.mkdir(exist_ok=True)
         if not _tagged(self.folder):
             _write_atomically(self.folder / "CACHEDIR.TAG", _CACHEDIR_TAG)
+        (self.folder / SUMMARIES).mkdir(exist_ok=True)
         self._ready = True
 
 
@@ -209,6 +237,13 @@ def _tagged(folder: Path) -> bool:
         return not folder.is_symlink() and _read_entry(folder / "CACHEDIR.TAG") == _CACHEDIR_TAG.encode()
     except OSError:
         return False
+
+
+def _load(path: Path):
+    """The JSON of the entry at `path`, or None when its checksum does not match (OSError,
+    ValueError, RecursionError when it cannot be read or parsed)."""
+    payload = _unseal(_read_entry(path))
+    return None if payload is None else json.loads(payload)
 
 
 def _seal(payload: bytes) -> bytes:

@@ -11,7 +11,7 @@ from typing import List, Optional, Sequence
 from memlint import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-COMMANDS = ("check", "rules", "explain", "verify")
+COMMANDS = ("check", "rules", "explain", "verify", "snapshot")
 
 
 def _codes(value: str) -> List[str]:
@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memlint",
         description="Find GPU-memory anti-patterns in PyTorch code, and fix them.",
-        epilog="Commands: check (default), rules, explain CODE, verify SCRIPT. "
+        epilog="Commands: check (default), rules, explain CODE, verify SCRIPT, snapshot SNAPSHOT.pickle. "
                "Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
     )
     parser.add_argument("--version", action="version", version=f"memlint {__version__}")
@@ -195,12 +195,18 @@ def _verify_command(argv: Sequence[str]) -> int:
     return verify_main(list(argv))
 
 
+def _snapshot_command(argv: Sequence[str]) -> int:
+    from memlint.snapshot.cli import main as snapshot_main
+
+    return snapshot_main(list(argv))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and argv[0] in COMMANDS else "check"
     rest = argv[1:] if argv and argv[0] in COMMANDS else argv
     handler = {"check": _check, "rules": _rules_command, "explain": _explain_command,
-               "verify": _verify_command}[command]
+               "verify": _verify_command, "snapshot": _snapshot_command}[command]
     for stream in (sys.stdout, sys.stderr):  # a file name in no encoding is printed as its bytes
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")

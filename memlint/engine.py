@@ -20,6 +20,8 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from memlint.analysis import Facts
+from memlint.analysis.project import ProjectView
+from memlint.analysis.summary import ModuleSummary, summarize as summary_of, summarize_plain
 from memlint.analysis.tree import index
 from memlint.collector import kept_from_collector, paused
 from memlint.edits import apply_edits
@@ -78,10 +80,11 @@ class FileContext:
     """What a rule sees while the tree is walked: the facts, the node being visited and its
     ancestors, and the oldest torch the project supports (`target_torch`; None: no constraint)."""
 
-    def __init__(self, module: cst.Module, target_torch: Optional[TorchVersion] = None) -> None:
+    def __init__(self, module: cst.Module, target_torch: Optional[TorchVersion] = None,
+                 project: Optional[ProjectView] = None, path: str = "") -> None:
         self.module = module
         self.target_torch = target_torch
-        self.facts = Facts(module, index(module))
+        self.facts = Facts(module, index(module), project, path)
         self.node: cst.CSTNode = module  # the node being visited
         self.reports: List[_Report] = []
 
@@ -191,6 +194,8 @@ class Checked:
     findings: List[Finding]
     positions: Union[Positions, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
     parents: Mapping[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> its parent
+    asked: Dict[str, object] = field(default_factory=dict)  # what the rules asked of the project, and heard
+    summary: Optional[ModuleSummary] = None  # the module's summary, when asked for
 
     @cached_property
     def lines(self) -> List[str]:
@@ -260,33 +265,44 @@ def wanted_rules(source: str, rule_types: Sequence[Type[Rule]]) -> List[Type[Rul
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],
           target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None, *,
-          compiled: bool = False) -> Checked:
+          compiled: bool = False, project: Optional[ProjectView] = None, summarize: bool = False) -> Checked:
     """Lint one source with the given rules, offering only fixes that run on `target_torch`
     (`timer`: charge the work to phases, rules and facts). `compiled`: the caller has already
-    had CPython parse this very source (flake8 has), so the syntax gate is not run again."""
+    had CPython parse this very source (flake8 has), so the syntax gate is not run again.
+    `project`: what the other modules of its project say (memlint.analysis.project; a fresh
+    view per call, which records the questions asked); `summarize`: also summarise the module
+    for the others (memlint.analysis.summary)."""
+    if project is None:
+        project = ProjectView()
     if timer is None:
-        return _check(source, path, rule_types, target_torch, None, compiled)
+        return _check(source, path, rule_types, target_torch, None, compiled, project, summarize)
     with timer.active():
-        return _check(source, path, rule_types, target_torch, timer, compiled)
+        return _check(source, path, rule_types, target_torch, timer, compiled, project, summarize)
 
 
 def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torch: Optional[TorchVersion],
-           timer: Optional[Timer], compiled: bool) -> Checked:
+           timer: Optional[Timer], compiled: bool, project: ProjectView, summarize: bool) -> Checked:
     clock = timer.phase if timer is not None else nullcontext
     if not compiled:
         with clock("compile"):
             compiles(source, path)
     wanted = wanted_rules(source, rule_types)
     if not wanted:  # nothing to look for: it compiles, that is all to check
-        return Checked(source, None, [])
+        return Checked(source, None, [], summary=summarize_plain(source, project.name, project.package)
+                       if summarize else None)
     with kept_from_collector() as settle, _deep_enough():
         with clock("parse"):
             module = parse(source)
         settle()
         with clock("index"):
-            context = FileContext(module, target_torch)
+            context = FileContext(module, target_torch, project, path)
         try:
-            return _report(context, source, path, wanted, timer)
+            checked = _report(context, source, path, wanted, timer)
+            checked.asked = dict(project.asked)  # the rules' questions, not the summary's
+            if summarize:
+                with clock("summary"):
+                    checked.summary = summary_of(context.facts)
+            return checked
         finally:
             context.close()
 
@@ -388,6 +404,7 @@ class FixResult:
     source: str  # the fixed source (unchanged when nothing applied)
     applied: List[Finding]  # findings whose fixes were applied, in the round they were found
     remaining: List[Finding]  # what a lint of the fixed source still reports
+    asked: Dict[str, object] = field(default_factory=dict)  # what the rules asked of the project, every round
 
 
 def _edit_key(edit: Edit, module: cst.Module) -> Tuple[object, ...]:
@@ -421,11 +438,13 @@ def _fixed_along(checked: Checked, chosen: Sequence[Finding]) -> List[Finding]:
 
 
 def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool = False,
-        target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None) -> FixResult:
+        target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None,
+        project: Optional[ProjectView] = None) -> FixResult:
     """Apply fixes until nothing changes (at most MAX_FIX_ROUNDS rounds)."""
     clock = timer.phase if timer is not None else nullcontext
     applied: List[Finding] = []
-    checked = check(source, path, rule_types, target_torch, timer)  # the syntax gate at the caller's limit
+    view = project.fresh() if project is not None else ProjectView()
+    checked = check(source, path, rule_types, target_torch, timer, project=view)  # the syntax gate at the caller's limit
     with _deep_enough():
         for _ in range(MAX_FIX_ROUNDS):
             chosen: List[Finding] = []
@@ -442,8 +461,8 @@ def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool =
                 break
             applied.extend(chosen)
             applied.extend(_fixed_along(checked, chosen))
-            checked = check(new_source, path, rule_types, target_torch, timer)
-    return FixResult(checked.source, applied, checked.findings)
+            checked = check(new_source, path, rule_types, target_torch, timer, project=view)
+    return FixResult(checked.source, applied, checked.findings, view.asked)
 
 
 def fix_diff(checked: Checked, finding: Finding, path: str, timer: Optional[Timer] = None) -> str:

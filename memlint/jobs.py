@@ -30,6 +30,7 @@ with SIGKILL, leaves no worker behind.
 
 from __future__ import annotations
 
+import faulthandler
 import math
 import multiprocessing
 import os
@@ -132,7 +133,9 @@ def _limit_memory(memory: int) -> None:
 
 
 def _quiet() -> None:
-    """Nothing a worker prints reaches the terminal (a native abort's message)."""
+    """Nothing a worker prints reaches the terminal (a native abort's message, or the dump of
+    a fault handler the run's process may have turned on)."""
+    faulthandler.disable()
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 2)

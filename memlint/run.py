@@ -15,12 +15,16 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
+from memlint.analysis.project import Project, ProjectView, project_files, same_answers
+from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry
 from memlint.config import Config
-from memlint.engine import SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
+from memlint.engine import (SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff,
+                            unified_diff)
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
 from memlint.interrupts import Interrupted, held
@@ -65,6 +69,9 @@ class FileOutcome:
     warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
     notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
+    asked: Dict[str, object] = field(default_factory=dict)  # what the lint asked of the project, and heard
+    summary: Optional[ModuleSummary] = None  # the first phase over a project: the module's summary
+    entry: Optional[Tuple[str, Entry]] = None  # the first phase: what to cache (text, result) if it stands
     rewrite: Optional[Rewrite] = None  # --fix: what to write, once back in the run's process
 
 
@@ -77,10 +84,10 @@ def display_path(path: Path) -> str:
 
 
 def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
-                options: Options, target: Optional[TorchVersion]) -> FileOutcome:
+                options: Options, target: Optional[TorchVersion], view: ProjectView) -> FileOutcome:
     outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
     if options.fix or options.diff:
-        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target)
+        result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target, project=view)
         fixed = notebook.updated(result.source)
         outcome.findings = [fixed.locate(f).detached() for f in result.remaining]
         outcome.fixed = [notebook.locate(f).detached() for f in result.applied]
@@ -92,7 +99,7 @@ def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
                                           digest(notebook.text.encode(notebook.encoding)))
         outcome.notebook = fixed
         return outcome
-    checked = check(notebook.module, display, rules, target)
+    checked = check(notebook.module, display, rules, target, project=view)
     outcome.findings = [notebook.locate(f).detached() for f in checked.findings]
     if options.fix_diffs:
         outcome.fix_diffs = [
@@ -105,22 +112,24 @@ def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
 
 
 def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-                   target: Optional[TorchVersion]) -> FileOutcome:
+                   target: Optional[TorchVersion], view: ProjectView) -> FileOutcome:
     """A notebook's code cells, linted (or fixed) as one module; findings located by cell."""
     notebook = Notebook.read(path)
     try:
-        return _lint_cells(notebook, display, rules, options, target)
+        return _lint_cells(notebook, display, rules, options, target, view)
     except SourceError:
         parsable = notebook.without_unparsable_cells()  # cells CPython accepts and LibCST does not
         if parsable is notebook:
             raise
-        return _lint_cells(parsable, display, rules, options, target)
+        return _lint_cells(parsable, display, rules, options, target, view)
 
 
 @dataclass(frozen=True)
 class _Task:
     """One file to lint or fix, with its text already read (a worker process needs no more);
-    a notebook is read where it is linted (its source is None)."""
+    a notebook is read where it is linted (its source is None). `summarize`: the first phase of
+    a run over a project (memlint.analysis.project): lint without the other modules' summaries,
+    which are not known yet, and summarise this one."""
 
     path: Path
     display: str
@@ -128,51 +137,62 @@ class _Task:
     source: Optional[SourceText]
     options: Options
     target: Optional[TorchVersion]  # the oldest torch its fixes must run on
+    summarize: bool = False
 
 
-def _store(task: _Task, text: str, entry: Entry) -> None:
-    if task.options.cache is not None:
+def _store(task: _Task, text: str, entry: Entry, outcome: FileOutcome) -> None:
+    """Keep what a lint of `text` found in the cache; a first-phase lint's result may not stand,
+    so it goes with the outcome, for the run to keep once it does."""
+    if task.summarize:
+        outcome.entry = (text, entry)
+    elif task.options.cache is not None:
         header = diff_header(task.display)
         diffs = None if entry.diffs is None else [d[len(header):] if d else d for d in entry.diffs]
         task.options.cache.put(task.path, task.rules, task.target, text, replace(entry, diffs=diffs))
 
 
-def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer]) -> None:
+def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer],
+              view: ProjectView) -> None:
     options = task.options
     result = fix(source.text, task.display, task.rules, unsafe=options.unsafe_fixes, target_torch=task.target,
-                 timer=timer)
+                 timer=timer, project=view)
     outcome.findings = [f.detached() for f in result.remaining]
     outcome.fixed = [f.detached() for f in result.applied]
+    outcome.asked = result.asked
     if result.source == source.text:
-        _store(task, source.text, Entry(outcome.findings))
+        _store(task, source.text, Entry(outcome.findings, asked=result.asked), outcome)
     elif options.diff:
         outcome.diff = unified_diff(source.text, result.source, task.display)
     else:
         outcome.rewrite = Rewrite(SourceText(result.source, source.encoding), source.digest)
 
 
-def _lint(task: _Task) -> FileOutcome:
-    """Lint or fix one file (in a worker process, or here). Never raises: a bug of memlint's
-    becomes one line for this file, and the run goes on."""
+def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] = frozenset()) -> FileOutcome:
+    """Lint or fix one file (in a worker process, or here), knowing what `project` says of
+    the other modules (`names`: those of the project's modules). Never raises: a bug of
+    memlint's becomes one line for this file, and the run goes on."""
     outcome = FileOutcome(task.display)
     timer = Timer() if task.options.profile else None
     source = task.source
+    view = ProjectView(project, names, str(task.path))
     try:
         if source is None:
-            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target)
-        elif task.options.fix or task.options.diff:
-            _fix_file(task, source, outcome, timer)
+            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target, view)
+        elif (task.options.fix or task.options.diff) and not task.summarize:
+            _fix_file(task, source, outcome, timer, view)
         else:
-            checked = check(source.text, task.display, task.rules, task.target, timer)
+            checked = check(source.text, task.display, task.rules, task.target, timer, project=view,
+                            summarize=task.summarize)
             outcome.findings = [f.detached() for f in checked.findings]
+            outcome.asked, outcome.summary = checked.asked, checked.summary
             if task.options.fix_diffs:
                 diffs: Dict[int, str] = {}  # findings that share one fix share its diff
                 for f in checked.findings:
                     if f.fix is not None and id(f.fix) not in diffs:
                         diffs[id(f.fix)] = fix_diff(checked, f, task.display, timer)
                 outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
-            _store(task, source.text,
-                   Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None))
+            _store(task, source.text, Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None,
+                                            asked=checked.asked), outcome)
     except TooLarge as error:
         outcome.warning = str(error)
     except (UnreadableFile, NotebookError) as error:
@@ -181,8 +201,10 @@ def _lint(task: _Task) -> FileOutcome:
         outcome.warning = str(error)
     except SourceError as error:
         outcome.error = str(error)
+        if task.summarize:
+            outcome.summary = ModuleSummary.empty(view.name)
         if source is not None and not (task.options.fix or task.options.diff):  # a fix's failure is
-            _store(task, source.text, Entry([], error=outcome.error))  # no fact of the text
+            _store(task, source.text, Entry([], error=outcome.error), outcome)  # no fact of the text
     except MemoryError:  # over the worker's memory budget: the worker ends, and the run goes on
         raise
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
@@ -192,10 +214,10 @@ def _lint(task: _Task) -> FileOutcome:
     return outcome
 
 
-def _write(task: _Task, outcome: FileOutcome) -> bool:
+def _write(task: _Task, outcome: FileOutcome, lint: Callable[[_Task], FileOutcome]) -> bool:
     """Write the fix a file's outcome holds; True when the file was rewritten. A file changed
     since it was read is skipped with a warning; one that cannot be written keeps the findings
-    of the text it holds."""
+    of the text it holds (`lint`: how the run lints a file)."""
     rewrite, outcome.rewrite = outcome.rewrite, None
     if rewrite is None:
         return False
@@ -206,12 +228,12 @@ def _write(task: _Task, outcome: FileOutcome) -> bool:
         outcome.findings, outcome.fixed, outcome.notebook = [], [], None
         return False
     except OSError as error:
-        unfixed = _lint(replace(task, options=replace(task.options, fix=False, diff=False, fix_diffs=False)))
+        unfixed = lint(replace(task, options=replace(task.options, fix=False, diff=False, fix_diffs=False)))
         outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
         outcome.findings, outcome.fixed, outcome.notebook = unfixed.findings, [], unfixed.notebook
         return False
     if task.source is not None:
-        _store(task, rewrite.text.text, Entry(outcome.findings))
+        _store(task, rewrite.text.text, Entry(outcome.findings, asked=outcome.asked), outcome)
     return True
 
 
@@ -242,31 +264,51 @@ def _cached(entry: Entry, display: str, options: Options) -> Optional[FileOutcom
     return outcome
 
 
+@dataclass
+class _Prepared:
+    """A file read and looked up in the cache, before the project's summaries are known."""
+
+    index: int  # its place among the outcomes
+    outcome: FileOutcome
+    task: Optional[_Task]  # None: nothing to lint (it could not be read)
+    entry: Optional[Entry] = None  # what the cache holds for its text
+    summary: Optional[ModuleSummary] = None  # its summary, from the cache
+
+
 def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-             target: Optional[TorchVersion]) -> Tuple[FileOutcome, Optional[_Task]]:
-    """Read the file and look it up in the cache: its outcome when that settles it, else the
-    task of linting it."""
+             target: Optional[TorchVersion], module: Optional[Tuple[str, str]]) -> Tuple[FileOutcome, Optional[_Task],
+                                                                                     Optional[Entry],
+                                                                                     Optional[ModuleSummary]]:
+    """Read the file and look it up in the cache: its result and its summary (`module`: its
+    root and name in the project, None when it is linted alone)."""
     if is_notebook(path):  # read, and linted, where it is linted; never cached
-        return FileOutcome(display), _Task(path, display, tuple(rules), None, options, target)
+        return FileOutcome(display), _Task(path, display, tuple(rules), None, options, target), None, None
     started = time.perf_counter()
     try:
         source = read(path)
     except TooLarge as error:
-        return FileOutcome(display, warning=str(error)), None
+        return FileOutcome(display, warning=str(error)), None, None, None
     except UnreadableFile as error:
-        return FileOutcome(display, error=str(error)), None
+        return FileOutcome(display, error=str(error)), None, None, None
     read_seconds = time.perf_counter() - started
     task = _Task(path, display, tuple(rules), source, options, target)
-    cached = None
+    entry = summary = None
     if options.cache is not None:
         entry = options.cache.get(path, task.rules, target, source.text)
-        cached = None if entry is None else _cached(entry, display, options)
-    outcome = cached or FileOutcome(display)
+        if module is not None:
+            summary = options.cache.get_summary(path, module, source.text)
+    outcome = FileOutcome(display)
     if options.profile:
         outcome.seconds = {"read": read_seconds}
         if options.cache is not None:
             outcome.seconds["cache"] = time.perf_counter() - started - read_seconds
-    return outcome, None if cached is not None else task
+    return outcome, task, entry, summary
+
+
+def _standing(outcome: FileOutcome, options: Options) -> bool:
+    """Whether a lint's outcome is all these options want (not when --fix has something to fix)."""
+    return not ((options.fix or options.diff) and any(fix_allowed(f.fix, options.unsafe_fixes)
+                                                      for f in outcome.findings))
 
 
 def _size(task: _Task) -> int:
@@ -283,14 +325,22 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
     """Lint (or fix) every file under `paths`, in discovery order whatever the number of jobs;
     selection errors raise ConfigError before any work. Each file's fixes are held to the
     configured `target-torch`, else to its project's declared one. `notices` gets one-line
-    warnings about the run itself (processes that could not be started)."""
+    warnings about the run itself (processes that could not be started).
+
+    The Python files linted together are a project (memlint.analysis.project): each module is
+    first linted alone and summarised, then linted again knowing the other modules' summaries,
+    only where its analysis asked a question that the project now answers differently. A
+    result from the cache stands while its file's text and its answers are the same."""
     base_rules = config.selection.rules(registry)
     if options.memory_budget is None:
         options = replace(options, memory_budget=memory_budget(options.jobs))
     declared = DeclaredTargets(config.root if config.source is not None else None)
     outcomes: List[FileOutcome] = []
-    tasks: List[Tuple[int, _Task]] = []
-    for item in discover(paths, config, options.force_exclude):
+    items = list(discover(paths, config, options.force_exclude))
+    modules = project_files([item for item in items if not isinstance(item, BadPath)])
+    names = frozenset(name for _, name in modules.values()) if len(modules) > 1 else frozenset()
+    prepared: List[_Prepared] = []
+    for item in items:
         if isinstance(item, BadPath):
             display = display_path(item.path)
             outcomes.append(FileOutcome(display, warning=item.message) if item.warning
@@ -299,25 +349,70 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
         ignored = config.ignored_codes(item)
         rules = config.selection.rules(registry, ignored) if ignored else base_rules
         target = config.target_torch if config.target_torch is not None else declared.for_file(item)
-        outcome, task = _prepare(item, display_path(item), rules, options, target)
+        outcome, task, entry, summary = _prepare(item, display_path(item), rules, options, target,
+                                                 modules.get(str(item)) if names else None)
         if task is not None:
-            tasks.append((len(outcomes), task))
+            prepared.append(_Prepared(len(outcomes), outcome, task, entry, summary))
         outcomes.append(outcome)
+
+    # The first phase: every module of the project whose summary is not in the cache, linted alone.
+    first = [p for p in prepared if names and p.task.source is not None and p.summary is None and  # type: ignore[union-attr]
+             str(p.task.path) in modules]  # type: ignore[union-attr]
+    alone = map_in_order(partial(_lint, names=names), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
+                         options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
+                         memory=options.memory_budget, notices=notices)
+    found: Dict[int, FileOutcome] = {}
+    for p, outcome in zip(first, alone):
+        p.summary = outcome.summary
+        found[p.index] = outcome
+    project = Project(modules, {str(p.task.path): p.summary for p in prepared  # type: ignore[union-attr]
+                                if p.summary is not None}) if names else None
+
+    # What stands: a first lint whose questions get the same answers now, a cached result likewise.
+    second: List[_Prepared] = []
+    for p in prepared:
+        task = p.task
+        assert task is not None
+        outcome = found.get(p.index)
+        if outcome is not None:
+            if same_answers(project, str(task.path), outcome.asked) and _standing(outcome, options):
+                if outcome.entry is not None:
+                    _store(task, *outcome.entry, outcome)
+                _settle(outcomes, p.index, outcome)
+                continue
+        elif p.entry is not None and same_answers(project, str(task.path), p.entry.asked):
+            cached = _cached(p.entry, task.display, options)
+            if cached is not None:
+                cached.seconds = p.outcome.seconds
+                outcomes[p.index] = cached
+                continue
+        second.append(p)
+    if options.cache is not None:
+        for p in first:
+            if p.summary is not None:
+                options.cache.put_summary(p.task.path, modules[str(p.task.path)], p.task.source.text,  # type: ignore[union-attr]
+                                          p.summary)
+    lint = partial(_lint, project=project, names=names)
     rewritten: List[str] = []
 
     def write(index: int, outcome: FileOutcome) -> None:
         with held():  # a stopping signal waits for the file to be written, and noted
-            if _write(tasks[index][1], outcome):
+            if _write(second[index].task, outcome, lint):  # type: ignore[arg-type]
                 rewritten.append(outcome.display)
 
     try:
-        linted = map_in_order(_lint, [task for _, task in tasks], options.jobs, size=_size, failed=_failed,
-                              budget=options.file_timeout, memory=options.memory_budget, notices=notices,
-                              done=write)
+        linted = map_in_order(lint, [p.task for p in second], options.jobs, size=_size,  # type: ignore[misc]
+                              failed=_failed, budget=options.file_timeout, memory=options.memory_budget,
+                              notices=notices, done=write)
     except KeyboardInterrupt as stop:
         raise Interrupted(getattr(stop, "signum", signal.SIGINT), rewritten) from None
-    for (index, _), outcome in zip(tasks, linted):
-        for phase, seconds in outcomes[index].seconds.items():  # reading and the cache look-up
-            outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
-        outcomes[index] = outcome
+    for p, outcome in zip(second, linted):
+        _settle(outcomes, p.index, outcome)
     return outcomes
+
+
+def _settle(outcomes: List[FileOutcome], index: int, outcome: FileOutcome) -> None:
+    """Put a lint's outcome in its place, with the time its reading and cache look-up took."""
+    for phase, seconds in outcomes[index].seconds.items():
+        outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
+    outcomes[index] = outcome

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import textwrap
 
+import libcst as cst
+
 from memlint import lint_source
+from memlint.analysis import Facts
 from memlint.engine import check, fix
 from memlint.rules import registry
 
@@ -403,3 +406,23 @@ def test_mem203_sampling_that_returns_its_graph_is_not_reported():
     """
     (finding,) = findings(source, "MEM203")
     assert finding.line == 10  # generate() hands back token ids, no graph
+
+
+def test_a_namedtuple_holds_the_outputs_it_is_made_of():
+    source = textwrap.dedent("""
+        import torch
+        from collections import namedtuple
+        Prediction = namedtuple("Prediction", ["noise", "start"])
+
+        class Sampler:
+            def predict(self, x):
+                noise = self.model(x)
+                return Prediction(noise, x - noise)
+
+            def plain(self, x):
+                return Prediction(1, 2)
+    """)
+    facts = Facts(cst.parse_module(source))
+    methods = {n.name.value: n for n in facts.tree.nodes if isinstance(n, cst.FunctionDef)}
+    assert facts.values.returns_output(methods["predict"])
+    assert not facts.values.returns_output(methods["plain"])

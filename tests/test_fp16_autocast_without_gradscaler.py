@@ -43,7 +43,9 @@ def test_device_and_dtype_resolution():
     assert _reported("torch.autocast(device.type)", 'device = torch.device(f"cuda:{rank}")')
     assert not _reported("torch.autocast(device_type=device)", 'device = "cpu"')
     assert not _reported('torch.autocast("cuda", dtype=dt)', "dt = torch.bfloat16")
-    assert not _reported('torch.autocast("cuda", dtype=dt)', "dt = torch.bfloat16 if ok else torch.float16")
+    # a dtype chosen at run time: where the run picks float16, it has no scaler
+    assert _reported('torch.autocast("cuda", dtype=dt)', "dt = torch.bfloat16 if ok else torch.float16")
+    assert _reported('torch.autocast("cuda", dtype=getattr(torch, name))', 'name = "float16"')
     assert not _reported('torch.autocast("cpu", dtype=torch.float16)')
     assert not _reported("torch.autocast(device_type=device)", "device = get_device()")
     assert not _reported('torch.autocast("cuda", enabled=False)')

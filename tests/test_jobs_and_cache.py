@@ -20,7 +20,7 @@ import pytest
 import memlint.engine as engine
 import memlint.jobs as jobs
 import memlint.run as run_module
-from memlint.cache import Entry, open_cache, settings_digest
+from memlint.cache import SUMMARIES, Entry, open_cache, settings_digest
 from memlint.config import Config, Selection
 from memlint.rules import registry
 from memlint.run import Options, run
@@ -128,10 +128,10 @@ def test_a_file_over_the_time_budget_is_a_warning_and_the_others_are_linted(tmp_
     write(tmp_path, "c/slow.py", BAD)
     check = run_module.check
 
-    def slow_on_one_file(source, path, rules, target_torch=None, timer=None):
+    def slow_on_one_file(source, path, rules, target_torch=None, timer=None, **options):
         while path.endswith("slow.py"):
             pass
-        return check(source, path, rules, target_torch, timer)
+        return check(source, path, rules, target_torch, timer, **options)
 
     monkeypatch.setattr(run_module, "check", slow_on_one_file)  # the workers fork with it
     config = Config(root=tmp_path, selection=Selection(extend_select=["MEM101"]))
@@ -218,6 +218,7 @@ def test_the_key_covers_every_config_field_the_rules_and_the_text(tmp_path):
 
 
 def _entries(cache: Path) -> List[Path]:
+    """Every entry of the cache: results and module summaries."""
     return sorted(cache.rglob("*.json"))
 
 
@@ -237,14 +238,19 @@ def test_a_corrupt_entry_is_a_miss_and_is_replaced(tmp_path, monkeypatch):
     _tree(tmp_path / "src")
     cache = tmp_path / "cache"
     cold = _lint(tmp_path / "src", cache)
-    entries = sorted((cache).rglob("*.json"))
-    assert len(entries) == 12
+    entries = sorted(p for p in cache.rglob("*.json") if p.parent.name != SUMMARIES)
+    summaries = sorted(cache.rglob(f"{SUMMARIES}/*.json"))
+    assert len(entries) == len(summaries) == 12
     entries[0].write_bytes(entries[0].read_bytes()[:80])  # cut short
     entries[1].write_bytes(_sealed(json.dumps({**_payload(entries[1]), "findings": [[1, 2]]}).encode()))
     counting = _Counting(monkeypatch)
     assert _lint(tmp_path / "src", cache) == cold
     assert counting.compiled == 2
     _payload(entries[0])  # rewritten whole
+    summaries[0].write_bytes(_sealed(json.dumps({**_payload(summaries[0]), "summary": {"name": 1}}).encode()))
+    counting.compiled = 0
+    assert _lint(tmp_path / "src", cache) == cold
+    assert counting.compiled == 1  # that module is summarised again
 
 
 @pytest.mark.parametrize("damage", ["flipped bit", "deep nesting", "sealed deep nesting", "fifo", "huge"])
@@ -256,11 +262,11 @@ def test_a_damaged_entry_is_a_miss_never_a_result_a_crash_or_a_hang(tmp_path, da
              (("--statistics",), ("--output-format", "sarif"), ("--output-format", "json"))}
     memlint(tmp_path, *args)  # fills the cache
     entries = _entries(tmp_path / ".memlint_cache")
-    assert len(entries) == 2
+    assert len(entries) == 4  # each file's result and its module's summary
     for entry in entries:
         data = entry.read_bytes()
-        if damage == "flipped bit":  # MEM402 becomes MUM402: one bit, in the code
-            at = data.index(b'"MEM') + 2
+        if damage == "flipped bit":  # in a result, MEM402 becomes MUM402: one bit, in the code
+            at = data.find(b'"MEM') + 2 if b'"MEM' in data else len(data) - 3
             entry.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
         elif damage == "deep nesting":
             entry.write_bytes(b"[" * 100_000 + b"]" * 100_000)

@@ -69,6 +69,7 @@ def test_purity_tells_sizes_from_tensor_operands():
 # -- steps --------------------------------------------------------------------------------------
 STEPS = """
 import torch
+import ignite.engine
 
 def grad_norm(model):
     norms = []
@@ -78,14 +79,41 @@ def grad_norm(model):
     return norms
 
 def train_epoch(loader):
-    for x, y in loader:
+    for step, (x, y) in enumerate(loader):
         loss = model(x).sum()                # STEP
         loss.backward()
         grad_norm(model)
+        if step % 100 == 0:
+            logged = 1                       # BOUNDARY: every 100 steps
+        if args.verbose:
+            shown = 1                        # STEP: a flag holds on every step
     log = 1                                  # BOUNDARY
+
+def accumulate(loader):
+    for step, batch in enumerate(loader):
+        for micro in batch.chunk(4):
+            loss = model(micro).sum()
+            loss.backward()
+            micro_loss = loss                # INNER: four micro-batches per optimizer step
+        optimizer.step()
+
+def process(engine, batch):
+    engine_out = model(batch)                # STEP: Ignite's Engine calls it once per batch
+    return engine_out
+
+trainer = ignite.engine.Engine(process)
+
+def batches():
+    for _ in range(10):
+        made = 1                             # STEP: in step with the loop that takes its items
+        yield made
+
+for x in batches():
+    model(x).sum().backward()
 
 for epoch in range(10):
     train_epoch(loader)
+    sample = model.decode(z)                 # BOUNDARY: a forward, in the epoch loop
     saved = 1                                # BOUNDARY
 
 class Net(torch.nn.Module):
@@ -104,7 +132,8 @@ setup = 1                                    # unknown
 
 @pytest.mark.parametrize("target,expected", [
     ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
-    ("setup", None),
+    ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
+    ("micro_loss", INNER), ("engine_out", STEP),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)
@@ -306,7 +335,7 @@ def test_mem102_forward_buffer_computes_the_same_output():
     ("x = torch.ones(4).to(device, torch.float16)", "report", None),
 ])
 def test_mem103_fixes(statement, fixed, safety):
-    source = f"import torch\n{statement}\n"
+    source = f"import torch\nfor batch in loader:\n    {statement}\n"
     found = _found(source, "MEM103")
     if fixed is None:
         assert found == []
@@ -316,30 +345,37 @@ def test_mem103_fixes(statement, fixed, safety):
         assert found[0].fix is None
         return
     assert found[0].fix is not None and found[0].fix.safety is safety
-    assert fix(source, "t.py", [RULES["MEM103"]], unsafe=True).source == f"import torch\n{fixed}\n"
+    assert fix(source, "t.py", [RULES["MEM103"]], unsafe=True).source == f"import torch\nfor batch in loader:\n    {fixed}\n"
+
+
+def test_mem103_one_off_setup_is_not_reported():
+    step = "import torch\nfor batch in loader:\n    x = torch.zeros(4, 4).to(device)\n"
+    setup = "import torch\nx = torch.zeros(4, 4).to(device)\nfor batch in loader:\n    model(batch, x)\n"
+    assert len(_found(step, "MEM103")) == 1
+    assert _found(setup, "MEM103") == []
 
 
 def test_mem103_fix_keeps_the_layout_of_calls_over_several_lines():
-    source = "import torch\nx = base + torch.arange(\n    0, n, step\n).to(dev.device)\n" \
-             "y = torch.zeros(\n    n,\n    m,\n).to(device)\n"
+    source = "import torch\nfor b in loader:\n    x = base + torch.arange(\n        0, n, step\n    ).to(dev.device)\n" \
+             "    y = torch.zeros(\n        n,\n        m,\n    ).to(device)\n"
     fixed = fix(source, "t.py", [RULES["MEM103"]]).source
-    assert fixed == ("import torch\nx = base + torch.arange(\n    0, n, step, device=dev.device\n)\n"
-                     "y = torch.zeros(\n    n,\n    m,\n    device=device,\n)\n")
+    assert fixed == ("import torch\nfor b in loader:\n    x = base + torch.arange(\n        0, n, step, device=dev.device\n    )\n"
+                     "    y = torch.zeros(\n        n,\n        m,\n        device=device,\n    )\n")
 
 
 def test_mem103_no_fix_that_would_drop_a_comment():
-    source = "import torch\nmask = torch.arange(\n    t\n).to(  # a (T,) tensor\n    lengths.device\n)\n"
+    source = "import torch\nfor b in loader:\n    mask = torch.arange(\n        t\n    ).to(  # a (T,) tensor\n        lengths.device\n    )\n"
     [finding] = _found(source, "MEM103")
     assert finding.fix is None
 
 
 def test_mem103_deterministic_fix_keeps_the_values():
     torch = pytest.importorskip("torch")
-    source = "import torch\nx = torch.full((3, 2), 0.5).double().to(device)\n"
+    source = "import torch\nfor batch in loader:\n    x = torch.full((3, 2), 0.5).double().to(device)\n"
     fixed = fix(source, "t.py", [RULES["MEM103"]]).source
     values = []
     for code in (source, fixed):
-        space = {"device": "cpu"}
+        space = {"device": "cpu", "loader": [0]}
         exec(compile(code, "t.py", "exec"), space)
         values.append(space["x"])
     assert fixed != source and values[0].dtype == values[1].dtype == torch.float64
@@ -453,7 +489,7 @@ def test_sampling_per_epoch_made_on_the_cpu_and_moved():
     assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
 
 
-def test_generation_that_feeds_the_grown_sequence_back_has_no_fix():
+def test_generation_that_feeds_the_grown_sequence_to_the_model_is_not_reported():
     source = """
     import torch
     tokens = torch.randint(vocab, (1, 1)).to(device)
@@ -462,6 +498,16 @@ def test_generation_that_feeds_the_grown_sequence_back_has_no_fix():
             logits = model(tokens)
             nxt = torch.multinomial(logits[-1].softmax(-1), 1).view(1, 1)
             tokens = torch.cat([tokens, nxt], 0)
+    """
+    assert _found(source, "MEM104") == []
+
+
+def test_a_step_loop_that_reads_the_grown_tensor_otherwise_has_no_fix():
+    source = """
+    import torch
+    for x in loader:
+        feats = torch.cat([feats, model(x)], 0)
+        spread = torch.cdist(feats, feats).mean()
     """
     [finding] = _found(source, "MEM104")
     assert finding.fix is None and "preallocate" in finding.message
@@ -526,5 +572,14 @@ def test_fixed_loop_rules_compile_and_settle():
     """)
     first = fix(source, "t.py", LOOP_RULES, unsafe=True)
     compile(first.source, "t.py", "exec")
-    assert {f.code for f in first.applied} == {"MEM102", "MEM103", "MEM104", "MEM501"}
+    # MEM102 hoists `level` above the loop, where its copy runs once: not MEM103's any more
+    assert {f.code for f in first.applied} == {"MEM102", "MEM104", "MEM501"}
     assert fix(first.source, "t.py", LOOP_RULES, unsafe=True).source == first.source
+
+
+@pytest.mark.parametrize("path,reported", [("train.py", True), ("tests/helpers/models.py", False),
+                                           ("pkg/test_model.py", False), ("conftest.py", False)])
+def test_per_step_rules_leave_test_modules_alone(path, reported):
+    source = "import torch\nfor x in loader:\n    t = torch.zeros(4).to(device)\n    model(x, t)\n"
+    found = [f.code for f in check(source, path, [RULES["MEM103"]]).findings]
+    assert found == (["MEM103"] if reported else [])

@@ -80,3 +80,9 @@ def test_a_scalar_at_a_findings_line_is_not_rounded_to_nothing():
 def test_no_attribution_without_the_originals_peak():
     assert attribute(None, peak(1, (1, 1)), {}, "", "", "t.py") is None
     assert attribute({"bytes": 5, "lines": [], "unattributed": 5}, None, {}, "", "", "t.py") is None
+
+
+def test_sizes_read_as_bytes_below_a_tenth_of_a_kib():
+    from memlint.verify.attribution import mib
+
+    assert [mib(v) for v in (0, 4, 512, 3 * 2**20, 3 * 2**30)] == ["0.0 MiB", "4 B", "0.5 KiB", "3.0 MiB", "3.00 GiB"]

@@ -128,3 +128,93 @@ def test_a_server_that_cannot_serve_says_why(tmp_path):
     env = {**child_env(RunSpec("", "x.py")), "PYTHONPATH": str(tmp_path)}
     server, why = ForkServer.start(sys.executable, env)
     assert server is None and "ImportError: simulated: no torch here" in why
+
+
+def test_the_server_imports_what_the_first_optimizer_would(server, tmp_path):
+    """Constructing the first optimizer imports torch._dynamo (seconds, in every run); the server
+    imports it once."""
+    assert server.preloaded == ["torch._dynamo"]
+    m, _ = _run(server, tmp_path, "import sys\nprint('torch._dynamo' in sys.modules)\n")
+    assert m.status == "ok" and m.stdout_tail == "True", m.stderr_tail
+
+
+FAKE_TORCH = """\
+__version__ = "0.0-fake"
+{load}
+
+
+def manual_seed(seed):
+    pass
+
+
+class cuda:
+    is_available = staticmethod(lambda: False)
+    is_initialized = staticmethod(lambda: False)
+"""
+
+DRIVER = """\
+static int started = 0;
+int cuInit(unsigned int flags) {{ started = 1; return 0; }}
+int cuDeviceGetCount(int *count) {{ *count = 1; return started ? 0 : {answer}; }}
+"""
+
+
+def _fake_torch(tmp_path, load="", dynamo=""):
+    package = tmp_path / "fake" / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(FAKE_TORCH.format(load=load))
+    (package / "optim.py").write_text("")
+    (package / "_dynamo.py").write_text(dynamo)
+    return {**child_env(RunSpec("", "x.py")), "PYTHONPATH": str(tmp_path / "fake")}
+
+
+def _driver(tmp_path, answer):
+    """A stand-in CUDA driver library: cuDeviceGetCount answers `answer` until cuInit is called."""
+    import subprocess
+
+    (tmp_path / "driver.c").write_text(DRIVER.format(answer=answer))
+    library = tmp_path / "lib" / "libcuda.so.1"
+    library.parent.mkdir()
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "driver.c")], check=True)
+    return f"import ctypes\n_driver = ctypes.CDLL({str(library)!r})\n"
+
+
+def test_threads_left_by_an_import_are_no_reason_not_to_fork(tmp_path):
+    """numpy's BLAS starts a thread per core when imported, and stops them before a fork."""
+    env = _fake_torch(tmp_path, load="import threading, time\n"
+                                     "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    own, why = ForkServer.start(sys.executable, env)
+    try:
+        assert own is not None and why == "" and own.preloaded == ["torch._dynamo"]
+    finally:
+        if own is not None:
+            own.close()
+
+
+needs_cc = pytest.mark.skipif(not __import__("shutil").which("cc"), reason="needs a C compiler for a stand-in driver")
+
+
+@needs_cc
+@pytest.mark.parametrize("answer, serves", [(3, True), (0, False)])
+def test_a_driver_library_loaded_by_the_import_is_no_reason_not_to_fork(tmp_path, answer, serves):
+    """Some CUDA builds of torch load libcuda while being imported but do not start it
+    (cuDeviceGetCount answers 3, "not initialised"): forking is safe then. Once started (0), not."""
+    env = _fake_torch(tmp_path, load=_driver(tmp_path, answer))
+    own, why = ForkServer.start(sys.executable, env)
+    try:
+        assert (own is not None) is serves, why
+        assert why == ("" if serves else "importing torch started CUDA")
+    finally:
+        if own is not None:
+            own.close()
+
+
+@needs_cc
+def test_a_preload_that_starts_cuda_is_left_to_each_run(tmp_path):
+    env = _fake_torch(tmp_path, load=_driver(tmp_path, 3), dynamo="import torch\ntorch._driver.cuInit(0)\n")
+    own, why = ForkServer.start(sys.executable, env)
+    try:
+        assert own is not None and why == "" and own.preloaded == []  # started again, without it
+    finally:
+        if own is not None:
+            own.close()

@@ -291,7 +291,7 @@ def test_child_imports_nothing_of_memlint():
     """The child runs where libcst may be missing and must not add memlint to what it measures."""
     from memlint.verify.measure import CHILD
 
-    for path in (CHILD, CHILD.with_name("history.py"), CHILD.with_name("tree.py")):  # loaded by path
+    for path in (CHILD, *(CHILD.with_name(f"{name}.py") for name in ("history", "tree", "loopclock"))):  # by path
         text = path.read_text()
         assert "import memlint" not in text and "from memlint" not in text
 

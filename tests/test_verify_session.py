@@ -83,6 +83,23 @@ def test_session_interleaves_runs_and_runs_identical_programs_once():
     assert len(order) == 6  # host timelines come from the measured runs: nothing ran again
 
 
+def test_runs_that_go_alone_come_after_the_others_still_interleaved():
+    """A timed run empties the device before it starts; put them together at the end, so that
+    the memory runs share the device without a wait before each timed one."""
+    timed, timed_fix = Program("timed", "t.py"), Program("timed fix", "t.py")
+    peak, peak_fix = Program("peak", "p.py"), Program("peak fix", "p.py")
+    plan = Plan([Comparison("MEM102", None, "MEM102-x", "", ["time-lower"], timed, timed_fix),
+                 Comparison("MEM101", None, "MEM101-x", "", ["peak-lower"], peak, peak_fix)])
+    order = []
+
+    def runner(spec, python, heartbeat):
+        order.append(spec.source)
+        return Measurement("ok", 0, "host", 2**20, seconds=1.0, stdout_sha256="x")
+
+    measure_plan(plan, Options(repeat=2), None, runner)
+    assert order == ["peak", "peak fix", "peak", "peak fix", "timed", "timed fix", "timed", "timed fix"]
+
+
 def test_a_program_that_timed_out_is_not_run_again_for_every_repeat():
     """One hanging script with the defaults (3 repeats, 300 s) would cost half an hour: after
     its first timeout, its other runs are not started, and count as timed out."""

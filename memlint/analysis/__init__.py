@@ -23,6 +23,8 @@ objects it names as its dependencies:
     facts.hoisting   hoisting.py    GPU work that computes the same value every iteration or call
     facts.steps      steps.py       how often code runs per training step (step, inner, boundary)
     facts.syncs      syncs.py       host-device syncs, which values are tensors, what loops repeat over
+    facts.project    project.py     what the other modules of the project say about this one's
+                                    functions and classes, and the names it imports from them
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it.
@@ -44,8 +46,10 @@ from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import block_flow
 from memlint.analysis.hoisting import Hoisting
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
+from memlint.analysis.often import INNER, STEP
 from memlint.analysis.oom import OutOfMemory
 from memlint.analysis.phase import Phase
+from memlint.analysis.project import ProjectView
 from memlint.analysis.purity import Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
@@ -53,14 +57,18 @@ from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.steps import Steps
 from memlint.analysis.syncs import Syncs
+from memlint.analysis.testcode import in_test_code, is_test_file
 from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.tree import TreeIndex, dotted_name, index
 from memlint.analysis.values import Values
 
 
 class Facts:
-    def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None) -> None:
+    def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None,
+                 project: Optional[ProjectView] = None, path: str = "") -> None:
         self.module = module
+        self.project = project if project is not None else ProjectView()
+        self.test_file = is_test_file(path)  # a test module: per-step costs there are not worth a change
         if tree is not None:
             self.tree = tree  # the engine's index: `tree` below then never runs
         self._loops: Dict[int, LoopFacts] = {}
@@ -75,7 +83,7 @@ class Facts:
     @cached_property
     def names(self) -> TorchNames:
         """Import-aware names: `facts.names.call_name(call) == "torch.randn"`."""
-        return TorchNames(self.module, self.tree)
+        return TorchNames(self.module, self.tree, self.project.package)
 
     @cached_property
     def scopes(self) -> Scopes:
@@ -85,7 +93,7 @@ class Facts:
     @cached_property
     def regions(self) -> Regions:
         """Grad-mode, autocast and accumulate regions; grad mode at a node."""
-        return Regions(self.names, self.tree, self.scopes)
+        return Regions(self.names, self.tree, self.scopes, self.project)
 
     @cached_property
     def calls(self) -> CallGraph:
@@ -95,7 +103,7 @@ class Facts:
     @cached_property
     def receivers(self) -> Receivers:
         """Which names are optimizers, models and losses."""
-        return Receivers(self.names, self.tree, self.scopes)
+        return Receivers(self.names, self.tree, self.scopes, self.project)
 
     @cached_property
     def roles(self) -> Roles:
@@ -105,7 +113,7 @@ class Facts:
     @cached_property
     def values(self) -> Values:
         """Which values carry an autograd graph, and where they go."""
-        return Values(self.names, self.tree, self.scopes, self.regions, self.calls, self.roles)
+        return Values(self.names, self.tree, self.scopes, self.regions, self.calls, self.roles, self.project)
 
     @cached_property
     def phase(self) -> Phase:
@@ -136,7 +144,7 @@ class Facts:
     @cached_property
     def steps(self) -> Steps:
         """How often code runs per training step: once, more than once, between steps."""
-        return Steps(self.tree, self.scopes, self.calls, self.receivers, self.roles)
+        return Steps(self.names, self.tree, self.scopes, self.calls, self.receivers, self.roles, self.project)
 
     @cached_property
     def syncs(self) -> Syncs:
@@ -189,6 +197,17 @@ class Facts:
         resolve calls through `scopes`), so they form reference cycles holding the tree; the
         engine releases them when a file is done, and the tree goes with its last reference."""
         self.__dict__.clear()
+
+    def per_step(self, node: cst.CSTNode, inner: bool = False) -> Optional[str]:
+        """How often `node` runs when it is every step (STEP) or more (INNER; with `inner`, only
+        that), in code worth changing for a per-step cost: None in tests (test files, test
+        functions and classes), in setup and demos, between steps (memlint.analysis.steps)."""
+        often = self.steps.how_often(node)
+        if often != INNER and (inner or often != STEP):
+            return None
+        if self.test_file or in_test_code(self.tree, node):
+            return None
+        return often
 
     def in_test(self, node: cst.CSTNode) -> bool:
         """Whether `node` runs in a test: a function named `test...` or a method of a class

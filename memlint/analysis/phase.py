@@ -27,6 +27,7 @@ from typing import Optional
 
 import libcst as cst
 
+from memlint.analysis.often import STEP_FUNCTIONS
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import Roles
@@ -40,8 +41,7 @@ _EVAL_FUNCTION = re.compile(
     r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
 _SAMPLING_FUNCTION = re.compile(r"(^|_)(generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
 # Functions whose result is, by convention, backwarded by their caller.
-TRAINING_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "forward",
-                                "loss", "get_loss", "compute_losses", "__call__"})
+TRAINING_FUNCTIONS = STEP_FUNCTIONS | {"forward", "__call__"}
 
 
 class Phase:

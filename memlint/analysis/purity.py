@@ -117,6 +117,10 @@ class Computation:
     inputs: Tuple[Input, ...]
 
 
+_IN_PLACE_FILLS = frozenset({"random_", "normal_", "uniform_", "fill_", "zero_", "bernoulli_", "exponential_"})
+_LEGACY_CONSTRUCTOR = re.compile(r"^torch\.(Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor$")
+
+
 @dataclass(frozen=True)
 class Move:
     """`t.cuda()` / `t.to(device)` / `t.to(device=device)`: `device` is the argument naming the
@@ -141,6 +145,27 @@ class Purity:
         name = self.names.call_name(call)
         if name in DETERMINISTIC_FACTORIES or name in RANDOM_FACTORIES or name in UNINITIALISED_FACTORIES:
             return name
+        return None
+
+    def host_made(self, call: cst.Call) -> Optional[str]:
+        """The torch call that makes `call`'s tensor on the host from sizes or constants alone:
+        a factory without a device (`torch.zeros(n)`), a tensor of a literal number
+        (`torch.tensor(0.0)`), a legacy constructor given a size and filled in place
+        (`torch.LongTensor(n).random_(k)`). None for anything else (data: `torch.tensor(values)`)."""
+        if any(a.keyword is not None and a.keyword.value == "device" or a.star == "**" for a in call.args):
+            return None
+        factory = self.factory(call)
+        if factory is not None:
+            return factory
+        name = self.names.call_name(call)
+        if name == "torch.tensor" and call.args and self.constant(call.args[0].value):
+            return name
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _IN_PLACE_FILLS and isinstance(func.value, cst.Call):
+            legacy = self.names.call_name(func.value)
+            if legacy is not None and _LEGACY_CONSTRUCTOR.match(legacy) and func.value.args and all(
+                    not isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) for a in func.value.args):
+                return legacy
         return None
 
     @staticmethod

@@ -31,7 +31,8 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
-from memlint.analysis.regions import LIGHTNING_BASES
+from memlint.analysis.project import ProjectView
+from memlint.analysis.frameworks import MODEL_BASE, is_module_base_name
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, argument, dotted_name, expression_nodes, last_part
@@ -65,8 +66,6 @@ _MODEL_FACTORIES = re.compile(
 # `X.from_pretrained` that does not make a module running with grad (diffusers pipelines run
 # under no_grad, like HF generate)
 _NOT_A_MODULE = re.compile(r"Tokenizer|Processor|Config|Extractor|Pipeline|Scheduler|Dataset")
-# Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
-_MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 _MODEL_MOVERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "eval", "train",
                            "requires_grad_", "share_memory"})
 LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_func|loss_function|"
@@ -85,8 +84,9 @@ def _is_parameters_call(expr: cst.BaseExpression) -> bool:
 class Receivers:
     """The optimizers, models and losses of one module (see the module docstring)."""
 
-    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, project: ProjectView) -> None:
         self.names = names
+        self.project = project
         self.tree = tree
         self.scopes = scopes
         self.module = tree.module
@@ -97,7 +97,14 @@ class Receivers:
 
     @cached_property
     def module_classes(self) -> FrozenSet[str]:
-        return frozenset(self._module_classes())
+        """The classes of this module that are nn.Modules, through their bases here and in the
+        project's other modules."""
+        return frozenset(self._module_classes(project=True))
+
+    @cached_property
+    def local_module_classes(self) -> FrozenSet[str]:
+        """Those this module alone shows to be nn.Modules (what its summary says)."""
+        return frozenset(self._module_classes(project=False))
 
     @cached_property
     def models(self) -> FrozenSet[str]:
@@ -252,7 +259,7 @@ class Receivers:
                 return True
         return "scaler" in last_part(dotted).lower()
 
-    def _module_classes(self) -> Set[str]:
+    def _module_classes(self, project: bool) -> Set[str]:
         found: Set[str] = set()
         changed = True
         while changed:
@@ -263,12 +270,18 @@ class Receivers:
                 for base in klass.bases:
                     dotted = dotted_name(base.value) or ""
                     qualified = self.names.qualified_name(base.value) or ""
-                    if dotted in found or qualified.startswith(("torch.nn.", "transformers.")) or \
-                            LIGHTNING_BASES.search(dotted) or last_part(dotted) in ("Module", "PreTrainedModel"):
+                    if dotted in found or is_module_base_name(qualified) or is_module_base_name(dotted) or \
+                            project and self._project_module(dotted):
                         found.add(name)
                         changed = True
                         break
         return found
+
+    def _project_module(self, dotted: str) -> bool:
+        """A base class of another module of the project that is (through its own bases) an
+        nn.Module (memlint.analysis.project)."""
+        absolute = self.names.absolute_name(dotted)
+        return absolute is not None and self.project.knows(absolute) and self.project.is_module(absolute)
 
     def is_model_class(self, klass: cst.ClassDef) -> bool:
         """A class whose methods are model code, run in whatever grad mode their caller chose:
@@ -277,7 +290,7 @@ class Receivers:
             return True
         if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in klass.body.body):
             return True
-        return any(_MODEL_BASE.search(last_part(dotted_name(b.value))) for b in klass.bases)
+        return any(MODEL_BASE.search(last_part(dotted_name(b.value))) for b in klass.bases)
 
     def _find_models(self) -> Set[str]:
         found: Set[str] = set()

@@ -35,6 +35,8 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES
+from memlint.analysis.project import ProjectView
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, literal_bool
@@ -49,6 +51,8 @@ _AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.a
                        "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
 _DTYPE_ALIASES = {"torch.half": "torch.float16", "torch.bfloat16": "torch.bfloat16",
                   "torch.float": "torch.float32"}
+# dtypes as strings name them (`getattr(torch, "float16")`, a table's keys)
+_DTYPE_WORDS = frozenset({"float16", "half", "bfloat16", "float32", "float", "float64", "double"})
 # Hooks Lightning runs under no_grad / inference_mode.
 _LIGHTNING_NO_GRAD = frozenset({"validation_step", "test_step", "predict_step"})
 _LIGHTNING_TRAINING = frozenset({"training_step"})
@@ -59,8 +63,6 @@ _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "set
                                  "skipif", "skip", "slow", "require_torch", "require_torch_gpu", ""})
 # Context managers in which the code is expected to fail (tests).
 _RAISES = re.compile(r"^(raises|assertRaises|assertRaisesRegex|assertRaisesRegexp)$")
-# Lightning modules, by their base class
-LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,9 @@ class Autocast:
 class Regions:
     """The regions of one module and grad mode at its nodes (see the module docstring)."""
 
-    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, project: ProjectView) -> None:
         self.names = names
+        self.project = project
         self.tree = tree
         self.scopes = scopes
         self.grad_regions: List[Region] = []
@@ -203,8 +206,27 @@ class Regions:
         names = {dotted_name(b.value) or "" for b in klass.bases}
         if any(LIGHTNING_BASES.search(n) for n in names):
             return True
+        for name in names:  # a base of another module of the project that is one
+            absolute = self.names.absolute_name(name)
+            if absolute is not None and self.project.knows(absolute) and self.project.is_lightning_module(absolute):
+                return True
         methods = {s.name.value for s in klass.body.body if isinstance(s, cst.FunctionDef)}
         return "configure_optimizers" in methods
+
+    def in_hf_trainer(self, func: cst.FunctionDef) -> bool:
+        """A method of a subclass of HF's `Trainer` (through the project's own classes too)."""
+        klass = self.tree.class_of(func)
+        if klass is None:
+            return False
+        for base in klass.bases:
+            dotted = dotted_name(base.value)
+            qualified = self.names.qualified_name(base.value) or ""
+            if HF_TRAINER_BASES.match(qualified):
+                return True
+            absolute = self.names.absolute_name(dotted)
+            if absolute is not None and self.project.knows(absolute) and self.project.is_hf_trainer(absolute):
+                return True
+        return False
 
     def is_lightning_training_step(self, func: cst.FunctionDef) -> bool:
         return func.name.value in _LIGHTNING_TRAINING and self._in_lightning_module(func)
@@ -374,6 +396,25 @@ class Regions:
             binds = self.scopes.bindings_seen(expr.value, expr)
             if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
                 return self._dtype_values(binds[0].value, depth + 1)
+        if isinstance(expr, cst.SimpleString):  # `"float16"`, as `getattr(torch, ...)` or a table key takes it
+            name = expr.value.strip("'\"")
+            return frozenset({_DTYPE_ALIASES.get(f"torch.{name}", f"torch.{name}")}) if name in _DTYPE_WORDS else None
+        if isinstance(expr, cst.Subscript) and depth < 8:  # `{"float16": torch.float16, ...}[dtype]`: any value
+            table = expr.value
+            if isinstance(table, cst.Name):
+                binds = self.scopes.bindings_seen(table.value, table)
+                table = binds[0].value if len(binds) == 1 and binds[0].kind == "assign" else None  # type: ignore[assignment]
+            if isinstance(table, cst.Dict) and table.elements:
+                found: FrozenSet[str] = frozenset()
+                for element in table.elements:
+                    values = self._dtype_values(element.value, depth + 1) if isinstance(element, cst.DictElement) else None
+                    if values is None:
+                        return None
+                    found |= values
+                return found
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "getattr" and \
+                len(expr.args) == 2 and self.names.qualified_name(expr.args[0].value) == "torch" and depth < 8:
+            return self._dtype_values(expr.args[1].value, depth + 1)  # `getattr(torch, dtype)`
         return None
 
     def autocast_devices(self, autocast: Autocast) -> Optional[FrozenSet[str]]:

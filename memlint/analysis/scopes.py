@@ -31,12 +31,15 @@ MEM206 ask `bindings`, MEM401 and MEM205 `call_sites`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
 from memlint.analysis.tree import Scope, TreeIndex, dotted_name, walk_scope
+
+if TYPE_CHECKING:
+    from memlint.analysis.torchnames import TorchNames
 
 _APPENDING = ("append", "extend", "insert", "appendleft", "add")
 # Statements and expressions with one target, and the kind of binding they make.
@@ -331,6 +334,38 @@ class Scopes:
             classes.add(value.func.value)
         return self.classes[classes.pop()] if len(classes) == 1 else None
 
+    def instance_method_name(self, call: cst.Call, names: "TorchNames") -> Optional[str]:
+        """`pkg.metrics.Accuracy.update` for `acc.update(...)` or `self.acc.update(...)` when
+        `acc` surely holds an instance of a class this module imports (`acc = Accuracy()`,
+        `from pkg.metrics import Accuracy`): the method another module of the project defines."""
+        func = call.func
+        if type(func) is not cst.Attribute:
+            return None
+        receiver = func.value  # type: ignore[attr-defined]
+        if type(receiver) is cst.Name:
+            binds = self.bindings_seen(receiver.value, receiver)  # type: ignore[attr-defined]
+            if any(b.kind != "assign" or not b.whole for b in binds):
+                return None
+            values = [b.value for b in binds]
+        elif dotted_name(receiver) is not None and (dotted_name(receiver) or "").count(".") == 1 and \
+                (dotted_name(receiver) or "").startswith("self."):
+            klass = self.enclosing_class(call)
+            values = self._attribute_values(klass, (dotted_name(receiver) or "")[5:]) if klass is not None else []
+        else:
+            return None
+        built = {names.absolute_name(dotted_name(v.func)) for v in values
+                 if isinstance(v, cst.Call) and type(v.func) in (cst.Name, cst.Attribute)}
+        if len(built) != 1 or len(values) == 0 or any(not isinstance(v, cst.Call) for v in values):
+            return None
+        constructor = built.pop()
+        return f"{constructor}.{func.attr.value}" if constructor else None  # type: ignore[attr-defined]
+
+    def _attribute_values(self, klass: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
+        """What the methods of `klass` assign to `self.<attr>`."""
+        return [node.value for method in klass.body.body if isinstance(method, cst.FunctionDef)
+                for node in self.assigns_of(method) for target in node.targets
+                if dotted_name(target.target) == f"self.{attr}"]
+
     def _method(self, klass: Optional[cst.ClassDef], name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of `klass`, or of its first base in this module that defines it."""
         seen: Set[int] = set()
@@ -347,27 +382,33 @@ class Scopes:
     def emptied(self, klass: cst.ClassDef, attr: str) -> bool:
         """Whether a method of `klass` (other than `__init__`) rebinds or empties `self.<attr>`:
         `self.attr = []`, `self.attr.clear()`, `del self.attr[:]`, `self.attr[:] = []`."""
-        for method in klass.body.body:
-            if not isinstance(method, cst.FunctionDef) or method.name.value == "__init__":
-                continue
-            for node in walk_scope(method):
-                if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                        node.func.attr.value in ("clear", "pop", "popleft", "remove") and \
-                        dotted_name(node.func.value) == f"self.{attr}":
-                    return True
-                targets: List[cst.BaseExpression] = []
-                if isinstance(node, cst.Assign):
-                    targets = [t.target for t in node.targets]
-                elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-                    targets = [node.target]
-                elif isinstance(node, cst.Del):
-                    targets = [node.target]
-                for target in targets:
-                    for leaf in leaf_targets(target):
-                        while isinstance(leaf, cst.Subscript):
-                            leaf = leaf.value
-                        if dotted_name(leaf) == f"self.{attr}":  # type: ignore[arg-type]
-                            return True
+        return bool(self.emptied_by(klass, attr))
+
+    def emptied_by(self, klass: cst.ClassDef, attr: str) -> List[cst.FunctionDef]:
+        """The methods of `klass` (other than `__init__`) that rebind or empty `self.<attr>`."""
+        return [method for method in klass.body.body if isinstance(method, cst.FunctionDef)
+                and method.name.value != "__init__" and self._empties(method, attr)]
+
+    def _empties(self, method: cst.FunctionDef, attr: str) -> bool:
+        """Whether `method` rebinds or empties `self.<attr>`."""
+        for node in walk_scope(method):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                    node.func.attr.value in ("clear", "pop", "popleft", "remove") and \
+                    dotted_name(node.func.value) == f"self.{attr}":
+                return True
+            targets: List[cst.BaseExpression] = []
+            if isinstance(node, cst.Assign):
+                targets = [t.target for t in node.targets]
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                targets = [node.target]
+            elif isinstance(node, cst.Del):
+                targets = [node.target]
+            for target in targets:
+                for leaf in leaf_targets(target):
+                    while isinstance(leaf, cst.Subscript):
+                        leaf = leaf.value
+                    if dotted_name(leaf) == f"self.{attr}":  # type: ignore[arg-type]
+                        return True
         return False
 
     @staticmethod

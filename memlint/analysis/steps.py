@@ -5,53 +5,68 @@ computes a loss, backwards or steps an optimizer (directly, or in a helper of th
 has no loop of its own), or it iterates over a data loader. Relative to step loops, a node runs
 
 - `STEP`: once per step: in the body of a step loop; in a function that runs per step (a
-  module's `forward`, Lightning's `training_step` and the other step hooks, or a function of
-  this module called from a step; Lightning's batch hooks: `on_train_batch_end` ...);
+  module's `forward`, Lightning's `training_step` and the other step hooks, a process function
+  handed to Ignite's `Engine`, a function called from a step, in this module or, through the
+  project, in another: memlint.analysis.project; Lightning's batch hooks: `on_train_batch_end`
+  ...); in the loop of a generator that a step loop iterates (it runs in step with it);
 - `INNER`: more than once per step: in a loop (or comprehension) that does no step work of its
-  own inside a step, or inside a function that runs per step;
+  own inside a step, or inside a function that runs per step; in the loop of micro-batches of
+  gradient accumulation (it backwards; the loop around it steps the optimizer);
 - `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
-  runs or evaluation phases), also through the helpers it calls, or in Lightning's epoch,
-  fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
+  runs or evaluation phases), also through the helpers it calls, whatever else it runs; under
+  a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`); in Lightning's
+  epoch, fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
 
 and `how_often` answers None when none of this can be told (code outside any loop that is not
-called from one). Asked as `facts.steps`. Asked by MEM105 and MEM501.
+called from one). `site(node)` is how often a node runs within a call of its function, the
+part of the answer a module's summary carries (memlint.analysis.summary), read the same way
+across modules (memlint.analysis.often). Asked as `facts.steps`, and through `Facts.per_step`
+by the per-step rules (MEM102, MEM103, MEM105, MEM501).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional
+from functools import cached_property
+from typing import Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.phase import TRAINING_FUNCTIONS
+from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
+from memlint.analysis.project import ProjectView
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk_scope
 
-STEP, INNER, BOUNDARY = "step", "inner", "boundary"
 _LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
-_LIGHTNING_STEP_HOOKS = frozenset({"training_step", "validation_step", "test_step", "predict_step"})
-_STEP_HOOK = re.compile(r"^on_\w*batch_(start|end)$|^on_(before|after)_(backward|optimizer_step|zero_grad)$")
-_EPOCH_HOOK = re.compile(r"^on_\w*(epoch|fit|train|validation|test|predict)_(start|end)$")
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-_LOOPS = (cst.For, cst.While)
+_ENGINE = re.compile(r"^ignite\.engine(\.engine)?\.(Deterministic)?Engine$")
+_BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef})
+# Names of iteration counters (`i`, `step`, `global_step`, `batch_idx`, `ni`, `epoch`).
+_COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batch_?i(dx)?|\w*_(step|steps|iter|"
+                      r"iters|iteration|idx|epoch|count|counter))$|^(step|iter|iteration|epoch)_?\w*$", re.IGNORECASE)
+_LOOPS = frozenset({cst.For, cst.While})
 
 
 class Steps:
     """How often the code of one module runs per step (see the module docstring)."""
 
-    def __init__(self, tree: TreeIndex, scopes: Scopes, calls: CallGraph, receivers: Receivers,
-                 roles: Roles) -> None:
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, calls: CallGraph, receivers: Receivers,
+                 roles: Roles, project: ProjectView) -> None:
+        self.names = names
         self.tree = tree
+        self.project = project
         self.scopes = scopes
         self.calls = calls
         self.receivers = receivers
         self.roles = roles
         self._work: Dict[int, bool] = {}
         self._holds: Dict[int, bool] = {}
+        self._function_holds: Dict[int, bool] = {}
+        self._yields: Dict[int, bool] = {}
         self._functions: Dict[int, Optional[str]] = {}
 
     # -- loops -------------------------------------------------------------------------------
@@ -94,22 +109,49 @@ class Steps:
         """A loop nested in `loop`, or in a function of this module it calls, is a step loop."""
         found = self._holds.get(id(loop))
         if found is None:
-            self._holds[id(loop)] = False
-            roots: List[cst.CSTNode] = [loop.body, *self.calls.functions_reached(loop)]  # type: ignore[attr-defined]
-            found = any(isinstance(node, _LOOPS) and node is not loop and self.does_step_work(node)
-                        for root in roots for node in walk_scope(root))
+            self._holds[id(loop)] = False  # a loop inside itself decides nothing
+            found = self._step_loop_under(loop.body, loop) or self.calls_step_loop(loop)  # type: ignore[attr-defined]
             self._holds[id(loop)] = found
         return found
+
+    def calls_step_loop(self, loop: cst.CSTNode) -> bool:
+        """A function of this module that `loop` calls holds a step loop (`for epoch in ...:
+        train(epoch)`): whatever else its body does, `loop` runs between steps."""
+        return any(self._function_holds_step_loop(func) for func in self.calls.functions_reached(loop))
+
+    def _function_holds_step_loop(self, func: cst.FunctionDef) -> bool:
+        found = self._function_holds.get(id(func))
+        if found is None:
+            self._function_holds[id(func)] = False
+            found = self._step_loop_under(func.body, None)
+            self._function_holds[id(func)] = found
+        return found
+
+    def _step_loop_under(self, root: cst.CSTNode, besides: Optional[cst.CSTNode]) -> bool:
+        return any(type(node) in _LOOPS and node is not besides and self.does_step_work(node)
+                   for node in walk_scope(root))
 
     # -- any node ----------------------------------------------------------------------------
     def how_often(self, node: cst.CSTNode) -> Optional[str]:
         """STEP, INNER, BOUNDARY or None (see the module docstring)."""
+        site = self.site(node)
+        if site in (CALLER, REPEATED):
+            return at_site(site, self.function_how_often(self.tree.function_of(node)))
+        return site
+
+    def site(self, node: cst.CSTNode) -> str:
+        """How often `node` runs within a call of its function (memlint.analysis.often): STEP,
+        INNER or BOUNDARY when the loops around it tell, else CALLER or REPEATED."""
         loops = self.tree.loops_around(node)
+        if self.periodic(node):
+            return BOUNDARY
         repeated = self._in_comprehension(node, loops[0] if loops else None)
         if loops:
             innermost = loops[0]
             if self.does_step_work(innermost):
-                return INNER if repeated else STEP
+                if self.calls_step_loop(innermost):
+                    return BOUNDARY
+                return INNER if repeated or self._micro_step(innermost, loops[1:]) else STEP
             if self.holds_step_loop(innermost):
                 return BOUNDARY
             for outer in loops[1:]:
@@ -117,11 +159,45 @@ class Steps:
                     return INNER
                 if self.holds_step_loop(outer):
                     return BOUNDARY
-            repeated = True
-        often = self.function_how_often(self.tree.function_of(node))
-        if often in (STEP, INNER) and repeated:
-            return INNER
-        return often
+            repeated = repeated or not all(self._yields_in(loop) for loop in loops)
+        return REPEATED if repeated else CALLER
+
+    def accumulates(self, node: cst.CSTNode) -> bool:
+        """`node` runs once per micro-batch of gradient accumulation (see `_micro_step`)."""
+        loops = self.tree.loops_around(node)
+        return bool(loops) and self.does_step_work(loops[0]) and self._micro_step(loops[0], loops[1:])
+
+    def _micro_step(self, loop: cst.CSTNode, outer: List[cst.CSTNode]) -> bool:
+        """`loop` runs forwards and backwards but steps no optimizer, and the loop around it
+        does: gradient accumulation, several micro-batches per optimizer step."""
+        roles = self.roles
+        if not outer or roles.steps_in(loop) or not roles.backwards_in(loop):
+            return False
+        return any(not self.tree.contains(loop, site) for _, site in roles.steps_in(outer[0]))
+
+    def _yields_in(self, loop: cst.CSTNode) -> bool:
+        """A loop of a generator that yields once per iteration runs in step with the loop that
+        consumes it: its body runs once per item the caller takes."""
+        found = self._yields.get(id(loop))
+        if found is None:
+            found = any(type(node) is cst.Yield for node in walk_scope(loop.body))  # type: ignore[attr-defined]
+            self._yields[id(loop)] = found
+        return found
+
+    def periodic(self, node: cst.CSTNode) -> bool:
+        """`node` runs only on some iterations of its loop (or calls of its function): under a
+        condition on a counter (`if step % 100 == 0:`, `if i == 0:`, `if batch_idx < 3:`), not
+        a flag that holds on every step (`if args.log:`)."""
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            kind = type(ancestor)
+            if kind in _BOUNDS:
+                return False
+            if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
+                    child is ancestor.body and _counts(ancestor.test):  # type: ignore[attr-defined]
+                return True
+            child = ancestor
+        return False
 
     def _in_comprehension(self, node: cst.CSTNode, stop: Optional[cst.CSTNode]) -> bool:
         """`node` is evaluated per element of a comprehension (not in its first iterable)."""
@@ -137,33 +213,69 @@ class Steps:
         return False
 
     def function_how_often(self, func: Optional[cst.FunctionDef]) -> Optional[str]:
-        """How often a function's body runs: STEP for `forward` of a module, Lightning's step
-        hooks and conventional step functions; BOUNDARY for epoch hooks; else from its call sites."""
+        """How often a function's body runs: what its name says (memlint.analysis.often), else
+        its call sites in this module and, through the project, in others."""
         if func is None:
             return None
         key = id(func)
         if key in self._functions:
             return self._functions[key]
         self._functions[key] = None  # a recursive call does not decide
-        name = func.name.value
         klass = self.tree.class_of(func)
-        result: Optional[str] = None
-        if _EPOCH_HOOK.match(name):
-            result = BOUNDARY
-        elif name in _LIGHTNING_STEP_HOOKS or _STEP_HOOK.match(name) or (
-                name in TRAINING_FUNCTIONS and name != "__call__" and (
-                    name != "forward" or klass is not None and klass.name.value in self.receivers.module_classes)):
-            result = STEP
-        else:
-            found = {self.how_often(site) for site in self.scopes.call_sites(func)}
-            if INNER in found:
-                result = INNER
-            elif STEP in found:
-                result = STEP
-            elif BOUNDARY in found:
-                result = BOUNDARY
+        result = intrinsic_often(func.name.value, klass is not None and klass.name.value in self.receivers.module_classes)
+        if result is None and func.name.value in self._engine_steps:
+            result = STEP  # Ignite's Engine calls its process function once per batch
+        if result is None:
+            result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
+                              self._external(func, klass)])
         self._functions[key] = result
         return result
+
+    @cached_property
+    def _engine_steps(self) -> FrozenSet[str]:
+        """The functions this module hands to Ignite's `Engine` as its process function."""
+        return frozenset(call.args[0].value.value for call in self.scopes.calls  # type: ignore[attr-defined]
+                         if call.args and type(call.args[0].value) is cst.Name and call.args[0].keyword is None
+                         and _ENGINE.match(self.names.call_name(call) or ""))
+
+    def _call_often(self, call: cst.Call) -> Optional[str]:
+        """How often a call runs its function's body; a generator iterated by a loop
+        (`for x, y in self.batches():`) runs its body as often as that loop's body runs."""
+        loop = self.tree.parent(call)
+        if type(loop) is cst.For and loop.iter is call:  # type: ignore[attr-defined]
+            return self.how_often(loop.body)  # type: ignore[attr-defined]
+        return self.how_often(call)
+
+    def _external(self, func: cst.FunctionDef, klass: Optional[cst.ClassDef]) -> Optional[str]:
+        """How often callers in other modules of the project run `func` (a module-level
+        function, or a method of a module-level class)."""
+        if klass is not None:
+            if self.tree.scope_of(klass) is not self.tree.module:
+                return None
+            return self.project.external_often(f"{klass.name.value}.{func.name.value}")
+        if self.tree.scope_of(func) is not self.tree.module:
+            return None
+        return self.project.external_often(func.name.value)
+
+
+def _counts(test: cst.BaseExpression) -> bool:
+    """A condition on an iteration counter: a `%`, or a counter compared with a number."""
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And):
+            return _counts(test.left) or _counts(test.right)
+        return _counts(test.left) and _counts(test.right)
+    if isinstance(test, cst.Comparison):
+        parts = [test.left, *(c.comparator for c in test.comparisons)]
+        if any(isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) for p in parts):
+            return True
+        numbers = [p for p in parts if isinstance(p, cst.Integer)]
+        counters = [p for p in parts if _COUNTER.search(last_part(dotted_name(p)))]
+        return bool(numbers and counters)
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return True  # `if not step % 10`
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _counts(test.expression)
+    return False
 
 
 def _in_first_iterable(first: cst.CompFor, node: cst.CSTNode, tree: TreeIndex) -> bool:

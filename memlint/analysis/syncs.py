@@ -30,7 +30,7 @@ import libcst as cst
 from memlint.analysis.dataflow import SCALAR_METHODS
 from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
-from memlint.analysis.scopes import Scopes
+from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex
 
@@ -54,6 +54,7 @@ _MAX_DEPTH = 6
 
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "synchronize"})
 _SYNC_BUILTINS = frozenset({"int", "float", "bool"})
+_READS_ELEMENTS = frozenset({"max", "min", "sum"})
 
 
 def may_sync(call: cst.Call) -> bool:
@@ -61,7 +62,27 @@ def may_sync(call: cst.Call) -> bool:
     the cheap test to make before asking `Syncs.sync`."""
     func = call.func
     return isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS or \
-        isinstance(func, cst.Name) and func.value in _SYNC_BUILTINS
+        isinstance(func, cst.Name) and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS)
+
+
+def element_source(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
+    """What `name`, bound by `for target in iterable`, takes its values from: `iterable` itself
+    when `target` is the name; through `enumerate` and `zip`, the one iterable whose elements
+    it takes (`for i, (s, t) in enumerate(zip(a, b))`: `s` from `a`); None when it cannot be told."""
+    if isinstance(target, cst.Name):
+        return iterable if target.value == name else None
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(iterable, cst.Call) or \
+            not isinstance(iterable.func, cst.Name) or any(a.keyword is not None or a.star for a in iterable.args):
+        return None
+    parts = [e.value for e in target.elements]
+    if iterable.func.value == "enumerate" and len(parts) == 2 and len(iterable.args) == 1:
+        return element_source(parts[1], iterable.args[0].value, name)
+    if iterable.func.value == "zip" and len(parts) == len(iterable.args):
+        for part, arg in zip(parts, iterable.args):
+            found = element_source(part, arg.value, name)
+            if found is not None:
+                return found
+    return None
 
 
 class Syncs:
@@ -147,7 +168,8 @@ class Syncs:
             if bind.value is None:
                 result = False
             elif bind.kind == "for":
-                result = self._iterates_tensors(bind.value, bind.node, depth)
+                source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
+                result = source is not None and self._iterates_tensors(source, bind.node, depth)
             elif bind.kind in ("assign", "walrus", "aug"):
                 value = bind.value
                 if not bind.whole and not (isinstance(value, cst.Call) and (
@@ -162,6 +184,53 @@ class Syncs:
         self._busy.discard(key)
         self._memo[key] = result
         return result
+
+    def _binds_device_value(self, bind: "Binding", name: str, depth: int) -> bool:
+        """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`)."""
+        if bind.value is None:
+            return False
+        if bind.kind == "for":
+            source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
+            return source is not None and self.on_device(source, bind.node, depth + 1)
+        return bind.kind == "assign" and bind.whole and self.on_device(bind.value, bind.node, depth + 1)
+
+    def implicit(self, node: cst.CSTNode) -> Optional[str]:
+        """The host-device sync that `node` makes without calling for one: a device tensor as a
+        slice bound (`x[:n]`, "slice"), a boolean mask of device tensors as an index (`x[x > 0]`:
+        the result's size is read from the device, "mask"), a device tensor as an `if` or
+        `while` condition ("condition"), Python's `max`/`min`/`sum` over a device tensor, which reads
+        it element by element ("iterate")."""
+        if type(node) is cst.Subscript:
+            for element in node.slice:  # type: ignore[attr-defined]
+                index = element.slice
+                if isinstance(index, cst.Slice):
+                    if any(bound is not None and self._device_tensor(bound, node)
+                           for bound in (index.lower, index.upper, index.step)):
+                        return "slice"
+                elif isinstance(index.value, cst.Comparison) and self._device_tensor(index.value.left, node):
+                    return "mask"
+            return None
+        if type(node) is cst.If or type(node) is cst.While:
+            return "condition" if self._condition_on_device(node.test, node) else None  # type: ignore[attr-defined]
+        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _READS_ELEMENTS and \
+                len(node.args) == 1 and self.names.qualified_name(node.func) is None and \
+                self._device_tensor(node.args[0].value, node):  # type: ignore[attr-defined]
+            return "iterate"
+        return None
+
+    def _condition_on_device(self, test: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        if isinstance(test, cst.BooleanOperation):
+            return self._condition_on_device(test.left, at) or self._condition_on_device(test.right, at)
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._condition_on_device(test.expression, at)
+        if isinstance(test, cst.Comparison):
+            if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
+                return False
+            return any(self._device_tensor(part, at) for part in (test.left, *(c.comparator for c in test.comparisons)))
+        return self._device_tensor(test, at)
+
+    def _device_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        return self.is_tensor(expr, at) and self.on_device(expr, at)
 
     def _comprehension_target(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         """The iterable of the comprehension around `at` whose `for` binds `name`."""
@@ -199,10 +268,10 @@ class Syncs:
             key = (expr.value, id(at))
             if key not in self._placed:
                 self._placed[key] = False  # a cycle decides nothing
-                binds = self.scopes.in_effect(expr.value, at)
-                self._placed[key] = bool(binds) and all(
-                    b.kind == "assign" and b.whole and b.value is not None
-                    and self.on_device(b.value, b.node, depth + 1) for b in binds)
+                binds = self.scopes.in_effect(expr.value, at) or [
+                    b for b in self.scopes.bindings_seen(expr.value, at)
+                    if b.kind == "for" and self.tree.contains(b.node, at)]
+                self._placed[key] = bool(binds) and all(self._binds_device_value(b, expr.value, depth) for b in binds)
             return self._placed[key]
         if isinstance(expr, cst.Attribute) and expr.attr.value in ("grad", "data", "T", "mT"):
             return self.on_device(expr.value, at, depth + 1)

@@ -2,7 +2,7 @@
 `unittest.TestCase`), where inputs are often made on purpose in ways training code should not
 be (random data drawn on the CPU so that every device sees the same numbers).
 
-Asked by MEM103.
+Asked by the per-step rules through `Facts.per_step` (and MEM103 for random test data).
 """
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ import libcst as cst
 from memlint.analysis.tree import TreeIndex, dotted_name, last_part
 
 _TEST_FUNCTION = re.compile(r"^_*test", re.IGNORECASE)
+_TEST_FOLDERS = frozenset({"test", "tests", "testing", "unittests", "unit_tests"})
+_TEST_MODULE = re.compile(r"^(test_\w*|\w*_test|conftest)\.py$")
 _TEST_CLASS = re.compile(r"^Test|Test$|TestCase$")
+
+
+def is_test_file(path: str) -> bool:
+    """A test module: `test_x.py`, `x_test.py`, `conftest.py`, or any file under a `tests` folder."""
+    parts = path.replace("\\", "/").split("/")
+    return bool(_TEST_MODULE.match(parts[-1])) or any(part in _TEST_FOLDERS for part in parts[:-1])
 
 
 def in_test_code(tree: TreeIndex, node: cst.CSTNode) -> bool:

@@ -12,7 +12,7 @@ import, is dropped: when unsure, no API is named and no rule fires.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -28,16 +28,20 @@ def _imports(module: cst.Module, tree: Optional[TreeIndex]) -> Iterator[cst.CSTN
 class TorchNames:
     """Resolves names and attribute chains to fully qualified import names."""
 
-    def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None) -> None:
+    def __init__(self, module: cst.Module, tree: Optional[TreeIndex] = None, package: Optional[str] = None) -> None:
+        """`package`: the package this module's relative imports start from (`a.b` for `a/b/c.py`
+        and for `a/b/__init__.py`); relative imports are only followed for the project's own
+        names (`absolute_name`), never taken to name an API."""
         aliases: Dict[str, str] = {}
+        relative: Dict[str, str] = {}
         ambiguous: Set[str] = set()
         rebound: Set[str] = set()
         imports: Dict[str, List[cst.CSTNode]] = {}
 
-        def bind(local: str, qualified: str, statement: cst.CSTNode) -> None:
-            if aliases.get(local, qualified) != qualified:
+        def bind(local: str, qualified: str, statement: cst.CSTNode, table: Dict[str, str] = aliases) -> None:
+            if aliases.get(local, qualified) != qualified or relative.get(local, qualified) != qualified:
                 ambiguous.add(local)
-            aliases[local] = qualified
+            table[local] = qualified
             imports.setdefault(local, []).append(statement)
 
         for small in _imports(module, tree):
@@ -52,17 +56,21 @@ class TorchNames:
                         top = full.split(".")[0]
                         bind(top, top, small)
             elif isinstance(small, cst.ImportFrom):
-                if small.relative or small.module is None:
+                if isinstance(small.names, cst.ImportStar):
                     continue
-                base = dotted_name(small.module)
-                if base is None or isinstance(small.names, cst.ImportStar):
+                table = aliases
+                base = dotted_name(small.module) if small.module is not None else ""
+                if small.relative:
+                    table = relative
+                    base = _relative_base(package, len(small.relative), base)
+                if not base:
                     continue
                 for alias in small.names:
                     name = dotted_name(alias.name)
                     if name is None:
                         continue
                     local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
-                    bind(local, f"{base}.{name}", small)
+                    bind(local, f"{base}.{name}", small, table)
         for stmt in module.body:  # module-level rebinding shadows an import for the whole file
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 rebound.add(stmt.name.value)
@@ -81,6 +89,9 @@ class TorchNames:
             for local, full in aliases.items()
             if local not in ambiguous and local not in rebound
         }
+        self._relative = {local: full for local, full in relative.items()
+                          if local not in ambiguous and local not in rebound}
+        self._imports_known: Optional[bool] = None
         self._imports = {local: tuple(imports[local]) for local in self._aliases}
         # id(expression) -> (the expression, its name): every rule asks of every call, so each
         # is answered once; holding the expression keeps its id from being reused for another
@@ -108,6 +119,27 @@ class TorchNames:
             return None
         return f"{full}.{rest}" if rest else full
 
+    def absolute_name(self, dotted: Optional[str]) -> Optional[str]:
+        """The absolute name `dotted` is imported as, relative imports included (`Accuracy` ->
+        `pkg.metrics.Accuracy` under `from .metrics import Accuracy`); None when not imported."""
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        full = self._aliases.get(head) or self._relative.get(head)
+        if full is None:
+            return None
+        return f"{full}.{rest}" if rest else full
+
+    def imports_from(self, known: Callable[[str], bool]) -> bool:
+        """Whether any name this module imports is one `known` accepts (answered once)."""
+        if self._imports_known is None:
+            self._imports_known = any(known(full) for full in (*self._aliases.values(), *self._relative.values()))
+        return self._imports_known
+
+    def absolute_imports(self) -> Dict[str, str]:
+        """Every local name imported, with the absolute name it stands for."""
+        return {**self._relative, **self._aliases}
+
     def call_name(self, node: cst.CSTNode) -> Optional[str]:
         """The qualified name of the function a Call calls, or None."""
         if type(node) is cst.Call:  # identity, not ABC isinstance (memlint.analysis.tree)
@@ -133,6 +165,19 @@ class TorchNames:
     @property
     def mentions_torch(self) -> bool:
         return any(full == "torch" or full.startswith("torch.") for full in self._aliases.values())
+
+
+def _relative_base(package: Optional[str], level: int, module: Optional[str]) -> str:
+    """The absolute package `from ..x import y` names, from `package`; "" when unknown."""
+    if package is None:
+        return ""
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts):
+        return ""
+    base = parts[:len(parts) - (level - 1)]
+    if module:
+        base.append(module)
+    return ".".join(base)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ import libcst as cst
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, Derivation, leaf_targets,
                                        sources_of, target_names)
+from memlint.analysis.project import ProjectView
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
 from memlint.analysis.scopes import Scopes
@@ -53,6 +54,7 @@ from memlint.analysis.tree import (Scope, TreeIndex, argument, children, dotted_
                                    literal_bool, walk_scope)
 
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
+_NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _DEVICE_WORDS = ("cuda", "device", "accelerator", "gpu")
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
@@ -118,8 +120,9 @@ class Values:
     """Grad-carrying values of one module and where they go (see the module docstring)."""
 
     def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, regions: Regions, calls: CallGraph,
-                 roles: Roles) -> None:
+                 roles: Roles, project: ProjectView) -> None:
         self.names = names
+        self.project = project
         self.tree = tree
         self.scopes = scopes
         self.regions = regions
@@ -207,20 +210,46 @@ class Values:
         if qualified is not None:
             if _TENSOR_FUNCTION.match(qualified) and qualified not in _NON_DIFF_TORCH:
                 stack.extend(arg.value for arg in call.args)
+                return False
+            return self._returned_by_another_module(call, trace)
+        if isinstance(func, cst.Name) and func.value in self._record_types:
+            stack.extend(arg.value for arg in call.args)  # `ModelPrediction(noise, x0)`: it holds them
             return False
+        target = self.scopes.resolve(call)
+        if target is not None:  # a function or method of this module (`self.p_sample(x, t)`)
+            return self._returns(target, trace)
+        if self.project_callee(call) is not None:
+            return self._returned_by_another_module(call, trace)
         if isinstance(func, cst.Attribute):
             if func.attr.value in DETACHING_METHODS or (not trace.graph and _moves_off_device(call)):
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
+        return False
+
+    def project_callee(self, call: cst.Call) -> Optional[str]:
+        """The absolute name of what `call` calls when another module of the project may define it."""
+        if not self.project.names or not self.names.imports_from(self.project.knows):
+            return None  # linted alone, or nothing of the project imported
+        func = call.func
+        dotted = self.names.absolute_name(dotted_name(func)) if type(func) in (cst.Name, cst.Attribute) else None
+        dotted = dotted or self.scopes.instance_method_name(call, self.names)
+        return dotted if self.project.knows(dotted) else None
+
+    def _returned_by_another_module(self, call: cst.Call, trace: "_Trace") -> bool:
+        """A function or method of another module of the project that returns a graph (or an
+        output), by its summary (memlint.analysis.project); anything else: do not guess."""
+        dotted = self.project_callee(call)
+        if dotted is None or (trace.graph and not self._recording(call, trace)):
             return False
-        target = self.scopes.resolve(call)
-        if target is not None:
-            return self._returns(target, trace)
-        return False  # an unknown function: do not guess
+        return self.project.returns(dotted, trace.graph)
 
     def returns_grad(self, func: cst.FunctionDef) -> bool:
         """Whether a function of this module returns a grad-carrying value."""
         return self._returns(func, _Trace(graph=True))
+
+    def returns_output(self, func: cst.FunctionDef) -> bool:
+        """Whether a function of this module returns a model's output on its device."""
+        return self._returns(func, _Trace(graph=False))
 
     def _returns(self, func: cst.FunctionDef, trace: "_Trace") -> bool:
         key = (id(func), trace.graph)
@@ -281,6 +310,13 @@ class Values:
         if isinstance(iterable, cst.Name):
             return self._traces(iterable, at, trace)
         return False
+
+    @cached_property
+    def _record_types(self) -> FrozenSet[str]:
+        """Names this module binds to a `namedtuple(...)` type: a call of one holds its arguments."""
+        return frozenset(dotted for assign in self.scopes.assigns if isinstance(assign.value, cst.Call)
+                         and self.names.call_name(assign.value) in _NAMEDTUPLE
+                         for dotted in (dotted_name(t.target) for t in assign.targets) if dotted)
 
     @cached_property
     def uses_devices(self) -> bool:
@@ -407,8 +443,12 @@ class Values:
         (`acc.update(pred, y)`) appends to a list of that instance (`self.preds.append(pred)`),
         still holding their graph (`graph`), or their device tensor: they live as long as the
         instance does."""
+        if not isinstance(call.func, cst.Attribute):
+            return []
         method = self.scopes.resolve(call)
-        if method is None or not isinstance(call.func, cst.Attribute) or self.tree.class_of(method) is None:
+        if method is None:
+            return self._kept_by_another_module(call, graph)
+        if self.tree.class_of(method) is None:
             return []
         params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)]
         if params[:1] != ["self"]:
@@ -427,13 +467,42 @@ class Values:
                 kept.append(arg)
         return kept
 
+    def _kept_by_another_module(self, call: cst.Call, graph: bool) -> List[cst.Arg]:
+        """`kept_arguments` for a method of a class another module of the project defines
+        (memlint.analysis.project): what its summary says it appends to its instance."""
+        dotted = self.scopes.instance_method_name(call, self.names)
+        if dotted is None or not self.project.knows(dotted):
+            return []
+        positions = self.project.keeps(dotted, graph)
+        kept: List[cst.Arg] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if (arg.keyword.value in positions) if arg.keyword is not None else position in positions.values():
+                kept.append(arg)
+        return kept
+
+    def kept_parameters(self, method: cst.FunctionDef) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+        """The parameters of a method that it appends to a list of its instance: still holding
+        their graph, and as device tensors (for the summary other modules read)."""
+        appends = self._appends_to_self(method)
+        if not appends:
+            return (), ()
+        params = [p.name.value for p in (*method.params.posonly_params, *method.params.params,
+                                         *method.params.kwonly_params)][1:]
+        found = []
+        for graph in (True, False):
+            found.append(tuple(name for name in params if any(
+                self._traces(value, at, _Trace(graph=graph, through=frozenset({name}))) for at, value in appends)))
+        return found[0], found[1]
+
     def _appends_to_self(self, method: cst.FunctionDef) -> List[Tuple[cst.Call, cst.BaseExpression]]:
         """(call, what it appends) for each `self....append(value)` in `method` (found once a
         method: a module calls the same few methods many times)."""
         found = self._self_appends.get(id(method))
         if found is None:
-            found = [(node, node.args[-1].value) for node in walk_scope(method)
-                     if type(node) is cst.Call and type(node.func) is cst.Attribute and node.args
+            found = [(node, node.args[-1].value) for node in self.scopes.calls_of(method)
+                     if type(node.func) is cst.Attribute and node.args
                      and node.func.attr.value in _APPENDING and _rooted_at_self(node.func.value)]
             self._self_appends[id(method)] = found
         return found

@@ -6,6 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
+from memlint.analysis.frameworks import HF_SUMMED_STEP
 from memlint.analysis.loops import innermost_loop
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
@@ -38,12 +39,25 @@ def _same_entry(expr: cst.BaseExpression, target: cst.BaseExpression) -> bool:
     return False
 
 
+def _unscaled(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`ema` for `0.9 * ema`, `ema * decay` or `ema / 2`: a running average scales what it keeps."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide)):
+        if isinstance(expr.left, (cst.Float, cst.Integer, cst.Name)) and isinstance(expr.operator, cst.Multiply):
+            return expr.right
+        if isinstance(expr.right, (cst.Float, cst.Integer, cst.Name)):
+            return expr.left
+    return expr
+
+
 class AccumulateHistory(Rule):
     """
     ## What it does
     Finds a value that carries an autograd graph (a loss or model output computed with grad
     enabled) added into an accumulator that outlives the loop iteration: `total += loss`,
-    `self.running += loss`, `metrics[k] += loss`, `total = total + loss`.
+    `self.running += loss`, `metrics[k] += loss`, `total = total + loss`, a running average
+    (`ema[k] = 0.9 * ema[k] + 0.1 * loss`). Also a sum a framework keeps: an HF `Trainer`
+    subclass's `training_step` that backwards its loss and returns it undetached, which the
+    HF loop adds into its running loss every step.
 
     ## Why is this bad?
     The sum is itself part of the graph: it references every loss added so far, and through
@@ -93,6 +107,10 @@ class AccumulateHistory(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # HF's own shape: the backwarded loss returned detached
+        "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+        "    def training_step(self, model, inputs, num_items_in_batch=None):\n"
+        "        loss = model(**inputs).loss\n        self.accelerator.backward(loss)\n        return loss.detach()\n",
         # already a Python number / detached
         "import torch\ntotal = 0.0\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
         "    loss.backward()\n    total += loss.item()\n",
@@ -157,6 +175,24 @@ class AccumulateHistory(Rule):
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
     )
     INVALID = (
+        # an HF Trainer's training_step, overridden to return the backwarded loss undetached
+        Invalid(
+            "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+            "    def training_step(self, model, inputs, num_items_in_batch=None):\n"
+            "        loss = self.compute_loss(model, inputs) + model(**inputs).aux_loss\n"
+            "        self.accelerator.backward(loss)\n        return loss\n",
+            "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+            "    def training_step(self, model, inputs, num_items_in_batch=None):\n"
+            "        loss = self.compute_loss(model, inputs) + model(**inputs).aux_loss\n"
+            "        self.accelerator.backward(loss)\n        return loss.detach()\n",
+        ),
+        # a running average keeps every value it has seen with their graphs
+        Invalid(
+            "import torch\nmodel.eval()\nema = {\"loss\": 0.0}\nfor x, y in val_loader:\n"
+            "    loss = criterion(model(x), y)\n    ema[\"loss\"] = 0.9 * ema[\"loss\"] + 0.1 * loss\n",
+            "import torch\nmodel.eval()\nema = {\"loss\": 0.0}\nfor x, y in val_loader:\n"
+            "    loss = criterion(model(x), y)\n    ema[\"loss\"] = 0.9 * ema[\"loss\"] + (0.1 * loss).detach()\n",
+        ),
         Invalid(
             "import torch\n\ndef validate(model, loader):\n    model.eval()\n    total = 0.0\n"
             "    for x, y in loader:\n        loss = criterion(model(x), y)\n        total += loss\n"
@@ -215,6 +251,23 @@ class AccumulateHistory(Rule):
         ),
     )
 
+    def visit_Return(self, node: cst.Return) -> None:
+        """An HF `Trainer` subclass's `training_step` that backwards its loss and returns it with
+        its graph: the HF loop adds it into its running loss every step."""
+        facts = self.facts
+        func = facts.tree.function_of(node)
+        if node.value is None or func is None or func.name.value != HF_SUMMED_STEP or \
+                not facts.regions.in_hf_trainer(func):
+            return
+        if not facts.roles.backwards_in(func.body) or not facts.values.carries_grad(node.value, node):
+            return
+        self.report(node.value, (
+            f"the HF Trainer adds what `{HF_SUMMED_STEP}` returns into its running loss on every step "
+            f"(`tr_loss += ...`), so returning it with its autograd graph links every step's graph into that sum, "
+            f"a chain that grows until the next logging step; return `{show(node.value)}.detach()` (HF's own "
+            f"`{HF_SUMMED_STEP}` does)"),
+            Fix((Replace(node.value, detached(node.value)),), Safety.SAFE, "return the loss detached"))
+
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, cst.AddAssign):
             self._check(node, node.target, node.value)
@@ -228,9 +281,9 @@ class AccumulateHistory(Rule):
         if text is None:
             return
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
-            if _same_entry(value.left, target):
+            if _same_entry(_unscaled(value.left), target):  # `total + loss`, `0.9 * ema + 0.1 * loss`
                 self._check(node, target, value.right)
-            elif _same_entry(value.right, target):
+            elif _same_entry(_unscaled(value.right), target):
                 self._check(node, target, value.left)
         elif isinstance(value, cst.Call) and self.facts.names.call_name(value) == "torch.cat" and value.args and \
                 isinstance(value.args[0].value, (cst.Tuple, cst.List)):

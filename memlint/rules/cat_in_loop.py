@@ -9,7 +9,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import Use, sources_of
 from memlint.analysis.loops import Loop, LoopFacts
-from memlint.analysis.tree import argument, children, dotted_name, walk
+from memlint.analysis.tree import argument, children, dotted_name
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -62,7 +62,9 @@ class CatInLoop(Rule):
     Loops over a model's layers (`for layer in self.layers`), a dict's items or a short literal
     range (dense connections, padding: the growth is the design); loops not known to run many
     times (not a data loader, a tensor, a `range` or a `while`, and no forward in them); a
-    `while` loop that grows it until it is long enough; a loop that reads the accumulator back
+    `while` loop that grows it until it is long enough; autoregressive decoding, where the
+    model reads the whole sequence every step (its forward costs far more than copying a few
+    token ids); a loop that reads the accumulator back
     every iteration outside a step; an accumulator bound elsewhere in the loop too, and
     concatenations of more than two tensors.
 
@@ -71,9 +73,8 @@ class CatInLoop(Rule):
     concatenates once after it (`torch.cat(parts[::-1])` when each piece was put in front, which
     keeps the order). Reads of the accumulator inside the loop under a periodic test
     (`if step % 100 == 0:`) become `torch.cat(parts)`. Reported without a fix when a step loop
-    reads it otherwise (autoregressive decoding feeds the whole sequence back: preallocate it at
-    its final length and write each step into a slice instead), when it or a piece may be
-    changed in place, or when the dimension changes in the loop.
+    reads it otherwise (preallocate it at its final length and write each step into a slice
+    instead), when it or a piece may be changed in place, or when the dimension changes in the loop.
 
     ## Fix safety
     Safe when the loop reads the accumulator nowhere else: the result is the same tensor, built
@@ -88,6 +89,11 @@ class CatInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # decoding: each step's forward reads the whole sequence; copying its ids is nothing beside it
+        "import torch\nwith torch.no_grad():\n    for i in range(args.words):\n        out = model(ids)\n"
+        "        nxt = out[-1].argmax().view(1, 1)\n        ids = torch.cat([ids, nxt], 0)\n",
+        "import torch\nfor _ in range(steps):\n    logits, _ = model(idx[:, -block:])\n"
+        "    idx = torch.cat((idx, logits[:, -1].argmax(-1, keepdim=True)), dim=1)\n",
         # dense connections over a model's layers: the growth is the architecture
         "import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n        for layer in self.layers:\n"
         "            x = torch.cat([x, layer(x)], 1)\n        return x\n",
@@ -127,10 +133,10 @@ class CatInLoop(Rule):
             "    feats_parts.append(encoder(x))\n    if i % 100 == 0:\n        print(torch.cat(feats_parts).shape)\n"
             "feats = torch.cat(feats_parts)\n",
         ),
-        # decoding feeds the whole sequence back every step: reported, no fix
+        # a step loop that reads all of it back every step (not through a forward): reported, no fix
         Invalid(
-            "import torch\nwith torch.no_grad():\n    for i in range(args.words):\n        out = model(ids)\n"
-            "        nxt = out[-1].argmax().view(1, 1)\n        ids = torch.cat([ids, nxt], 0)\n"
+            "import torch\nfor x in loader:\n    feats = torch.cat([feats, model(x)], 0)\n"
+            "    spread = torch.cdist(feats, feats).mean()\n"
         ),
     )
 
@@ -139,7 +145,7 @@ class CatInLoop(Rule):
         if growth is None:
             return
         loops = self.facts.tree.loops_around(node)
-        if not loops or self._designed(loops[0]):
+        if not loops or self._designed(loops[0]) or self.facts.test_file:
             return
         loop: Loop = loops[0]  # type: ignore[assignment]
         facts = self.facts.loop(loop, self.facts.tree.scope_of(loop))
@@ -154,9 +160,9 @@ class CatInLoop(Rule):
             return  # grown until it is long enough: the loop is about its length
         message = (f"`{growth.name}` is grown by `torch.cat` on every iteration: each one copies everything gathered "
                    f"so far (O(n²) copying) and holds the old and the new `{growth.name}` at once; ")
-        if reads and not all(self._periodic(use.node, loop) for use in reads):
-            if not steps:
-                return  # read back every iteration outside a step: the growth is how it works
+        if reads and not all(self.facts.steps.periodic(use.node) for use in reads):
+            if not steps or self._fed_to_the_model(loop, growth.name):
+                return  # read back every iteration: the growth is how it works, or a forward per step dwarfs it
             self.report(node, message + (
                 "the loop feeds all of it back every step, so preallocate it at its final length and write "
                 "each step into a slice"))
@@ -170,17 +176,16 @@ class CatInLoop(Rule):
             return True
         return self.facts.steps.iterates_loader(loop) or self.facts.syncs.many(loop.iter, loop)
 
-    def _periodic(self, node: cst.CSTNode, loop: cst.CSTNode) -> bool:
-        """Under an `if` with a `%` test in the loop (`if step % 100 == 0:`), in its body."""
-        child = node
-        for ancestor in self.facts.tree.ancestors(node):
-            if ancestor is loop:
-                return False
-            if isinstance(ancestor, cst.If) and child is ancestor.body and any(
-                    isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
-                    for n in walk(ancestor.test)):
+    def _fed_to_the_model(self, loop: cst.CSTNode, name: str) -> bool:
+        """A forward in the loop reads the accumulator (or a slice of it): autoregressive decoding,
+        where each step's forward over the whole sequence costs far more than copying its ids."""
+        facts = self.facts
+        derived = facts.values.derived_names(facts.tree.scope_of(loop), {name})
+        for call, _ in facts.calls.calls_in(loop, follow=False):
+            target = facts.scopes.resolve(call)
+            forward = facts.roles.is_forward(call) or target is not None and target.name.value in ("forward", "__call__")
+            if forward and any(derived & set(sources_of(arg.value)) for arg in call.args):
                 return True
-            child = ancestor
         return False
 
     def _growth(self, node: cst.Assign) -> Optional[_Growth]:

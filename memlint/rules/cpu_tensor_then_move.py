@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -12,6 +12,10 @@ from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
+
+if TYPE_CHECKING:
+    from memlint.analysis import Facts
+    from memlint.analysis.scopes import Binding
 
 # Methods between a factory and its move that change nothing but the dtype or the layout: the
 # factory can make the tensor on the device and they run there, bit for bit the same.
@@ -35,12 +39,18 @@ class CpuTensorThenMove(Rule):
     at the call (`make_mask(t).to(device)`), and a CPU factory used to index a tensor
     (`x[torch.arange(x.shape[0]), idx]`, which copies the index to the tensor's device).
 
+    Only where the code runs every step: in a training or evaluation loop, in the `forward` of a
+    module, in a framework's step hook, or in a function called from one (in this file or, when
+    the project is linted together, in another module: memlint.analysis.project). One-off setup,
+    tests and demos copy once; that is not worth a change.
+
     ## Why is this bad?
     The tensor is allocated and filled on the host, then copied to the device through pageable
-    memory, a copy the host waits for, and the CPU copy is thrown away. `device=` makes it on
-    the device directly. For random factories the host's generator is also much slower: on an
-    H200, `torch.randn(8192, 8192).cuda()` took about 2000x as long as
-    `torch.randn(8192, 8192, device="cuda")`.
+    memory: the host waits until the copy is done, and the copy waits behind every kernel already
+    queued, so each step's host-side work stalls. On an H200, `torch.zeros(2).to("cuda")` behind
+    600 ms of queued matrix products blocked the host for 430 ms, against 0.09 ms with `device=`.
+    For random factories the host's generator is also much slower: `torch.randn(8192, 8192).cuda()`
+    took about 2000x as long as `torch.randn(8192, 8192, device="cuda")`.
 
     ## Example
     ```python
@@ -55,13 +65,20 @@ class CpuTensorThenMove(Rule):
     ```
 
     ## When it is not reported
-    Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
+    Code that does not run every step (setup before the loop, a test, a `__main__` demo, a
+    function nothing in the project calls per step). Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
     legacy constructors (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or
     another tensor; a move to the CPU (also through `device = torch.device("cpu")`); a factory
     that already has a device; code handed to `torch.jit.trace` and the like (the move is what
     they record); an index of a tensor not known to live on the device (in data-loading code
     tensors stay on the CPU); random data in tests (drawn on the CPU so that every device sees
     the same numbers).
+
+    Also when the factory and the move are apart: the tensor bound to a name earlier in the same
+    iteration (`ids = torch.arange(n)` ... `ids.to(device)`); moved to another tensor's device
+    (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device); a size given
+    to a legacy constructor and filled in place (`torch.LongTensor(n).random_(k).to(rank)`); a
+    helper that makes it on the host and fills it there, moved at the call.
 
     ## Fix
     Puts the device on the factory (`device=device`; a bare `.cuda()` becomes `device="cuda"`)
@@ -83,6 +100,9 @@ class CpuTensorThenMove(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # one-off setup: the copy runs once, not every step
+        "import torch\nmask = torch.ones(8, 8).bool().cuda()\nfor x in loader:\n    model(x, mask)\n",
+        "import torch\ndef build(device):\n    return torch.zeros(3).to(device)\n",
         # data that starts on the host
         "import torch\nfor batch in loader:\n    ids = torch.tensor(batch[\"ids\"]).to(device)\n",
         "import numpy as np, torch\nx = torch.from_numpy(np.ones(4)).cuda()\n",
@@ -102,6 +122,11 @@ class CpuTensorThenMove(Rule):
         # data-loading code: the indexed tensor stays on the CPU
         "import torch\nclass Noise:\n    def permute(self, tokens):\n        subs = torch.randperm(len(tokens))[:3]\n"
         "        return tokens[subs[torch.randperm(3)]]\n",
+        # `.to(t)` where `t` may be a dtype or a host tensor; data given to torch.tensor
+        "import torch\nfor x in loader:\n    scale = torch.ones(3).to(dtype)\n    model(x * scale)\n",
+        "import torch\nfor batch in loader:\n    ids = torch.tensor(batch['ids']).type_as(template)\n",
+        # made in one iteration, moved in another: loop-invariant work (MEM102's)
+        "import torch\nids = torch.arange(64)\nfor x in loader:\n    model(x, ids.to(device))\n",
         # a list used as an index, not a tensor
         "import torch\nrows = table[torch.arange(3)]\n",
     )
@@ -111,13 +136,15 @@ class CpuTensorThenMove(Rule):
             "import torch\nfor step in range(100):\n    t = torch.full((64,), step, device=device)\n    model(x, t)\n",
         ),
         Invalid(
-            "import torch\nmask = torch.ones(8, 8).bool().cuda()\n",
-            "import torch\nmask = torch.ones(8, 8, device=\"cuda\").bool()\n",
+            "import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n"
+            "        mask = torch.ones(8, 8).bool().cuda()\n        return self.attn(x, mask)\n",
+            "import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n"
+            "        mask = torch.ones(8, 8, device=\"cuda\").bool()\n        return self.attn(x, mask)\n",
         ),
         # random: the fix is unsafe, the numbers come from the GPU's generator
         Invalid(
-            "import torch\nsample = torch.randn(64, 20).to(device)\n",
-            "import torch\nsample = torch.randn(64, 20, device=device)\n",
+            "import torch\nfor x in loader:\n    noise = torch.randn(64, 20).to(device)\n    model(x + noise)\n",
+            "import torch\nfor x in loader:\n    noise = torch.randn(64, 20, device=device)\n    model(x + noise)\n",
         ),
         # an index made on the CPU for a tensor on the device
         Invalid(
@@ -125,6 +152,19 @@ class CpuTensorThenMove(Rule):
             "        h = self.encoder(x)\n        return h[torch.arange(h.shape[0]), idx]\n",
             "import torch\nclass Head(torch.nn.Module):\n    def forward(self, x, idx):\n"
             "        h = self.encoder(x)\n        return h[torch.arange(h.shape[0], device=h.device), idx]\n",
+        ),
+        # made on the host and moved apart, or moved to another tensor's device: reported, not fixed
+        Invalid(
+            "import torch\nfor x, y in loader:\n    ids = torch.arange(x.size(1))\n    ids = ids.to(device)\n"
+            "    model(x, ids)\n"
+        ),
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\nclass Loss(torch.nn.Module):\n"
+            "    def forward(self, out, target):\n        l1 = F.l1_loss(out, target)\n"
+            "        extra = torch.tensor(0.0).type_as(l1)\n        return l1 + extra\n"
+        ),
+        Invalid(
+            "import torch\nfor x in loader:\n    perm = torch.LongTensor(64).random_(10).to(device)\n    model(x, perm)\n"
         ),
         # a helper that builds it on the CPU, moved at the call: reported, not fixed
         Invalid(
@@ -134,9 +174,16 @@ class CpuTensorThenMove(Rule):
         ),
     )
 
+    def _per_step(self, node: cst.CSTNode) -> bool:
+        """The copy costs something only where it runs every step (memlint.analysis.steps)."""
+        return self.facts.per_step(node) is not None
+
     def visit_Call(self, node: cst.Call) -> None:
         move = self.facts.purity.mover(node)
-        if move is None or self._stays_on_the_host(move) or self._traced(node):
+        if move is None:
+            self._moved_like(node)
+            return
+        if self._stays_on_the_host(move) or self._traced(node) or not self._per_step(node):
             return
         receiver = node.func.value  # type: ignore[attr-defined]
         core, casts = _peel_casts(receiver)
@@ -147,6 +194,8 @@ class CpuTensorThenMove(Rule):
                     return
                 self.report(node, self._message(factory, move), self._fix(node, core, factory, move, casts))
                 return
+        if self._made_on_host(core, node, _target(move)):
+            return
         computation = self.facts.purity.of(core)
         if computation.pure and computation.factories and not computation.placed and \
                 not any(item.as_tensor for item in computation.inputs) and \
@@ -157,8 +206,49 @@ class CpuTensorThenMove(Rule):
             helper = self.facts.scopes.resolve(core)
             if helper is not None:
                 summary = self.facts.hoisting.helper(helper)
-                if summary.pure and summary.fresh and not summary.placed:
+                if summary.pure and summary.fresh and not summary.placed or \
+                        self.facts.hoisting.returns_host_made(helper):
                     self.report(node, self._helper_message(helper))
+
+    def _moved_like(self, node: cst.Call) -> None:
+        """`x.type_as(t)` / `x.to(t)`, where `t` is a tensor on the device: a move too."""
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("type_as", "to") or \
+                len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+            return
+        like = node.args[0].value
+        facts = self.facts
+        if not isinstance(like, (cst.Name, cst.Attribute, cst.Subscript)) or facts.purity.is_device(like) and \
+                func.attr.value == "to" or not facts.syncs.on_device(like, node) or not self._per_step(node):
+            return
+        core, _ = _peel_casts(func.value)
+        self._made_on_host(core, node, f"`.{func.attr.value}({show(like)})`")
+
+    def _made_on_host(self, core: cst.BaseExpression, node: cst.Call, target: str) -> bool:
+        """Report a move (`node`, described by `target`) of a tensor made on the host from sizes
+        or constants, right there (`torch.tensor(0.0).type_as(loss)`) or bound to a name earlier
+        in the same iteration (`t = torch.arange(n)` ... `t.to(device)`); no fix: the factory and
+        the move are apart, or the move also casts."""
+        facts = self.facts
+        made: Optional[str] = None
+        where = ""
+        if isinstance(core, cst.Call):
+            made = facts.purity.host_made(core)
+        elif isinstance(core, cst.Name):
+            binding = _only_binding(facts, core, node)
+            if binding is not None and isinstance(binding.value, cst.Call):
+                made = facts.purity.host_made(binding.value)
+                if made is None:
+                    computation = facts.purity.of(binding.value)
+                    if computation.pure and computation.factories and not computation.placed and \
+                            not any(item.as_tensor for item in computation.inputs):
+                        made = facts.names.call_name(computation.factories[0])
+                where = f" (`{core.value}`, made from it above)"
+        if made is None or made in RANDOM_FACTORIES and in_test_code(facts.tree, node):
+            return False
+        self.report(node, (f"`{made}` makes the tensor on the CPU{where} and {target} copies it to the device, "
+                           f"which the host waits for on every step; make it there with `device=`"))
+        return True
 
     def _stays_on_the_host(self, move: Move) -> bool:
         """The device is known to be the CPU (`device = torch.device("cpu")`): nothing moves."""
@@ -182,7 +272,7 @@ class CpuTensorThenMove(Rule):
             if factory is None or _has_device(call) or factory.endswith("_like"):
                 continue
             owner = dotted_name(node.value)
-            if owner is None or not self.facts.syncs.on_device(node.value, node):
+            if owner is None or not self.facts.syncs.on_device(node.value, node) or not self._per_step(call):
                 continue
             device = cst.parse_expression(f"{owner}.device")
             fix = Fix((Replace(call, call.with_changes(args=_with_arg(call.args, _kwarg("device", device)))),),
@@ -194,7 +284,7 @@ class CpuTensorThenMove(Rule):
 
     @staticmethod
     def _message(factory: Optional[str], move: Move) -> str:
-        target = "`.cuda()`" if move.call.func.attr.value == "cuda" else "`.to(...)`"  # type: ignore[attr-defined]
+        target = _target(move)
         if factory is None:
             return (f"this tensor is computed on the CPU from torch factories and then copied to the device by "
                     f"{target}: put `device=` on the factories so it is made there")
@@ -226,6 +316,22 @@ class CpuTensorThenMove(Rule):
         return Fix((Replace(node, made),), Safety.UNSAFE if random else Safety.SAFE,
                    "make the tensor on the device with `device=`" + (
                        " (the numbers now come from the device's generator)" if random else ""))
+
+
+def _target(move: Move) -> str:
+    return "`.cuda()`" if move.call.func.attr.value == "cuda" else "`.to(...)`"  # type: ignore[attr-defined]
+
+
+def _only_binding(facts: "Facts", name: cst.Name, at: cst.CSTNode) -> Optional["Binding"]:
+    """The one binding of `name` that `at` sees, when it is made in the same iteration of the
+    same loop (or, outside loops, in the same call of the same function)."""
+    binds = facts.scopes.in_effect(name.value, at)
+    if len(binds) != 1 or binds[0].kind != "assign":
+        return None
+    tree = facts.tree
+    if tree.loops_around(binds[0].node)[:1] != tree.loops_around(at)[:1]:
+        return None
+    return binds[0]
 
 
 def _peel_casts(expr: cst.BaseExpression) -> Tuple[cst.BaseExpression, List[cst.Call]]:

@@ -6,7 +6,8 @@ from typing import List, Optional, Tuple, Union
 
 import libcst as cst
 
-from memlint.analysis.tree import walk_scope
+from memlint.analysis.frameworks import HF_EVAL_HOOKS
+from memlint.analysis.tree import dotted_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -36,6 +37,11 @@ class EvalWithoutNoGrad(Rule):
     `evaluate`/`validate`/`predict`/`infer`/`generate`, or in a script that never trains.
     Backwards count by scope: a `train()` that backwards its own `loss` says nothing about the
     `loss` of `validate()`.
+
+    Also an evaluation hook that a framework calls on every batch without turning grad off
+    itself: an HF `Trainer` subclass's `prediction_step` (HF's own enters `torch.no_grad()`
+    inside, so an override that runs the model must too). Lightning's `validation_step`,
+    `test_step` and `predict_step` run under no_grad already.
 
     ## Why is this bad?
     With grad enabled, every forward records a graph and saves the activations a backward would
@@ -86,6 +92,13 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # HF's prediction_step under no_grad; Lightning runs validation_step without grad itself
+        "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+        "    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):\n"
+        "        with torch.no_grad():\n            outputs = model(**inputs)\n"
+        "        return outputs.loss, outputs.logits, inputs[\"labels\"]\n",
+        "import torch\nimport lightning as L\n\nclass Lit(L.LightningModule):\n    def validation_step(self, batch, i):\n"
+        "        self.log(\"val\", self.model(batch).mean())\n",
         "import torch\nmodel.eval()\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
         "import torch\nmodel.eval()\nfor x in loader:\n    with torch.inference_mode():\n        out = model(x)\n",
         "import torch\n@torch.no_grad()\ndef evaluate(model, loader):\n    for x in loader:\n        print(model(x).sum())\n",
@@ -158,6 +171,16 @@ class EvalWithoutNoGrad(Rule):
             "    model.eval()\n    with torch.no_grad():\n        for x, y in val_loader:\n"
             "            print(val_batch(x, y))\n",
         ),
+        # an HF Trainer's evaluation hook, overridden without no_grad
+        Invalid(
+            "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+            "    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):\n"
+            "        outputs = model(**inputs)\n        return outputs.loss, outputs.logits, inputs[\"labels\"]\n",
+            "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+            "    @torch.no_grad()\n"
+            "    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):\n"
+            "        outputs = model(**inputs)\n        return outputs.loss, outputs.logits, inputs[\"labels\"]\n",
+        ),
         # an inference script
         Invalid(
             "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
@@ -196,6 +219,30 @@ class EvalWithoutNoGrad(Rule):
             "net.load_state_dict(torch.load('field.pt'))\nnet.eval()\nfor x in points:\n    print(net(x).norm())\n"
         ),
     )
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """An evaluation hook a framework calls per batch without turning grad off itself (an HF
+        `Trainer` subclass's `prediction_step`: HF's own enters `torch.no_grad()` inside it)."""
+        facts = self.facts
+        if node.name.value not in HF_EVAL_HOOKS or not facts.regions.in_hf_trainer(node) or \
+                facts.regions.grad_enabled_by_decorator(node) is not None or facts.values.requires_grad_off:
+            return
+        runs = [call for call, _ in facts.calls.calls_in(node.body)
+                if (facts.roles.is_forward(call) or dotted_name(call.func) == "self.compute_loss")
+                and facts.regions.grad_enabled(call) is not False]
+        if not runs or facts.roles.backwards_in(node.body) or facts.roles.asks_for_grad(node):
+            return
+        no_grad = facts.names.local_name_for("torch.no_grad")
+        fix = None
+        if no_grad is not None:
+            decorator = cst.Decorator(cst.Call(cst.parse_expression(no_grad)))
+            fix = Fix((Replace(node, node.with_changes(decorators=[decorator, *node.decorators])),), Safety.SAFE,
+                      f"decorate `{node.name.value}` with `@{no_grad}()`")
+        self.report(runs[0], (
+            f"`{show(runs[0].func)}` runs in `{node.name.value}`, which the HF Trainer calls on every evaluation "
+            f"batch without turning autograd off (its own `{node.name.value}` does so inside): every forward saves "
+            f"activations for a backward that never comes, and the outputs it returns keep them; decorate it with "
+            f"`@torch.no_grad()`"), fix)
 
     def visit_For(self, node: cst.For) -> None:
         self._check(node)

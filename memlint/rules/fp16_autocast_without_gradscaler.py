@@ -27,7 +27,10 @@ class Fp16AutocastWithoutGradScaler(Rule):
     ## What it does
     Finds a `backward()` of a loss computed under float16 autocast - `torch.autocast("cuda")`
     (float16 is CUDA's default), `torch.amp.autocast`, `torch.cuda.amp.autocast`,
-    `dtype=torch.float16` - when the module never uses a `GradScaler`.
+    `dtype=torch.float16` - when the module never uses a `GradScaler`; also where the dtype is
+    chosen at run time and one choice is float16 (`torch.bfloat16 if supported else
+    torch.float16`, a table of dtypes indexed by a setting, `getattr(torch, name)`): on the GPUs
+    or settings where the run picks float16, it runs with no scaler.
 
     ## Why is this bad?
     The backward of float16 operations runs in float16, whose smallest value is about 6e-8:
@@ -128,6 +131,18 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "        loss = layer(x).mean()\n    with pytest.raises(RuntimeError):\n        loss.backward()\n    opt.step()\n",
     )
     INVALID = (
+        # the dtype is chosen at run time, and one choice is float16
+        Invalid(
+            "import torch\ndtype = \"bfloat16\" if torch.cuda.is_bf16_supported() else \"float16\"\n"
+            "ptdtype = {\"float32\": torch.float32, \"bfloat16\": torch.bfloat16, \"float16\": torch.float16}[dtype]\n"
+            "for x, y in loader:\n    with torch.autocast(\"cuda\", dtype=ptdtype):\n        loss = model(x, y)\n"
+            "    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n",
+            "import torch\ndtype = \"bfloat16\" if torch.cuda.is_bf16_supported() else \"float16\"\n"
+            "ptdtype = {\"float32\": torch.float32, \"bfloat16\": torch.bfloat16, \"float16\": torch.float16}[dtype]\n"
+            "scaler = torch.amp.GradScaler(\"cuda\")\n"
+            "for x, y in loader:\n    with torch.autocast(\"cuda\", dtype=ptdtype):\n        loss = model(x, y)\n"
+            "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n    optimizer.zero_grad()\n",
+        ),
         Invalid(
             "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x, y in loader:\n"
             "    with torch.autocast(\"cuda\"):\n        loss = criterion(model(x), y)\n    loss.backward()\n"
@@ -192,7 +207,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
         autocast = self._fp16_region(facts, backward, root)
         if autocast is None:
             return
-        where = "CUDA's default dtype" if autocast.dtype is None else "float16"
+        dtypes = facts.regions.autocast_dtypes(autocast)
+        where = "CUDA's default dtype" if autocast.dtype is None else "float16" if dtypes == _FP16 else \
+            "its dtype can be float16, where the run picks it"
         message = (f"this loss is computed under float16 autocast ({where}) and backwarded without a GradScaler: "
                    f"gradients smaller than ~6e-8 become exactly zero (in a measured run 100% of a small layer's "
                    f"weight gradients); scale the loss with `torch.amp.GradScaler(\"cuda\")`, or autocast to bfloat16")
@@ -208,8 +225,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
             if autocast.enabled is False:
                 continue
             devices = facts.regions.autocast_devices(autocast)
-            if devices is not None and "cuda" not in devices or facts.regions.autocast_dtypes(autocast) != _FP16:
-                continue  # not on the GPU, or not (surely) float16
+            dtypes = facts.regions.autocast_dtypes(autocast)
+            if devices is not None and "cuda" not in devices or dtypes is None or not _FP16 <= dtypes:
+                continue  # not on the GPU, or not (possibly) float16
             body = region.body.body
             if not body or facts.regions.grad_enabled(body[0]) is not True:
                 continue  # inference under no_grad

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
-from memlint.analysis.steps import INNER
 from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -19,6 +20,10 @@ _WHAT = {
     "float": "copies one number to the host",
     "bool": "copies one value to the host",
     "synchronize": "waits for every kernel queued so far",
+    "slice": "uses a GPU value as a slice bound, which copies it to the host,",
+    "mask": "indexes with a boolean mask of GPU values, whose result's size is read on the host,",
+    "condition": "tests a GPU value on the host",
+    "iterate": "reads a GPU tensor on the host element by element",
 }
 
 
@@ -53,6 +58,12 @@ class HostDeviceSyncInLoop(Rule):
         correct += (preds == y).sum().item()
     ```
 
+    Also the syncs no call asks for: a GPU value as a slice bound (`out[i, :n]`), a boolean mask
+    of GPU values as an index (the result's size is read on the host), a GPU value as an `if`
+    condition, Python's `max`/`min`/`sum` over a GPU tensor. And once per micro-batch of gradient
+    accumulation (`total += loss.item()` in the inner loop
+    of micro-batches, whose outer loop steps the optimizer).
+
     ## When it is not reported
     One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
     a literal tuple or a short literal range (a few losses), in a `while` loop, in a loop that is
@@ -74,6 +85,15 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # host values as slice bounds and conditions; a condition on a shape
+        "import torch\nmodel = model.to(device)\nfor x, lengths in loader:\n    out = model(x.to(device))\n"
+        "    for i, n in enumerate(lengths.tolist()):\n        kept.append(out[i, :n])\n",
+        "import torch\nmodel = model.to(device)\nfor x in loader:\n    scores = model(x.to(device))\n"
+        "    for row in scores:\n        if row.shape[0] > 2:\n            hits += 1\n",
+        # the accumulated value read once per optimizer step
+        "import torch\nmodel = model.to(device)\nfor step in range(steps):\n    total = 0.0\n"
+        "    for _ in range(accumulate):\n        loss = model(next(data)).mean() / accumulate\n"
+        "        total += loss.detach()\n        loss.backward()\n    optimizer.step()\n    print(total.item())\n",
         # one .item() per step for logging
         "import torch\nmodel = model.to(device)\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
         "    loss.backward()\n    opt.step()\n    print(loss.item())\n",
@@ -91,6 +111,23 @@ class HostDeviceSyncInLoop(Rule):
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
     )
     INVALID = (
+        # syncs no call asks for: a GPU value as a slice bound, as an `if` condition
+        Invalid(
+            "import torch\nmodel = model.to(device)\nfor x in loader:\n    out = model(x.to(device))\n"
+            "    lengths = out.argmax(-1).sum(1)\n    for i, n in enumerate(lengths):\n"
+            "        kept.append(out[i, :n])\n"
+        ),
+        Invalid(
+            "import torch\nmodel = model.to(device)\nfor x in loader:\n    scores = model(x.to(device))\n"
+            "    for row in scores:\n        if row.max() > 0.5:\n            hits += 1\n"
+        ),
+        # once per micro-batch of gradient accumulation
+        Invalid(
+            "import torch\nmodel = model.to(device)\nfor step in range(steps):\n    total = 0.0\n"
+            "    for _ in range(accumulate):\n        loss = model(next(data)).mean() / accumulate\n"
+            "        total += loss.item()\n        loss.backward()\n    optimizer.step()\n"
+            "    optimizer.zero_grad()\n"
+        ),
         Invalid(
             "import torch\nmodel = model.to(device)\ncorrect = 0\nfor x, y in loader:\n    preds = model(x).argmax(1)\n"
             "    for i in range(len(y)):\n        correct += int(preds[i].item() == y[i])\n"
@@ -110,11 +147,18 @@ class HostDeviceSyncInLoop(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not may_sync(node):
-            return
+        if may_sync(node):
+            self._check(node, self.facts.syncs.sync(node) or self.facts.syncs.implicit(node))
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        self._check(node, self.facts.syncs.implicit(node))
+
+    def visit_If(self, node: cst.If) -> None:
+        self._check(node, self.facts.syncs.implicit(node), node.test)
+
+    def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
         facts = self.facts
-        kind = facts.syncs.sync(node)
-        if kind is None or facts.steps.how_often(node) != INNER:
+        if kind is None or facts.per_step(node, inner=True) is None:
             return
         iterable = facts.syncs.repeats_over(node)
         if iterable is None or not facts.syncs.many(iterable, node):
@@ -123,7 +167,13 @@ class HostDeviceSyncInLoop(Rule):
             return
         if not _DEVICE_WORDS & facts.identifiers:
             return
+        if facts.steps.accumulates(node):
+            self.report(node, (
+                f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per micro-batch of "
+                f"gradient accumulation (`{show(iterable)}`), before the next backward can be queued; add up "
+                f"`.detach()`ed values on the device and read the sum once per optimizer step"))
+            return
         self.report(node, (
-            f"`{show(node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
+            f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
             f"`{show(iterable)}`, many times per step; compute on the device and read the result once "
             f"(e.g. `(a == b).sum().item()`, `torch.stack(values).tolist()`), or every N steps"))

@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
+
 from memlint.analysis.hoisting import Hoistable
 from memlint.analysis.loops import Loop
 from memlint.analysis.purity import Purity
@@ -75,6 +76,10 @@ class LoopInvariantGpuOp(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # an epoch loop (it calls the step loop): the work repeats once per epoch, not per step
+        "import torch\ndef train(loader):\n    for x in loader:\n        model(x).sum().backward()\n\n"
+        "for epoch in range(epochs):\n    train(loader)\n    z = torch.ones(64, 20, device=\"cuda\")\n"
+        "    sample = model.decode(z)\n",
         # the shape follows the batch
         "import torch\nfor x in loader:\n    mask = torch.ones(x.shape[0], 8, device=device)\n    model(x * mask)\n",
         # random: every iteration must draw new numbers
@@ -165,6 +170,8 @@ class LoopInvariantGpuOp(Rule):
     def _loop(self, loop: Loop) -> None:
         if not isinstance(loop.body, cst.IndentedBlock):
             return
+        if self.facts.per_step(loop.body) is None:
+            return  # setup or epoch loops: the work repeats a few times, not every step
         for statement in loop.body.body:
             found = self.facts.hoisting.in_loop(statement, loop)
             if found is None:

@@ -6,6 +6,7 @@ from typing import List, Optional
 
 import libcst as cst
 
+from memlint.analysis.often import INNER, STEP
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -91,7 +92,9 @@ class RetainedOutputs(Rule):
     MESSAGE = "an output with its autograd graph is stored in a container that outlives the loop"
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.PEAK_LOWER
-    REQUIRES = ("append", "extend", "insert")
+    # appends, and the calls that reach another module's method that appends (`acc.update(pred)`,
+    # `container.add(logits)`: memlint.analysis.project)
+    REQUIRES = ("append", "extend", "insert", ".update(", ".add(")
 
     VALID = (
         # grad-free, and nothing in the file puts tensors on a device
@@ -124,6 +127,12 @@ class RetainedOutputs(Rule):
         "import torch\nnoises = []\nfor _ in range(10):\n    noises.append(torch.randn(4, 4))\n",
         # labels and predictions without a graph
         "import torch\npreds = []\nfor x in loader:\n    preds.append(model(x).argmax(-1))\n",
+        # a training hook keeping detached values, emptied every epoch
+        "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.outs = []\n\n    def training_step(self, batch, i):\n"
+        "        logits, aux = self.model(batch)\n        loss = logits.mean() + aux.mean()\n"
+        "        self.outs.append({\"loss\": loss.detach(), \"aux\": aux.detach()})\n        return loss\n\n"
+        "    def on_train_epoch_end(self):\n        self.outs.clear()\n",
         # Lightning runs validation_step without grad, and the list is emptied every epoch
         "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def validation_step(self, batch, i):\n"
         "        for x in batch:\n            self.val_outputs.append(self.model(x))\n"
@@ -174,6 +183,14 @@ class RetainedOutputs(Rule):
             "    def update(self, guess, truth):\n        self.guesses.append(guess)\n        self.truths.append(truth)\n\n"
             "def score(model, loader):\n    model.eval()\n    agreement = Agreement()\n    for x, y in loader:\n"
             "        agreement.update(torch.round(model(x)).detach(), y)\n    return agreement\n",
+        ),
+        # a Lightning training hook keeps graphs in a list emptied only at epoch end: reported, no fix
+        Invalid(
+            "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.outs = []\n\n    def training_step(self, batch, i):\n"
+            "        logits, aux = self.model(batch)\n        loss = logits.mean() + aux.mean()\n"
+            "        self.outs.append({\"loss\": loss.detach(), \"aux\": aux})\n        return loss\n\n"
+            "    def on_train_epoch_end(self):\n        self.outs.clear()\n"
         ),
         # a Lightning hook appends every step and nothing empties the list: reported, no fix
         Invalid(
@@ -245,10 +262,21 @@ class RetainedOutputs(Rule):
         attr = parts[1]
         hook = facts.regions.lightning_step_hook(node)
         shared = facts.scopes.class_list(klass, attr) and not facts.scopes.assigned_on_instances(klass, attr)
-        if hook is None and not shared or facts.scopes.emptied(klass, attr):
+        if hook is None and not shared:
             return False
         value = node.args[-1].value
-        if facts.regions.grad_enabled(node) is True and facts.values.carries_grad(value, node):
+        graph = facts.regions.grad_enabled(node) is True and facts.values.carries_grad(value, node)
+        emptied = facts.scopes.emptied_by(klass, attr)
+        if graph and hook is not None and emptied and \
+                not any(facts.steps.function_how_often(method) in (STEP, INNER) for method in emptied):
+            self.report(node, (
+                f"Lightning calls `{hook.name.value}` on every batch, and `{dotted}` is emptied only between "
+                f"epochs: until then it keeps every step's value on the device with its autograd graph (the graph's "
+                f"nodes, and the saved activations of any part of it no backward frees); keep `.detach()`ed values"))
+            return True
+        if emptied:
+            return False
+        if graph:
             kept = "a tensor with its autograd graph"
         elif facts.values.holds_output(value, node):
             kept = "a device tensor"

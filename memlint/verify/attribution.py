@@ -30,12 +30,15 @@ def line_map(before: str, after: str) -> Dict[int, int]:
 
 
 def mib(value: float) -> str:
-    """Bytes as the report prints them: GiB, MiB, or KiB below a tenth of a MiB."""
+    """Bytes as the report prints them: GiB, MiB, KiB below a tenth of a MiB, bytes below a
+    tenth of a KiB (a scalar's 4 bytes are not "0.0 KiB")."""
     if value >= 2**30:
         return f"{value / 2**30:.2f} GiB"
     if value >= 0.1 * 2**20 or value == 0:
         return f"{value / 2**20:.1f} MiB"
-    return f"{value / 2**10:.1f} KiB"
+    if value >= 0.1 * 2**10:
+        return f"{value / 2**10:.1f} KiB"
+    return f"{value:.0f} B"
 
 
 def in_script(line: dict) -> bool:

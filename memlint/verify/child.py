@@ -2,7 +2,7 @@
 
 Started by memlint.verify.measure as `python child.py SPEC.json`, by path, so that it imports
 nothing of memlint (and not libcst): only the standard library, its stdlib-only siblings
-history.py and tree.py (loaded by path), and, lazily, torch. The spec
+history.py, tree.py and loopclock.py (loaded by path), and, lazily, torch. The spec
 names the source to run, the path it runs as, its argv, the device, the seed and where to write
 the result. The result is JSON, written once before the script starts (so a crash still leaves
 the starting RSS) and again when it ends. Whatever the script started is killed when it ends.
@@ -273,8 +273,9 @@ def _is_oom(error):
             or (isinstance(error, RuntimeError) and "can't allocate memory" in str(error).lower()))
 
 
-def _run_as_main(source, path, argv):
-    """Run `source` the way `python path argv...` would; (status, exit code, error text)."""
+def _run_as_main(source, path, argv, loops=(), sync=None):
+    """Run `source` the way `python path argv...` would; (status, exit code, error text, the
+    iterations of `loops` as memlint/verify/loopclock.py times them)."""
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__builtins__ = __builtins__
@@ -282,20 +283,28 @@ def _run_as_main(source, path, argv):
     sys.argv = [path, *argv]
     lines = source.splitlines(keepends=True)
     linecache.cache[path] = (len(source), None, lines, path)  # tracebacks show the variant's lines
+    timed = []
     try:
         code = compile(source, path, "exec")
-        exec(code, module.__dict__)
+        clock = _sibling("loopclock").LoopClock(code, loops, sync or (lambda: None)) if loops else None
+        if clock is not None:
+            clock.start()
+        try:
+            exec(code, module.__dict__)
+        finally:
+            if clock is not None:
+                timed = clock.stop()
     except SystemExit as done:
         if done.code is None or isinstance(done.code, int):
             if not done.code:
-                return "ok", 0, ""
-            return "crash", done.code, f"the script called sys.exit({done.code})"
+                return "ok", 0, "", timed
+            return "crash", done.code, f"the script called sys.exit({done.code})", timed
         print(done.code, file=sys.stderr)
-        return "crash", 1, f"the script called sys.exit({str(done.code)!r})"
+        return "crash", 1, f"the script called sys.exit({str(done.code)!r})", timed
     except BaseException as error:  # noqa: B902 - the script's failure is what we measure
         traceback.print_exception(type(error), error, error.__traceback__.tb_next)
-        return ("oom" if _is_oom(error) else "crash"), 1, f"{type(error).__name__}: {error}"
-    return "ok", 0, ""
+        return ("oom" if _is_oom(error) else "crash"), 1, f"{type(error).__name__}: {error}", timed
+    return "ok", 0, "", timed
 
 
 def main(spec_path):
@@ -364,14 +373,15 @@ def _measure(spec_path):
     _write(result_path, result)
 
     start = time.perf_counter()
-    status, exit_code, error = _run_as_main(source, path, spec.get("argv", []))
+    sync = torch.cuda.synchronize if cuda else None  # an iteration's kernels count in its time
+    status, exit_code, error, loops = _run_as_main(source, path, spec.get("argv", []), spec.get("loops") or (), sync)
     if cuda:
         try:
             torch.cuda.synchronize()
         except Exception:  # a device error is already the script's failure
             pass
     result.update(status=status, exit_code=exit_code, seconds=time.perf_counter() - start,
-                  error=error, rss_peak=_rss_peak())
+                  error=error, rss_peak=_rss_peak(), loops=loops)
     if cuda:
         try:
             result.update(device_peak=torch.cuda.max_memory_allocated(),
@@ -423,35 +433,62 @@ def probe():
     return 0
 
 
-# What every run imports. Not torch._dynamo, although the first optimizer imports it: with a
-# CUDA build it can reach triton, which may start the CUDA driver, and then nothing can fork.
+# What every run imports; and torch._dynamo, which the first optimizer imports (seconds, in every
+# run), unless importing it starts CUDA (with a CUDA build it can reach triton, which may start
+# the driver): then the server says so and is started again without it.
 PRELOAD = ("torch", "torch.optim")
+PRELOAD_TOO = ("torch._dynamo",)
+CUDA_ERROR_NOT_INITIALIZED = 3
 
 
-def _driver_loaded():
-    """The CUDA driver library is mapped: something started CUDA, and a forked child could not."""
+def _driver_path():
+    """The CUDA driver library mapped into this process, or None."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
-            return any("libcuda.so" in line for line in handle)
+            for line in handle:
+                if "libcuda.so" in line:
+                    return line.split(None, 5)[-1].strip()
     except OSError:
+        pass
+    return None
+
+
+def _cuda_started():
+    """Whether this process started the CUDA driver (cuInit), after which a forked child cannot
+    use CUDA. A CUDA build of torch may load the driver's library while being imported without
+    starting it: the driver itself says which (cuDeviceGetCount answers "not initialised")."""
+    path = _driver_path()
+    if path is None:
         return False
-
-
-def _os_threads():
     try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        return None
+        import ctypes
+
+        driver = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
+        count = ctypes.c_int(0)
+        return driver.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+    except (OSError, AttributeError):
+        return True  # cannot tell: as if started
 
 
-def serve():
+def _cuda_started_by(what):
+    """Why a child forked from here now could not be a fresh run ("" when it could). Threads
+    are no reason: a torch process forks with its pools' threads all the time (DataLoader
+    workers), and numpy's BLAS stops its own before a fork; a started CUDA driver is."""
+    torch = sys.modules.get("torch")
+    if (torch is not None and torch.cuda.is_initialized()) or _cuda_started():
+        return f"importing {what} started CUDA"
+    return ""
+
+
+def serve(preload_too=True):
     """A fork server: import torch once, then fork one child per request, each a fresh run.
 
     Started by memlint.verify.forkserver. Reads one JSON request a line on stdin ({"id", "spec",
-    "stdout", "stderr"}) and answers on stdout: {"ready": true} once, {"started": id, "pid"} per
-    request, and {"exited": pid, "code"} when a child ends (code as Popen.returncode gives it).
-    CUDA is never initialised here, so that each child can start its own context; and forking
-    is refused ({"ready": false, "why"}) if importing left more than one thread running.
+    "stdout", "stderr"}) and answers on stdout: {"ready": true, "preloaded": [...]} once,
+    {"started": id, "pid"} per request, and {"exited": pid, "code"} when a child ends (code as
+    Popen.returncode gives it). CUDA is never started here, so that each child can start its
+    own context; forking is refused ({"ready": false, "why"}) if an import started it, and
+    {"again_without": true} says that importing PRELOAD_TOO did (`preload_too=False` then).
     """
     import atexit
     import select
@@ -463,21 +500,28 @@ def serve():
     def reply(message):
         replies.write(json.dumps(message) + "\n")
 
-    try:
-        import importlib
+    import importlib
 
+    preloaded, again = [], False
+    try:
         for name in PRELOAD:
             try:
                 importlib.import_module(name)
             except ImportError:
                 if name == "torch":
                     raise
-        torch = sys.modules["torch"]
-        why = ("torch initialised CUDA while being imported" if torch.cuda.is_initialized() or _driver_loaded()
-               else f"importing torch left {_os_threads()} threads" if (_os_threads() or 1) > 1 else "")
+        why = _cuda_started_by("torch")
+        for name in PRELOAD_TOO if preload_too and not why else ():
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                continue
+            preloaded.append(name)
+            why = _cuda_started_by(name)
+            again = bool(why)
     except Exception as error:  # noqa: B902 - the parent falls back to plain processes
         why = f"{type(error).__name__}: {error}"
-    reply({"ready": not why, "why": why})
+    reply({"ready": not why, "why": why, "preloaded": preloaded, "again_without": again})
     if why:
         return 1
     wake_read, wake_write = os.pipe()
@@ -536,4 +580,6 @@ def serve():
 if __name__ == "__main__":
     if sys.argv[1:] == ["--probe"]:
         sys.exit(probe())
-    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main(sys.argv[1]))
+    if sys.argv[1:2] == ["--serve"]:
+        sys.exit(serve(preload_too=sys.argv[2:] != ["--plain"]))
+    sys.exit(main(sys.argv[1]))

@@ -42,13 +42,15 @@ class ForkServer:
         threading.Thread(target=self._read, daemon=True).start()
 
     @classmethod
-    def start(cls, python: str, env: Dict[str, str], device: str = "cpu") -> Tuple[Optional["ForkServer"], str]:
-        """(a running server whose first forked child started `device`, "") or (None, why it
-        cannot serve); without a server, runs start as new processes."""
+    def start(cls, python: str, env: Dict[str, str], device: str = "cpu",
+              preload_too: bool = True) -> Tuple[Optional["ForkServer"], str]:
+        """(a running server whose first forked child ran `device`, "") or (None, why it cannot
+        serve); without a server, runs start as new processes. The server imports what the first
+        optimizer imports too, unless that starts CUDA: then it is started again without."""
         try:
-            proc = subprocess.Popen([python, str(measure.CHILD), "--serve"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
+            proc = subprocess.Popen([python, str(measure.CHILD), "--serve", *(() if preload_too else ("--plain",))],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
         except OSError as error:
             return None, f"cannot start {python}: {error}"
         with measure.running_lock:
@@ -62,8 +64,15 @@ class ForkServer:
             why = f"its first forked child could not start the {device} device"
         if why:
             server.close()
+            if ready.get("again_without"):
+                return cls.start(python, env, device, preload_too=False)
             return None, why
         return server, ""
+
+    @property
+    def preloaded(self) -> list:
+        """What the server imported beyond torch (torch._dynamo, where that was safe)."""
+        return list((self.ready or {}).get("preloaded") or ())
 
     def _works(self, device: str) -> bool:
         """A forked child starts the device (CUDA starts in the child, as in every run)."""

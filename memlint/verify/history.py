@@ -9,7 +9,7 @@ the child (memlint/verify/child.py) loads this file by path, without importing m
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 TIMELINE_POINTS = 4000  # at most this many (seconds, bytes) points in a timeline
 TOP_LINES = 5  # source lines named at the peak
@@ -81,8 +81,32 @@ def peak(trace: Sequence[dict], script: str, allocated_now: int, top: int = TOP_
     largest, largest first; "file" is OTHER for memory allocated outside the script's frames,
     NO_PYTHON where no Python frame was on the stack),
     "unattributed": bytes alive at the peak that the history does not show being allocated
-    (it began or wrapped after they were)}. None when the trace allocates nothing. Two passes,
-    linear in the trace: find the peak, then replay up to it.
+    (it began or wrapped after they were)}. None when the trace allocates nothing.
+    """
+    found = alive_at_peak(trace, allocated_now, lambda entry: _site(entry, script))
+    if found is None:
+        return None
+    ranked = ranked_sites(found["held"])
+    return {
+        "bytes": found["bytes"],
+        "lines": [{"file": f, "line": line, "function": name, "bytes": b} for b, (f, line, name) in ranked[:top]],
+        "unattributed": found["unattributed"],
+    }
+
+
+def ranked_sites(held: Dict[Hashable, int]) -> List[Tuple[int, Hashable]]:
+    """(bytes, site) of the sites holding memory, largest first."""
+    return sorted(((b, site) for site, b in held.items() if b > 0), key=lambda item: (-item[0], item[1]))
+
+
+def alive_at_peak(trace: Sequence[dict], allocated_now: int, site: Callable[[dict], Hashable]) -> Optional[dict]:
+    """What the allocations alive at the trace's allocated peak add up to, by `site(entry)` of
+    the entry that allocated each: {"bytes": the peak, "index": the peak's entry, "held":
+    {site: bytes}, "alive": {address: (bytes, site)}, "unattributed": bytes alive then that the
+    trace does not show being allocated, "before": bytes allocated before the trace began}.
+    None when the trace allocates nothing. Two passes, linear in the trace: find the peak,
+    then replay up to it. The trace may have lost its oldest entries (a ring buffer): what
+    they allocated is the difference between the replayed level and `allocated_now`.
     """
     level, best, best_index = 0, None, -1
     for index, entry in enumerate(trace):
@@ -95,22 +119,18 @@ def peak(trace: Sequence[dict], script: str, allocated_now: int, top: int = TOP_
     if best is None:
         return None
     offset = allocated_now - level  # alive throughout, allocated before the history began
-    live: Dict[int, Tuple[int, Tuple[str, int, str]]] = {}
-    held: Dict[Tuple[str, int, str], int] = {}
+    live: Dict[int, Tuple[int, Hashable]] = {}
+    held: Dict[Hashable, int] = {}
     for entry in trace[:best_index + 1]:
         action = entry.get("action")
         if action == "alloc":
-            site = _site(entry, script)
-            live[entry.get("addr", id(entry))] = (entry.get("size", 0), site)
-            held[site] = held.get(site, 0) + entry.get("size", 0)
+            where = site(entry)
+            live[entry.get("addr", id(entry))] = (entry.get("size", 0), where)
+            held[where] = held.get(where, 0) + entry.get("size", 0)
         elif action == "free_completed":
-            size, site = live.pop(entry.get("addr"), (0, None))
-            if site is not None:
-                held[site] -= size
+            size, where = live.pop(entry.get("addr"), (0, None))
+            if where is not None:
+                held[where] -= size
     known = sum(held.values())
-    ranked = sorted(((b, site) for site, b in held.items() if b > 0), key=lambda item: (-item[0], item[1]))
-    return {
-        "bytes": best + offset,
-        "lines": [{"file": f, "line": line, "function": name, "bytes": b} for b, (f, line, name) in ranked[:top]],
-        "unattributed": max(0, best + offset - known),
-    }
+    return {"bytes": best + offset, "index": best_index, "held": held, "alive": live,
+            "unattributed": max(0, best + offset - known), "before": max(0, offset)}

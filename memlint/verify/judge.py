@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from memlint.verify.loops import TimedLoop
 from memlint.verify.measure import Measurement
 
 CONFIRMED, REFUTED, INCONCLUSIVE, NO_CLAIM = "confirmed", "refuted", "inconclusive", "no claim"
@@ -22,7 +23,8 @@ CONFIRMED, REFUTED, INCONCLUSIVE, NO_CLAIM = "confirmed", "refuted", "inconclusi
 PEAK_REL, TIME_REL, GRAD_FLOOR = 0.01, 0.05, 0.005  # device memory is exact: 1% is plenty
 IMBALANCE_FLOOR = 0.02  # two percentage points of (largest - smallest) / largest GPU peak
 HOST_REL, HOST_FLOOR = 0.05, 4 * 2**20  # RSS moves with allocator arenas and thread pools
-TIME_FLOOR = 0.005
+TIME_FLOOR = 0.005  # of a whole run's time
+ITERATION_FLOOR = 1e-6  # of a time per iteration: the clock's resolution, about
 
 
 @dataclass
@@ -36,9 +38,10 @@ class Judgement:
     verdict: str
     reason: str  # one line: why (always set unless confirmed plainly)
     noise: Optional[float] = None  # the threshold a difference had to exceed
+    loop: Optional[dict] = None  # time per iteration: the loop's line before and after, iterations a run
 
 
-def _median(values: Sequence[Optional[float]]) -> Optional[float]:
+def median(values: Sequence[Optional[float]]) -> Optional[float]:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
 
@@ -133,13 +136,18 @@ def _first_difference(a: str, b: str) -> str:
     return "stdout differs (in length, or before its last lines)"
 
 
-def judge(claim: str, before: Sequence[Measurement], after: Sequence[Measurement]) -> Judgement:
+def judge(claim: str, before: Sequence[Measurement], after: Sequence[Measurement],
+          loop: Optional[TimedLoop] = None) -> Judgement:
     """The verdict on `claim` from repeated runs of the original (`before`) and the fix (`after`).
 
     `gradients-fixed` has two measures: the share of zero or non-finite gradient elements
     (underflow, overflow) and the gradient error (stale or lost gradients: see child._Grads).
     Either going up beyond the noise refutes; otherwise either going down confirms.
+    `time-lower` with a `loop` is judged by the steady-state time per iteration of that loop
+    (memlint.verify.loops), and by the whole run's time where a run has none.
     """
+    if claim == "time-lower" and loop is not None:
+        return _per_iteration(before, after, loop)
     if claim == "gradients-fixed":
         measures = [_judge(claim, before, after), _judge("grad-error", before, after)]
         measures[1].claim = claim
@@ -152,11 +160,43 @@ def judge(claim: str, before: Sequence[Measurement], after: Sequence[Measurement
     return _judge(claim, before, after)
 
 
-def _judge(claim: str, before: Sequence[Measurement], after: Sequence[Measurement]) -> Judgement:
+def _per_iteration(before: Sequence[Measurement], after: Sequence[Measurement], loop: TimedLoop) -> Judgement:
+    finished = [(m, loop.before.line) for m in before if m.status == "ok"] + \
+        [(m, loop.after.line) for m in after if m.status == "ok"]
+    short = next(((m, line) for m, line in finished if m.per_iteration(line) is None), None)
+    if short is not None or not finished:
+        judgement = _judge("time-lower", before, after)
+        if short is not None:
+            m, line = short
+            ran = next((x["iterations"] for x in m.loops or () if x["line"] == line), 0)
+            judgement.reason = "; ".join(filter(None, (
+                judgement.reason, f"timed over the whole run: the loop at line {line} ran {ran} iterations, "
+                                  "too few to leave out its warm-up")))
+        return judgement
+
+    def iterations(runs: Sequence[Measurement], line: int) -> Optional[float]:
+        return median([x["iterations"] for m in runs if m.status == "ok" for x in m.loops or () if x["line"] == line])
+
+    judgement = _judge("time-lower", before, after,
+                       (lambda m: m.per_iteration(loop.before.line), lambda m: m.per_iteration(loop.after.line)),
+                       ITERATION_FLOOR)
+    judgement.metric = "time/iter"
+    judgement.loop = {"before": loop.before.line, "after": loop.after.line,
+                      "iterations": [iterations(before, loop.before.line), iterations(after, loop.after.line)]}
+    return judgement
+
+
+def _judge(claim: str, before: Sequence[Measurement], after: Sequence[Measurement],
+           values: Optional[Tuple[Callable[[Measurement], Optional[float]], ...]] = None,
+           least: Optional[float] = None) -> Judgement:
+    """`values`: what to compare of a run before and after, instead of the claim's metric, and
+    `least` the absolute floor of the noise for them."""
     memory = (before or after)[0].memory if (before or after) else "device"
     metric, unit, value, rel, floor = _metric(claim, memory)
-    b = _median([value(m) for m in before if m.status == "ok"])
-    a = _median([value(m) for m in after if m.status == "ok"])
+    floor = floor if least is None else least
+    value_before, value_after = values or (value, value)
+    b = median([value_before(m) for m in before if m.status == "ok"])
+    a = median([value_after(m) for m in after if m.status == "ok"])
     failure = _failures(claim, before, after)
     if failure is not None:
         return Judgement(claim, metric, unit, b, a, _ratio(b, a), failure[0], failure[1])
@@ -170,7 +210,7 @@ def _judge(claim: str, before: Sequence[Measurement], after: Sequence[Measuremen
                 "imbalance-lower": "imbalance (it needs runs that use two or more GPUs)",
                 }.get(claim, metric)
         return Judgement(claim, metric, unit, b, a, None, INCONCLUSIVE, f"no {what} measured")
-    noise = max(_spread([value(m) for m in before]), _spread([value(m) for m in after]), rel * abs(b), floor)
+    noise = max(_spread([value_before(m) for m in before]), _spread([value_after(m) for m in after]), rel * abs(b), floor)
     if a < b - noise:
         verdict, reason = CONFIRMED, ""
     elif a > b + noise:
@@ -183,8 +223,10 @@ def _judge(claim: str, before: Sequence[Measurement], after: Sequence[Measuremen
 def _show(value: float, unit: str) -> str:
     if unit == "bytes":
         return f"{value / 2**20:.1f} MiB"
-    if unit == "seconds":
-        return f"{value:.3f} s"
+    if unit == "seconds":  # a run's time in s, an iteration's in ms or µs
+        if abs(value) >= 0.1 or value == 0:
+            return f"{value:.3f} s"
+        return f"{value * 1e3:.3g} ms" if abs(value) >= 1e-3 else f"{value * 1e6:.3g} µs"
     if unit == "fraction":
         return f"{value * 100:.1f}%"
     return f"{value:g}"

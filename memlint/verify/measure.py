@@ -42,6 +42,7 @@ class RunSpec:
     timeline: bool = False  # record memory over time and where the peak is (slows the run: not for timing)
     env: Dict[str, str] = field(default_factory=dict)
     launcher: Optional["Launcher"] = None  # None: `python SCRIPT`
+    loops: Sequence[Sequence[int]] = ()  # [line, tick, end] of loops to time per iteration (memlint.verify.loops)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,12 @@ class Measurement:
     overhead: Optional[dict] = None  # seconds outside the script: import_torch, cuda_init, exit
     devices: Optional[List[List[int]]] = None  # per visible GPU: [index, max allocated, max reserved]
     processes: int = 1  # processes that ran the script (a launcher starts several)
+    loops: Optional[List[dict]] = None  # per timed loop: line, iterations, warmup, per_iteration (s), first (s)
+
+    def per_iteration(self, line: int) -> Optional[float]:
+        """Steady-state seconds per iteration of the loop starting at `line`, if it was timed and
+        ran long enough."""
+        return next((loop["per_iteration"] for loop in self.loops or () if loop["line"] == line), None)
 
     def imbalance(self) -> Optional[float]:
         """(largest - smallest) / largest of the peaks of the GPUs the run used; 0 is even, 1 is
@@ -243,6 +250,7 @@ def run(spec: RunSpec, python: str = sys.executable, heartbeat: Optional[Callabl
             "argv": list(spec.argv), "device": spec.device, "seed": spec.seed, "torch": spec.torch,
             "grads": spec.grads, "timeline": spec.timeline and spec.device == "cuda",
             "result_file": str(result_file), "launcher": spec.launcher.name if spec.launcher else None,
+            "loops": [list(loop) for loop in spec.loops],
         }), encoding="utf-8")
         with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
             kills = oom_kills()  # a SIGKILL is the OOM killer's only if it killed meanwhile
@@ -373,6 +381,7 @@ def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_pea
         grads=result.get("grads"), rss_peak_bytes=rss_peak, device_name=result.get("device_name", ""),
         torch_version=result.get("torch", ""), timeline=timeline, peak_at=result.get("peak_at"),
         overhead=result.get("overhead"), devices=result.get("devices"), processes=result.get("processes", 1),
+        loops=result.get("loops"),
     )
 
 

@@ -7,7 +7,9 @@ import statistics
 from dataclasses import asdict
 from typing import Dict, List, Optional, Sequence
 
+from memlint.verify.judge import median as judge_median
 from memlint.verify.judge import show
+from memlint.verify.loopclock import WARMUP_SHARE
 from memlint.verify.session import Row, attributed
 
 COLUMNS = ("code", "where", "claim", "metric", "before", "after", "ratio", "verdict")
@@ -102,6 +104,26 @@ def _failure_notes(rows: Sequence[Row]) -> List[str]:
     return notes
 
 
+def _loop_lines(rows: Sequence[Row]) -> List[str]:
+    """Per row judged by time per iteration: which loop, how many iterations, and the whole runs."""
+    lines = []
+    for row in rows:
+        for j in row.judgements:
+            if j.loop is None:
+                continue
+            before, after = j.loop["before"], j.loop["after"]
+            if row.comparison.fixture:
+                where = f"before.py:{before} (after.py:{after})"
+            else:
+                where = f"line {before}" + (f" (line {after} after the fix)" if after != before else "")
+            counts = [f"{count:g}" for count in j.loop["iterations"]]
+            ran = counts[0] if counts[0] == counts[1] else " and ".join(counts)
+            whole = [judge_median([m.seconds for m in runs if m.status == "ok"]) for runs in (row.before, row.after)]
+            lines.append(f"  {_label(row)}: the loop at {where}, {ran} iterations a run; whole runs "
+                         f"{show(whole[0], 'seconds')} before, {show(whole[1], 'seconds')} after")
+    return lines
+
+
 def text(rows: Sequence[Row], skipped: Sequence[tuple], header: str) -> str:
     table: List[List[str]] = [list(COLUMNS)]
     notes: List[str] = []
@@ -116,6 +138,10 @@ def text(rows: Sequence[Row], skipped: Sequence[tuple], header: str) -> str:
     if rows and all(any(m.status != "ok" for m in row.before) for row in rows):
         notes.insert(0, "  the original script fails, so nothing could be compared "
                         "(are its arguments given after `--`?)")
+    loops = _loop_lines(rows)
+    if loops:
+        notes += ["", f"time per iteration (steady state: the first {WARMUP_SHARE:.0%} of each run's iterations "
+                      "left out as warm-up):", *loops]
     devices = _device_lines(rows)
     if devices:
         notes += ["", "peak per GPU (max allocated, medians; imbalance: (largest - smallest) / largest):", *devices]
@@ -126,7 +152,7 @@ def text(rows: Sequence[Row], skipped: Sequence[tuple], header: str) -> str:
     lines = [header, ""]
     lines += ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in table]
     if notes:
-        lines += ["", *notes]
+        lines += notes if notes[0] == "" else ["", *notes]
     if skipped:
         lines += ["", "not verified:"]
         lines += [f"  {code} line {line}: {why}" if line else f"  {code}: {why}" for code, line, why in skipped]

@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, TextIO
 from memlint.verify import attribution, schedule
 from memlint.verify import judge as judging
 from memlint.verify.forkserver import ForkServer
+from memlint.verify.loops import Loop, as_spec
 from memlint.verify.measure import Measurement, RunSpec, child_env, kill_running, run
 from memlint.verify.variants import Comparison, Plan, Program
 
@@ -74,11 +75,11 @@ class Progress:
             print(f"memlint verify: [{self.done}/{self.total}] {label}: {took}{state}", file=self.stream, flush=True)
 
 
-def _spec(program: Program, options: Options, grads: bool, timeline: bool = False) -> RunSpec:
+def _spec(program: Program, options: Options, grads: bool, timeline: bool = False, loops=()) -> RunSpec:
     needs_torch = "torch" in program.source or options.device == "cuda"
     return RunSpec(program.source, program.path, options.argv, options.device, options.seed,
                    options.timeout, torch=needs_torch, grads=grads, timeline=timeline, env=options.env,
-                   launcher=program.launcher)
+                   launcher=program.launcher, loops=as_spec(loops))
 
 
 @dataclass(eq=False)
@@ -99,7 +100,9 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     """Run every program `repeat` times, interleaved, and judge each comparison.
 
     A program runs with the gradient hooks only when a comparison it is in claims
-    `gradients-fixed`, and alone when one claims `time-lower`. On a GPU, its first run records
+    `gradients-fixed`, and alone when one claims `time-lower`, timing per iteration the loop
+    that claim is judged by; the runs that go alone come after the others (still interleaved
+    among themselves), so that the others can share the device. On a GPU, its first run records
     the allocator's history (memory over time, where the peak is) unless it is timed, and the
     runs are forked from a server that imported torch once (memlint.verify.forkserver).
     `host_timeline`: on the CPU, sample host RSS during the first runs (the parent samples
@@ -107,24 +110,30 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     """
     programs: Dict[Program, str] = {}
     claims: Dict[Program, Set[str]] = {}
+    loops: Dict[Program, Set[Loop]] = {}  # timed per iteration (memlint.verify.loops)
     for comparison in plan.comparisons:
         for program in (comparison.before, comparison.after):
             programs.setdefault(program, _label(comparison, program))
             claims.setdefault(program, set()).update(comparison.claims)
+        if comparison.loop is not None:
+            loops.setdefault(comparison.before, set()).add(comparison.loop.before)
+            loops.setdefault(comparison.after, set()).add(comparison.loop.after)
     device = options.device == "cuda"
     tasks: List[_Run] = []
     for attempt in range(options.repeat):
         for program, label in programs.items():
             solo = "time-lower" in claims[program] or program.launcher is not None  # several GPUs: alone
             timeline = attempt == 0 and ((device and not solo) or (host_timeline and not device))
-            spec = _spec(program, options, "gradients-fixed" in claims[program], timeline)
+            spec = _spec(program, options, "gradients-fixed" in claims[program], timeline, loops.get(program, ()))
             tasks.append(_Run(program, solo, spec, f"{label} (run {attempt + 1}/{options.repeat})"))
+    tasks.sort(key=lambda task: task.solo)  # runs that go alone last: each would otherwise empty the device
     progress = Progress(len(tasks), stream)
     server = None
     if options.fork and device and runner is run and tasks:
         server, why = ForkServer.start(options.python, child_env(tasks[0].spec), options.device)
         if notes is not None:
-            notes.append("runs forked from one process that imported torch once" if server is not None
+            also = "".join(f" and {name}" for name in server.preloaded) if server is not None else ""
+            notes.append(f"runs forked from one process that imported torch{also} once" if server is not None
                          else f"each run a new process: the fork server cannot serve ({why})")
     if server is not None:
         runner = functools.partial(run, server=server)
@@ -155,7 +164,7 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     rows = []
     for comparison in plan.comparisons:
         before, after = runs[comparison.before], runs[comparison.after]
-        judgements = [judging.judge(claim, before, after) for claim in comparison.claims]
+        judgements = [judging.judge(claim, before, after, comparison.loop) for claim in comparison.claims]
         verdict = judging.overall([j.verdict for j in judgements])
         rows.append(Row(comparison, judgements, verdict, before, after))
     return rows

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Type
 
 from memlint.engine import SourceError, apply_fixes, check, fix, fix_allowed
 from memlint.rule import Rule
+from memlint.verify.loops import TimedLoop, timed_loop
 from memlint.verify.measure import Launcher
 
 try:
@@ -46,6 +47,13 @@ class Comparison:
     after: Program
     description: str = ""
     findings: Dict[int, List[str]] = field(default_factory=dict)  # line of `before` -> codes found there
+    loop: Optional[TimedLoop] = None  # a time claim's loop, timed per iteration (None: the whole run)
+
+    def time_loop(self, lines: Sequence[int]) -> "Comparison":
+        """Sets `loop` for a time claim: the loop around `lines` (its findings) that the fix kept."""
+        if "time-lower" in self.claims:
+            self.loop = timed_loop(self.before.source, self.after.source, lines)
+        return self
 
 
 @dataclass
@@ -78,6 +86,7 @@ def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool, launcher:
     lines = _lines(checked.findings)
     original = Program(source, name, launcher)
     claims: List[str] = []
+    timed: List[int] = []  # lines of findings whose claim is judged by time
     for finding in checked.findings:
         if finding.fix is None:
             plan.skipped.append((finding.code, finding.line, "the rule offers no fix"))
@@ -92,9 +101,10 @@ def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool, launcher:
             continue
         claim = _claim(by_code.get(finding.code))
         claims += [claim] if claim not in claims else []
+        timed += [finding.line] if claim == "time-lower" else []
         plan.comparisons.append(Comparison(finding.code, finding.line, "", finding.fix.safety.value,
                                            [claim], original, Program(fixed, name, launcher), finding.fix.description,
-                                           lines))
+                                           lines).time_loop([finding.line]))
     if plan.comparisons:
         try:
             every = fix(source, name, rules, unsafe=unsafe).source
@@ -102,7 +112,7 @@ def script_plan(path: Path, rules: Sequence[Type[Rule]], unsafe: bool, launcher:
             plan.skipped.append(("all", 0, str(error)))
         else:
             plan.comparisons.append(Comparison("all", None, "", "", claims, original, Program(every, name, launcher),
-                                               "every fix applied", lines))
+                                               "every fix applied", lines).time_loop(timed))
     return plan
 
 
@@ -157,5 +167,5 @@ def fixture_plan(folder: Path, registry: dict, launcher: Optional[Launcher] = No
             code, None, sub.name, "", [_claim(rule)], Program(source, str(before), started["before"]),
             Program(after.read_text(encoding="utf-8"), str(after), started["after"]),
             "" if rule is not None else f"{code} is not a known rule: no claim to check", lines,
-        ))
+        ).time_loop([line for line, codes in lines.items() if code in codes]))
     return plan

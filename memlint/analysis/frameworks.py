@@ -1,0 +1,33 @@
+"""Frameworks that run the step loop for the user, by the names of their base classes.
+
+A LightningModule's `training_step`, an HF Trainer subclass's `compute_loss`: the loop that
+calls them is the framework's, so their code runs every step though no loop is in sight.
+Which class is whose is told by its ancestors' names as they are imported (through the
+project's own classes: memlint.analysis.project's `lineage`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from memlint.analysis.tree import last_part
+
+# Lightning modules (pytorch_lightning, lightning, lightning.pytorch), by their base class
+LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
+# HF `Trainer` and its subclasses (`Seq2SeqTrainer`, TRL's trainers derive from it), by base class
+HF_TRAINER_BASES = re.compile(r"^(transformers|trl)(\.\w+)*\.\w*Trainer$")
+# Trainer methods the HF loop calls per evaluation batch and does not itself run under no_grad:
+# its own `prediction_step` enters `torch.no_grad()` inside, so an override must do it too.
+HF_EVAL_HOOKS = frozenset({"prediction_step"})
+# The Trainer method whose result the HF loop adds into its running loss every step
+# (`self._tr_loss += tr_loss_step`): its own returns `loss.detach()`.
+HF_SUMMED_STEP = "training_step"
+# Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
+MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
+
+
+def is_module_base_name(name: str) -> bool:
+    """A base class, by the name it is imported as, whose subclasses are nn.Modules: anything of
+    `torch.nn` or transformers, Lightning's module, a `Module` or `PreTrainedModel`."""
+    return name.startswith(("torch.nn.", "transformers.")) or bool(LIGHTNING_BASES.search(name)) or \
+        last_part(name) in ("Module", "PreTrainedModel")

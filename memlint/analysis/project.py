@@ -1,0 +1,377 @@
+"""The project: what the other modules of the files being linted say about one module's code.
+
+A training step is rarely written in one file. The loop that runs it is in a trainer module
+(`for batch in loader: self.task.train_step(...)`), the step in a task or criterion module, the
+metric that keeps every prediction in a third (`acc.update(pred, y)`). memlint lints one file
+at a time, so each module is first summarised on its own (memlint.analysis.summary: its imports,
+classes and their bases, functions, and the calls between them with how often each call runs
+in its function), and the project answers, from all the summaries, what one module cannot see:
+
+- `external_often(function)`: how often a function runs per step because of callers in other
+  modules (a hook that a trainer class in another file calls from its loop; an override of a
+  method that a base class in another file calls on `self` every step);
+- `lineage(class)`: every ancestor of a class, through the project's modules, down to the
+  classes they import (`torch.nn.modules.loss._Loss`, `lightning.LightningModule`), so a
+  criterion deriving from the project's own `BaseCriterion` is known to be a module;
+- `function(name)`: what a function of another module does with its arguments (memlint.analysis.summary).
+
+Module names come from the files' places: a folder with an `__init__.py` is a package, and the
+first folder up without one is the root the module is imported from (`src/pkg/mod.py` is
+`pkg.mod`; a script next to `utils.py` imports it as `utils`). An import resolves to a module of
+the same root first, else to the one module of that name under any root.
+
+Every question a file's analysis asks is recorded with its answer (`ProjectView.asked`). Linted
+with no project (one file alone, or before the summaries are known), every answer is the one a
+module alone would give, and the analyses lean on such answers towards not reporting: a file
+linted alone never reports more than it does in its project. A result found with some answers
+stays true while the same questions get the same answers: that is how the run decides which
+files to lint again once every summary is known, and how the cache keeps a result.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+
+from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES, MODEL_BASE, is_module_base_name
+from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummary
+from memlint.analysis.often import at_site, combine, intrinsic_often
+
+Answer = object  # JSON-able: None, a string, a list of strings, a list of [key, value]
+_MAX_REEXPORTS = 8  # `from .x import f` followed through at most this many modules
+
+
+@lru_cache(maxsize=4096)
+def module_name(path: str) -> Tuple[str, str]:
+    """(root folder, dotted module name) of a Python file: folders with an `__init__.py` are
+    packages; the first folder up without one is the root."""
+    folder, stem = os.path.split(os.path.abspath(path))
+    stem = os.path.splitext(stem)[0]
+    parts = [] if stem == "__init__" else [stem]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+        if not package:
+            break
+    return folder, ".".join(parts)
+
+
+class Project:
+    """The summaries of every module being linted, and the answers drawn from them."""
+
+    def __init__(self, modules: Dict[str, Tuple[str, str]], summaries: Dict[str, ModuleSummary]) -> None:
+        """`modules`: (root, name) of every Python file of the project, by path
+        (`project_files`); `summaries`: those that could be summarised, by path."""
+        self.names = frozenset(name for _, name in modules.values())
+        self._modules: Dict[Tuple[str, str], ModuleSummary] = {}
+        self._roots_of: Dict[str, List[str]] = {}
+        for path in sorted(summaries):
+            key = modules[path]
+            if key not in self._modules:
+                self._modules[key] = summaries[path]
+                self._roots_of.setdefault(key[1], []).append(key[0])
+        self._often: Dict[Tuple[str, str, str], Optional[str]] = {}
+        self._incoming: Optional[Dict[Tuple[str, str, str], List[Tuple[Tuple[str, str, str], str]]]] = None
+        self._subclasses: Optional[Dict[Tuple[str, str, str], List[Tuple[str, str, str]]]] = None
+
+    # -- finding things --------------------------------------------------------------------
+    def _module(self, root: str, name: str) -> Optional[Tuple[str, str]]:
+        roots = self._roots_of.get(name)
+        if not roots:
+            return None
+        if root in roots:
+            return (root, name)
+        return (roots[0], name) if len(roots) == 1 else None
+
+    def resolve(self, root: str, dotted: str, depth: int = 0) -> Optional[Tuple[str, str, str]]:
+        """The project's definition that `dotted` (an absolute name as a module in `root` imports
+        it) names: (root, module, qualified name in it: `f`, `Class`, `Class.method`), or None."""
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            key = self._module(root, ".".join(parts[:cut]))
+            if key is None:
+                continue
+            rest = parts[cut:]
+            summary = self._modules[key]
+            head = rest[0]
+            if head in summary.functions and len(rest) == 1:
+                return (*key, head)
+            if head in summary.classes:
+                if len(rest) == 1:
+                    return (*key, head)
+                if len(rest) == 2:
+                    return self._method(key, head, rest[1])
+                return None
+            imported = summary.imports.get(head)
+            if imported is not None and depth < _MAX_REEXPORTS:  # re-exported: `from .x import f`
+                return self.resolve(key[0], ".".join([imported, *rest[1:]]), depth + 1)
+            return None
+        return None
+
+    def _method(self, key: Tuple[str, str], klass: str, method: str) -> Optional[Tuple[str, str, str]]:
+        """`klass.method` as the class's instances find it: its own, or the first base's that has it."""
+        for owner in self._mro((*key, klass)):
+            summary = self._modules[owner[:2]]
+            if method in summary.classes[owner[2]].methods:
+                return (*owner[:2], f"{owner[2]}.{method}")
+        return None
+
+    def _class(self, ref: Tuple[str, str, str]) -> ClassSummary:
+        return self._modules[ref[:2]].classes[ref[2]]
+
+    def _base_refs(self, ref: Tuple[str, str, str]) -> Iterable[Tuple[Optional[Tuple[str, str, str]], str]]:
+        """Each base of a project class: (its definition in the project or None, its name)."""
+        summary = self._modules[ref[:2]]
+        for base in self._class(ref).bases:
+            if base in summary.classes:
+                yield (*ref[:2], base), f"{summary.name}.{base}"
+                continue
+            found = self.resolve(ref[0], base)
+            yield (found if found is not None and "." not in found[2] and found[2] in
+                   self._modules[found[:2]].classes else None), base
+
+    def _mro(self, ref: Tuple[str, str, str]) -> List[Tuple[str, str, str]]:
+        """The project classes `ref` derives from, itself first, depth first, each once."""
+        found: List[Tuple[str, str, str]] = []
+        pending = [ref]
+        while pending:
+            current = pending.pop(0)
+            if current in found:
+                continue
+            found.append(current)
+            pending.extend(base for base, _ in self._base_refs(current) if base is not None)
+        return found
+
+    # -- the answers -----------------------------------------------------------------------
+    def lineage(self, root: str, dotted: str) -> Tuple[str, ...]:
+        """Every ancestor of the class `dotted` names, the class itself first: project classes
+        as `module.Class`, imported ones by their imported name. Empty when not the project's."""
+        ref = self.resolve(root, dotted)
+        if ref is None or "." in ref[2] or ref[2] not in self._modules[ref[:2]].classes:
+            return ()
+        names: List[str] = []
+        for current in self._mro(ref):
+            names.append(f"{current[1]}.{current[2]}")
+            names.extend(name for base, name in self._base_refs(current) if base is None and name not in names)
+        return tuple(names)
+
+    def function(self, root: str, dotted: str) -> Optional[FunctionSummary]:
+        """What the function or method `dotted` names does, when it is the project's."""
+        ref = self.resolve(root, dotted)
+        if ref is None:
+            return None
+        summary = self._modules[ref[:2]]
+        klass, _, method = ref[2].partition(".")
+        if not method:
+            return summary.functions.get(klass)
+        return summary.classes[klass].methods.get(method)
+
+    def external_often(self, root: str, module: str, qualified: str) -> Optional[str]:
+        """How often the function `qualified` of `module` runs per step because code in other
+        modules calls it (directly, or on `self` where it overrides what a base calls)."""
+        target = (root, module, qualified)
+        return combine({at_site(kind, self._often_of(caller))
+                        for caller, kind in self._incoming_edges().get(target, ()) if caller[:2] != target[:2]})
+
+    def _often_of(self, function: Tuple[str, str, str]) -> Optional[str]:
+        """How often a function runs per step, from everything the project knows (its name
+        and class, every call of it), the same reading as memlint.analysis.steps makes."""
+        if function in self._often:
+            return self._often[function]
+        self._often[function] = None  # a recursive call does not decide
+        if not function[2]:
+            return None  # module level: runs once
+        klass, _, name = function[2].rpartition(".")
+        result = intrinsic_often(name, klass != "" and self._is_module(function[:2], klass))
+        if result is None:
+            result = combine({at_site(kind, self._often_of(caller))
+                              for caller, kind in self._incoming_edges().get(function, ())})
+        self._often[function] = result
+        return result
+
+    def _is_module(self, key: Tuple[str, str], klass: str) -> bool:
+        summary = self._modules[key]
+        if summary.classes[klass].module:
+            return True
+        return any(self._modules[ref[:2]].classes[ref[2]].module or any(
+            base is None and is_module_base_name(name) for base, name in self._base_refs(ref))
+            for ref in self._mro((*key, klass)))
+
+    def _incoming_edges(self) -> Dict[Tuple[str, str, str], List[Tuple[Tuple[str, str, str], str]]]:
+        """Every call of a project function, by the function called: (the caller, the call's
+        place in it: memlint.analysis.often). A call on `self` also reaches every override of
+        that method in the classes deriving from the caller's class."""
+        if self._incoming is not None:
+            return self._incoming
+        incoming: Dict[Tuple[str, str, str], List[Tuple[Tuple[str, str, str], str]]] = {}
+        for key in sorted(self._modules):
+            summary = self._modules[key]
+            for edge in summary.calls:
+                caller = (*key, edge.caller)
+                targets: Set[Tuple[str, str, str]] = set()
+                if edge.on_self:
+                    klass, method = edge.callee.rsplit(".", 1)
+                    found = self._method(key, klass, method) if klass in summary.classes else None
+                    if found is not None:
+                        targets.add(found)
+                    for sub in self._subclasses_of((*key, klass)):
+                        if method in self._class(sub).methods:
+                            targets.add((*sub[:2], f"{sub[2]}.{method}"))
+                elif edge.local:
+                    targets.add((*key, edge.callee))
+                else:
+                    found = self.resolve(key[0], edge.callee)
+                    if found is not None and (found[2] in self._modules[found[:2]].functions or "." in found[2]):
+                        targets.add(found)
+                for target in sorted(targets):
+                    incoming.setdefault(target, []).append((caller, edge.kind))
+        self._incoming = incoming
+        return incoming
+
+    def _subclasses_of(self, ref: Tuple[str, str, str]) -> List[Tuple[str, str, str]]:
+        """The project classes deriving from `ref`, at any depth."""
+        if self._subclasses is None:
+            direct: Dict[Tuple[str, str, str], List[Tuple[str, str, str]]] = {}
+            for key in sorted(self._modules):
+                for klass in sorted(self._modules[key].classes):
+                    for base, _ in self._base_refs((*key, klass)):
+                        if base is not None:
+                            direct.setdefault(base, []).append((*key, klass))
+            self._subclasses = direct
+        found: List[Tuple[str, str, str]] = []
+        pending = list(self._subclasses.get(ref, ()))
+        while pending:
+            current = pending.pop(0)
+            if current not in found and current != ref:
+                found.append(current)
+                pending.extend(self._subclasses.get(current, ()))
+        return found
+
+
+class ProjectView:
+    """The project as one module's analysis sees it: questions about names as this module
+    spells them (absolute, after its imports), each recorded with its answer."""
+
+    def __init__(self, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
+                 path: Optional[str] = None) -> None:
+        """`names`: the project's module names (known from the paths before any summary is);
+        `path`: this module's file (None: a source linted on its own, no module of a project)."""
+        self.project = project
+        self.names = names
+        # where the module is imported from, and its dotted name
+        self.root, self.name = module_name(path) if path is not None and names else ("", "")
+        self.is_package = path is not None and os.path.basename(path) == "__init__.py"
+        self.asked: Dict[str, Answer] = {}
+
+    def fresh(self) -> "ProjectView":
+        """The same view with nothing asked yet."""
+        view = ProjectView.__new__(ProjectView)
+        view.__dict__.update(self.__dict__, asked={})
+        return view
+
+    @property
+    def package(self) -> Optional[str]:
+        """The package this module's relative imports start from (None: not known)."""
+        if not self.name:
+            return None
+        return self.name if self.is_package else self.name.rpartition(".")[0]
+
+    def knows(self, dotted: Optional[str]) -> bool:
+        """Whether `dotted` may name something of another module of the project (no question asked)."""
+        if dotted is None:
+            return False
+        names = self.names
+        parts = dotted.split(".")
+        return any(".".join(parts[:cut]) in names for cut in range(1, len(parts)))
+
+    def _ask(self, question: str, answer: Callable[[Project], Answer], guess: Answer, alone: Answer) -> Answer:
+        """The answer to `question`, recorded: from the project; before it is known, `guess`
+        (what the names alone suggest: the run checks it once the project is known); for a
+        module linted on its own, `alone`, the answer that leans towards not reporting."""
+        if question not in self.asked:
+            if self.project is not None:
+                self.asked[question] = answer(self.project)
+            else:
+                self.asked[question] = guess if self.names else alone
+        return self.asked[question]
+
+    def external_often(self, qualified: str) -> Optional[str]:
+        """How often callers in other modules run this module's function `qualified`
+        (memlint.analysis.project.Project.external_often)."""
+        return self._ask(f"often {qualified}", lambda p: p.external_often(self.root, self.name, qualified),
+                         None, None)  # type: ignore[return-value]
+
+    def is_module(self, dotted: str) -> bool:
+        """Whether the project's class `dotted` (as this module imports it) is an nn.Module."""
+        return self._ask(f"module {dotted}", lambda p: any(is_module_base_name(a) for a in p.lineage(self.root, dotted)),
+                         bool(MODEL_BASE.search(dotted)), False)  # type: ignore[return-value]
+
+    def is_lightning_module(self, dotted: str) -> bool:
+        """Whether the project's class `dotted` derives from Lightning's module."""
+        return self._ask(f"lightning {dotted}",
+                         lambda p: any(LIGHTNING_BASES.search(a) for a in p.lineage(self.root, dotted)),
+                         False, False)  # type: ignore[return-value]
+
+    def is_hf_trainer(self, dotted: str) -> bool:
+        """Whether the project's class `dotted` derives from HF's `Trainer`."""
+        return self._ask(f"hf-trainer {dotted}",
+                         lambda p: any(HF_TRAINER_BASES.match(a) for a in p.lineage(self.root, dotted)),
+                         False, False)  # type: ignore[return-value]
+
+    def returns(self, dotted: str, graph: bool) -> bool:
+        """Whether the project's function `dotted` returns a value with an autograd graph
+        (`graph`), or a model's output on its device."""
+        def answer(project: Project) -> bool:
+            found = project.function(self.root, dotted)
+            return found is not None and (found.returns_graph if graph else found.returns_output)
+        return self._ask(f"returns-{'graph' if graph else 'output'} {dotted}", answer, False, False)  # type: ignore[return-value]
+
+    def keeps(self, dotted: str, graph: bool) -> Dict[str, int]:
+        """The parameters that the project's method `dotted` appends to its instance, with their
+        graph (`graph`) or as device tensors: each name with its position among the arguments a
+        call passes (after `self`)."""
+        def answer(project: Project) -> List[List[object]]:
+            found = project.function(self.root, dotted)
+            if found is None or found.params[:1] != ("self",):
+                return []
+            kept = found.keeps_graph if graph else found.keeps_output
+            return [[name, position] for position, name in enumerate(found.params[1:]) if name in kept]
+        found = self._ask(f"keeps-{'graph' if graph else 'output'} {dotted}", answer, [], [])
+        return {name: position for name, position in found}  # type: ignore[union-attr, misc]
+
+
+_QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
+    "often": ProjectView.external_often,
+    "module": ProjectView.is_module,
+    "lightning": ProjectView.is_lightning_module,
+    "hf-trainer": ProjectView.is_hf_trainer,
+    "returns-graph": lambda view, dotted: view.returns(dotted, True),
+    "returns-output": lambda view, dotted: view.returns(dotted, False),
+    "keeps-graph": lambda view, dotted: view.keeps(dotted, True),
+    "keeps-output": lambda view, dotted: view.keeps(dotted, False),
+}
+
+
+def answers(project: Optional[Project], path: str, asked: Dict[str, Answer]) -> Dict[str, Answer]:
+    """What `asked` (questions a file's analysis asked) gets from `project` now."""
+    view = ProjectView(project, project.names if project is not None else frozenset(), path)
+    for question in asked:
+        kind, _, subject = question.partition(" ")
+        ask = _QUESTIONS.get(kind)
+        if ask is not None:
+            ask(view, subject)
+        else:
+            view.asked[question] = "?"  # a question this memlint does not ask: never the same
+    return view.asked
+
+
+def same_answers(project: Optional[Project], path: str, asked: Dict[str, Answer]) -> bool:
+    """Whether every question in `asked` still gets the answer recorded there."""
+    return answers(project, path, asked) == asked
+
+
+def project_files(paths: Sequence[Path]) -> Dict[str, Tuple[str, str]]:
+    """(root, module name) of each Python file among `paths` (notebooks are nobody's module)."""
+    return {str(p): module_name(str(p)) for p in paths if p.suffix == ".py"}

@@ -1,0 +1,264 @@
+"""A module's summary: what other modules of the project need to know about it.
+
+Made once per file from its own facts (no other module's), kept in the result cache with the
+file's text, and read by memlint.analysis.project:
+
+- `imports`: the absolute name each local name is imported as (relative imports resolved), so
+  that a name another module imports through this one (`from pkg import Accuracy`, where
+  `pkg/__init__.py` imports it from `.metrics`) is followed to its definition;
+- `functions` and `classes` (module level; a class with its bases as this module names them,
+  whether it is known here to be an nn.Module, and its methods): for each function, its
+  parameters and what it does with them (`FunctionSummary`);
+- `calls`: every call of a function of the project (this module's, or one it imports from a
+  project module, or a method on `self`) from a module-level function or method, or from the
+  module's own code, with how often the call runs in its function (memlint.analysis.often).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from memlint.analysis.tree import dotted_name
+
+if TYPE_CHECKING:
+    from memlint.analysis import Facts
+
+
+@dataclass(frozen=True)
+class FunctionSummary:
+    """What a function does that its callers in other modules need to know."""
+
+    params: Tuple[str, ...]  # positional and keyword parameters, `self` included
+    keeps_graph: Tuple[str, ...] = ()  # parameters appended to the instance with their graph
+    keeps_output: Tuple[str, ...] = ()  # parameters appended to the instance as device tensors
+    returns_graph: bool = False  # returns a value carrying an autograd graph
+    returns_output: bool = False  # returns a model's output (on its device, whatever the grad mode)
+
+    def to_json(self) -> list:
+        return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
+                self.returns_output]
+
+    @classmethod
+    def from_json(cls, data: list) -> "FunctionSummary":
+        params, keeps_graph, keeps_output, returns_graph, returns_output = data
+        if not isinstance(returns_graph, bool) or not isinstance(returns_output, bool):
+            raise ValueError("not a function summary")
+        return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output)
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    bases: Tuple[str, ...]  # a class of the same module by its name, else the absolute imported name
+    module: bool  # known in its own module to be an nn.Module
+    methods: Dict[str, FunctionSummary] = field(default_factory=dict)
+
+    def to_json(self) -> list:
+        return [list(self.bases), self.module, {k: v.to_json() for k, v in self.methods.items()}]
+
+    @classmethod
+    def from_json(cls, data: list) -> "ClassSummary":
+        bases, module, methods = data
+        if not isinstance(module, bool) or not isinstance(methods, dict):
+            raise ValueError("not a class summary")
+        return cls(_names(bases), module, {_name(k): FunctionSummary.from_json(v) for k, v in methods.items()})
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A call of a project function."""
+
+    caller: str  # the function calling: `f`, `Class.method`, or "" for module-level code
+    callee: str  # `f` / `Class.method` of this module (`local`), `Class.method` called on `self`
+    # (`on_self`: overrides in subclasses are called too), or the absolute name it is imported as
+    kind: str  # how often it runs in its function (memlint.analysis.often: a frequency, CALLER, REPEATED)
+    local: bool = False
+    on_self: bool = False
+
+    def to_json(self) -> list:
+        return [self.caller, self.callee, self.kind, self.local, self.on_self]
+
+    @classmethod
+    def from_json(cls, data: list) -> "Edge":
+        caller, callee, kind, local, on_self = data
+        if not isinstance(local, bool) or not isinstance(on_self, bool):
+            raise ValueError("not an edge")
+        return cls(_name(caller), _name(callee), _name(kind), local, on_self)
+
+
+@dataclass(frozen=True)
+class ModuleSummary:
+    name: str
+    imports: Dict[str, str]
+    functions: Dict[str, FunctionSummary]
+    classes: Dict[str, ClassSummary]
+    calls: Tuple[Edge, ...]
+
+    @classmethod
+    def empty(cls, name: str) -> "ModuleSummary":
+        """The summary of a module that says nothing to the others (no torch, or no valid code)."""
+        return cls(name, {}, {}, {}, ())
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "imports": self.imports,
+                "functions": {k: v.to_json() for k, v in self.functions.items()},
+                "classes": {k: v.to_json() for k, v in self.classes.items()},
+                "calls": [e.to_json() for e in self.calls]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ModuleSummary":
+        imports = data["imports"]
+        if not isinstance(imports, dict):
+            raise ValueError("not a module summary")
+        return cls(_name(data["name"]), {_name(k): _name(v) for k, v in imports.items()},
+                   {_name(k): FunctionSummary.from_json(v) for k, v in data["functions"].items()},
+                   {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
+                   tuple(Edge.from_json(e) for e in data["calls"]))
+
+
+def _name(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError("not a name")
+    return value
+
+
+def _names(values: object) -> Tuple[str, ...]:
+    if not isinstance(values, list):
+        raise ValueError("not a list of names")
+    return tuple(_name(v) for v in values)
+
+
+def summarize(facts: "Facts") -> ModuleSummary:
+    """The summary of the module `facts` describes (its name: `facts.project.name`)."""
+    module = facts.module
+    names = facts.names
+    functions: Dict[str, FunctionSummary] = {}
+    classes: Dict[str, ClassSummary] = {}
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            functions[statement.name.value] = _function(facts, statement)
+        elif isinstance(statement, cst.ClassDef):
+            bases = tuple(base for base in (_base_name(facts, b.value) for b in statement.bases) if base)
+            methods = {s.name.value: _function(facts, s) for s in statement.body.body if isinstance(s, cst.FunctionDef)}
+            classes[statement.name.value] = ClassSummary(
+                bases, statement.name.value in facts.receivers.module_classes, methods)
+    return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)))
+
+
+def summarize_plain(source: str, name: str, package: Optional[str]) -> ModuleSummary:
+    """The summary of a module no rule looks into (it never mentions torch): only what other
+    modules may reach through it, its imports (a package's `__init__.py` re-exporting its
+    modules' classes) and its classes' bases (a base class of a project's models). Read with
+    Python's own parser, a fraction of the cost of LibCST's, since nothing else is needed."""
+    imports: Dict[str, str] = {}
+    classes: Dict[str, ClassSummary] = {}
+    for statement in ast.parse(source).body:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                imports[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(statement, ast.ImportFrom):
+            base = statement.module or ""
+            if statement.level:
+                if package is None:
+                    continue
+                parts = package.split(".") if package else []
+                if statement.level - 1 > len(parts):
+                    continue
+                base = ".".join([*parts[:len(parts) - (statement.level - 1)], *([base] if base else [])])
+            for alias in statement.names:
+                if alias.name != "*" and base:
+                    imports[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(statement, ast.ClassDef):
+            bases = []
+            for base_expr in statement.bases:
+                dotted = _ast_dotted(base_expr)
+                if dotted is not None:
+                    head, _, rest = dotted.partition(".")
+                    full = imports.get(head)
+                    bases.append(dotted if dotted in classes or full is None else ".".join(filter(None, (full, rest))))
+            methods = {f.name: FunctionSummary(tuple(a.arg for a in (*f.args.posonlyargs, *f.args.args,
+                                                                      *f.args.kwonlyargs)))
+                       for f in statement.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            classes[statement.name] = ClassSummary(tuple(bases), False, methods)
+    return ModuleSummary(name, imports, {}, classes, ())
+
+
+def _ast_dotted(expr: ast.expr) -> Optional[str]:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        head = _ast_dotted(expr.value)
+        return None if head is None else f"{head}.{expr.attr}"
+    return None
+
+
+def _base_name(facts: "Facts", base: cst.BaseExpression) -> Optional[str]:
+    dotted = dotted_name(base)
+    if dotted is None:
+        return None
+    if dotted in facts.scopes.classes:
+        return dotted
+    return facts.names.absolute_name(dotted) or dotted
+
+
+def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
+    params = tuple(p.name.value for p in (*func.params.posonly_params, *func.params.params,
+                                          *func.params.kwonly_params))
+    values, roles = facts.values, facts.roles
+    kept = values.kept_parameters(func) if params[:1] == ("self",) else ((), ())
+    scopes = facts.scopes
+    if not any(roles.is_forward(call) or roles.is_loss(call) or scopes.resolve(call) is not None
+               or values.project_callee(call) for call in scopes.calls_of(func)):
+        return FunctionSummary(params, kept[0], kept[1])  # runs no model, calls no helper: returns none of its outputs
+    return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func))
+
+
+def _edges(facts: "Facts") -> List[Edge]:
+    """Every call of a function of the project that a module-level function or method, or the
+    module's own code, makes (calls in nested functions and lambdas are not followed)."""
+    tree, scopes = facts.tree, facts.scopes
+    found: List[Edge] = []
+    for call in scopes.calls:
+        scope = tree.scope_of(call)
+        caller = _qualified(facts, scope)
+        if caller is None:
+            continue
+        kind = None
+        target = scopes.resolve(call)
+        if target is not None:
+            callee = _qualified(facts, target)
+            if callee:
+                kind = facts.steps.site(call)
+                found.append(Edge(caller, callee, kind, local=True))
+        func = call.func
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
+            klass = scopes.enclosing_class(call)
+            if klass is not None and tree.scope_of(klass) is tree.module and klass is tree.class_of(scope):
+                kind = kind or facts.steps.site(call)
+                found.append(Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True))
+            continue
+        if target is None:
+            dotted = facts.values.project_callee(call)
+            if dotted is not None:
+                found.append(Edge(caller, dotted, facts.steps.site(call)))
+    return found
+
+
+def _qualified(facts: "Facts", scope: cst.CSTNode) -> Optional[str]:
+    """`f` or `Class.method` for a module-level function or a method of a module-level class,
+    "" for the module, None for anything nested."""
+    tree = facts.tree
+    if scope is tree.module:
+        return ""
+    if not isinstance(scope, cst.FunctionDef):
+        return None
+    parent = tree.scope_of(scope)
+    if parent is not tree.module:
+        return None
+    klass = tree.class_of(scope)
+    if klass is None:
+        return scope.name.value
+    return f"{klass.name.value}.{scope.name.value}" if tree.scope_of(klass) is tree.module else None

@@ -1,0 +1,225 @@
+"""The project-wide layer: what the other modules of the files linted together say about one.
+
+Each test lints a small package as a whole and each of its files alone: the whole run knows
+more (a helper's loop in another module, a base class's lineage, what a metric keeps), and a
+file alone never reports more than it does in its project.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from memlint.analysis import Facts
+from memlint.analysis.often import INNER, STEP
+from memlint.analysis.project import Project, ProjectView, module_name, project_files
+from memlint.analysis.summary import ModuleSummary
+from memlint.config import Config, Selection
+from memlint.engine import check
+from memlint.rules import registry
+from memlint.run import Options, run
+
+
+def tree(top: Path, files: Dict[str, str]) -> List[Path]:
+    paths = []
+    for name, text in files.items():
+        path = top / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        paths.append(path)
+    return paths
+
+
+def lint(top: Path, *paths: Path, jobs: int = 1, cache: Optional[Path] = None) -> List[Tuple[str, int, str]]:
+    from memlint.cache import open_cache
+
+    config = Config(root=top, selection=Selection(select=["ALL"]))
+    options = Options(jobs=jobs, cache=open_cache(config, cache) if cache is not None else None)
+    outcomes = run([str(p) for p in (paths or [top])], config, registry(), options)
+    assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
+    return [(Path(o.display).name, f.line, f.code) for o in outcomes for f in o.findings]
+
+
+def facts_in_project(paths: List[Path], path: Path) -> Facts:
+    """The facts of `path` as a run over `paths` sees them once every summary is known."""
+    modules = project_files(paths)
+    names = frozenset(name for _, name in modules.values())
+    summaries: Dict[str, ModuleSummary] = {}
+    for each in paths:
+        checked = check(each.read_text(), str(each), list(registry().values()),
+                        project=ProjectView(None, names, str(each)), summarize=True)
+        summaries[str(each)] = checked.summary  # type: ignore[assignment]
+    view = ProjectView(Project(modules, summaries), names, str(path))
+    return Facts(cst.parse_module(path.read_text()), project=view)
+
+
+def node_at(facts: Facts, code: str) -> cst.CSTNode:
+    for node in facts.tree.nodes:
+        if isinstance(node, cst.Call) and facts.module.code_for_node(node) == code:
+            return node
+    raise AssertionError(code)
+
+
+def test_module_names_follow_packages_and_roots(tmp_path):
+    tree(tmp_path, {"src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": "", "src/pkg/sub/mod.py": "",
+                    "scripts/train.py": "", "scripts/utils.py": ""})
+    assert module_name(str(tmp_path / "src/pkg/sub/mod.py")) == (str(tmp_path / "src"), "pkg.sub.mod")
+    assert module_name(str(tmp_path / "src/pkg/__init__.py")) == (str(tmp_path / "src"), "pkg")
+    assert module_name(str(tmp_path / "scripts/train.py")) == (str(tmp_path / "scripts"), "train")
+
+
+HELPER_LOOP = {
+    "pkg/__init__.py": "",
+    "pkg/steps.py": """\
+        import torch
+
+        def score(model, batch):
+            out = model(batch)
+            for row in out:
+                print(row.sum().item())
+        """,
+    "pkg/train.py": """\
+        import torch
+        from pkg.steps import score
+
+        model = torch.nn.Linear(4, 4).cuda()
+        for batch in loader:
+            score(model, batch)
+        """,
+}
+
+
+def test_a_helper_called_from_a_loop_in_another_module_runs_per_step(tmp_path):
+    paths = tree(tmp_path, HELPER_LOOP)
+    steps = tmp_path / "pkg/steps.py"
+    item = "row.sum().item()"
+    in_project = facts_in_project(paths, steps)
+    assert in_project.steps.function_how_often(in_project.tree.function_of(node_at(in_project, item))) == STEP
+    assert in_project.steps.how_often(node_at(in_project, item)) == INNER
+    alone = Facts(cst.parse_module(steps.read_text()))
+    assert alone.steps.how_often(node_at(alone, item)) is None
+
+
+VIRTUAL = {
+    "lib/__init__.py": "",
+    "lib/base.py": """\
+        class Runner:
+            def fit(self, loader):
+                for batch in loader:
+                    self.step(batch)
+
+            def step(self, batch):
+                raise NotImplementedError
+        """,
+    "lib/impl.py": """\
+        import torch
+        from lib.base import Runner
+
+        class Mine(Runner):
+            def step(self, batch):
+                mask = torch.ones(8, 8).cuda()
+                return self.model(batch, mask)
+        """,
+}
+
+
+def test_an_override_of_what_a_base_class_calls_every_step_runs_per_step(tmp_path):
+    paths = tree(tmp_path, VIRTUAL)
+    impl = tmp_path / "lib/impl.py"
+    facts = facts_in_project(paths, impl)
+    assert facts.steps.how_often(node_at(facts, "torch.ones(8, 8).cuda()")) == STEP
+    assert facts.project.asked["often Mine.step"] == STEP
+
+
+LINEAGE = {
+    "crit/__init__.py": "from .base import BaseCriterion\n",
+    "crit/base.py": """\
+        from torch.nn.modules.loss import _Loss
+
+        class BaseCriterion(_Loss):
+            pass
+        """,
+    "crit/mine.py": """\
+        import torch
+        from crit import BaseCriterion
+
+        class MyCriterion(BaseCriterion):
+            def forward(self, model, sample):
+                return model(sample).sum()
+        """,
+}
+
+
+def test_a_class_deriving_from_a_project_module_class_through_a_reexport_is_a_module(tmp_path):
+    paths = tree(tmp_path, LINEAGE)
+    mine = tmp_path / "crit/mine.py"
+    facts = facts_in_project(paths, mine)
+    assert "MyCriterion" in facts.receivers.module_classes
+    assert facts.steps.how_often(node_at(facts, "model(sample)")) == STEP
+    alone = Facts(cst.parse_module(mine.read_text()))
+    assert "MyCriterion" not in alone.receivers.module_classes
+
+
+METRIC = {
+    "emo/__init__.py": "",
+    "emo/utils.py": """\
+        import torch
+
+        class Accuracy:
+            def __init__(self):
+                self.y, self.yhat = [], []
+
+            def update(self, yhat, y):
+                self.yhat.append(yhat)
+                self.y.append(y)
+
+            def acc(self):
+                return (torch.cat(self.yhat) == torch.cat(self.y)).float().mean().item()
+        """,
+    "emo/valid.py": """\
+        import torch
+        from .utils import Accuracy
+
+        def valid_epoch(model, loader, device):
+            model.eval()
+            acc = Accuracy()
+            for x, y in loader:
+                yhat = model(x.to(device))
+                acc.update(yhat, y.to(device))
+            return acc.acc()
+        """,
+}
+
+
+def test_a_metric_of_another_module_that_keeps_its_argument_retains_the_graph(tmp_path):
+    tree(tmp_path, METRIC)
+    assert ("valid.py", 9, "MEM202") in lint(tmp_path)
+    assert ("valid.py", 9, "MEM202") not in lint(tmp_path, tmp_path / "emo/valid.py")
+
+
+def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
+    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC})
+    whole = set(lint(tmp_path))
+    for path in paths:
+        assert set(lint(tmp_path, path)) <= whole, path
+
+
+def test_jobs_and_the_cache_give_what_one_cold_run_gives(tmp_path):
+    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC})
+    cold = lint(tmp_path / "src")
+    assert lint(tmp_path / "src", jobs=2) == cold
+    assert lint(tmp_path / "src", cache=tmp_path / "cache") == cold
+    assert lint(tmp_path / "src", cache=tmp_path / "cache", jobs=2) == cold  # warm
+
+
+def test_a_changed_helper_module_changes_the_cached_result_of_its_caller(tmp_path):
+    tree(tmp_path / "src", METRIC)
+    cache = tmp_path / "cache"
+    assert ("valid.py", 9, "MEM202") in lint(tmp_path / "src", cache=cache)
+    utils = tmp_path / "src/emo/utils.py"
+    utils.write_text(utils.read_text().replace("self.yhat.append(yhat)", "self.yhat.append(yhat.detach().cpu())")
+                     .replace("self.y.append(y)", "self.y.append(y.cpu())"))
+    assert ("valid.py", 9, "MEM202") not in lint(tmp_path / "src", cache=cache)
