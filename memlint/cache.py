@@ -11,9 +11,15 @@ digest of the file's text and the result for that text. Editing the file makes i
 stale, and the next lint overwrites it, so the cache grows with the tree, not its history.
 
 Entries are written atomically (a temporary file renamed over the entry), so runs at the same
-time never read half an entry; an entry that cannot be read or does not have the expected
-shape is a miss. The cache is an optimisation: when its folder cannot be made or written, the
-run goes on without it.
+time never read half an entry. An entry starts with the SHA-256 of the JSON that follows, and
+is read only if it is a regular file of reasonable size (opened without blocking: a FIFO in
+its place is not waited on), its checksum matches and its findings are findings of the rules
+that apply to the file; anything else is a miss, never a result. The cache is an
+optimisation: when its folder cannot be made or written, the run goes on without it.
+
+memlint deletes only what it marked as its own: the folders of other memlint versions in a
+cache root it made (tagged with its CACHEDIR.TAG), or that hold such a tag themselves (every
+version folder does); `--cache-dir` may name a folder that holds folders of the same look.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import functools
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -46,6 +53,7 @@ _GITIGNORE = "# Made by memlint: its result cache, never committed.\n*\n"
 _VERSION_FOLDER = re.compile(r"^[0-9][0-9A-Za-z.+!-]*-[0-9a-f]{16}$")  # what _prepare makes
 _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                  "# This file is a cache directory tag created by memlint.\n")
+MAX_ENTRY_BYTES = 16 * 2**20  # far above any real entry; a larger file is not read
 
 
 @functools.lru_cache(maxsize=None)
@@ -104,13 +112,13 @@ def _encode(finding: Finding) -> list:
             None if fix is None else fix.description]
 
 
-def _decode(item: list) -> Finding:
+def _decode(item: list, names: Dict[str, str]) -> Finding:
+    """A finding of one of the rules `names` (code -> name) maps, else ValueError."""
     code, name, message, line, column, end_line, end_column, statement_line, safety, description = item
-    for text in (code, name, message):
-        if not isinstance(text, str):
-            raise ValueError("not a finding")
+    if not isinstance(message, str) or not isinstance(code, str) or names.get(code) != name:
+        raise ValueError("not a finding of these rules")
     for number in (line, column, end_line, end_column, statement_line):
-        if type(number) is not int:
+        if type(number) is not int or number < 1:
             raise ValueError("not a finding")
     fix = None
     if safety is not None:
@@ -138,11 +146,11 @@ class Cache:
         """The entry for this text of this file, linted with `rules` for `target` (the torch its
         fixes must run on), or None (missing, stale or unreadable)."""
         try:
-            with open(self._entry_path(path, rules, target), encoding="utf-8") as file:
-                data = json.load(file)
-            if data["text"] != text_digest(text):
+            data = _load(self._entry_path(path, rules, target))
+            if data is None or data["text"] != text_digest(text):
                 return None
-            findings = [_decode(item) for item in data["findings"]]
+            names = {rule.CODE: rule.NAME for rule in rules}
+            findings = [_decode(item, names) for item in data["findings"]]
             error, diffs = data["error"], data["diffs"]
             if error is not None and not isinstance(error, str):
                 return None
@@ -153,7 +161,7 @@ class Cache:
             if not isinstance(asked, dict):
                 return None
             return Entry(findings, error, diffs, asked)
-        except (OSError, ValueError, KeyError, TypeError):  # missing or corrupt: a miss
+        except (OSError, ValueError, KeyError, TypeError, RecursionError, MemoryError):  # missing or damaged
             return None
 
     def put(self, path: Path, rules: Sequence[Type[Rule]], target: Optional[TorchVersion], text: str,
@@ -171,12 +179,11 @@ class Cache:
     def get_summary(self, path: Path, module: Tuple[str, str], text: str) -> Optional[ModuleSummary]:
         """The summary of this text of this file as module `module` (root, name), or None."""
         try:
-            with open(self._summary_path(path, module), encoding="utf-8") as file:
-                data = json.load(file)
-            if data["text"] != text_digest(text):
+            data = _load(self._summary_path(path, module))
+            if data is None or data["text"] != text_digest(text):
                 return None
             return ModuleSummary.from_json(data["summary"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):  # missing or corrupt: a miss
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, MemoryError):  # a miss
             return None
 
     def put_summary(self, path: Path, module: Tuple[str, str], text: str, summary: ModuleSummary) -> None:
@@ -188,8 +195,8 @@ class Cache:
             self._prepare()
             handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".entry.", suffix=".tmp")
             try:
-                with os.fdopen(handle, "w", encoding="utf-8") as file:
-                    json.dump(data, file, separators=(",", ":"))
+                with os.fdopen(handle, "wb") as file:
+                    file.write(_seal(json.dumps(data, separators=(",", ":")).encode("utf-8")))
                 os.replace(temporary, entry_path)
             except BaseException:
                 if os.path.lexists(temporary):
@@ -200,8 +207,9 @@ class Cache:
 
     def _prepare(self) -> None:
         """Make the folder; a cache root memlint makes is tagged so that git (and backup tools)
-        pass over it. Entries of other memlint versions are dropped; nothing else in the root
-        is touched (`--cache-dir` may name a folder that holds other things)."""
+        pass over it, and so is each version folder, which marks it as memlint's own. Folders
+        of other memlint versions are dropped; nothing else in the root is touched
+        (`--cache-dir` may name a folder that holds other things)."""
         if self._ready:
             return
         if not self.folder.is_dir():
@@ -212,12 +220,51 @@ class Cache:
             else:
                 for name, text in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
                     _write_atomically(self.root / name, text)
+            whole = _tagged(self.root)  # a root memlint made: its version folders are memlint's too
             for old in self.root.iterdir():
-                if old.name != self.folder.name and _VERSION_FOLDER.match(old.name) and old.is_dir():
+                if old.name != self.folder.name and _VERSION_FOLDER.match(old.name) and (whole or _tagged(old)):
                     shutil.rmtree(old, ignore_errors=True)
             self.folder.mkdir(exist_ok=True)
+        if not _tagged(self.folder):
+            _write_atomically(self.folder / "CACHEDIR.TAG", _CACHEDIR_TAG)
         (self.folder / SUMMARIES).mkdir(exist_ok=True)
         self._ready = True
+
+
+def _tagged(folder: Path) -> bool:
+    """The folder holds the CACHEDIR.TAG memlint writes: memlint made it (not a link to one)."""
+    try:
+        return not folder.is_symlink() and _read_entry(folder / "CACHEDIR.TAG") == _CACHEDIR_TAG.encode()
+    except OSError:
+        return False
+
+
+def _load(path: Path):
+    """The JSON of the entry at `path`, or None when its checksum does not match (OSError,
+    ValueError, RecursionError when it cannot be read or parsed)."""
+    payload = _unseal(_read_entry(path))
+    return None if payload is None else json.loads(payload)
+
+
+def _seal(payload: bytes) -> bytes:
+    return hashlib.sha256(payload).hexdigest().encode("ascii") + b"\n" + payload
+
+
+def _unseal(data: bytes) -> Optional[bytes]:
+    """The JSON of an entry whose checksum matches, else None."""
+    digest, _, payload = data.partition(b"\n")
+    return payload if digest == hashlib.sha256(payload).hexdigest().encode("ascii") else None
+
+
+def _read_entry(path: Path) -> bytes:
+    """The bytes of a regular file no larger than MAX_ENTRY_BYTES, else OSError. Opened without
+    blocking and without following a link, and checked on the open descriptor."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(path, flags), "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
+            raise OSError(f"{path}: not an entry")
+        return file.read(MAX_ENTRY_BYTES + 1)
 
 
 def _write_atomically(path: Path, text: str) -> None:

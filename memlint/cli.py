@@ -282,9 +282,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a file name in no encoding is printed as its bytes
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")
+    from memlint.interrupts import Interrupted, stopping_on_signals
+    from memlint.output import OutputFailed, guarded_stdout
+
     try:
-        return handler(rest)
-    except KeyboardInterrupt:
-        return _error("interrupted")
-    except BrokenPipeError:
-        return EXIT_CLEAN
+        with guarded_stdout(), stopping_on_signals():
+            return handler(rest)
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM, SIGHUP: 128 + the signal, as a shell has it
+        stopped = stop if isinstance(stop, Interrupted) else Interrupted()
+        _error(stopped.message())
+        return stopped.exit_code
+    except OutputFailed as failure:
+        return _error(f"cannot write the output: {failure}")

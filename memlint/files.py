@@ -135,6 +135,8 @@ def _walk(root: Path, config: AnyConfig, tally: _Tally) -> Iterator[Union[Path, 
         folder, inherited = stack.pop()
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            if entries:  # a folder one may list but not enter (mode 644): its files cannot be opened
+                os.stat(os.path.join(folder, os.curdir))
         except OSError as error:
             yield BadPath(folder, f"cannot read folder: {_reason(folder, error)}")
             continue

@@ -2,29 +2,37 @@
 
 Errors are per file (a missing path, an unreadable or unparsable file): they are collected
 with the findings of the other files, never raised, so one bad file does not stop the run.
+
+Fixes are made where files are linted (worker processes) and written here, in the run's own
+process, as each file's result comes in: a file is written only if it still holds what was
+read, a write is not cut short by Ctrl-C or SIGTERM, and a run stopped midway (Interrupted)
+names the files it rewrote.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
 from memlint.analysis.project import Project, ProjectView, project_files, same_answers
 from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry
 from memlint.config import AnyConfig
-from memlint.engine import SourceError, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff, unified_diff
+from memlint.engine import (SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff,
+                            unified_diff)
 from memlint.files import BadPath, discover
 from memlint.findings import Finding
-from memlint.jobs import map_in_order
+from memlint.interrupts import Interrupted, held
+from memlint.jobs import map_in_order, memory_budget
 from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.profile import Timer
 from memlint.rule import Rule
-from memlint.sourcefile import SourceText, UnreadableFile, read, write_back
+from memlint.sourcefile import FileChanged, SourceText, TooLarge, UnreadableFile, digest, read, write_back
 from memlint.suppressions import unknown_codes
 from memlint.torch_target import TorchVersion
 
@@ -42,6 +50,15 @@ class Options:
     file_timeout: float = 0.0  # seconds of CPU time a file may take (0: no limit)
     require_files: bool = True  # the paths were named: a folder without a Python file is an error
     in_memory: bool = False  # a text not read from its file (stdin, an editor's buffer): never written
+    memory_budget: Optional[int] = None  # bytes a worker may use (None: its share, memlint.jobs.memory_budget)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """A file's fixed text, to be written if the file still holds the bytes it was made from."""
+
+    text: SourceText
+    expected: str  # the digest of the bytes read (memlint.sourcefile.digest)
 
 
 @dataclass
@@ -60,6 +77,7 @@ class FileOutcome:
     asked: Dict[str, object] = field(default_factory=dict)  # what the lint asked of the project, and heard
     summary: Optional[ModuleSummary] = None  # the first phase over a project: the module's summary
     entry: Optional[Tuple[str, Entry]] = None  # the first phase: what to cache (text, result) if it stands
+    rewrite: Optional[Rewrite] = None  # --fix: what to write, once back in the run's process
 
 
 def display_path(path: Path) -> str:
@@ -70,18 +88,7 @@ def display_path(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def _write_back(path: Path, text: SourceText, outcome: FileOutcome) -> bool:
-    """Write a fixed file; when that fails nothing was written, and the outcome says so."""
-    try:
-        write_back(path, text)
-        return True
-    except OSError as error:
-        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
-        outcome.fixed = []
-        return False
-
-
-def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
+def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
                 options: Options, target: Optional[TorchVersion], view: ProjectView) -> FileOutcome:
     outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
     if (options.fix or options.diff) and not notebook.problems:  # a cell that does not parse: left alone
@@ -94,10 +101,9 @@ def _lint_cells(path: Path, notebook: Notebook, display: str, rules: Sequence[Ty
                 outcome.diff = unified_diff(notebook.text, fixed.text, display)
             elif options.in_memory:
                 outcome.text = fixed.text
-            elif not _write_back(path, SourceText(fixed.text, notebook.encoding), outcome):
-                outcome.findings = [notebook.locate(f).detached()
-                                    for f in check(notebook.module, display, rules, target, project=view).findings]
-                fixed = notebook
+            else:  # its encoding, UTF-8, gives back the bytes it was read from
+                outcome.rewrite = Rewrite(SourceText(fixed.text, notebook.encoding),
+                                          digest(notebook.text.encode(notebook.encoding)))
         outcome.notebook = fixed
         return outcome
     checked = check(notebook.module, display, rules, target, project=view)
@@ -119,12 +125,12 @@ def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], option
     notebook is read from `path`, or is `source` when it is held in memory."""
     notebook = Notebook.read(path) if source is None else Notebook.from_text(source.text, source.encoding)
     try:
-        return _lint_cells(path, notebook, display, rules, options, target, view)
+        return _lint_cells(notebook, display, rules, options, target, view)
     except SourceError:
         parsable = notebook.without_unparsable_cells()  # cells CPython accepts and LibCST does not
         if parsable is notebook:
             raise
-        return _lint_cells(path, parsable, display, rules, options, target, view)
+        return _lint_cells(parsable, display, rules, options, target, view)
 
 
 @dataclass(frozen=True)
@@ -168,11 +174,8 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
         outcome.diff = unified_diff(source.text, result.source, task.display)
     elif options.in_memory:
         outcome.text = result.source
-    elif _write_back(task.path, SourceText(result.source, source.encoding), outcome):
-        _store(task, result.source, Entry(outcome.findings, asked=result.asked), outcome)
-    else:  # nothing written: the file's findings stand as they are
-        outcome.findings = [f.detached() for f in check(source.text, task.display, task.rules, task.target,
-                                                         project=view).findings]
+    else:
+        outcome.rewrite = Rewrite(SourceText(result.source, source.encoding), source.digest)
 
 
 def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] = frozenset()) -> FileOutcome:
@@ -201,14 +204,20 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
                 outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
             _store(task, source.text, Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None,
                                             asked=checked.asked), outcome)
+    except TooLarge as error:
+        outcome.warning = str(error)
     except (UnreadableFile, NotebookError) as error:
         outcome.error = str(error)
+    except TooDeep as error:  # valid code memlint cannot follow: skipped, as a file over its time budget
+        outcome.warning = str(error)
     except SourceError as error:
         outcome.error = str(error)
         if task.summarize:
             outcome.summary = ModuleSummary.empty(view.name)
         if source is not None and not (task.options.fix or task.options.diff):  # a fix's failure is
             _store(task, source.text, Entry([], error=outcome.error), outcome)  # no fact of the text
+    except MemoryError:  # over the worker's memory budget: the worker ends, and the run goes on
+        raise
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
     if timer is not None:
@@ -216,11 +225,38 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
     return outcome
 
 
-def _failed(task: _Task, over_budget: bool, why: str) -> FileOutcome:
-    """The outcome of a file whose worker process ran out of time or died."""
-    if over_budget:
+def _write(task: _Task, outcome: FileOutcome, lint: Callable[[_Task], FileOutcome]) -> bool:
+    """Write the fix a file's outcome holds; True when the file was rewritten. A file changed
+    since it was read is skipped with a warning; one that cannot be written keeps the findings
+    of the text it holds (`lint`: how the run lints a file)."""
+    rewrite, outcome.rewrite = outcome.rewrite, None
+    if rewrite is None:
+        return False
+    try:
+        write_back(task.path, rewrite.text, rewrite.expected)
+    except FileChanged as change:
+        outcome.warning = f"not fixed: {change}"
+        outcome.findings, outcome.fixed, outcome.notebook = [], [], None
+        return False
+    except OSError as error:
+        unfixed = lint(replace(task, options=replace(task.options, fix=False, diff=False, fix_diffs=False)))
+        outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
+        outcome.findings, outcome.fixed, outcome.notebook = unfixed.findings, [], unfixed.notebook
+        return False
+    if task.source is not None:
+        _store(task, rewrite.text.text, Entry(outcome.findings, asked=outcome.asked), outcome)
+    return True
+
+
+def _failed(task: _Task, over: str, why: str) -> FileOutcome:
+    """The outcome of a file whose worker process ran out of time or memory, or died."""
+    if over == "time":
         return FileOutcome(task.display, warning=f"not linted: it takes more than {task.options.file_timeout:g} s "
                                                  f"of CPU time (see --file-timeout)")
+    if over == "memory":
+        memory = task.options.memory_budget or 0
+        return FileOutcome(task.display, warning=f"not linted: it needs more than the {memory / 2**20:.0f} MiB "
+                                                 f"of memory a worker may use")
     return FileOutcome(task.display, error=f"internal error ({why}); please report it")
 
 
@@ -261,6 +297,8 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Opt
     started = time.perf_counter()
     try:
         source = read(path)
+    except TooLarge as error:
+        return FileOutcome(display, warning=str(error)), None, None, None
     except UnreadableFile as error:
         return FileOutcome(display, error=str(error)), None, None, None
     read_seconds = time.perf_counter() - started
@@ -312,6 +350,8 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     first linted alone and summarised, then linted again knowing the other modules' summaries,
     only where its analysis asked a question that the project now answers differently. A
     result from the cache stands while its file's text and its answers are the same."""
+    if options.memory_budget is None:
+        options = replace(options, memory_budget=memory_budget(options.jobs))
     outcomes: List[FileOutcome] = []
     items = list(discover(paths, config, options.force_exclude, options.require_files))
     modules = project_files([item for item in items if not isinstance(item, BadPath)])
@@ -336,7 +376,8 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     first = [p for p in prepared if names and p.task.source is not None and p.summary is None and  # type: ignore[union-attr]
              str(p.task.path) in modules]  # type: ignore[union-attr]
     alone = map_in_order(partial(_lint, names=names), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
-                         options.jobs, size=_size, failed=_failed, budget=options.file_timeout, notices=notices)
+                         options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
+                         memory=options.memory_budget, notices=notices)
     found: Dict[int, FileOutcome] = {}
     for p, outcome in zip(first, alone):
         p.summary = outcome.summary
@@ -368,8 +409,20 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
             if p.summary is not None:
                 options.cache.put_summary(p.task.path, modules[str(p.task.path)], p.task.source.text,  # type: ignore[union-attr]
                                           p.summary)
-    linted = map_in_order(partial(_lint, project=project, names=names), [p.task for p in second],  # type: ignore[misc]
-                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout, notices=notices)
+    lint = partial(_lint, project=project, names=names)
+    rewritten: List[str] = []
+
+    def write(index: int, outcome: FileOutcome) -> None:
+        with held():  # a stopping signal waits for the file to be written, and noted
+            if _write(second[index].task, outcome, lint):  # type: ignore[arg-type]
+                rewritten.append(outcome.display)
+
+    try:
+        linted = map_in_order(lint, [p.task for p in second], options.jobs, size=_size,  # type: ignore[misc]
+                              failed=_failed, budget=options.file_timeout, memory=options.memory_budget,
+                              notices=notices, done=write)
+    except KeyboardInterrupt as stop:
+        raise Interrupted(getattr(stop, "signum", signal.SIGINT), rewritten) from None
     for p, outcome in zip(second, linted):
         _settle(outcomes, p.index, outcome)
     return outcomes

@@ -191,7 +191,7 @@ def _requirement_files(folder: Path) -> Iterator[Path]:
     try:
         yield from sorted(folder.glob("requirements*.txt"))
         nested = folder / "requirements"
-        if nested.is_dir():
+        if os.path.isdir(nested):
             yield from sorted(nested.glob("*.txt"))
             yield from sorted(nested.glob("*/*.txt"))
     except OSError:
@@ -209,14 +209,14 @@ def declared(folder: Path) -> Optional[List[Optional[TorchVersion]]]:
     named = False
     for name, reader in _READERS:
         path = folder / name
-        if path.is_file():
+        if os.path.isfile(path):
             text = _read(path)
             if text is not None and "torch" in text:
                 bounds = reader(text)
                 named = named or bool(bounds)
                 found += bounds
     for path in _requirement_files(folder):
-        text = _read(path) if path.is_file() else None
+        text = _read(path) if os.path.isfile(path) else None
         if text is not None and "torch" in text:
             bounds = _from_requirements(text)
             named = named or bool(bounds)
@@ -241,7 +241,7 @@ class DeclaredTargets:
         if bounds is not None:
             target = _lowest(bounds)
         elif folder == self.root or folder.parent == folder or any(
-                (folder / marker).exists() for marker in _PROJECT_MARKERS):
+                os.path.exists(folder / marker) for marker in _PROJECT_MARKERS):
             target = None  # the project's root declares nothing about torch
         else:
             target = self._for_folder(folder.parent)

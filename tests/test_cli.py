@@ -220,6 +220,14 @@ def test_fix_keeps_encoding_newlines_and_permissions(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name != ".memlint_cache"] == ["train.py"]
 
 
+def test_fix_keeps_cr_only_line_endings_to_the_last_one(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_bytes(BAD.replace("\n", "\r").encode())  # classic Mac OS line endings
+    result = memlint(tmp_path, "--fix", "train.py")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert path.read_bytes() == FIXED.replace("\n", "\r").encode()
+
+
 @pytest.mark.parametrize("comment,suppressed", [
     ("  # noqa", True),
     ("  # noqa: MEM101", True),
@@ -346,3 +354,24 @@ def test_rules_and_explain(tmp_path):
 def test_usage_error_exits_two(tmp_path):
     result = memlint(tmp_path, "--output-format", "xml", ".")
     assert result.returncode == 2
+
+
+def test_output_on_a_full_device_is_one_error_and_exit_2(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "memlint", *with_opt_in(["train.py"])], cwd=tmp_path,
+                                env=env, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr == "memlint: error: cannot write the output: no space left on device\n"
+
+
+def test_output_into_a_closed_pipe_is_one_error_and_exit_2(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen([sys.executable, "-m", "memlint", *with_opt_in(["train.py"])], cwd=tmp_path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # as `memlint ... | head -0` does, before memlint writes a byte
+    errors = process.stderr.read()
+    assert process.wait(timeout=120) == 2
+    assert errors == "memlint: error: cannot write the output: broken pipe\n"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -76,6 +78,7 @@ def _lint(top: Path, cache_dir: Optional[Path], jobs: int = 1, notices: Optional
           **options):
     config = Config(root=top, selection=Selection(extend_select=["MEM101"]))  # the opt-in rule BAD shows
     cache = open_cache(config, cache_dir) if cache_dir is not None else None
+    options = {"memory_budget": 0, **options}  # with one job, no budget: linted here, where compiles are counted
     outcomes = run([str(top)], config, registry(), Options(jobs=jobs, cache=cache, **options), notices)
     return [(o.display, [(f.code, f.line, f.column, f.message) for f in o.findings], o.error, o.fix_diffs)
             for o in outcomes]
@@ -214,6 +217,23 @@ def test_the_key_covers_every_config_field_the_rules_and_the_text(tmp_path):
     assert cache.get(path, rules, None, BAD) is None
 
 
+def _entries(cache: Path) -> List[Path]:
+    """Every entry of the cache: results and module summaries."""
+    return sorted(cache.rglob("*.json"))
+
+
+def _sealed(payload: bytes) -> bytes:
+    """An entry as memlint writes one: the SHA-256 of its JSON, a newline, the JSON."""
+    return hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def _payload(entry: Path) -> dict:
+    """The JSON of a whole entry (its checksum matches)."""
+    digest, _, payload = entry.read_bytes().partition(b"\n")
+    assert digest.decode() == hashlib.sha256(payload).hexdigest()
+    return json.loads(payload)
+
+
 def test_a_corrupt_entry_is_a_miss_and_is_replaced(tmp_path, monkeypatch):
     _tree(tmp_path / "src")
     cache = tmp_path / "cache"
@@ -221,17 +241,63 @@ def test_a_corrupt_entry_is_a_miss_and_is_replaced(tmp_path, monkeypatch):
     entries = sorted(p for p in cache.rglob("*.json") if p.parent.name != SUMMARIES)
     summaries = sorted(cache.rglob(f"{SUMMARIES}/*.json"))
     assert len(entries) == len(summaries) == 12
-    entries[0].write_text('{"text": "')  # cut short
-    entries[1].write_text(json.dumps({**json.loads(entries[1].read_text()), "findings": [[1, 2]]}))
+    entries[0].write_bytes(entries[0].read_bytes()[:80])  # cut short
+    entries[1].write_bytes(_sealed(json.dumps({**_payload(entries[1]), "findings": [[1, 2]]}).encode()))
     counting = _Counting(monkeypatch)
     assert _lint(tmp_path / "src", cache) == cold
     assert counting.compiled == 2
-    json.loads(entries[0].read_text())  # rewritten whole
-
-    summaries[0].write_text(json.dumps({**json.loads(summaries[0].read_text()), "summary": {"name": 1}}))
+    _payload(entries[0])  # rewritten whole
+    summaries[0].write_bytes(_sealed(json.dumps({**_payload(summaries[0]), "summary": {"name": 1}}).encode()))
     counting.compiled = 0
     assert _lint(tmp_path / "src", cache) == cold
     assert counting.compiled == 1  # that module is summarised again
+
+
+@pytest.mark.parametrize("damage", ["flipped bit", "deep nesting", "sealed deep nesting", "fifo", "huge"])
+def test_a_damaged_entry_is_a_miss_never_a_result_a_crash_or_a_hang(tmp_path, damage):
+    write(tmp_path, "train.py", BAD)
+    write(tmp_path, "amp.py", AMP)
+    args = ["--select", "ALL", "amp.py", "train.py"]
+    fresh = {form: memlint(tmp_path, "--no-cache", *form, *args) for form in
+             (("--statistics",), ("--output-format", "sarif"), ("--output-format", "json"))}
+    memlint(tmp_path, *args)  # fills the cache
+    entries = _entries(tmp_path / ".memlint_cache")
+    assert len(entries) == 4  # each file's result and its module's summary
+    for entry in entries:
+        data = entry.read_bytes()
+        if damage == "flipped bit":  # in a result, MEM402 becomes MUM402: one bit, in the code
+            at = data.find(b'"MEM') + 2 if b'"MEM' in data else len(data) - 3
+            entry.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
+        elif damage == "deep nesting":
+            entry.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+        elif damage == "sealed deep nesting":  # with a checksum that matches
+            entry.write_bytes(_sealed(b"[" * 100_000 + b"]" * 100_000))
+        elif damage == "fifo":
+            entry.unlink()
+            os.mkfifo(entry)  # reading it would wait for a writer forever
+        else:
+            entry.write_bytes(_sealed(json.dumps(json.loads(data.partition(b"\n")[2]) | {"padding": "x" * 2**25})
+                                      .encode()))
+    for form, expected in fresh.items():
+        result = memlint(tmp_path, *form, *args)  # memlint() fails on a traceback, and gives up after 120 s
+        assert (result.returncode, result.stdout, result.stderr) == \
+            (expected.returncode, expected.stdout, expected.stderr)
+    for entry in _entries(tmp_path / ".memlint_cache"):  # replaced by good ones
+        assert stat.S_ISREG(entry.stat().st_mode) and entry.stat().st_size < 2**20
+
+
+def test_cache_dir_keeps_folders_that_only_look_like_old_cache_versions(tmp_path):
+    lookalike = write(tmp_path, "shared/0.9-0123456789abcdef/results.txt", "the user's\n")
+    write(tmp_path, "train.py", BAD)
+    memlint(tmp_path, "--cache-dir", "shared", "train.py")
+    assert lookalike.read_text() == "the user's\n"
+    [ours] = [folder for folder in (tmp_path / "shared").iterdir() if folder.is_dir() and folder != lookalike.parent]
+    old = tmp_path / "shared" / "0.9-fedcba9876543210"
+    shutil.copytree(ours, old)  # what an older memlint left: marked as memlint's own, so it goes
+    write(tmp_path, "train.py", BAD + "\n")
+    shutil.rmtree(ours)  # as if this were the first run of a new version
+    memlint(tmp_path, "--cache-dir", "shared", "train.py")
+    assert not old.exists() and lookalike.read_text() == "the user's\n"
 
 
 def test_fix_still_fixes_a_file_whose_findings_came_from_the_cache(tmp_path):
@@ -287,7 +353,7 @@ def test_runs_at_the_same_time_share_a_cache_without_harm(tmp_path):
     for entry in (tmp_path / ".memlint_cache").rglob("*"):
         assert not entry.name.endswith(".tmp")
         if entry.suffix == ".json":
-            json.loads(entry.read_text())
+            _payload(entry)
     assert memlint(tmp_path, *env_args).stdout == expected.stdout
 
 

@@ -124,6 +124,19 @@ def test_fix_rewrites_code_cells_only_and_keeps_the_json_layout(tmp_path, layout
     assert second.returncode == 0 and read(path) == dump(expected, **layout)
 
 
+def test_fix_keeps_cr_only_line_endings_in_a_cell(tmp_path):
+    def cr(text: str) -> List[str]:  # a notebook written where lines end in CR alone
+        return (text + "\n").replace("\n", "\r").splitlines(keepends=True)
+
+    data = study()
+    data["cells"][1]["source"] = cr(SETUP.rstrip("\n"))
+    data["cells"][4]["source"] = cr(TRAIN)
+    path = save(tmp_path, "nb.ipynb", data)
+    assert memlint(tmp_path, "--fix", "nb.ipynb").returncode == 0
+    data["cells"][4]["source"] = cr(TRAIN_FIXED)
+    assert read(path) == dump(data)
+
+
 def test_values_json_has_no_word_for_are_kept(tmp_path):
     data = study()
     data["cells"][4]["metadata"]["scores"] = [float("nan"), float("inf"), -1.5e-300]

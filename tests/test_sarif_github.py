@@ -138,3 +138,21 @@ def test_diff_of_a_last_line_without_newline_applies_with_git(project):
     assert diff.endswith("+    total += loss.detach()\n\\ No newline at end of file\n")
     subprocess.run(["git", "apply", "-"], cwd=project, input=diff, text=True, check=True)
     assert (project / "last.py").read_text(encoding="utf-8") == LAST_LINE.replace("+= loss", "+= loss.detach()")
+
+
+def test_sarif_names_a_file_whose_name_is_in_no_encoding_by_its_bytes(tmp_path):
+    name = b"caf\xe9.py"  # Latin-1 bytes: not UTF-8, yet a valid file name
+    with open(os.path.join(os.fsencode(tmp_path), name), "wb") as file:
+        file.write(BAD.encode())
+    (tmp_path / "pyproject.toml").write_text(SELECT_MEM101, encoding="utf-8")
+    (tmp_path / "elsewhere").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for where, cwd in ((".", tmp_path), (str(tmp_path), tmp_path / "elsewhere")):  # shown relative, absolute
+        result = subprocess.run([sys.executable, "-m", "memlint", "--output-format", "sarif", where], cwd=cwd,
+                                env=env, capture_output=True, timeout=120)
+        assert result.returncode == 1, result.stderr
+        log = json.loads(result.stdout)  # the log itself stays valid UTF-8
+        jsonschema.Draft4Validator(sarif_schema()).validate(log)
+        [found] = log["runs"][0]["results"]
+        uri = found["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        assert uri == "caf%E9.py" if where == "." else uri == (tmp_path / "caf").as_uri() + "%E9.py"

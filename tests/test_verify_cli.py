@@ -81,6 +81,9 @@ def test_usage_errors_exit_2_in_one_line(tmp_path):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no such file" in done.stderr
     done = verify(write(tmp_path, "a.py", "x = 1\n"), "--repeat", "0")
     assert done.returncode == 2 and "--repeat" in done.stderr and "Traceback" not in done.stderr
+    for timeout in ("nan", "inf", "-1"):  # nan compares false to everything: it would disable the timeout
+        done = verify(write(tmp_path, "a.py", "x = 1\n"), "--timeout", timeout)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--timeout" in done.stderr, done.stderr
     done = verify(write(tmp_path, "a.py", "x = 1\n"), "--jobs", "0")
     assert done.returncode == 2 and "--jobs" in done.stderr and done.stderr.count("\n") == 1
     done = verify(write(tmp_path, "a.py", "x = 1\n"), "--bogus")

@@ -161,6 +161,12 @@ def test_exit_codes_and_signals(tmp_path):
     assert m.status == "crash" and m.exit_code == -signal.SIGSEGV and "signal" in m.error
 
 
+def test_a_sigkill_is_a_crash_not_out_of_memory_without_the_kernel_saying_so(tmp_path):
+    m = _run(_script(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"))
+    assert (m.status, m.exit_code) == ("crash", -signal.SIGKILL)
+    assert m.summary() == "crashed (exit -9): killed by signal 9 (SIGKILL)"
+
+
 def test_out_of_memory_is_a_measurement(tmp_path):
     m = _run(_script(tmp_path, "raise MemoryError('no room')\n"))
     assert m.status == "oom" and "ran out of memory" in m.summary()

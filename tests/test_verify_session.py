@@ -98,3 +98,22 @@ def test_runs_that_go_alone_come_after_the_others_still_interleaved():
 
     measure_plan(plan, Options(repeat=2), None, runner)
     assert order == ["peak", "peak fix", "peak", "peak fix", "timed", "timed fix", "timed", "timed fix"]
+
+
+def test_a_program_that_timed_out_is_not_run_again_for_every_repeat():
+    """One hanging script with the defaults (3 repeats, 300 s) would cost half an hour: after
+    its first timeout, its other runs are not started, and count as timed out."""
+    original, fixed = Program("hangs", "s.py"), Program("fixed", "s.py")
+    plan = Plan([Comparison("MEM101", 3, "", "safe", ["peak-lower"], original, fixed)])
+    order = []
+
+    def runner(spec, python, heartbeat):
+        order.append(spec.source)
+        if spec.source == "hangs":
+            return Measurement("timeout", None, "host", None, error="no result after 300 s")
+        return Measurement("ok", 0, "host", 2**20, seconds=1.0, stdout_sha256="x")
+
+    [row] = measure_plan(plan, Options(repeat=3), io.StringIO(), runner)
+    assert order == ["hangs", "fixed", "fixed", "fixed"]
+    assert [m.status for m in row.before] == ["timeout"] * 3
+    assert row.before[1].error == "not run: an earlier run of the same program timed out"

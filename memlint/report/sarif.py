@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import os
 import re
 from collections import Counter
 from pathlib import Path
@@ -39,10 +40,11 @@ _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 
 
 def _artifact(display: str) -> dict:
+    """A URI of the file's name as bytes (percent-encoded): a name in no encoding is still named."""
     path = Path(display)
     if path.is_absolute():
         return {"uri": path.as_uri()}
-    return {"uri": quote(path.as_posix()), "uriBaseId": SOURCE_ROOT}
+    return {"uri": quote(os.fsencode(path.as_posix())), "uriBaseId": SOURCE_ROOT}
 
 
 def _rule(rule: Type[Rule]) -> dict:

@@ -4,10 +4,14 @@ nothing could be measured, 2 error)."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
+
+from memlint.interrupts import Interrupted, stopping_on_signals
+from memlint.output import OutputFailed
 
 EXIT_OK, EXIT_REFUTED, EXIT_ERROR = 0, 1, 2
 NEEDS_TORCH = "memlint verify needs torch: pip install 'memlint[verify]'"
@@ -134,8 +138,8 @@ def _run(argv: Sequence[str]) -> int:
 
     ours, script_args = _split(argv)
     args = _parser().parse_args(ours)
-    if args.repeat < 1 or args.timeout <= 0 or (args.jobs is not None and args.jobs < 1):
-        raise _Usage("--repeat and --jobs must be at least 1 and --timeout positive")
+    if args.repeat < 1 or not 0 < args.timeout < math.inf or (args.jobs is not None and args.jobs < 1):
+        raise _Usage("--repeat and --jobs must be at least 1 and --timeout a positive number of seconds")
     target = Path(args.target)
     if not target.exists():
         raise _Usage(f"{target}: no such file or folder")
@@ -261,12 +265,17 @@ def _nothing_measured(rows) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """`memlint verify ...` (argv without the word `verify`). Never raises; returns the exit code."""
     try:
-        return _run(sys.argv[1:] if argv is None else argv)
+        with stopping_on_signals():  # SIGTERM and SIGHUP too: the runs it started are killed on the way out
+            return _run(sys.argv[1:] if argv is None else argv)
     except _Usage as usage:
         return _error(str(usage))
     except SystemExit as done:  # --help, --version
         return done.code if isinstance(done.code, int) else EXIT_ERROR
-    except KeyboardInterrupt:
-        return _error("interrupted")
+    except KeyboardInterrupt as stop:  # 128 + the signal, as a shell reports it
+        stopped = stop if isinstance(stop, Interrupted) else Interrupted()
+        _error(stopped.message())
+        return stopped.exit_code
+    except OutputFailed:  # stdout is gone: the caller says so
+        raise
     except Exception as error:  # an internal error: one line, not a traceback
         return _error(f"internal error: {type(error).__name__}: {error}")

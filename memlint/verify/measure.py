@@ -131,6 +131,18 @@ def _rss_of(pid: int) -> Tuple[Optional[int], Optional[int]]:
     return found.get("VmRSS"), found.get("VmHWM")
 
 
+def oom_kills() -> Optional[int]:
+    """How many processes the kernel's OOM killer has killed since boot (Linux 4.13+), or None."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -241,6 +253,7 @@ def run(spec: RunSpec, python: str = sys.executable, heartbeat: Optional[Callabl
             "loops": [list(loop) for loop in spec.loops],
         }), encoding="utf-8")
         with open(folder / "stdout", "wb") as out, open(folder / "stderr", "wb") as err:
+            kills = oom_kills()  # a SIGKILL is the OOM killer's only if it killed meanwhile
             started = time.monotonic()
             with running_lock:  # registered before it can leave anything to adopt
                 proc = server.spawn(str(folder / "spec.json"), str(folder / "stdout"), str(folder / "stderr")) \
@@ -270,7 +283,9 @@ def run(spec: RunSpec, python: str = sys.executable, heartbeat: Optional[Callabl
         stderr = (folder / "stderr").read_bytes()
         result = _read_result(result_file) if spec.launcher is None else \
             merge_ranks([_read_result(path) for path in sorted(folder.glob("result.json.*"), key=_rank)])
-    measurement = _measurement(spec, memory, result, code, polled_peak, timed_out, samples, stdout, stderr)
+    killed_for_memory = kills is not None and (oom_kills() or 0) > kills
+    measurement = _measurement(spec, memory, result, code, polled_peak, timed_out, samples, stdout, stderr,
+                               killed_for_memory)
     measurement.wall_seconds = wall
     if measurement.overhead is not None and result.get("wall_end"):
         measurement.overhead["exit"] = max(0.0, ended - result["wall_end"])
@@ -290,6 +305,7 @@ def _rank(path: Path) -> int:
 
 
 _WORST_FIRST = ("error", "oom", "crash", "started", "ok")
+_SIGNALS = {number.value for number in signal.Signals}
 
 
 def merge_ranks(results: Sequence[dict]) -> dict:
@@ -325,15 +341,16 @@ def merge_ranks(results: Sequence[dict]) -> dict:
 
 
 def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_peak: Optional[int],
-                 timed_out: bool, samples: List[List[float]], stdout: bytes, stderr: bytes) -> Measurement:
+                 timed_out: bool, samples: List[List[float]], stdout: bytes, stderr: bytes,
+                 killed_for_memory: bool = False) -> Measurement:
     status = result.get("status", "started")
     if timed_out:
         status = "timeout"
     elif status == "started" and code == 0:  # os._exit(0): finished, but only the parent measured it
         status = "ok"
         result["note"] = "the script left through os._exit; measured from outside only"
-    elif status == "started":  # the child died without reporting: killed by a signal or the OOM killer
-        status = "oom" if code == -signal.SIGKILL else "crash"
+    elif status == "started":  # the child died without reporting: killed by a signal, the OOM killer's or another's
+        status = "oom" if code == -signal.SIGKILL and killed_for_memory else "crash"
     rss_start = result.get("rss_start")
     rss_peak = result.get("rss_peak") or polled_peak
     if memory == "device":  # the most loaded GPU's peak (the one that runs out first)
@@ -350,8 +367,10 @@ def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_pea
     error = result.get("error", "")
     if status == "timeout":
         error = f"no result after {spec.timeout:g} s; its process group was killed"
+    elif status == "oom" and not error:
+        error = "killed by the kernel's OOM killer (SIGKILL)"
     elif status != "ok" and not error and code is not None and code < 0:
-        error = f"killed by signal {-code}"
+        error = f"killed by signal {-code}" + (f" ({signal.Signals(-code).name})" if -code in _SIGNALS else "")
     elif status != "ok" and not error and code:
         error = f"the process exited with status {code} before the script finished (os._exit, or Python failed)"
     return Measurement(

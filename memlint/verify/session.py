@@ -138,9 +138,17 @@ def measure_plan(plan: Plan, options: Options, stream: Optional[TextIO] = sys.st
     if server is not None:
         runner = functools.partial(run, server=server)
 
+    timed_out: Set[Program] = set()  # a program that hangs once hangs again: its other runs are not started
+
     def work(task: schedule.Task) -> Measurement:
         assert isinstance(task, _Run)
-        measurement = runner(task.spec, options.python, progress.waiting(task.what))
+        if task.program in timed_out:
+            measurement = Measurement("timeout", None, "device" if device else "host", None,
+                                      error="not run: an earlier run of the same program timed out")
+        else:
+            measurement = runner(task.spec, options.python, progress.waiting(task.what))
+            if measurement.status == "timeout":
+                timed_out.add(task.program)  # type: ignore[arg-type]
         progress(task.what, measurement)
         return measurement
 
