@@ -208,7 +208,7 @@ class Facts:
     @cached_property
     def requirement(self) -> Requirement:
         """The oldest torch the module's own code needs, from the newest API it uses."""
-        return Requirement(self.tree, self._all_references)
+        return Requirement(self.tree, self._all_references, lambda: self.identifiers)
 
     def references_through(self, local: str) -> List[Reference]:
         """Every use of the imported name `local` (`amp` in `amp.autocast()`), whatever it resolves to."""

@@ -13,7 +13,7 @@ Asked as `facts.requirement.needs`. Asked by MEM505.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, FrozenSet, List, Optional
 
 from memlint.analysis.torchapi import checked_first
 from memlint.analysis.torchnames import Reference
@@ -34,16 +34,23 @@ SINCE = {
 }
 
 
+_WORDS = frozenset(api.rsplit(".", 1)[-1] for api in SINCE)
+
+
 class Requirement:
     """The newest API one module uses unchecked (see the module docstring)."""
 
-    def __init__(self, tree: TreeIndex, references: Callable[[], Dict[str, List[Reference]]]) -> None:
+    def __init__(self, tree: TreeIndex, references: Callable[[], Dict[str, List[Reference]]],
+                 identifiers: Callable[[], FrozenSet[str]]) -> None:
         self.tree = tree
         self._references = references
+        self._identifiers = identifiers
 
     @cached_property
     def needs(self) -> Optional[TorchVersion]:
         """The oldest torch this module's code runs on, from the APIs it uses (None: no telling)."""
+        if not _WORDS & self._identifiers():
+            return None  # no name of any of them is spelled here: nothing to look up
         found: List[TorchVersion] = []
         for qualified, refs in self._references().items():
             since = next((version for api, version in SINCE.items()
