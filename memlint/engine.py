@@ -317,7 +317,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
             checked.asked = dict(project.asked)  # the rules' questions, not the summary's
             if summarize:
                 with clock("summary"):
-                    checked.summary = summary_of(context.facts)
+                    checked.summary = summary_of(context.facts, project.imported)
             return checked
         finally:
             context.close()
