@@ -332,6 +332,8 @@ def _report(context: FileContext, source: str, path: str, wanted: Sequence[Type[
         _walk(context, [rule_type(context) for rule_type in wanted], timer)
     if context.reports and not context.facts.uses_torch:
         context.reports.clear()  # not PyTorch code (memlint.analysis.Facts.uses_torch)
+    if context.reports and context.facts.test_file:
+        context.reports[:] = [report for report in context.reports if report.rule.IN_TESTS]
     if not context.reports:
         return Checked(source, module, [])
     parents = context.facts.tree.parents

@@ -52,6 +52,9 @@ class Rule:
     DEFAULT_ON: ClassVar[bool] = True
     # Words a file must contain for the rule to look at it at all (checked before parsing).
     REQUIRES: ClassVar[Tuple[str, ...]] = ("torch",)
+    # Whether it reports in test modules too (`test_*.py`, files under `tests/`): a memory or
+    # speed cost, or a deprecation warning, in a test is not worth a change; a call that raises is.
+    IN_TESTS: ClassVar[bool] = False
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
 

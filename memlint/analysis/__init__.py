@@ -237,13 +237,13 @@ class Facts:
 
     def per_step(self, node: cst.CSTNode, inner: bool = False) -> Optional[str]:
         """How often `node` runs when it is every step (STEP) or more (INNER; with `inner`, only
-        that), in code worth changing for a per-step cost: None in tests (test files, test
-        functions and classes), in setup and demos, between steps (memlint.analysis.steps)."""
+        that), in code worth changing for a per-step cost: None in tests (test functions and
+        classes), in setup and demos, between steps (memlint.analysis.steps)."""
         often = self.steps.how_often(node)
         if often != INNER and (inner or often != STEP):
             return None
-        if self.test_file or in_test_code(self.tree, node):
-            return None
+        if in_test_code(self.tree, node):
+            return None  # (test modules are left alone by the engine: memlint.rule.Rule.IN_TESTS)
         return often
 
     def in_test(self, node: cst.CSTNode) -> bool:
