@@ -11,6 +11,7 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 # Words that show a file runs on an accelerator at all (a `.item()` on the CPU waits for nothing).
+_IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
 _DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device"})
 _WHAT = {
     "item": "copies one number to the host",
@@ -168,8 +169,10 @@ class HostDeviceSyncInLoop(Rule):
         if iterable is None or not facts.syncs.many(iterable, node):
             return
         loop = facts.tree.loops_around(node)
-        if loop and facts.syncs.loop_syncs(loop[0], shown or node, calls=False):  # (an `if` is shown by its test)
-            return  # the iteration waits for the device anyway: one more wait changes little
+        # the iteration waits for the device anyway (a sync call counts beside a sync no call asks
+        # for; beside a sync call, only those and copies in, which reading values once cannot remove)
+        if loop and facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT):  # (`if`: its test)
+            return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
         if not _DEVICE_WORDS & facts.identifiers:
