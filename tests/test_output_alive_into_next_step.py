@@ -1,0 +1,251 @@
+"""MEM207 beyond its examples: where the step's backward is, what reads the name elsewhere, where
+the `del` goes, and when no fix is offered."""
+
+from __future__ import annotations
+
+import textwrap
+
+from memlint.engine import check, fix
+from memlint.rules import registry
+
+RULE = registry()["MEM207"]
+
+
+def findings(source: str):
+    return [f for f in check(textwrap.dedent(source), "t.py", [RULE]).findings if f.code == "MEM207"]
+
+
+def fixed(source: str) -> str:
+    return fix(textwrap.dedent(source), "t.py", [RULE]).source
+
+
+def test_points_at_the_binding_and_says_how_long_it_lives():
+    (in_loop,) = findings("""
+        import torch
+        for X, Y in batches:
+            logits, loss = model(X, Y)
+            loss.backward()
+            optimizer.step()
+    """)
+    assert in_loop.line == 4 and "into the next step's forward" in in_loop.message
+    (in_step,) = findings("""
+        import torch
+        def train_step(model, optimizer, X, Y):
+            logits, loss = model(X, Y)
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+    """)
+    assert in_step.line == 4 and "until the step returns" in in_step.message
+
+
+def test_the_backward_may_be_in_a_helper_the_step_calls():
+    source = """
+        import torch
+        def update(loss):
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        for X, Y in batches:
+            logits, loss = model(X, Y)
+            update(loss)
+    """
+    assert len(findings(source)) == 1
+    assert "    logits, loss = model(X, Y)\n    del logits\n    update(loss)\n" in fixed(source)
+
+
+def test_not_in_a_test_nor_without_an_optimizer_step():
+    assert not findings("""
+        import torch
+        def test_gradients_flow():
+            for X, Y in batches:
+                logits, loss = model(X, Y)
+                loss.backward()
+                optimizer.step()
+    """)
+    assert not findings("""
+        import torch
+        for X, Y in batches:
+            logits, loss = model(X, Y)
+            loss.backward()
+            print(model.head.weight.grad.norm())
+    """)
+
+
+def test_not_at_module_level_without_a_loop():
+    assert not findings("""
+        import torch
+        logits, loss = model(X, Y)
+        loss.backward()
+        optimizer.step()
+    """)
+
+
+def test_exec_before_the_loop_does_not_hide_it_exec_after_the_binding_does():
+    configured = """
+        import torch
+        exec(open('configurator.py').read())
+        for X, Y in batches:
+            logits, loss = model(X, Y)
+            loss.backward()
+            optimizer.step()
+    """
+    assert len(findings(configured)) == 1
+    assert not findings("""
+        import torch
+        for X, Y in batches:
+            logits, loss = model(X, Y)
+            loss.backward()
+            optimizer.step()
+            exec(hook)
+    """)
+
+
+def test_a_later_loop_that_binds_the_name_again_does_not_read_it():
+    source = """
+        import torch
+        from transformers import AutoModelForCausalLM
+        def main(model, train, valid):
+            for epoch in range(3):
+                for batch in train:
+                    outputs = model(**batch)
+                    loss = outputs.loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                model.eval()
+                for batch in valid:
+                    with torch.no_grad():
+                        outputs = model(**batch)
+                    losses.append(outputs.loss.item())
+    """
+    assert len(findings(source)) == 1
+    assert "loss = outputs.loss\n            del outputs\n" in fixed(source)
+
+
+def test_silent_when_the_name_may_still_be_read():
+    read_after_the_loop_in_a_later_epoch = """
+        import torch
+        for epoch in range(3):
+            if epoch:
+                print(logits.shape)
+            for X, Y in batches:
+                logits, loss = model(X, Y)
+                loss.backward()
+                optimizer.step()
+    """
+    captured = """
+        import torch
+        def train(model, batches):
+            for X, Y in batches:
+                logits, loss = model(X, Y)
+                hooks.append(lambda: logits.shape)
+                loss.backward()
+                optimizer.step()
+    """
+    returned = """
+        import torch
+        def train_step(model, X, Y):
+            logits, loss = model(X, Y)
+            loss.backward()
+            optimizer.step()
+            return logits
+    """
+    global_name = """
+        import torch
+        def train(model, batches):
+            global logits
+            for X, Y in batches:
+                logits, loss = model(X, Y)
+                loss.backward()
+                optimizer.step()
+    """
+    for source in (read_after_the_loop_in_a_later_epoch, captured, returned, global_name):
+        assert not findings(source), source
+
+
+def test_silent_when_bound_again_in_the_step():
+    assert not findings("""
+        import torch
+        import torch.nn.functional as F
+        vocab_size = 50304
+        for x, y in loader:
+            logits = model(x)
+            logits = logits.float()
+            loss = F.cross_entropy(logits.view(-1, vocab_size), y.view(-1))
+            loss.backward()
+            optimizer.step()
+    """)
+
+
+def test_the_del_goes_into_the_with_that_also_holds_the_backward():
+    source = """
+        import torch
+        import torch.nn.functional as F
+        vocab_size = 32000
+        for inputs, labels in loader:
+            output = model(inputs)
+            with loss_parallel():
+                loss = F.cross_entropy(output.reshape(-1, output.size(-1)), labels.reshape(-1))
+                fabric.backward(loss)
+            optimizer.step()
+    """
+    assert "labels.reshape(-1))\n        del output\n        fabric.backward(loss)\n" in fixed(source)
+
+
+def test_no_fix_when_the_last_read_and_the_backward_share_a_branch():
+    source = """
+        import torch
+        import torch.nn.functional as F
+        vocab_size = 32000
+        for inputs, labels in loader:
+            output = model(inputs)
+            if labels is not None:
+                loss = F.cross_entropy(output.view(-1, vocab_size), labels.view(-1))
+                loss.backward()
+            optimizer.step()
+    """
+    (finding,) = findings(source)
+    assert finding.fix is None
+    assert fixed(source) == textwrap.dedent(source)
+
+
+def test_underscore_read_later_is_deleted_rather_than_dropped():
+    source = """
+        import torch
+        for X, Y in batches:
+            _, loss = model(X, Y)
+            print(_.shape)
+            loss.backward()
+            optimizer.step()
+    """
+    assert "    print(_.shape)\n    del _\n    loss.backward()\n" in fixed(source)
+
+
+def test_loss_first_in_the_tuple():
+    source = """
+        import torch
+        for X, Y in batches:
+            loss, _ = model(X, Y)
+            loss.backward()
+            optimizer.step()
+    """
+    assert "    loss = model(X, Y)[0]\n" in fixed(source)
+
+
+def test_a_later_binding_hides_only_the_reads_it_surely_precedes():
+    def source(later: str) -> str:
+        return f"""
+            import torch
+            def train(model, batches, valid):
+                for X, Y in batches:
+                    logits, loss = model(X, Y)
+                    loss.backward()
+                    optimizer.step()
+                {later}
+        """
+    assert len(findings(source("logits = model(valid)\n                print(logits.shape)"))) == 1
+    # the loop may not run: the read after it may see the training step's logits
+    assert not findings(source("for logits in valid:\n                    pass\n                print(logits.shape)"))
+    # the read is the value of the rebinding: it reads the training step's logits
+    assert not findings(source("logits = logits.float()"))
