@@ -131,3 +131,9 @@ def test_name_uses_are_found_once_a_scope_in_evaluation_order():
     uses = facts.outputs.name_uses(step)
     assert uses is facts.outputs.name_uses(step)
     assert [(u.store, u.nested) for u in uses.uses if u.name == "out"] == [(True, False), (False, False), (False, True)]
+
+
+def test_names_vocabulary_alone_ignores_a_classifier_beside_it():
+    outputs = _facts("from transformers import BertForSequenceClassification\nvocab_size = 30522\n").outputs
+    assert outputs.names_vocabulary and not outputs.language_model_module
+    assert not _facts("from transformers import AutoModelForCausalLM\n").outputs.names_vocabulary

@@ -13,7 +13,8 @@ Asked as `facts.outputs`:
   class with a language-modelling head (`AutoModelForCausalLM`, `GPT2LMHeadModel`,
   `T5ForConditionalGeneration`, `BertForMaskedLM`) or a vocabulary (`vocab_size`, `ntokens`,
   `tgt_vocab`), and no transformers class with a classification head
-  (`...ForSequenceClassification`, `...ForQuestionAnswering`);
+  (`...ForSequenceClassification`, `...ForQuestionAnswering`); `names_vocabulary`: the
+  vocabulary alone;
 - `names_logits(name)`: a name that says it holds logits (`logits`, `lm_logits`);
 - `read_of(name)`: what a read of a name holding an output takes from it (`OutputRead`):
   "loss" (the loss field of a model's result: `out.loss`, `out["loss"]`), "scores" (the input
@@ -135,7 +136,12 @@ class Outputs:
         """The module names a language model or a vocabulary, and no classifier of transformers."""
         if any(_CLASSIFIER_CLASS.search(name) for name in self.identifiers):
             return False
-        return any(_LANGUAGE_MODEL_CLASS.search(name) or _VOCABULARY.match(name) for name in self.identifiers)
+        return self.names_vocabulary or any(_LANGUAGE_MODEL_CLASS.search(name) for name in self.identifiers)
+
+    @cached_property
+    def names_vocabulary(self) -> bool:
+        """Some name of the module is a vocabulary or its size (`vocab_size`, `tgt_vocab`, `ntokens`)."""
+        return any(_VOCABULARY.match(name) for name in self.identifiers)
 
     @staticmethod
     def names_logits(name: str) -> bool:

@@ -200,13 +200,17 @@ class OutputAliveIntoNextStep(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         facts = self.facts
         tree = facts.tree
-        if len(node.targets) != 1 or not isinstance(node.value, cst.Call) or not facts.roles.is_forward(node.value):
+        if len(node.targets) != 1 or not isinstance(node.value, cst.Call) or not facts.roles.backwards:
             return
         line = tree.parent(node)
         held = _held(node.targets[0].target)
-        if held is None or not isinstance(line, cst.SimpleStatementLine):
+        if held is None or not isinstance(line, cst.SimpleStatementLine) or not facts.roles.is_forward(node.value):
             return
         kept, loss, loss_position = held
+        outputs = facts.outputs
+        if not (loss is not None and (kept.value == "_" or outputs.names_logits(kept.value))) and \
+                not outputs.language_model_module and not outputs.names_vocabulary:
+            return  # no sign of a vocabulary-sized output can turn up
         scope = tree.scope_of(node)
         loops = tree.loops_around(node)
         if not loops and not isinstance(scope, cst.FunctionDef):
