@@ -137,3 +137,15 @@ def test_names_vocabulary_alone_ignores_a_classifier_beside_it():
     outputs = _facts("from transformers import BertForSequenceClassification\nvocab_size = 30522\n").outputs
     assert outputs.names_vocabulary and not outputs.language_model_module
     assert not _facts("from transformers import AutoModelForCausalLM\n").outputs.names_vocabulary
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("model = resnet18(num_classes=10)\n", True),
+    ("n_classes = len(dataset.classes)\n", True),
+    ("config = AutoConfig.from_pretrained(name, num_labels=2)\n", True),
+    ("from transformers import AutoModelForTokenClassification\n", True),
+    ("vocab_size = 50304\n", False),
+    ("model = GPT(config)\n", False),
+])
+def test_classifier_module(source, expected):
+    assert _facts(source).outputs.classifier_module is expected

@@ -14,7 +14,8 @@ Asked as `facts.outputs`:
   `T5ForConditionalGeneration`, `BertForMaskedLM`) or a vocabulary (`vocab_size`, `ntokens`,
   `tgt_vocab`), and no transformers class with a classification head
   (`...ForSequenceClassification`, `...ForQuestionAnswering`); `names_vocabulary`: the
-  vocabulary alone;
+  vocabulary alone; `classifier_module`: it names a number of classes or labels
+  (`num_classes`, `num_labels`) or a transformers classifier;
 - `names_logits(name)`: a name that says it holds logits (`logits`, `lm_logits`);
 - `read_of(name)`: what a read of a name holding an output takes from it (`OutputRead`):
   "loss" (the loss field of a model's result: `out.loss`, `out["loss"]`), "scores" (the input
@@ -51,6 +52,7 @@ _LANGUAGE_MODEL_CLASS = re.compile(r"(ForCausalLM|LMHeadModel|ForConditionalGene
 _CLASSIFIER_CLASS = re.compile(r"For\w*Classification$|ForQuestionAnswering$|ForMultipleChoice$|"
                                r"ForNextSentencePrediction$|ForObjectDetection$|ForSemanticSegmentation$")
 _VOCABULARY = re.compile(r"^(\w+_)?(n_?)?vocab(_size|ulary|ulary_size)?$|^n_?tokens?$|^num_tokens$", re.IGNORECASE)
+_CLASSES = re.compile(r"^(num|n)_?(classes|labels|class)$", re.IGNORECASE)
 _LOGITS = re.compile(r"^(\w+_)?logits$")
 # Methods that give a view or a cast of a tensor: the result is the same scores.
 _VIEWS = frozenset({"view", "reshape", "flatten", "contiguous", "float", "double", "half", "bfloat16", "to",
@@ -142,6 +144,12 @@ class Outputs:
     def names_vocabulary(self) -> bool:
         """Some name of the module is a vocabulary or its size (`vocab_size`, `tgt_vocab`, `ntokens`)."""
         return any(_VOCABULARY.match(name) for name in self.identifiers)
+
+    @cached_property
+    def classifier_module(self) -> bool:
+        """The module names a number of classes or labels (`num_classes`, `num_labels`) or a
+        transformers classifier: its scores are likely a few per example."""
+        return any(_CLASSES.match(name) or _CLASSIFIER_CLASS.search(name) for name in self.identifiers)
 
     @staticmethod
     def names_logits(name: str) -> bool:

@@ -83,7 +83,9 @@ class OutputAliveIntoNextStep(Rule):
 
     ## When it is not reported
     Outputs without the signs of a vocabulary: the output must be named `logits` (or be `_`)
-    beside a loss the model computed, or the module must name a language model or a vocabulary
+    beside a loss the model computed, in a module that names no number of classes
+    (`num_classes`, `num_labels`) unless it names a vocabulary too; or the module must name a
+    language model or a vocabulary
     (`AutoModelForCausalLM`, `vocab_size`, `ntokens`, and no transformers classifier), or the
     cross-entropy must read it flattened per token with a vocabulary-sized class dimension
     (`logits.view(-1, vocab_size)`). A classifier's scores are tiny. Outputs that backward keeps
@@ -124,6 +126,9 @@ class OutputAliveIntoNextStep(Rule):
         "import torch\nfrom transformers import AutoModelForSequenceClassification\n"
         "model = AutoModelForSequenceClassification.from_pretrained('bert-base-cased')\nfor batch in loader:\n"
         "    outputs = model(**batch)\n    loss = outputs.loss\n    accelerator.backward(loss)\n    optimizer.step()\n",
+        # a classifier computing its own loss: ten scores an image
+        "import torch\nnum_classes = 10\nfor images, labels in loader:\n    logits, loss = model(images, labels)\n"
+        "    loss.backward()\n    optimizer.step()\n",
         # evaluation, no backward (MEM204's)
         "import torch\nwith torch.no_grad():\n    for X, Y in batches:\n        logits, loss = model(X, Y)\n"
         "        total += loss.item()\n",
@@ -310,7 +315,7 @@ class OutputAliveIntoNextStep(Rule):
         outputs = self.facts.outputs
         kinds = {read.kind for read in reads}
         if beside_loss:
-            if "loss" in kinds:
+            if "loss" in kinds or (outputs.classifier_module and not outputs.language_model_module):
                 return None
             if outputs.names_logits(name):
                 return "the logits the model returns beside its loss"
