@@ -82,28 +82,33 @@ class OutputAliveIntoNextStep(Rule):
     ```
 
     ## When it is not reported
-    Outputs without the signs of a vocabulary: the output must be named `logits` (or be `_`)
-    beside a loss the model computed, in a module that names no number of classes
-    (`num_classes`, `num_labels`) unless it names a vocabulary too; or the module must name a
-    language model or a vocabulary
-    (`AutoModelForCausalLM`, `vocab_size`, `ntokens`, and no transformers classifier), or the
-    cross-entropy must read it flattened per token with a vocabulary-sized class dimension
-    (`logits.view(-1, vocab_size)`). A classifier's scores are tiny. Outputs that backward keeps
-    anyway: log-probabilities read by `nll_loss`, an output backwarded itself or read by
-    anything but a cross-entropy, a softmax, a log-softmax, its loss field or a plain value.
-    Outputs read after the backward (accuracy from the logits), after the loop, in the next
-    iteration, or stored; loops without a backward (MEM204's, opt-in); a Lightning
-    `training_step` that returns the loss for Lightning to backward (its locals are gone by
-    then; with `manual_backward` inside, it is reported).
+    Outputs without the signs of a vocabulary. `logits` or `_` beside a loss the model
+    computed are reported unless the module names a number of classes (`num_classes`,
+    `num_labels`) and no vocabulary. Everything else needs a language model's module, one
+    that names a language model or a vocabulary (`AutoModelForCausalLM`, `vocab_size`,
+    `ntokens`) and no transformers classifier: another name beside the loss, a model's
+    result whose `.loss` is taken, or an output scored by a cross-entropy flattened per
+    token (`logits.view(-1, logits.size(-1))`; with a vocabulary-sized class dimension,
+    `view(-1, vocab_size)`, the module need not say more). A classifier's scores are tiny.
+
+    Outputs that backward keeps anyway: log-probabilities read by `nll_loss`, an output
+    backwarded itself, or read by anything but a cross-entropy, a softmax, a log-softmax,
+    its loss field or a plain value (`.shape`, `.argmax(-1)`). Outputs read after the
+    backward (accuracy from the logits), after the loop, in the next iteration, or by a
+    nested function. Loops without a backward (MEM204's, opt-in). A Lightning
+    `training_step` that returns the loss for Lightning to backward: its locals are gone by
+    then (with `manual_backward` inside, it is reported).
 
     ## Fix
-    `del name` right after the last statement that reads it before the backward (the loss
-    computed); for `_, loss = model(x, y)`, bind only the loss: `loss = model(x, y)[1]`.
+    `del name` right after the last statement that reads it before the backward (once the
+    loss is computed); for `_, loss = model(x, y)`, bind only the loss:
+    `loss = model(x, y)[1]`.
 
     ## Fix safety
-    Safe: the name is read nowhere else in its function (not after the backward, not after the
-    loop, not by a nested function), and the `del` goes where it is surely bound. No fix when
-    the backward shares a compound statement with the last read.
+    Safe: nothing else in the function (or module) reads the name before binding it again,
+    not after the backward, not after the loop, not in the next iteration, not a nested
+    function, `exec` or `locals()`; and the `del` goes where the name is surely bound. No fix
+    when the last read and the backward share a compound statement other than a `with`.
     """
 
     CODE = "MEM207"
