@@ -18,7 +18,7 @@ def _facts(source: str) -> Facts:
 def _read(source: str, name: str, occurrence: int = 0):
     """What the `occurrence`-th read of `name` takes (the first by default)."""
     facts = _facts(source)
-    loads = [use.node for use in facts.outputs.name_uses(facts.module).uses if use.name == name and not use.store]
+    loads = [use.node for use in facts.liveness.name_uses(facts.module).uses if use.name == name and not use.store]
     return facts.outputs.read_of(loads[occurrence])
 
 
@@ -113,24 +113,9 @@ def test_a_loss_bound_to_a_cross_entropy_object_elsewhere_counts():
     """
     facts = _facts(source)
     step = facts.module.body[1].body.body[1]
-    loads = [u.node for u in facts.outputs.name_uses(step).uses if u.name == "logits" and not u.store]
+    loads = [u.node for u in facts.liveness.name_uses(step).uses if u.name == "logits" and not u.store]
     read = facts.outputs.read_of(loads[0])
     assert read is not None and read.kind == "scores" and read.per_token
-
-
-def test_name_uses_are_found_once_a_scope_in_evaluation_order():
-    source = """
-        def step():
-            out = model(x)
-            loss = f(out)
-            def later():
-                return out
-    """
-    facts = _facts(source)
-    step = facts.module.body[0]
-    uses = facts.outputs.name_uses(step)
-    assert uses is facts.outputs.name_uses(step)
-    assert [(u.store, u.nested) for u in uses.uses if u.name == "out"] == [(True, False), (False, False), (False, True)]
 
 
 def test_names_vocabulary_alone_ignores_a_classifier_beside_it():

@@ -24,9 +24,7 @@ Asked as `facts.outputs`:
   `.argmax(-1)`, a comparison); None for any other read (it may alias the output, or backward
   may need it). A "scores" read says whether the scores are flattened to one row per
   position (`out.view(-1, out.size(-1))`, `out.flatten(0, 1)`, `out.transpose(1, 2)`) and
-  whether the class dimension is named like a vocabulary (`out.view(-1, vocab_size)`);
-- `name_uses(scope)`: the loads and stores of every name of a scope, in evaluation order,
-  nested functions' reads included (memlint.analysis.dataflow), found once a scope.
+  whether the class dimension is named like a vocabulary (`out.view(-1, vocab_size)`).
 
 Asked by: MEM207.
 """
@@ -36,14 +34,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, FrozenSet, Optional
+from typing import FrozenSet, Optional
 
 import libcst as cst
 
-from memlint.analysis.dataflow import SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, BlockFlow, block_flow
+from memlint.analysis.dataflow import SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import Scope, TreeIndex, dotted_name, last_part
+from memlint.analysis.tree import TreeIndex, dotted_name, last_part
 
 # transformers classes whose head scores the vocabulary at every position
 _LANGUAGE_MODEL_CLASS = re.compile(r"(ForCausalLM|LMHeadModel|ForConditionalGeneration|ForMaskedLM|Seq2SeqLM|"
@@ -131,7 +129,6 @@ class Outputs:
         self.tree = tree
         self.receivers = receivers
         self.identifiers = identifiers
-        self._uses: Dict[int, BlockFlow] = {}
 
     @cached_property
     def language_model_module(self) -> bool:
@@ -230,13 +227,3 @@ class Outputs:
         if isinstance(func, cst.Call):  # nn.CrossEntropyLoss()(logits, y)
             return self.names.call_name(func) in _SCORE_LOSSES
         return self.receivers.constructor_of(func) in _SCORE_LOSSES
-
-    def name_uses(self, scope: Scope) -> BlockFlow:
-        """The data flow of `scope`'s own body: each load and store of a name in evaluation order
-        (nested functions' reads flagged `nested`), sinks such as `global`, `dynamic`."""
-        found = self._uses.get(id(scope))
-        if found is None:
-            body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
-            found = block_flow(body)
-            self._uses[id(scope)] = found
-        return found

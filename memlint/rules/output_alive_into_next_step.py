@@ -7,7 +7,7 @@ from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import DYNAMIC_FUNCTIONS, sources_of
+from memlint.analysis.dataflow import sources_of
 from memlint.analysis.outputs import OutputRead
 from memlint.analysis.roles import Backward
 from memlint.analysis.tree import dotted_name, last_part
@@ -234,9 +234,12 @@ class OutputAliveIntoNextStep(Rule):
         backward, site = min(later, key=lambda found: tree.order(found[1]))
         if not facts.phase.backward_trains(backward.call):
             return
-        reads = self._reads(scope, region, loops[-1] if loops else scope, kept, start, tree.order(site))
-        if reads is None:
-            return
+        seen = facts.liveness.reads_of(kept, region, tree.order(site))
+        if seen is None:
+            return  # read after the backward, after the loop, in the next iteration, ...
+        reads = [read for read in map(facts.outputs.read_of, seen) if read is not None]
+        if len(reads) < len(seen):
+            return  # read in a way that may keep the output, or that backward may need
         loss_names = {dotted_name(loss) or ""} if loss is not None else {kept.value}
         if not _reaches(backward, site, facts.values.derived_names(scope, loss_names) | loss_names):
             return
@@ -261,59 +264,6 @@ class OutputAliveIntoNextStep(Rule):
             f"12x1024 tokens: +1.2 GiB, 10%, on an H200): "
             + (f"bind only the loss (`[{loss_position}]`)" if kept.value == "_" and not reads
                else f"`del {kept.value}` once the loss is computed")), fix)
-
-    def _reads(self, scope: cst.CSTNode, region: cst.CSTNode, outermost: cst.CSTNode, kept: cst.Name,
-               start: int, end: int) -> Optional[List[OutputRead]]:
-        """What the step takes from the output between its binding and the backward; None when
-        the name is read anywhere else, bound again in the step, captured or declared global."""
-        facts = self.facts
-        tree = facts.tree
-        flow = facts.outputs.name_uses(scope)
-        if any(s.kind == "global" and kept.value in s.sources for s in flow.sinks):
-            return None
-        if flow.dynamic and any(tree.order(call) >= start or tree.contains(outermost, call) for call in flow.calls
-                                if isinstance(call.func, cst.Name) and call.func.value in DYNAMIC_FUNCTIONS):
-            return None  # `exec(...)`, `locals()` run once the name is bound: they may read it
-        reads: List[OutputRead] = []
-        for use in flow.uses:
-            if use.name != kept.value or use.node is kept:
-                continue
-            if use.nested:
-                return None
-            at = tree.order(use.node)
-            if use.store:
-                if tree.contains(region, use.node):
-                    return None  # bound again in the step
-                continue
-            if start <= at < end:
-                read = facts.outputs.read_of(use.node)  # type: ignore[arg-type]
-                if read is None:
-                    return None
-                reads.append(read)
-            elif not self._rebound_before(scope, kept.value, start, use.node):
-                return None  # it may read the output: after the backward, after the loop, next iteration
-        return reads
-
-    def _rebound_before(self, scope: cst.CSTNode, name: str, start: int, read: cst.CSTNode) -> bool:
-        """Whether `name` is surely bound again between the binding (ending at `start`) and
-        `read`: a later binding whose block holds `read` (an evaluation loop after the training
-        loop that binds `outputs` itself)."""
-        tree = self.facts.tree
-        at = tree.order(read)
-        for bind in self.facts.scopes.bindings(scope, name):
-            if tree.order(bind.node) < start:
-                continue
-            if bind.kind == "for" or bind.kind == "with":  # bound before the body runs
-                if tree.contains(bind.node.body, read):  # type: ignore[attr-defined]
-                    return True
-                if bind.kind == "for":
-                    continue  # after the loop: bound only if it ran at least once
-            elif bind.kind != "assign":
-                continue
-            block = tree.dominating_block(bind.node)
-            if tree.span(bind.node)[1] <= at and block is not None and tree.contains(block, read):
-                return True
-        return False
 
     def _what(self, name: str, beside_loss: bool, reads: List[OutputRead]) -> Optional[str]:
         """What the output is, by its signs of a vocabulary; None without them."""
