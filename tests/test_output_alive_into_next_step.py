@@ -249,3 +249,24 @@ def test_a_later_binding_hides_only_the_reads_it_surely_precedes():
     assert not findings(source("for logits in valid:\n                    pass\n                print(logits.shape)"))
     # the read is the value of the rebinding: it reads the training step's logits
     assert not findings(source("logits = logits.float()"))
+
+
+def test_not_in_a_test_module_nor_a_test_class():
+    source = textwrap.dedent("""
+        import torch
+        for X, Y in batches:
+            logits, loss = model(X, Y)
+            loss.backward()
+            optimizer.step()
+    """)
+    assert check(source, "train.py", [RULE]).findings
+    assert not check(source, "tests/test_train.py", [RULE]).findings
+    assert not findings("""
+        import torch
+        class TrainingTest(unittest.TestCase):
+            def check_step(self):
+                for X, Y in batches:
+                    logits, loss = model(X, Y)
+                    loss.backward()
+                    optimizer.step()
+    """)

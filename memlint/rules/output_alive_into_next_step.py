@@ -10,6 +10,7 @@ import libcst as cst
 from memlint.analysis.dataflow import sources_of
 from memlint.analysis.outputs import OutputRead
 from memlint.analysis.roles import Backward
+from memlint.analysis.testcode import in_test_code
 from memlint.analysis.tree import dotted_name, last_part
 from memlint.findings import Fix, InsertAfter, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -229,7 +230,7 @@ class OutputAliveIntoNextStep(Rule):
         start = tree.span(node)[1]
         later = [(b, site) for b, site in facts.roles.backwards_in(loops[0] if loops else scope)
                  if tree.order(site) >= start and tree.contains(region, site) and tree.scope_of(site) is scope]
-        if not later or facts.in_test(node):
+        if not later or facts.test_file or in_test_code(tree, node):
             return
         backward, site = min(later, key=lambda found: tree.order(found[1]))
         if not facts.phase.backward_trains(backward.call):
