@@ -122,10 +122,20 @@ def test_a_read_after_a_later_binding_that_surely_ran_does_not_see_it():
         def main():
             for batch in train:
                 outputs = model(**batch)
-                outputs.loss.backward()
+                loss = outputs.loss
+                loss.backward()
             for outputs in valid:
                 pass
             print(outputs)
+    """, "outputs") is None
+    # the read is the value of the rebinding: it reads the training step's value
+    assert _reads("""
+        def main():
+            for batch in train:
+                outputs = model(**batch)
+                loss = outputs.loss
+                loss.backward()
+            outputs = outputs.logits
     """, "outputs") is None
 
 

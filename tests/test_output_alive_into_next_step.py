@@ -81,26 +81,6 @@ def test_not_at_module_level_without_a_loop():
     """)
 
 
-def test_exec_before_the_loop_does_not_hide_it_exec_after_the_binding_does():
-    configured = """
-        import torch
-        exec(open('configurator.py').read())
-        for X, Y in batches:
-            logits, loss = model(X, Y)
-            loss.backward()
-            optimizer.step()
-    """
-    assert len(findings(configured)) == 1
-    assert not findings("""
-        import torch
-        for X, Y in batches:
-            logits, loss = model(X, Y)
-            loss.backward()
-            optimizer.step()
-            exec(hook)
-    """)
-
-
 def test_a_later_loop_that_binds_the_name_again_does_not_read_it():
     source = """
         import torch
@@ -124,57 +104,14 @@ def test_a_later_loop_that_binds_the_name_again_does_not_read_it():
 
 
 def test_silent_when_the_name_may_still_be_read():
-    read_after_the_loop_in_a_later_epoch = """
-        import torch
-        for epoch in range(3):
-            if epoch:
-                print(logits.shape)
-            for X, Y in batches:
-                logits, loss = model(X, Y)
-                loss.backward()
-                optimizer.step()
-    """
-    captured = """
-        import torch
-        def train(model, batches):
-            for X, Y in batches:
-                logits, loss = model(X, Y)
-                hooks.append(lambda: logits.shape)
-                loss.backward()
-                optimizer.step()
-    """
-    returned = """
+    # the step hands its logits back: analysis.liveness tells every other read that sees them
+    assert not findings("""
         import torch
         def train_step(model, X, Y):
             logits, loss = model(X, Y)
             loss.backward()
             optimizer.step()
             return logits
-    """
-    global_name = """
-        import torch
-        def train(model, batches):
-            global logits
-            for X, Y in batches:
-                logits, loss = model(X, Y)
-                loss.backward()
-                optimizer.step()
-    """
-    for source in (read_after_the_loop_in_a_later_epoch, captured, returned, global_name):
-        assert not findings(source), source
-
-
-def test_silent_when_bound_again_in_the_step():
-    assert not findings("""
-        import torch
-        import torch.nn.functional as F
-        vocab_size = 50304
-        for x, y in loader:
-            logits = model(x)
-            logits = logits.float()
-            loss = F.cross_entropy(logits.view(-1, vocab_size), y.view(-1))
-            loss.backward()
-            optimizer.step()
     """)
 
 
@@ -231,24 +168,6 @@ def test_loss_first_in_the_tuple():
             optimizer.step()
     """
     assert "    loss = model(X, Y)[0]\n" in fixed(source)
-
-
-def test_a_later_binding_hides_only_the_reads_it_surely_precedes():
-    def source(later: str) -> str:
-        return f"""
-            import torch
-            def train(model, batches, valid):
-                for X, Y in batches:
-                    logits, loss = model(X, Y)
-                    loss.backward()
-                    optimizer.step()
-                {later}
-        """
-    assert len(findings(source("logits = model(valid)\n                print(logits.shape)"))) == 1
-    # the loop may not run: the read after it may see the training step's logits
-    assert not findings(source("for logits in valid:\n                    pass\n                print(logits.shape)"))
-    # the read is the value of the rebinding: it reads the training step's logits
-    assert not findings(source("logits = logits.float()"))
 
 
 def test_not_in_a_test_module_nor_a_test_class():
