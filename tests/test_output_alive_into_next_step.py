@@ -37,6 +37,8 @@ def test_points_at_the_binding_and_says_how_long_it_lives():
             return loss.item()
     """)
     assert in_step.line == 4 and "until the step returns" in in_step.message
+    # the H200 figure is quoted for a loop over a dataset only, like the fixture it was measured on
+    assert "H200" in in_loop.message and "H200" not in in_step.message
 
 
 def test_the_backward_may_be_in_a_helper_the_step_calls():
