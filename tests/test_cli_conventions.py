@@ -133,26 +133,26 @@ def test_flake8_disable_noqa_shows_memlint_findings_hidden_by_noqa(tmp_path):
 def repository(tmp_path) -> Path:
     (tmp_path / ".git").mkdir()
     write(tmp_path, "pyproject.toml", '[tool.memlint]\nextend-select = ["MEM101"]\n')
-    write(tmp_path, "tests/test_x.py", BAD)
+    write(tmp_path, "scripts/x.py", BAD)  # (a test module would be left alone)
     write(tmp_path, "edge/uni.py", BAD)
     write(tmp_path, "train.py", TRAIN)
     return tmp_path
 
 
 def test_github_annotations_name_files_from_the_repository_root(repository):
-    result = memlint(repository / "tests", "--output-format", "github", "test_x.py", "../edge/uni.py",
+    result = memlint(repository / "scripts", "--output-format", "github", "x.py", "../edge/uni.py",
                      opt_in=False)
     files = re.findall(r"file=([^,]+),", result.stdout)
-    assert files == ["tests/test_x.py", "edge/uni.py"]
+    assert files == ["scripts/x.py", "edge/uni.py"]
 
 
 def test_sarif_locations_fingerprints_and_levels(repository):
-    result = memlint(repository / "tests", "--output-format", "sarif", "test_x.py", "../edge/uni.py",
+    result = memlint(repository / "scripts", "--output-format", "sarif", "x.py", "../edge/uni.py",
                      "../train.py", opt_in=False)
     run = json.loads(result.stdout)["runs"][0]
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == repository.as_uri() + "/"
     uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in run["results"]]
-    assert uris == ["tests/test_x.py", "edge/uni.py", "train.py"]
+    assert uris == ["scripts/x.py", "edge/uni.py", "train.py"]
     levels = {r["ruleId"]: r["level"] for r in run["results"]}
     assert levels == {"MEM101": "note", "MEM301": "error"}  # opt-in: note; wrong gradients: error
     rule_levels = {r["id"]: r["defaultConfiguration"]["level"] for r in run["tool"]["driver"]["rules"]}
@@ -163,7 +163,7 @@ def test_sarif_locations_fingerprints_and_levels(repository):
 
     moved = repository / "tests" / "test_x.py"  # lines added above: the finding keeps its fingerprint
     moved.write_text("# a comment\n\n" + moved.read_text())
-    again = memlint(repository / "tests", "--output-format", "sarif", "test_x.py", "../edge/uni.py",
+    again = memlint(repository / "scripts", "--output-format", "sarif", "x.py", "../edge/uni.py",
                     "../train.py", opt_in=False)
     results = json.loads(again.stdout)["runs"][0]["results"]
     assert results[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 6
