@@ -161,7 +161,7 @@ def test_sarif_locations_fingerprints_and_levels(repository):
     assert all(set(f) == {"memlint/v1"} for f in fingerprints)
     assert len({f["memlint/v1"] for f in fingerprints}) == 3
 
-    moved = repository / "tests" / "test_x.py"  # lines added above: the finding keeps its fingerprint
+    moved = repository / "scripts" / "x.py"  # lines added above: the finding keeps its fingerprint
     moved.write_text("# a comment\n\n" + moved.read_text())
     again = memlint(repository / "scripts", "--output-format", "sarif", "x.py", "../edge/uni.py",
                     "../train.py", opt_in=False)
