@@ -331,10 +331,10 @@ def test_findings_sharing_one_edit_are_all_counted_as_fixed(tmp_path):
     two_uses = ("from torch.cuda.amp import GradScaler, autocast\n\n"
                 "scaler = GradScaler()\nwith autocast():\n    pass\n")
     path = write(tmp_path, "train.py", two_uses)
-    result = memlint(tmp_path, "train.py")
+    result = memlint(tmp_path, "--select", "MEM402", "train.py")
     assert "Found 2 errors." in result.stdout and "[*] 2 fixable" in result.stdout
-    assert "Would fix 2 errors (0 remaining)." in memlint(tmp_path, "--diff", "train.py").stderr
-    result = memlint(tmp_path, "--fix", "train.py")
+    assert "Would fix 2 errors (0 remaining)." in memlint(tmp_path, "--select", "MEM402", "--diff", "train.py").stderr
+    result = memlint(tmp_path, "--select", "MEM402", "--fix", "train.py")
     assert "Found 2 errors (2 fixed, 0 remaining)." in result.stdout
     assert path.read_text().startswith("from torch.amp import GradScaler, autocast\n")
 

@@ -11,7 +11,7 @@ TWO_RULES = BAD + "scaler = torch.cuda.amp.GradScaler()\n"  # and MEM402 on the 
 
 
 def _codes(source: str):
-    return [f.code for f in lint_source(source, select=["MEM1", "MEM2", "MEM3", "MEM4", "MEM101"])]
+    return [f.code for f in lint_source(source, select=["MEM1", "MEM2", "MEM3", "MEM4", "MEM101", "MEM402"])]
 
 
 @pytest.mark.parametrize("comment,hidden", [
@@ -65,7 +65,7 @@ def test_the_reported_noqa_forms_through_the_command_line(tmp_path):
     write(tmp_path, "spaces.py", BAD.replace("torch.randn(n, n)", "torch.randn(n, n)  # noqa: MEM202 MEM101"))
     write(tmp_path, "suffix.py", BAD.replace("torch.randn(n, n)", "torch.randn(n, n)  # noqaxyz"))
     write(tmp_path, "file_codes.py", "# memlint: noqa: MEM101\n" + TWO_RULES)
-    result = memlint(tmp_path, "spaces.py", "suffix.py", "file_codes.py")
+    result = memlint(tmp_path, "--extend-select", "MEM101,MEM402", "spaces.py", "suffix.py", "file_codes.py", opt_in=False)
     reported = sorted(line.split(" ")[0] + line.split(" ")[1] for line in result.stdout.splitlines() if ": MEM" in line)
     assert reported == ["file_codes.py:7:10:MEM402", "suffix.py:4:5:MEM101"]
 

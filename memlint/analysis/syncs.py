@@ -55,6 +55,8 @@ _MAX_DEPTH = 6
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "synchronize"})
 _SYNC_BUILTINS = frozenset({"int", "float", "bool"})
 _READS_ELEMENTS = frozenset({"max", "min", "sum"})
+# Functions whose result's size depends on the data: the host reads it from the device
+_SIZED_BY_DATA = frozenset({"torch.nonzero", "torch.masked_select", "torch.unique", "torch.argwhere"})
 # Methods of frameworks that copy a batch to the device (from pageable host memory: the host waits)
 _COPIES_IN = frozenset({"to_device", "move_to_cuda", "move_to_device"})
 
@@ -226,16 +228,45 @@ class Syncs:
                     if any(bound is not None and self._device_tensor(bound, node)
                            for bound in (index.lower, index.upper, index.step)):
                         return "slice"
-                elif isinstance(index.value, cst.Comparison) and self._device_tensor(index.value.left, node):
+                elif self._mask(index.value, node):
                     return "mask"
             return None
         if type(node) is cst.If or type(node) is cst.While:
             return "condition" if self._condition_on_device(node.test, node) else None  # type: ignore[attr-defined]
+        if type(node) is cst.Call and self._sized_by_data(node):  # type: ignore[arg-type]
+            return "mask"
         if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _READS_ELEMENTS and \
                 len(node.args) == 1 and self.names.qualified_name(node.func) is None and \
                 self._device_tensor(node.args[0].value, node):  # type: ignore[attr-defined]
             return "iterate"
         return None
+
+    def _mask(self, index: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """A boolean mask of device tensors: a comparison, `&`, `|` or `~` of them, or a name
+        bound to one (`mask = (x > 0) & keep`, then `x[mask]`)."""
+        if isinstance(index, cst.Comparison):
+            return self._device_tensor(index.left, at)
+        if isinstance(index, cst.BinaryOperation) and isinstance(index.operator, (cst.BitAnd, cst.BitOr)):
+            return self._mask(index.left, at, depth) or self._mask(index.right, at, depth)
+        if isinstance(index, cst.UnaryOperation) and isinstance(index.operator, cst.BitInvert):
+            return self._mask(index.expression, at, depth)
+        if isinstance(index, cst.Name) and depth < 3:
+            binds = self.scopes.in_effect(index.value, at)
+            return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None
+                                       and self._mask(b.value, b.node, depth + 1) for b in binds)
+        return False
+
+    def _sized_by_data(self, call: cst.Call) -> bool:
+        """A call whose result's size the host reads from the device (`torch.where(cond)`,
+        `x.nonzero()`, `torch.masked_select`), on device tensors."""
+        qualified = self.names.call_name(call) or ""
+        func = call.func
+        if qualified in _SIZED_BY_DATA or qualified == "torch.where" and len(call.args) == 1:
+            return bool(call.args) and (self._device_tensor(call.args[0].value, call) or self._mask(call.args[0].value, call))
+        if isinstance(func, cst.Attribute) and func.attr.value in ("nonzero", "masked_select", "unique") and \
+                not qualified:
+            return self._device_tensor(func.value, call)
+        return False
 
     def _condition_on_device(self, test: cst.BaseExpression, at: cst.CSTNode) -> bool:
         if isinstance(test, cst.BooleanOperation):
@@ -329,8 +360,8 @@ class Syncs:
         return any(self.on_device(operand, at, depth + 1) for operand in operands)
 
     def loop_syncs(self, loop: cst.CSTNode, besides: cst.CSTNode, moves: bool = True, calls: bool = True) -> bool:
-        """`loop` already makes the host wait for the device on every iteration, outside
-        `besides` (in its body or the helpers it calls): a sync no call asks for (a boolean
+        """`loop` already makes the host wait for the device on every iteration, besides the
+        wait `besides` (in its body or the helpers it calls): a sync no call asks for (a boolean
         mask, a GPU value as an `if` condition: `implicit`); with `calls`, a sync call
         (`print(loss.item())`, `next_word.item()` in decoding); with `moves`, a move to the
         device (`batch.to(device)`: a copy from pageable host memory waits)."""
@@ -341,7 +372,8 @@ class Syncs:
             found = [(node, how) for node, how in found if how is not None]
             self._loop_syncs[id(loop)] = found
         wanted = {"implicit", *(("move",) if moves else ()), *(("call",) if calls else ())}
-        return any(how in wanted and not self.tree.contains(besides, node)
+        return any(how in wanted and node is not besides
+                   and (how == "implicit" or not self.tree.contains(besides, node))  # (`x[mask].item()`: two waits)
                    and getattr(node, "test", None) is not besides  # (an `if` whose condition is `besides`)
                    for node, how in found)
 
