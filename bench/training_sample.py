@@ -1,13 +1,14 @@
 """A seeded sample of training files from the real-code corpus, for reading by hand.
 
-    python bench/training_sample.py CORPUS [--seed N] [--size 44]
+    python bench/training_sample.py CORPUS --seed N [--size 44] [--exclude LIST]
 
 A *training file* does a step's work or hosts it: it is listed in the corpus's `loops.tsv` (a
 training or evaluation loop), or it defines a method a framework or trainer loops over
 (Lightning's `training_step`, HF Trainer's `compute_loss`, fairseq's `train_step`, a `fit` ...).
-Tests are left out. Every repository gets at least two files where it has them, the rest is
-drawn across all candidates, and the same seed always draws the same files: a recall figure
-names its seed, and a fresh sample is a new seed.
+Tests are left out, and so are the files of `--exclude` (an earlier sample, one path a line:
+a sample the rules were developed on is no measure of them), unless they are all a repository has. Every repository gets at least
+two files where it has them, the rest is drawn across all candidates, and the same seed always
+draws the same files: a recall figure names its seed, and a fresh sample is a new seed.
 """
 
 from __future__ import annotations
@@ -67,8 +68,14 @@ def main() -> int:
     parser.add_argument("--loops", type=Path, default=Path(__file__).resolve().parents[2] / "shared/corpus/loops.tsv")
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--size", type=int, default=44)
+    parser.add_argument("--exclude", type=Path, help="a list of files (one a line) to leave out")
     args = parser.parse_args()
-    for relative in sample(candidates(args.corpus, args.loops), args.seed, args.size):
+    by_repository = candidates(args.corpus, args.loops)
+    if args.exclude is not None:
+        left_out = set(args.exclude.read_text().split())
+        by_repository = {repository: [f for f in files if f not in left_out] or files  # a repository
+                         for repository, files in by_repository.items()}  # keeps its only files
+    for relative in sample(by_repository, args.seed, args.size):
         print(relative)
     return 0
 

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, TextIO, Tuple
 
 from memlint import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-COMMANDS = ("check", "rules", "explain", "verify", "snapshot")
 
 
 def _codes(value: str) -> List[str]:
-    return [part.strip().upper() for part in value.split(",") if part.strip()]
+    codes = [part.strip().upper() for part in value.split(",") if part.strip()]
+    if not codes:  # `--select ,` would otherwise run no rule and pass
+        raise argparse.ArgumentTypeError("no rule code given")
+    return codes
 
 
 def _jobs(value: str) -> int:
@@ -42,11 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memlint",
         description="Find GPU-memory anti-patterns in PyTorch code, and fix them.",
-        epilog="Commands: check (default), rules, explain CODE, verify SCRIPT, snapshot SNAPSHOT.pickle. "
-               "Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
+        epilog="Commands: check (default), rules, explain CODE|NAME, verify SCRIPT, snapshot SNAPSHOT.pickle, "
+               "server. Exit codes: 0 nothing found, 1 findings remain, 2 usage or input error.",
     )
-    parser.add_argument("--version", action="version", version=f"memlint {__version__}")
-    parser.add_argument("paths", nargs="*", default=["."], help="files or folders (default: .)")
+    parser.add_argument("-V", "--version", action="version", version=f"memlint {__version__}")
+    parser.add_argument("paths", nargs="*", help="files or folders (default: .); `-` reads standard input")
     parser.add_argument("--fix", action="store_true", help="apply safe fixes and write them")
     parser.add_argument("--unsafe-fixes", action="store_true", default=None,
                         help="also apply (or offer) fixes that may change behaviour")
@@ -60,9 +63,23 @@ def _parser() -> argparse.ArgumentParser:
                         help="rule codes or prefixes to skip")
     parser.add_argument("--output-format", choices=("text", "json", "sarif", "github"), default="text",
                         help="text (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)")
-    parser.add_argument("--statistics", action="store_true", help="count findings per rule")
+    parser.add_argument("--statistics", action="store_true", help="count findings per rule (text or json)")
+    parser.add_argument("-o", "--output-file", type=Path, metavar="FILE",
+                        help="write the report to FILE instead of standard output")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print the findings and nothing else")
+    parser.add_argument("--show-fixes", action="store_true",
+                        help="with --fix (or --diff): list what was fixed (or would be), per file and rule")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour text output: auto (on a terminal, unless NO_COLOR is set), always, never")
+    parser.add_argument("--stdin-filename", metavar="PATH",
+                        help="lint standard input as the file PATH (its configuration, ignores and kind); "
+                             "with --fix, the fixed source goes to standard output")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain")
-    parser.add_argument("--config", type=Path, help="read [tool.memlint] from this pyproject.toml")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="the configuration for every file: a memlint.toml (keys at the top level) or a "
+                             "pyproject.toml's [tool.memlint] (default: the closest one above each file)")
+    parser.add_argument("--show-settings", type=Path, metavar="FILE",
+                        help="print the settings that apply to FILE and where they come from, and exit")
     parser.add_argument("--force-exclude", action="store_true",
                         help="apply `exclude` to files named on the command line too (for pre-commit)")
     parser.add_argument("--target-torch", metavar="VERSION",
@@ -86,73 +103,99 @@ def _error(message: str) -> int:
     return EXIT_ERROR
 
 
+def _color(choice: str, stream: TextIO) -> bool:
+    """--color auto: on a terminal, unless NO_COLOR is set (no-color.org)."""
+    if choice == "auto":
+        return stream.isatty() and not os.environ.get("NO_COLOR")
+    return choice == "always"
+
+
+def _open_output(path: Optional[Path]) -> TextIO:
+    if path is None:
+        return sys.stdout
+    if path.parent != Path():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "w", encoding="utf-8", errors="surrogateescape")
+
+
+def _stdin_mode(args: argparse.Namespace) -> bool:
+    return args.paths == ["-"] or (args.stdin_filename is not None and not args.paths)
+
+
 def _check(argv: Sequence[str]) -> int:
     from memlint import config as config_module
     from memlint.cache import open_cache
     from memlint.jobs import cpu_count
     from memlint.profile import report as profile_report
-    from memlint.report import json as json_report
-    from memlint.report import text
-    from memlint.report import github, sarif
+    from memlint.report import output
+    from memlint.report import settings as settings_report
     from memlint.rules import registry
     from memlint.run import Options, run
 
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_intermixed_args(argv)  # paths and options in any order
+    if args.statistics and args.output_format in ("sarif", "github"):
+        parser.error(f"--statistics gives text or json, not {args.output_format}")
+    if "-" in args.paths and args.paths != ["-"]:
+        parser.error("`-` (standard input) cannot be mixed with other paths")
     rules = registry()
     try:
-        config = config_module.load(Path.cwd(), rules, args.config)
-        selection = config.selection
-        if args.select is not None:
-            selection.select = args.select
-        selection.extend_select += args.extend_select
-        selection.ignore += args.ignore
-        selection.rules(rules)  # report a bad selector before any work
-        if args.target_torch is not None:
-            config.target_torch = config_module.target_torch(args.target_torch, "--target-torch")
+        overrides = config_module.Overrides(
+            select=args.select, extend_select=args.extend_select, ignore=args.ignore,
+            unsafe_fixes=args.unsafe_fixes, file_timeout=args.file_timeout,
+            target_torch=None if args.target_torch is None
+            else config_module.target_torch(args.target_torch, "--target-torch"))
+        configs = config_module.Configurations(Path.cwd(), rules, args.config, overrides)
+        config = configs.root
+        config.selection.rules(rules)  # report a bad selector before any work
+        if args.show_settings is not None:
+            print("\n".join(settings_report.describe(args.show_settings, configs, rules)))
+            return EXIT_CLEAN
     except config_module.ConfigError as error:
         return _error(str(error))
-    unsafe = config.unsafe_fixes if args.unsafe_fixes is None else args.unsafe_fixes
+    stdin = _stdin_mode(args)
     jobs = args.jobs or cpu_count()
-    options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=unsafe,
+    options = Options(fix=args.fix and not args.diff, diff=args.diff, unsafe_fixes=config.unsafe_fixes,
                       fix_diffs=args.output_format in ("json", "sarif"), force_exclude=args.force_exclude,
-                      jobs=jobs, cache=None if args.no_cache else open_cache(config, args.cache_dir),
-                      profile=args.profile,
-                      file_timeout=config.file_timeout if args.file_timeout is None else args.file_timeout)
-    for warning in config.warnings:
-        print(f"memlint: warning: {warning}", file=sys.stderr)
+                      jobs=jobs, cache=None if args.no_cache or stdin else open_cache(config, args.cache_dir),
+                      profile=args.profile, file_timeout=config.file_timeout, require_files=bool(args.paths))
     notices: List[str] = []
     started = time.perf_counter()
-    outcomes = run(args.paths, config, rules, options, notices)
+    fixed: Optional[bytes] = None
+    try:
+        if stdin:
+            from memlint.stdin import lint_stdin
+
+            outcomes, fixed = lint_stdin(args.stdin_filename, configs, rules, options)
+        else:
+            outcomes = run(args.paths or ["."], configs, rules, options, notices)
+    except config_module.ConfigError as error:  # a configuration met on the way
+        return _error(str(error))
     wall = time.perf_counter() - started
+    for warning in configs.warnings:
+        print(f"memlint: warning: {warning}", file=sys.stderr)
     if args.jobs is not None:  # asked for: say why it could not be had
         for notice in notices:
             print(f"memlint: warning: {notice}", file=sys.stderr)
+    if not outcomes and not args.paths and not stdin:  # none named, and none found under the working folder
+        print("memlint: warning: no Python file found under .", file=sys.stderr)
 
-    for outcome in outcomes:
-        if outcome.error is not None:
-            print(f"{outcome.display}: error: {outcome.error}", file=sys.stderr)
-        if outcome.warning is not None:
-            print(f"{outcome.display}: warning: {outcome.warning}, skipped", file=sys.stderr)
-    if args.output_format == "json":
-        print(json_report.render(outcomes))
-    elif args.output_format == "sarif":
-        print(sarif.render(outcomes, rules))
-    elif args.output_format == "github":
-        for line in github.render(outcomes):
-            print(line)
-    elif args.diff:
-        for outcome in outcomes:
-            if outcome.diff:
-                sys.stdout.write(outcome.diff)
-        fixable = sum(len(o.fixed) for o in outcomes)
-        remaining = sum(len(o.findings) for o in outcomes)
-        print(f"Would fix {fixable} error{'' if fixable == 1 else 's'} "
-              f"({remaining} remaining).", file=sys.stderr)
-    else:
-        lines = (text.statistics(outcomes, rules, unsafe) if args.statistics
-                 else text.findings(outcomes, unsafe))
-        lines += text.summary(outcomes, unsafe, fixing=options.fix)
-        print("\n".join(lines))
+    output.problems(outcomes, sys.stderr)
+    out = _open_output(args.output_file)
+    try:
+        if fixed is not None:  # --fix on standard input: the fixed source is the output
+            sys.stdout.flush()
+            sys.stdout.buffer.write(fixed)
+            sys.stdout.buffer.flush()
+            out = sys.stderr if args.output_file is None else out
+        style = output.Style(format=args.output_format, statistics=args.statistics, quiet=args.quiet,
+                             show_fixes=args.show_fixes, color=_color(args.color, out), fixing=options.fix,
+                             diff=args.diff, unsafe=config.unsafe_fixes,
+                             summary=bool(outcomes or args.paths or stdin))
+        output.report(outcomes, rules, style, out, sys.stderr)
+    finally:
+        if out is not sys.stdout and out is not sys.stderr:
+            out.close()
 
     if args.profile:
         lines = profile_report([(o.display, o.seconds) for o in outcomes], wall, jobs)
@@ -180,11 +223,13 @@ def _explain_command(argv: Sequence[str]) -> int:
     from memlint.rules import registry
 
     parser = argparse.ArgumentParser(prog="memlint explain", description="Show a rule's documentation.")
-    parser.add_argument("code")
+    parser.add_argument("rule", help="its code (MEM203) or name (eval-without-no-grad)")
     args = parser.parse_args(argv)
-    rule = registry().get(args.code.upper())
+    rules = registry()
+    by_name = {rule.NAME: rule for rule in rules.values()}
+    rule = rules.get(args.rule.upper()) or by_name.get(args.rule.lower())
     if rule is None:
-        return _error(f"unknown rule code {args.code!r} (see `memlint rules`)")
+        return _error(f"unknown rule code or name {args.rule!r} (see `memlint rules`)")
     sys.stdout.write(explain(rule))
     return EXIT_CLEAN
 
@@ -201,12 +246,39 @@ def _snapshot_command(argv: Sequence[str]) -> int:
     return snapshot_main(list(argv))
 
 
+def _server_command(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="memlint server",
+                                     description="Run the Language Server on standard input and output.")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="the configuration for every file (default: the closest one above each file)")
+    parser.add_argument("--unsafe-fixes", action="store_true", default=None,
+                        help="also offer fixes that may change behaviour (default: as configured)")
+    args = parser.parse_args(argv)
+    try:
+        from memlint.server.protocol import serve
+    except ImportError as error:
+        return _error(f"the language server needs pygls ({error}): pip install 'memlint[server]'")
+    from memlint.server.documents import Settings
+
+    serve(Settings(args.config, args.unsafe_fixes))
+    return EXIT_CLEAN
+
+
+COMMANDS = {"check": _check, "rules": _rules_command, "explain": _explain_command, "verify": _verify_command,
+            "snapshot": _snapshot_command, "server": _server_command}
+
+
+def _command(argv: List[str]) -> Tuple[Callable[[Sequence[str]], int], List[str]]:
+    """The command the arguments ask for, and its own arguments. A first argument that names
+    an existing file or folder is a path to check, even when a command has its name."""
+    if argv and argv[0] in COMMANDS and not os.path.lexists(argv[0]):
+        return COMMANDS[argv[0]], argv[1:]
+    return _check, argv
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv and argv[0] in COMMANDS else "check"
-    rest = argv[1:] if argv and argv[0] in COMMANDS else argv
-    handler = {"check": _check, "rules": _rules_command, "explain": _explain_command,
-               "verify": _verify_command, "snapshot": _snapshot_command}[command]
+    handler, rest = _command(argv)
     for stream in (sys.stdout, sys.stderr):  # a file name in no encoding is printed as its bytes
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="surrogateescape")

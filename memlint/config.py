@@ -1,11 +1,18 @@
-"""`[tool.memlint]` in the nearest pyproject.toml, and which rules a run selects.
+"""memlint's configuration: where it is found, what it says, and which rules a run selects.
 
-Keys: select, ignore, extend-select (codes, prefixes such as "MEM2", or "ALL"),
+Each file uses the closest configuration above it, as ruff finds it: in each folder from the
+file's own upwards, `.memlint.toml`, then `memlint.toml` (keys at the top level), then a
+`pyproject.toml` that has a [tool.memlint] table (one without is not memlint's, and the search
+goes on); a file with none above it uses the one found from the folder memlint runs in, else
+the defaults. `--config FILE` names one configuration for every file. The command line's
+options apply on top of whichever configuration a file gets.
+
+Keys: select, ignore, extend-select (codes, prefixes such as "MEM2", or "ALL"; any case),
 per-file-ignores ({glob: [codes]}), exclude ([globs]), unsafe-fixes (bool), target-torch
 ("2.1": the oldest torch the project supports; memlint.torch_target), file-timeout (seconds of
-CPU time one file may take; 0: no limit). Globs are
-gitignore-style and relative to the pyproject.toml. An unknown key, a mistyped value or an
-unknown code is a ConfigError: one line, naming the file.
+CPU time one file may take; 0: no limit). Globs are gitignore-style and relative to the
+configuration file's folder. An unknown key, a mistyped value or an unknown code is a
+ConfigError: one line, naming the file.
 
 Selection follows ruff: `select` replaces the default set, `extend-select` adds to it,
 `ignore` removes from it. Opt-in rules are chosen only by their full code or by "ALL": a
@@ -20,12 +27,12 @@ import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import pathspec
 
 from memlint.rule import Rule
-from memlint.torch_target import TorchVersion, config_version
+from memlint.torch_target import DeclaredTargets, TorchVersion, config_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,6 +44,7 @@ _FULL_CODE = re.compile(r"^MEM[0-9]{3}$")
 KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "unsafe-fixes", "target-torch",
         "file-timeout")
 FILE_TIMEOUT = 5.0  # seconds of CPU time: the slowest real file takes well under one
+CONFIG_NAMES = (".memlint.toml", "memlint.toml", "pyproject.toml")  # in one folder, the first wins
 
 
 class ConfigError(Exception):
@@ -128,6 +136,30 @@ class Config:
             return []
         return [code for spec, codes in self._ignore_specs if spec.match_file(relative) for code in codes]
 
+    def for_file(self, path: Path) -> "Config":
+        """One configuration named for the whole run serves every file (as Configurations does)."""
+        return self
+
+    def rules_for(self, path: Path, registry: Mapping[str, Type[Rule]]) -> List[Type[Rule]]:
+        """The rules that lint `path`: the selection less its per-file ignores."""
+        ignored = self.ignored_codes(path)
+        if ignored:
+            return self.selection.rules(registry, ignored)
+        memo = self.__dict__.setdefault("_selected", {})  # not a field: the cache key reads the fields
+        if id(registry) not in memo:
+            memo[id(registry)] = (registry, self.selection.rules(registry))
+        return memo[id(registry)][1]
+
+    def target_for(self, path: Path) -> Optional[TorchVersion]:
+        """The oldest torch the fixes of `path` must run on: `target-torch`, else what the
+        project around the file declares (memlint.torch_target), searched up to this folder."""
+        if self.target_torch is not None:
+            return self.target_torch
+        declared = self.__dict__.get("_declared")
+        if declared is None:
+            declared = self.__dict__["_declared"] = DeclaredTargets(self.root if self.source is not None else None)
+        return declared.for_file(path)
+
 
 def _string_list(table: Mapping[str, object], key: str, where: str) -> Optional[List[str]]:
     if key not in table:
@@ -138,25 +170,30 @@ def _string_list(table: Mapping[str, object], key: str, where: str) -> Optional[
     return value
 
 
+def _codes(table: Mapping[str, object], key: str, where: str) -> Optional[List[str]]:
+    """A list of rule selectors, in capitals whatever case the file writes (as on the command line)."""
+    value = _string_list(table, key, where)
+    return None if value is None else [code.strip().upper() for code in value]
+
+
 def parse_table(table: Mapping[str, object], root: Path, source: Optional[Path],
                 registry: Mapping[str, Type[Rule]]) -> Config:
     where = str(source) if source else "[tool.memlint]"
     unknown = sorted(set(table) - set(KEYS))
     if unknown:
-        raise ConfigError(f"{where}: unknown key `{unknown[0]}` in [tool.memlint] "
-                          f"(known: {', '.join(KEYS)})")
+        raise ConfigError(f"{where}: unknown key `{unknown[0]}` (known: {', '.join(KEYS)})")
     config = Config(root=root, source=source)
     config.selection = Selection(
-        select=_string_list(table, "select", where),
-        extend_select=_string_list(table, "extend-select", where) or [],
-        ignore=_string_list(table, "ignore", where) or [],
+        select=_codes(table, "select", where),
+        extend_select=_codes(table, "extend-select", where) or [],
+        ignore=_codes(table, "ignore", where) or [],
     )
     config.exclude = _string_list(table, "exclude", where) or []
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
         raise ConfigError(f"{where}: `per-file-ignores` must be a table of glob = [codes]")
     for glob in per_file:
-        config.per_file_ignores[glob] = _string_list(per_file, glob, f"{where}: per-file-ignores") or []
+        config.per_file_ignores[glob] = _codes(per_file, glob, f"{where}: per-file-ignores") or []
     unsafe = table.get("unsafe-fixes", False)
     if not isinstance(unsafe, bool):
         raise ConfigError(f"{where}: `unsafe-fixes` must be true or false")
@@ -188,43 +225,147 @@ def target_torch(value: object, where: str) -> TorchVersion:
 _OURS = re.compile(r"^\s*(\[\s*tool\s*\.\s*memlint\b|tool\s*\.\s*memlint\s*[.=])", re.MULTILINE)
 
 
-def find_pyproject(start: Path, warnings: List[str]) -> Optional[Path]:
-    """The nearest pyproject.toml at or above `start` that has a [tool.memlint] table. One that
-    is not valid TOML and shows no such table is not memlint's: a warning, and the search goes on."""
-    for folder in (start, *start.parents):
-        candidate = folder / "pyproject.toml"
-        if os.path.isfile(candidate):
-            try:
-                text = candidate.read_text(encoding="utf-8")
-                data = tomllib.loads(text)
-            except (OSError, UnicodeDecodeError) as error:
-                raise ConfigError(f"{candidate}: cannot read: {error}") from None
-            except tomllib.TOMLDecodeError as error:
-                if _OURS.search(text):
-                    raise ConfigError(f"{candidate}: cannot read: {error}") from None
-                warnings.append(f"{candidate}: not valid TOML ({error}); it has no [tool.memlint], "
-                                f"so it is skipped")
-                continue
-            if isinstance(data.get("tool"), dict) and "memlint" in data["tool"]:
-                return candidate
-    return None
+class _NotToml(Exception):
+    """A file that does not read as TOML; the message says why, in one line."""
 
 
-def load(start: Path, registry: Mapping[str, Type[Rule]], explicit: Optional[Path] = None) -> Config:
-    """The configuration for a run started in `start` (or read from `explicit`)."""
-    warnings: List[str] = []
-    path = explicit if explicit is not None else find_pyproject(start.resolve(), warnings)
-    if path is None:
-        return Config(root=start, warnings=warnings)
+def _toml(text: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise _NotToml(str(error)) from None
+    except (RecursionError, MemoryError):  # tomllib recurses once per nested bracket
+        raise _NotToml("nested too deep") from None
+
+
+def _table(path: Path, warnings: List[str], named: bool = False) -> Optional[Mapping[str, object]]:
+    """memlint's table in a configuration file: the top level of a memlint.toml, [tool.memlint]
+    of a pyproject.toml, or None for a pyproject.toml that is not memlint's (one that is not
+    TOML and shows no such table gets a warning). `named`: given with --config, so a
+    pyproject.toml without the table is an error, not someone else's file."""
     if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would never finish reading
         raise ConfigError(f"{path}: cannot read: not a regular file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: cannot read: {error}") from None
-    table = data.get("tool", {}).get("memlint", {})
-    if not isinstance(table, dict):
+    pyproject = path.name == "pyproject.toml"
+    try:
+        data = _toml(text)
+    except _NotToml as error:
+        if pyproject and not named and not _OURS.search(text):
+            warnings.append(f"{path}: not valid TOML ({error}); it has no [tool.memlint], so it is skipped")
+            return None
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+    if not pyproject:
+        return data
+    tool = data.get("tool")
+    if not isinstance(tool, dict) or "memlint" not in tool:
+        if named:
+            raise ConfigError(f"{path}: no [tool.memlint] table")
+        return None
+    if not isinstance(tool["memlint"], dict):
         raise ConfigError(f"{path}: [tool.memlint] must be a table")
-    config = parse_table(table, path.parent, path, registry)
-    config.warnings = warnings
-    return config
+    return tool["memlint"]
+
+
+@dataclass
+class Overrides:
+    """The command line's settings, applied on top of every file's configuration."""
+
+    select: Optional[List[str]] = None
+    extend_select: List[str] = field(default_factory=list)
+    ignore: List[str] = field(default_factory=list)
+    unsafe_fixes: Optional[bool] = None
+    target_torch: Optional[TorchVersion] = None
+    file_timeout: Optional[float] = None
+
+    def apply(self, config: Config) -> Config:
+        if self.select is not None:
+            config.selection.select = list(self.select)
+        config.selection.extend_select += self.extend_select
+        config.selection.ignore += self.ignore
+        if self.unsafe_fixes is not None:
+            config.unsafe_fixes = self.unsafe_fixes
+        if self.target_torch is not None:
+            config.target_torch = self.target_torch
+        if self.file_timeout is not None:
+            config.file_timeout = self.file_timeout
+        return config
+
+    def describe(self) -> List[str]:
+        """The options as they were written, for --show-settings."""
+        words = []
+        if self.select is not None:
+            words.append(f"--select {','.join(self.select)}")
+        words += [f"--extend-select {','.join(self.extend_select)}"] if self.extend_select else []
+        words += [f"--ignore {','.join(self.ignore)}"] if self.ignore else []
+        if self.unsafe_fixes is not None:
+            words.append("--unsafe-fixes" if self.unsafe_fixes else "--no-unsafe-fixes")
+        words += [f"--target-torch {self.target_torch}"] if self.target_torch is not None else []
+        words += [f"--file-timeout {self.file_timeout:g}"] if self.file_timeout is not None else []
+        return words
+
+
+class Configurations:
+    """The configuration of every file of a run. `root` is the one found from the folder the
+    run starts in (or named with --config): files with none above them use it, and it holds
+    the settings of the run as a whole (unsafe-fixes, file-timeout, where the cache lives).
+    Each file is found once per folder; a configuration is read once."""
+
+    def __init__(self, start: Path, registry: Mapping[str, Type[Rule]], explicit: Optional[Path] = None,
+                 overrides: Optional[Overrides] = None) -> None:
+        self._registry = registry
+        self._overrides = overrides or Overrides()
+        self.warnings: List[str] = []  # for the user, one line each
+        self._by_folder: Dict[str, Optional[Config]] = {}
+        self._named = explicit is not None
+        if explicit is not None:
+            table = _table(explicit, self.warnings, named=True)
+            self.root = self._config(explicit, table or {})
+        else:
+            self.root = self._closest(start.resolve()) or self._overrides.apply(Config(root=start))
+        self.root.warnings = self.warnings
+
+    @property
+    def overrides(self) -> Overrides:
+        return self._overrides
+
+    def _config(self, path: Path, table: Mapping[str, object]) -> Config:
+        return self._overrides.apply(parse_table(table, path.parent, path, self._registry))
+
+    def _closest(self, folder: Path) -> Optional[Config]:
+        """The configuration in `folder` or the nearest folder above it; None when none has one."""
+        key = str(folder)
+        if key in self._by_folder:
+            return self._by_folder[key]
+        found = None
+        for name in CONFIG_NAMES:
+            candidate = folder / name
+            if os.path.isfile(candidate):
+                table = _table(candidate, self.warnings)
+                if table is not None:
+                    found = self._config(candidate, table)
+                    break
+        if found is None and folder.parent != folder:
+            found = self._closest(folder.parent)
+        self._by_folder[key] = found
+        return found
+
+    def for_file(self, path: Path) -> Config:
+        """The configuration that applies to `path` (a file, or a folder about to be walked)."""
+        if self._named:
+            return self.root
+        return self._closest(location(path).parent) or self.root
+
+    def is_excluded(self, path: Path) -> bool:
+        return self.for_file(path).is_excluded(path)
+
+
+def load(start: Path, registry: Mapping[str, Type[Rule]], explicit: Optional[Path] = None) -> Config:
+    """The configuration for a run started in `start` (or read from `explicit`): the closest one
+    at or above it, else the defaults."""
+    return Configurations(start, registry, explicit).root
+
+
+AnyConfig = Union[Config, Configurations]  # what a run takes: one configuration, or one per file

@@ -11,6 +11,7 @@ import difflib
 import io
 import sys
 import warnings
+from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -113,9 +114,11 @@ class FileContext:
         return self.module
 
     def report(self, rule: Rule, node: cst.CSTNode, message: str, fix: Optional[Fix]) -> None:
-        """Record a finding; a fix that needs a newer torch than the target is not offered, and
-        the message says so."""
+        """Record a finding, its message on one line; a fix that needs a newer torch than the
+        target is not offered, and the message says so."""
         target = self.target_torch
+        if "\n" in message or "\r" in message:  # one line per finding, whatever code a message quotes
+            message = " ".join(part.strip() for part in message.splitlines() if part.strip())
         if fix is not None and fix.min_torch is not None and target is not None and target < fix.min_torch:
             message = f"{message} (fix not offered: needs torch >= {fix.min_torch}, project targets {target})"
             fix = None
@@ -214,7 +217,17 @@ def compiles(source: str, path: str) -> None:
         where = f" (line {error.lineno}, column {error.offset})" if error.lineno else ""
         raise SourceError(f"cannot parse as {SYNTAX}: {error.msg}{where}") from None
     except (ValueError, RecursionError, MemoryError) as error:
-        raise SourceError(f"cannot parse as {SYNTAX}: {error or 'nesting too deep'}") from None
+        raise SourceError(f"cannot parse as {SYNTAX}: {why_not_compiled(error)}") from None
+
+
+def why_not_compiled(error: Exception) -> str:
+    """The reason, in one line, for an error that compile() or ast.parse() raise besides SyntaxError
+    (a MemoryError says nothing of itself)."""
+    if isinstance(error, MemoryError):
+        return "out of memory (the file is too large or nested too deep)"
+    if isinstance(error, RecursionError):
+        return "nesting too deep"
+    return str(error) or type(error).__name__
 
 
 _VALIDATES_ONLY = cst.CSTNode.__post_init__.__code__.co_names == ("_validate",)
@@ -265,23 +278,26 @@ def wanted_rules(source: str, rule_types: Sequence[Type[Rule]]) -> List[Type[Rul
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],
           target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None, *,
-          compiled: bool = False, project: Optional[ProjectView] = None, summarize: bool = False) -> Checked:
+          compiled: bool = False, project: Optional[ProjectView] = None, summarize: bool = False,
+          noqa: bool = True) -> Checked:
     """Lint one source with the given rules, offering only fixes that run on `target_torch`
     (`timer`: charge the work to phases, rules and facts). `compiled`: the caller has already
     had CPython parse this very source (flake8 has), so the syntax gate is not run again.
     `project`: what the other modules of its project say (memlint.analysis.project; a fresh
     view per call, which records the questions asked); `summarize`: also summarise the module
-    for the others (memlint.analysis.summary)."""
+    for the others (memlint.analysis.summary). `noqa`: honour `# noqa` comments (flake8's
+    --disable-noqa turns them off)."""
     if project is None:
         project = ProjectView()
     if timer is None:
-        return _check(source, path, rule_types, target_torch, None, compiled, project, summarize)
+        return _check(source, path, rule_types, target_torch, None, compiled, project, summarize, noqa)
     with timer.active():
-        return _check(source, path, rule_types, target_torch, timer, compiled, project, summarize)
+        return _check(source, path, rule_types, target_torch, timer, compiled, project, summarize, noqa)
 
 
 def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torch: Optional[TorchVersion],
-           timer: Optional[Timer], compiled: bool, project: ProjectView, summarize: bool) -> Checked:
+           timer: Optional[Timer], compiled: bool, project: ProjectView, summarize: bool,
+           noqa: bool = True) -> Checked:
     clock = timer.phase if timer is not None else nullcontext
     if not compiled:
         with clock("compile"):
@@ -297,7 +313,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
         with clock("index"):
             context = FileContext(module, target_torch, project, path)
         try:
-            checked = _report(context, source, path, wanted, timer)
+            checked = _report(context, source, path, wanted, timer, noqa)
             checked.asked = dict(project.asked)  # the rules' questions, not the summary's
             if summarize:
                 with clock("summary"):
@@ -308,17 +324,19 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
 
 
 def _report(context: FileContext, source: str, path: str, wanted: Sequence[Type[Rule]],
-            timer: Optional[Timer]) -> Checked:
+            timer: Optional[Timer], noqa: bool = True) -> Checked:
     """Walk the rules over the context's tree, and place and filter what they report."""
     clock = timer.phase if timer is not None else nullcontext
     module = context.module
     with clock("walk"):  # the dispatch itself; rules and facts are charged on their own
         _walk(context, [rule_type(context) for rule_type in wanted], timer)
+    if context.reports and not context.facts.uses_torch:
+        context.reports.clear()  # not PyTorch code (memlint.analysis.Facts.uses_torch)
     if not context.reports:
         return Checked(source, module, [])
     parents = context.facts.tree.parents
     positions = Positions(module, source, parents)
-    suppressions = Suppressions(source)
+    suppressions = Suppressions(source if noqa else "")
     findings = []
     for report in context.reports:
         with clock("positions"):
@@ -459,10 +477,28 @@ def fix(source: str, path: str, rule_types: Sequence[Type[Rule]], unsafe: bool =
                 new_source = apply_fixes(checked, [f.fix for f in chosen], path)  # type: ignore[misc]
             if new_source == checked.source:
                 break
+            along = _fixed_along(checked, chosen)
             applied.extend(chosen)
-            applied.extend(_fixed_along(checked, chosen))
+            applied.extend(along)
+            settled = {id(f) for f in (*chosen, *along)}
+            left = [f for f in checked.findings if id(f) not in settled]
             checked = check(new_source, path, rule_types, target_torch, timer, project=view)
+            applied.extend(_gone(left, checked.findings))
     return FixResult(checked.source, applied, checked.findings, view.asked)
+
+
+def _gone(before: Sequence[Finding], after: Sequence[Finding]) -> List[Finding]:
+    """Findings a round left alone that are gone once its fixes are made (MEM201 and MEM202
+    inside the `no_grad` block MEM203's fix adds): the fixes removed them, so they count as
+    fixed, and `memlint` and `memlint --fix` count alike. Matched by code, as lines move."""
+    still = Counter(f.code for f in after)
+    gone = []
+    for finding in before:
+        if still[finding.code]:
+            still[finding.code] -= 1
+        else:
+            gone.append(finding)
+    return gone
 
 
 def fix_diff(checked: Checked, finding: Finding, path: str, timer: Optional[Timer] = None) -> str:

@@ -21,7 +21,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import pathspec
 
-from memlint.config import Config, location
+from memlint.config import AnyConfig, location
 
 SKIPPED_FOLDERS = frozenset({
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__",
@@ -43,22 +43,29 @@ class BadPath:
 _Ignores = List[Tuple[Path, pathspec.PathSpec]]
 
 
-def _gitignore(folder: Path) -> Optional[pathspec.PathSpec]:
+def _gitignore(folder: Path, problems: List["BadPath"]) -> Optional[pathspec.PathSpec]:
+    """The patterns of the folder's .gitignore; one that is there but cannot be read is a
+    warning in `problems` (its patterns do not apply: files it would hide get linted)."""
     file = folder / ".gitignore"
-    if not os.path.isfile(file):
+    if not os.path.lexists(file):
         return None
     try:
+        if not os.path.isfile(file):
+            reason = "is a directory" if os.path.isdir(file) else "not a regular file"
+            raise OSError(errno.EINVAL, reason)
         lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+    except OSError as error:
+        problems.append(BadPath(file, f"cannot read: {_reason(file, error)}; its patterns are not applied",
+                                warning=True))
         return None
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
-def _parent_ignores(folder: Path) -> _Ignores:
+def _parent_ignores(folder: Path, problems: List["BadPath"]) -> _Ignores:
     """The .gitignore files above `folder`, up to the repository root (the folder with .git)."""
     found: _Ignores = []
     for parent in folder.resolve().parents:
-        spec = _gitignore(parent)
+        spec = _gitignore(parent, problems)
         if spec is not None:
             found.append((parent, spec))
         if os.path.exists(parent / ".git"):
@@ -104,15 +111,25 @@ def _source_file(entry: os.DirEntry, root: str) -> Union[Path, BadPath, None]:
             os.stat(path)  # raises when the link leads nowhere
         return None
     except OSError as error:
-        return BadPath(path, _reason(path, error), warning=error.errno in (errno.ENOENT, errno.ELOOP))
+        skipped = error.errno in (errno.ENOENT, errno.ELOOP)
+        return BadPath(path, _reason(path, error) + (", skipped" if skipped else ""), warning=skipped)
 
 
-def _walk(root: Path, config: Config) -> Iterator[Union[Path, BadPath]]:
+@dataclass
+class _Tally:
+    """What a walk passed over: source files and folders that .gitignore or `exclude` hide."""
+
+    hidden: int = 0
+
+
+def _walk(root: Path, config: AnyConfig, tally: _Tally) -> Iterator[Union[Path, BadPath]]:
     real_root = os.path.realpath(root)
-    ignores = _parent_ignores(root)
-    own = _gitignore(root)
+    problems: List[BadPath] = []
+    ignores = _parent_ignores(root, problems)
+    own = _gitignore(root, problems)
     if own is not None:
         ignores.append((root.resolve(), own))
+    yield from problems
     stack: List[Tuple[Path, _Ignores]] = [(root, ignores)]
     while stack:
         folder, inherited = stack.pop()
@@ -127,23 +144,38 @@ def _walk(root: Path, config: Config) -> Iterator[Union[Path, BadPath]]:
         for entry in entries:
             path = Path(entry.path)
             if entry.is_dir(follow_symlinks=False):
-                if entry.name in SKIPPED_FOLDERS or _ignored(path, True, inherited) or config.is_excluded(path):
+                if entry.name in SKIPPED_FOLDERS:
                     continue
-                spec = _gitignore(path)
+                if _ignored(path, True, inherited) or config.is_excluded(path):
+                    tally.hidden += 1
+                    continue
+                problems = []
+                spec = _gitignore(path, problems)
+                yield from problems
                 subfolders.append((path, inherited + [(path.resolve(), spec)] if spec else inherited))
             elif entry.name.endswith(SOURCE_SUFFIXES):
-                if not _ignored(path, False, inherited) and not config.is_excluded(path):
-                    found = _source_file(entry, real_root)
-                    if found is not None:
-                        yield found
+                if _ignored(path, False, inherited) or config.is_excluded(path):
+                    tally.hidden += 1
+                    continue
+                found = _source_file(entry, real_root)
+                if found is not None:
+                    yield found
         stack.extend(reversed(subfolders))
 
 
-def discover(paths: Sequence[str], config: Config, force_exclude: bool = False
-             ) -> Iterator[Union[Path, BadPath]]:
+def _nothing_found(folder: Path, tally: _Tally) -> BadPath:
+    if tally.hidden:
+        return BadPath(folder, "no Python file found (all are ignored by .gitignore or `exclude`)")
+    return BadPath(folder, "no Python file found")
+
+
+def discover(paths: Sequence[str], config: AnyConfig, force_exclude: bool = False,
+             require_files: bool = False) -> Iterator[Union[Path, BadPath]]:
     """The files to lint; with `force_exclude`, `exclude` applies to files named on the command
-    line too (pre-commit names every staged file)."""
+    line too (pre-commit names every staged file). With `require_files`, a folder named in
+    `paths` in which no file is found is an error (a typo, or a tree all ignored, must not pass)."""
     seen = set()
+    warned = set()  # a .gitignore above several named folders: one warning
     for name in paths:
         path = Path(name)
         try:
@@ -153,12 +185,20 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False
             continue
         if force_exclude and not os.path.isdir(path) and config.is_excluded(path):
             continue
-        found = _walk(path, config) if os.path.isdir(path) else iter((path,))
+        tally = _Tally()
+        found = _walk(path, config, tally) if os.path.isdir(path) else iter((path,))
+        some = False
         for item in found:
             if isinstance(item, BadPath):
-                yield item
+                some = some or not item.warning
+                if item.path not in warned:
+                    warned.add(item.path)
+                    yield item
                 continue
+            some = True
             key = os.path.realpath(item)
             if key not in seen:
                 seen.add(key)
                 yield item
+        if not some and require_files:
+            yield _nothing_found(path, tally)

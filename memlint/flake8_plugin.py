@@ -11,7 +11,8 @@ Columns: flake8 adds one to the 0-based column a plugin gives, so the plugin giv
 1-based column minus one, and both tools print the same `path:line:col`.
 
 Selection: flake8's `--select`, `--ignore`, `--extend-ignore`, `--per-file-ignores` and
-`# noqa` filter what the plugin reports. Opt-in rules run only when flake8's `select` or
+`# noqa` filter what the plugin reports; the plugin also honours memlint's own forms (`# noqa`
+on a statement's first line, `# memlint: noqa`), except under flake8's `--disable-noqa`. Opt-in rules run only when flake8's `select` or
 `extend-select` names their full code (`--extend-select MEM101`), as in memlint: a prefix such
 as `MEM` or `MEM1` picks the default rules. flake8's own `extend_default_ignore` cannot express
 this (an explicit `--select MEM` overrides it, and so does any `ignore =` in a config file).
@@ -42,6 +43,7 @@ class MemlintChecker:
     name = "memlint"
     version = __version__
     rules: ClassVar[List[Type[Rule]]] = _rules(())
+    noqa: ClassVar[bool] = True  # flake8's --disable-noqa: report what `# noqa` hides
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str) -> None:
         self.lines = lines
@@ -51,6 +53,7 @@ class MemlintChecker:
     def parse_options(cls, options: argparse.Namespace) -> None:
         chosen = [*(options.select or ()), *(options.extend_select or ())]
         cls.rules = _rules(chosen)
+        cls.noqa = not getattr(options, "disable_noqa", False)
 
     def run(self) -> Iterator[Error]:
         source = "".join(self.lines)
@@ -58,7 +61,8 @@ class MemlintChecker:
         if not rules:  # flake8 has checked the syntax already: nothing more to do here
             return
         try:
-            findings = check(source, self.filename, rules, compiled=True).findings  # flake8 parsed it
+            findings = check(source, self.filename, rules, compiled=True,  # flake8 parsed it
+                             noqa=self.noqa).findings
         except SourceError:
             return  # flake8 parsed it, LibCST did not: no memlint findings, flake8 goes on
         except Exception as error:  # a bug of memlint's must not stop flake8's other checks

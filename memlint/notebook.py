@@ -27,7 +27,7 @@ from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from memlint.engine import SourceError, parse
+from memlint.engine import SourceError, parse, why_not_compiled
 from memlint.findings import Finding, Range
 from memlint.sourcefile import read_bytes
 
@@ -141,7 +141,7 @@ def _syntax_problem(cell: _Cell) -> Optional[str]:
     except SyntaxError as error:
         return f"cell {cell.number}: cannot parse: {error.msg} (line {error.lineno}, column {error.offset})"
     except (ValueError, RecursionError, MemoryError) as error:
-        return f"cell {cell.number}: cannot parse: {error}"
+        return f"cell {cell.number}: cannot parse: {why_not_compiled(error)}"
     return None
 
 

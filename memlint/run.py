@@ -22,7 +22,7 @@ from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence,
 from memlint.analysis.project import Project, ProjectView, project_files, same_answers
 from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry
-from memlint.config import Config
+from memlint.config import AnyConfig
 from memlint.engine import (SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff,
                             unified_diff)
 from memlint.files import BadPath, discover
@@ -33,7 +33,8 @@ from memlint.notebook import Notebook, NotebookError, is_notebook
 from memlint.profile import Timer
 from memlint.rule import Rule
 from memlint.sourcefile import FileChanged, SourceText, TooLarge, UnreadableFile, digest, read, write_back
-from memlint.torch_target import DeclaredTargets, TorchVersion
+from memlint.suppressions import unknown_codes
+from memlint.torch_target import TorchVersion
 
 
 @dataclass
@@ -47,6 +48,8 @@ class Options:
     cache: Optional[Cache] = None  # results of earlier runs; None: lint every file
     profile: bool = False  # time each phase, rule and fact
     file_timeout: float = 0.0  # seconds of CPU time a file may take (0: no limit)
+    require_files: bool = True  # the paths were named: a folder without a Python file is an error
+    in_memory: bool = False  # a text not read from its file (stdin, an editor's buffer): never written
     memory_budget: Optional[int] = None  # bytes a worker may use (None: its share, memlint.jobs.memory_budget)
 
 
@@ -66,8 +69,10 @@ class FileOutcome:
     diff: str = ""  # --diff: the whole file's change
     fix_diffs: List[Optional[str]] = field(default_factory=list)  # aligned with findings
     error: Optional[str] = None
-    warning: Optional[str] = None  # skipped without failing the run (a broken link in a folder)
+    warning: Optional[str] = None  # one line that fails nothing (a broken link in a folder, skipped)
+    notes: List[Tuple[int, str]] = field(default_factory=list)  # (line, warning) about the file's text
     notebook: Optional[Notebook] = None  # for a notebook: where its cells lie in the file
+    text: Optional[str] = None  # in memory, with --fix: the text the fixes make
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
     asked: Dict[str, object] = field(default_factory=dict)  # what the lint asked of the project, and heard
     summary: Optional[ModuleSummary] = None  # the first phase over a project: the module's summary
@@ -86,7 +91,7 @@ def display_path(path: Path) -> str:
 def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
                 options: Options, target: Optional[TorchVersion], view: ProjectView) -> FileOutcome:
     outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
-    if options.fix or options.diff:
+    if (options.fix or options.diff) and not notebook.problems:  # a cell that does not parse: left alone
         result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target, project=view)
         fixed = notebook.updated(result.source)
         outcome.findings = [fixed.locate(f).detached() for f in result.remaining]
@@ -94,6 +99,8 @@ def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
         if fixed.text != notebook.text:
             if options.diff:
                 outcome.diff = unified_diff(notebook.text, fixed.text, display)
+            elif options.in_memory:
+                outcome.text = fixed.text
             else:  # its encoding, UTF-8, gives back the bytes it was read from
                 outcome.rewrite = Rewrite(SourceText(fixed.text, notebook.encoding),
                                           digest(notebook.text.encode(notebook.encoding)))
@@ -112,9 +119,11 @@ def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
 
 
 def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-                   target: Optional[TorchVersion], view: ProjectView) -> FileOutcome:
-    """A notebook's code cells, linted (or fixed) as one module; findings located by cell."""
-    notebook = Notebook.read(path)
+                   target: Optional[TorchVersion], view: ProjectView,
+                   source: Optional[SourceText] = None) -> FileOutcome:
+    """A notebook's code cells, linted (or fixed) as one module; findings located by cell. The
+    notebook is read from `path`, or is `source` when it is held in memory."""
+    notebook = Notebook.read(path) if source is None else Notebook.from_text(source.text, source.encoding)
     try:
         return _lint_cells(notebook, display, rules, options, target, view)
     except SourceError:
@@ -127,9 +136,9 @@ def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], option
 @dataclass(frozen=True)
 class _Task:
     """One file to lint or fix, with its text already read (a worker process needs no more);
-    a notebook is read where it is linted (its source is None). `summarize`: the first phase of
-    a run over a project (memlint.analysis.project): lint without the other modules' summaries,
-    which are not known yet, and summarise this one."""
+    a notebook is read where it is linted (its source is None, unless it is held in memory).
+    `summarize`: the first phase of a run over a project (memlint.analysis.project): lint
+    without the other modules' summaries, which are not known yet, and summarise this one."""
 
     path: Path
     display: str
@@ -163,6 +172,8 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
         _store(task, source.text, Entry(outcome.findings, asked=result.asked), outcome)
     elif options.diff:
         outcome.diff = unified_diff(source.text, result.source, task.display)
+    elif options.in_memory:
+        outcome.text = result.source
     else:
         outcome.rewrite = Rewrite(SourceText(result.source, source.encoding), source.digest)
 
@@ -176,8 +187,8 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
     source = task.source
     view = ProjectView(project, names, str(task.path))
     try:
-        if source is None:
-            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target, view)
+        if is_notebook(task.path):
+            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target, view, source)
         elif (task.options.fix or task.options.diff) and not task.summarize:
             _fix_file(task, source, outcome, timer, view)
         else:
@@ -291,6 +302,7 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Opt
     except UnreadableFile as error:
         return FileOutcome(display, error=str(error)), None, None, None
     read_seconds = time.perf_counter() - started
+    notes = _noqa_notes(source.text)
     task = _Task(path, display, tuple(rules), source, options, target)
     entry = summary = None
     if options.cache is not None:
@@ -298,6 +310,7 @@ def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Opt
         if module is not None:
             summary = options.cache.get_summary(path, module, source.text)
     outcome = FileOutcome(display)
+    outcome.notes = notes
     if options.profile:
         outcome.seconds = {"read": read_seconds}
         if options.cache is not None:
@@ -311,6 +324,10 @@ def _standing(outcome: FileOutcome, options: Options) -> bool:
                                                       for f in outcome.findings))
 
 
+def _noqa_notes(text: str) -> List[Tuple[int, str]]:
+    return [(line, f"`# noqa` names {code}, which is no memlint rule") for line, code in unknown_codes(text)]
+
+
 def _size(task: _Task) -> int:
     if task.source is None:
         try:
@@ -320,23 +337,23 @@ def _size(task: _Task) -> int:
     return len(task.source.text)
 
 
-def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]],
+def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rule]],
         options: Options, notices: Optional[List[str]] = None) -> List[FileOutcome]:
     """Lint (or fix) every file under `paths`, in discovery order whatever the number of jobs;
-    selection errors raise ConfigError before any work. Each file's fixes are held to the
-    configured `target-torch`, else to its project's declared one. `notices` gets one-line
-    warnings about the run itself (processes that could not be started).
+    each file with its own configuration (`config.for_file`: memlint.config.Configurations), so
+    selection and configuration errors raise ConfigError before any file is linted. Each
+    file's fixes are held to the configured `target-torch`, else to its project's declared
+    one. `notices` gets one-line warnings about the run itself (processes that could not be
+    started).
 
     The Python files linted together are a project (memlint.analysis.project): each module is
     first linted alone and summarised, then linted again knowing the other modules' summaries,
     only where its analysis asked a question that the project now answers differently. A
     result from the cache stands while its file's text and its answers are the same."""
-    base_rules = config.selection.rules(registry)
     if options.memory_budget is None:
         options = replace(options, memory_budget=memory_budget(options.jobs))
-    declared = DeclaredTargets(config.root if config.source is not None else None)
     outcomes: List[FileOutcome] = []
-    items = list(discover(paths, config, options.force_exclude))
+    items = list(discover(paths, config, options.force_exclude, options.require_files))
     modules = project_files([item for item in items if not isinstance(item, BadPath)])
     names = frozenset(name for _, name in modules.values()) if len(modules) > 1 else frozenset()
     prepared: List[_Prepared] = []
@@ -346,9 +363,9 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
             outcomes.append(FileOutcome(display, warning=item.message) if item.warning
                             else FileOutcome(display, error=item.message))
             continue
-        ignored = config.ignored_codes(item)
-        rules = config.selection.rules(registry, ignored) if ignored else base_rules
-        target = config.target_torch if config.target_torch is not None else declared.for_file(item)
+        file_config = config.for_file(item)
+        rules = file_config.rules_for(item, registry)
+        target = file_config.target_for(item)
         outcome, task, entry, summary = _prepare(item, display_path(item), rules, options, target,
                                                  modules.get(str(item)) if names else None)
         if task is not None:
@@ -383,7 +400,7 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
         elif p.entry is not None and same_answers(project, str(task.path), p.entry.asked):
             cached = _cached(p.entry, task.display, options)
             if cached is not None:
-                cached.seconds = p.outcome.seconds
+                cached.seconds, cached.notes = p.outcome.seconds, p.outcome.notes
                 outcomes[p.index] = cached
                 continue
         second.append(p)
@@ -412,7 +429,23 @@ def run(paths: Sequence[str], config: Config, registry: Mapping[str, Type[Rule]]
 
 
 def _settle(outcomes: List[FileOutcome], index: int, outcome: FileOutcome) -> None:
-    """Put a lint's outcome in its place, with the time its reading and cache look-up took."""
+    """Put a lint's outcome in its place, with the time its reading and cache look-up took,
+    and what was noted of its text."""
     for phase, seconds in outcomes[index].seconds.items():
         outcome.seconds[phase] = outcome.seconds.get(phase, 0.0) + seconds
+    outcome.notes = outcomes[index].notes
     outcomes[index] = outcome
+
+
+def lint_text(source: SourceText, path: Path, display: str, config: AnyConfig,
+              registry: Mapping[str, Type[Rule]], options: Options) -> FileOutcome:
+    """Lint (or fix) `source` as if it were the file `path` (standard input, an editor's
+    buffer): its configuration, rules, torch target and notebook handling are those a run
+    gives that file, linted alone (as one file of a project is when named by itself).
+    Nothing is read, cached or written: with --fix, the fixed text is the outcome's `text`."""
+    file_config = config.for_file(path)
+    task = _Task(path, display, tuple(file_config.rules_for(path, registry)), source,
+                 replace(options, in_memory=True, cache=None, jobs=1), file_config.target_for(path))
+    outcome = _lint(task)
+    outcome.notes = [] if is_notebook(path) else _noqa_notes(source.text)
+    return outcome

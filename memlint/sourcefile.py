@@ -100,7 +100,11 @@ def read_bytes(path: Path, limit: int = MAX_NOTEBOOK_BYTES) -> bytes:
 
 
 def read(path: Path) -> SourceText:
-    data = read_bytes(path, MAX_SOURCE_BYTES)
+    return decode(read_bytes(path, MAX_SOURCE_BYTES))
+
+
+def decode(data: bytes) -> SourceText:
+    """Source bytes (a file's, standard input's) as text, in the encoding they declare."""
     if b"\x00" in data:
         raise UnreadableFile("binary file (contains NUL bytes), not Python source")
     try:

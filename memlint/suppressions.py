@@ -17,10 +17,11 @@ case, is not tokenized: it has no directive.
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import tokenize
-from typing import Dict, FrozenSet, Optional
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from memlint.findings import Finding
 
@@ -66,6 +67,7 @@ class Suppressions:
     def __init__(self, source: str) -> None:
         self._file: Optional[FrozenSet[str]] = None  # codes hidden in the whole file
         self._lines: Dict[int, FrozenSet[str]] = {}
+        self.named: List[Tuple[int, FrozenSet[str]]] = []  # (line, codes) of each directive with codes
         if _ANY.search(source) is None:
             return
         try:
@@ -77,6 +79,8 @@ class Suppressions:
 
     def _comment(self, line: int, text: str) -> None:
         whole_file = _directive(text, _FILE)
+        if whole_file:
+            self.named.append((line, whole_file))
         if whole_file is not None:
             if self._file is None:
                 self._file = whole_file
@@ -89,6 +93,8 @@ class Suppressions:
             codes = _directive(text[start:], _INLINE)
             if codes is not None:
                 self._lines[line] = codes
+                if codes:
+                    self.named.append((line, codes))
                 return
 
     @staticmethod
@@ -99,3 +105,24 @@ class Suppressions:
         return self._hidden(finding.code, self._file) or any(
             self._hidden(finding.code, self._lines.get(line)) for line in {finding.line, finding.statement_line}
         )
+
+
+_NAMES_OURS = re.compile(r"noqa\s*:[^\n]*?\bMEM", re.IGNORECASE)  # cheap: most files never say it
+
+
+def unknown_codes(source: str) -> List[Tuple[int, str]]:
+    """(line, code) for each memlint code (`MEM...`) a directive names that is no rule's code
+    nor a prefix of one (`# noqa: MEM999`): it hides nothing, and is most likely a typo.
+    Other tools' codes (`E501`) are theirs to judge."""
+    if _NAMES_OURS.search(source) is None:
+        return []
+    known = _catalogue()
+    return [(line, code) for line, codes in Suppressions(source).named for code in sorted(codes)
+            if code.startswith("MEM") and not any(rule.startswith(code) for rule in known)]
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue() -> Tuple[str, ...]:
+    from memlint.rules import registry  # here: the rules import the engine, which imports this
+
+    return tuple(registry())

@@ -115,7 +115,7 @@ def _read(path: Path) -> Optional[str]:
 def _from_pyproject(text: str) -> List[Optional[TorchVersion]]:
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError, MemoryError):  # tomllib recurses per nested bracket
         return []
     found: List[Optional[TorchVersion]] = []
     project = data.get("project")

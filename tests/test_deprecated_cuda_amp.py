@@ -68,3 +68,8 @@ def test_fixed_code_runs_on_cpu_torch():
     namespace: dict = {}
     exec(compile(fixed, "t.py", "exec"), namespace)
     assert namespace["y"].dtype == torch.float32
+
+
+def test_the_message_says_the_warning_shows_once_per_call_site():
+    [finding] = _findings("import torch\ns = torch.cuda.amp.GradScaler()\n")
+    assert "once for this call site" in finding.message and "every use" not in finding.message

@@ -92,10 +92,12 @@ SHAPES = {
     "a model class of many methods": ("import torch\nclass Block(torch.nn.Module):\n    pass\n"
                                       "class Model(torch.nn.Module):\n", """
         # a method of Model (this comment sets the margin: the methods sit one level in)
-            def forward_{i}(self, x):
+            def forward_{i}(self, loader):
                 self.net_{i} = Block()
-                mask = torch.ones(4, 4).to(x.device)
-                return self.net_{i}(x) + self.net_{i}(mask)
+                for x in loader:
+                    mask = torch.ones(4, 4).to(x.device)
+                    out = self.net_{i}(x) + self.net_{i}(mask)
+                return out
         """),
     "a script of module-level loops": ("import torch\nmodel = Net()\nopt = torch.optim.SGD(model.parameters())\n", """
         for x_{i} in loader:

@@ -147,3 +147,21 @@ def test_a_commit_without_python_files_passes_and_one_with_a_bad_file_does_not(u
                             text=True, env={**ENV, "PRE_COMMIT_HOME": str(pre_commit_home)}, timeout=600)
     assert commit.returncode == 1
     assert "train.py:5:5: MEM101" in commit.stdout + commit.stderr
+
+
+def test_one_run_at_the_root_of_a_monorepo_uses_each_project_s_configuration(user_repo, pre_commit_home):
+    """pre-commit names files from the repository's root, in batches; memlint runs once for all
+    of them (`require_serial`: one summary, one pool of processes), and each file is linted
+    with the configuration of its own project."""
+    (user_repo / "a").mkdir()
+    (user_repo / "b").mkdir()
+    (user_repo / "a" / "pyproject.toml").write_text(CONFIG, encoding="utf-8")
+    for index in range(8):
+        for project in ("a", "b"):
+            (user_repo / project / f"train_{index}.py").write_text(BAD, encoding="utf-8")
+    git(user_repo, "add", "-A")
+    lint = pre_commit(user_repo, pre_commit_home, "run", "memlint", "--all-files")
+    assert lint.returncode == 1, lint.stdout + lint.stderr
+    assert [line for line in lint.stdout.splitlines() if line.startswith("Found ")] == ["Found 8 errors."]
+    assert sorted(line.split(":")[0] for line in lint.stdout.splitlines() if ": MEM101" in line) == [
+        f"a/train_{index}.py" for index in range(8)]

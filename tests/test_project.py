@@ -223,3 +223,26 @@ def test_a_changed_helper_module_changes_the_cached_result_of_its_caller(tmp_pat
     utils.write_text(utils.read_text().replace("self.yhat.append(yhat)", "self.yhat.append(yhat.detach().cpu())")
                      .replace("self.y.append(y)", "self.y.append(y.cpu())"))
     assert ("valid.py", 9, "MEM202") not in lint(tmp_path / "src", cache=cache)
+
+
+PLAIN = """\
+def check(model, loader):
+    model.eval()
+    results = []
+    for batch in loader:
+        results.append(model(batch))
+    return results
+"""
+
+
+def test_code_that_is_not_pytorch_is_left_alone(tmp_path):
+    tree(tmp_path, {"plain.py": PLAIN, "with_torch.py": "import torch\n" + PLAIN})
+    found = {name for name, _, _ in lint(tmp_path)}
+    assert found == {"with_torch.py"}
+
+
+def test_a_module_using_torch_through_a_project_helper_is_pytorch_code(tmp_path):
+    tree(tmp_path, {"app/__init__.py": "", "app/nets.py": "import torch\n\ndef build():\n    return torch.nn.Linear(4, 2)\n",
+                    "app/run.py": "from app.nets import build\n" + PLAIN})
+    assert {name for name, _, _ in lint(tmp_path)} == {"run.py"}
+    assert lint(tmp_path, tmp_path / "app/run.py") == []  # alone: nothing says it is PyTorch code

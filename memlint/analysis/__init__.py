@@ -25,6 +25,9 @@ objects it names as its dependencies:
     facts.syncs      syncs.py       host-device syncs, which values are tensors, what loops repeat over
     facts.project    project.py     what the other modules of the project say about this one's
                                     functions and classes, and the names it imports from them
+    facts.guards     guards.py      the conditions code runs under: the hardware's, or the user's choice
+    facts.checkpoints checkpoints.py what each torch.save writes (from the CPU or not), what a torch.load reads
+    facts.requirement requirement.py the oldest torch the module's own code needs (the newest API it uses)
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it.
@@ -43,7 +46,10 @@ import libcst as cst
 
 from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.calls import CallGraph
+from memlint.analysis.checkpoints import Checkpoints
 from memlint.analysis.dataflow import block_flow
+from memlint.analysis.frameworks import is_torch_library
+from memlint.analysis.guards import Guards
 from memlint.analysis.hoisting import Hoisting
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.often import INNER, STEP
@@ -53,6 +59,7 @@ from memlint.analysis.project import ProjectView
 from memlint.analysis.purity import Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.regions import Regions
+from memlint.analysis.requirement import Requirement
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.steps import Steps
@@ -151,6 +158,16 @@ class Facts:
         """Host-device syncs, tensor values, and what a loop repeats over."""
         return Syncs(self.names, self.tree, self.scopes, self.roles, self.purity)
 
+    @cached_property
+    def guards(self) -> Guards:
+        """The conditions code runs under, and whether they are the user's choice."""
+        return Guards(self.names, self.tree, self.scopes)
+
+    @cached_property
+    def checkpoints(self) -> Checkpoints:
+        """What each `torch.save` writes (from the CPU or not), what each `torch.load` reads."""
+        return Checkpoints(self.names, self.tree, self.scopes, self.receivers, self.apicalls)
+
     def loop(self, loop: Loop, scope: cst.CSTNode) -> LoopFacts:
         """Facts of `loop`, which runs in `scope` (its function, or the module)."""
         facts = self._loops.get(id(loop))
@@ -181,9 +198,17 @@ class Facts:
 
     def references(self, qualified: str) -> List[Reference]:
         """Every place the module names the imported API `qualified` (e.g. `torch.cuda.amp.autocast`)."""
+        return self._all_references().get(qualified, [])
+
+    def _all_references(self) -> Dict[str, List[Reference]]:
         if self._references is None:
             self._references = references(self.module, self.names)
-        return self._references.get(qualified, [])
+        return self._references
+
+    @cached_property
+    def requirement(self) -> Requirement:
+        """The oldest torch the module's own code needs, from the newest API it uses."""
+        return Requirement(self.tree, self._all_references, lambda: self.identifiers)
 
     def references_through(self, local: str) -> List[Reference]:
         """Every use of the imported name `local` (`amp` in `amp.autocast()`), whatever it resolves to."""
@@ -197,6 +222,18 @@ class Facts:
         resolve calls through `scopes`), so they form reference cycles holding the tree; the
         engine releases them when a file is done, and the tree goes with its last reference."""
         self.__dict__.clear()
+
+    @cached_property
+    def uses_torch(self) -> bool:
+        """The module is PyTorch code: it imports torch or a library built on it, itself or
+        through a module of the project that does (memlint.analysis.project). Nothing is
+        reported elsewhere: a `model` or an `.append` in plain Python, TensorFlow or JAX code
+        is none of memlint's business."""
+        imported = self.names.absolute_imports().values()
+        if any(is_torch_library(full) for full in imported):
+            return True
+        project = self.project
+        return any(project.uses_torch(full) for full in imported if project.knows(full))
 
     def per_step(self, node: cst.CSTNode, inner: bool = False) -> Optional[str]:
         """How often `node` runs when it is every step (STEP) or more (INNER; with `inner`, only

@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -98,28 +98,40 @@ class ApiCalls:
             self._sites[key] = found
         return found
 
-    def loaded_into(self, call: cst.Call, depth: int = 0) -> bool:
+    def loaded_into(self, call: cst.Call) -> bool:
         """Whether what `call` returns is loaded into a model or an optimizer (see the module
         docstring); when its function returns it, at a call of that function."""
+        return bool(self.state_loads(call))
+
+    def state_loads(self, call: cst.Call, depth: int = 0) -> List[cst.Call]:
+        """The `.load_state_dict(...)` calls (of a model or an optimizer) that what `call`
+        returns reaches, as `loaded_into` follows it."""
         tree, scopes = self.tree, self.scopes
         for ancestor in tree.ancestors(call):
             if isinstance(ancestor, cst.Arg):
                 owner = tree.parent(ancestor)
                 if isinstance(owner, cst.Call) and _loads_state(owner):
-                    return True
+                    return [owner]
             if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 break
         scope = tree.scope_of(call)
-        bound = {b.name for b in scopes.every_binding() if b.value is not None and b.kind == "assign"
-                 and tree.contains(b.value, call) and tree.scope_of(b.node) is scope}
-        names = derived(scopes.flows(scope), bound) if bound else set()
-        if any(_loads_state(other) and tree.scope_of(other) is scope
-               and any(sources_of(arg.value) & names for arg in other.args) for other in scopes.calls):
-            return True
+        names = self.bound_from(call)
+        found = [other for other in scopes.calls if _loads_state(other) and tree.scope_of(other) is scope
+                 and any(sources_of(arg.value) & names for arg in other.args)]
+        if found:
+            return found
         if isinstance(scope, cst.FunctionDef) and depth < _WRAPPER_DEPTH and any(
                 tree.contains(value, call) or sources_of(value) & names for value in scopes.returned(scope)):
-            return any(self.loaded_into(site, depth + 1) for site in scopes.call_sites(scope))
-        return False
+            return [loader for site in scopes.call_sites(scope) for loader in self.state_loads(site, depth + 1)]
+        return []
+
+    def bound_from(self, call: cst.Call, follow: bool = True) -> Set[str]:
+        """The names of the call's scope bound from what it returns, and (`follow`) from those in turn."""
+        tree, scopes = self.tree, self.scopes
+        scope = tree.scope_of(call)
+        bound = {b.name for b in scopes.every_binding() if b.value is not None and b.kind == "assign"
+                 and tree.contains(b.value, call) and tree.scope_of(b.node) is scope}
+        return derived(scopes.flows(scope), bound) if bound and follow else bound
 
     def reads_buffer(self, call: cst.Call) -> bool:
         """Whether the call's first argument is an in-memory buffer (see the module docstring)."""

@@ -12,6 +12,17 @@ import re
 
 from memlint.analysis.tree import last_part
 
+# Libraries built on torch: a module importing one is PyTorch code, even without `import torch`.
+TORCH_LIBRARIES = ("torch", "lightning", "pytorch_lightning", "transformers", "accelerate", "timm", "torchvision",
+                   "torchaudio", "torchtext", "torchmetrics", "fairseq", "detectron2", "apex", "ignite", "deepspeed",
+                   "diffusers", "peft", "trl", "fairscale", "xformers", "bitsandbytes")
+
+
+def is_torch_library(name: str) -> bool:
+    """Whether an imported name (`torch.nn`, `lightning.pytorch.Trainer`) is of a library built on torch."""
+    return name.split(".", 1)[0] in TORCH_LIBRARIES
+
+
 # Lightning modules (pytorch_lightning, lightning, lightning.pytorch), by their base class
 LIGHTNING_BASES = re.compile(r"(^|\.)LightningModule$")
 # HF `Trainer` and its subclasses (`Seq2SeqTrainer`, TRL's trainers derive from it), by base class

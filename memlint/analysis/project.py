@@ -13,7 +13,9 @@ in its function), and the project answers, from all the summaries, what one modu
 - `lineage(class)`: every ancestor of a class, through the project's modules, down to the
   classes they import (`torch.nn.modules.loss._Loss`, `lightning.LightningModule`), so a
   criterion deriving from the project's own `BaseCriterion` is known to be a module;
-- `function(name)`: what a function of another module does with its arguments (memlint.analysis.summary).
+- `function(name)`: what a function of another module does with its arguments (memlint.analysis.summary);
+- `saved(files)`: how the modules save files of these names (from the CPU or not, with what
+  objects), for a `torch.load` of such a file (memlint.analysis.checkpoints).
 
 Module names come from the files' places: a folder with an `__init__.py` is a package, and the
 first folder up without one is the root the module is imported from (`src/pkg/mod.py` is
@@ -30,12 +32,14 @@ files to lint again once every summary is known, and how the cache keeps a resul
 
 from __future__ import annotations
 
+import json
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES, MODEL_BASE, is_module_base_name
+from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, MODEL_BASE, is_module_base_name,
+                                         is_torch_library)
 from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummary
 from memlint.analysis.often import at_site, combine, intrinsic_often
 
@@ -157,6 +161,16 @@ class Project:
             names.extend(name for base, name in self._base_refs(current) if base is None and name not in names)
         return tuple(names)
 
+    def uses_torch(self, root: str, dotted: str) -> bool:
+        """Whether the project module that `dotted` (a module, or a name in one) comes from
+        imports torch or a library built on it."""
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            key = self._module(root, ".".join(parts[:cut]))
+            if key is not None:
+                return any(is_torch_library(full) for full in self._modules[key].imports.values())
+        return False
+
     def function(self, root: str, dotted: str) -> Optional[FunctionSummary]:
         """What the function or method `dotted` names does, when it is the project's."""
         ref = self.resolve(root, dotted)
@@ -174,6 +188,18 @@ class Project:
         target = (root, module, qualified)
         return combine({at_site(kind, self._often_of(caller))
                         for caller, kind in self._incoming_edges().get(target, ()) if caller[:2] != target[:2]})
+
+    def saved(self, files: FrozenSet[str]) -> List[List[str]]:
+        """How the project's modules save files of these names: [where from ("cpu", "gpu"),
+        the objects other than tensors written with them] (memlint.analysis.checkpoints)."""
+        kinds: Set[str] = set()
+        objects: Set[str] = set()
+        for key in sorted(self._modules):
+            for save in self._modules[key].saves:
+                if files.intersection(save.files):
+                    kinds.add("cpu" if save.cpu else "gpu")
+                    objects.update(save.objects)
+        return [sorted(kinds), sorted(objects)]
 
     def _often_of(self, function: Tuple[str, str, str]) -> Optional[str]:
         """How often a function runs per step, from everything the project knows (its name
@@ -314,6 +340,10 @@ class ProjectView:
                          lambda p: any(LIGHTNING_BASES.search(a) for a in p.lineage(self.root, dotted)),
                          False, False)  # type: ignore[return-value]
 
+    def uses_torch(self, dotted: str) -> bool:
+        """Whether the project module `dotted` comes from imports torch (or a library on it)."""
+        return self._ask(f"torch {dotted}", lambda p: p.uses_torch(self.root, dotted), False, False)  # type: ignore[return-value]
+
     def is_hf_trainer(self, dotted: str) -> bool:
         """Whether the project's class `dotted` derives from HF's `Trainer`."""
         return self._ask(f"hf-trainer {dotted}",
@@ -342,15 +372,27 @@ class ProjectView:
         return {name: position for name, position in found}  # type: ignore[union-attr, misc]
 
 
+    def saved(self, files: Iterable[str]) -> Tuple[List[str], List[str]]:
+        """Where the project saves files of these names from, and what objects it writes into
+        them (Project.saved). Alone, a module cannot know that no other one saves the file
+        from the CPU: it answers that one does, which keeps MEM502 from reporting."""
+        names = sorted(set(files))
+        found = self._ask(f"saved {json.dumps(names, separators=(',', ':'))}",
+                          lambda p: p.saved(frozenset(names)), [[], []], [["cpu"], []])
+        return found[0], found[1]  # type: ignore[index]
+
+
 _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "often": ProjectView.external_often,
     "module": ProjectView.is_module,
     "lightning": ProjectView.is_lightning_module,
     "hf-trainer": ProjectView.is_hf_trainer,
+    "torch": ProjectView.uses_torch,
     "returns-graph": lambda view, dotted: view.returns(dotted, True),
     "returns-output": lambda view, dotted: view.returns(dotted, False),
     "keeps-graph": lambda view, dotted: view.keeps(dotted, True),
     "keeps-output": lambda view, dotted: view.keeps(dotted, False),
+    "saved": lambda view, files: view.saved(json.loads(files)),
 }
 
 

@@ -119,6 +119,11 @@ class Steps:
         train(epoch)`): whatever else its body does, `loop` runs between steps."""
         return any(self._function_holds_step_loop(func) for func in self.calls.functions_reached(loop))
 
+    def _trains_itself(self, loop: cst.CSTNode) -> bool:
+        """`loop` backwards or steps an optimizer in its own body: whatever loops the helpers it
+        calls run (MAML's adaptation steps), its iterations are steps, not epochs."""
+        return bool(self.roles.backwards_in(loop, follow=False) or self.roles.steps_in(loop, follow=False))
+
     def _function_holds_step_loop(self, func: cst.FunctionDef) -> bool:
         found = self._function_holds.get(id(func))
         if found is None:
@@ -149,7 +154,7 @@ class Steps:
         if loops:
             innermost = loops[0]
             if self.does_step_work(innermost):
-                if self.calls_step_loop(innermost):
+                if self.calls_step_loop(innermost) and not self._trains_itself(innermost):
                     return BOUNDARY
                 return INNER if repeated or self._micro_step(innermost, loops[1:]) else STEP
             if self.holds_step_loop(innermost):

@@ -9,6 +9,8 @@ file's text, and read by memlint.analysis.project:
 - `functions` and `classes` (module level; a class with its bases as this module names them,
   whether it is known here to be an nn.Module, and its methods): for each function, its
   parameters and what it does with them (`FunctionSummary`);
+- `saves`: the module's `torch.save` calls that name their file, whether they write from the
+  CPU and what objects they write (memlint.analysis.checkpoints);
 - `calls`: every call of a function of the project (this module's, or one it imports from a
   project module, or a method on `self`) from a module-level function or method, or from the
   module's own code, with how often the call runs in its function (memlint.analysis.often).
@@ -90,12 +92,33 @@ class Edge:
 
 
 @dataclass(frozen=True)
+class SavedFile:
+    """A `torch.save` whose path names its file (memlint.analysis.checkpoints): another
+    module loading a file of that name reads what it wrote."""
+
+    files: Tuple[str, ...]
+    cpu: bool  # everything it writes is on the CPU
+    objects: Tuple[str, ...]  # what it writes that `weights_only=True` refuses
+
+    def to_json(self) -> list:
+        return [list(self.files), self.cpu, list(self.objects)]
+
+    @classmethod
+    def from_json(cls, data: list) -> "SavedFile":
+        files, cpu, objects = data
+        if not isinstance(cpu, bool):
+            raise ValueError("not a saved file")
+        return cls(_names(files), cpu, _names(objects))
+
+
+@dataclass(frozen=True)
 class ModuleSummary:
     name: str
     imports: Dict[str, str]
     functions: Dict[str, FunctionSummary]
     classes: Dict[str, ClassSummary]
     calls: Tuple[Edge, ...]
+    saves: Tuple[SavedFile, ...] = ()
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -106,7 +129,7 @@ class ModuleSummary:
         return {"name": self.name, "imports": self.imports,
                 "functions": {k: v.to_json() for k, v in self.functions.items()},
                 "classes": {k: v.to_json() for k, v in self.classes.items()},
-                "calls": [e.to_json() for e in self.calls]}
+                "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves]}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
@@ -116,7 +139,8 @@ class ModuleSummary:
         return cls(_name(data["name"]), {_name(k): _name(v) for k, v in imports.items()},
                    {_name(k): FunctionSummary.from_json(v) for k, v in data["functions"].items()},
                    {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
-                   tuple(Edge.from_json(e) for e in data["calls"]))
+                   tuple(Edge.from_json(e) for e in data["calls"]),
+                   tuple(SavedFile.from_json(s) for s in data.get("saves", [])))
 
 
 def _name(value: object) -> str:
@@ -145,7 +169,14 @@ def summarize(facts: "Facts") -> ModuleSummary:
             methods = {s.name.value: _function(facts, s) for s in statement.body.body if isinstance(s, cst.FunctionDef)}
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.module_classes, methods)
-    return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)))
+    return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
+                         _saved_files(facts))
+
+
+def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:
+    """The module's `torch.save` calls whose path names a file."""
+    return tuple(SavedFile(tuple(sorted(save.files)), save.cpu, save.objects)
+                 for save in facts.checkpoints.saves if save.files)
 
 
 def summarize_plain(source: str, name: str, package: Optional[str]) -> ModuleSummary:

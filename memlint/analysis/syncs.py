@@ -23,7 +23,7 @@ Asked by MEM105.
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -32,7 +32,7 @@ from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex
+from memlint.analysis.tree import TreeIndex, walk_scope
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 _NOT_TENSOR_FUNCTIONS = frozenset({
@@ -63,6 +63,19 @@ def may_sync(call: cst.Call) -> bool:
     func = call.func
     return isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS or \
         isinstance(func, cst.Name) and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS)
+
+
+def _position(statement: cst.CSTNode, name: str) -> Optional[int]:
+    """Where `name` sits in the tuple an assignment unpacks (`a, b = f()`: `b` at 1)."""
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for position, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return position
+    return None
 
 
 def element_source(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
@@ -97,6 +110,7 @@ class Syncs:
         self._memo: Dict[Tuple[str, int], bool] = {}
         self._busy: Set[Tuple[str, int]] = set()
         self._placed: Dict[Tuple[str, int], bool] = {}
+        self._loop_syncs: Dict[int, List[cst.Call]] = {}
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -172,7 +186,10 @@ class Syncs:
                 result = source is not None and self._iterates_tensors(source, bind.node, depth)
             elif bind.kind in ("assign", "walrus", "aug"):
                 value = bind.value
-                if not bind.whole and not (isinstance(value, cst.Call) and (
+                if not bind.whole and isinstance(value, cst.Call) and \
+                        self._returns_tensors(self.scopes.resolve(value), _position(bind.node, name), depth + 1):
+                    result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
+                elif not bind.whole and not (isinstance(value, cst.Call) and (
                         self.roles.is_forward(value) or self._call_is_tensor(value, bind.node, depth + 1))):
                     result = False
                 else:
@@ -231,6 +248,21 @@ class Syncs:
 
     def _device_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         return self.is_tensor(expr, at) and self.on_device(expr, at)
+
+    def _returns_tensors(self, func: Optional[cst.FunctionDef], position: Optional[int], depth: int) -> bool:
+        """A function of this module whose every `return` gives a tuple with a tensor at
+        `position` (`error, accuracy = fast_adapt(...)`: `error` at 0)."""
+        if func is None or position is None or depth > _MAX_DEPTH:
+            return False
+        returned = [r for r in walk_scope(func.body) if type(r) is cst.Return]
+        if not returned:
+            return False
+        for node in returned:
+            value = node.value  # type: ignore[attr-defined]
+            if not isinstance(value, cst.Tuple) or len(value.elements) <= position or \
+                    not self.is_tensor(value.elements[position].value, node, depth):
+                return False
+        return True
 
     def _comprehension_target(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         """The iterable of the comprehension around `at` whose `for` binds `name`."""
@@ -293,6 +325,16 @@ class Syncs:
         if isinstance(func, cst.Attribute) and self.names.call_name(expr) is None:
             operands.append(func.value)
         return any(self.on_device(operand, at, depth + 1) for operand in operands)
+
+    def loop_syncs(self, loop: cst.CSTNode, besides: cst.CSTNode) -> bool:
+        """`loop` already makes the host wait for the device on every iteration: a sync call in
+        its body other than `besides` (`print(loss.item())`, `next_word.item()` in decoding)."""
+        found = self._loop_syncs.get(id(loop))
+        if found is None:
+            found = [call for call in walk_scope(loop.body) if type(call) is cst.Call  # type: ignore[attr-defined]
+                     and may_sync(call) and self.sync(call) is not None]  # type: ignore[arg-type]
+            self._loop_syncs[id(loop)] = found
+        return any(not self.tree.contains(besides, call) for call in found)
 
     # -- repetition --------------------------------------------------------------------------
     def repeats_over(self, node: cst.CSTNode) -> Optional[cst.BaseExpression]:

@@ -534,6 +534,25 @@ class Values:
         tainted = summary.derivation.of(names)
         return bool(summary.returned & tainted or summary.stored & tainted)
 
+    def callers_backward(self, func: Optional[cst.FunctionDef]) -> bool:
+        """Whether a call of `func` in this module backwards what it returns
+        (`forward_test(model, x).sum().backward()`, `loss = f(x); loss.backward()`)."""
+        if func is None:
+            return False
+        for site in self.scopes.call_sites(func):
+            scope = self.tree.scope_of(site)
+            statement = self.tree.statement_around(site)
+            if any(type(node) is cst.Call and self.roles.backward_of(node) is not None  # type: ignore[arg-type]
+                   for node in walk_scope(statement)) if statement is not None else False:
+                return True  # backwarded in the statement that calls it
+            bound = set()
+            for node in (statement.body if isinstance(statement, cst.SimpleStatementLine) else ()):
+                if isinstance(node, cst.Assign):
+                    bound |= {name for t in node.targets for name in target_names(t.target)}
+            if bound and self.reaches_backward(scope, bound):
+                return True
+        return False
+
     def reset_in_iteration(self, loop: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
         """Whether `name` is surely rebound (not by `+=` or an append) in `loop`'s body before `at`:
         then what it holds at `at` does not outlive the iteration."""

@@ -1,5 +1,7 @@
-"""GitHub Actions workflow commands: one `::error` annotation per finding, shown on the pull
-request's diff: `::error file=...,line=...,col=...,endLine=...,endColumn=...,title=MEM101::message`.
+"""GitHub Actions workflow commands: one annotation per finding, shown on the pull request's
+diff: `::error file=...,line=...,col=...,endLine=...,endColumn=...,title=MEM101::message`, at the
+rule's level (`::error`, `::warning`, `::notice`: memlint.report.severity), the file named from
+the repository's root, as GitHub resolves it (memlint.report.paths).
 
 Values are escaped as GitHub's own toolkit does (`%`, CR and LF in the message; also `:` and
 `,` in properties). Columns are given only for a finding on one line (GitHub ignores them
@@ -10,10 +12,16 @@ A file that could not be checked gets an annotation too.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Type
 
 from memlint.findings import Finding
+from memlint.report.paths import from_root, repository_root
+from memlint.report.severity import Severity, severity
+from memlint.rule import Rule
 from memlint.run import FileOutcome
+
+_COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 
 
 def _data(value: str) -> str:
@@ -24,14 +32,14 @@ def _property(value: str) -> str:
     return _data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def _command(properties: Dict[str, object], message: str) -> str:
+def _command(properties: Dict[str, object], message: str, command: str = "error") -> str:
     fields = ",".join(f"{key}={_property(str(value))}" for key, value in properties.items())
-    return f"::error {fields}::{_data(message)}"
+    return f"::{command} {fields}::{_data(message)}"
 
 
-def _annotation(finding: Finding, outcome: FileOutcome) -> str:
+def _annotation(finding: Finding, outcome: FileOutcome, file: str, command: str) -> str:
     where = finding.range
-    properties: Dict[str, object] = {"file": outcome.display}
+    properties: Dict[str, object] = {"file": file}
     message = finding.message
     if finding.cell is not None and outcome.notebook is not None:
         properties["line"] = outcome.notebook.file_line(finding.cell, where.line)
@@ -45,13 +53,16 @@ def _annotation(finding: Finding, outcome: FileOutcome) -> str:
         if where.end_line == where.line:
             properties["endColumn"] = max(where.end_column - 1, where.column)
     properties["title"] = finding.code
-    return _command(properties, message)
+    return _command(properties, message, command)
 
 
-def render(outcomes: Sequence[FileOutcome]) -> List[str]:
+def render(outcomes: Sequence[FileOutcome], registry: Mapping[str, Type[Rule]],
+           root: Optional[Path] = None) -> List[str]:
+    root = root or repository_root()
     lines = []
     for outcome in outcomes:
+        file = from_root(outcome.display, root)
         if outcome.error is not None:
-            lines.append(_command({"file": outcome.display, "title": "memlint"}, outcome.error))
-        lines += [_annotation(f, outcome) for f in outcome.findings]
+            lines.append(_command({"file": file, "title": "memlint"}, outcome.error))
+        lines += [_annotation(f, outcome, file, _COMMANDS[severity(registry[f.code])]) for f in outcome.findings]
     return lines

@@ -3,13 +3,17 @@
 The keys are a contract: code, name, message, filename, cell (a notebook's cell number, else
 null; lines then count inside the cell), line, column, end_line, end_column,
 fix (null, or {"safety": "safe" | "unsafe", "message": ..., "diff": unified diff of that fix alone}).
+With --statistics, a list of {"code", "name", "count", "fixable"}, the most frequent first, as ruff's.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections import Counter
+from typing import Mapping, Sequence, Type
 
+from memlint.engine import fix_allowed
+from memlint.rule import Rule
 from memlint.run import FileOutcome
 
 
@@ -35,3 +39,10 @@ def render(outcomes: Sequence[FileOutcome]) -> str:
                 },
             })
     return json.dumps(items, indent=2)
+
+
+def statistics(outcomes: Sequence[FileOutcome], registry: Mapping[str, Type[Rule]], unsafe: bool) -> str:
+    counts = Counter(f.code for o in outcomes for f in o.findings)
+    fixable = {f.code for o in outcomes for f in o.findings if fix_allowed(f.fix, unsafe)}
+    return json.dumps([{"code": code, "name": registry[code].NAME, "count": count, "fixable": code in fixable}
+                       for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))], indent=2)

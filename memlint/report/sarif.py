@@ -6,14 +6,22 @@ not be checked as notifications of a failed invocation. Columns count code point
 memlint's do. A notebook's findings point at the lines of the .ipynb file that hold the cell's
 code (the cell's own line and column are in the message and the result's properties), so that
 the location and the fix apply to the file that was scanned.
+
+Paths are relative to the repository's root (`%SRCROOT%`), as code scanning resolves them,
+wherever memlint ran. Each result has the level of its rule (memlint.report.severity) and a
+`partialFingerprints` entry that stays when lines are added or removed around it (its rule,
+file and message, and which of the file's equal findings it is), so that code scanning follows
+a finding across commits instead of closing it and opening a new one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Type
 from urllib.parse import quote
@@ -21,6 +29,8 @@ from urllib.parse import quote
 from memlint import __version__
 from memlint.docs import explain
 from memlint.findings import Finding
+from memlint.report.paths import from_root, repository_root
+from memlint.report.severity import severity
 from memlint.rule import Rule
 from memlint.run import FileOutcome
 
@@ -45,7 +55,7 @@ def _rule(rule: Type[Rule]) -> dict:
         "shortDescription": {"text": rule.MESSAGE},
         "fullDescription": {"text": doc, "markdown": doc},
         "help": {"text": explain(rule), "markdown": explain(rule)},
-        "defaultConfiguration": {"enabled": rule.DEFAULT_ON, "level": "error"},
+        "defaultConfiguration": {"enabled": rule.DEFAULT_ON, "level": severity(rule).value},
         "properties": {
             "fixSafety": rule.FIX_SAFETY.value if rule.FIX_SAFETY is not None else "none",
             "verifierClaim": rule.CLAIM.value,
@@ -106,19 +116,26 @@ def _region(finding: Finding, outcome: FileOutcome) -> dict:
             "endLine": where.end_line, "endColumn": where.end_column}
 
 
-def _result(finding: Finding, outcome: FileOutcome, diff: Optional[str], index: Dict[str, int]) -> dict:
+def _fingerprint(finding: Finding, file: str, occurrence: int) -> str:
+    key = "\0".join((finding.code, file, finding.message, str(occurrence)))
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _result(finding: Finding, outcome: FileOutcome, diff: Optional[str], index: Dict[str, int],
+            levels: Dict[str, str], file: str, occurrence: int) -> dict:
     message = finding.message
     if finding.cell is not None:
         message += f" (cell {finding.cell}, line {finding.line}, column {finding.column})"
     result: dict = {
         "ruleId": finding.code,
         "ruleIndex": index[finding.code],
-        "level": "error",
+        "level": levels[finding.code],
         "message": {"text": message},
         "locations": [{"physicalLocation": {
-            "artifactLocation": _artifact(outcome.display),
+            "artifactLocation": _artifact(file),
             "region": _region(finding, outcome),
         }}],
+        "partialFingerprints": {"memlint/v1": _fingerprint(finding, file, occurrence)},
     }
     if finding.cell is not None:
         result["properties"] = {"cell": finding.cell, "cellLine": finding.line, "cellColumn": finding.column}
@@ -126,22 +143,28 @@ def _result(finding: Finding, outcome: FileOutcome, diff: Optional[str], index: 
         result["fixes"] = [{
             "description": {"text": f"{finding.fix.description} ({finding.fix.safety.value} fix)"},
             "artifactChanges": [{
-                "artifactLocation": _artifact(outcome.display),
+                "artifactLocation": _artifact(file),
                 "replacements": _replacements(diff),
             }],
         }]
     return result
 
 
-def render(outcomes: Sequence[FileOutcome], registry: Mapping[str, Type[Rule]]) -> str:
+def render(outcomes: Sequence[FileOutcome], registry: Mapping[str, Type[Rule]], root: Optional[Path] = None) -> str:
+    root = root or repository_root()
     index = {code: position for position, code in enumerate(registry)}
+    levels = {code: severity(rule).value for code, rule in registry.items()}
     results = []
     for outcome in outcomes:
+        file = from_root(outcome.display, root)
         diffs = outcome.fix_diffs or [None] * len(outcome.findings)
-        results += [_result(f, outcome, diff, index) for f, diff in zip(outcome.findings, diffs)]
+        seen: Counter = Counter()
+        for finding, diff in zip(outcome.findings, diffs):
+            seen[finding.code, finding.message] += 1
+            results.append(_result(finding, outcome, diff, index, levels, file, seen[finding.code, finding.message]))
     notifications = [
         {"level": "error", "message": {"text": outcome.error},
-         "locations": [{"physicalLocation": {"artifactLocation": _artifact(outcome.display)}}]}
+         "locations": [{"physicalLocation": {"artifactLocation": _artifact(from_root(outcome.display, root))}}]}
         for outcome in outcomes if outcome.error is not None
     ]
     run = {
@@ -153,7 +176,7 @@ def render(outcomes: Sequence[FileOutcome], registry: Mapping[str, Type[Rule]]) 
         }},
         "invocations": [{"executionSuccessful": not notifications,
                          "toolExecutionNotifications": notifications}],
-        "originalUriBaseIds": {SOURCE_ROOT: {"uri": Path.cwd().as_uri().rstrip("/") + "/"}},
+        "originalUriBaseIds": {SOURCE_ROOT: {"uri": root.as_uri().rstrip("/") + "/"}},
         "columnKind": "unicodeCodePoints",
         "results": results,
     }

@@ -18,27 +18,50 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'es' if word.endswith(('s', 'x')) else 's'}"
 
 
-def findings(outcomes: Sequence[FileOutcome], unsafe: bool) -> List[str]:
+def _paint(text: str, style: str, color: bool) -> str:
+    return f"\x1b[{style}m{text}\x1b[0m" if color else text
+
+
+BOLD, RED, CYAN = "1", "1;31", "36"
+
+
+def findings(outcomes: Sequence[FileOutcome], unsafe: bool, color: bool = False) -> List[str]:
     lines = []
     for outcome in outcomes:
+        path = _paint(outcome.display, BOLD, color)
         for f in outcome.findings:
-            mark = "[*] " if fix_allowed(f.fix, unsafe) else ""
+            mark = _paint("[*]", CYAN, color) + " " if fix_allowed(f.fix, unsafe) else ""
             cell = f"cell {f.cell}:" if f.cell is not None else ""
-            lines.append(f"{outcome.display}:{cell}{f.line}:{f.column}: {f.code} {mark}{f.message}")
+            lines.append(f"{path}:{cell}{f.line}:{f.column}: {_paint(f.code, RED, color)} {mark}{f.message}")
     return lines
+
+
+def fixes(outcomes: Sequence[FileOutcome], registry: Mapping[str, Type[Rule]], heading: str) -> List[str]:
+    """What --fix changed (`heading` "Fixed"), or --diff would, per file and rule; nothing when nothing."""
+    total = sum(len(o.fixed) for o in outcomes)
+    if not total:
+        return []
+    lines = [f"{heading} {_plural(total, 'error')}:"]
+    for outcome in outcomes:
+        if outcome.fixed:
+            lines.append(f"- {outcome.display}:")
+            for code, count in sorted(Counter(f.code for f in outcome.fixed).items()):
+                lines.append(f"    {count} × {code} ({registry[code].NAME})")
+    return lines + [""]
 
 
 def summary(outcomes: Sequence[FileOutcome], unsafe: bool, fixing: bool) -> List[str]:
     remaining = [f for o in outcomes for f in o.findings]
     fixed = sum(len(o.fixed) for o in outcomes)
     failed = sum(1 for o in outcomes if o.error is not None)
-    if failed:
-        return [f"Found {_plural(len(remaining), 'error')}; "
-                f"{_plural(failed, 'path')} could not be checked."]
-    if not remaining and not fixed:
+    if not remaining and not fixed and not failed:
         return ["All checks passed!"]
+    unchecked = f"; {_plural(failed, 'path')} could not be checked." if failed else "."
     if fixing:
-        return [f"Found {_plural(len(remaining) + fixed, 'error')} ({fixed} fixed, {len(remaining)} remaining)."]
+        return [f"Found {_plural(len(remaining) + fixed, 'error')} ({fixed} fixed, {len(remaining)} remaining)"
+                + unchecked]
+    if failed:
+        return [f"Found {_plural(len(remaining), 'error')}{unchecked}"]
     lines = [f"Found {_plural(len(remaining), 'error')}."]
     fixable = sum(1 for f in remaining if fix_allowed(f.fix, unsafe))
     hidden = sum(1 for f in remaining if f.fix is not None and f.fix.safety is Safety.UNSAFE and not unsafe)

@@ -12,9 +12,30 @@ from typing import Optional
 import libcst as cst
 
 
+class _OneLine(cst.CSTTransformer):
+    """Code laid out on one line: brackets broken over lines and backslash continuations
+    become one space, and comments go (a `# noqa` quoted in a message would read as one)."""
+
+    def leave_ParenthesizedWhitespace(self, original: cst.ParenthesizedWhitespace,
+                                      updated: cst.ParenthesizedWhitespace) -> cst.SimpleWhitespace:
+        return cst.SimpleWhitespace(" ")
+
+    def leave_SimpleWhitespace(self, original: cst.SimpleWhitespace,
+                               updated: cst.SimpleWhitespace) -> cst.SimpleWhitespace:
+        return cst.SimpleWhitespace(" ") if "\\" in updated.value else updated
+
+    def leave_TrailingWhitespace(self, original: cst.TrailingWhitespace,
+                                 updated: cst.TrailingWhitespace) -> cst.TrailingWhitespace:
+        return updated.with_changes(whitespace=cst.SimpleWhitespace(""), comment=None)
+
+    def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.RemovalSentinel:
+        return cst.RemovalSentinel.REMOVE
+
+
 def show(node: cst.CSTNode) -> str:
-    """The node's code for a message, cut to 40 characters."""
-    text = cst.Module([]).code_for_node(node).strip()
+    """The node's code for a message: on one line, without comments, cut to 40 characters."""
+    code = cst.Module([]).code_for_node(node.visit(_OneLine()))
+    text = " ".join(line.strip() for line in code.splitlines() if line.strip())  # a block's lines, a long string's
     return text if len(text) <= 40 else text[:37] + "..."
 
 

@@ -159,7 +159,7 @@ class CatInLoop(Rule):
         if isinstance(loop, cst.While) and growth.name in sources_of(loop.test):
             return  # grown until it is long enough: the loop is about its length
         message = (f"`{growth.name}` is grown by `torch.cat` on every iteration: each one copies everything gathered "
-                   f"so far (O(n²) copying) and holds the old and the new `{growth.name}` at once; ")
+                   f"so far and holds the old and the new `{growth.name}` at once; ")
         if reads and not all(self.facts.steps.periodic(use.node) for use in reads):
             if not steps or self._fed_to_the_model(loop, growth.name):
                 return  # read back every iteration: the growth is how it works, or a forward per step dwarfs it

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
@@ -10,11 +10,17 @@ from memlint.analysis.apicalls import ABSENT, ApiSite
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import with_keyword
+from memlint.torch_target import TorchVersion
 
 # API -> position of use_reentrant among its positional parameters (None: only by keyword)
 CHECKPOINTS = {
     "torch.utils.checkpoint.checkpoint": None,
     "torch.utils.checkpoint.checkpoint_sequential": 3,
+}
+# the torch release whose API takes `use_reentrant` (checkpoint: 1.11; checkpoint_sequential: 2.0)
+USE_REENTRANT_SINCE = {
+    "torch.utils.checkpoint.checkpoint": TorchVersion(1, 11),
+    "torch.utils.checkpoint.checkpoint_sequential": TorchVersion(2, 0),
 }
 
 
@@ -48,7 +54,8 @@ class CheckpointWithoutUseReentrant(Rule):
 
     ## Fix
     Adds `use_reentrant=False` (for a wrapper: the keyword its `**kwargs` passes on, or its own
-    parameter).
+    parameter). The argument exists from torch 1.11 for `checkpoint` and from 2.0 for
+    `checkpoint_sequential`: below the project's target torch the fix is not offered.
 
     ## Fix safety
     Unsafe: the versions differ where the reentrant one has limits code may rely on.
@@ -98,19 +105,20 @@ class CheckpointWithoutUseReentrant(Rule):
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)
-        self._sites: Optional[Dict[int, ApiSite]] = None
+        self._sites: Optional[Dict[int, Tuple[ApiSite, str]]] = None
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._sites is None:
-            self._sites = {id(site.call): site for api, position in CHECKPOINTS.items()
+            self._sites = {id(site.call): (site, api) for api, position in CHECKPOINTS.items()
                            for site in self.facts.apicalls.sites(api, "use_reentrant", position)
                            if site.given == ABSENT}
-        site = self._sites.get(id(node))
-        if site is None:
+        found = self._sites.get(id(node))
+        if found is None:
             return
+        site, api = found
         where = "`checkpoint`" if not site.via else f"`{site.via}` (it calls `checkpoint`)"
         fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("False"))),), Safety.UNSAFE,
-                  f"use the non-reentrant checkpoint: `{site.keyword}=False`")
+                  f"use the non-reentrant checkpoint: `{site.keyword}=False`", min_torch=USE_REENTRANT_SINCE[api])
         self.report(node, f"{where} without `{site.keyword}` runs the reentrant version: when no input of "
                           "the block requires grad, its parameters get no gradient; pass `use_reentrant=False`",
                     fix)

@@ -66,7 +66,8 @@ class CpuTensorThenMove(Rule):
 
     ## When it is not reported
     Code that does not run every step (setup before the loop, a test, a `__main__` demo, a
-    function nothing in the project calls per step). Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
+    function nothing in the project calls per step); a loop that already makes the host wait
+    every iteration (decoding that reads each token with `.item()`: one more wait changes little). Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
     legacy constructors (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or
     another tensor; a move to the CPU (also through `device = torch.device("cpu")`); a factory
     that already has a device; code handed to `torch.jit.trace` and the like (the move is what
@@ -127,6 +128,9 @@ class CpuTensorThenMove(Rule):
         "import torch\nfor batch in loader:\n    ids = torch.tensor(batch['ids']).type_as(template)\n",
         # made in one iteration, moved in another: loop-invariant work (MEM102's)
         "import torch\nids = torch.arange(64)\nfor x in loader:\n    model(x, ids.to(device))\n",
+        # a loop that waits for the device every iteration anyway (it reads each token back)
+        "import torch\nfor i in range(n):\n    out = model(ys)\n    word = out[-1].argmax().item()\n"
+        "    nxt = torch.ones(1, 1).fill_(word).to(device)\n    ys = torch.cat([ys, nxt])\n",
         # a list used as an index, not a tensor
         "import torch\nrows = table[torch.arange(3)]\n",
     )
@@ -175,8 +179,13 @@ class CpuTensorThenMove(Rule):
     )
 
     def _per_step(self, node: cst.CSTNode) -> bool:
-        """The copy costs something only where it runs every step (memlint.analysis.steps)."""
-        return self.facts.per_step(node) is not None
+        """The copy costs something only where it runs every step (memlint.analysis.steps), in
+        a loop that does not already wait for the device every iteration (decoding that reads
+        each token with `.item()`: one more wait there changes little)."""
+        if self.facts.per_step(node) is None:
+            return False
+        loops = self.facts.tree.loops_around(node)
+        return not loops or not self.facts.syncs.loop_syncs(loops[0], node)
 
     def visit_Call(self, node: cst.Call) -> None:
         move = self.facts.purity.mover(node)
@@ -280,7 +289,7 @@ class CpuTensorThenMove(Rule):
                       f"make the index on `{owner}`'s device: `device={owner}.device`")
             self.report(call, (
                 f"`{show(call)}` is made on the CPU to index `{owner}`: when `{owner}` is on the GPU the "
-                f"index is copied there each time this runs; make it there with `device={owner}.device`"), fix)
+                f"index is copied there; make it there with `device={owner}.device`"), fix)
 
     @staticmethod
     def _message(factory: Optional[str], move: Move) -> str:
@@ -288,15 +297,15 @@ class CpuTensorThenMove(Rule):
         if factory is None:
             return (f"this tensor is computed on the CPU from torch factories and then copied to the device by "
                     f"{target}: put `device=` on the factories so it is made there")
-        random = (" (the host's random generator is slow, too; keep it only if the numbers must match the "
-                  "CPU's stream)") if factory in RANDOM_FACTORIES else ""
+        random = (" (keep it only if the numbers must match the CPU generator's stream)"
+                  if factory in RANDOM_FACTORIES else "")
         return (f"`{factory}` makes the tensor on the CPU and {target} copies it to the device, which the host "
                 f"waits for{random}; make it there with `device=`")
 
     @staticmethod
     def _helper_message(helper: cst.FunctionDef) -> str:
         return (f"`{helper.name.value}` builds its tensor on the CPU from torch factories, and here it is copied "
-                f"to the device each time; give `{helper.name.value}` a `device` and make it there with `device=`")
+                f"to the device; give `{helper.name.value}` a `device` and make it there with `device=`")
 
     def _fix(self, node: cst.Call, core: cst.Call, factory: str, move: Move,
              casts: List[cst.Call]) -> Optional[Fix]:

@@ -23,9 +23,12 @@ _POSITIONAL = {
     "custom_bwd": (),
 }
 _DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
-# the torch release whose torch.amp has the replacement
-_SINCE = {"autocast": TorchVersion(1, 10), "GradScaler": TorchVersion(2, 3),
+# the torch release whose torch.amp has the replacement (`torch.amp.autocast`: 1.12, when the
+# `torch.amp` namespace came; the same class was `torch.autocast` from 1.10)
+_SINCE = {"autocast": TorchVersion(1, 12), "GradScaler": TorchVersion(2, 3),
           "custom_fwd": TorchVersion(2, 4), "custom_bwd": TorchVersion(2, 4)}
+# the first release with any replacement: below it nothing can take the old spelling's place
+_REPLACEABLE_SINCE = {**_SINCE, "autocast": TorchVersion(1, 10)}
 _CUDA = '"cuda"'
 
 
@@ -99,7 +102,8 @@ class DeprecatedCudaAmpApi(Rule):
     ## Why is this bad?
     Since torch 2.4 they are deprecated aliases of `torch.amp.autocast("cuda", ...)`,
     `torch.amp.GradScaler("cuda", ...)` and `torch.amp.custom_fwd/custom_bwd(device_type="cuda")`:
-    each use warns (`FutureWarning`) and they will be removed.
+    they print a `FutureWarning` (once per call site, under Python's default warning filter)
+    and will be removed.
 
     ## Example
     ```python
@@ -127,9 +131,20 @@ class DeprecatedCudaAmpApi(Rule):
     ## Fix safety
     Safe: the deprecated functions are thin wrappers that call exactly these. The replacement
     must exist on the oldest torch the project supports (`target-torch`): `torch.amp.autocast`
-    since 1.10, `torch.amp.GradScaler` since 2.3, `torch.amp.custom_fwd/custom_bwd` since 2.4
-    (an import moved to `torch.amp` needs every name it imports). Below that the finding is
-    reported without a fix, and says why.
+    since 1.12 (on 1.10 and 1.11 it is `torch.autocast`: the message names that one, without a
+    fix), `torch.amp.GradScaler` since 2.3, `torch.amp.custom_fwd/custom_bwd` since 2.4.
+    An import moved to `torch.amp` needs every name it imports: where one of them is newer than
+    the target, the finding has no fix, and says why.
+
+    ## When it is not reported
+    - Where the project supports a torch older than the replacement (`target-torch`, or the
+      lower bound of its declared torch requirement): `torch.cuda.amp.autocast` below 1.10,
+      `GradScaler` below 2.3, `custom_fwd/custom_bwd` below 2.4. There the deprecated spelling
+      is the only one that runs on every torch the project supports; the warning shows only on
+      torch 2.4 and later, and the only change possible is a branch on the torch version.
+      Once the project raises its lower bound the finding comes back, with its fix.
+    - The fallback for older torch next to the new spelling (`torch.amp.GradScaler("cuda") if
+      new_torch else torch.cuda.amp.GradScaler()`, `try: from torch.amp import ...` / `except`).
     """
 
     CODE = "MEM402"
@@ -226,11 +241,13 @@ class DeprecatedCudaAmpApi(Rule):
             return
         site, fix = planned
         old = dotted_name(site.reference.node)
-        new = f"torch.amp.{site.api}(device_type=\"cuda\")" if site.api in _DECORATORS else f"torch.amp.{site.api}(\"cuda\", ...)"
+        namespace = "torch" if site.api == "autocast" and self._before(_SINCE["autocast"]) else "torch.amp"
+        new = f"{namespace}.{site.api}(device_type=\"cuda\")" if site.api in _DECORATORS else \
+            f"{namespace}.{site.api}(\"cuda\", ...)"
         qualified = f"{_OLD}.{site.api}"
         what = f"`{old}`" if old == qualified else f"`{old}` ({qualified})"
-        self.report(node, f"{what} is deprecated since torch 2.4 and warns on every use; "
-                          f"call `{new}` with the same arguments, as keywords", fix)
+        self.report(node, f"{what} is deprecated since torch 2.4 (a FutureWarning, shown once for this call "
+                          f"site); call `{new}` with the same arguments, as keywords", fix)
 
     # -- planning: every site of the file at once (a rewritten import must cover all of its uses)
     def _make_plan(self) -> Dict[int, Tuple[_Site, Optional[Fix]]]:
@@ -239,7 +256,7 @@ class DeprecatedCudaAmpApi(Rule):
             for reference in self.facts.references(f"{_OLD}.{api}"):
                 called = reference.call is not None
                 bare = isinstance(reference.parent, cst.Decorator) and api in _DECORATORS
-                if (called or bare) and not self._compatibility(reference, api):
+                if (called or bare) and not self._compatibility(reference, api) and self._replaceable(api):
                     sites.append(_Site(reference, api))
         by_head: Dict[str, List[_Site]] = {}
         for site in sites:
@@ -265,6 +282,16 @@ class DeprecatedCudaAmpApi(Rule):
                 edit = site.rewritten(cst.parse_expression(spelled)) if spelled else None
                 plan[id(site.node)] = (site, self._fix([edit], [site.api], site))
         return plan
+
+    def _before(self, version: TorchVersion) -> bool:
+        target = self.target_torch
+        return target is not None and target < version
+
+    def _replaceable(self, api: str) -> bool:
+        """The replacement exists on every torch the project supports: below that the old
+        spelling is the only one that runs everywhere, and nothing is to be changed."""
+        target = self.target_torch
+        return target is None or target >= _REPLACEABLE_SINCE[api]
 
     def _compatibility(self, reference: Reference, api: str) -> bool:
         """The old spelling is the fallback of a branch that uses the new one on newer torch:

@@ -6,6 +6,7 @@ from typing import List, Optional, Tuple, Union
 
 import libcst as cst
 
+from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.tree import dotted_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
@@ -45,8 +46,10 @@ class EvalWithoutNoGrad(Rule):
 
     ## Why is this bad?
     With grad enabled, every forward records a graph and saves the activations a backward would
-    need. Nothing backwards, so they stay alive as long as any output does: an eval loop keeping
-    its outputs peaked at 1792 MB on an H200, against 537 MB under `torch.no_grad()`.
+    need. Nothing backwards, so they stay alive as long as any output does: an eval loop over a
+    dataset keeping its outputs peaked at 1792 MB on an H200, against 537 MB under
+    `torch.no_grad()`. The message quotes that figure only for loops over a data loader
+    (memlint.analysis.figures); elsewhere (a short test, a decoding loop) it says why without one.
 
     ## Example
     ```python
@@ -273,10 +276,12 @@ class EvalWithoutNoGrad(Rule):
         fix = None if self._models_ask_for_grad() else self._fix(loop)
         advice = ("wrap the loop in `with torch.no_grad():`" if fix is not None or not _suspends(loop)
                   else "decorate the function with `@torch.no_grad()`")
+        measured = (" (an eval loop over a dataset keeping its outputs peaked at 1792 MB on an H200, 537 MB "
+                    "under no_grad)" if over_dataset(facts, loop) else
+                    ", and they stay alive as long as any output computed from them does")
         message = (f"`{show(forward.func)}` runs{where} in this evaluation loop ({_WHY[why]}) with autograd "
-                   f"recording, so every forward saves activations for a backward that never comes "
-                   f"(an eval loop keeping its outputs peaked at 1792 MB on an H200, 537 MB under "
-                   f"no_grad): {advice}")
+                   f"recording, so every forward saves activations for a backward that never comes"
+                   f"{measured}: {advice}")
         self.report(site, message, fix)
 
     def _forwards(self, loop: Loop) -> List[Tuple[cst.Call, cst.Call]]:

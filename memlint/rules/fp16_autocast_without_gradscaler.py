@@ -16,6 +16,7 @@ from memlint.torch_target import TorchVersion
 
 _FP16 = frozenset({"torch.float16"})
 _GRAD_SCALER_SINCE = TorchVersion(2, 3)  # torch.amp.GradScaler
+_CUDA_GRAD_SCALER_SINCE = TorchVersion(1, 6)  # torch.cuda.amp.GradScaler, the one before it
 
 
 def _bare(expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -82,8 +83,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     nothing. Unsafe when the loop is in a function that is itself called in a loop
     (`train_one_epoch`): each call starts a fresh scaler, whose first steps may be skipped while
     it finds its scale; pass one scaler in instead. No fix when gradients are read between the backward and the step (they would be
-    scaled there) or the step or clipping happens in a helper, nor when the project supports
-    torch older than 2.3 (`target-torch`), which has no `torch.amp.GradScaler`.
+    scaled there) or the step or clipping happens in a helper. Where the project supports torch
+    older than 2.3 (`target-torch`), which has no `torch.amp.GradScaler`, the fix and the
+    message use `torch.cuda.amp.GradScaler()`, the same class on those versions (from 1.6).
     """
 
     CODE = "MEM401"
@@ -211,8 +213,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
         where = "CUDA's default dtype" if autocast.dtype is None else "float16" if dtypes == _FP16 else \
             "its dtype can be float16, where the run picks it"
         message = (f"this loss is computed under float16 autocast ({where}) and backwarded without a GradScaler: "
-                   f"gradients smaller than ~6e-8 become exactly zero (in a measured run 100% of a small layer's "
-                   f"weight gradients); scale the loss with `torch.amp.GradScaler(\"cuda\")`, or autocast to bfloat16")
+                   f"gradients smaller than ~6e-8 (float16's smallest subnormal) become exactly zero; scale the loss with `{self._scaler_class()}`, or autocast to bfloat16")
         self.report(node, message, self._fix(facts, backward, loops) if loops else None)
 
     @staticmethod
@@ -269,15 +270,17 @@ class Fp16AutocastWithoutGradScaler(Rule):
         if any(facts.roles.grad_reads(f.body) for f in facts.calls.functions_reached(loop)) or any(
                 order(statement) < order(read) < order(scaled_until) for read in facts.roles.grad_reads(loop)):
             return None  # gradients read while still scaled
-        grad_scaler = self.facts.names.local_name_for("torch.amp.GradScaler")
+        old_torch = self._old_torch()
+        grad_scaler = self.facts.names.local_name_for("torch.cuda.amp.GradScaler" if old_torch else "torch.amp.GradScaler")
         if grad_scaler is None:
             return None
+        made = f"{grad_scaler}()" if old_torch else f"{grad_scaler}(\"cuda\")"
         taken = self.facts.identifiers
         scaler = next(n for n in ("scaler", "grad_scaler", "amp_scaler", *(f"scaler_{i}" for i in range(2, 1000)))
                       if n not in taken)
         optimizer = step.call.func.value  # type: ignore[attr-defined]
         edits: List[Edit] = [
-            InsertBefore(loops[-1], (cst.parse_statement(f"{scaler} = {grad_scaler}(\"cuda\")"),)),  # type: ignore[arg-type]
+            InsertBefore(loops[-1], (cst.parse_statement(f"{scaler} = {made}"),)),  # type: ignore[arg-type]
             Replace(func, func.with_changes(value=cst.Call(
                 cst.Attribute(cst.Name(scaler), cst.Name("scale")), [cst.Arg(_bare(func.value))]))),
             Replace(step.call, cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("step")), [cst.Arg(optimizer)])),
@@ -290,5 +293,14 @@ class Fp16AutocastWithoutGradScaler(Rule):
         function = tree.function_of(loops[-1])
         repeated = function is not None and any(tree.loops_around(site) for site in facts.scopes.call_sites(function))
         return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
-                   f"scale the loss with `{scaler} = torch.amp.GradScaler(\"cuda\")`, step through it",
-                   min_torch=_GRAD_SCALER_SINCE)
+                   f"scale the loss with `{scaler} = {self._scaler_class()}`, step through it",
+                   min_torch=_CUDA_GRAD_SCALER_SINCE if old_torch else _GRAD_SCALER_SINCE)
+
+    def _old_torch(self) -> bool:
+        """The project supports a torch without `torch.amp.GradScaler` (before 2.3)."""
+        target = self.target_torch
+        return target is not None and target < _GRAD_SCALER_SINCE
+
+    def _scaler_class(self) -> str:
+        """The GradScaler that exists on every torch the project supports."""
+        return "torch.cuda.amp.GradScaler()" if self._old_torch() else "torch.amp.GradScaler(\"cuda\")"

@@ -7,6 +7,7 @@ from typing import Dict, Optional
 import libcst as cst
 
 from memlint.analysis.apicalls import ABSENT, ApiSite
+from memlint.analysis.checkpoints import Load
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import with_keyword
@@ -24,18 +25,28 @@ class TorchLoadWithoutMapLocation(Rule):
     same module that passes its own `map_location` parameter (left at None) or its `**kwargs`
     on to `torch.load`: then the call of that function is reported.
 
-    Not reported: other loads (data sets, statistics, objects sent between processes: their
-    tensors are as often saved on the CPU), the state of a learning-rate scheduler or a
-    GradScaler (numbers, not tensors), loads in tests (functions named `test...`: a test
-    loads what it saved, where it chose), and modules that use `torch_xla` (`xm.save` writes CPU
-    tensors).
-
     ## Why is this bad?
     `torch.load` puts every tensor back on the device it was saved from. A checkpoint saved on
     `cuda:0` is loaded onto `cuda:0` again, before `load_state_dict` copies it into the model:
     for a moment the GPU holds the weights (and the optimizer state) twice. In a distributed job
     every rank loads onto the GPU of the rank that saved, so device 0 holds one copy per process,
-    and a checkpoint from a GPU machine cannot be loaded at all where there is no GPU.
+    and a checkpoint from a GPU machine cannot be loaded at all where there is no GPU. Where the
+    model is still on the CPU when it is loaded (built, not yet moved), the tensors go to that
+    GPU only to be copied back to the CPU: the message then says so.
+
+    ## When it is not reported
+    - Checkpoints the project saves from the CPU (memlint.analysis.checkpoints): `.cpu()`
+      copies, a model moved to the CPU before its `state_dict()` is saved, a `move_to_cpu(...)`
+      helper (fairseq's), a full state dict that FSDP offloads (`offload_to_cpu=True`). A save
+      writes what a load reads when it is in the same module and names the same file, writes
+      the keys the load reads, or the state of the same model (by name or class); in another
+      module of the files linted together, when it names the same file. A file linted on its
+      own cannot know how another module saves the file it loads by name: then it is reported
+      only where it saves that file from a GPU itself.
+    - Other loads (data sets, statistics, objects sent between processes: their tensors are as
+      often saved on the CPU), the state of a learning-rate scheduler or a GradScaler (numbers,
+      not tensors), loads in tests (functions named `test...`: a test loads what it saved, where
+      it chose), and modules that use `torch_xla` (`xm.save` writes CPU tensors).
 
     ## Example
     ```python
@@ -87,6 +98,22 @@ class TorchLoadWithoutMapLocation(Rule):
         "import torch\n\ndef test_roundtrip(tmp_path):\n    torch.save(model.state_dict(), tmp_path / \"m.pt\")\n"
         "    model.load_state_dict(torch.load(tmp_path / \"m.pt\"))\n",
         "import torch\nimport torch_xla.core.xla_model as xm\nmodel.load_state_dict(torch.load(path))\n",
+        # the same module saves this checkpoint from the CPU: a copy moved there, a model moved
+        # there before saving, fairseq's `move_to_cpu`, FSDP's full state dict offloaded
+        "import torch\ntorch.save({k: v.cpu() for k, v in model.state_dict().items()}, \"ckpt.pt\")\n"
+        "model.load_state_dict(torch.load(\"ckpt.pt\"))\n",
+        "import torch\n\ndef train(args):\n    net = Net().cuda()\n    fit(net)\n    net.eval().cpu()\n"
+        "    torch.save(net.state_dict(), args.out)\n\ndef stylize(args):\n    model = Net()\n"
+        "    model.load_state_dict(torch.load(args.model))\n",
+        "import torch\nfrom fairseq import utils\n\nclass Trainer:\n    def save(self, path):\n"
+        "        state = utils.move_to_cpu({\"model\": self.model.state_dict(), \"step\": self.step})\n"
+        "        torch.save(state, path)\n\n    def load(self, path):\n        state = torch.load(path)\n"
+        "        self.model.load_state_dict(state[\"model\"])\n",
+        "import torch\nfrom torch.distributed.fsdp import FullStateDictConfig, StateDictType\n"
+        "policy = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)\n\ndef save(model, path):\n"
+        "    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, policy):\n"
+        "        state = model.state_dict()\n    torch.save(state, path)\n\ndef load(model, path):\n"
+        "    model.load_state_dict(torch.load(path))\n",
         # some other load
         "import pickle\nstate = pickle.load(f)\n",
         "import torch\nimport numpy as np\nx = np.load(path)\n",
@@ -95,8 +122,10 @@ class TorchLoadWithoutMapLocation(Rule):
         Invalid("import torch\ncheckpoint = torch.load(args.resume)\nmodel.load_state_dict(checkpoint[\"model\"])\n",
                 "import torch\ncheckpoint = torch.load(args.resume, map_location=\"cpu\")\n"
                 "model.load_state_dict(checkpoint[\"model\"])\n"),
-        Invalid("from torch import load\nnet.load_state_dict(load(\"model.pt\"))\n",
-                "from torch import load\nnet.load_state_dict(load(\"model.pt\", map_location=\"cpu\"))\n"),
+        Invalid("from torch import load, save\nsave(net.cuda().state_dict(), \"model.pt\")\n"
+                "net.load_state_dict(load(\"model.pt\"))\n",
+                "from torch import load, save\nsave(net.cuda().state_dict(), \"model.pt\")\n"
+                "net.load_state_dict(load(\"model.pt\", map_location=\"cpu\"))\n"),
         Invalid("import torch\nckpt_load = torch.load\nstate = ckpt_load(path)\nweights = state[\"model\"]\n"
                 "model.load_state_dict(weights)\n",
                 "import torch\nckpt_load = torch.load\nstate = ckpt_load(path, map_location=\"cpu\")\n"
@@ -141,9 +170,32 @@ class TorchLoadWithoutMapLocation(Rule):
         site = self._sites.get(id(node))
         if site is None:
             return
+        load = self.facts.checkpoints.load(node)
+        saved_from_gpu = self._saved_from_gpu(load)
+        if saved_from_gpu is False:
+            return  # the project saves this checkpoint from the CPU: nothing lands on a GPU
         where = "`torch.load`" if not site.via else f"`{site.via}` (it calls `torch.load`)"
+        what = "this checkpoint, which this project saves from a GPU," if saved_from_gpu else "a checkpoint saved from a GPU"
+        if load.into_cpu:
+            then = ("then `load_state_dict` copies them into the model, which is still on the CPU: the GPU memory is "
+                    "spent for nothing, and without a GPU the load fails")
+        else:
+            then = "before `load_state_dict` copies them into the model: with the model there too, that GPU holds the weights twice"
         fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.SimpleString('"cpu"'))),),
                   Safety.UNSAFE, f"load onto the CPU: `{site.keyword}=\"cpu\"`")
-        self.report(node, f"{where} without `{site.keyword}` loads tensors back onto the GPU they were "
-                          "saved from: the GPU holds the checkpoint next to the model (each process onto the "
-                          "saving GPU); load with `map_location=\"cpu\"`", fix)
+        self.report(node, f"{where} without `{site.keyword}` puts the tensors of {what} back on that GPU (in every "
+                          f"process, the same one), {then}; load with `map_location=\"cpu\"`", fix)
+
+    def _saved_from_gpu(self, load: Load) -> Optional[bool]:
+        """True: the project saves what `load` reads from a GPU (somewhere); False: only from
+        the CPU; None: the project does not say (a checkpoint from elsewhere)."""
+        own = self.facts.checkpoints.matching(load)
+        if any(not save.cpu for save in own):
+            return True
+        if load.files:
+            kinds, _ = self.facts.project.saved(load.files)
+            if "gpu" in kinds:
+                return True
+            if "cpu" in kinds:
+                return False
+        return False if own else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import libcst as cst
 
@@ -23,11 +23,7 @@ class TorchLoadWithoutWeightsOnly(Rule):
     ## What it does
     Finds `torch.load(...)` called without `weights_only` (also through an import name, an
     alias, or a function of the same module that passes its `weights_only` parameter or its
-    `**kwargs` on), in a project that supports torch older than 2.6. Opt-in; silent when the
-    project's target torch (`target-torch`, or the lower bound of its torch requirement) is 2.6
-    or later. Not reported: objects the program serialized itself (`torch.load(io.BytesIO(...))`,
-    as sent between processes), loads in tests, and the fallback for a torch without
-    `weights_only` (`except TypeError:` after a `torch.load(..., weights_only=...)`).
+    `**kwargs` on), in code that may run on torch older than 2.6. Opt-in.
 
     ## Why is this bad?
     Before torch 2.6, `torch.load` unpickles whatever the file holds: loading a checkpoint
@@ -47,14 +43,31 @@ class TorchLoadWithoutWeightsOnly(Rule):
     ```
 
     ## Fix
-    Adds `weights_only=True` (needs torch >= 1.13; not offered when `pickle_module` is given,
-    which `weights_only` refuses).
+    Adds `weights_only=True` (needs torch >= 1.13). Not offered when `pickle_module` is given,
+    which `weights_only` refuses, nor when the checkpoint is known to hold objects that
+    `weights_only=True` refuses (memlint.analysis.checkpoints): its result is read at a key
+    naming parsed arguments or a configuration (`ckpt["args"]`, `state["cfg"]`), it is a whole
+    model (`model = torch.load(f)`), or the project saves it with such objects (a dict holding
+    `args`, `cfg`, a model; matched as MEM502 matches saves); the message then says what it
+    holds.
 
     ## Fix safety
     Unsafe: a checkpoint that holds other objects than tensors and plain containers (a
     `Namespace` of arguments, a whole `nn.Module`, numpy arrays on old torch) no longer loads;
     allow its types with `torch.serialization.add_safe_globals`, or pass `weights_only=False`
     for files you trust.
+
+    ## When it is not reported
+    - Code that runs only on torch 2.6 or later, where `weights_only=True` is the default: the
+      project's target torch (`target-torch`, or the lower bound of its torch requirement) is
+      2.6 or later, or the module uses an API that exists only from 2.6 without checking for it
+      first (`torch.accelerator`: memlint.analysis.requirement).
+    - Loads where the program chose what `weights_only` may load: inside
+      `with torch.serialization.safe_globals([...]):`, or in a module that calls
+      `torch.serialization.add_safe_globals(...)`.
+    - Objects the program serialized itself (`torch.load(io.BytesIO(...))`, as sent between
+      processes), loads in tests, and the fallback for a torch without `weights_only`
+      (`except TypeError:` after a `torch.load(..., weights_only=...)`).
     """
 
     CODE = "MEM505"
@@ -77,6 +90,12 @@ class TorchLoadWithoutWeightsOnly(Rule):
         "import torch\ntry:\n    state = torch.load(path, weights_only=weights_only)\nexcept TypeError:\n"
         "    if not weights_only:\n        state = torch.load(path)\n",
         "import torch\n\ndef test_save(tmp_path):\n    assert torch.load(tmp_path / \"x.pt\") == 1\n",
+        # the program chose what weights_only may load
+        "import argparse\nimport torch\nwith torch.serialization.safe_globals([argparse.Namespace]):\n"
+        "    state = torch.load(path, map_location=\"cpu\")\n",
+        "import torch\ntorch.serialization.add_safe_globals([Config])\nstate = torch.load(path, map_location=\"cpu\")\n",
+        # the code needs torch >= 2.6 anyway
+        "import torch\ndevice = torch.accelerator.current_accelerator()\nstate = torch.load(path, map_location=device)\n",
     )
     INVALID = (
         Invalid("import torch\nstate = torch.load(path, map_location=\"cpu\")\n",
@@ -90,6 +109,14 @@ class TorchLoadWithoutWeightsOnly(Rule):
                 "state = load(path, map_location=\"cpu\", weights_only=True)\n"),
         # weights_only refuses a pickle module: reported, not fixed
         Invalid("import torch\nimport dill\nstate = torch.load(path, pickle_module=dill)\n"),
+        # the checkpoint holds parsed arguments: weights_only=True would refuse it, no fix
+        Invalid("import torch\nckpt = torch.load(args.path, map_location=\"cpu\")\nmodel = build(ckpt[\"args\"])\n"
+                "model.load_state_dict(ckpt[\"model\"])\n"),
+        # checked for first: the code still runs on older torch
+        Invalid("import torch\nif hasattr(torch, \"accelerator\"):\n    device = torch.accelerator.current_accelerator()\n"
+                "state = torch.load(path, map_location=\"cpu\")\n",
+                "import torch\nif hasattr(torch, \"accelerator\"):\n    device = torch.accelerator.current_accelerator()\n"
+                "state = torch.load(path, map_location=\"cpu\", weights_only=True)\n"),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
@@ -98,25 +125,45 @@ class TorchLoadWithoutWeightsOnly(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if self._sites is None:
-            target = self.target_torch
-            silent = target is not None and target >= SAFE_BY_DEFAULT
-            apicalls = self.facts.apicalls
+            facts = self.facts
+            targets = [t for t in (self.target_torch, facts.requirement.needs) if t is not None]
+            silent = bool(targets) and max(targets) >= SAFE_BY_DEFAULT
+            apicalls = facts.apicalls
             self._sites = {} if silent else {
                 id(site.call): site for site in apicalls.sites(LOAD, "weights_only")
                 if site.given == ABSENT and not apicalls.reads_buffer(site.call)
-                and not self.facts.in_test(site.call) and not self._fallback(site.call)}
+                and not facts.in_test(site.call) and not self._fallback(site.call)
+                and not facts.checkpoints.under_safe_globals(site.call)}
         site = self._sites.get(id(node))
         if site is None:
             return
         where = "`torch.load`" if not site.via else f"`{site.via}` (it calls `torch.load`)"
         supports = "which this project supports" if self.target_torch is not None else \
             "and this project declares no lower bound for torch"
+        objects = self._objects(node)
         fix = None
-        if argument(node, "pickle_module", 2) is None:
-            fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("True"))),), Safety.UNSAFE,
-                      f"load tensors only: `{site.keyword}=True`", min_torch=WEIGHTS_ONLY_SINCE)
+        if objects:
+            advice = (f"this checkpoint holds {', '.join(objects)}, which `weights_only=True` refuses: allow their "
+                      f"classes with `torch.serialization.add_safe_globals`, or pass `weights_only=False` for files "
+                      f"you trust")
+        else:
+            advice = "pass `weights_only=True`"
+            if argument(node, "pickle_module", 2) is None:
+                fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("True"))),), Safety.UNSAFE,
+                          f"load tensors only: `{site.keyword}=True`", min_torch=WEIGHTS_ONLY_SINCE)
         self.report(node, f"{where} without `{site.keyword}` unpickles any object the file holds (it runs its "
-                          f"code) on torch before 2.6, {supports}; pass `weights_only=True`", fix)
+                          f"code) on torch before 2.6, {supports}; {advice}", fix)
+
+    def _objects(self, call: cst.Call) -> List[str]:
+        """What the loaded checkpoint holds besides tensors, containers and numbers, as far as
+        the project tells: the keys its result is read at, how the project saves it."""
+        checkpoints = self.facts.checkpoints
+        load = checkpoints.load(call)
+        saves = checkpoints.matching(load)  # they know what they write; the keys read only suggest it
+        found = [o for save in saves for o in save.objects] if saves else list(load.objects)
+        if load.files:
+            found += self.facts.project.saved(load.files)[1]
+        return list(dict.fromkeys(found))
 
     def _fallback(self, call: cst.Call) -> bool:
         """The call is the fallback for a torch without `weights_only`: it runs in an `except`

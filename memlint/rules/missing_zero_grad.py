@@ -204,7 +204,7 @@ class MissingZeroGrad(Rule):
         where = " (the `zero_grad()` outside the loop runs only once)" if once else ""
         message = (f"`backward()` adds into `.grad` every iteration and `{names[0]}.step()` follows, but nothing "
                    f"clears the gradients per step{where}: each step applies the sum of all gradients so far "
-                   f"(grad norm ~5x after 5 steps in a measured run) while peak memory stays flat - a correctness "
+                   f"(after k steps, k steps' worth) while peak memory stays flat - a correctness "
                    f"bug, not a leak; call `{names[0]}.zero_grad(set_to_none=True)` after the step")
         self.report(backward.call, message, self._fix(facts, loop, steps, backwards))
 

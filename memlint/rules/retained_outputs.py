@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -97,6 +97,10 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(")
 
     VALID = (
+        # collected and returned to a caller of this module that backwards it
+        "import torch\n\ndef forward_test(model, segments):\n    outs = []\n    for s in segments:\n"
+        "        outs.append(model(s))\n    return torch.cat(outs)\n\n"
+        "forward_test(model, segments).sum().backward()\n",
         # grad-free, and nothing in the file puts tensors on a device
         "import torch\npreds = []\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
         # grad-free on the GPU, kept on the CPU
@@ -153,6 +157,20 @@ class RetainedOutputs(Rule):
         "import torch\nfor x in loader:\n    parts = []\n    parts.append(model(x))\n    print(len(parts))\n",
     )
     INVALID = (
+        # collected and returned: a caller elsewhere may backward it, so the fix is unsafe
+        Invalid(
+            "import torch\n\ndef predict_segments(model, segments):\n    model.eval()\n    outs = []\n"
+            "    for s in segments:\n        outs.append(model(s))\n    return torch.cat(outs)\n",
+            "import torch\n\ndef predict_segments(model, segments):\n    model.eval()\n    outs = []\n"
+            "    for s in segments:\n        outs.append(model(s).detach())\n    return torch.cat(outs)\n",
+        ),
+        # two stores into one list in the loop: one finding, at the first
+        Invalid(
+            "import torch\nmodel.cuda()\n\n@torch.no_grad()\ndef sample(model, steps, keep=False):\n"
+            "    img = torch.randn(4, 3, device=\"cuda\")\n    imgs = [img]\n    for t in range(steps):\n"
+            "        img = model(img)\n        if t % 2:\n            imgs.append(img)\n            continue\n"
+            "        imgs.append(img)\n    return torch.stack(imgs) if keep else img\n"
+        ),
         Invalid(
             "import torch\n\ndef evaluate(model, loader):\n    preds = []\n    for x, _ in loader:\n"
             "        preds.append(model(x).cpu())\n    return torch.cat(preds)\n",
@@ -220,6 +238,10 @@ class RetainedOutputs(Rule):
             "        scores.append(model(x.cuda()).softmax(-1).cpu())\n    return torch.cat(scores).cpu().numpy()\n",
         ),
     )
+
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._reported: Set[Tuple[int, str]] = set()  # (loop, container) already reported
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -314,8 +336,9 @@ class RetainedOutputs(Rule):
         if facts.phase.in_training_function(node) and (
                 not isinstance(container, cst.Name) or facts.values.leaves_scope(scope, {root})):
             return  # a forward or loss function collecting what its caller backwards
-        if isinstance(container, cst.Name) and facts.values.leaves_scope(scope, {root}) and \
-                facts.phase.eval_evidence(loops[0]) is None and not facts.values.backwarded_in(value, loops[0]):
+        handed_on = isinstance(container, cst.Name) and facts.values.leaves_scope(scope, {root})
+        if handed_on and (facts.phase.eval_evidence(loops[0]) is None and not facts.values.backwarded_in(value, loops[0])
+                          or facts.values.callers_backward(facts.tree.function_of(node))):
             return  # handed to the caller (or stored), which may backward it
         if any(facts.roles.backwards_in(loop) for loop in loops):
             context = "training"
@@ -327,12 +350,26 @@ class RetainedOutputs(Rule):
         fix = None
         method = facts.scopes.resolve(node)
         if all(new is not None for _, new in fixed) and not (method is not None and facts.roles.backwards_in(method)):
-            fix = Fix(tuple(Replace(arg.value, new) for arg, new in fixed), Safety.SAFE,  # type: ignore[arg-type]
-                      f"store `{show(fixed[-1][1])}`")  # type: ignore[arg-type]
+            # what the function returns, a caller elsewhere may backward: then detaching breaks it
+            fix = Fix(tuple(Replace(arg.value, new) for arg, new in fixed),  # type: ignore[arg-type]
+                      Safety.UNSAFE if handed_on else Safety.SAFE,
+                      f"store `{show(fixed[-1][1])}`" + (" (unsafe: a caller may backward what is returned)"
+                                                         if handed_on else ""))  # type: ignore[arg-type]
         through = None if node.func.attr.value in _STORING else show(node.func)  # type: ignore[attr-defined]
-        self.report(node, self._message(dotted, value, fixed[-1][1], context, through), fix)
+        if self._first_for(node, dotted):
+            self.report(node, self._message(dotted, value, fixed[-1][1], context, through), fix)
+
+    def _first_for(self, node: cst.Call, dotted: str) -> bool:
+        """One finding per container and loop: its first store there (the others share its fix)."""
+        key = (id(self.facts.tree.loops_around(node)[0]), dotted)
+        if key in self._reported:
+            return False
+        self._reported.add(key)
+        return True
 
     def _device_kept(self, node: cst.Call, container: cst.Name, values: List[cst.Arg], use: str) -> None:
+        if not self._first_for(node, container.value):
+            return
         fix = None
         if use != "some-paths" and self._only_append(node, container) and \
                 not any(isinstance(arg.value, (cst.Tuple, cst.List, cst.Dict, cst.StarredElement)) for arg in values):
@@ -373,6 +410,6 @@ class RetainedOutputs(Rule):
         if moved:
             return (f"{what} keeps CPU copies that still hold the autograd graph (`.cpu()` / "
                     f"`.to()` do not detach), so in this loop without a backward each batch's saved "
-                    f"activations stay on the GPU (233 MB kept in a measured eval loop on an H200): {advice}")
+                    f"activations stay on the GPU: {advice}")
         return (f"{what} keeps a tensor with its autograd graph, so in this loop without a backward every "
                 f"batch's saved activations stay on the GPU until `{container}` is dropped: {advice}")

@@ -53,7 +53,7 @@ class ZeroGradNotSetToNone(Rule):
     CODE = "MEM303"
     NAME = "zero-grad-not-set-to-none"
     MESSAGE = ("`zero_grad(set_to_none=False)` keeps every gradient allocated between steps; "
-               "`set_to_none=True` frees them (peak ~5% lower in a measured training loop)")
+               "`set_to_none=True` frees them, so the next forward runs without them")
     FIX_SAFETY = Safety.UNSAFE
     CLAIM = Claim.PEAK_LOWER
     DEFAULT_ON = False

@@ -1,0 +1,495 @@
+"""Checkpoints: what each `torch.save` of a module writes, and what each `torch.load` reads.
+
+Whether loading a checkpoint without `map_location` puts anything on a GPU depends on where
+its tensors were when it was saved, and whether `weights_only=True` can load it depends on
+what was saved with them. Both are often written in the same project: a training script that
+saves `{"net": net.state_dict(), "epoch": epoch}` from the GPU and resumes from it; a style
+transfer script that moves its model to the CPU before saving it; an FSDP handler that
+gathers a full state dict with `offload_to_cpu=True`. Asked as `facts.checkpoints`:
+
+- `saves`: every `torch.save(obj, f)` (`Save`): whether `obj` is on the CPU (`x.cpu()`,
+  `x.to("cpu")`, a `move_to_cpu(...)`/`to_cpu(...)` helper, a dict or comprehension of such,
+  the `state_dict()` of a model moved to the CPU before, any `state_dict()` of a module that
+  configures FSDP with `offload_to_cpu=True`); the file names its path spells (`ckpt.pth` of
+  `"./checkpoint/ckpt.pth"`, `os.path.join(d, "best.pt")`, `f"{d}/best.pt"`); the keys of the
+  dict it writes; whose state it writes (the model's name here, and its class); and the objects
+  other than tensors it writes with them (`args`, `cfg`, a whole model), which
+  `weights_only=True` refuses. A save in a function whose object or file is a parameter is
+  read through the function's calls in the module.
+- `load(call)`: what a `torch.load` reads (`Load`): the file names its path spells, the keys
+  its result is read at (`ckpt["net"]`, `ckpt.get("epoch")`, `"model" in ckpt`), the models
+  it is loaded into (`net.load_state_dict(ckpt["net"])`), whether those are on the CPU at that
+  point (built there, or moved with `.cpu()`, and not moved since), and the objects its keys
+  name (`ckpt["args"]`, `state["cfg"]`), or the whole model it is (`model = torch.load(f)`);
+  `under_safe_globals(call)`: the load runs where the program chose what `weights_only` may
+  load (`torch.serialization.safe_globals`, `add_safe_globals`).
+- `matching(load)`: the saves of this module that write what the load reads: the same file
+  name, the keys it reads among the keys written, or the state of the same model (by name or
+  class). Across modules only the file name is compared (memlint.analysis.project asks
+  `ProjectView.saved`): names like `model` or `state_dict` mean nothing outside their module.
+
+Asked by MEM502 and MEM505.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from memlint.analysis.apicalls import ApiCalls
+from memlint.analysis.receivers import Receivers
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, walk, walk_scope
+
+SAVE = "torch.save"
+_SAFE_GLOBALS = "torch.serialization.safe_globals"
+_ADD_SAFE_GLOBALS = "torch.serialization.add_safe_globals"
+_TO_CPU = re.compile(r"(^|_)to_cpu$")  # fairseq's `utils.move_to_cpu`, `to_cpu`
+_MOVERS = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "requires_grad_"})
+_BUILDERS = frozenset({"instantiate"})  # hydra.utils.instantiate(cfg): a fresh module, on the CPU
+# names of what a checkpoint holds that is not a tensor: parsed arguments, configurations
+_CONFIG = re.compile(r"^(args|opts?|options|cfg|config|conf|hparams|hps|hyperparams|flags|namespace)$"
+                     r"|_(args|opts|cfg|config|conf|hparams)$", re.IGNORECASE)
+# keys a loaded checkpoint is read at that name such objects (`ckpt["args"]`: fairseq's Namespace);
+# not `config` or `model_args`, as often plain dicts
+_CONFIG_KEY = re.compile(r"^(args|opts?|cfg|hparams|hps|namespace)$")
+_PLAIN = frozenset({"dict", "vars", "list", "tuple", "OrderedDict"})  # containers weights_only loads
+_FILE = re.compile(r"^[^.].*\.(pt|pth|ckpt|bin|tar|pkl|model|chkpt|th)$", re.IGNORECASE)  # `best.pt`, not `.pt`
+_FOLLOW = 2  # names and call sites followed this far
+
+
+@dataclass(frozen=True)
+class Save:
+    """One `torch.save(obj, f)` of the module."""
+
+    call: cst.Call
+    cpu: bool  # everything it writes is on the CPU
+    files: FrozenSet[str]  # the file names its path spells
+    keys: FrozenSet[str]  # the keys of the dict it writes
+    models: FrozenSet[str]  # whose state it writes: `name:<dotted>` here, `class:<Class>`
+    objects: Tuple[str, ...]  # what it writes that is not a tensor, a container or a number
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one `torch.load` reads."""
+
+    call: cst.Call
+    files: FrozenSet[str]
+    keys: FrozenSet[str]
+    models: FrozenSet[str]
+    objects: Tuple[str, ...]  # keys of its result that name objects (`ckpt["args"]`)
+    into_cpu: Optional[bool]  # every model it is loaded into is on the CPU then (None: not known)
+
+
+class Checkpoints:
+    """The saves and loads of one module (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, receivers: Receivers,
+                 apicalls: ApiCalls) -> None:
+        self.names = names
+        self.tree = tree
+        self.scopes = scopes
+        self.receivers = receivers
+        self.apicalls = apicalls
+        self._loads: Dict[int, Load] = {}
+
+    # -- saves -------------------------------------------------------------------------------
+    @cached_property
+    def saves(self) -> List[Save]:
+        found = []
+        for call in self.scopes.calls:
+            if last_part(dotted_name(call.func)) != "save" or self.names.call_name(call) != SAVE:
+                continue
+            obj, path = argument(call, "obj", 0), argument(call, "f", 1)
+            values = self._values(obj.value, call) if obj is not None else []
+            files = self._files(path.value, call) if path is not None else frozenset()
+            keys: Set[str] = set()
+            models: Set[str] = set()
+            objects: List[str] = []
+            for value, at in values:
+                keys |= self._dict_keys(value, at)
+                models |= self._states(value, at)
+                objects += self._objects(value, at)
+            cpu = bool(values) and all(self._on_cpu(value, at, 0) for value, at in values)
+            found.append(Save(call, cpu, files, frozenset(keys), frozenset(models), tuple(dict.fromkeys(objects))))
+        return found
+
+    def _values(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> List[Tuple[cst.BaseExpression, cst.CSTNode]]:
+        """What `expr` may be: itself, or for a parameter of the function it is in, the
+        arguments the function's calls in the module pass (with where each is)."""
+        if isinstance(expr, cst.Name) and depth < _FOLLOW:
+            binds = self.scopes.in_effect(expr.value, at)
+            if binds and all(b.kind == "param" for b in binds):
+                func = self.tree.function_of(at)
+                sites = self.scopes.call_sites(func) if func is not None else []
+                position = self._position(func, expr.value) if func is not None else None
+                found = []
+                for site in sites:
+                    arg = argument(site, expr.value, position)
+                    if arg is None:
+                        return [(expr, at)]
+                    found += self._values(arg.value, site, depth + 1)
+                return found or [(expr, at)]
+        return [(expr, at)]
+
+    @staticmethod
+    def _position(func: cst.FunctionDef, name: str) -> Optional[int]:
+        params = [*func.params.posonly_params, *func.params.params]
+        names = [p.name.value for p in params]
+        if name not in names:
+            return None
+        index = names.index(name)
+        return index - 1 if names and names[0] in ("self", "cls") else index
+
+    def _bound(self, expr: cst.BaseExpression, at: cst.CSTNode) -> List[Tuple[cst.BaseExpression, cst.CSTNode]]:
+        """The values a plain name may hold at `at` (assignments only), else nothing."""
+        if not isinstance(expr, cst.Name):
+            return []
+        binds = self.scopes.in_effect(expr.value, at)
+        if not binds or any(b.kind != "assign" or not b.whole or b.value is None for b in binds):
+            return []
+        return [(b.value, b.node) for b in binds]  # type: ignore[misc]
+
+    def _on_cpu(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """Whether every tensor `expr` holds is on the CPU."""
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            method = func.attr.value if isinstance(func, cst.Attribute) else None
+            if method == "cpu" or method == "to" and _names_cpu(expr):
+                return True
+            if _TO_CPU.search(last_part(dotted_name(func))):
+                return True
+            if method == "state_dict":
+                owner = func.value  # type: ignore[union-attr]
+                if isinstance(owner, cst.Call) and _move(owner) is not None:
+                    return bool(_move(owner))  # `model.cpu().state_dict()`
+                return self._offloads or self.on_cpu(owner, at) is True
+            return False
+        if isinstance(expr, cst.Dict):
+            values = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+            held = [v for v in values if self._holds_state(v, at)]
+            return bool(held) and all(self._on_cpu(v, at, depth) for v in held)
+        if isinstance(expr, cst.DictComp):
+            return self._on_cpu(expr.value, at, depth)
+        if depth < _FOLLOW:
+            bound = self._bound(expr, at)
+            return bool(bound) and all(self._on_cpu(v, node, depth + 1) for v, node in bound)
+        return False
+
+    def _holds_state(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`expr` holds tensors of a model: a `state_dict()`, a CPU copy of one, a model."""
+        if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "state_dict"
+               for n in walk(expr)):
+            return True
+        if self.receivers.is_model(expr):
+            return True
+        return any(self._holds_state(v, node) for v, node in self._bound(expr, at))
+
+    @cached_property
+    def _offloads(self) -> bool:
+        """The module gathers full state dicts onto the CPU (FSDP's `offload_to_cpu=True`)."""
+        return any(arg.keyword is not None and arg.keyword.value == "offload_to_cpu" and
+                   isinstance(arg.value, cst.Name) and arg.value.value == "True"
+                   for call in self.scopes.calls for arg in call.args)
+
+    def _dict_keys(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Set[str]:
+        if isinstance(expr, cst.Call) and _TO_CPU.search(last_part(dotted_name(expr.func))) and expr.args:
+            expr = expr.args[0].value  # `move_to_cpu({...})` writes the same keys
+        if isinstance(expr, cst.Dict):
+            return {key for e in expr.elements if isinstance(e, cst.DictElement)
+                    for key in [_string(e.key)] if key is not None}
+        keys: Set[str] = set()
+        for value, node in self._bound(expr, at):
+            keys |= self._dict_keys(value, node)
+        if keys and isinstance(expr, cst.Name):  # `state["epoch"] = epoch` after the dict is made
+            keys |= self._keys_set(expr.value, at)
+        return keys
+
+    def _keys_set(self, name: str, at: cst.CSTNode) -> Set[str]:
+        scope = self.tree.scope_of(at)
+        found = set()
+        for assign in self.scopes.assigns_of(scope):
+            for target in assign.targets:
+                node = target.target
+                if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
+                    key = _subscript_key(node)
+                    if key is not None:
+                        found.add(key)
+        return found
+
+    def _states(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> Set[str]:
+        """Whose state `expr` writes: `name:<model>` and `class:<Class>` for each model whose
+        `state_dict()` (or which itself) it holds."""
+        found: Set[str] = set()
+        owners = [n.func.value for n in walk(expr) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+                  and n.func.attr.value == "state_dict"]
+        if not owners and self.receivers.is_model(expr):
+            owners = [expr]
+        for owner in owners:
+            found |= self._model_tokens(owner)
+        if depth < _FOLLOW:
+            for value, node in self._bound(expr, at):
+                found |= self._states(value, node, depth + 1)
+        return found
+
+    def _model_tokens(self, owner: cst.BaseExpression) -> Set[str]:
+        while isinstance(owner, cst.Attribute) and owner.attr.value == "module":
+            owner = owner.value  # `model.module.state_dict()`: the wrapped model
+        dotted = dotted_name(owner)
+        if dotted is None:
+            return set()
+        klass = self._class_of(dotted)
+        return {f"name:{dotted}", *([f"class:{klass}"] if klass else [])}
+
+    def _class_of(self, dotted: str) -> Optional[str]:
+        """The class every assignment of `dotted` in the module builds it from (wrappers of
+        itself, `net = DataParallel(net)`, and moves, `net = net.to(device)`, aside)."""
+        found: Set[str] = set()
+        for assign in self.scopes.assigns:
+            if not any(dotted_name(t.target) == dotted for t in assign.targets):
+                continue
+            base = _chain_base(assign.value)
+            if isinstance(base, cst.Call):
+                first = base.args[0].value if base.args else None
+                if first is not None and dotted_name(_chain_base(first)) == dotted:
+                    continue  # a wrapper of itself
+                name = last_part(dotted_name(base.func))
+                if name[:1].isupper():
+                    found.add(name)
+                    continue
+            if dotted_name(base) == dotted:
+                continue  # moved: `net = net.to(device)`
+            return None
+        return found.pop() if len(found) == 1 else None
+
+    def _objects(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> List[str]:
+        """What `expr` writes that `weights_only=True` refuses: a configuration or parsed
+        arguments (by name), a whole model."""
+        if isinstance(expr, cst.Dict):
+            found: List[str] = []
+            for element in expr.elements:
+                if isinstance(element, cst.DictElement):
+                    found += self._objects(element.value, at, depth)
+            return found
+        if _plain(expr) or isinstance(expr, cst.Name) and self._bound(expr, at) and all(
+                _plain(value) for value, _ in self._bound(expr, at)):
+            return []  # `model_args = dict(n_layer=12)`: plain, whatever its name
+        if self.receivers.is_model(expr) and not isinstance(expr, cst.Call):
+            return [f"the model `{dotted_name(expr)}`"]
+        dotted = dotted_name(_subscripted(expr))
+        if dotted is not None and _CONFIG.search(last_part(dotted)):
+            return [f"`{dotted}`"]
+        if depth < _FOLLOW:
+            found = []
+            for value, node in [*self._bound(expr, at), *[v for v in self._values(expr, at) if v[0] is not expr]]:
+                found += self._objects(value, node, depth + 1)
+            return found
+        return []
+
+    def _files(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> FrozenSet[str]:
+        """The file names the literal parts of a path spell."""
+        found: Set[str] = set()
+        for node in walk(expr):
+            text = None
+            if isinstance(node, cst.SimpleString):
+                text = _string(node)
+            elif isinstance(node, cst.FormattedStringText):
+                text = node.value
+            if text:
+                name = os.path.basename(text.replace("\\", "/"))
+                if _FILE.search(name):
+                    found.add(name)
+        if not found and depth < _FOLLOW:
+            for value, node in [*self._bound(expr, at), *[v for v in self._values(expr, at) if v[0] is not expr]]:
+                found |= self._files(value, node, depth + 1)
+        return frozenset(found)
+
+    # -- loads -------------------------------------------------------------------------------
+    def load(self, call: cst.Call) -> Load:
+        found = self._loads.get(id(call))
+        if found is None:
+            path = argument(call, "f", 0)
+            files = self._files(path.value, call) if path is not None else frozenset()
+            keys = self._keys_read(call)
+            loaders = self.apicalls.state_loads(call)
+            models: Set[str] = set()
+            placements = []
+            for loader in loaders:
+                receiver = loader.func.value  # type: ignore[attr-defined]
+                models |= self._model_tokens(receiver)
+                placements.append(self.on_cpu(receiver, loader))
+            into_cpu = True if placements and all(p is True for p in placements) else \
+                False if any(p is False for p in placements) else None
+            objects = tuple(f"`{key}`" for key in sorted(keys) if _CONFIG_KEY.match(key))
+            scope = self.tree.scope_of(call)
+            whole = [] if loaders else sorted(
+                name for name in self.apicalls.bound_from(call, follow=False)
+                if self.receivers.is_model(cst.Name(name)) and any(
+                    b.value is not None and _chain_base(b.value) is call for b in self.scopes.bindings(scope, name)))
+            objects += tuple(f"the model `{name}`" for name in whole)
+            found = Load(call, files, frozenset(keys), frozenset(models), objects, into_cpu)
+            self._loads[id(call)] = found
+        return found
+
+    def _keys_read(self, call: cst.Call) -> Set[str]:
+        """The string keys the load's result is read at in its scope."""
+        names = self.apicalls.bound_from(call)
+        if not names:
+            return set()
+        found: Set[str] = set()
+        scope = self.tree.scope_of(call)
+        for node in walk_scope(scope):
+            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value in names:
+                key = _subscript_key(node)
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                    isinstance(node.func.value, cst.Name) and node.func.value.value in names and \
+                    node.func.attr.value in ("get", "pop") and node.args:
+                key = _string(node.args[0].value)
+            elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and \
+                    isinstance(node.comparisons[0].operator, cst.In) and \
+                    isinstance(node.comparisons[0].comparator, cst.Name) and \
+                    node.comparisons[0].comparator.value in names:
+                key = _string(node.left)
+            else:
+                continue
+            if key is not None:
+                found.add(key)
+        return found
+
+    def matching(self, load: Load) -> List[Save]:
+        """The saves of this module that write what `load` reads (see the module docstring)."""
+        return [save for save in self.saves
+                if load.files & save.files or load.keys and load.keys <= save.keys or load.models & save.models]
+
+    def under_safe_globals(self, call: cst.Call) -> bool:
+        """The load runs where the program chose the classes `weights_only` may load: inside
+        `with torch.serialization.safe_globals([...]):`, or in a module that registers them
+        with `torch.serialization.add_safe_globals(...)`: code written for `weights_only`."""
+        if self._registers_safe_globals:
+            return True
+        for ancestor in self.tree.ancestors(call):
+            if isinstance(ancestor, cst.With) and any(
+                    isinstance(item.item, cst.Call) and self.names.call_name(item.item) == _SAFE_GLOBALS
+                    for item in ancestor.items):
+                return True
+        return False
+
+    @cached_property
+    def _registers_safe_globals(self) -> bool:
+        return any(last_part(dotted_name(call.func)) == "add_safe_globals" and
+                   self.names.call_name(call) == _ADD_SAFE_GLOBALS for call in self.scopes.calls)
+
+    # -- where a model is --------------------------------------------------------------------
+    def on_cpu(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> Optional[bool]:
+        """Whether the model `receiver` names is on the CPU at `at`, from what its function did
+        to it before: built (`Net()`), moved (`.cpu()`, `.to("cpu")` / `.cuda()`, `.to(device)`);
+        None when its function does not say."""
+        while isinstance(receiver, cst.Attribute) and receiver.attr.value == "module":
+            receiver = receiver.value
+        dotted = dotted_name(receiver)
+        if dotted is None:
+            return None
+        scope = self.tree.scope_of(at)
+        position = self.tree.order(at)
+        events: List[Tuple[int, Optional[bool]]] = []
+        for assign in self.scopes.assigns_of(scope):
+            if self.tree.order(assign) < position and any(dotted_name(t.target) == dotted for t in assign.targets):
+                placed = self._placed(assign.value, dotted)
+                if placed != "same":
+                    events.append((self.tree.order(assign), placed))  # type: ignore[arg-type]
+        for call in self.scopes.calls_of(scope):
+            if self.tree.order(call) < position and isinstance(call.func, cst.Attribute) and \
+                    call.func.attr.value in ("cpu", "cuda", "to") and \
+                    dotted_name(_chain_base(call)) == dotted and not self._assigned(call, dotted):
+                events.append((self.tree.order(call), _move(call)))
+        if not events:
+            return None
+        return max(events, key=lambda event: event[0])[1]
+
+    def _assigned(self, call: cst.Call, dotted: str) -> bool:
+        """The call's value is assigned to the model's own name (the assignment is the event)."""
+        parent = self.tree.parent(call)
+        return isinstance(parent, cst.Assign) and any(dotted_name(t.target) == dotted for t in parent.targets)
+
+    def _placed(self, value: cst.BaseExpression, dotted: str) -> "Optional[bool] | str":
+        """Where an assignment puts the model: True (CPU), False (a GPU), None (not known),
+        "same" (a move-free wrapper of itself: `net = DataParallel(net)`)."""
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                value.func.attr.value in ("cpu", "cuda", "to"):
+            return _move(value)
+        base = _chain_base(value)
+        if isinstance(base, cst.Call):
+            first = base.args[0].value if base.args else None
+            if first is not None and dotted_name(_chain_base(first)) == dotted:
+                return "same"
+            name = last_part(dotted_name(base.func))
+            if name[:1].isupper() or name in _BUILDERS:
+                return True  # a module is built on the CPU
+        return None
+
+
+def _plain(expr: cst.BaseExpression) -> bool:
+    """A literal, or a container `weights_only=True` loads (`dict(...)`, `vars(args)`)."""
+    if isinstance(expr, (cst.List, cst.Tuple, cst.ListComp, cst.DictComp, cst.SimpleString, cst.Integer, cst.Float)):
+        return True
+    return isinstance(expr, cst.Call) and last_part(dotted_name(expr.func)) in _PLAIN
+
+
+def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`Net()` of `Net().to(device).eval()`, `net` of `net.eval().cpu()`: what a chain of
+    moves starts from."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVERS:
+        expr = expr.func.value
+    return expr
+
+
+def _move(call: cst.Call) -> Optional[bool]:
+    """The outermost move of a chain: True (to the CPU), False (to a GPU), None (not a move)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    if func.attr.value == "cpu":
+        return True
+    if func.attr.value == "cuda":
+        return False
+    if func.attr.value == "to":
+        return True if _names_cpu(call) else False if call.args else None
+    return None
+
+
+def _names_cpu(call: cst.Call) -> bool:
+    """`.to("cpu")`, `.to(torch.device("cpu"))`, `.to(device="cpu")`."""
+    arg = argument(call, "device", 0)
+    if arg is None:
+        return False
+    value = arg.value
+    if isinstance(value, cst.Call) and value.args:
+        value = value.args[0].value
+    return _string(value) == "cpu"
+
+
+def _string(expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _subscript_key(node: cst.Subscript) -> Optional[str]:
+    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        return _string(node.slice[0].slice.value)
+    return None
+
+
+def _subscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`cfg` of `cfg[cfg.model]`, `cfg.model.encoder` stays itself."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return expr

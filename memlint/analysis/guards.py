@@ -1,0 +1,127 @@
+"""Guards: the conditions a piece of code runs under, and whether they are the user's choice.
+
+Some code is right or wrong depending on who decided that it runs. `nn.DataParallel` that a
+script applies whenever CUDA is available is the script's decision; the same line under
+`if args.multi_gpu:` is the user's, who could have launched the script with torchrun instead.
+Asked as `facts.guards`:
+
+- `tests(node)`: the tests of the `if` statements and conditional expressions around a node in
+  its function (or the module), the innermost first; an `elif` or `else` branch counts the
+  tests before it too (they were false);
+- `chosen(node)`: the node runs only because of something other than the hardware: a test
+  reads a command-line argument, a configuration, an environment variable, a parameter, an
+  attribute or a module-level setting (`num_gpus = 1; if num_gpus > 1:` is a setting, and dead
+  as written), or a literal false test; also when every call of the node's function in the
+  module is so guarded. Tests about the hardware alone (`torch.cuda.is_available()`,
+  `torch.cuda.device_count() > 1`, `x.is_cuda`, `device.type == "cuda"` for a device chosen
+  by such a test) are not a choice.
+
+Asked by MEM601.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import libcst as cst
+
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import TreeIndex, literal_bool
+
+# Calls that only ask what hardware there is.
+HARDWARE_CALLS = frozenset({
+    "torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.is_initialized",
+    "torch.backends.mps.is_available", "torch.backends.cudnn.is_available",
+    "torch.xpu.is_available", "torch.xpu.device_count",
+    "torch.accelerator.is_available", "torch.accelerator.device_count",
+})
+_PLACEMENT = frozenset({"is_cuda", "is_xpu", "is_mps", "is_cpu"})  # `x.is_cuda`: where a tensor is
+_DEVICE = frozenset({"torch.device"})
+_MAX_DEPTH = 4  # names followed to their values this deep
+_FUNCTION_DEPTH = 2  # call sites of call sites
+
+# What a condition depends on, from the least to the most telling.
+_LITERAL, _HARDWARE, _CHOICE = 0, 1, 2
+
+
+class Guards:
+    """The conditions around the code of one module (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
+        self.names = names
+        self.tree = tree
+        self.scopes = scopes
+        self._chosen: Dict[int, bool] = {}
+
+    def tests(self, node: cst.CSTNode) -> List[cst.BaseExpression]:
+        """The tests deciding whether `node` runs, within its function (see the module docstring)."""
+        found: List[cst.BaseExpression] = []
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+                found.append(ancestor.test)
+            child = ancestor
+        return found
+
+    def chosen(self, node: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `node` runs only by the user's choice, or never (see the module docstring)."""
+        if any(self._depends_on(test, test, 0) == _CHOICE or self._depends_on(test, test, 0) == _LITERAL
+               and literal_bool(test) is False for test in self.tests(node)):
+            return True
+        func = self.tree.function_of(node)
+        if func is None or depth >= _FUNCTION_DEPTH:
+            return False
+        key = id(func)
+        if key not in self._chosen:
+            self._chosen[key] = False  # a recursive call does not decide
+            sites = self.scopes.call_sites(func)
+            self._chosen[key] = bool(sites) and all(self.chosen(site, depth + 1) for site in sites)
+        return self._chosen[key]
+
+    def _depends_on(self, expr: Optional[cst.BaseExpression], at: cst.CSTNode, depth: int) -> int:
+        """_LITERAL, _HARDWARE or _CHOICE: the most telling thing `expr` reads."""
+        if expr is None:
+            return _CHOICE
+        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+            return _LITERAL
+        if isinstance(expr, cst.Name):
+            if expr.value in ("True", "False", "None"):
+                return _LITERAL
+            return self._name(expr.value, at, depth)
+        if isinstance(expr, cst.BooleanOperation):
+            return max(self._depends_on(expr.left, at, depth), self._depends_on(expr.right, at, depth))
+        if isinstance(expr, cst.UnaryOperation):
+            return self._depends_on(expr.expression, at, depth)
+        if isinstance(expr, cst.Comparison):
+            return max([self._depends_on(expr.left, at, depth),
+                        *(self._depends_on(target.comparator, at, depth) for target in expr.comparisons)])
+        if isinstance(expr, cst.IfExp):
+            return max(self._depends_on(part, at, depth) for part in (expr.test, expr.body, expr.orelse))
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in _PLACEMENT:
+                return _HARDWARE
+            if expr.attr.value == "type":  # `device.type`: whatever chose the device
+                return self._depends_on(expr.value, at, depth)
+            return _CHOICE
+        if isinstance(expr, cst.Call):
+            name = self.names.call_name(expr)
+            if name in HARDWARE_CALLS:
+                return _HARDWARE
+            if name in _DEVICE and expr.args:
+                return max(self._depends_on(arg.value, at, depth) for arg in expr.args)
+            return _CHOICE
+        return _CHOICE
+
+    def _name(self, name: str, at: cst.CSTNode, depth: int) -> int:
+        """A name is the hardware's answer when every value it may hold is; a name bound only
+        to literals is a setting (`num_gpus = 1`): the user's choice."""
+        if depth >= _MAX_DEPTH:
+            return _CHOICE
+        binds = self.scopes.in_effect(name, at)
+        if not binds or any(b.kind not in ("assign", "walrus") or not b.whole or b.value is None for b in binds):
+            return _CHOICE  # a parameter, a loop variable, a name from elsewhere
+        found = max(self._depends_on(b.value, b.node, depth + 1) for b in binds)
+        return _CHOICE if found == _LITERAL else found
