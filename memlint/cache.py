@@ -171,13 +171,14 @@ class Cache:
                 "findings": [_encode(f) for f in entry.findings], "diffs": entry.diffs, "asked": entry.asked}
         self._write(self._entry_path(path, rules, target), data)
 
-    def _summary_path(self, path: Path, module: Tuple[str, str]) -> Path:
+    def _summary_path(self, path: Path, module: Tuple[str, ...]) -> Path:
         name = "\0".join((os.path.realpath(path), *module))
         digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
         return self.folder / SUMMARIES / f"{digest}.json"
 
-    def get_summary(self, path: Path, module: Tuple[str, str], text: str) -> Optional[ModuleSummary]:
-        """The summary of this text of this file as module `module` (root, name), or None."""
+    def get_summary(self, path: Path, module: Tuple[str, ...], text: str) -> Optional[ModuleSummary]:
+        """The summary of this text of this file as module `module` (its root and name, and
+        whatever else it depends on), or None."""
         try:
             data = _load(self._summary_path(path, module))
             if data is None or data["text"] != text_digest(text):
@@ -186,7 +187,7 @@ class Cache:
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, MemoryError):  # a miss
             return None
 
-    def put_summary(self, path: Path, module: Tuple[str, str], text: str, summary: ModuleSummary) -> None:
+    def put_summary(self, path: Path, module: Tuple[str, ...], text: str, summary: ModuleSummary) -> None:
         """Keep the summary of this text of this file; quietly nothing when the folder cannot be written."""
         self._write(self._summary_path(path, module), {"text": text_digest(text), "summary": summary.to_json()})
 

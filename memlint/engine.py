@@ -317,7 +317,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
             checked.asked = dict(project.asked)  # the rules' questions, not the summary's
             if summarize:
                 with clock("summary"):
-                    checked.summary = summary_of(context.facts)
+                    checked.summary = summary_of(context.facts, project.imported)
             return checked
         finally:
             context.close()
@@ -330,8 +330,10 @@ def _report(context: FileContext, source: str, path: str, wanted: Sequence[Type[
     module = context.module
     with clock("walk"):  # the dispatch itself; rules and facts are charged on their own
         _walk(context, [rule_type(context) for rule_type in wanted], timer)
-    if context.reports and not context.facts.uses_torch:
-        context.reports.clear()  # not PyTorch code (memlint.analysis.Facts.uses_torch)
+    if context.reports and (context.facts.test_file or not context.facts.uses_torch):
+        facts = context.facts  # tests, and code that is not PyTorch: only the rules meant for them
+        context.reports[:] = [report for report in context.reports if (report.rule.IN_TESTS or not facts.test_file)
+                              and (not report.rule.TORCH_ONLY or facts.uses_torch)]
     if not context.reports:
         return Checked(source, module, [])
     parents = context.facts.tree.parents

@@ -52,6 +52,12 @@ class Rule:
     DEFAULT_ON: ClassVar[bool] = True
     # Words a file must contain for the rule to look at it at all (checked before parsing).
     REQUIRES: ClassVar[Tuple[str, ...]] = ("torch",)
+    # Whether it reports in test modules too (`test_*.py`, files under `tests/`): a memory or
+    # speed cost, or a deprecation warning, in a test is not worth a change; a call that raises is.
+    IN_TESTS: ClassVar[bool] = False
+    # Whether it reports only in PyTorch code (memlint.analysis.Facts.uses_torch): every rule of
+    # memlint's does; a rule about code in general would not.
+    TORCH_ONLY: ClassVar[bool] = True
     VALID: ClassVar[Sequence[str]] = ()
     INVALID: ClassVar[Sequence[Invalid]] = ()
 

@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
-from memlint.analysis.project import Project, ProjectView, project_files, same_answers
+from memlint.analysis.project import Project, ProjectView, imported_modules, project_files, same_answers
 from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry
 from memlint.config import AnyConfig
@@ -178,14 +178,15 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
         outcome.rewrite = Rewrite(SourceText(result.source, source.encoding), source.digest)
 
 
-def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] = frozenset()) -> FileOutcome:
+def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
+          imported: FrozenSet[str] = frozenset()) -> FileOutcome:
     """Lint or fix one file (in a worker process, or here), knowing what `project` says of
-    the other modules (`names`: those of the project's modules). Never raises: a bug of
-    memlint's becomes one line for this file, and the run goes on."""
+    the other modules (`names`: those of the project's modules; `imported`: those the others
+    import). Never raises: a bug of memlint's becomes one line for this file, and the run goes on."""
     outcome = FileOutcome(task.display)
     timer = Timer() if task.options.profile else None
     source = task.source
-    view = ProjectView(project, names, str(task.path))
+    view = ProjectView(project, names, str(task.path), imported)
     try:
         if is_notebook(task.path):
             outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target, view, source)
@@ -287,35 +288,28 @@ class _Prepared:
 
 
 def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-             target: Optional[TorchVersion], module: Optional[Tuple[str, str]]) -> Tuple[FileOutcome, Optional[_Task],
-                                                                                     Optional[Entry],
-                                                                                     Optional[ModuleSummary]]:
-    """Read the file and look it up in the cache: its result and its summary (`module`: its
-    root and name in the project, None when it is linted alone)."""
+             target: Optional[TorchVersion]) -> Tuple[FileOutcome, Optional[_Task], Optional[Entry]]:
+    """Read the file and look its result up in the cache."""
     if is_notebook(path):  # read, and linted, where it is linted; never cached
-        return FileOutcome(display), _Task(path, display, tuple(rules), None, options, target), None, None
+        return FileOutcome(display), _Task(path, display, tuple(rules), None, options, target), None
     started = time.perf_counter()
     try:
         source = read(path)
     except TooLarge as error:
-        return FileOutcome(display, warning=str(error)), None, None, None
+        return FileOutcome(display, warning=str(error)), None, None
     except UnreadableFile as error:
-        return FileOutcome(display, error=str(error)), None, None, None
+        return FileOutcome(display, error=str(error)), None, None
     read_seconds = time.perf_counter() - started
     notes = _noqa_notes(source.text)
     task = _Task(path, display, tuple(rules), source, options, target)
-    entry = summary = None
-    if options.cache is not None:
-        entry = options.cache.get(path, task.rules, target, source.text)
-        if module is not None:
-            summary = options.cache.get_summary(path, module, source.text)
+    entry = options.cache.get(path, task.rules, target, source.text) if options.cache is not None else None
     outcome = FileOutcome(display)
     outcome.notes = notes
     if options.profile:
         outcome.seconds = {"read": read_seconds}
         if options.cache is not None:
             outcome.seconds["cache"] = time.perf_counter() - started - read_seconds
-    return outcome, task, entry, summary
+    return outcome, task, entry
 
 
 def _standing(outcome: FileOutcome, options: Options) -> bool:
@@ -366,16 +360,24 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         file_config = config.for_file(item)
         rules = file_config.rules_for(item, registry)
         target = file_config.target_for(item)
-        outcome, task, entry, summary = _prepare(item, display_path(item), rules, options, target,
-                                                 modules.get(str(item)) if names else None)
+        outcome, task, entry = _prepare(item, display_path(item), rules, options, target)
         if task is not None:
-            prepared.append(_Prepared(len(outcomes), outcome, task, entry, summary))
+            prepared.append(_Prepared(len(outcomes), outcome, task, entry))
         outcomes.append(outcome)
+    sources = {str(p.task.path): p.task.source.text for p in prepared  # type: ignore[union-attr]
+               if p.task.source is not None and str(p.task.path) in modules}  # type: ignore[union-attr]
+    imported = imported_modules(sources, modules) if names else frozenset()
+    if options.cache is not None and names:
+        for p in prepared:
+            path = str(p.task.path)  # type: ignore[union-attr]
+            if path in sources:
+                p.summary = options.cache.get_summary(p.task.path, _summary_key(modules[path], imported),  # type: ignore[union-attr]
+                                                      sources[path])
 
     # The first phase: every module of the project whose summary is not in the cache, linted alone.
     first = [p for p in prepared if names and p.task.source is not None and p.summary is None and  # type: ignore[union-attr]
              str(p.task.path) in modules]  # type: ignore[union-attr]
-    alone = map_in_order(partial(_lint, names=names), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
+    alone = map_in_order(partial(_lint, names=names, imported=imported), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
                          memory=options.memory_budget, notices=notices)
     found: Dict[int, FileOutcome] = {}
@@ -407,8 +409,8 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     if options.cache is not None:
         for p in first:
             if p.summary is not None:
-                options.cache.put_summary(p.task.path, modules[str(p.task.path)], p.task.source.text,  # type: ignore[union-attr]
-                                          p.summary)
+                options.cache.put_summary(p.task.path, _summary_key(modules[str(p.task.path)], imported),  # type: ignore[union-attr]
+                                          p.task.source.text, p.summary)  # type: ignore[union-attr]
     lint = partial(_lint, project=project, names=names)
     rewritten: List[str] = []
 
@@ -426,6 +428,12 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     for p, outcome in zip(second, linted):
         _settle(outcomes, p.index, outcome)
     return outcomes
+
+
+def _summary_key(module: Tuple[str, str], imported: FrozenSet[str]) -> Tuple[str, ...]:
+    """What a module's summary depends on besides its text: its root and name, and whether
+    another file of the project imports it (memlint.analysis.summary.summarize)."""
+    return (*module, "imported" if module[1] in imported else "not imported")
 
 
 def _settle(outcomes: List[FileOutcome], index: int, outcome: FileOutcome) -> None:

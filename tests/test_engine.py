@@ -18,6 +18,7 @@ class _NumbersToNames(Rule):
     NAME = "numbers"
     MESSAGE = "a number"
     REQUIRES = ("",)
+    TORCH_ONLY = False
 
     def visit_Integer(self, node: cst.Integer) -> None:
         replacement = cst.Name(f"n{node.value}")
@@ -29,6 +30,7 @@ class _BreaksTheCode(Rule):
     NAME = "breaks"
     MESSAGE = "broken"
     REQUIRES = ("",)
+    TORCH_ONLY = False
 
     def visit_Integer(self, node: cst.Integer) -> None:
         self.report(node, fix=Fix((Replace(node, cst.Name("lambda")),), Safety.SAFE, "break it"))
@@ -41,6 +43,7 @@ class _CallsAround(Rule):
     NAME = "around"
     MESSAGE = "around"
     REQUIRES = ("",)
+    TORCH_ONLY = False
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         expr = node.body[0]
@@ -58,6 +61,7 @@ class _NeverDone(Rule):
     NAME = "never-done"
     MESSAGE = "count up"
     REQUIRES = ("",)
+    TORCH_ONLY = False
 
     def visit_Integer(self, node: cst.Integer) -> None:
         bigger = cst.Integer(str(int(node.value) + 1))
@@ -182,6 +186,7 @@ class _SeesTheCollector(Rule):
     NAME = "collector"
     MESSAGE = "seen"
     REQUIRES = ("",)
+    TORCH_ONLY = False
     frozen_counts: list = []
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -247,6 +252,7 @@ def test_handlers_see_the_visited_node_and_its_ancestors():
         NAME = "ancestry"
         MESSAGE = "here"
         REQUIRES = ("",)
+        TORCH_ONLY = False
 
         def visit_Integer(self, node: cst.Integer) -> None:
             chain = self.context.ancestors
@@ -269,6 +275,7 @@ def test_leave_handlers_run_after_the_nodes_subtree_innermost_first():
         NAME = "nesting"
         MESSAGE = "here"
         REQUIRES = ("",)
+        TORCH_ONLY = False
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
             events.append(f"enter {node.name.value}")

@@ -15,7 +15,7 @@ import libcst as cst
 
 from memlint.analysis import Facts
 from memlint.analysis.often import INNER, STEP
-from memlint.analysis.project import Project, ProjectView, module_name, project_files
+from memlint.analysis.project import Project, ProjectView, imported_modules, module_name, project_files
 from memlint.analysis.summary import ModuleSummary
 from memlint.config import Config, Selection
 from memlint.engine import check
@@ -47,10 +47,11 @@ def facts_in_project(paths: List[Path], path: Path) -> Facts:
     """The facts of `path` as a run over `paths` sees them once every summary is known."""
     modules = project_files(paths)
     names = frozenset(name for _, name in modules.values())
+    imported = imported_modules({str(p): p.read_text() for p in paths}, modules)
     summaries: Dict[str, ModuleSummary] = {}
     for each in paths:
         checked = check(each.read_text(), str(each), list(registry().values()),
-                        project=ProjectView(None, names, str(each)), summarize=True)
+                        project=ProjectView(None, names, str(each), imported), summarize=True)
         summaries[str(each)] = checked.summary  # type: ignore[assignment]
     view = ProjectView(Project(modules, summaries), names, str(path))
     return Facts(cst.parse_module(path.read_text()), project=view)
@@ -61,6 +62,20 @@ def node_at(facts: Facts, code: str) -> cst.CSTNode:
         if isinstance(node, cst.Call) and facts.module.code_for_node(node) == code:
             return node
     raise AssertionError(code)
+
+
+def test_the_modules_a_project_imports_are_read_from_its_import_lines(tmp_path):
+    paths = tree(tmp_path, {
+        "pkg/__init__.py": "from .metrics import Accuracy\n",
+        "pkg/metrics.py": "import torch\n",
+        "pkg/train.py": "import os, pkg.losses as losses\nfrom pkg import (\n    models,\n    data,\n)\n",
+        "script.py": "from pkg.train import run  # the entry point\n",
+    })
+    modules = project_files(paths)
+    found = imported_modules({str(p): p.read_text() for p in paths}, modules)
+    assert {"pkg.metrics", "pkg.metrics.Accuracy", "os", "pkg.losses", "pkg.models", "pkg.data",
+            "pkg.train", "pkg.train.run"} <= found
+    assert "script" not in found
 
 
 def test_module_names_follow_packages_and_roots(tmp_path):

@@ -19,6 +19,9 @@ objects it names as its dependencies:
     facts.apicalls   apicalls.py    the calls that run an API (aliases, partials, wrappers too),
                                     and whether each passes a given argument
     facts.oom        oom.py         `except` handlers that catch out-of-memory, and what they re-run
+    facts.outputs    outputs.py     how large a model's output is likely to be (a language model's
+                                    logits), and what code takes from it
+    facts.liveness   liveness.py    which reads can see the value one assignment binds
     facts.purity     purity.py      which torch expressions are pure, random, exact, placed on a device
     facts.hoisting   hoisting.py    GPU work that computes the same value every iteration or call
     facts.steps      steps.py       how often code runs per training step (step, inner, boundary)
@@ -51,9 +54,11 @@ from memlint.analysis.dataflow import block_flow
 from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.guards import Guards
 from memlint.analysis.hoisting import Hoisting
+from memlint.analysis.liveness import Liveness
 from memlint.analysis.loops import Loop, LoopFacts, ScopeUses
 from memlint.analysis.often import INNER, STEP
 from memlint.analysis.oom import OutOfMemory
+from memlint.analysis.outputs import Outputs
 from memlint.analysis.phase import Phase
 from memlint.analysis.project import ProjectView
 from memlint.analysis.purity import Purity
@@ -136,6 +141,16 @@ class Facts:
     def oom(self) -> OutOfMemory:
         """`except` handlers that catch out-of-memory errors, and the calls in them that re-run the work."""
         return OutOfMemory(self.names, self.tree, self.scopes, self.calls, self.roles)
+
+    @cached_property
+    def outputs(self) -> Outputs:
+        """How large a model's output is likely to be, and what the code takes from it."""
+        return Outputs(self.names, self.tree, self.receivers, self.identifiers)
+
+    @cached_property
+    def liveness(self) -> Liveness:
+        """Which reads can see the value one assignment binds."""
+        return Liveness(self.tree, self.scopes)
 
     @cached_property
     def purity(self) -> Purity:
@@ -237,13 +252,13 @@ class Facts:
 
     def per_step(self, node: cst.CSTNode, inner: bool = False) -> Optional[str]:
         """How often `node` runs when it is every step (STEP) or more (INNER; with `inner`, only
-        that), in code worth changing for a per-step cost: None in tests (test files, test
-        functions and classes), in setup and demos, between steps (memlint.analysis.steps)."""
+        that), in code worth changing for a per-step cost: None in tests (test functions and
+        classes), in setup and demos, between steps (memlint.analysis.steps)."""
         often = self.steps.how_often(node)
         if often != INNER and (inner or often != STEP):
             return None
-        if self.test_file or in_test_code(self.tree, node):
-            return None
+        if in_test_code(self.tree, node):
+            return None  # (test modules are left alone by the engine: memlint.rule.Rule.IN_TESTS)
         return often
 
     def in_test(self, node: cst.CSTNode) -> bool:

@@ -151,23 +151,6 @@ class Hoisting:
             inputs += [Input(i.node, i.dotted, i.as_tensor and tensor) for i in argument.inputs]
         return Computation(True, False, False, True, (), tuple(inputs)), helper
 
-    def returns_host_made(self, func: cst.FunctionDef) -> bool:
-        """Every value `func` returns is a tensor it makes on the host from sizes or constants
-        (memlint.analysis.purity's `host_made`), filled in place there or not
-        (`weights = torch.zeros(b, t, s)`, a loop writing into it, `return weights`)."""
-        returned = self.scopes.returned(func)
-        if not returned:
-            return False
-        for value in returned:
-            if isinstance(value, cst.Name):
-                binds = self.scopes.bindings(func, value.value)
-                if not binds or any(b.kind != "assign" or not b.whole or not isinstance(b.value, cst.Call)
-                                    or self.purity.host_made(b.value) is None for b in binds):
-                    return False
-            elif not isinstance(value, cst.Call) or self.purity.host_made(value) is None:
-                return False
-        return True
-
     def helper(self, func: cst.FunctionDef) -> Helper:
         """What `func` computes: whether it only binds pure values to local names and returns one."""
         found = self._helpers.get(id(func))

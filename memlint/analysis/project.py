@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
@@ -281,7 +282,7 @@ class ProjectView:
     spells them (absolute, after its imports), each recorded with its answer."""
 
     def __init__(self, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
-                 path: Optional[str] = None) -> None:
+                 path: Optional[str] = None, imported: FrozenSet[str] = frozenset()) -> None:
         """`names`: the project's module names (known from the paths before any summary is);
         `path`: this module's file (None: a source linted on its own, no module of a project)."""
         self.project = project
@@ -289,6 +290,7 @@ class ProjectView:
         # where the module is imported from, and its dotted name
         self.root, self.name = module_name(path) if path is not None and names else ("", "")
         self.is_package = path is not None and os.path.basename(path) == "__init__.py"
+        self.imported = not names or self.name in imported  # another module may import it
         self.asked: Dict[str, Answer] = {}
 
     def fresh(self) -> "ProjectView":
@@ -412,6 +414,34 @@ def answers(project: Optional[Project], path: str, asked: Dict[str, Answer]) -> 
 def same_answers(project: Optional[Project], path: str, asked: Dict[str, Answer]) -> bool:
     """Whether every question in `asked` still gets the answer recorded there."""
     return answers(project, path, asked) == asked
+
+
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)|import[ \t]+([^\n#;]+))",
+                     re.MULTILINE)
+
+
+def imported_modules(sources: Dict[str, str], modules: Dict[str, Tuple[str, str]]) -> FrozenSet[str]:
+    """The names of the modules that the project's files import, read from the import lines of
+    their texts (before any is parsed), relative imports resolved: a module no other file
+    imports needs no summary of its functions and classes."""
+    found: Set[str] = set()
+    for path, text in sources.items():
+        if "import" not in text:
+            continue
+        name = modules.get(path, ("", ""))[1]
+        package = name if os.path.basename(path) == "__init__.py" else name.rpartition(".")[0]
+        for match in _IMPORT.finditer(text):
+            dots, base, names, plain = match.groups()
+            if plain is not None:
+                found.update(part.split()[0] for part in plain.split(",") if part.strip())
+                continue
+            if dots:
+                parts = package.split(".") if package else []
+                base = ".".join([*parts[:len(parts) - (len(dots) - 1)], *([base] if base else [])])
+            found.add(base)
+            found.update(f"{base}.{part.split()[0]}" for part in names.strip("()").replace("\n", " ").split(",")
+                         if part.strip())
+    return frozenset(found)
 
 
 def project_files(paths: Sequence[Path]) -> Dict[str, Tuple[str, str]]:

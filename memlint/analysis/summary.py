@@ -155,20 +155,24 @@ def _names(values: object) -> Tuple[str, ...]:
     return tuple(_name(v) for v in values)
 
 
-def summarize(facts: "Facts") -> ModuleSummary:
-    """The summary of the module `facts` describes (its name: `facts.project.name`)."""
+def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
+    """The summary of the module `facts` describes (its name: `facts.project.name`), from what
+    it alone says; `imported`: another module of the project imports it, so its functions may
+    be called there (a module nobody imports has no callers elsewhere, only overrides of
+    what its classes' bases call: their names and parameters are all it needs)."""
     module = facts.module
     names = facts.names
     functions: Dict[str, FunctionSummary] = {}
     classes: Dict[str, ClassSummary] = {}
     for statement in module.body:
-        if isinstance(statement, cst.FunctionDef):
+        if isinstance(statement, cst.FunctionDef) and imported:
             functions[statement.name.value] = _function(facts, statement)
         elif isinstance(statement, cst.ClassDef):
             bases = tuple(base for base in (_base_name(facts, b.value) for b in statement.bases) if base)
-            methods = {s.name.value: _function(facts, s) for s in statement.body.body if isinstance(s, cst.FunctionDef)}
+            methods = {s.name.value: _function(facts, s) if imported else FunctionSummary(_params(s))
+                       for s in statement.body.body if isinstance(s, cst.FunctionDef)}
             classes[statement.name.value] = ClassSummary(
-                bases, statement.name.value in facts.receivers.module_classes, methods)
+                bases, statement.name.value in facts.receivers.local_module_classes, methods)
     return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
                          _saved_files(facts))
 
@@ -235,9 +239,12 @@ def _base_name(facts: "Facts", base: cst.BaseExpression) -> Optional[str]:
     return facts.names.absolute_name(dotted) or dotted
 
 
+def _params(func: cst.FunctionDef) -> Tuple[str, ...]:
+    return tuple(p.name.value for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params))
+
+
 def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
-    params = tuple(p.name.value for p in (*func.params.posonly_params, *func.params.params,
-                                          *func.params.kwonly_params))
+    params = _params(func)
     values, roles = facts.values, facts.roles
     kept = values.kept_parameters(func) if params[:1] == ("self",) else ((), ())
     scopes = facts.scopes

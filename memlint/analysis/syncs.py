@@ -55,6 +55,8 @@ _MAX_DEPTH = 6
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "synchronize"})
 _SYNC_BUILTINS = frozenset({"int", "float", "bool"})
 _READS_ELEMENTS = frozenset({"max", "min", "sum"})
+# Methods of frameworks that copy a batch to the device (from pageable host memory: the host waits)
+_COPIES_IN = frozenset({"to_device", "move_to_cuda", "move_to_device"})
 
 
 def may_sync(call: cst.Call) -> bool:
@@ -110,7 +112,7 @@ class Syncs:
         self._memo: Dict[Tuple[str, int], bool] = {}
         self._busy: Set[Tuple[str, int]] = set()
         self._placed: Dict[Tuple[str, int], bool] = {}
-        self._loop_syncs: Dict[int, List[cst.Call]] = {}
+        self._loop_syncs: Dict[int, List[Tuple[cst.CSTNode, str]]] = {}
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -326,15 +328,39 @@ class Syncs:
             operands.append(func.value)
         return any(self.on_device(operand, at, depth + 1) for operand in operands)
 
-    def loop_syncs(self, loop: cst.CSTNode, besides: cst.CSTNode) -> bool:
-        """`loop` already makes the host wait for the device on every iteration: a sync call in
-        its body other than `besides` (`print(loss.item())`, `next_word.item()` in decoding)."""
+    def loop_syncs(self, loop: cst.CSTNode, besides: cst.CSTNode, moves: bool = True, calls: bool = True) -> bool:
+        """`loop` already makes the host wait for the device on every iteration, outside
+        `besides` (in its body or the helpers it calls): a sync no call asks for (a boolean
+        mask, a GPU value as an `if` condition: `implicit`); with `calls`, a sync call
+        (`print(loss.item())`, `next_word.item()` in decoding); with `moves`, a move to the
+        device (`batch.to(device)`: a copy from pageable host memory waits)."""
         found = self._loop_syncs.get(id(loop))
         if found is None:
-            found = [call for call in walk_scope(loop.body) if type(call) is cst.Call  # type: ignore[attr-defined]
-                     and may_sync(call) and self.sync(call) is not None]  # type: ignore[arg-type]
+            found = [(node, self._waits(node)) for node in walk_scope(loop.body)]  # type: ignore[attr-defined]
+            found += [(site, self._waits(call)) for call, site in self.roles.calls.calls_in(loop) if call is not site]
+            found = [(node, how) for node, how in found if how is not None]
             self._loop_syncs[id(loop)] = found
-        return any(not self.tree.contains(besides, call) for call in found)
+        wanted = {"implicit", *(("move",) if moves else ()), *(("call",) if calls else ())}
+        return any(how in wanted and not self.tree.contains(besides, node)
+                   and getattr(node, "test", None) is not besides  # (an `if` whose condition is `besides`)
+                   for node, how in found)
+
+    def _waits(self, node: cst.CSTNode) -> Optional[str]:
+        """How `node` makes the host wait for the device: "call" (`x.item()`), "implicit" (see
+        `implicit`), "move" (a copy to the device); None when it does not."""
+        kind = type(node)
+        if kind is cst.Call:
+            func = node.func  # type: ignore[attr-defined]
+            if self.implicit(node) is not None:
+                return "implicit"
+            if may_sync(node) and self.sync(node) is not None:  # type: ignore[arg-type]
+                return "call"
+            if self.purity.mover(node) is not None or type(func) is cst.Attribute and func.attr.value in _COPIES_IN:  # type: ignore[arg-type]
+                return "move"
+            return None
+        if (kind is cst.Subscript or kind is cst.If) and self.implicit(node) is not None:
+            return "implicit"
+        return None
 
     # -- repetition --------------------------------------------------------------------------
     def repeats_over(self, node: cst.CSTNode) -> Optional[cst.BaseExpression]:

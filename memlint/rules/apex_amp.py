@@ -23,6 +23,10 @@ class ApexAmp(Rule):
     versions in use. `torch.amp.autocast` casts per operation and keeps one float32 copy of the
     weights; `torch.amp.GradScaler` does the loss scaling.
 
+    ## Why it is opt-in
+    On real code the one finding was a helper kept for the users who still choose apex, which
+    no maintainer would remove (docs/real-code.md).
+
     ## Example
     ```python
     from apex import amp
@@ -51,6 +55,7 @@ class ApexAmp(Rule):
     """
 
     CODE = "MEM403"
+    DEFAULT_ON = False
     NAME = "apex-amp"
     MESSAGE = ("apex.amp is deprecated and unmaintained; use native mixed precision "
                "(`torch.amp.autocast` + `torch.amp.GradScaler`)")

@@ -145,7 +145,7 @@ class CatInLoop(Rule):
         if growth is None:
             return
         loops = self.facts.tree.loops_around(node)
-        if not loops or self._designed(loops[0]) or self.facts.test_file:
+        if not loops or self._designed(loops[0]):
             return
         loop: Loop = loops[0]  # type: ignore[assignment]
         facts = self.facts.loop(loop, self.facts.tree.scope_of(loop))

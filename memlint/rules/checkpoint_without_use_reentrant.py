@@ -41,6 +41,11 @@ class CheckpointWithoutUseReentrant(Rule):
     `torch.autograd.grad` and keyword arguments, and cannot be nested.
     `use_reentrant=False` saves the same memory and has none of these limits.
 
+    ## Why it is opt-in
+    Read on real code (docs/real-code.md), 1 of 3 findings was worth a change: the reentrant
+    variant loses gradients only where the checkpointed block's inputs need no gradient (frozen
+    stages), which a linter cannot tell from the call.
+
     ## Example
     ```python
     from torch.utils.checkpoint import checkpoint
@@ -66,6 +71,7 @@ class CheckpointWithoutUseReentrant(Rule):
     """
 
     CODE = "MEM602"
+    DEFAULT_ON = False
     NAME = "checkpoint-without-use-reentrant"
     MESSAGE = "`checkpoint` without `use_reentrant` uses the reentrant version"
     FIX_SAFETY = Safety.UNSAFE

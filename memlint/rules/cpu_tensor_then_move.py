@@ -52,6 +52,14 @@ class CpuTensorThenMove(Rule):
     For random factories the host's generator is also much slower: `torch.randn(8192, 8192).cuda()`
     took about 2000x as long as `torch.randn(8192, 8192, device="cuda")`.
 
+    ## Why it is opt-in
+    Measured on real code (docs/real-code.md), a reviewer who did not write it read every
+    finding and asked whether a maintainer would merge the change: 6 of 58 were worth it. The
+    copy waits for the GPU, but in most real steps the same code waits anyway (another sync, a
+    batch copied in), or the tensor is a few elements next to a full forward. Where it is the
+    step's only wait and the tensor is large, or where it runs per element, it is worth it:
+    select it (`--select MEM103`) and let `memlint verify` measure the step.
+
     ## Example
     ```python
     for step in range(steps):
@@ -78,8 +86,7 @@ class CpuTensorThenMove(Rule):
     Also when the factory and the move are apart: the tensor bound to a name earlier in the same
     iteration (`ids = torch.arange(n)` ... `ids.to(device)`); moved to another tensor's device
     (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device); a size given
-    to a legacy constructor and filled in place (`torch.LongTensor(n).random_(k).to(rank)`); a
-    helper that makes it on the host and fills it there, moved at the call.
+    to a legacy constructor and filled in place (`torch.LongTensor(n).random_(k).to(rank)`);.
 
     ## Fix
     Puts the device on the factory (`device=device`; a bare `.cuda()` becomes `device="cuda"`)
@@ -95,6 +102,7 @@ class CpuTensorThenMove(Rule):
     """
 
     CODE = "MEM103"
+    DEFAULT_ON = False
     NAME = "cpu-tensor-then-move"
     MESSAGE = "a tensor is made on the CPU and then copied to the device; make it there with `device=`"
     FIX_SAFETY = Safety.SAFE
@@ -185,7 +193,7 @@ class CpuTensorThenMove(Rule):
         if self.facts.per_step(node) is None:
             return False
         loops = self.facts.tree.loops_around(node)
-        return not loops or not self.facts.syncs.loop_syncs(loops[0], node)
+        return not loops or not self.facts.syncs.loop_syncs(loops[0], node, moves=False)
 
     def visit_Call(self, node: cst.Call) -> None:
         move = self.facts.purity.mover(node)
@@ -215,8 +223,7 @@ class CpuTensorThenMove(Rule):
             helper = self.facts.scopes.resolve(core)
             if helper is not None:
                 summary = self.facts.hoisting.helper(helper)
-                if summary.pure and summary.fresh and not summary.placed or \
-                        self.facts.hoisting.returns_host_made(helper):
+                if summary.pure and summary.fresh and not summary.placed:
                     self.report(node, self._helper_message(helper))
 
     def _moved_like(self, node: cst.Call) -> None:

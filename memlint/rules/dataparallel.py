@@ -46,6 +46,11 @@ class DataParallel(Rule):
     all-reduce. On a single GPU DataParallel runs the module as it is, so the cost shows only
     with several.
 
+    ## Why it is opt-in
+    On real code no finding was worth a change to the reviewers who read them (docs/real-code.md):
+    where DataParallel stays, it is the script's simple choice, and moving to DDP is a rewrite of
+    how the script is launched, not a fix of a line.
+
     ## Example
     ```python
     model = torch.nn.DataParallel(model).cuda()
@@ -85,6 +90,7 @@ class DataParallel(Rule):
     """
 
     CODE = "MEM601"
+    DEFAULT_ON = False
     NAME = "dataparallel"
     MESSAGE = ("`nn.DataParallel` gathers every output on device 0, where the loss is computed: device 0 "
                "runs out of memory first; use `DistributedDataParallel` (one process per GPU, torchrun)")

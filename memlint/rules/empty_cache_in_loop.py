@@ -8,7 +8,6 @@ from typing import Optional
 import libcst as cst
 
 from memlint.analysis.often import INNER
-from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -16,20 +15,7 @@ _EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.xpu.empty_cache", "to
 # A condition that only asks whether a device is there: the call still runs every step.
 _DEVICE_TEST = re.compile(r"cuda|device|gpu|is_available|xpu|mps", re.IGNORECASE)
 # Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
-# Where a run keeps its settings: `args.x`, `self.config.x`, `cfg.x`, `opt.x`, `self.hparams.x`
-_SETTINGS = re.compile(r"^(self\.)?(args|config|cfg|conf|opt|opts|options|hparams|hp|params|flags|settings)\.\w+$")
 _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
-
-
-def _setting(test: cst.BaseExpression) -> bool:
-    """A flag of the run's settings (`self.args.eval_metrics`, `not cfg.fast`): it holds on every
-    step or on none, so code under it runs every step where it runs at all."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _setting(test.expression)
-    if isinstance(test, cst.BooleanOperation):
-        return _setting(test.left) and _setting(test.right)
-    dotted = dotted_name(test)
-    return dotted is not None and "." in dotted and bool(_SETTINGS.match(dotted))
 
 
 class EmptyCacheInLoop(Rule):
@@ -106,13 +92,6 @@ class EmptyCacheInLoop(Rule):
         "        torch.cuda.empty_cache()\n",
     )
     INVALID = (
-        # under a flag of the run's settings: it holds on every step
-        Invalid(
-            "import torch\nfor step, batch in enumerate(loader):\n    loss = model(batch).mean()\n    loss.backward()\n"
-            "    opt.step()\n    if self.args.free_memory:\n        torch.cuda.empty_cache()\n",
-            "import torch\nfor step, batch in enumerate(loader):\n    loss = model(batch).mean()\n    loss.backward()\n"
-            "    opt.step()\n",
-        ),
         Invalid(
             "import torch\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
             "    optimizer.step()\n    torch.cuda.empty_cache()\n",
@@ -168,9 +147,8 @@ class EmptyCacheInLoop(Rule):
                     for handler in ancestor.handlers):
                 return True
             if isinstance(ancestor, cst.If) and child is not ancestor.test and \
-                    not _DEVICE_TEST.search(cst.Module([]).code_for_node(ancestor.test)) and \
-                    not _setting(ancestor.test):
-                return True  # a condition that may hold on few steps (a flag of the run's settings holds on all)
+                    not _DEVICE_TEST.search(cst.Module([]).code_for_node(ancestor.test)):
+                return True
             if isinstance(ancestor, cst.IfExp):
                 return True
             child = ancestor

@@ -11,6 +11,7 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 # Words that show a file runs on an accelerator at all (a `.item()` on the CPU waits for nothing).
+_IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
 _DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device"})
 _WHAT = {
     "item": "copies one number to the host",
@@ -65,7 +66,8 @@ class HostDeviceSyncInLoop(Rule):
     of micro-batches, whose outer loop steps the optimizer).
 
     ## When it is not reported
-    One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
+    A loop whose iterations wait for the device anyway (a boolean mask, a GPU value tested in an
+    `if`, a copy of the batch to the device): one more wait there changes little. One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
     a literal tuple or a short literal range (a few losses), in a `while` loop, in a loop that is
     itself the step (autoregressive decoding reads one token per step), between steps (epoch
     loops), on values not known to be tensors, and in files that never use a device.
@@ -85,6 +87,9 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # the iteration waits for the device anyway: a boolean mask's size is read on the host
+        "import torch\nmodel = model.to(device)\nfor x in loader:\n    out = model(x.to(device))\n"
+        "    for row in out:\n        kept = row[row > 0]\n        total += kept.sum().item()\n",
         # host values as slice bounds and conditions; a condition on a shape
         "import torch\nmodel = model.to(device)\nfor x, lengths in loader:\n    out = model(x.to(device))\n"
         "    for i, n in enumerate(lengths.tolist()):\n        kept.append(out[i, :n])\n",
@@ -162,6 +167,11 @@ class HostDeviceSyncInLoop(Rule):
             return
         iterable = facts.syncs.repeats_over(node)
         if iterable is None or not facts.syncs.many(iterable, node):
+            return
+        loop = facts.tree.loops_around(node)
+        # the iteration waits for the device anyway (a sync call counts beside a sync no call asks
+        # for; beside a sync call, only those and copies in, which reading values once cannot remove)
+        if loop and facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT):  # (`if`: its test)
             return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return

@@ -48,6 +48,13 @@ class TorchLoadWithoutMapLocation(Rule):
       not tensors), loads in tests (functions named `test...`: a test loads what it saved, where
       it chose), and modules that use `torch_xla` (`xm.save` writes CPU tensors).
 
+    ## Why it is opt-in
+    Read finding by finding on real code (docs/real-code.md), 5 of 15 were worth a change: where
+    the model is still on the CPU when the checkpoint is loaded (the tensors cross to the GPU
+    and back for nothing, and the load fails on a machine without one). A one-off load into a
+    model already on the GPU, in one process, costs a transient copy that no maintainer
+    changed, and a checkpoint saved from the CPU outside the project cannot be told apart.
+
     ## Example
     ```python
     checkpoint = torch.load(args.resume)
@@ -72,6 +79,7 @@ class TorchLoadWithoutMapLocation(Rule):
     """
 
     CODE = "MEM502"
+    DEFAULT_ON = False
     NAME = "torch-load-without-map-location"
     MESSAGE = "`torch.load` without `map_location` loads tensors back onto the GPU they were saved from"
     FIX_SAFETY = Safety.UNSAFE

@@ -1,0 +1,101 @@
+"""Liveness: which reads can see the value one assignment binds to a name.
+
+A rewrite that ends a value early (`del name` once it is no longer needed) is safe only when
+no read that could see the value runs after that point. Asked as `facts.liveness`:
+
+- `name_uses(scope)`: each load and store of a name in a scope's own body, in evaluation
+  order, reads by nested functions flagged (memlint.analysis.dataflow), found once a scope;
+- `reads_of(target, step, until)`: the reads that see the value an assignment binds to
+  `target`, provided they all lie between the assignment and the position `until` inside
+  `step` (the loop body or function that binds it); None when a read elsewhere may see it
+  (after `until`, in the next iteration of a loop around it, after the loop), when `step`
+  binds the name again, a nested function reads it, it is declared global, or `exec()` /
+  `locals()` can run once it is bound. A read that a later binding surely precedes (an
+  evaluation loop binding the name itself) does not see it;
+- `surely_rebound(scope, name, start, read)`: that later binding.
+
+Asked by: MEM207.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import libcst as cst
+
+from memlint.analysis.dataflow import DYNAMIC_FUNCTIONS, BlockFlow, block_flow
+from memlint.analysis.scopes import Scopes
+from memlint.analysis.tree import Scope, TreeIndex
+
+
+class Liveness:
+    """Reads of the values names are bound to, in one module (see the module docstring)."""
+
+    def __init__(self, tree: TreeIndex, scopes: Scopes) -> None:
+        self.tree = tree
+        self.scopes = scopes
+        self._uses: Dict[int, BlockFlow] = {}
+
+    def name_uses(self, scope: Scope) -> BlockFlow:
+        """The data flow of `scope`'s own body: each load and store of a name in evaluation order
+        (nested functions' reads flagged `nested`), sinks such as `global`, `dynamic`."""
+        found = self._uses.get(id(scope))
+        if found is None:
+            body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
+            found = block_flow(body)
+            self._uses[id(scope)] = found
+        return found
+
+    def reads_of(self, target: cst.Name, step: cst.CSTNode, until: int) -> Optional[List[cst.Name]]:
+        """The reads of the value the assignment holding `target` binds, all between it and the
+        pre-order position `until` inside `step`; None when some read elsewhere may see it."""
+        tree = self.tree
+        assign = next((a for a in tree.ancestors(target) if isinstance(a, cst.Assign)), None)
+        if assign is None:
+            return None
+        scope = tree.scope_of(assign)
+        loops = tree.loops_around(assign)
+        outermost = loops[-1] if loops else scope
+        start = tree.span(assign)[1]
+        flow = self.name_uses(scope)
+        name = target.value
+        if any(sink.kind == "global" and name in sink.sources for sink in flow.sinks):
+            return None
+        if flow.dynamic and any(tree.order(call) >= start or tree.contains(outermost, call) for call in flow.calls
+                                if isinstance(call.func, cst.Name) and call.func.value in DYNAMIC_FUNCTIONS):
+            return None  # `exec(...)`, `locals()` run once the name is bound: they may read it
+        reads: List[cst.Name] = []
+        for use in flow.uses:
+            if use.name != name or use.node is target:
+                continue
+            if use.nested:
+                return None
+            if use.store:
+                if tree.contains(step, use.node):
+                    return None  # bound again in the step
+                continue
+            if start <= tree.order(use.node) < until and tree.contains(step, use.node):
+                reads.append(use.node)  # type: ignore[arg-type]
+            elif not self.surely_rebound(scope, name, start, use.node):
+                return None  # after `until`, after the loop, in the next iteration
+        return reads
+
+    def surely_rebound(self, scope: Scope, name: str, start: int, read: cst.CSTNode) -> bool:
+        """Whether `name` is surely bound again between the position `start` and `read`: by a
+        later assignment whose block holds `read`, or a `with ... as` / `for` whose body does."""
+        tree = self.tree
+        at = tree.order(read)
+        for bind in self.scopes.bindings(scope, name):
+            if tree.order(bind.node) < start:
+                continue
+            if bind.kind == "for" or bind.kind == "with":  # bound before the body runs
+                if tree.contains(bind.node.body, read):  # type: ignore[attr-defined]
+                    return True
+                if bind.kind == "for":
+                    continue  # after the loop: bound only if it ran at least once
+            elif bind.kind != "assign":
+                continue
+            block = tree.dominating_block(bind.node)
+            if tree.span(bind.node)[1] <= at and block is not None and tree.contains(block, read):
+                return True
+        return False

@@ -1,0 +1,229 @@
+"""Outputs: how large a model's output is likely to be, and what code takes from it.
+
+A language model's logits hold a score for every vocabulary entry at every position: GPT-2 at
+12 x 1024 tokens has 50,304 scores a token, 1.2 GiB in bf16, often the largest tensor of a
+training step; a classifier's scores (a few per example) are tiny. Whether keeping an output
+alive longer costs memory depends on that size, and on whether backward keeps the output
+anyway: a cross-entropy, a softmax or a log-softmax saves its own result for backward, not its
+input, so scores consumed only by them are not needed once the loss is computed.
+
+Asked as `facts.outputs`:
+
+- `language_model_module`: the module names a language model or a vocabulary: a transformers
+  class with a language-modelling head (`AutoModelForCausalLM`, `GPT2LMHeadModel`,
+  `T5ForConditionalGeneration`, `BertForMaskedLM`) or a vocabulary (`vocab_size`, `ntokens`,
+  `tgt_vocab`), and no transformers class with a classification head
+  (`...ForSequenceClassification`, `...ForQuestionAnswering`); `names_vocabulary`: the
+  vocabulary alone; `classifier_module`: it names a number of classes or labels
+  (`num_classes`, `num_labels`) or a transformers classifier;
+- `names_logits(name)`: a name that says it holds logits (`logits`, `lm_logits`);
+- `read_of(name)`: what a read of a name holding an output takes from it (`OutputRead`):
+  "loss" (the loss field of a model's result: `out.loss`, `out["loss"]`), "scores" (the input
+  of a cross-entropy, softmax or log-softmax, through views, casts and slices), "value" (a
+  plain value, or a new tensor without the output's storage: `.shape`, `.item()`,
+  `.argmax(-1)`, a comparison); None for any other read (it may alias the output, or backward
+  may need it). A "scores" read says whether the scores are flattened to one row per
+  position (`out.view(-1, out.size(-1))`, `out.flatten(0, 1)`, `out.transpose(1, 2)`) and
+  whether the class dimension is named like a vocabulary (`out.view(-1, vocab_size)`).
+
+Asked by: MEM207.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import FrozenSet, Optional
+
+import libcst as cst
+
+from memlint.analysis.dataflow import SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS
+from memlint.analysis.receivers import Receivers
+from memlint.analysis.torchnames import TorchNames
+from memlint.analysis.tree import TreeIndex, dotted_name, last_part
+
+# transformers classes whose head scores the vocabulary at every position
+_LANGUAGE_MODEL_CLASS = re.compile(r"(ForCausalLM|LMHeadModel|ForConditionalGeneration|ForMaskedLM|Seq2SeqLM|"
+                                   r"ForPreTraining|WithLMHead|ForMaskedImageModeling)$")
+# transformers classes whose head scores a few labels per example (or per token)
+_CLASSIFIER_CLASS = re.compile(r"For\w*Classification$|ForQuestionAnswering$|ForMultipleChoice$|"
+                               r"ForNextSentencePrediction$|ForObjectDetection$|ForSemanticSegmentation$")
+_VOCABULARY = re.compile(r"^(\w+_)?(n_?)?vocab(_size|ulary|ulary_size)?$|^n_?tokens?$|^num_tokens$", re.IGNORECASE)
+_CLASSES = re.compile(r"^(num|n)_?(classes|labels|class)$", re.IGNORECASE)
+_LOGITS = re.compile(r"^(\w+_)?logits$")
+# Methods that give a view or a cast of a tensor: the result is the same scores.
+_VIEWS = frozenset({"view", "reshape", "flatten", "contiguous", "float", "double", "half", "bfloat16", "to",
+                    "transpose", "permute", "squeeze", "unsqueeze", "view_as", "reshape_as", "type_as", "narrow"})
+# Consumers that keep their result for backward, not their input.
+_SCORE_METHODS = frozenset({"softmax", "log_softmax"})
+_SCORE_FUNCTIONS = frozenset({"torch.nn.functional.cross_entropy", "torch.nn.functional.softmax",
+                              "torch.nn.functional.log_softmax", "torch.softmax", "torch.log_softmax",
+                              "torch.special.softmax", "torch.special.log_softmax"})
+_SCORE_LOSSES = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.modules.loss.CrossEntropyLoss"})
+# Methods whose result is a plain value or a new tensor that holds neither the output's storage
+# nor its graph.
+_VALUE_METHODS = SCALAR_METHODS | frozenset({
+    "argmax", "argmin", "argsort", "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite",
+    "any", "all", "count_nonzero"})
+_VALUE_FUNCTIONS = frozenset({"torch.argmax", "torch.argmin", "torch.isnan", "torch.isinf", "torch.isfinite"})
+
+
+@dataclass(frozen=True)
+class OutputRead:
+    """What one read of a name holding a model's output takes from it."""
+
+    kind: str  # "loss", "scores", "value"
+    node: cst.CSTNode  # the expression that consumes it (the cross-entropy call, `out.loss`, ...)
+    per_token: bool = False  # scores flattened to one row per position
+    vocabulary: bool = False  # their class dimension is named like a vocabulary
+
+
+def _is_minus_one(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and \
+        isinstance(expr.expression, cst.Integer) and expr.expression.value == "1"
+
+
+def _basic_index(expr: cst.BaseExpression) -> bool:
+    """An index that takes a view: an integer, `...`, `None`."""
+    return isinstance(expr, (cst.Integer, cst.Ellipsis)) or _is_minus_one(expr) or (
+        isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, cst.Integer)) or (
+        isinstance(expr, cst.Name) and expr.value == "None")
+
+
+def _integers(call: cst.Call) -> Optional[tuple]:
+    """The call's positional arguments as integers (`-1` included); None if one is not."""
+    found = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            return None
+        if isinstance(arg.value, cst.Integer):
+            found.append(int(arg.value.value))
+        elif _is_minus_one(arg.value):
+            found.append(-1)
+        else:
+            return None
+    return tuple(found)
+
+
+def _per_token(call: cst.Call, method: str) -> bool:
+    """A view that lays a (batch, position, class) tensor out as one row per position, or puts
+    the classes second as cross-entropy wants them for sequences."""
+    if method in ("view", "reshape"):
+        return len(call.args) == 2 and _is_minus_one(call.args[0].value)
+    if method == "flatten":
+        return _integers(call) in ((0, 1), (0, -2))
+    if method == "transpose":
+        return _integers(call) in ((1, 2), (2, 1), (-1, -2), (-2, -1), (1, -1), (-1, 1))
+    if method == "permute":
+        return _integers(call) == (0, 2, 1)
+    return False
+
+
+class Outputs:
+    """Size signs and reads of model outputs in one module (see the module docstring)."""
+
+    def __init__(self, names: TorchNames, tree: TreeIndex, receivers: Receivers,
+                 identifiers: FrozenSet[str]) -> None:
+        self.names = names
+        self.tree = tree
+        self.receivers = receivers
+        self.identifiers = identifiers
+
+    @cached_property
+    def language_model_module(self) -> bool:
+        """The module names a language model or a vocabulary, and no classifier of transformers."""
+        if any(_CLASSIFIER_CLASS.search(name) for name in self.identifiers):
+            return False
+        return self.names_vocabulary or any(_LANGUAGE_MODEL_CLASS.search(name) for name in self.identifiers)
+
+    @cached_property
+    def names_vocabulary(self) -> bool:
+        """Some name of the module is a vocabulary or its size (`vocab_size`, `tgt_vocab`, `ntokens`)."""
+        return any(_VOCABULARY.match(name) for name in self.identifiers)
+
+    @cached_property
+    def classifier_module(self) -> bool:
+        """The module names a number of classes or labels (`num_classes`, `num_labels`) or a
+        transformers classifier: its scores are likely a few per example."""
+        return any(_CLASSES.match(name) or _CLASSIFIER_CLASS.search(name) for name in self.identifiers)
+
+    @staticmethod
+    def names_logits(name: str) -> bool:
+        return bool(_LOGITS.match(name))
+
+    def vocabulary_sized(self, expr: cst.BaseExpression) -> bool:
+        """`vocab_size`, `config.vocab_size`, `ntokens`, `len(vocab)`."""
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len" and \
+                len(expr.args) == 1:
+            expr = expr.args[0].value
+        dotted = dotted_name(expr)
+        return dotted is not None and bool(_VOCABULARY.match(last_part(dotted)))
+
+    def read_of(self, name: cst.Name) -> Optional[OutputRead]:
+        """What the read `name` takes from the output it holds (see the module docstring)."""
+        tree = self.tree
+        node: cst.CSTNode = name
+        per_token = vocabulary = False
+        while True:
+            parent = tree.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                attr = parent.attr.value
+                call = tree.parent(parent)
+                if isinstance(call, cst.Call) and call.func is parent:
+                    if attr in _VIEWS:
+                        if _per_token(call, attr):
+                            per_token = True
+                            vocabulary = vocabulary or (attr in ("view", "reshape") and
+                                                        self.vocabulary_sized(call.args[1].value))
+                        node = call
+                        continue
+                    if attr in _SCORE_METHODS:
+                        return OutputRead("scores", call, per_token, vocabulary)
+                    return OutputRead("value", call) if attr in _VALUE_METHODS else None
+                if attr in SCALAR_ATTRIBUTES:
+                    return OutputRead("value", parent)
+                if attr == "loss" and node is name:
+                    return OutputRead("loss", parent)
+                if attr == "logits" and node is name:  # the scores of a model's result
+                    node = parent
+                    continue
+                return None
+            if isinstance(parent, cst.Subscript) and parent.value is node:
+                index = parent.slice[0].slice if len(parent.slice) == 1 else None
+                if node is name and isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString) and \
+                        index.value.evaluated_value in ("loss", "logits"):
+                    if index.value.evaluated_value == "loss":
+                        return OutputRead("loss", parent)
+                    node = parent
+                    continue
+                if all(isinstance(e.slice, cst.Slice) or (isinstance(e.slice, cst.Index) and _basic_index(e.slice.value))
+                       for e in parent.slice):
+                    node = parent  # `logits[:, :-1]`, `logits[..., -1, :]`: a view
+                    continue
+                return None
+            if isinstance(parent, cst.Arg) and parent.value is node and parent.star == "":
+                call = tree.parent(parent)
+                if not isinstance(call, cst.Call) or call.func is node:
+                    return None
+                first = call.args[0] is parent and parent.keyword is None or \
+                    (parent.keyword is not None and parent.keyword.value == "input")
+                if first and self._consumes_scores(call):
+                    return OutputRead("scores", call, per_token, vocabulary)
+                qualified = self.names.call_name(call)
+                if qualified in _VALUE_FUNCTIONS or (isinstance(call.func, cst.Name) and
+                                                     call.func.value in SCALAR_FUNCTIONS and qualified is None):
+                    return OutputRead("value", call)
+                return None
+            if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+                return OutputRead("value", parent)
+            return None
+
+    def _consumes_scores(self, call: cst.Call) -> bool:
+        """A cross-entropy, softmax or log-softmax call: each keeps its own result for backward."""
+        if self.names.call_name(call) in _SCORE_FUNCTIONS:
+            return True
+        func = call.func
+        if isinstance(func, cst.Call):  # nn.CrossEntropyLoss()(logits, y)
+            return self.names.call_name(func) in _SCORE_LOSSES
+        return self.receivers.constructor_of(func) in _SCORE_LOSSES
