@@ -40,6 +40,7 @@ from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, TypeVar
 
+from memlint import hostmemory
 from memlint.interrupts import default_in_child
 
 try:
@@ -73,13 +74,9 @@ def budgets_enforced() -> bool:
 
 def available_memory() -> Optional[int]:
     """Bytes of memory available to new work: the kernel's estimate (Linux), else all of it."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    found = hostmemory.available()
+    if found is not None:
+        return found
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):

@@ -19,7 +19,8 @@ import pytest
 from test_cli import BAD, FIXED, REPO, with_opt_in, write
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="processes are read from /proc")
-SLOW = "import torch\nfor b in loader:\n    y = x" + ".f()" * 1400 + "\n"  # seconds of LibCST's parser
+# seconds of LibCST's parser, and a finding to fix: not settled until the fixes are made
+SLOW = BAD + "for b in loader:\n    y = x" + ".f()" * 1400 + "\n"
 WAIT = 120  # seconds anything may take, on a loaded machine
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
+from memlint import hostmemory
 from memlint.verify import tree
 
 CHILD = Path(__file__).with_name("child.py")
@@ -387,14 +388,7 @@ def _measurement(spec: RunSpec, memory: str, result: dict, code: int, polled_pea
 
 def host_available() -> Optional[int]:
     """Bytes of host memory available now (Linux MemAvailable), or None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return hostmemory.available()
 
 
 def probe(python: str = sys.executable, timeout: float = 120.0) -> dict:
