@@ -16,6 +16,8 @@ Asked as `facts.outputs`:
   (`...ForSequenceClassification`, `...ForQuestionAnswering`); `names_vocabulary`: the
   vocabulary alone; `classifier_module`: it names a number of classes or labels
   (`num_classes`, `num_labels`) or a transformers classifier;
+- `compiled`: the module compiles a model (`torch.compile`, `model.compile()`), whose backward
+  keeps the logits anyway;
 - `names_logits(name)`: a name that says it holds logits (`logits`, `lm_logits`);
 - `read_of(name)`: what a read of a name holding an output takes from it (`OutputRead`):
   "loss" (the loss field of a model's result: `out.loss`, `out["loss"]`), "scores" (the input
@@ -147,6 +149,18 @@ class Outputs:
         """The module names a number of classes or labels (`num_classes`, `num_labels`) or a
         transformers classifier: its scores are likely a few per example."""
         return any(_CLASSES.match(name) or _CLASSIFIER_CLASS.search(name) for name in self.identifiers)
+
+    @cached_property
+    def compiled(self) -> bool:
+        """The module compiles something (`torch.compile(model)`, `model.compile()`): a compiled
+        model's backward keeps the logits itself, so binding them costs nothing more (nanoGPT's
+        GPT-2 124M on an H200: 9,773 MiB with the logits bound, 9,697 MiB without)."""
+        if "compile" not in self.identifiers:
+            return False
+        return any(type(node) is cst.Call and (self.names.call_name(node) == "torch.compile" or
+                                               isinstance(node.func, cst.Attribute) and  # type: ignore[attr-defined]
+                                               node.func.attr.value == "compile")  # type: ignore[attr-defined]
+                   for node in self.tree.nodes)
 
     @staticmethod
     def names_logits(name: str) -> bool:

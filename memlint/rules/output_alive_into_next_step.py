@@ -62,7 +62,15 @@ class OutputAliveIntoNextStep(Rule):
     at the end of a training loop changed nothing (882 MB before and after). Nothing changes
     either where backward keeps the output anyway (log-probabilities read by `nll_loss`: 59.6
     MiB with and without `del`) or where it is small. So the rule reports only outputs with the
-    signs of a vocabulary, and is on by default: there they are the largest tensor of the step.
+    signs of a vocabulary.
+
+    ## Why it is opt-in
+    The saving is one logits tensor, and whether that is worth a change depends on sizes the
+    code does not spell: read on real code (docs/real-code.md), 2 of 14 findings were worth
+    it (an 8B model at 8,192 tokens, a GPT pretraining script at 8 x 1,024 tokens); 8 held
+    logits of 8 to 250 MB beside multi-GB models, or a character vocabulary of 65 entries.
+    Select it (`--extend-select MEM207`) where the logits are large (a vocabulary of tens of
+    thousands, long sequences), and let `memlint verify` measure the step.
 
     ## Example
     ```python
@@ -97,7 +105,9 @@ class OutputAliveIntoNextStep(Rule):
     backwarded itself, or read by anything but a cross-entropy, a softmax, a log-softmax,
     its loss field or a plain value (`.shape`, `.argmax(-1)`). Outputs read after the
     backward (accuracy from the logits), after the loop, in the next iteration, or by a
-    nested function. Loops without a backward (MEM204's, opt-in). A Lightning
+    nested function. A module that compiles a model (`torch.compile`, `model.compile()`):
+    the compiled backward keeps the logits itself (nanoGPT's GPT-2 124M, compiled, on an H200:
+    9,773 MiB with them bound, 9,697 without). Loops without a backward (MEM204's, opt-in). A Lightning
     `training_step` that returns the loss for Lightning to backward: its locals are gone by
     then (with `manual_backward` inside, it is reported).
 
@@ -114,6 +124,7 @@ class OutputAliveIntoNextStep(Rule):
     """
 
     CODE = "MEM207"
+    DEFAULT_ON = False
     NAME = "output-alive-into-next-step"
     MESSAGE = "a language model's logits stay bound through backward and into the next step's forward"
     FIX_SAFETY = Safety.SAFE
@@ -135,6 +146,9 @@ class OutputAliveIntoNextStep(Rule):
         "    outputs = model(**batch)\n    loss = outputs.loss\n    accelerator.backward(loss)\n    optimizer.step()\n",
         # a classifier computing its own loss: ten scores an image
         "import torch\nnum_classes = 10\nfor images, labels in loader:\n    logits, loss = model(images, labels)\n"
+        "    loss.backward()\n    optimizer.step()\n",
+        # a compiled model: its backward keeps the logits anyway
+        "import torch\nmodel = torch.compile(model)\nfor X, Y in batches:\n    logits, loss = model(X, Y)\n"
         "    loss.backward()\n    optimizer.step()\n",
         # evaluation, no backward (MEM204's)
         "import torch\nwith torch.no_grad():\n    for X, Y in batches:\n        logits, loss = model(X, Y)\n"
@@ -220,6 +234,8 @@ class OutputAliveIntoNextStep(Rule):
             return
         kept, loss, loss_position = held
         outputs = facts.outputs
+        if outputs.compiled:
+            return  # a compiled backward keeps the logits anyway
         if not (loss is not None and (kept.value == "_" or outputs.names_logits(kept.value))) and \
                 not outputs.language_model_module and not outputs.names_vocabulary:
             return  # no sign of a vocabulary-sized output can turn up
