@@ -142,7 +142,7 @@ def test_diagnostics_quick_fix_change_and_shutdown(tmp_path):
 
 
 def test_fix_all_only_offers_safe_fixes_unless_configured(tmp_path):
-    write(tmp_path, "pyproject.toml", SELECT_MEM101)
+    write(tmp_path, "pyproject.toml", '[tool.memlint]\nextend-select = ["MEM101", "MEM103"]\n')
     two = BAD + "for step in range(10):\n    other = torch.randn(n, n).cuda()\n    loss = model(other).sum()\n"
     uri = from_fs_path(str(tmp_path / "train.py"))
 
