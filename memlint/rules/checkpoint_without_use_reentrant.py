@@ -42,7 +42,7 @@ class CheckpointWithoutUseReentrant(Rule):
     `use_reentrant=False` saves the same memory and has none of these limits.
 
     ## Why it is opt-in
-    Read on real code (docs/real-code.md), 1 of 3 findings was worth a change: the reentrant
+    Read on real code (docs/real-code.md), 1 of 2 findings was worth a change: the reentrant
     variant loses gradients only where the checkpointed block's inputs need no gradient (frozen
     stages), which a linter cannot tell from the call.
 
