@@ -5,7 +5,6 @@ byte of source) cannot abort the run, nor `-j N` multiply the damage."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

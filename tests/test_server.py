@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-import pytest
 
 from test_cli import BAD, FIXED, REPO, write
 

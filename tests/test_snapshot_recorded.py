@@ -41,7 +41,7 @@ def _check_accumulated_history(device):
     assert {(f["code"], f["line"], f["where"]) for f in top["findings"]} == {("MEM203", forward, "at"),
                                                                             ("MEM201", total, "loop")}
     assert top["bytes"] > device["peak_bytes"] / 2  # the kept activations are most of the peak
-    assert device["summary"].startswith(f"peak ") and f"before.py:{forward}, where MEM203 points" in device["summary"]
+    assert device["summary"].startswith("peak ") and f"before.py:{forward}, where MEM203 points" in device["summary"]
 
 
 def test_a_recorded_snapshot_of_kept_activations():
