@@ -4,7 +4,8 @@ Asked as `facts.regions`:
 
 - `grad_regions` (`Region`): `with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(...)`
   / `enable_grad()`; `autocasts` (`Autocast`: device, dtype, enabled, deprecated spelling):
-  `with torch.autocast(...)` and its older spellings (`autocasts_for(roots, node)`: those under
+  `with torch.autocast(...)`, its older spellings and a name bound to a `functools.partial` of
+  one (`with self.amp_autocast():`) (`autocasts_for(roots, node)`: those under
   some roots or around a node); `accumulate_regions`:
   `with accelerator.accumulate(...)`;
 - at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`,
@@ -137,6 +138,8 @@ class Regions:
         elif qualified in _AUTOCAST:
             autocast = self._autocast(node, item, call, qualified)
             self.autocasts.append(autocast)
+        elif qualified is None and not call.args and (preset := self._autocast_partial(call.func)) is not None:
+            self.autocasts.append(self._autocast(node, item, *preset))
         elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "accumulate" and \
                 "accelerat" in (dotted_name(call.func.value) or "").lower():
             accumulate = Region(node, item, "accumulate", None)
@@ -146,6 +149,23 @@ class Regions:
             self.grad_regions.append(region)
             if id(node) not in self._grad_region_of or region.grad_enabled is not None:
                 self._grad_region_of[id(node)] = region
+
+    def _autocast_partial(self, func: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
+        """`self.amp_autocast` in `with self.amp_autocast():`, where the module binds it to
+        `functools.partial(torch.autocast, device_type=..., dtype=...)` (and maybe, on another
+        branch, to a context that does nothing, `contextlib.suppress`): the autocast call the
+        partial makes, and the API's name."""
+        dotted = dotted_name(func)
+        if dotted is None:
+            return None
+        for assign in self.scopes.assigns:
+            value = assign.value
+            if type(value) is cst.Call and value.args and self.names.call_name(value) == "functools.partial" and \
+                    any(dotted_name(target.target) == dotted for target in assign.targets):
+                api = self.names.qualified_name(value.args[0].value)
+                if api in _AUTOCAST:
+                    return cst.Call(value.args[0].value, value.args[1:]), api
+        return None
 
     def _autocast(self, node: cst.With, item: cst.WithItem, call: cst.Call, qualified: str) -> Autocast:
         deprecated = qualified.startswith(("torch.cuda.amp", "torch.cpu.amp"))

@@ -100,6 +100,11 @@ class BackwardUnderAutocast(Rule):
         # a backward in a function defined inside the block runs later, outside it
         "import torch\nwith torch.autocast(\"cuda\"):\n    def closure():\n        loss = model(x).sum()\n"
         "        loss.backward()\n        return loss\nopt.step(closure)\n",
+        # a partial of something else
+        "import torch\nfrom functools import partial\nclass Runner:\n    def __init__(self):\n"
+        "        self.ctx = partial(torch.no_grad)\n    def run(self, loader):\n        for x in loader:\n"
+        "            with self.ctx():\n                loss = self.model(x).mean()\n                loss.backward()\n"
+        "            self.optimizer.step()\n",
         # something else called backward
         "import torch\nwith torch.autocast(\"cuda\"):\n    out = model(x)\n    planner.backward()\n",
         # a unit test documenting autocast: no optimizer step follows, one backward meant to fail
@@ -125,6 +130,15 @@ class BackwardUnderAutocast(Rule):
             "import torch\nfrom torch.amp import autocast\nwith autocast(\"cuda\"):\n    loss = model(x).mean()\n"
             "scaler.scale(loss).backward()\nscaler.unscale_(opt)\n"
             "norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\nscaler.step(opt)\nscaler.update()\n",
+        ),
+        # a partial of autocast, bound to an attribute (`suppress` when AMP is off)
+        Invalid(
+            "import torch\nfrom contextlib import suppress\nfrom functools import partial\nclass Runner:\n"
+            "    def __init__(self, amp):\n        if amp:\n"
+            "            self.amp_autocast = partial(torch.autocast, device_type='cuda', dtype=torch.bfloat16)\n"
+            "        else:\n            self.amp_autocast = suppress\n\n    def run(self, loader):\n"
+            "        for x in loader:\n            with self.amp_autocast():\n                loss = self.model(x).mean()\n"
+            "                loss.backward()\n            self.optimizer.step()\n"
         ),
         # something else follows the backward in the block: reported, not moved
         Invalid(
