@@ -7,7 +7,7 @@ FILES is a folder or a list of files, one a line (a `.tsv` takes its first colum
 contender runs once under `valgrind --tool=callgrind` (instructions do not move with the
 machine's load, as seconds do): a bare `libcst.parse_module` of every file, memlint's floor
 (its syntax gate and the parse of each file a rule wants, no rule) and memlint itself, cold,
-in one process (`-j 1 --file-timeout 0 --no-cache`), the files given together as one
+with one job (`-j 1 --file-timeout 0 --no-cache`), its worker process counted too, the files given together as one
 project. memlint's bytecode is compiled first, as an installed memlint has it. Printed: each
 contender's instructions and its ratio to the bare parse.
 """
@@ -29,15 +29,22 @@ from compare import FLOOR, PARSE, REPO, corpus_files  # noqa: E402
 
 
 def instructions(command: List[str], folder: Path) -> int:
-    """What callgrind counts for `command` (its whole process, start-up included)."""
-    out = folder / "callgrind.out"
-    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
+    """What callgrind counts for `command`: its whole process, start-up included, and every
+    process it starts (memlint lints in a worker process even with `-j 1`, under a memory
+    budget)."""
+    subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes",
+                    f"--callgrind-out-file={folder}/callgrind.out.%p", *command],
                    check=True, capture_output=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    match = re.search(r"^summary:\s*(\d+)", out.read_text(), re.MULTILINE)
-    out.unlink()
-    if match is None:
+    total = 0
+    for out in folder.glob("callgrind.out.*"):
+        match = re.search(r"^summary:\s*(\d+)", out.read_text(), re.MULTILINE)
+        out.unlink()
+        if match is None:
+            raise SystemExit(f"callgrind wrote no summary in {out.name}")
+        total += int(match.group(1))
+    if not total:
         raise SystemExit("callgrind wrote no summary")
-    return int(match.group(1))
+    return total
 
 
 def main() -> int:
