@@ -178,6 +178,37 @@ def test_a_class_deriving_from_a_project_module_class_through_a_reexport_is_a_mo
     assert "MyCriterion" not in alone.receivers.module_classes
 
 
+STAR = {
+    "pkg/__init__.py": "from .encoders import *\n",
+    "pkg/encoders.py": """\
+        import torch
+
+        class SpeechEncoder(torch.nn.Module):
+            pass
+
+        class SpeechConfig:
+            pass
+        """,
+    "train.py": """\
+        import torch
+        from pkg import SpeechEncoder, SpeechConfig
+
+        class Mine(SpeechEncoder):
+            pass
+
+        class Settings(SpeechConfig):
+            pass
+        """,
+}
+
+
+def test_a_class_the_project_cannot_trace_is_judged_by_its_name(tmp_path):
+    paths = tree(tmp_path, STAR)
+    facts = facts_in_project(paths, tmp_path / "train.py")
+    assert "Mine" in facts.receivers.module_classes  # behind a star import: an `...Encoder` is a module
+    assert "Settings" not in facts.receivers.module_classes
+
+
 METRIC = {
     "emo/__init__.py": "",
     "emo/utils.py": """\

@@ -39,12 +39,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, MODEL_BASE, is_module_base_name,
+from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, is_module_base_name,
                                          is_torch_library)
 from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummary
 from memlint.analysis.often import at_site, combine, intrinsic_often
 
 Answer = object  # JSON-able: None, a string, a list of strings, a list of [key, value]
+# What a project class's name suggests it is, before (or without) its lineage: the first
+# phase's guess, and the answer for a class the project cannot trace (a star import)
+_MODULE_NAME = re.compile(r"((?<!Data)Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell|Criterion|"
+                          r"Backbone|Heads?|Norm|Norm[123]d|Attention|Generator|Transformer)$")
+_LIGHTNING_PACKAGES = ("lightning.", "pytorch_lightning.")
 _MAX_REEXPORTS = 8  # `from .x import f` followed through at most this many modules
 
 
@@ -332,15 +337,23 @@ class ProjectView:
                          None, None)  # type: ignore[return-value]
 
     def is_module(self, dotted: str) -> bool:
-        """Whether the project's class `dotted` (as this module imports it) is an nn.Module."""
-        return self._ask(f"module {dotted}", lambda p: any(is_module_base_name(a) for a in p.lineage(self.root, dotted)),
-                         bool(MODEL_BASE.search(dotted)), False)  # type: ignore[return-value]
+        """Whether the project's class `dotted` (as this module imports it) is an nn.Module:
+        from its lineage, or, where the project cannot trace it, from its name."""
+        guess = bool(_MODULE_NAME.search(dotted))
+        return self._ask(f"module {dotted}", lambda p: self._by_lineage(p, dotted, is_module_base_name, guess),
+                         guess, False)  # type: ignore[return-value]
 
     def is_lightning_module(self, dotted: str) -> bool:
-        """Whether the project's class `dotted` derives from Lightning's module."""
+        """Whether the project's class `dotted` derives from Lightning's module (a model class
+        of Lightning's own packages, `lightning.pytorch.demos.BoringModel`, is guessed one)."""
+        guess = dotted.startswith(_LIGHTNING_PACKAGES) and bool(_MODULE_NAME.search(dotted))
         return self._ask(f"lightning {dotted}",
-                         lambda p: any(LIGHTNING_BASES.search(a) for a in p.lineage(self.root, dotted)),
-                         False, False)  # type: ignore[return-value]
+                         lambda p: self._by_lineage(p, dotted, lambda a: bool(LIGHTNING_BASES.search(a)), guess),
+                         guess, False)  # type: ignore[return-value]
+
+    def _by_lineage(self, project: Project, dotted: str, test: Callable[[str], bool], untraced: bool) -> bool:
+        lineage = project.lineage(self.root, dotted)
+        return any(test(ancestor) for ancestor in lineage) if lineage else untraced
 
     def uses_torch(self, dotted: str) -> bool:
         """Whether the project module `dotted` comes from imports torch (or a library on it)."""
