@@ -118,6 +118,39 @@ def test_a_helper_called_from_a_loop_in_another_module_runs_per_step(tmp_path):
     assert alone.steps.how_often(node_at(alone, item)) is None
 
 
+EPOCH_HELPER = {
+    "pkg/__init__.py": "",
+    "pkg/report.py": """\
+        import torch
+
+        def report(model):
+            for p in model.parameters():
+                print(p.norm().item())
+        """,
+    "pkg/train.py": """\
+        import torch
+        from pkg.report import report
+
+        model = torch.nn.Linear(4, 4).cuda()
+        for epoch in range(10):
+            for x in loader:
+                model(x).sum().backward()
+            report(model)
+        """,
+}
+
+
+def test_a_helper_called_between_steps_elsewhere_gets_the_answer_it_had_alone(tmp_path):
+    """Between steps is the same as unknown to every fact, so the module is not linted twice."""
+    paths = tree(tmp_path, EPOCH_HELPER)
+    report = tmp_path / "pkg/report.py"
+    facts = facts_in_project(paths, report)
+    func = facts.tree.function_of(node_at(facts, "p.norm().item()"))
+    assert facts.project.project.external_often(*module_name(str(report)), "report") == "boundary"
+    assert facts.steps.function_how_often(func) is None
+    assert facts.project.asked == {"often report": None}  # what the first phase guessed
+
+
 VIRTUAL = {
     "lib/__init__.py": "",
     "lib/base.py": """\

@@ -42,7 +42,7 @@ from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence
 from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, is_module_base_name,
                                          is_torch_library)
 from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummary
-from memlint.analysis.often import at_site, combine, intrinsic_often
+from memlint.analysis.often import INNER, STEP, at_site, combine, intrinsic_often
 
 Answer = object  # JSON-able: None, a string, a list of strings, a list of [key, value]
 # What a project class's name suggests it is, before (or without) its lineage: the first
@@ -332,9 +332,13 @@ class ProjectView:
 
     def external_often(self, qualified: str) -> Optional[str]:
         """How often callers in other modules run this module's function `qualified`
-        (memlint.analysis.project.Project.external_often)."""
-        return self._ask(f"often {qualified}", lambda p: p.external_often(self.root, self.name, qualified),
-                         None, None)  # type: ignore[return-value]
+        (memlint.analysis.project.Project.external_often), when it is every step or more:
+        between steps (BOUNDARY) reads as None, which every fact treats alike, so that a
+        function called per epoch elsewhere does not get its module linted twice."""
+        def answer(project: Project) -> Optional[str]:
+            often = project.external_often(self.root, self.name, qualified)
+            return often if often in (STEP, INNER) else None
+        return self._ask(f"often {qualified}", answer, None, None)  # type: ignore[return-value]
 
     def is_module(self, dotted: str) -> bool:
         """Whether the project's class `dotted` (as this module imports it) is an nn.Module:
