@@ -39,10 +39,10 @@ from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk_scope
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part, walk_scope
 
 _LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 _ENGINE = re.compile(r"^ignite\.engine(\.engine)?\.(Deterministic)?Engine$")
 _BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef})
 # Names of iteration counters (`i`, `step`, `global_step`, `batch_idx`, `ni`, `epoch`).
@@ -208,9 +208,10 @@ class Steps:
         """`node` is evaluated per element of a comprehension (not in its first iterable)."""
         child = node
         for ancestor in self.tree.ancestors(node):
-            if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            kind = type(ancestor)
+            if ancestor is stop or kind in NEW_SCOPES:
                 return False
-            if isinstance(ancestor, _COMPREHENSIONS):
+            if kind in _COMPREHENSIONS:
                 first = ancestor.for_in
                 if child is not first or not _in_first_iterable(first, node, self.tree):
                     return True

@@ -304,9 +304,10 @@ class TreeIndex:
         loops: List[cst.CSTNode] = []
         child = node
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            kind = type(ancestor)
+            if kind in _NEW_SCOPES:
                 break
-            if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
+            if (kind is cst.For or kind is cst.While) and child is ancestor.body:  # type: ignore[attr-defined]
                 loops.append(ancestor)
             child = ancestor
         return loops
@@ -403,6 +404,11 @@ def index(module: cst.Module) -> TreeIndex:
 
 
 _NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+NEW_SCOPES = _NEW_SCOPES  # for `type(node) in NEW_SCOPES`, where an ABC isinstance is too slow
+# Every concrete expression class: `type(node) in EXPRESSION_KINDS` is `isinstance(node,
+# cst.BaseExpression)` without the ABC's cost (LibCST's concrete node classes have no subclasses)
+EXPRESSION_KINDS = frozenset(kind for kind in vars(cst).values() if isinstance(kind, type) and
+                             issubclass(kind, cst.BaseExpression) and not kind.__subclasses__())
 _OWN_SCOPE_EXPRESSIONS = frozenset({cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 
 

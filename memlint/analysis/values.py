@@ -50,8 +50,8 @@ from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import (Scope, TreeIndex, argument, children, dotted_name, expression_nodes, last_part,
-                                   literal_bool, walk_scope)
+from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeIndex, argument, children, dotted_name,
+                                   expression_nodes, last_part, literal_bool, walk_scope)
 
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
@@ -261,12 +261,11 @@ class Values:
             stack: List[cst.CSTNode] = [func.body]
             while stack and not result:
                 node = stack.pop()
-                if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                kind = type(node)  # identity, not ABC isinstance: every statement of the body passes here
+                if kind in NEW_SCOPES or kind in EXPRESSION_KINDS:
                     continue
-                if isinstance(node, cst.Return) and node.value is not None:
-                    result = self._traces(node.value, node, _Trace(trace.graph))
-                    continue
-                if isinstance(node, cst.BaseExpression):
+                if kind is cst.Return and node.value is not None:  # type: ignore[attr-defined]
+                    result = self._traces(node.value, node, _Trace(trace.graph))  # type: ignore[attr-defined]
                     continue
                 stack.extend(children(node))
         self._memo_returns[key] = result
