@@ -58,7 +58,7 @@ for path in open(sys.argv[1], encoding="utf-8").read().splitlines():
     try:
         source = read(Path(path)).text
         compiles(source, path)
-        if wanted_rules(source, rules):
+        if wanted_rules(source, rules, path):
             parse(source)
     except (SourceError, UnreadableFile):
         pass

@@ -31,8 +31,12 @@ from compare import FLOOR, PARSE, REPO, corpus_files  # noqa: E402
 def instructions(command: List[str], folder: Path) -> int:
     """What callgrind counts for `command`: its whole process, start-up included, and every
     process it starts (memlint lints in a worker process even with `-j 1`, under a memory
-    budget)."""
-    subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes",
+    budget).
+
+    A forked child inherits callgrind's counts of its parent up to the fork, so summing the
+    processes' totals would count the parent's start-up twice. Dumping the counts right before
+    each fork (which also zeroes them) makes each instruction appear in exactly one dump."""
+    subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes", "--dump-before=fork",
                     f"--callgrind-out-file={folder}/callgrind.out.%p", *command],
                    check=True, capture_output=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     total = 0

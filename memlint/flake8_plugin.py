@@ -57,7 +57,7 @@ class MemlintChecker:
 
     def run(self) -> Iterator[Error]:
         source = "".join(self.lines)
-        rules = wanted_rules(source, self.rules)
+        rules = wanted_rules(source, self.rules, self.filename)
         if not rules:  # flake8 has checked the syntax already: nothing more to do here
             return
         try:

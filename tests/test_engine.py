@@ -108,6 +108,35 @@ def test_files_without_the_words_rules_need_are_not_parsed_by_libcst(monkeypatch
     assert check("import numpy\nx = 1\n", "t.py", list(registry().values())).findings == []
 
 
+_TEST_MODULE_LOOP = """\
+import torch
+
+def test_training_keeps_losses(model, loader, optimizer):
+    losses = []
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+"""
+
+
+@pytest.mark.parametrize("path", ["tests/test_train.py", "pkg/tests/helpers.py", "conftest.py"])
+def test_a_test_module_no_rule_of_tests_wants_is_not_parsed(monkeypatch, path):
+    """Only rules that report in tests look at a test module, so without their words it is
+    not parsed; the same code in a training module still is, and is reported."""
+    rules = list(registry().values())
+    assert {f.code for f in check(_TEST_MODULE_LOOP, "train.py", rules).findings} >= {"MEM202"}
+
+    def fail(*args, **kwargs):
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(cst, "parse_module", fail)
+    assert check(_TEST_MODULE_LOOP, path, rules, summarize=True).summary is not None
+    with pytest.raises(AssertionError, match="parsed"):  # a rule of tests wants it: parsed
+        check(_TEST_MODULE_LOOP + "try:\n    pass\nexcept torch.cuda.OutOfMemoryError:\n    pass\n", path, rules)
+
+
 def test_noqa_hides_from_lint_and_fix():
     source = "x = 1  # noqa: MEM990\ny = 2  # noqa: MEM1\n"
     assert [f.line for f in check(source, "t.py", [_NumbersToNames]).findings] == [2]
