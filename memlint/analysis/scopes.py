@@ -203,12 +203,29 @@ class Scopes:
         # the last binding before `at` in a block enclosing `at` hides everything before it
         at_ancestors = {id(a) for a in tree.ancestors(at)}
         relevant: List[Binding] = []
+        hidden_by = None
         for bind in reversed(before):
             relevant.append(bind)
             block = tree.dominating_block(bind.node)
             if bind.kind not in ("aug", "append") and block is not None and id(block) in at_ancestors:
+                hidden_by = bind
                 break
-        return relevant
+        return relevant + self._carried(binds, at, position, hidden_by)
+
+    def _carried(self, binds: List[Binding], at: cst.CSTNode, position: int,
+                 hidden_by: Optional[Binding]) -> List[Binding]:
+        """The bindings after `at` in the loops around it, which `at` sees from the next
+        iteration on (`imgs.append(img)` before `img = step(img)`), unless a binding of the
+        same loop that surely runs before `at` hides them."""
+        later = [b for b in binds if self.tree.order(b.node) > position]
+        if not later:
+            return []
+        carried: List[Binding] = []
+        for loop in self.tree.loops_around(at):
+            if hidden_by is not None and self.tree.contains(loop, hidden_by.node):
+                break
+            carried.extend(b for b in reversed(later) if self.tree.contains(loop, b.node) and b not in carried)
+        return carried
 
     def _bound_before(self, bind: Binding, at: cst.CSTNode) -> bool:
         """Whether `bind` binds its name before `at` runs, when its statement holds `at`: a for

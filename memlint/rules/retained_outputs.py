@@ -153,6 +153,10 @@ class RetainedOutputs(Rule):
         # stored where other code may backward it
         "import torch\ndef embeds(pipe, prompts, inputs):\n    out = []\n    for p in prompts:\n"
         "        out.append(text_encoder(p)[0])\n    inputs['pos'], inputs['neg'] = out\n",
+        # the previous iteration's value is moved to the host before it is appended
+        "import torch\ndevice = 'cuda'\n\n@torch.no_grad()\ndef sample(model, x, steps, keep_all=False):\n"
+        "    frames = [x.cpu()]\n    for t in range(steps):\n        x = model(x, t)\n        frames.append(x.cpu())\n"
+        "        x = x.clamp(-1, 1)\n    return torch.stack(frames) if keep_all else x\n",
         # the list is made anew every iteration
         "import torch\nfor x in loader:\n    parts = []\n    parts.append(model(x))\n    print(len(parts))\n",
     )
@@ -228,6 +232,12 @@ class RetainedOutputs(Rule):
         Invalid(
             "import torch\ndevice = 'cuda'\n\n@torch.inference_mode()\ndef sample(model, x, steps, keep_all=False):\n"
             "    frames = [x]\n    for t in range(steps):\n        x = model(x, t)\n        frames.append(x)\n"
+            "    return torch.stack(frames) if keep_all else x\n"
+        ),
+        # the value appended is the one the previous iteration computed (a DDIM sampler's `img`)
+        Invalid(
+            "import torch\ndevice = 'cuda'\n\n@torch.no_grad()\ndef sample(model, x, steps, keep_all=False):\n"
+            "    frames = [x]\n    for t in range(steps):\n        frames.append(x)\n        x = model(x, t)\n"
             "    return torch.stack(frames) if keep_all else x\n"
         ),
         # predictions collected on the device over a whole dataset, only to be moved to the host
