@@ -611,3 +611,44 @@ def test_meta_learning_tasks_each_backwarded_and_read_back_sync_per_task():
     """
     [finding] = _found(source, "MEM105")
     assert finding.line == 16 and "micro-batch" in finding.message
+
+
+_LOGGED_EVALUATION = textwrap.dedent("""\
+    import torch
+
+    def evaluate(model, x, y, mask):
+        model.eval()
+        with torch.no_grad():
+            out = model(x)[mask]
+            loss = criterion(out, y[mask])
+        return loss.item(), (out.argmax(1) == y[mask]).float().mean().item()
+
+    def train_step(epoch, model, x, y, train_mask, val_mask, print_every=10):
+        model.train()
+        optimizer.zero_grad()
+        criterion(model(x)[train_mask], y[train_mask]).backward()
+        optimizer.step()
+        train_loss, train_acc = evaluate(model, x, y, train_mask)
+        val_loss, val_acc = evaluate(model, x, y, val_mask)
+        if epoch % print_every == 0:
+            print(epoch, train_loss, train_acc, val_loss, val_acc)
+
+    model = model.to(device)
+    for epoch in range(epochs):
+        train_step(epoch, model, x, y, train_mask, val_mask)
+""")
+
+
+def test_mem105_an_evaluation_every_step_for_a_periodic_log_is_one_finding():
+    """Two evaluations per step whose results only a log every N steps reads: one finding, at
+    the first, naming the condition; none when a read runs every step or the log is a flag."""
+    rule = registry()["MEM105"]
+    found = check(_LOGGED_EVALUATION, "train.py", [rule]).findings
+    assert [(f.line, f.code) for f in found] == [(15, "MEM105")]
+    assert "`evaluate(...)`" in found[0].message and "`epoch % print_every == 0`" in found[0].message
+    read_every_step = _LOGGED_EVALUATION.replace("print(epoch,", "pass\n    scheduler.step(val_loss)\n    print(epoch,")
+    assert check(read_every_step, "train.py", [rule]).findings == []
+    flag = _LOGGED_EVALUATION.replace("if epoch % print_every == 0:", "if verbose:")
+    assert check(flag, "train.py", [rule]).findings == []
+    stores = _LOGGED_EVALUATION.replace("    model.eval()\n", "    model.eval()\n    model.last = x\n", 1)
+    assert check(stores, "train.py", [rule]).findings == []

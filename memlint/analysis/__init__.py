@@ -261,6 +261,32 @@ class Facts:
             return None  # (test modules are left alone by the engine: memlint.rule.Rule.IN_TESTS)
         return often
 
+    def read_only_periodically(self, assign: cst.Assign) -> Optional[cst.CSTNode]:
+        """The condition on a step counter (memlint.analysis.steps) under which every read of
+        the names `assign` binds runs (`loss, acc = evaluate(...)` read only in `if epoch % 10
+        == 0:`), a condition that `assign` itself does not run under; None when a read may run
+        on every step (or after the step, or never: an unread value is another matter)."""
+        targets: List[cst.Name] = []
+        for target in (t.target for t in assign.targets):
+            elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+            if not all(isinstance(e, cst.Name) for e in elements):
+                return None
+            targets.extend(elements)  # type: ignore[arg-type]
+        tree = self.tree
+        loops = tree.loops_around(assign)
+        step = loops[0].body if loops else tree.scope_of(assign)  # type: ignore[attr-defined]
+        guard = None
+        for target in targets:
+            reads = self.liveness.reads_of(target, step, tree.span(step)[1])
+            if reads is None:
+                return None
+            for read in reads:
+                found = self.steps.periodic_guard(read)
+                if found is None or tree.contains(found, assign):
+                    return None
+                guard = guard or found
+        return guard
+
     def in_test(self, node: cst.CSTNode) -> bool:
         """Whether `node` runs in a test: a function named `test...` or a method of a class
         named `Test...` (pytest's and unittest's conventions)."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, List, Optional
+from typing import Dict, FrozenSet, List, Optional, Union
 
 import libcst as cst
 
@@ -193,16 +193,20 @@ class Steps:
         """`node` runs only on some iterations of its loop (or calls of its function): under a
         condition on a counter (`if step % 100 == 0:`, `if i == 0:`, `if batch_idx < 3:`), not
         a flag that holds on every step (`if args.log:`)."""
+        return self.periodic_guard(node) is not None
+
+    def periodic_guard(self, node: cst.CSTNode) -> Optional[Union[cst.If, cst.IfExp]]:
+        """The condition on a counter that `node` runs under (`periodic`), or None."""
         child = node
         for ancestor in self.tree.ancestors(node):
             kind = type(ancestor)
             if kind in _BOUNDS:
-                return False
+                return None
             if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
                     child is ancestor.body and _counts(ancestor.test):  # type: ignore[attr-defined]
-                return True
+                return ancestor  # type: ignore[return-value]
             child = ancestor
-        return False
+        return None
 
     def _in_comprehension(self, node: cst.CSTNode, stop: Optional[cst.CSTNode]) -> bool:
         """`node` is evaluated per element of a comprehension (not in its first iterable)."""

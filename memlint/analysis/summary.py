@@ -248,9 +248,11 @@ def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
     values, roles = facts.values, facts.roles
     kept = values.kept_parameters(func) if params[:1] == ("self",) else ((), ())
     scopes = facts.scopes
-    if not any(roles.is_forward(call) or roles.is_loss(call) or scopes.resolve(call) is not None
-               or values.project_callee(call) for call in scopes.calls_of(func)):
-        return FunctionSummary(params, kept[0], kept[1])  # runs no model, calls no helper: returns none of its outputs
+    if not scopes.returned(func) or not any(
+            roles.is_forward(call) or roles.is_loss(call) or scopes.resolve(call) is not None
+            or values.project_callee(call) for call in scopes.calls_of(func)):
+        # returns nothing (an `__init__`), or runs no model and calls no helper: none of its outputs
+        return FunctionSummary(params, kept[0], kept[1])
     return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func))
 
 

@@ -15,7 +15,8 @@ Asked as `facts.syncs`:
 - `repeats_over(node)`: the iterable of the innermost loop or comprehension around `node` in
   its function (None for `while` loops), and `many(iterable, at)`: whether iterating it runs
   many times: a model's parameters, a tensor's elements, a `range` that is not a small literal,
-  `zip` / `enumerate` of such (not a dict's `.items()`, not a literal tuple).
+  `zip` / `enumerate` of such (not a dict's `.items()`, not a literal tuple);
+- `reads_back(func)`: a function that runs a model and returns only values copied to the host.
 
 Asked by MEM105.
 """
@@ -131,6 +132,29 @@ class Syncs:
                 self.names.qualified_name(func) is None and self.is_tensor(call.args[0].value, call):
             return func.value
         return None
+
+    def reads_back(self, func: cst.FunctionDef) -> bool:
+        """A function of this module that runs a model and returns only values it copies to the
+        host (`return loss.item(), acc.item()`), and does nothing else a caller could rely on
+        (no backward, no optimizer step, no attribute or global stored): an evaluation, every
+        call of which waits for its forward."""
+        returned = [node for node in walk_scope(func.body) if type(node) is cst.Return or type(node) is cst.Yield]
+        if not returned or any(type(node) is cst.Yield or node.value is None for node in returned):  # type: ignore[attr-defined]
+            return False
+        confirmed = False
+        for node in returned:
+            value = node.value  # type: ignore[attr-defined]
+            parts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+            if not all(isinstance(part, cst.Call) and may_sync(part) for part in parts):
+                return False
+            # each read back by its shape, one at least known to read a tensor
+            confirmed = confirmed or any(self.sync(part) not in (None, "synchronize") for part in parts)  # type: ignore[arg-type]
+        if not confirmed or not any(self.roles.is_forward(call) for call in self.scopes.calls_of(func)):
+            return False
+        # an evaluation, with no effect a caller relies on every step: no training, no state stored
+        return not self.roles.backwards_in(func) and not self.roles.steps_in(func) and not any(
+            type(node) in (cst.Global, cst.Nonlocal) or type(node) is cst.AssignTarget and
+            type(node.target) in (cst.Attribute, cst.Subscript) for node in walk_scope(func.body))  # type: ignore[attr-defined]
 
     # -- tensors -----------------------------------------------------------------------------
     def is_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:

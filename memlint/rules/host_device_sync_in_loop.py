@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Set
 
 import libcst as cst
 
@@ -73,6 +73,12 @@ class HostDeviceSyncInLoop(Rule):
     accumulation (`total += loss.item()` in the inner loop
     of micro-batches, whose outer loop steps the optimizer).
 
+    And an evaluation that runs every step only for a periodic log: a helper that runs the
+    model and returns values read back to the host (`return loss.item(), acc.item()`), called on
+    every step, whose results are read only under a condition on the step counter (`if epoch %
+    print_every == 0:`). Every step pays its forward and its waits; all but one in N are thrown
+    away. The fix is to make the call under that condition.
+
     ## When it is not reported
     A loop whose iterations wait for the device anyway (a boolean mask, a GPU value tested in an
     `if`, a copy of the batch to the device): one more wait there changes little. One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
@@ -125,6 +131,22 @@ class HostDeviceSyncInLoop(Rule):
         # an epoch loop, not a step
         "import torch\nmodel = model.to(device)\nfor epoch in range(10):\n    for x, y in loader:\n"
         "        model(x).sum().backward()\n    for p in model.parameters():\n        print(p.norm().item())\n",
+        # an evaluation whose results every step reads (early stopping), or one under a flag
+        "import torch\n\ndef evaluate(model, x, y):\n    with torch.no_grad():\n        out = model(x)\n"
+        "    return criterion(out, y).item()\n\nmodel = model.to(device)\nfor epoch in range(epochs):\n"
+        "    train(model)\n    val = evaluate(model, x, y)\n    if epoch % 10 == 0:\n        print(val)\n"
+        "    if val < best:\n        best = val\n",
+        "import torch\n\ndef evaluate(model, x, y):\n    with torch.no_grad():\n        out = model(x)\n"
+        "    return criterion(out, y).item()\n\nmodel = model.to(device)\nfor epoch in range(epochs):\n"
+        "    train(model)\n    val = evaluate(model, x, y)\n    if args.verbose:\n        print(val)\n",
+        # ... one that trains: the step itself, whose loss is logged every 100 steps
+        "import torch\n\ndef run_batch(model, x, y):\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+        "    optimizer.step()\n    return loss.item()\n\nmodel = model.to(device)\nfor i, (x, y) in enumerate(loader):\n"
+        "    loss = run_batch(model, x, y)\n    if i % 100 == 0:\n        print(loss)\n",
+        # ... one that returns tensors, read later on the device (no wait here)
+        "import torch\n\ndef evaluate(model, x, y):\n    with torch.no_grad():\n        out = model(x)\n"
+        "    return criterion(out, y)\n\nmodel = model.to(device)\nfor epoch in range(epochs):\n"
+        "    train(model)\n    val = evaluate(model, x, y)\n    if epoch % 10 == 0:\n        print(val)\n",
         # NumPy values: no device involved
         "import numpy as np, torch\nmodel = model.to(device)\nfor x, y in loader:\n    out = model(x)\n"
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
@@ -151,6 +173,18 @@ class HostDeviceSyncInLoop(Rule):
             "import torch\nmodel = model.to(device)\ncorrect = 0\nfor x, y in loader:\n    preds = model(x).argmax(1)\n"
             "    for i in range(len(y)):\n        correct += int(preds[i].item() == y[i])\n"
         ),
+        # an evaluation run every step, its results read only for a periodic log
+        Invalid(
+            "import torch\n\ndef evaluate(model, x, y, mask):\n    model.eval()\n    with torch.no_grad():\n"
+            "        out = model(x)[mask]\n        loss = criterion(out, y[mask])\n"
+            "        acc = (out.argmax(1) == y[mask]).float().mean()\n    return loss.item(), acc.item()\n\n"
+            "def train_step(epoch, model, x, y, train_mask, val_mask, print_every=10):\n    model.train()\n"
+            "    optimizer.zero_grad()\n    loss = criterion(model(x)[train_mask], y[train_mask])\n    loss.backward()\n"
+            "    optimizer.step()\n    train_loss, train_acc = evaluate(model, x, y, train_mask)\n"
+            "    val_loss, val_acc = evaluate(model, x, y, val_mask)\n"
+            "    if epoch % print_every == 0:\n        print(epoch, train_loss, train_acc, val_loss, val_acc)\n\n"
+            "model = model.to(device)\nfor epoch in range(epochs):\n    train_step(epoch, model, x, y, train_mask, val_mask)\n"
+        ),
         # a per-parameter helper called every step
         Invalid(
             "import torch\n\ndef grad_norm(model):\n    total = 0.0\n    for p in model.parameters():\n"
@@ -165,9 +199,33 @@ class HostDeviceSyncInLoop(Rule):
         ),
     )
 
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._logged: Set[int] = set()  # the periodic conditions already reported
+
     def visit_Call(self, node: cst.Call) -> None:
         if may_sync(node):
             self._check(node, self.facts.syncs.sync(node) or self.facts.syncs.implicit(node))
+        else:
+            self._read_back_for_a_log(node)
+
+    def _read_back_for_a_log(self, node: cst.Call) -> None:
+        """`loss, acc = evaluate(model, ...)` on every step, read only in `if epoch % 10 == 0:`."""
+        facts = self.facts
+        assign = facts.tree.parent(node)
+        if not isinstance(assign, cst.Assign) or assign.value is not node:
+            return
+        func = facts.scopes.resolve(node)
+        if func is None or not facts.syncs.reads_back(func) or facts.per_step(node) is None:
+            return
+        guard = facts.read_only_periodically(assign)
+        if guard is None or not _DEVICE_WORDS & facts.identifiers or id(guard) in self._logged:
+            return
+        self._logged.add(id(guard))  # one finding per log: the calls it alone reads move together
+        self.report(node, (
+            f"`{show(node.func)}(...)` runs the model and makes the host wait to read its results on every step, "
+            f"yet they are read only under `{show(guard.test)}`: make the call there, and the other steps skip "  # type: ignore[attr-defined]
+            f"its forward and its waits"))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         self._check(node, self.facts.syncs.implicit(node))
