@@ -91,11 +91,29 @@ class Selection:
         return chosen
 
 
+# Folders resolved in this run (their links followed), by absolute path: resolving one costs a
+# system call per part of the path, and a run asks about the same few folders for every file.
+_REAL_FOLDERS: Dict[str, str] = {}
+
+
+def real_folder(folder: str) -> str:
+    """The folder `folder` (absolute) stands for, its links resolved: once per run."""
+    found = _REAL_FOLDERS.get(folder)
+    if found is None:
+        found = _REAL_FOLDERS[folder] = os.path.realpath(folder)
+    return found
+
+
+def forget_folders() -> None:
+    """Resolve folders afresh from now on (a run starts: links may have changed since the last)."""
+    _REAL_FOLDERS.clear()
+
+
 def location(path: Path) -> Path:
     """Where `path` itself stands, its folders' links resolved but not a link it may be: a
     link is matched by its own name, as git does, and a looping one does not raise."""
     absolute = os.path.abspath(path)
-    return Path(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+    return Path(real_folder(os.path.dirname(absolute)), os.path.basename(absolute))
 
 
 @dataclass
@@ -112,7 +130,7 @@ class Config:
 
     def _relative(self, path: Path) -> Optional[str]:
         try:
-            return location(path).relative_to(os.path.realpath(self.root)).as_posix()
+            return location(path).relative_to(real_folder(os.path.abspath(self.root))).as_posix()
         except ValueError:
             return None
 
@@ -315,6 +333,7 @@ class Configurations:
 
     def __init__(self, start: Path, registry: Mapping[str, Type[Rule]], explicit: Optional[Path] = None,
                  overrides: Optional[Overrides] = None) -> None:
+        forget_folders()  # read from the disk as it is now (the editor's server reads afresh per lint)
         self._registry = registry
         self._overrides = overrides or Overrides()
         self.warnings: List[str] = []  # for the user, one line each

@@ -22,7 +22,7 @@ from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence,
 from memlint.analysis.project import Project, ProjectView, imported_modules, project_files, same_answers
 from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry
-from memlint.config import AnyConfig
+from memlint.config import AnyConfig, forget_folders
 from memlint.engine import (SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff,
                             unified_diff)
 from memlint.files import BadPath, discover
@@ -346,6 +346,7 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     result from the cache stands while its file's text and its answers are the same."""
     if options.memory_budget is None:
         options = replace(options, memory_budget=memory_budget(options.jobs))
+    forget_folders()
     outcomes: List[FileOutcome] = []
     items = list(discover(paths, config, options.force_exclude, options.require_files))
     modules = project_files([item for item in items if not isinstance(item, BadPath)])

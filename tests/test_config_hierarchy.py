@@ -111,3 +111,20 @@ def test_show_settings_says_what_applies_to_a_file_and_where_it_came_from(tmp_pa
     other = memlint(tmp_path, "--show-settings", "b/train.py", "--select", "MEM2", opt_in=False)
     assert "configuration: none (defaults)" in other.stdout.splitlines()
     assert "command line: --select MEM2" in other.stdout.splitlines()
+
+
+def test_a_fresh_configuration_sees_a_folder_link_moved_since_the_last(tmp_path):
+    """Folders are resolved once per run, and afresh for each new set of configurations (the
+    editor's server makes one per lint): a link moved in between leads where it now points."""
+    from memlint.config import Configurations
+    from memlint.rules import registry
+
+    write(tmp_path, "a/pyproject.toml", '[tool.memlint]\nexclude = ["gen.py"]\n')
+    write(tmp_path, "a/gen.py", BAD)
+    write(tmp_path, "b/gen.py", BAD)
+    link = tmp_path / "current"
+    link.symlink_to(tmp_path / "a", target_is_directory=True)
+    assert Configurations(tmp_path, registry()).is_excluded(link / "gen.py")
+    link.unlink()
+    link.symlink_to(tmp_path / "b", target_is_directory=True)
+    assert not Configurations(tmp_path, registry()).is_excluded(link / "gen.py")
