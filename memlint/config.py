@@ -136,11 +136,11 @@ class Config:
 
     @cached_property
     def _exclude_spec(self) -> pathspec.PathSpec:
-        return pathspec.PathSpec.from_lines("gitwildmatch", self.exclude)
+        return pathspec.GitIgnoreSpec.from_lines(self.exclude)
 
     @cached_property
     def _ignore_specs(self) -> List[Tuple[pathspec.PathSpec, List[str]]]:
-        return [(pathspec.PathSpec.from_lines("gitwildmatch", [glob]), codes)
+        return [(pathspec.GitIgnoreSpec.from_lines([glob]), codes)
                 for glob, codes in self.per_file_ignores.items()]
 
     def is_excluded(self, path: Path) -> bool:

@@ -128,3 +128,18 @@ def test_a_fresh_configuration_sees_a_folder_link_moved_since_the_last(tmp_path)
     link.unlink()
     link.symlink_to(tmp_path / "b", target_is_directory=True)
     assert not Configurations(tmp_path, registry()).is_excluded(link / "gen.py")
+
+
+def test_exclude_patterns_match_as_gitignore_does_without_deprecated_pattern_kinds(tmp_path):
+    """`exclude` and `per-file-ignores` use gitignore's rules (pathspec's GitIgnoreSpec), not the
+    pattern kind newer pathspec releases deprecate (and will remove)."""
+    import warnings
+
+    from memlint.config import Config
+
+    config = Config(root=tmp_path, exclude=["gen/", "!gen/keep.py"], per_file_ignores={"tests/*.py": ["MEM101"]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert config.is_excluded(tmp_path / "gen" / "train.py")
+        assert not config.is_excluded(tmp_path / "train.py")
+        assert config.ignored_codes(tmp_path / "tests" / "test_x.py") == ["MEM101"]
