@@ -170,12 +170,15 @@ class LoopInvariantGpuOp(Rule):
     def _loop(self, loop: Loop) -> None:
         if not isinstance(loop.body, cst.IndentedBlock):
             return
-        if self.facts.per_step(loop.body) is None:
-            return  # setup or epoch loops: the work repeats a few times, not every step
-        for statement in loop.body.body:
+        per_step: Optional[bool] = None  # asked once something is found: the question may go
+        for statement in loop.body.body:  # to the project, whose answer a file then depends on
             found = self.facts.hoisting.in_loop(statement, loop)
             if found is None:
                 continue
+            if per_step is None:
+                per_step = self.facts.per_step(loop.body) is not None
+            if not per_step:
+                return  # setup or epoch loops: the work repeats a few times, not every step
             fix = None
             if len(loop.body.body) > 1:
                 moved = statement.with_changes(leading_lines=[line for line in statement.leading_lines
