@@ -33,6 +33,11 @@ HF_EVAL_HOOKS = frozenset({"prediction_step"})
 # The Trainer method whose result the HF loop adds into its running loss every step
 # (`self._tr_loss += tr_loss_step`): its own returns `loss.detach()`.
 HF_SUMMED_STEP = "training_step"
+# SimulEval's agents (simultaneous translation): its evaluation loop calls these on every
+# action, reading one more source segment or writing one more target token.
+SIMULEVAL_AGENT_BASES = re.compile(r"^simuleval\.agents(\.\w+)*\.\w*Agent$")
+SIMULEVAL_ACTION_HOOKS = frozenset({"policy", "predict", "update_states", "update_states_read",
+                                    "update_states_write", "segment_to_units", "units_to_segment"})
 # Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
 MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 

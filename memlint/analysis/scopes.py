@@ -217,14 +217,16 @@ class Scopes:
         """The bindings after `at` in the loops around it, which `at` sees from the next
         iteration on (`imgs.append(img)` before `img = step(img)`), unless a binding of the
         same loop that surely runs before `at` hides them."""
-        later = [b for b in binds if self.tree.order(b.node) > position]
+        tree = self.tree
+        later = [b for b in binds if tree.order(b.node) > position]
         if not later:
             return []
         carried: List[Binding] = []
-        for loop in self.tree.loops_around(at):
-            if hidden_by is not None and self.tree.contains(loop, hidden_by.node):
+        for loop in tree.loops_around(at):
+            if hidden_by is not None and tree.contains(loop, hidden_by.node):
                 break
-            carried.extend(b for b in reversed(later) if self.tree.contains(loop, b.node) and b not in carried)
+            seen = {id(b) for b in carried}
+            carried.extend(b for b in reversed(later) if id(b) not in seen and tree.contains(loop, b.node))
         return carried
 
     def _bound_before(self, bind: Binding, at: cst.CSTNode) -> bool:

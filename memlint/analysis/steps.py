@@ -6,7 +6,8 @@ has no loop of its own), or it iterates over a data loader. Relative to step loo
 
 - `STEP`: once per step: in the body of a step loop; in a function that runs per step (a
   module's `forward`, Lightning's `training_step` and the other step hooks, a process function
-  handed to Ignite's `Engine`, a function called from a step, in this module or, through the
+  handed to Ignite's `Engine`, a SimulEval agent's `policy` and other per-action hooks, a
+  function called from a step, in this module or, through the
   project, in another: memlint.analysis.project; Lightning's batch hooks: `on_train_batch_end`
   ...); in the loop of a generator that a step loop iterates (it runs in step with it);
 - `INNER`: more than once per step: in a loop (or comprehension) that does no step work of its
@@ -33,6 +34,7 @@ from typing import Dict, FrozenSet, List, Optional, Union
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
+from memlint.analysis.frameworks import SIMULEVAL_ACTION_HOOKS, SIMULEVAL_AGENT_BASES
 from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
 from memlint.analysis.project import ProjectView
 from memlint.analysis.receivers import Receivers
@@ -235,6 +237,9 @@ class Steps:
         result = intrinsic_often(func.name.value, klass is not None and klass.name.value in self.receivers.module_classes)
         if result is None and func.name.value in self._engine_steps:
             result = STEP  # Ignite's Engine calls its process function once per batch
+        if result is None and klass is not None and func.name.value in SIMULEVAL_ACTION_HOOKS and \
+                self._simuleval_agent(klass):
+            result = STEP  # SimulEval calls its agents' hooks on every read or write
         if result is None:
             result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
                               self._external(func, klass)])
@@ -247,6 +252,10 @@ class Steps:
         return frozenset(call.args[0].value.value for call in self.scopes.calls  # type: ignore[attr-defined]
                          if call.args and type(call.args[0].value) is cst.Name and call.args[0].keyword is None
                          and _ENGINE.match(self.names.call_name(call) or ""))
+
+    def _simuleval_agent(self, klass: cst.ClassDef) -> bool:
+        """A class deriving from one of SimulEval's agents (by the names its bases are imported as)."""
+        return any(SIMULEVAL_AGENT_BASES.match(self.names.qualified_name(base.value) or "") for base in klass.bases)
 
     def _call_often(self, call: cst.Call) -> Optional[str]:
         """How often a call runs its function's body; a generator iterated by a loop

@@ -90,6 +90,9 @@ class EmptyCacheInLoop(Rule):
         # at the end of a phase
         "import torch\nimport lightning as L\nclass M(L.LightningModule):\n    def on_validation_epoch_end(self):\n"
         "        torch.cuda.empty_cache()\n",
+        # a `policy` method of a class that is no SimulEval agent: how often it runs is not known
+        "import torch\nclass Planner:\n    def policy(self, states):\n        action = self.net(states)\n"
+        "        torch.cuda.empty_cache()\n        return action\n",
     )
     INVALID = (
         Invalid(
@@ -112,6 +115,16 @@ class EmptyCacheInLoop(Rule):
             "        torch.cuda.empty_cache()\n        return y\n",
             "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        y = self.body(x)\n"
             "        return y\n",
+        ),
+        # a SimulEval agent's hooks run on every read or write action
+        Invalid(
+            "import torch\nfrom simuleval.agents import TextAgent\nclass Agent(TextAgent):\n"
+            "    def update_states_read(self, states):\n        self.encode(states)\n\n"
+            "    def encode(self, states):\n        states.encoder_states = self.model.encoder(states.source)\n"
+            "        torch.cuda.empty_cache()\n",
+            "import torch\nfrom simuleval.agents import TextAgent\nclass Agent(TextAgent):\n"
+            "    def update_states_read(self, states):\n        self.encode(states)\n\n"
+            "    def encode(self, states):\n        states.encoder_states = self.model.encoder(states.source)\n",
         ),
     )
 
