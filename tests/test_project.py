@@ -242,6 +242,44 @@ def test_a_class_the_project_cannot_trace_is_judged_by_its_name(tmp_path):
     assert "Settings" not in facts.receivers.module_classes
 
 
+def test_only_the_classes_a_finding_hangs_on_are_asked_about(tmp_path):
+    """Whether a class is an nn.Module is asked of the project only for a class something asks
+    about: a file is linted again when an answer it got changes, so an answer nobody needed
+    must not be asked for."""
+    paths = tree(tmp_path, {
+        "lib/__init__.py": "",
+        "lib/blocks.py": "import torch\n\nclass Stem(torch.nn.Module):\n    pass\n",
+        "train.py": """\
+            import torch
+            from lib.blocks import Stem
+
+            class Wide(Stem):
+                pass
+
+            class Head(torch.nn.Module):
+                def forward(self, x):
+                    return x.relu()
+
+            model = Head()
+
+            def train(loader, optimizer):
+                for x, y in loader:
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+    })
+    modules = project_files(paths)
+    names = frozenset(name for _, name in modules.values())
+    train = tmp_path / "train.py"
+    checked = check(train.read_text(), str(train), list(registry().values()), project=ProjectView(None, names, str(train)))
+    assert not any(question.startswith("module ") for question in checked.asked)
+    facts = facts_in_project(paths, train)
+    assert "Wide" in facts.receivers.module_classes  # asked, it is answered through the project
+    assert facts.project.asked == {"module lib.blocks.Stem": True}
+
+
 METRIC = {
     "emo/__init__.py": "",
     "emo/utils.py": """\

@@ -351,11 +351,13 @@ class Hoisting:
         if func is None or func.name.value != "forward" or self.tree.parent(statement) is not func.body:
             return None
         klass = self.tree.class_of(func)
-        if klass is None or klass.name.value not in self.receivers.module_classes:
+        if klass is None:
             return None
         name, assign = found
         computation = self.purity.of(assign.value)
         if not computation.pure or not computation.placed:
+            return None
+        if klass.name.value not in self.receivers.module_classes:  # (asked late: it may go to the project)
             return None
         settled = self._settled_attributes(klass)
         for item in computation.inputs:

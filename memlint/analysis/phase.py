@@ -94,7 +94,7 @@ class Phase:
             if func.name.value in TRAINING_FUNCTIONS or self.regions.is_lightning_training_step(func):
                 return True
             klass = self.tree.class_of(func)
-            if klass is not None and klass.name.value in self.receivers.module_classes and func.name.value == "forward":
+            if klass is not None and func.name.value == "forward" and klass.name.value in self.receivers.module_classes:
                 return True
             func = self.tree.function_of(func)
         return False

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, Iterator, List, Optional, Set
+from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
@@ -96,15 +96,15 @@ class Receivers:
         return frozenset(self._find_optimizers() | self._annotated_optimizers() | self._built_on_parameters())
 
     @cached_property
-    def module_classes(self) -> FrozenSet[str]:
+    def module_classes(self) -> "ModuleClasses":
         """The classes of this module that are nn.Modules, through their bases here and in the
-        project's other modules."""
-        return frozenset(self._module_classes(project=True))
+        project's other modules (`name in module_classes`)."""
+        return ModuleClasses(self, project=True)
 
     @cached_property
-    def local_module_classes(self) -> FrozenSet[str]:
+    def local_module_classes(self) -> "ModuleClasses":
         """Those this module alone shows to be nn.Modules (what its summary says)."""
-        return frozenset(self._module_classes(project=False))
+        return ModuleClasses(self, project=False)
 
     @cached_property
     def models(self) -> FrozenSet[str]:
@@ -259,23 +259,15 @@ class Receivers:
                 return True
         return "scaler" in last_part(dotted).lower()
 
-    def _module_classes(self, project: bool) -> Set[str]:
-        found: Set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for name, klass in self.scopes.classes.items():
-                if name in found:
-                    continue
-                for base in klass.bases:
-                    dotted = dotted_name(base.value) or ""
-                    qualified = self.names.qualified_name(base.value) or ""
-                    if dotted in found or is_module_base_name(qualified) or is_module_base_name(dotted) or \
-                            project and self._project_module(dotted):
-                        found.add(name)
-                        changed = True
-                        break
-        return found
+    def _module_base(self, base: cst.Arg, project: bool, of_this_module: Callable[[str], bool]) -> bool:
+        """A base that makes its class an nn.Module: torch's, a library's or Lightning's module,
+        a module class of this module (`of_this_module`), or, with `project`, of another module."""
+        dotted = dotted_name(base.value) or ""
+        if dotted in self.scopes.classes:
+            return of_this_module(dotted)
+        qualified = self.names.qualified_name(base.value) or ""
+        return is_module_base_name(qualified) or is_module_base_name(dotted) or \
+            project and self._project_module(dotted)
 
     def _project_module(self, dotted: str) -> bool:
         """A base class of another module of the project that is (through its own bases) an
@@ -376,3 +368,33 @@ class Receivers:
                 value = value.func.value
             found.add(self.names.call_name(value) if isinstance(value, cst.Call) else None)
         return found.pop() if len(found) == 1 else None
+
+
+class ModuleClasses:
+    """The classes of one module that are nn.Modules, each found when something asks about it
+    (`name in module_classes`): what it takes to know may be a question to the project, and a
+    file is linted again when the project's answer to a question it asked changes, so only
+    the classes that matter to a finding are asked about."""
+
+    def __init__(self, receivers: Receivers, project: bool) -> None:
+        self._receivers = receivers
+        self._project = project
+        self._known: Dict[str, bool] = {}
+        self._open: Set[str] = set()  # being decided: a class among its own bases does not decide
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        known = self._known.get(name)
+        if known is not None:
+            return known
+        if name in self._open:
+            return False
+        klass = self._receivers.scopes.classes.get(name)
+        self._open.add(name)
+        known = klass is not None and any(
+            self._receivers._module_base(base, self._project, self.__contains__) for base in klass.bases)
+        self._open.discard(name)
+        if known or not self._open:  # a "no" that leaned on an open class is asked again later
+            self._known[name] = known
+        return known

@@ -200,8 +200,8 @@ class CpuTensorThenMove(Rule):
         if move is None:
             self._moved_like(node)
             return
-        if self._stays_on_the_host(move) or self._traced(node) or not self._per_step(node):
-            return
+        if self._stays_on_the_host(move) or self._traced(node):
+            return  # (whether it runs every step is asked last, of a move that would be reported)
         receiver = node.func.value  # type: ignore[attr-defined]
         core, casts = _peel_casts(receiver)
         if isinstance(core, cst.Call):
@@ -209,7 +209,8 @@ class CpuTensorThenMove(Rule):
             if factory is not None:
                 if _has_device(core) or factory in RANDOM_FACTORIES and in_test_code(self.facts.tree, node):
                     return
-                self.report(node, self._message(factory, move), self._fix(node, core, factory, move, casts))
+                if self._per_step(node):
+                    self.report(node, self._message(factory, move), self._fix(node, core, factory, move, casts))
                 return
         if self._made_on_host(core, node, _target(move)):
             return
@@ -217,14 +218,16 @@ class CpuTensorThenMove(Rule):
         if computation.pure and computation.factories and not computation.placed and \
                 not any(item.as_tensor for item in computation.inputs) and \
                 not any(_has_device(call) for call in computation.factories):
-            self.report(node, self._message(None, move))
+            if self._per_step(node):
+                self.report(node, self._message(None, move))
             return
         if isinstance(core, cst.Call):
             helper = self.facts.scopes.resolve(core)
             if helper is not None:
                 summary = self.facts.hoisting.helper(helper)
                 if summary.pure and summary.fresh and not summary.placed:
-                    self.report(node, self._helper_message(helper))
+                    if self._per_step(node):
+                        self.report(node, self._helper_message(helper))
 
     def _moved_like(self, node: cst.Call) -> None:
         """`x.type_as(t)` / `x.to(t)`, where `t` is a tensor on the device: a move too."""
@@ -235,7 +238,7 @@ class CpuTensorThenMove(Rule):
         like = node.args[0].value
         facts = self.facts
         if not isinstance(like, (cst.Name, cst.Attribute, cst.Subscript)) or facts.purity.is_device(like) and \
-                func.attr.value == "to" or not facts.syncs.on_device(like, node) or not self._per_step(node):
+                func.attr.value == "to" or not facts.syncs.on_device(like, node):
             return
         core, _ = _peel_casts(func.value)
         self._made_on_host(core, node, f"`.{func.attr.value}({show(like)})`")
@@ -262,6 +265,8 @@ class CpuTensorThenMove(Rule):
                 where = f" (`{core.value}`, made from it above)"
         if made is None or made in RANDOM_FACTORIES and in_test_code(facts.tree, node):
             return False
+        if not self._per_step(node):
+            return True  # a move made once: nothing to say of it
         self.report(node, (f"`{made}` makes the tensor on the CPU{where} and {target} copies it to the device, "
                            f"which the host waits for on every step; make it there with `device=`"))
         return True

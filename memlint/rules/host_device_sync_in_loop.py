@@ -216,10 +216,11 @@ class HostDeviceSyncInLoop(Rule):
         if type(assign) is not cst.Assign or assign.value is not node:  # type: ignore[union-attr]
             return  # (identity, not ABC isinstance: every call of the module passes here)
         func = facts.scopes.resolve(node)
-        if func is None or not facts.syncs.reads_back(func) or facts.per_step(node) is None:
+        if func is None or not facts.syncs.reads_back(func):
             return
         guard = facts.read_only_periodically(assign)
-        if guard is None or not _DEVICE_WORDS & facts.identifiers or id(guard) in self._logged:
+        if guard is None or not _DEVICE_WORDS & facts.identifiers or id(guard) in self._logged or \
+                facts.per_step(node) is None:  # (asked last: the answer may come from the project)
             return
         self._logged.add(id(guard))  # one finding per log: the calls it alone reads move together
         self.report(node, (
@@ -235,7 +236,7 @@ class HostDeviceSyncInLoop(Rule):
 
     def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
         facts = self.facts
-        if kind is None or facts.per_step(node, inner=True) is None:
+        if kind is None:
             return
         iterable = facts.syncs.repeats_over(node)
         if iterable is None or not facts.syncs.many(iterable, node):
@@ -247,8 +248,8 @@ class HostDeviceSyncInLoop(Rule):
             return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
-        if not _DEVICE_WORDS & facts.identifiers:
-            return
+        if not _DEVICE_WORDS & facts.identifiers or facts.per_step(node, inner=True) is None:
+            return  # (how often is asked last: the answer may come from the project)
         if facts.steps.accumulates(node):
             self.report(node, (
                 f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per micro-batch of "
