@@ -194,16 +194,36 @@ def train(model, loader, opt):
 """
 
 
-def test_a_linted_tree_is_freed_by_its_last_reference_not_by_the_cycle_collector():
+_MODULE_CLASSES = """\
+import torch
+
+class Block(torch.nn.Module):
+    def forward(self, x):
+        return x.relu()
+
+class Net(Block):
+    pass
+
+model = Net()
+losses = []
+for x, y in loader:
+    loss = (model(x) - y).pow(2).mean()
+    loss.backward()
+    losses.append(loss)
+"""
+
+
+@pytest.mark.parametrize("source", [_TRAINING, _MODULE_CLASSES])
+def test_a_linted_tree_is_freed_by_its_last_reference_not_by_the_cycle_collector(source):
     import gc
 
     rules = list(registry().values())
-    assert check(_TRAINING, "t.py", rules).findings  # rules and facts did run and report
+    assert check(source, "t.py", rules).findings  # rules and facts did run and report
     gc.collect()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
-        checked = check(_TRAINING, "t.py", rules)
+        checked = check(source, "t.py", rules)
         del checked
         gc.collect()
         left_to_the_collector = [o for o in gc.garbage if isinstance(o, cst.CSTNode)]

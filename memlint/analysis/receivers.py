@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set
+from typing import Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
@@ -99,12 +99,12 @@ class Receivers:
     def module_classes(self) -> "ModuleClasses":
         """The classes of this module that are nn.Modules, through their bases here and in the
         project's other modules (`name in module_classes`)."""
-        return ModuleClasses(self, project=True)
+        return ModuleClasses(self.names, self.scopes, self.project)
 
     @cached_property
     def local_module_classes(self) -> "ModuleClasses":
         """Those this module alone shows to be nn.Modules (what its summary says)."""
-        return ModuleClasses(self, project=False)
+        return ModuleClasses(self.names, self.scopes, None)
 
     @cached_property
     def models(self) -> FrozenSet[str]:
@@ -259,22 +259,6 @@ class Receivers:
                 return True
         return "scaler" in last_part(dotted).lower()
 
-    def _module_base(self, base: cst.Arg, project: bool, of_this_module: Callable[[str], bool]) -> bool:
-        """A base that makes its class an nn.Module: torch's, a library's or Lightning's module,
-        a module class of this module (`of_this_module`), or, with `project`, of another module."""
-        dotted = dotted_name(base.value) or ""
-        if dotted in self.scopes.classes:
-            return of_this_module(dotted)
-        qualified = self.names.qualified_name(base.value) or ""
-        return is_module_base_name(qualified) or is_module_base_name(dotted) or \
-            project and self._project_module(dotted)
-
-    def _project_module(self, dotted: str) -> bool:
-        """A base class of another module of the project that is (through its own bases) an
-        nn.Module (memlint.analysis.project)."""
-        absolute = self.names.absolute_name(dotted)
-        return absolute is not None and self.project.knows(absolute) and self.project.is_module(absolute)
-
     def is_model_class(self, klass: cst.ClassDef) -> bool:
         """A class whose methods are model code, run in whatever grad mode their caller chose:
         a module class, a class defining `forward`, or one deriving from a model-like base."""
@@ -374,10 +358,13 @@ class ModuleClasses:
     """The classes of one module that are nn.Modules, each found when something asks about it
     (`name in module_classes`): what it takes to know may be a question to the project, and a
     file is linted again when the project's answer to a question it asked changes, so only
-    the classes that matter to a finding are asked about."""
+    the classes that matter to a finding are asked about. (It holds no fact that holds it: the
+    engine frees a file's facts without the cycle collector.)"""
 
-    def __init__(self, receivers: Receivers, project: bool) -> None:
-        self._receivers = receivers
+    def __init__(self, names: TorchNames, scopes: Scopes, project: Optional[ProjectView]) -> None:
+        """`project`: also through the bases of other modules of the project (None: this module alone)."""
+        self._names = names
+        self._scopes = scopes
         self._project = project
         self._known: Dict[str, bool] = {}
         self._open: Set[str] = set()  # being decided: a class among its own bases does not decide
@@ -390,11 +377,24 @@ class ModuleClasses:
             return known
         if name in self._open:
             return False
-        klass = self._receivers.scopes.classes.get(name)
+        klass = self._scopes.classes.get(name)
         self._open.add(name)
-        known = klass is not None and any(
-            self._receivers._module_base(base, self._project, self.__contains__) for base in klass.bases)
+        known = klass is not None and any(self._module_base(base) for base in klass.bases)
         self._open.discard(name)
         if known or not self._open:  # a "no" that leaned on an open class is asked again later
             self._known[name] = known
         return known
+
+    def _module_base(self, base: cst.Arg) -> bool:
+        """A base that makes its class an nn.Module: torch's, a library's or Lightning's module,
+        a module class of this module, or, with the project, of another module."""
+        dotted = dotted_name(base.value) or ""
+        if dotted in self._scopes.classes:
+            return dotted in self
+        qualified = self._names.qualified_name(base.value) or ""
+        if is_module_base_name(qualified) or is_module_base_name(dotted):
+            return True
+        if self._project is None:
+            return False
+        absolute = self._names.absolute_name(dotted)  # a class of another module of the project
+        return absolute is not None and self._project.knows(absolute) and self._project.is_module(absolute)
