@@ -255,7 +255,7 @@ class EvalWithoutNoGrad(Rule):
 
     def _check(self, loop: Loop) -> None:
         facts = self.facts
-        if facts.values.requires_grad_off or facts.phase.is_training(loop) or self._in_model_code(loop):
+        if facts.values.requires_grad_off or facts.phase.is_training(loop):
             return
         if any(not facts.phase.is_training(outer) and facts.phase.eval_evidence(outer) is not None
                for outer in facts.tree.loops_around(loop)):
@@ -265,6 +265,8 @@ class EvalWithoutNoGrad(Rule):
             return
         why = facts.phase.eval_evidence(loop)
         if why is None or facts.roles.asks_for_grad(loop) or facts.values.hands_graph_away(loop):
+            return
+        if self._in_model_code(loop):  # (asked late: what a class is may be a question to the project)
             return
         scope = facts.tree.scope_of(loop)
         bound = {b.name for name_binds in (facts.scopes.bindings(scope, n) for n in self._names_bound(loop))

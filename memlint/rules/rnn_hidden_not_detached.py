@@ -221,14 +221,14 @@ class RnnHiddenNotDetached(Rule):
         the module and every forward feeds it back, unless another method resets or detaches it."""
         facts = self.facts
         klass = facts.scopes.enclosing_class(node)
-        if klass is None or not facts.receivers.is_model_class(klass) or facts.regions.grad_enabled(node) is not True:
+        if klass is None:
             return
         read = {dotted for a in call.args for dotted in _dotted_names(a.value)}
         state = [leaf for leaf in leaf_targets(node.targets[0].target)
                  if isinstance(leaf, cst.Attribute) and dotted_name(leaf) in read
                  and (dotted_name(leaf) or "").count(".") == 1 and (dotted_name(leaf) or "").startswith("self.")]
-        if not state:
-            return
+        if not state or facts.regions.grad_enabled(node) is not True or not facts.receivers.is_model_class(klass):
+            return  # (what the class is, asked last: it may be a question to the project)
         for leaf in state:
             attr = leaf.attr.value  # type: ignore[attr-defined]
             if self._reset_elsewhere(klass, node, attr):
