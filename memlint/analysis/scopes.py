@@ -186,8 +186,9 @@ class Scopes:
 
     def in_effect(self, name: str, at: cst.CSTNode) -> List[Binding]:
         """The bindings of `name` that may be the one seen at `at`, latest first: those before
-        `at` back to the last one that surely ran (in a block enclosing `at`); those of an
-        enclosing scope when its own scope binds none."""
+        `at` back to the last one that surely ran (in a block enclosing `at`), then those after
+        it that a loop around it carries into its next iteration; those of an enclosing scope
+        when its own scope binds none."""
         tree = self.tree
         scope = tree.scope_of(at)
         binds = self.bindings(scope, name)
