@@ -308,7 +308,9 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
         with clock("compile"):
             compiles(source, path)
     wanted = wanted_rules(source, rule_types, path)
-    if not wanted:  # nothing to look for: it compiles, that is all to check
+    if not wanted and not (summarize and wanted_rules(source, rule_types)):
+        # nothing to look for (it compiles, that is all to check), nor to summarise for the
+        # others beyond its imports and classes: a test module's helpers are summarised whole
         return Checked(source, None, [], summary=summarize_plain(source, project.name, project.package)
                        if summarize else None)
     with kept_from_collector() as settle, _deep_enough():
@@ -318,7 +320,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
         with clock("index"):
             context = FileContext(module, target_torch, project, path)
         try:
-            checked = _report(context, source, path, wanted, timer, noqa)
+            checked = _report(context, source, path, wanted, timer, noqa) if wanted else Checked(source, module, [])
             checked.asked = dict(project.asked)  # the rules' questions, not the summary's
             if summarize:
                 with clock("summary"):

@@ -641,7 +641,8 @@ _LOGGED_EVALUATION = textwrap.dedent("""\
 
 def test_mem105_an_evaluation_every_step_for_a_periodic_log_is_one_finding():
     """Two evaluations per step whose results only a log every N steps reads: one finding, at
-    the first, naming the condition; none when a read runs every step or the log is a flag."""
+    the first, naming the condition; none when a read runs every step, under a flag or under
+    another condition too, or when the evaluation also keeps something."""
     rule = registry()["MEM105"]
     found = check(_LOGGED_EVALUATION, "train.py", [rule]).findings
     assert [(f.line, f.code) for f in found] == [(15, "MEM105")]
@@ -652,3 +653,8 @@ def test_mem105_an_evaluation_every_step_for_a_periodic_log_is_one_finding():
     assert check(flag, "train.py", [rule]).findings == []
     stores = _LOGGED_EVALUATION.replace("    model.eval()\n", "    model.eval()\n    model.last = x\n", 1)
     assert check(stores, "train.py", [rule]).findings == []
+    counts = _LOGGED_EVALUATION.replace("    model.eval()\n", "    model.eval()\n    model.calls += 1\n", 1)
+    assert check(counts, "train.py", [rule]).findings == []
+    two_logs = _LOGGED_EVALUATION.replace("val_loss, val_acc)\n", "val_loss, val_acc)\n    if epoch % 7 == 0:\n"
+                                          "        print(train_loss, val_loss)\n")
+    assert check(two_logs, "train.py", [rule]).findings == []

@@ -363,3 +363,35 @@ def test_a_module_using_torch_through_a_project_helper_is_pytorch_code(tmp_path)
                     "app/run.py": "from app.nets import build\n" + PLAIN})
     assert {name for name, _, _ in lint(tmp_path)} == {"run.py"}
     assert lint(tmp_path, tmp_path / "app/run.py") == []  # alone: nothing says it is PyTorch code
+
+
+def test_a_helper_of_a_tests_folder_is_summarised_whole_whatever_rules_run(tmp_path):
+    """Only the rules of tests look into a test module, but its summary is the others' to
+    read: a loss helper under `testing/` returns its graph, with or without such a rule."""
+    tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/testing/__init__.py": "",
+        "pkg/testing/helpers.py": """\
+            import torch
+
+            def compute_loss(model, x, y):
+                return torch.nn.functional.cross_entropy(model(x), y)
+            """,
+        "pkg/train.py": """\
+            import torch
+            from pkg.testing.helpers import compute_loss
+
+            model = model.to(device)
+            model.eval()
+            losses = []
+            for x, y in loader:
+                loss = compute_loss(model, x, y)
+                losses.append(loss)
+            print(sum(losses))
+            """,
+    })
+    for ignore in ([], ["MEM503"]):
+        config = Config(root=tmp_path, selection=Selection(select=["ALL"], ignore=ignore))
+        outcomes = run([str(tmp_path)], config, registry(), Options(jobs=1))
+        found = [(Path(o.display).name, f.line, f.code) for o in outcomes for f in o.findings]
+        assert ("train.py", 9, "MEM202") in found, ignore

@@ -264,7 +264,7 @@ class Facts:
     def read_only_periodically(self, assign: cst.Assign) -> Optional[cst.CSTNode]:
         """The condition on a step counter (memlint.analysis.steps) under which every read of
         the names `assign` binds runs (`loss, acc = evaluate(...)` read only in `if epoch % 10
-        == 0:`), a condition that `assign` itself does not run under; None when a read may run
+        == 0:`), one and the same for every read, a condition that `assign` itself does not run under; None when a read may run
         on every step (or after the step, or never: an unread value is another matter)."""
         targets: List[cst.Name] = []
         for target in (t.target for t in assign.targets):
@@ -282,9 +282,9 @@ class Facts:
                 return None
             for read in reads:
                 found = self.steps.periodic_guard(read)
-                if found is None or tree.contains(found, assign):
-                    return None
-                guard = guard or found
+                if found is None or tree.contains(found, assign) or guard is not None and found is not guard:
+                    return None  # (read under another condition too: no one place to move the call to)
+                guard = found
         return guard
 
     def in_test(self, node: cst.CSTNode) -> bool:

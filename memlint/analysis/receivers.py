@@ -389,8 +389,8 @@ class ModuleClasses:
         """A base that makes its class an nn.Module: torch's, a library's or Lightning's module,
         a module class of this module, or, with the project, of another module."""
         dotted = dotted_name(base.value) or ""
-        if dotted in self._scopes.classes:
-            return dotted in self
+        if dotted in self._scopes.classes and dotted in self:
+            return True  # (else still what it is imported as: `class Module(Module)` redefines it)
         qualified = self._names.qualified_name(base.value) or ""
         if is_module_base_name(qualified) or is_module_base_name(dotted):
             return True

@@ -227,7 +227,7 @@ class Scopes:
             if hidden_by is not None and tree.contains(loop, hidden_by.node):
                 break
             seen = {id(b) for b in carried}
-            carried.extend(b for b in reversed(later) if id(b) not in seen and tree.contains(loop, b.node))
+            carried.extend(b for b in reversed(later) if id(b) not in seen and tree.contains(loop.body, b.node))  # type: ignore[attr-defined]
         return carried
 
     def _bound_before(self, bind: Binding, at: cst.CSTNode) -> bool:

@@ -36,6 +36,10 @@ from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, walk_scope
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
+# What an evaluation may call besides models, losses, pure torch and its own values' methods
+_GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled"})
+_PURE_BUILTINS = frozenset({"len", "float", "int", "bool", "abs", "round", "min", "max", "sum", "range", "zip",
+                            "enumerate", "isinstance", "tuple", "list"})
 _NOT_TENSOR_FUNCTIONS = frozenset({
     "torch.is_tensor", "torch.numel", "torch.device", "torch.Size", "torch.no_grad", "torch.enable_grad",
     "torch.inference_mode", "torch.set_grad_enabled", "torch.is_grad_enabled", "torch.get_default_dtype",
@@ -151,10 +155,49 @@ class Syncs:
             confirmed = confirmed or any(self.sync(part) not in (None, "synchronize") for part in parts)  # type: ignore[arg-type]
         if not confirmed or not any(self.roles.is_forward(call) for call in self.scopes.calls_of(func)):
             return False
-        # an evaluation, with no effect a caller relies on every step: no training, no state stored
-        return not self.roles.backwards_in(func) and not self.roles.steps_in(func) and not any(
-            type(node) in (cst.Global, cst.Nonlocal) or type(node) is cst.AssignTarget and
-            type(node.target) in (cst.Attribute, cst.Subscript) for node in walk_scope(func.body))  # type: ignore[attr-defined]
+        return self._keeps_to_itself(func)
+
+    def _keeps_to_itself(self, func: cst.FunctionDef) -> bool:
+        """Nothing `func` does outlives its call but its return value (and a model's eval/train
+        mode): it stores no attribute, subscript or global, and calls only models, losses, pure
+        torch functions, a few builtins, and methods of values it made itself."""
+        for node in walk_scope(func.body):
+            kind = type(node)
+            if kind is cst.Global or kind is cst.Nonlocal:
+                return False
+            if kind is cst.AssignTarget and type(node.target) in (cst.Attribute, cst.Subscript):  # type: ignore[attr-defined]
+                return False
+            if kind is cst.AugAssign and not self._made_here(node.target, func):  # type: ignore[attr-defined]
+                return False
+            if kind is cst.Call and not self._call_keeps_to_itself(node, func):  # type: ignore[arg-type]
+                return False
+        return True
+
+    def _call_keeps_to_itself(self, call: cst.Call, func: cst.FunctionDef) -> bool:
+        roles = self.roles
+        if roles.is_forward(call) or roles.is_loss(call):
+            return True
+        qualified = self.names.call_name(call)
+        if qualified is not None:
+            return qualified in _GRAD_MODES or bool(_TENSOR_FUNCTION.match(qualified)) and self.purity.of(call).pure
+        callee = call.func
+        if isinstance(callee, cst.Name):
+            return callee.value in _PURE_BUILTINS
+        if not isinstance(callee, cst.Attribute):
+            return False
+        if callee.attr.value in ("eval", "train") and roles.receivers.is_model(callee.value):
+            return True  # a model's mode: the step sets its own
+        return self._made_here(callee.value, func)
+
+    def _made_here(self, expr: cst.BaseExpression, func: cst.FunctionDef) -> bool:
+        """A value `func` computed itself: an expression, or a name only it binds (no parameter)."""
+        root = expr
+        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
+            root = root.func if isinstance(root, cst.Call) else root.value
+        if not isinstance(root, cst.Name):
+            return True  # (a comparison, arithmetic: a fresh value)
+        binds = self.scopes.bindings(func, root.value)
+        return bool(binds) and all(b.kind not in ("param", "append") for b in binds)
 
     # -- tensors -----------------------------------------------------------------------------
     def is_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:

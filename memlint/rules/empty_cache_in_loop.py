@@ -116,6 +116,13 @@ class EmptyCacheInLoop(Rule):
             "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        y = self.body(x)\n"
             "        return y\n",
         ),
+        # a class that takes the name of the base it derives from is that base's kind still
+        Invalid(
+            "import torch\nfrom torch.nn import Module\n\nclass Module(Module):\n    def forward(self, x):\n"
+            "        torch.cuda.empty_cache()\n        return x\n",
+            "import torch\nfrom torch.nn import Module\n\nclass Module(Module):\n    def forward(self, x):\n"
+            "        return x\n",
+        ),
         # a SimulEval agent's hooks run on every read or write action
         Invalid(
             "import torch\nfrom simuleval.agents import TextAgent\nclass Agent(TextAgent):\n"

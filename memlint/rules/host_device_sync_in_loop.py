@@ -139,6 +139,18 @@ class HostDeviceSyncInLoop(Rule):
         "import torch\n\ndef evaluate(model, x, y):\n    with torch.no_grad():\n        out = model(x)\n"
         "    return criterion(out, y).item()\n\nmodel = model.to(device)\nfor epoch in range(epochs):\n"
         "    train(model)\n    val = evaluate(model, x, y)\n    if args.verbose:\n        print(val)\n",
+        # ... read under two different conditions: no one place to move the call to
+        "import torch\n\ndef evaluate(model, x, y):\n    with torch.no_grad():\n        loss = criterion(model(x), y)\n"
+        "    return loss.item()\n\nmodel = model.to(device)\nfor epoch in range(epochs):\n    train(model)\n"
+        "    val = evaluate(model, x, y)\n    if epoch % 10 == 0:\n        print(val)\n    if epoch % 10 == 5:\n"
+        "        save(val)\n",
+        # ... one that also keeps something every step (a count, a history, a log writer)
+        "import torch\n\nclass Trainer:\n    def evaluate(self, x, y):\n        with torch.no_grad():\n"
+        "            loss = criterion(self.model(x), y)\n        self.history.append(loss.item())\n"
+        "        return loss.item()\n\n    def fit(self, x, y):\n        self.model = self.model.to(device)\n"
+        "        for epoch in range(epochs):\n            criterion(self.model(x), y).backward()\n"
+        "            optimizer.step()\n            val = self.evaluate(x, y)\n            if epoch % 10 == 0:\n"
+        "                print(val)\n",
         # ... one that trains: the step itself, whose loss is logged every 100 steps
         "import torch\n\ndef run_batch(model, x, y):\n    loss = criterion(model(x), y)\n    loss.backward()\n"
         "    optimizer.step()\n    return loss.item()\n\nmodel = model.to(device)\nfor i, (x, y) in enumerate(loader):\n"

@@ -157,6 +157,10 @@ class RetainedOutputs(Rule):
         "import torch\ndevice = 'cuda'\n\n@torch.no_grad()\ndef sample(model, x, steps, keep_all=False):\n"
         "    frames = [x.cpu()]\n    for t in range(steps):\n        x = model(x, t)\n        frames.append(x.cpu())\n"
         "        x = x.clamp(-1, 1)\n    return torch.stack(frames) if keep_all else x\n",
+        # ... and one bound in the loop's `else:`, which runs once after the loop, is not carried
+        "import torch\ndevice = 'cuda'\n\n@torch.no_grad()\ndef sample(model, x, steps, keep_all=False):\n"
+        "    frames = [x]\n    for t in range(steps):\n        frames.append(x)\n    else:\n        x = model(x, t)\n"
+        "    return torch.stack(frames) if keep_all else x\n",
         # the list is made anew every iteration
         "import torch\nfor x in loader:\n    parts = []\n    parts.append(model(x))\n    print(len(parts))\n",
     )
