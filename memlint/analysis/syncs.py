@@ -142,7 +142,8 @@ class Syncs:
         host (`return loss.item(), acc.item()`), and does nothing else a caller could rely on
         (no backward, no optimizer step, no attribute or global stored): an evaluation, every
         call of which waits for its forward."""
-        returned = [node for node in walk_scope(func.body) if type(node) is cst.Return or type(node) is cst.Yield]
+        body = list(walk_scope(func.body))  # walked once, for its returns and then its effects
+        returned = [node for node in body if type(node) is cst.Return or type(node) is cst.Yield]
         if not returned or any(type(node) is cst.Yield or node.value is None for node in returned):  # type: ignore[attr-defined]
             return False
         confirmed = False
@@ -155,13 +156,14 @@ class Syncs:
             confirmed = confirmed or any(self.sync(part) not in (None, "synchronize") for part in parts)  # type: ignore[arg-type]
         if not confirmed or not any(self.roles.is_forward(call) for call in self.scopes.calls_of(func)):
             return False
-        return self._keeps_to_itself(func)
+        return self._keeps_to_itself(func, body)
 
-    def _keeps_to_itself(self, func: cst.FunctionDef) -> bool:
-        """Nothing `func` does outlives its call but its return value (and a model's eval/train
-        mode): it stores no attribute, subscript or global, and calls only models, losses, pure
-        torch functions, a few builtins, and methods of values it made itself."""
-        for node in walk_scope(func.body):
+    def _keeps_to_itself(self, func: cst.FunctionDef, body: List[cst.CSTNode]) -> bool:
+        """Nothing `func` (whose nodes are `body`) does outlives its call but its return value
+        (and a model's eval/train mode): it stores no attribute, subscript or global, and calls
+        only models, losses, pure torch functions, a few builtins, and methods of values it made
+        itself."""
+        for node in body:
             kind = type(node)
             if kind is cst.Global or kind is cst.Nonlocal:
                 return False
