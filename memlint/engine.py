@@ -1,12 +1,14 @@
 """Parse once, run every selected rule in one traversal, position what they report, fix.
 
-Speed comes from doing little: a file that never mentions what any rule needs is not parsed;
+Speed comes from doing little: a file that never mentions what any rule needs is not parsed,
+nor a test module where Python's own AST shows that no rule of tests can report (Rule.may_report);
 the walk skips formatting nodes (memlint.analysis.tree); facts are computed only when a rule
 asks (memlint.analysis); positions are computed only for files with something to report.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
 import io
 import sys
@@ -221,6 +223,23 @@ def compiles(source: str, path: str) -> None:
         raise SourceError(f"cannot parse as {SYNTAX}: {why_not_compiled(error)}") from None
 
 
+def compiles_to_ast(source: str, path: str) -> ast.Module:
+    """The syntax gate of `compiles`, keeping Python's own AST on the way: the AST, then the
+    code compiled from it, which raises what compiling the source would (a `return` outside a
+    function is found past the parser)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            compile(module, path, "exec", dont_inherit=True)
+            return module
+    except SyntaxError as error:
+        where = f" (line {error.lineno}, column {error.offset})" if error.lineno else ""
+        raise SourceError(f"cannot parse as {SYNTAX}: {error.msg}{where}") from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise SourceError(f"cannot parse as {SYNTAX}: {why_not_compiled(error)}") from None
+
+
 def why_not_compiled(error: Exception) -> str:
     """The reason, in one line, for an error that compile() or ast.parse() raise besides SyntaxError
     (a MemoryError says nothing of itself)."""
@@ -304,14 +323,23 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
            timer: Optional[Timer], compiled: bool, project: ProjectView, summarize: bool,
            noqa: bool = True) -> Checked:
     clock = timer.phase if timer is not None else nullcontext
+    wanted = wanted_rules(source, rule_types, path)
+    test_module = bool(path) and is_test_file(path)
+    # A test module that no other module imports is summarised plain (its imports and classes):
+    # its calls are not the project's steps. One that is imported holds helpers, summarised whole.
+    plain = test_module and not project.imported
+    python_ast: Optional[ast.Module] = None
     if not compiled:
         with clock("compile"):
-            compiles(source, path)
-    wanted = wanted_rules(source, rule_types, path)
-    if not wanted and not (summarize and wanted_rules(source, rule_types)):
+            if test_module:  # only rules of tests run there, which may tell from the AST alone
+                python_ast = compiles_to_ast(source, path)
+                wanted = [rule for rule in wanted if rule.may_report(python_ast)]
+            else:
+                compiles(source, path)
+    if not wanted and not (summarize and not plain and wanted_rules(source, rule_types)):
         # nothing to look for (it compiles, that is all to check), nor to summarise for the
-        # others beyond its imports and classes: a test module's helpers are summarised whole
-        return Checked(source, None, [], summary=summarize_plain(source, project.name, project.package)
+        # others beyond its imports and classes
+        return Checked(source, None, [], summary=summarize_plain(python_ast or source, project.name, project.package)
                        if summarize else None)
     with kept_from_collector() as settle, _deep_enough():
         with clock("parse"):
@@ -324,7 +352,8 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
             checked.asked = dict(project.asked)  # the rules' questions, not the summary's
             if summarize:
                 with clock("summary"):
-                    checked.summary = summary_of(context.facts, project.imported)
+                    checked.summary = summarize_plain(python_ast or source, project.name, project.package) \
+                        if plain else summary_of(context.facts, project.imported)
             return checked
         finally:
             context.close()

@@ -10,6 +10,7 @@ the code, and calls `self.report(node, ...)`.
 
 from __future__ import annotations
 
+import ast
 import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Tuple
@@ -63,6 +64,14 @@ class Rule:
 
     def __init__(self, context: "FileContext") -> None:
         self.context = context
+
+    @classmethod
+    def may_report(cls, module: ast.Module) -> bool:
+        """Whether the rule may report anything in a module, told from Python's own AST of it,
+        before LibCST parses it (memlint.engine reads test modules this way first: where no rule
+        of tests may report, the parse, most of a lint's cost, is skipped). True unless a rule
+        can tell."""
+        return True
 
     @property
     def facts(self) -> "Facts":

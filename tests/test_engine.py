@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
+from memlint.analysis.project import ProjectView
 from memlint.engine import MAX_FIX_ROUNDS, SourceError, check, fix
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Rule
@@ -121,6 +122,9 @@ def test_training_keeps_losses(model, loader, optimizer):
 """
 
 
+_ABSENT_API = "    print(torch.cuda.memory_cache())\n"  # what MEM503, a rule of tests, reports
+
+
 @pytest.mark.parametrize("path", ["tests/test_train.py", "pkg/tests/helpers.py", "conftest.py"])
 def test_in_a_test_module_only_the_rules_of_tests_run(monkeypatch, path):
     """The other rules' reports in a test module would be dropped, so they do not run there; a
@@ -132,7 +136,7 @@ def test_in_a_test_module_only_the_rules_of_tests_run(monkeypatch, path):
     for rule in rules:
         monkeypatch.setattr(rule, "__init__", lambda self, context, code=rule.CODE: ran.append(code) or
                             setattr(self, "context", context))
-    check(_TEST_MODULE_LOOP, path, rules)
+    check(_TEST_MODULE_LOOP + _ABSENT_API, path, rules)
     assert ran and all(rule.IN_TESTS for rule in rules if rule.CODE in ran)
 
     def fail(*args, **kwargs):
@@ -143,6 +147,28 @@ def test_in_a_test_module_only_the_rules_of_tests_run(monkeypatch, path):
     assert summary is not None and "test_training_keeps_losses" in summary.functions  # a helper, summarised whole
     monkeypatch.setattr(cst, "parse_module", fail)
     assert check(_TEST_MODULE_LOOP, path, outside_tests).findings == []  # nothing to summarise: not parsed
+
+
+def test_a_test_module_whose_ast_names_nothing_torch_lacks_is_not_parsed_by_libcst(monkeypatch):
+    """Only MEM503 runs in a test module, and Python's own AST shows where it may report: a test
+    module naming nothing torch lacks is never parsed by LibCST, and nobody importing it, its
+    summary is plain (its imports and classes; its calls are not the project's steps)."""
+    rules = list(registry().values())
+    path = "tests/test_train.py"
+    assert [f.code for f in check(_TEST_MODULE_LOOP + _ABSENT_API, path, rules).findings] == ["MEM503"]
+
+    def fail(*args, **kwargs):
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(cst, "parse_module", fail)
+    assert check(_TEST_MODULE_LOOP, path, rules).findings == []
+    names = frozenset({"tests.test_train", "pkg.train"})
+    alone = ProjectView(None, names, path)  # no module of the project imports it
+    summary = check(_TEST_MODULE_LOOP, path, rules, project=alone, summarize=True).summary
+    assert summary is not None and summary.imports == {"torch": "torch"} and not summary.functions
+    imported = ProjectView(None, names, path, imported=frozenset({alone.name}))
+    with pytest.raises(AssertionError, match="parsed"):  # its helpers are the others': summarised whole
+        check(_TEST_MODULE_LOOP, path, rules, project=imported, summarize=True)
 
 
 def test_noqa_hides_from_lint_and_fix():

@@ -4,6 +4,7 @@ MEM502/504/602 (calls through wrappers, out-of-memory handlers)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from memlint.analysis import Facts
 from memlint.analysis.apicalls import ABSENT, GIVEN, UNKNOWN
-from memlint.analysis.torchapi import DATA, torch_api
+from memlint.analysis.torchapi import DATA, names_absent_api, torch_api
 from memlint.engine import check, fix
 from memlint.rules import registry
 from memlint.rules.nonexistent_torch_api import NEVER_TORCH, REFILL
@@ -76,6 +77,28 @@ def test_named_corrections_hold_for_the_recorded_torch():
     assert api.has("torch.backends.cudnn.benchmark") and api.has("torch.utils.tensorboard")
     assert api.has("torch.onnx") and api.has("torch.solve")  # served lazily; kept as a stub for old code
     assert not api.known_module("torch.ops") and not api.known_module("torch._C")
+
+
+@pytest.mark.parametrize("example", RULES["MEM503"].INVALID, ids=lambda e: e.code.splitlines()[-1][:40])
+def test_what_mem503_reports_shows_in_pythons_own_ast(example):
+    """A test module is parsed by LibCST only where its AST names something torch lacks: each
+    of MEM503's examples does, so no finding of it is ever skipped."""
+    assert names_absent_api(ast.parse(example.code))
+    assert [f.code for f in check(example.code, "tests/test_x.py", [RULES["MEM503"]]).findings]
+
+
+@pytest.mark.parametrize("source,absent", [
+    ("import torch\nx = torch.cuda.memory_reserved()\ny = torch.nn.functional.relu(x)\n", False),
+    ("import torch\nx = torch._C._cuda_getDeviceCount()\n", False),  # private: never judged
+    ("import mylib as torch\nimport numpy as np\ntorch.randn_(x)\nnp.randn_(x)\n", False),
+    ("from torch.nn import Linear, functional\nfrom .torch import randn_\n", False),
+    ("def test_it():\n    import torch.cuda as tc\n    tc.memory_cache()\n", True),  # an import in a function
+    ("from torch import nn\nlayer = nn.Batchnorm2d(3)\n", True),
+    ("from torch.nn import Batchnorm2d\n", True),
+    ("import torch\nf = torch.npu.device_count\n", True),  # absent from the data; MEM503 decides
+])
+def test_names_absent_from_torch_read_off_the_ast(source, absent):
+    assert names_absent_api(ast.parse(source)) is absent
 
 
 def test_linting_never_imports_torch():

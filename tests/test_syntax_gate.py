@@ -17,13 +17,14 @@ PYTHON = f"Python {sys.version_info[0]}.{sys.version_info[1]}"
     ("def step():\n    pass\nreturn 1\n", "'return' outside function"),  # the compiler's check, not the parser's
 ])
 @pytest.mark.parametrize("mentions_torch", [False, True])
-def test_code_cpython_rejects_is_an_error_with_or_without_torch(tmp_path, source, reason, mentions_torch):
+@pytest.mark.parametrize("name", ["bad.py", "test_bad.py"])  # a test module's gate keeps Python's AST
+def test_code_cpython_rejects_is_an_error_with_or_without_torch(tmp_path, source, reason, mentions_torch, name):
     head = "import torch\n" if mentions_torch else ""
-    path = write(tmp_path, "bad.py", head + source)
-    result = memlint(tmp_path, "--fix", "bad.py")
+    path = write(tmp_path, name, head + source)
+    result = memlint(tmp_path, "--fix", name)
     assert result.returncode == 2
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"bad.py: error: cannot parse as {PYTHON}: {reason}"), line
+    assert line.startswith(f"{name}: error: cannot parse as {PYTHON}: {reason}"), line
     assert path.read_text() == head + source
 
 

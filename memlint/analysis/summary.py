@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -183,14 +183,15 @@ def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:
                  for save in facts.checkpoints.saves if save.files)
 
 
-def summarize_plain(source: str, name: str, package: Optional[str]) -> ModuleSummary:
-    """The summary of a module no rule looks into (it never mentions torch): only what other
-    modules may reach through it, its imports (a package's `__init__.py` re-exporting its
-    modules' classes) and its classes' bases (a base class of a project's models). Read with
-    Python's own parser, a fraction of the cost of LibCST's, since nothing else is needed."""
+def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional[str]) -> ModuleSummary:
+    """The summary of a module no rule looks into (it never mentions torch), or of a test
+    module no other module imports: only what other modules may reach through it, its imports
+    (a package's `__init__.py` re-exporting its modules' classes) and its classes' bases (a
+    base class of a project's models). Read with Python's own parser (`source` may be its AST
+    already), a fraction of the cost of LibCST's, since nothing else is needed."""
     imports: Dict[str, str] = {}
     classes: Dict[str, ClassSummary] = {}
-    for statement in ast.parse(source).body:
+    for statement in (ast.parse(source) if isinstance(source, str) else source).body:
         if isinstance(statement, ast.Import):
             for alias in statement.names:
                 imports[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]

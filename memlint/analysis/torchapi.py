@@ -7,6 +7,8 @@ recorded from one installed torch by scripts/torch_api.py. The linter never impo
 - `torch_api()`: the data, read once: `version`, `has("torch.cuda.memory_reserved")`,
   `known_module("torch.cuda")` (its namespace was recorded whole), `names_of(module)`,
   `missing(qualified)`: the first part of a dotted name that a recorded module lacks;
+- `names_absent_api(module)`: whether Python's AST of a module names anything through torch
+  that the data lacks (where not, MEM503 has nothing to judge there);
 - `checked_first(tree, node)`: the node runs only after the code checked that an API exists:
   inside `try` with a handler for AttributeError (or ImportError, Exception, a bare except), or
   under an `if` / conditional expression testing `hasattr`, `getattr` or a version.
@@ -18,10 +20,11 @@ an absent name only where it knows the name was never torch's (see its documenta
 
 from __future__ import annotations
 
+import ast
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, FrozenSet, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -48,6 +51,12 @@ class TorchApi:
         module, _, name = qualified.rpartition(".")
         return name in self._modules.get(module, ())
 
+    def missing_last(self, qualified: str) -> Optional[Tuple[str, str]]:
+        """`missing(qualified)` when the part missing is the name's last (nothing is read off a
+        missing name, so only a chain's last part can be the one missing)."""
+        missing = self.missing(qualified)
+        return missing if missing is not None and qualified.count(".") == missing[0].count(".") + 1 else None
+
     def missing(self, qualified: str) -> Optional[Tuple[str, str]]:
         """(recorded module, name it lacks) for the first such part of `qualified`; None when
         every part is there, or the chain leaves the recorded modules before a part is missing."""
@@ -66,6 +75,55 @@ class TorchApi:
 def torch_api() -> TorchApi:
     data = json.loads(DATA.read_text(encoding="utf-8"))
     return TorchApi(data["torch"], {module: frozenset(names) for module, names in data["modules"].items()})
+
+
+def names_absent_api(module: ast.Module) -> bool:
+    """Whether a module, read from Python's own AST, names through its imports of torch a
+    public name the recorded API lacks: `torch.cuda.memory_cache`, `from torch.nn import
+    Batchnorm2d`. Where it names none, MEM503 has nothing to judge, so the module need not be
+    parsed by LibCST at all. Reads more widely than MEM503 (every import binds, in any scope;
+    every prefix of a chain is a name), so it never says no where the rule could report."""
+    api = torch_api()
+    bound: Dict[str, Set[str]] = {}
+    chains: List[ast.Attribute] = []
+    froms: List[ast.ImportFrom] = []
+    for node in ast.walk(module):
+        kind = type(node)
+        if kind is ast.Attribute:
+            chains.append(node)  # type: ignore[arg-type]
+        elif kind is ast.Import:
+            for alias in node.names:  # type: ignore[attr-defined]
+                local = alias.asname or alias.name.partition(".")[0]
+                bound.setdefault(local, set()).add(alias.name if alias.asname else local)
+        elif kind is ast.ImportFrom and not node.level and node.module:  # type: ignore[attr-defined]
+            froms.append(node)  # type: ignore[arg-type]
+            for alias in node.names:  # type: ignore[attr-defined]
+                bound.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")  # type: ignore[attr-defined]
+    torch_bound = {local: [full for full in fulls if _in_torch(full)] for local, fulls in bound.items()}
+    for statement in froms:  # the module as written, or with its first part read as an import
+        head, _, rest = statement.module.partition(".")  # type: ignore[union-attr]
+        modules = {statement.module, *(f"{full}.{rest}" if rest else full for full in torch_bound.get(head, ()))}
+        if any(_in_torch(f"{module}.{alias.name}") and api.missing_last(f"{module}.{alias.name}") is not None
+               for module in modules for alias in statement.names):
+            return True
+    for chain in chains:
+        parts = [chain.attr]
+        head = chain.value
+        while type(head) is ast.Attribute:
+            parts.append(head.attr)  # type: ignore[attr-defined]
+            head = head.value  # type: ignore[attr-defined]
+        if type(head) is not ast.Name:
+            continue
+        rest = ".".join(reversed(parts))
+        for full in torch_bound.get(head.id, ()):  # type: ignore[attr-defined]
+            missing = api.missing_last(f"{full}.{rest}")
+            if missing is not None and not missing[1].startswith("_"):
+                return True
+    return False
+
+
+def _in_torch(qualified: str) -> bool:
+    return qualified == "torch" or qualified.startswith("torch.")
 
 
 def _checks_api(test: cst.CSTNode) -> bool:

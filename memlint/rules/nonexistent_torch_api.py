@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Optional, Tuple
 
 import libcst as cst
 
-from memlint.analysis.torchapi import checked_first, torch_api
+from memlint.analysis.torchapi import checked_first, names_absent_api, torch_api
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -120,6 +121,10 @@ class NonexistentTorchApi(Rule):
         Invalid("from torch.cuda import memory_cache\n"),
     )
 
+    @classmethod
+    def may_report(cls, module: ast.Module) -> bool:
+        return names_absent_api(module)
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         parent = self.facts.tree.parent(node)
         if isinstance(parent, cst.Attribute) and parent.value is node:
@@ -127,9 +132,9 @@ class NonexistentTorchApi(Rule):
         qualified = self.facts.names.qualified_name(node)
         if qualified is None or not qualified.startswith("torch."):
             return
-        missing = torch_api().missing(qualified)
-        if missing is None or missing[1].startswith("_") or qualified.count(".") != missing[0].count(".") + 1:
-            return  # only the chain's last part may be the missing one (nothing is read off a missing name)
+        missing = torch_api().missing_last(qualified)
+        if missing is None or missing[1].startswith("_"):
+            return
         if isinstance(parent, (cst.AssignTarget, cst.Del)) or checked_first(self.facts.tree, node):
             return
         call = parent if isinstance(parent, cst.Call) and parent.func is node else None
@@ -144,9 +149,8 @@ class NonexistentTorchApi(Rule):
         module = self.facts.names.qualified_name(node.module) or dotted_name(node.module)
         for alias in node.names:
             qualified = f"{module}.{dotted_name(alias.name)}"
-            missing = torch_api().missing(qualified)
-            if missing is not None and qualified.count(".") == missing[0].count(".") + 1 \
-                    and self._instead(None, None, *missing) is not None and not checked_first(self.facts.tree, node):
+            missing = torch_api().missing_last(qualified)
+            if missing is not None and self._instead(None, None, *missing) is not None and not checked_first(self.facts.tree, node):
                 self.report(alias, f"`{module}` has no `{missing[1]}`: this import fails")
 
     def _instead(self, node: Optional[cst.Attribute], call: Optional[cst.Call], module: str, name: str
