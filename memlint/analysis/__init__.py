@@ -23,6 +23,7 @@ objects it names as its dependencies:
                                     logits), and what code takes from it
     facts.liveness   liveness.py    which reads can see the value one assignment binds
     facts.purity     purity.py      which torch expressions are pure, random, exact, placed on a device
+    facts.distributions distributions.py  torch.distributions objects built from host parameters, and their draws
     facts.hoisting   hoisting.py    GPU work that computes the same value every iteration or call
     facts.steps      steps.py       how often code runs per training step (step, inner, boundary)
     facts.syncs      syncs.py       host-device syncs, which values are tensors, what loops repeat over
@@ -51,6 +52,7 @@ from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.checkpoints import Checkpoints
 from memlint.analysis.dataflow import block_flow
+from memlint.analysis.distributions import Distributions
 from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.guards import Guards
 from memlint.analysis.hoisting import Hoisting
@@ -156,6 +158,11 @@ class Facts:
     def purity(self) -> Purity:
         """Which torch expressions are pure, random, exact, placed on a device; their inputs."""
         return Purity(self.names)
+
+    @cached_property
+    def distributions(self) -> Distributions:
+        """`torch.distributions` objects built from host parameters, and the draws from them."""
+        return Distributions(self.names, self.tree, self.scopes, self.purity)
 
     @cached_property
     def hoisting(self) -> Hoisting:

@@ -36,8 +36,11 @@ class CpuTensorThenMove(Rule):
     Finds a tensor made by a torch factory on the CPU and then moved to a device:
     `torch.zeros(n).cuda()`, `torch.randn(b, d).to(device)`, `torch.arange(n).long().to(x.device)`,
     the result of a helper of the same file that builds a tensor from factories and is moved
-    at the call (`make_mask(t).to(device)`), and a CPU factory used to index a tensor
-    (`x[torch.arange(x.shape[0]), idx]`, which copies the index to the tensor's device).
+    at the call (`make_mask(t).to(device)`), a CPU factory used to index a tensor
+    (`x[torch.arange(x.shape[0]), idx]`, which copies the index to the tensor's device), and a
+    sample of a `torch.distributions` object built from numbers or CPU tensors, moved to the
+    device (`self.noise = Normal(0.0, eps)` in `__init__`, `self.noise.sample(x.shape).to(x)` in
+    `forward`: a distribution draws on the device of its parameters).
 
     Only where the code runs every step: in a training or evaluation loop, in the `forward` of a
     module, in a framework's step hook, or in a function called from one (in this file or, when
@@ -88,11 +91,22 @@ class CpuTensorThenMove(Rule):
     (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device); a size given
     to a legacy constructor and filled in place (`torch.LongTensor(n).random_(k).to(rank)`);.
 
+    For a sample, the distribution must surely be on the host (memlint.analysis.distributions):
+    every construction it may come from (each assignment to `self.noise` in the class's methods)
+    takes only numbers, tensors made without a device, settings (`args.eps`) or a constructor's
+    arguments not annotated as tensors (and none when the constructor also takes a device: what
+    it is handed may have been made there). Not reported: a distribution built from tensors on the
+    device (`torch.zeros(1, device=dev)`), from a `forward` argument, a parameter, a buffer or a
+    network's output (they may be on the device); `.sample()` of anything else (`random.sample`,
+    a replay buffer, a sampler class); a sample moved only to a dtype (`.to(torch.float16)`).
+
     ## Fix
     Puts the device on the factory (`device=device`; a bare `.cuda()` becomes `device="cuda"`)
     and drops the move; dtype casts between them (`.float()`, `.long()`) stay, now on the
     device. An index gets `device=x.device`. No fix when the move also casts (`.to(device,
-    dtype)`), when other operations run between the factory and the move, or through a helper.
+    dtype)`), when other operations run between the factory and the move, through a helper, or
+    for a sample of a distribution (drawing on the device takes another call, which depends on
+    the distribution: `torch.randn_like(x) * std`, or parameters made on the device).
 
     ## Fix safety
     Safe for deterministic factories (`zeros`, `ones`, `full`, `arange`, `eye`, `linspace`,
@@ -141,6 +155,48 @@ class CpuTensorThenMove(Rule):
         "    nxt = torch.ones(1, 1).fill_(word).to(device)\n    ys = torch.cat([ys, nxt])\n",
         # a list used as an index, not a tensor
         "import torch\nrows = table[torch.arange(3)]\n",
+        # a distribution built from tensors on the device draws there
+        "import torch\nfrom torch.distributions import Normal\nclass Jitter(torch.nn.Module):\n"
+        "    def __init__(self, sigma, dev):\n        super().__init__()\n"
+        "        self.noise = Normal(torch.zeros(1, device=dev), torch.ones(1, device=dev) * sigma)\n"
+        "    def forward(self, x):\n        h = self.encoder(x)\n"
+        "        return self.head(h + self.noise.sample(h.shape[:-1]).to(h))\n",
+        # a sample that stays on the host (data augmentation)
+        "import torch\nfrom torch.distributions import Normal\nclass Augment:\n    def __init__(self, sigma):\n"
+        "        self.noise = Normal(0.0, sigma)\n    def __call__(self, image):\n"
+        "        return image + self.noise.sample(image.shape)\n",
+        # a sample moved once, when the module is built
+        "import torch\nfrom torch.distributions import Normal\nclass Decoder(torch.nn.Module):\n"
+        "    def __init__(self, dim, device):\n        super().__init__()\n        self.prior = Normal(0.0, 1.0)\n"
+        "        self.fixed_z = self.prior.sample((16, dim)).to(device)\n    def forward(self, z):\n"
+        "        return self.net(z)\n",
+        # `.sample()` of something that is no torch distribution
+        "import random\nimport torch\nfrom .negatives import NegativeSampler\nclass Scorer(torch.nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.sampler = NegativeSampler()\n"
+        "    def forward(self, x, pool):\n        picks = random.sample(pool, 4)\n"
+        "        neg = self.sampler.sample(x.size(0)).to(x.device)\n        return self.score(x, neg, picks)\n",
+        "import torch\nfor states in loader:\n    batch = replay.sample(64).to(device)\n    model(batch).backward()\n",
+        # moved to a dtype only
+        "import torch\nfrom torch.distributions import Normal\nclass Jitter(torch.nn.Module):\n"
+        "    def __init__(self, sigma):\n        super().__init__()\n        self.noise = Normal(0.0, sigma)\n"
+        "    def forward(self, x):\n        h = self.encoder(x)\n"
+        "        return self.head(h + self.noise.sample(h.shape).to(torch.float16))\n",
+        # parameters that may be on the device: a forward argument, an nn.Parameter, a tensor argument
+        "import torch\nfrom torch.distributions import Normal\nclass Jitter(torch.nn.Module):\n"
+        "    def forward(self, x, std):\n        h = self.encoder(x)\n"
+        "        return self.head(h + Normal(0.0, std).sample(h.shape).to(h.device))\n",
+        "import torch\nfrom torch.distributions import Normal\nclass Policy(torch.nn.Module):\n"
+        "    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.log_std = torch.nn.Parameter(torch.zeros(dim))\n        self.mu = torch.nn.Linear(dim, dim)\n"
+        "    def forward(self, s):\n        return Normal(self.mu(s), self.log_std.exp()).rsample().to(s.device)\n",
+        "import torch\nfrom torch.distributions import Normal\nclass Jitter(torch.nn.Module):\n"
+        "    def __init__(self, mean: torch.Tensor, std: torch.Tensor):\n        super().__init__()\n"
+        "        self.noise = Normal(mean, std)\n    def forward(self, x):\n"
+        "        return x + self.noise.sample(x.shape).to(x.device)\n",
+        "import torch\nfrom torch.distributions import Normal\nclass Jitter(torch.nn.Module):\n"
+        "    def __init__(self, mean, std, device):\n        super().__init__()\n"
+        "        self.noise = Normal(mean, std)\n    def forward(self, x):\n"
+        "        return x + self.noise.sample(x.shape).to(x.device)\n",
     )
     INVALID = (
         Invalid(
@@ -183,6 +239,22 @@ class CpuTensorThenMove(Rule):
             "import torch\nclass Net(torch.nn.Module):\n    def causal(self, n):\n"
             "        return torch.triu(torch.ones(n, n), diagonal=1).bool()\n\n    def forward(self, x):\n"
             "        mask = self.causal(x.size(1)).to(x.device)\n        return self.layer(x, mask)\n"
+        ),
+        # a sample of a distribution built from numbers on the host, moved every step: reported, not fixed
+        Invalid(
+            "import torch\nfrom torch.distributions import Normal, Uniform\nclass Perturbed(torch.nn.Module):\n"
+            "    def __init__(self, sigma, uniform=False):\n        super().__init__()\n        self.sigma = sigma\n"
+            "        if uniform:\n            self.jitter = Uniform(-self.sigma, self.sigma)\n        else:\n"
+            "            self.jitter = Normal(0.0, self.sigma)\n\n    def forward(self, x):\n"
+            "        h = self.encoder(x)\n        return self.head(h + self.jitter.sample(h.shape).to(h))\n"
+        ),
+        Invalid(
+            "import torch\nimport torch.distributions as D\nprior = D.Normal(torch.tensor([0.0]), torch.tensor([1.0]))\n"
+            "for x in loader:\n    z = prior.rsample((x.size(0), 16)).cuda()\n    model(x, z).backward()\n"
+        ),
+        Invalid(
+            "import torch\nfor x, y in loader:\n    lam = torch.distributions.Beta(0.4, 0.4).sample((x.size(0), 1))\n"
+            "    lam = lam.to(device)\n    model(lam * x + (1 - lam) * x.flip(0), y).backward()\n"
         ),
     )
 
@@ -250,9 +322,12 @@ class CpuTensorThenMove(Rule):
         the move are apart, or the move also casts."""
         facts = self.facts
         made: Optional[str] = None
+        drawn: Optional[Tuple[str, ...]] = None
+        draw: cst.BaseExpression = core
         where = ""
         if isinstance(core, cst.Call):
             made = facts.purity.host_made(core)
+            drawn = facts.distributions.host_draw(core) if made is None else None
         elif isinstance(core, cst.Name):
             binding = _only_binding(facts, core, node)
             if binding is not None and isinstance(binding.value, cst.Call):
@@ -262,7 +337,17 @@ class CpuTensorThenMove(Rule):
                     if computation.pure and computation.factories and not computation.placed and \
                             not any(item.as_tensor for item in computation.inputs):
                         made = facts.names.call_name(computation.factories[0])
+                if made is None:
+                    drawn = facts.distributions.host_draw(binding.value)
+                    draw = binding.value
                 where = f" (`{core.value}`, made from it above)"
+        if drawn is not None:
+            if in_test_code(facts.tree, node):
+                return False
+            if self._per_step(node):
+                into = f" into `{core.value}`" if isinstance(core, cst.Name) else ""
+                self.report(node, _draw_message(draw, drawn, into, target))
+            return True
         if made is None or made in RANDOM_FACTORIES and in_test_code(facts.tree, node):
             return False
         if not self._per_step(node):
@@ -337,6 +422,19 @@ class CpuTensorThenMove(Rule):
         return Fix((Replace(node, made),), Safety.UNSAFE if random else Safety.SAFE,
                    "make the tensor on the device with `device=`" + (
                        " (the numbers now come from the device's generator)" if random else ""))
+
+
+def _draw_message(drawn: cst.BaseExpression, classes: Tuple[str, ...], where: str, target: str) -> str:
+    """A draw from a distribution built on the host, moved to the device: the distribution (one
+    of `classes`, as many as its assignments build) is what to change."""
+    short = [name.rsplit(".", 1)[-1] for name in classes]
+    hints = {"Normal": "`torch.randn_like(x) * std`", "Uniform": "`torch.empty_like(x).uniform_(low, high)`"}
+    known = [hints[name] for name in short if name in hints]
+    hint = f", or draw on the device directly ({', '.join(known)})" if len(known) == len(short) else ""
+    shown = " or ".join(f"`{name}`" for name in short)
+    return (f"`{show(drawn)}` draws on the CPU{where}: its {shown} is built from numbers or CPU tensors, and "
+            f"{target} copies the sample to the device, which the host waits for on every step; build the "
+            f"distribution from tensors on the device{hint}")
 
 
 def _target(move: Move) -> str:
