@@ -6,7 +6,8 @@ Asked as `facts.calls`:
   (call, call site in `node`); with `follow`, also the calls inside the functions and methods of
   this module those calls reach (`train_step(batch)`, `self.validate()`), up to 4 levels deep,
   not into helpers that run without grad (`@torch.no_grad()`): so a loop "has a backward" when
-  a helper it calls does;
+  a helper it calls does; with `recording`, neither through a call made without grad (in a
+  `with torch.no_grad():`): what such a helper runs does not record, whatever its other callers do;
 - `functions_reached(node)`: the functions of this module those calls reach.
 
 What a single call calls is `facts.scopes.resolve(call)`. Asked by: roles (`backwards_in`,
@@ -36,20 +37,23 @@ class CallGraph:
         self.tree = tree
         self.scopes = scopes
         self.regions = regions
-        self._calls_in: Dict[Tuple[int, bool], List[Tuple[cst.Call, cst.Call]]] = {}
+        self._calls_in: Dict[Tuple[int, bool, bool], List[Tuple[cst.Call, cst.Call]]] = {}
         self._direct: Dict[int, List[cst.Call]] = {}
 
-    def calls_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
+    def calls_in(self, node: cst.CSTNode, follow: bool = True,
+                 recording: bool = False) -> List[Tuple[cst.Call, cst.Call]]:
         """Every call under `node` (nested functions not entered) as (call, call site in `node`):
-        with `follow`, also the calls inside functions of this module that those calls reach."""
-        key = (id(node), follow)
+        with `follow`, also the calls inside functions of this module that those calls reach;
+        with `recording`, not through a call made with grad off (`with torch.no_grad(): f(x)`)."""
+        key = (id(node), follow, recording)
         found = self._calls_in.get(key)
         if found is None:
-            found = list(self._calls_in_uncached(node, follow))
+            found = list(self._calls_in_uncached(node, follow, recording))
             self._calls_in[key] = found
         return found
 
-    def _calls_in_uncached(self, node: cst.CSTNode, follow: bool) -> Iterator[Tuple[cst.Call, cst.Call]]:
+    def _calls_in_uncached(self, node: cst.CSTNode, follow: bool,
+                           recording: bool) -> Iterator[Tuple[cst.Call, cst.Call]]:
         seen: Set[int] = set()
         pending: List[Tuple[cst.CSTNode, Optional[cst.Call], int]] = [(node, None, 0)]
         while pending:
@@ -61,8 +65,14 @@ class CallGraph:
                     target = self.scopes.resolve(call)
                     if target is not None and id(target) not in seen and not self.tree.contains(target, node):
                         seen.add(id(target))
-                        if self.regions.grad_enabled_by_decorator(target) is not False:
+                        if self.regions.grad_enabled_by_decorator(target) is not False and not (
+                                recording and self._grad_off_at(call)):
                             pending.append((target.body, here, depth + 1))
+
+    def _grad_off_at(self, call: cst.Call) -> bool:
+        """`call` is made in a `with` that turns grad off (`torch.no_grad()`, `inference_mode()`)."""
+        region = self.regions.region_at(call)
+        return region is not None and region.grad_enabled is False
 
     def _direct_calls(self, node: cst.CSTNode) -> List[cst.Call]:
         """The calls under `node`, in source order, not inside nested functions or classes."""

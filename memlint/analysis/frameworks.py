@@ -9,6 +9,9 @@ project's own classes: memlint.analysis.project's `lineage`).
 from __future__ import annotations
 
 import re
+from typing import Callable, Optional
+
+import libcst as cst
 
 from memlint.analysis.tree import last_part
 
@@ -38,6 +41,13 @@ HF_SUMMED_STEP = "training_step"
 SIMULEVAL_AGENT_BASES = re.compile(r"^simuleval\.agents(\.\w+)*\.\w*Agent$")
 SIMULEVAL_ACTION_HOOKS = frozenset({"policy", "predict", "update_states", "update_states_read",
                                     "update_states_write", "segment_to_units", "units_to_segment"})
+
+
+def is_simuleval_agent(klass: cst.ClassDef, qualified_name: Callable[[cst.BaseExpression], Optional[str]]) -> bool:
+    """A class deriving from one of SimulEval's agents, by the names its bases are imported as
+    (`qualified_name`: memlint.analysis.torchnames). SimulEval calls its action hooks with grad
+    enabled: the agent turns it off itself, or every step records a graph."""
+    return any(SIMULEVAL_AGENT_BASES.match(qualified_name(base.value) or "") for base in klass.bases)
 # Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
 MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 

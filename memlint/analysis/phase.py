@@ -12,8 +12,9 @@ Asked as `facts.phase`:
 - `eval_evidence(loop)`: why a loop looks like evaluation or inference: "eval-mode" (after
   `model.eval()` in its function), "named" (in a function named like evaluate/validate/predict/
   infer/generate/sample, unless it hands samples back with their graph), "script" (a file with no
-  backward and no step that loads weights or calls `.eval()`, the loop at module level or in a
-  `main()` returning nothing); else None.
+  backward and no step that loads weights or calls `.eval()`, the loop at module level, in a
+  `main()` returning nothing, or, in a file run as `__main__`, in any function that returns or
+  yields nothing carrying a graph); else None.
 
 Asked by: MEM201 and MEM202 (`in_training_function`, `eval_evidence`), MEM203 (`is_training`,
 `eval_evidence`), MEM401 and MEM404 (`backward_trains`).
@@ -33,7 +34,7 @@ from memlint.analysis.regions import Regions
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex
+from memlint.analysis.tree import TreeIndex, dotted_name
 from memlint.analysis.values import Values
 
 _EVAL_FUNCTION = re.compile(
@@ -103,7 +104,8 @@ class Phase:
         """Why `loop` looks like evaluation or inference rather than part of a training step:
         "eval-mode" (after `model.eval()` in the same function), "named" (in a function named
         like evaluate/validate/predict/infer/generate/sample), "script" (a file with no backward
-        and no optimizer step, at module level or in a function returning nothing); else None."""
+        and no optimizer step, at module level, in a `main()` returning nothing, or in a file run
+        as `__main__` in a function handing back nothing with a graph); else None."""
         scope = self.tree.scope_of(loop)
         latest = self.roles.latest_modes(scope, self.tree.order(loop))
         modes = {m.mode for m in latest.values() if self.receivers.is_model(m.call.func.value)}  # type: ignore[attr-defined]
@@ -122,9 +124,23 @@ class Phase:
             func = self.tree.function_of(func)
         if not self.roles.backwards and not self.roles.optimizer_steps and self._inference_signs and (
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
-                                         and not self.scopes.returned(scope))):
+                                         and not self.scopes.returned(scope))
+                or (isinstance(scope, cst.FunctionDef) and self._runs_as_script and
+                    not any(self.values.carries_grad(value, value) for value in self.scopes.returned(scope)))):
             return "script"
         return None
+
+    @cached_property
+    def _runs_as_script(self) -> bool:
+        """The module is a script: it has an `if __name__ == "__main__":` block."""
+        for statement in self.module.body:
+            test = statement.test if isinstance(statement, cst.If) else None
+            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+                    {dotted_name(test.left), dotted_name(test.comparisons[0].comparator)} == {"__name__"} | {None} and \
+                    any(isinstance(side, cst.SimpleString) and side.evaluated_value == "__main__"
+                        for side in (test.left, test.comparisons[0].comparator)):
+                return True
+        return False
 
     @cached_property
     def _inference_signs(self) -> bool:

@@ -12,7 +12,8 @@ named:
 - `models`: names bound to an `nn.Module` (a torch.nn class, a class of this module deriving from
   one, `from_pretrained`, `torch.compile`, DDP, moved with `.to()`/`.cuda()`); `module_classes`:
   the classes of this module that are modules; `is_model(expr)` adds names that read like one
-  (`model`, `net`, `self.encoder`) and refuses classes, factories and losses; `is_model_class(klass)`:
+  (`model`, `net`, `self.encoder`, a model's `model.feature_extractor`) and refuses classes,
+  factories and losses; `is_model_class(klass)`:
   a class whose methods are model code (a module class, one defining `forward`, or one deriving
   from an `...Encoder`, `...Model`, `...Layer`-like base);
   `constructor_of(expr)`: the class a model was built from (`torch.nn.GRU`);
@@ -52,6 +53,9 @@ _MODEL_NAME = re.compile(
 # (`pipe.generate_language_model(...)` is a method, not a model)
 _MODEL_COMPOUND = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$|^(model|net)_\w+$",
                              re.IGNORECASE)
+# `model.feature_extractor`, `self.model.text_encoder`: a part of a model, by name, only as an
+# attribute of a model (alone, `feature_extractor` is as likely HF's audio preprocessor)
+_SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|extractor)$", re.IGNORECASE)
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(
@@ -326,7 +330,9 @@ class Receivers:
         if _MODEL_NAME.search(last):
             return True
         receiver = dotted[:-len(last)].rstrip(".")
-        return receiver in ("", "self") and bool(_MODEL_COMPOUND.search(last))
+        if receiver in ("", "self"):
+            return bool(_MODEL_COMPOUND.search(last))
+        return isinstance(expr, cst.Attribute) and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
 
     @cached_property
     def _assigns_by_target(self) -> Dict[str, List[cst.Assign]]:

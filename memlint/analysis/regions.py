@@ -19,7 +19,9 @@ Asked as `facts.regions`:
   (`device_types` follows `"cuda" if ... else "cpu"`, `str(device)`, `device.type`, a name bound
   once, a parameter's default and what the module's calls pass for it);
 - `is_lightning_training_step(func)`, `lightning_step_hook(node)`: the per-batch hook
-  (`training_step`, `validation_step`, ...) a node runs in.
+  (`training_step`, `validation_step`, ...) a node runs in; `in_hf_trainer(func)`: a method of
+  an HF Trainer subclass; `simuleval_action_hook(func)`: a SimulEval agent's per-action hook
+  (`policy`, `update_states_read`, ...), which SimulEval calls with grad enabled.
 
 Asked by: values (a forward carries grad only where grad is enabled), calls (helpers that run
 without grad are not followed), phase (`accelerator.accumulate`, Lightning's training_step),
@@ -36,7 +38,7 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES
+from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES, SIMULEVAL_ACTION_HOOKS, is_simuleval_agent
 from memlint.analysis.project import ProjectView
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
@@ -247,6 +249,13 @@ class Regions:
             if absolute is not None and self.project.knows(absolute) and self.project.is_hf_trainer(absolute):
                 return True
         return False
+
+    def simuleval_action_hook(self, func: cst.FunctionDef) -> bool:
+        """A method SimulEval calls on every read or write action, with grad enabled (`policy`,
+        `update_states_read`, ...), of a class deriving from one of its agents."""
+        klass = self.tree.class_of(func)
+        return klass is not None and func.name.value in SIMULEVAL_ACTION_HOOKS and \
+            is_simuleval_agent(klass, self.names.qualified_name)
 
     def is_lightning_training_step(self, func: cst.FunctionDef) -> bool:
         return func.name.value in _LIGHTNING_TRAINING and self._in_lightning_module(func)

@@ -217,6 +217,8 @@ class Roles:
             klass = self.tree.class_of(target)
             if klass is not None and not self.receivers.is_model_class(klass):
                 return False  # a wrapper of this module (`Predictor.__call__`): its body is followed instead
+        elif target is not None and target.name.value != "forward":
+            return False  # a helper of this module named like a model (`self.optimize_model(m)`): followed instead
         if isinstance(func, cst.Attribute) and _FORWARD_METHOD.match(func.attr.value) and \
                 self.receivers.is_model(func.value):
             return True
@@ -422,6 +424,8 @@ class Roles:
         return [(self._step_of[id(call)], site) for call, site in self.calls.calls_in(node, follow)
                 if id(call) in self._step_of]
 
-    def forwards_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[cst.Call, cst.Call]]:
-        """Forward calls under `node` (and in helpers it calls), each with its call site in `node`."""
-        return [(call, site) for call, site in self.calls.calls_in(node, follow) if self.is_forward(call)]
+    def forwards_in(self, node: cst.CSTNode, follow: bool = True,
+                    recording: bool = False) -> List[Tuple[cst.Call, cst.Call]]:
+        """Forward calls under `node` (and in helpers it calls), each with its call site in `node`;
+        with `recording`, not in helpers reached through a call made under no_grad."""
+        return [(call, site) for call, site in self.calls.calls_in(node, follow, recording) if self.is_forward(call)]

@@ -34,7 +34,7 @@ from typing import Dict, FrozenSet, List, Optional, Union
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.frameworks import SIMULEVAL_ACTION_HOOKS, SIMULEVAL_AGENT_BASES
+from memlint.analysis.frameworks import SIMULEVAL_ACTION_HOOKS, is_simuleval_agent
 from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
 from memlint.analysis.project import ProjectView
 from memlint.analysis.receivers import Receivers
@@ -238,7 +238,7 @@ class Steps:
         if result is None and func.name.value in self._engine_steps:
             result = STEP  # Ignite's Engine calls its process function once per batch
         if result is None and klass is not None and func.name.value in SIMULEVAL_ACTION_HOOKS and \
-                self._simuleval_agent(klass):
+                is_simuleval_agent(klass, self.names.qualified_name):
             result = STEP  # SimulEval calls its agents' hooks on every read or write
         if result is None:
             result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
@@ -252,10 +252,6 @@ class Steps:
         return frozenset(call.args[0].value.value for call in self.scopes.calls  # type: ignore[attr-defined]
                          if call.args and type(call.args[0].value) is cst.Name and call.args[0].keyword is None
                          and _ENGINE.match(self.names.call_name(call) or ""))
-
-    def _simuleval_agent(self, klass: cst.ClassDef) -> bool:
-        """A class deriving from one of SimulEval's agents (by the names its bases are imported as)."""
-        return any(SIMULEVAL_AGENT_BASES.match(self.names.qualified_name(base.value) or "") for base in klass.bases)
 
     def _call_often(self, call: cst.Call) -> Optional[str]:
         """How often a call runs its function's body; a generator iterated by a loop

@@ -14,7 +14,7 @@ Asked as `facts.values`:
   that backwards), `leaves_scope(scope, names)` (returned, yielded, or stored into an attribute
   or subscript by an assignment), `reset_in_iteration(loop, name, at)` (surely rebound in the
   iteration before `at`), `hands_graph_away(loop)` (a graph passed to a call that may backward
-  it), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
+  it, outside no_grad), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
 - device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
   mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance),
   `use_after_loop(loop, name)` (what a loop collected is not used on the device afterwards),
@@ -568,8 +568,13 @@ class Values:
         return False
 
     def hands_graph_away(self, loop: cst.CSTNode) -> bool:
-        """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`)."""
+        """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`),
+        not one made under no_grad (`with torch.no_grad(): idx = quantizer.lookup(z)`): code that
+        turns grad off around a call does not train in it."""
         for call, site in self.calls.calls_in(loop, follow=False):
+            region = self.regions.region_at(call)
+            if region is not None and region.grad_enabled is False:
+                continue
             func = call.func
             if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or self.scopes.resolve(call)):
                 continue
