@@ -25,7 +25,7 @@ from libcst.metadata import CodeRange
 from memlint.analysis import Facts
 from memlint.analysis.project import ProjectView
 from memlint.analysis.summary import ModuleSummary, summarize as summary_of, summarize_plain
-from memlint.analysis.testcode import is_test_file
+from memlint.analysis.testcode import holds_only_tests, is_test_file
 from memlint.analysis.tree import index
 from memlint.collector import kept_from_collector, paused
 from memlint.edits import apply_edits
@@ -223,15 +223,21 @@ def compiles(source: str, path: str) -> None:
         raise SourceError(f"cannot parse as {SYNTAX}: {why_not_compiled(error)}") from None
 
 
-def compiles_to_ast(source: str, path: str) -> ast.Module:
+def compiles_to_ast(source: str, path: str) -> Optional[ast.Module]:
     """The syntax gate of `compiles`, keeping Python's own AST on the way: the AST, then the
     code compiled from it, which raises what compiling the source would (a `return` outside a
-    function is found past the parser)."""
+    function is found past the parser). Python's AST objects nest no deeper than its recursion
+    limit, where compiling the text goes deeper: past it, the text is compiled and no AST is
+    kept (None)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            module = compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-            compile(module, path, "exec", dont_inherit=True)
+            try:
+                module = compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+                compile(module, path, "exec", dont_inherit=True)
+            except RecursionError:
+                compiles(source, path)
+                return None
             return module
     except SyntaxError as error:
         where = f" (line {error.lineno}, column {error.offset})" if error.lineno else ""
@@ -325,17 +331,19 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
     clock = timer.phase if timer is not None else nullcontext
     wanted = wanted_rules(source, rule_types, path)
     test_module = bool(path) and is_test_file(path)
-    # A test module that no other module imports is summarised plain (its imports and classes):
-    # its calls are not the project's steps. One that is imported holds helpers, summarised whole.
-    plain = test_module and not project.imported
     python_ast: Optional[ast.Module] = None
     if not compiled:
         with clock("compile"):
             if test_module:  # only rules of tests run there, which may tell from the AST alone
                 python_ast = compiles_to_ast(source, path)
-                wanted = [rule for rule in wanted if rule.may_report(python_ast)]
+                if python_ast is not None:
+                    wanted = [rule for rule in wanted if rule.may_report(python_ast)]
             else:
                 compiles(source, path)
+    # A module of tests alone that no other module imports is summarised plain (its imports and
+    # classes): its loops are not the project's steps, its saves not the project's checkpoints.
+    # One that is imported holds helpers, summarised whole; so is a script named `*_test.py`.
+    plain = python_ast is not None and holds_only_tests(path) and not project.imported
     if not wanted and not (summarize and not plain and wanted_rules(source, rule_types)):
         # nothing to look for (it compiles, that is all to check), nor to summarise for the
         # others beyond its imports and classes

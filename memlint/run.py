@@ -386,7 +386,7 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         p.summary = outcome.summary
         found[p.index] = outcome
     project = Project(modules, {str(p.task.path): p.summary for p in prepared  # type: ignore[union-attr]
-                                if p.summary is not None}) if names else None
+                                if p.summary is not None}, imported) if names else None
 
     # What stands: a first lint whose questions get the same answers now, a cached result likewise.
     second: List[_Prepared] = []

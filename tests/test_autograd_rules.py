@@ -426,3 +426,28 @@ def test_a_namedtuple_holds_the_outputs_it_is_made_of():
     methods = {n.name.value: n for n in facts.tree.nodes if isinstance(n, cst.FunctionDef)}
     assert facts.values.returns_output(methods["predict"])
     assert not facts.values.returns_output(methods["plain"])
+
+
+def test_mem203_offers_no_fix_for_a_generator_whose_caller_may_backward_what_it_yields():
+    """Wrapping a generator's inner loop in no_grad is safe only in a script that never
+    backwards: here `finetune` backwards the features `features` yields, so the finding comes
+    without a fix (the advice is a decorator, which the author must weigh)."""
+    source = """\
+        import torch
+
+        def features(model, clips):
+            model.eval()
+            for clip in clips:
+                parts = []
+                for piece in clip.split(4):
+                    parts.append(model(piece))
+                yield torch.cat(parts)
+
+        def finetune(model, clips, opt):
+            for feats in features(model, clips):
+                feats.pow(2).mean().backward()
+                opt.step()
+        """
+    (finding,) = findings(source, "MEM203")
+    assert finding.fix is None and "decorate the function" in finding.message
+    assert fixed(source, "MEM203") == textwrap.dedent(source)

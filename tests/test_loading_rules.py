@@ -150,3 +150,12 @@ def test_oom_path_of_a_broad_handler():
     """)
     (handler,) = facts.oom.handlers
     assert [cst.Module([]).code_for_node(c) for c in facts.oom.retries(handler)] == ["model(x[:1])"]
+
+
+def test_a_name_spelled_with_compatibility_characters_is_the_name_python_reads():
+    """Python reads identifiers NFKC-normalised: `KLDivLoss` written with the Kelvin sign is
+    `torch.nn.KLDivLoss`, which exists; MEM503 reads it so too, in a test module or not."""
+    source = "import torch\nloss = torch.nn.\u212aLDivLoss()\n"
+    assert ast.parse(source).body[1].value.func.attr == "KLDivLoss"  # type: ignore[attr-defined]
+    for path in ("x.py", "tests/test_x.py"):
+        assert check(source, path, [RULES["MEM503"]]).findings == []

@@ -395,3 +395,107 @@ def test_a_helper_of_a_tests_folder_is_summarised_whole_whatever_rules_run(tmp_p
         outcomes = run([str(tmp_path)], config, registry(), Options(jobs=1))
         found = [(Path(o.display).name, f.line, f.code) for o in outcomes for f in o.findings]
         assert ("train.py", 9, "MEM202") in found, ignore
+
+
+def test_a_script_named_like_a_test_still_speaks_for_the_project(tmp_path):
+    """`train_test.py` is a test module by its name, but may be the script that trains: its
+    calls count as the project's steps (a helper it calls per batch is per-step code)."""
+    tree(tmp_path, {
+        "src/steps.py": """\
+            import torch
+
+            def step(n):
+                return torch.ones(n).cuda()
+            """,
+        "src/train_test.py": """\
+            import torch
+            from steps import step
+
+            for batch in loader:
+                step(batch.size(0))
+            """,
+    })
+    assert ("steps.py", 4, "MEM103") in lint(tmp_path)
+
+
+_EVALUATES_FOR_AN_IMPORTER = {
+    "p/evaluate.py": """\
+        import torch
+
+        class Runner:
+            def __init__(self, path):
+                self.model = torch.load(path, weights_only=True)
+                self.outputs = []
+
+            def collect(self, batches):
+                for x in batches:
+                    self.outputs.append(self.model(x))
+
+        def dataset_loss(model, batches):
+            losses = []
+            for x, y in batches:
+                losses.append(torch.nn.functional.mse_loss(model(x), y))
+            return sum(losses) / len(losses)
+
+        if __name__ == "__main__":
+            model = torch.load("m.pt", weights_only=True)
+            model.eval()
+            print(dataset_loss(model, batches))
+        """,
+}
+
+
+def test_a_script_another_module_imports_is_not_taken_for_inference(tmp_path):
+    """A script that never backwards is inference only when nothing else imports it: a training
+    module may backward what its functions return or keep (`no_grad` or `.detach()` there would
+    break that training, so no such fix is safe). Once nothing imports it, it evaluates."""
+    importer = {"p/train.py": """\
+        import torch
+        from evaluate import Runner, dataset_loss
+
+        runner = Runner("m.pt")
+        runner.collect(batches)
+        torch.stack(runner.outputs).mean().backward()
+        dataset_loss(runner.model, batches).backward()
+        """}
+    paths = tree(tmp_path, {**_EVALUATES_FOR_AN_IMPORTER, **importer})
+    assert [f for f in lint(tmp_path) if f[2] == "MEM203"] == []
+    before = paths[0].read_text()  # what it keeps, MEM202 may report, but not detach as safe
+    run([str(tmp_path)], Config(root=tmp_path, selection=Selection(select=["ALL"])), registry(), Options(jobs=1, fix=True))
+    assert paths[0].read_text() == before
+    paths[1].write_text("import torch\n")
+    assert {code for name, _, code in lint(tmp_path) if name == "evaluate.py"} >= {"MEM203"}
+
+
+def test_a_featurising_generator_of_a_script_nobody_imports_gets_its_inner_loop_wrapped(tmp_path):
+    """A script that never backwards, and that no module imports, evaluates in any of its
+    functions: a generator's forward outside `no_grad` is reported, and the fix wraps the inner
+    loop that does not yield (a `with` around the `yield` would leak no-grad mode to the caller)."""
+    source = """\
+        import torch
+
+        class Codes:
+            def __init__(self, path):
+                self.model = torch.load(path, weights_only=True)
+                self.model.eval()
+
+            def batches(self, clips):
+                for clip in clips:
+                    parts = []
+                    for piece in clip.split(4096):
+                        feats = self.model.feature_extractor(piece)
+                        with torch.no_grad():
+                            parts.append(self.model.head(feats).argmax(-1).cpu())
+                    yield torch.cat(parts).tolist()
+
+        if __name__ == "__main__":
+            for codes in Codes("m.pt").batches(clips):
+                print(codes)
+        """
+    paths = tree(tmp_path, {"p/featurize.py": source, "p/util.py": "import torch\n"})
+    assert ("featurize.py", 12, "MEM203") in lint(tmp_path)
+    config = Config(root=tmp_path, selection=Selection(select=["MEM203"]))
+    run([str(tmp_path)], config, registry(), Options(jobs=1, fix=True))
+    fixed = paths[0].read_text()
+    assert "            with torch.no_grad():\n                for piece in clip.split(4096):\n" in fixed
+    assert fixed.count("yield") == 1 and "    with torch.no_grad():\n            for clip in clips" not in fixed

@@ -50,3 +50,13 @@ def test_a_syntax_error_is_reported_on_its_own_line(tmp_path, head):
     assert result.stderr.splitlines() == [
         f"broken.py: error: cannot parse as {PYTHON}: invalid syntax (line {line}, column 12)"]
 
+
+
+@pytest.mark.parametrize("name", ["golden.py", "test_golden.py"])
+def test_deep_code_python_compiles_passes_the_gate_in_a_test_module_too(tmp_path, name):
+    """Python's AST objects nest no deeper than its recursion limit, where compiling the text
+    goes deeper: a test module's gate, which keeps the AST, falls back to compiling the text."""
+    source = "import torch\nGOLDEN = (" + " + ".join(["'ab'"] * 1000) + ")\n"
+    write(tmp_path, name, source)
+    result = memlint(tmp_path, name)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -132,7 +132,8 @@ class Facts:
     @cached_property
     def phase(self) -> Phase:
         """Whether a loop trains or evaluates."""
-        return Phase(self.names, self.tree, self.scopes, self.regions, self.receivers, self.roles, self.values)
+        return Phase(self.names, self.tree, self.scopes, self.regions, self.receivers, self.roles, self.values,
+                     self.project)
 
     @cached_property
     def apicalls(self) -> ApiCalls:

@@ -13,8 +13,8 @@ Asked as `facts.phase`:
   `model.eval()` in its function), "named" (in a function named like evaluate/validate/predict/
   infer/generate/sample, unless it hands samples back with their graph), "script" (a file with no
   backward and no step that loads weights or calls `.eval()`, the loop at module level, in a
-  `main()` returning nothing, or, in a file run as `__main__`, in any function that returns or
-  yields nothing carrying a graph); else None.
+  `main()` returning nothing, or, in a file run as `__main__` that no other module of the project
+  imports, in any function that returns or yields nothing carrying a graph); else None.
 
 Asked by: MEM201 and MEM202 (`in_training_function`, `eval_evidence`), MEM203 (`is_training`,
 `eval_evidence`), MEM401 and MEM404 (`backward_trains`).
@@ -30,6 +30,7 @@ import libcst as cst
 
 from memlint.analysis.often import STEP_FUNCTIONS
 from memlint.analysis.receivers import Receivers
+from memlint.analysis.project import ProjectView
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
@@ -49,8 +50,9 @@ class Phase:
     """Training or evaluation, for the loops and functions of one module (see the module docstring)."""
 
     def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, regions: Regions,
-                 receivers: Receivers, roles: Roles, values: Values) -> None:
+                 receivers: Receivers, roles: Roles, values: Values, project: ProjectView) -> None:
         self.names = names
+        self.project = project
         self.tree = tree
         self.module = tree.module
         self.scopes = scopes
@@ -105,7 +107,8 @@ class Phase:
         "eval-mode" (after `model.eval()` in the same function), "named" (in a function named
         like evaluate/validate/predict/infer/generate/sample), "script" (a file with no backward
         and no optimizer step, at module level, in a `main()` returning nothing, or in a file run
-        as `__main__` in a function handing back nothing with a graph); else None."""
+        as `__main__` that no other module imports, in a function handing back nothing with a
+        graph: whatever it keeps, nothing can backward it); else None."""
         scope = self.tree.scope_of(loop)
         latest = self.roles.latest_modes(scope, self.tree.order(loop))
         modes = {m.mode for m in latest.values() if self.receivers.is_model(m.call.func.value)}  # type: ignore[attr-defined]
@@ -126,7 +129,8 @@ class Phase:
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
                                          and not self.scopes.returned(scope))
                 or (isinstance(scope, cst.FunctionDef) and self._runs_as_script and
-                    not any(self.values.carries_grad(value, value) for value in self.scopes.returned(scope)))):
+                    not any(self.values.carries_grad(value, value) for value in self.scopes.returned(scope))
+                    and not self.project.imported_elsewhere())):
             return "script"
         return None
 

@@ -71,10 +71,13 @@ def module_name(path: str) -> Tuple[str, str]:
 class Project:
     """The summaries of every module being linted, and the answers drawn from them."""
 
-    def __init__(self, modules: Dict[str, Tuple[str, str]], summaries: Dict[str, ModuleSummary]) -> None:
+    def __init__(self, modules: Dict[str, Tuple[str, str]], summaries: Dict[str, ModuleSummary],
+                 imported: FrozenSet[str] = frozenset()) -> None:
         """`modules`: (root, name) of every Python file of the project, by path
-        (`project_files`); `summaries`: those that could be summarised, by path."""
+        (`project_files`); `summaries`: those that could be summarised, by path; `imported`: the
+        modules that another module imports (`imported_modules`)."""
         self.names = frozenset(name for _, name in modules.values())
+        self.imported = imported
         self._modules: Dict[Tuple[str, str], ModuleSummary] = {}
         self._roots_of: Dict[str, List[str]] = {}
         for path in sorted(summaries):
@@ -363,6 +366,11 @@ class ProjectView:
         """Whether the project module `dotted` comes from imports torch (or a library on it)."""
         return self._ask(f"torch {dotted}", lambda p: p.uses_torch(self.root, dotted), False, False)  # type: ignore[return-value]
 
+    def imported_elsewhere(self) -> bool:
+        """Whether another module of the project imports this one (a module linted on its own
+        may be imported by anything)."""
+        return self._ask("imported", lambda p: self.name in p.imported, self.imported, True)  # type: ignore[return-value]
+
     def is_hf_trainer(self, dotted: str) -> bool:
         """Whether the project's class `dotted` derives from HF's `Trainer`."""
         return self._ask(f"hf-trainer {dotted}",
@@ -407,6 +415,7 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "lightning": ProjectView.is_lightning_module,
     "hf-trainer": ProjectView.is_hf_trainer,
     "torch": ProjectView.uses_torch,
+    "imported": lambda view, _: view.imported_elsewhere(),
     "returns-graph": lambda view, dotted: view.returns(dotted, True),
     "returns-output": lambda view, dotted: view.returns(dotted, False),
     "keeps-graph": lambda view, dotted: view.keeps(dotted, True),

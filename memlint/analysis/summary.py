@@ -184,8 +184,8 @@ def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:
 
 
 def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional[str]) -> ModuleSummary:
-    """The summary of a module no rule looks into (it never mentions torch), or of a test
-    module no other module imports: only what other modules may reach through it, its imports
+    """The summary of a module no rule looks into (it never mentions torch), or of a module of
+    tests alone that no other module imports (memlint.engine): only what other modules may reach through it, its imports
     (a package's `__init__.py` re-exporting its modules' classes) and its classes' bases (a
     base class of a project's models). Read with Python's own parser (`source` may be its AST
     already), a fraction of the cost of LibCST's, since nothing else is needed."""

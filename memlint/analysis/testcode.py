@@ -2,7 +2,9 @@
 `unittest.TestCase`), where inputs are often made on purpose in ways training code should not
 be (random data drawn on the CPU so that every device sees the same numbers).
 
-Asked by the per-step rules through `Facts.per_step` (and MEM103 for random test data).
+Asked by the per-step rules through `Facts.per_step` (and MEM103 for random test data), and
+by the engine: which modules are test modules (`is_test_file`), and which hold nothing but
+tests (`holds_only_tests`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from memlint.analysis.tree import TreeIndex, dotted_name, last_part
 _TEST_FUNCTION = re.compile(r"^_*test", re.IGNORECASE)
 _TEST_FOLDERS = frozenset({"test", "tests", "testing", "unittests", "unit_tests"})
 _TEST_MODULE = re.compile(r"^(test_\w*|\w*_test|conftest)\.py$")
+_TESTS_ONLY = re.compile(r"^(test_\w*|conftest)\.py$")
 _TEST_CLASS = re.compile(r"^Test|Test$|TestCase$")
 
 
@@ -23,6 +26,14 @@ def is_test_file(path: str) -> bool:
     """A test module: `test_x.py`, `x_test.py`, `conftest.py`, or any file under a `tests` folder."""
     parts = path.replace("\\", "/").split("/")
     return bool(_TEST_MODULE.match(parts[-1])) or any(part in _TEST_FOLDERS for part in parts[:-1])
+
+
+def holds_only_tests(path: str) -> bool:
+    """A test module that is nothing else: under a tests folder, or named `test_*.py` or
+    `conftest.py`. A `*_test.py` elsewhere may be a script that trains, then tests
+    (`train_and_test.py`)."""
+    parts = path.replace("\\", "/").split("/")
+    return bool(_TESTS_ONLY.match(parts[-1])) or any(part in _TEST_FOLDERS for part in parts[:-1])
 
 
 def in_test_code(tree: TreeIndex, node: cst.CSTNode) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import json
+import unicodedata
 from functools import lru_cache
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple
@@ -59,8 +60,9 @@ class TorchApi:
 
     def missing(self, qualified: str) -> Optional[Tuple[str, str]]:
         """(recorded module, name it lacks) for the first such part of `qualified`; None when
-        every part is there, or the chain leaves the recorded modules before a part is missing."""
-        parts = qualified.split(".")
+        every part is there, or the chain leaves the recorded modules before a part is missing.
+        Read as Python reads names (NFKC: `K` written with the Kelvin sign is `K`)."""
+        parts = unicodedata.normalize("NFKC", qualified).split(".")
         for end in range(1, len(parts)):
             module = ".".join(parts[:end])
             names = self._modules.get(module)

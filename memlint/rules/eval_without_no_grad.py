@@ -87,14 +87,17 @@ class EvalWithoutNoGrad(Rule):
     `nn.Module`, a class defining `forward`, a subclass of an `...Encoder`/`...Model`-like base):
     model code runs in the grad mode its caller chose. A script's function that returns or
     yields a graph-carrying value (its caller may train on it), or a script that backwards or
-    steps anywhere. A SimulEval agent that backwards or asks for gradients in any method, or
-    turns grad off itself (`torch.set_grad_enabled(False)`). A model reached only through a call
+    steps anywhere, or that another module of the project imports (it may train on what the
+    function returns or keeps). A SimulEval agent that backwards or asks for gradients in any
+    method, turns grad off itself (`torch.set_grad_enabled(False)`), or whose hook hands the
+    model's output to a call that may backward it (`self.trainer.update(logits)`). A model reached only through a call
     made under no_grad. A model reached through a helper whose own evaluation loop runs it is
     reported there, once.
 
     ## Fix
-    Wrap the whole loop statement in `with torch.no_grad():`; when it `yield`s, the outermost
-    loop inside it that does not and that runs every recording model call. A framework hook is
+    Wrap the whole loop statement in `with torch.no_grad():`; when it `yield`s, in a script that
+    never backwards and that no module imports, the outermost loop inside it that does not and
+    that runs every recording model call (elsewhere a caller may backward what it yields). A framework hook is
     decorated with `@torch.no_grad()`.
 
     ## Fix safety
@@ -226,6 +229,13 @@ class EvalWithoutNoGrad(Rule):
         "    def __init__(self, args):\n        self.model = torch.load(args.path)\n"
         "        torch.set_grad_enabled(False)\n\n    def policy(self, states):\n"
         "        states.hidden = self.model.decoder(states.tokens)\n        return True\n",
+        # a SimulEval agent handing its outputs to an object that may train on them
+        "import torch\nfrom simuleval.agents import TextAgent\n\n\nclass Agent(TextAgent):\n"
+        "    def policy(self, states):\n        logits = self.model.decoder(states.tokens)\n"
+        "        self.learner.update(logits, states.target)\n        return logits[-1].argmax().item() == 0\n",
+        # a model's own method (`reset_rnn`) is no model part: the forward runs under no_grad
+        "import torch\nmodel.eval()\nfor x in loader:\n    model.reset_rnn()\n    with torch.no_grad():\n"
+        "        print(model(x).argmax())\n",
         # a `policy` method of a class that is no SimulEval agent
         "import torch\n\n\nclass Agent:\n    def policy(self, obs):\n"
         "        return self.net(obs).softmax(-1)\n",
@@ -298,25 +308,6 @@ class EvalWithoutNoGrad(Rule):
             "        return torch.autograd.grad(energy, x)[0]\n\nnet = Field()\n"
             "net.load_state_dict(torch.load('field.pt'))\nnet.eval()\nfor x in points:\n    print(net(x).norm())\n"
         ),
-        # a generator of an inference script: the inner loop that does not yield is wrapped
-        Invalid(
-            "import torch\n\n\nclass Codes:\n    def __init__(self, path):\n"
-            "        self.model = torch.load(path)\n        self.model.eval()\n\n    def batches(self, clips):\n"
-            "        for clip in clips:\n            parts = []\n            for piece in clip.split(4096):\n"
-            "                feats = self.model.feature_extractor(piece)\n                with torch.no_grad():\n"
-            "                    parts.append(self.model.head(feats).argmax(-1).cpu())\n"
-            "            yield torch.cat(parts).tolist()\n\n\nif __name__ == \"__main__\":\n"
-            "    for codes in Codes(\"m.pt\").batches(clips):\n        print(codes)\n",
-            "import torch\n\n\nclass Codes:\n    def __init__(self, path):\n"
-            "        self.model = torch.load(path)\n        self.model.eval()\n\n    def batches(self, clips):\n"
-            "        for clip in clips:\n            parts = []\n            with torch.no_grad():\n"
-            "                for piece in clip.split(4096):\n"
-            "                    feats = self.model.feature_extractor(piece)\n"
-            "                    with torch.no_grad():\n"
-            "                        parts.append(self.model.head(feats).argmax(-1).cpu())\n"
-            "            yield torch.cat(parts).tolist()\n\n\nif __name__ == \"__main__\":\n"
-            "    for codes in Codes(\"m.pt\").batches(clips):\n        print(codes)\n",
-        ),
         # a SimulEval agent's per-action hook: SimulEval leaves grad on
         Invalid(
             "import torch\nfrom simuleval.agents import TextAgent\n\n\nclass Agent(TextAgent):\n"
@@ -380,8 +371,9 @@ class EvalWithoutNoGrad(Rule):
         if klass is None or facts.receivers.is_model_class(klass):
             return
         methods = [m for m in klass.body.body if isinstance(m, cst.FunctionDef)]
-        if any(facts.roles.backwards_in(m.body) or facts.roles.asks_for_grad(m) for m in methods):
-            return
+        if any(facts.roles.backwards_in(m.body) or facts.roles.asks_for_grad(m) for m in methods) or \
+                self._hands_to_collaborator(node):
+            return  # it learns, or hands its outputs to what may (`self.trainer.update(logits)`)
         runs = [(call, site) for call, site in facts.roles.forwards_in(node.body, recording=True)
                 if facts.regions.grad_enabled(call) is not False and id(call) not in self._hooks_reported]
         if not runs:
@@ -394,6 +386,20 @@ class EvalWithoutNoGrad(Rule):
             f"action without turning autograd off: every forward saves activations for a backward that never "
             f"comes, and whatever the agent keeps of its outputs (in its states) keeps them; decorate "
             f"`{node.name.value}` with `@torch.no_grad()`"), self._decorate(node))
+
+    def _hands_to_collaborator(self, hook: cst.FunctionDef) -> bool:
+        """The hook passes a value with a graph to a method of another object the agent holds
+        (`self.trainer.update(logits, target)`), not its model: that object may backward it."""
+        facts = self.facts
+        for call, _ in facts.calls.calls_in(hook.body, follow=False):
+            func = call.func
+            if not isinstance(func, cst.Attribute) or facts.regions.grad_enabled(call) is False:
+                continue
+            receiver = dotted_name(func.value) or ""
+            if receiver.startswith("self.") and not facts.receivers.is_model(func.value) and \
+                    not facts.roles.is_forward(call) and any(facts.values.carries_grad(a.value, call) for a in call.args):
+                return True
+        return False
 
     def _decorate(self, node: cst.FunctionDef) -> Optional[Fix]:
         no_grad = self.facts.names.local_name_for("torch.no_grad")
@@ -417,7 +423,7 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         forward, site = forwards[0]
         where = "" if forward is site else f" (through `{show(site.func)}`)"
-        target = self._wrapped(loop, [s for _, s in forwards])
+        target = self._wrapped(loop, [s for _, s in forwards], why)
         fix = None if self._models_ask_for_grad() or target is None else self._fix(target)
         if target is None:
             advice = "decorate the function with `@torch.no_grad()`"
@@ -474,12 +480,16 @@ class EvalWithoutNoGrad(Rule):
         return call is not site and any(self._finding(outer) is not None
                                         for outer in reversed(self.facts.tree.loops_around(call)))
 
-    def _wrapped(self, loop: Loop, sites: List[cst.Call]) -> Optional[Loop]:
+    def _wrapped(self, loop: Loop, sites: List[cst.Call], why: str) -> Optional[Loop]:
         """The loop to wrap in no_grad: `loop` itself, or when it yields (a `with` around a
         `yield` leaks no-grad mode to the caller) the outermost loop inside it that does not
-        and runs every one of `sites`; None when there is none."""
+        and runs every one of `sites`; None when there is none. An inner loop only in a script
+        that never backwards and that no module imports: elsewhere the caller may backward
+        through what the generator yields."""
         if not _suspends(loop):
             return loop
+        if why != "script":
+            return None
         tree = self.facts.tree
         for node in walk_scope(loop):
             if node is not loop and isinstance(node, (cst.For, cst.While)) and not _suspends(node) and \

@@ -364,11 +364,16 @@ class RetainedOutputs(Rule):
         fix = None
         method = facts.scopes.resolve(node)
         if all(new is not None for _, new in fixed) and not (method is not None and facts.roles.backwards_in(method)):
-            # what the function returns, a caller elsewhere may backward: then detaching breaks it
+            # what the function returns, a caller elsewhere may backward: then detaching breaks it;
+            # so may a module that imports this one, what is kept on an object or a caller's list
+            kept_for_importers = not handed_on and scope is not facts.tree.module and (
+                not isinstance(container, cst.Name) or any(b.kind == "param" for b in facts.scopes.bindings(scope, root))
+            ) and facts.project.imported_elsewhere()
+            why = ("a caller may backward what is returned" if handed_on else
+                   "a module that imports this one may backward what it keeps" if kept_for_importers else "")
             fix = Fix(tuple(Replace(arg.value, new) for arg, new in fixed),  # type: ignore[arg-type]
-                      Safety.UNSAFE if handed_on else Safety.SAFE,
-                      f"store `{show(fixed[-1][1])}`" + (" (unsafe: a caller may backward what is returned)"
-                                                         if handed_on else ""))  # type: ignore[arg-type]
+                      Safety.UNSAFE if why else Safety.SAFE,
+                      f"store `{show(fixed[-1][1])}`" + (f" (unsafe: {why})" if why else ""))  # type: ignore[arg-type]
         through = None if node.func.attr.value in _STORING else show(node.func)  # type: ignore[attr-defined]
         if self._first_for(node, dotted):
             self.report(node, self._message(dotted, value, fixed[-1][1], context, through), fix)
