@@ -345,9 +345,10 @@ class TreeIndex:
         """The block after whose statement `node` has surely run (a `with` body runs whole)."""
         block = self.parent(node)
         while block is not None:
-            if isinstance(block, cst.Module):
+            kind = type(block)
+            if kind is cst.Module:
                 return block
-            if isinstance(block, cst.BaseSuite) and not isinstance(self.parent(block), cst.With):
+            if (kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite) and type(self.parent(block)) is not cst.With:
                 return block
             block = self.parent(block)
         return None
