@@ -232,6 +232,12 @@ class TreeIndex:
         order, each with the scope it runs in."""
         return self._placement.listed
 
+    @property
+    def ends(self) -> List[int]:
+        """Pre-order position -> the position just after that node's subtree: a walk of `nodes`
+        that jumps to `ends[at]` skips the node at `at` and everything under it."""
+        return self._placement.ends
+
     # -- where a node is ---------------------------------------------------------------------
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         return self.parents.get(id(node))
