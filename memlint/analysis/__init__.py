@@ -225,7 +225,7 @@ class Facts:
 
     def _all_references(self) -> Dict[str, List[Reference]]:
         if self._references is None:
-            self._references = references(self.module, self.names)
+            self._references = references(self.tree, self.names)
         return self._references
 
     @cached_property
@@ -236,7 +236,7 @@ class Facts:
     def references_through(self, local: str) -> List[Reference]:
         """Every use of the imported name `local` (`amp` in `amp.autocast()`), whatever it resolves to."""
         if self._references is None:
-            self._references = references(self.module, self.names)
+            self._references = references(self.tree, self.names)
         return [ref for refs in self._references.values() for ref in refs
                 if (dotted_name(ref.node) or "").split(".")[0] == local]
 

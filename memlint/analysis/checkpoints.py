@@ -346,13 +346,13 @@ class Checkpoints:
         found: Set[str] = set()
         scope = self.tree.scope_of(call)
         for node in walk_scope(scope):
-            if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value in names:
+            if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value in names:
                 key = _subscript_key(node)
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
                     isinstance(node.func.value, cst.Name) and node.func.value.value in names and \
                     node.func.attr.value in ("get", "pop") and node.args:
                 key = _string(node.args[0].value)
-            elif isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and \
+            elif type(node) is cst.Comparison and len(node.comparisons) == 1 and \
                     isinstance(node.comparisons[0].operator, cst.In) and \
                     isinstance(node.comparisons[0].comparator, cst.Name) and \
                     node.comparisons[0].comparator.value in names:

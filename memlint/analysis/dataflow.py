@@ -86,7 +86,7 @@ _NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 def _is_scalar_call(call: cst.Call) -> bool:
     func = call.func
     return (isinstance(func, cst.Attribute) and func.attr.value in SCALAR_METHODS) or (
-        isinstance(func, cst.Name) and func.value in SCALAR_FUNCTIONS)
+        type(func) is cst.Name and func.value in SCALAR_FUNCTIONS)
 
 
 def sources_of(expr: cst.CSTNode) -> Set[str]:
@@ -118,10 +118,11 @@ def sources_of(expr: cst.CSTNode) -> Set[str]:
 
 def leaf_targets(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The names, attributes and subscripts an assignment target stores into (`a, (b.c, *d[0])`)."""
-    if isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
+    kind = type(target)  # identity, not ABC isinstance (memlint.analysis.tree): every target passes here
+    if kind is cst.Tuple or kind is cst.List:
+        for element in target.elements:  # type: ignore[attr-defined]
             yield from leaf_targets(element.value)
-    elif isinstance(target, cst.StarredElement):
+    elif kind is cst.StarredElement:
         yield from leaf_targets(target.value)
     else:
         yield target

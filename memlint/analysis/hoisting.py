@@ -223,13 +223,14 @@ class Hoisting:
             opaque = opaque or flow.dynamic
             rebound |= flow.mutated
             for node in walk(root):
-                if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                kind = type(node)
+                if kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
+                    targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
                     for target in targets:
                         stored |= _attribute_names(target)
-                elif isinstance(node, cst.Call) and self.names.call_name(node) in _CHANGES_FACTORIES:
+                elif kind is cst.Call and self.names.call_name(node) in _CHANGES_FACTORIES:
                     opaque = True
-                elif isinstance(node, cst.With) and any(
+                elif kind is cst.With and any(
                         isinstance(i.item, cst.Call) and self.names.call_name(i.item) == "torch.cuda.device"
                         for i in node.items):
                     opaque = True
@@ -427,7 +428,7 @@ def _attribute_names(target: cst.CSTNode) -> Set[str]:
 
 
 def _globals_declared(func: cst.FunctionDef) -> Set[str]:
-    return {name.name.value for node in walk(func.body) if isinstance(node, (cst.Global, cst.Nonlocal))
+    return {name.name.value for node in walk(func.body) if type(node) in (cst.Global, cst.Nonlocal)
             for name in node.names}
 
 

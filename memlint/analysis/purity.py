@@ -212,7 +212,7 @@ class Purity:
         """`x.cuda(...)` or `x.to(<a device>)`; None for `.to(dtype)`, `.to(other_tensor)` and
         anything whose argument may not be a device."""
         func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
+        if type(func) is not cst.Attribute or func.attr.value not in ("cuda", "to"):
             return None
         positional = [a for a in call.args if a.keyword is None]
         if any(a.star for a in call.args):
@@ -287,7 +287,7 @@ class _Walk:
         if isinstance(node, cst.Attribute):  # `(a @ b).T`, `f(x).shape`
             self.visit(node.value, as_tensor and node.attr.value not in _DESCRIPTIVE)
             return
-        if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString)):
+        if type(node) in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString):
             return
         if isinstance(node, cst.Call):
             self.call(node, as_tensor)

@@ -80,7 +80,7 @@ LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_fu
 def _is_parameters_call(expr: cst.BaseExpression) -> bool:
     """`model.parameters()`, `model.named_parameters()`, `filter(..., model.parameters())`, `[...]`."""
     for node in expression_nodes(expr):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and \
                 node.func.attr.value in ("parameters", "named_parameters"):
             return True
     return False
@@ -187,17 +187,17 @@ class Receivers:
         for call in self.scopes.calls:  # `opt.param_groups` reached from calls is enough: loops read it
             for arg in call.args:
                 value = arg.value
-                while isinstance(value, cst.Subscript):  # opt.param_groups[0]["lr"]
+                while type(value) is cst.Subscript:  # opt.param_groups[0]["lr"]
                     value = value.value
-                if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
+                if type(value) is cst.Attribute and value.attr.value == "param_groups":
                     receiver = dotted_name(value.value)
                     if receiver:
                         yield receiver
         for bind in self.scopes.every_binding():
             value = bind.value
-            while isinstance(value, cst.Subscript):
+            while type(value) is cst.Subscript:
                 value = value.value
-            if isinstance(value, cst.Attribute) and value.attr.value == "param_groups":
+            if type(value) is cst.Attribute and value.attr.value == "param_groups":
                 receiver = dotted_name(value.value)
                 if receiver:
                     yield receiver
@@ -294,7 +294,7 @@ class Receivers:
         return found
 
     def _is_model_value(self, value: cst.BaseExpression, known: Set[str]) -> bool:
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return False
         qualified = self.names.call_name(value) or ""
         if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
@@ -303,7 +303,7 @@ class Receivers:
         if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified):
             return True
         func = value.func
-        if isinstance(func, cst.Name) and func.value in self.module_classes:
+        if type(func) is cst.Name and func.value in self.module_classes:
             return True
         if isinstance(func, cst.Attribute):
             if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or ""):

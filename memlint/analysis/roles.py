@@ -125,7 +125,7 @@ class Roles:
         self.mode_calls: List[ModeCall] = []
         for call in scopes.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("eval", "train"):
+            if type(func) is cst.Attribute and func.attr.value in ("eval", "train"):
                 receiver = dotted_name(func.value)
                 if receiver is not None:
                     mode = func.attr.value
@@ -134,7 +134,7 @@ class Roles:
                         mode = "eval"
                     self.mode_calls.append(ModeCall(call, receiver, mode))
         self._grad_assigns = [assign for assign in scopes.assigns for target in assign.targets
-                              if isinstance(target.target, cst.Attribute) and target.target.attr.value == "grad"]
+                              if type(target.target) is cst.Attribute and target.target.attr.value == "grad"]
         self.backwards: List[Backward] = [b for b in map(self._backward, scopes.calls) if b is not None]
         self._backward_of = {id(b.call): b for b in self.backwards}
         self.optimizer_steps: List[OptimizerStep] = [
@@ -156,7 +156,7 @@ class Roles:
         if qualified is not None and qualified.endswith(".backward"):  # torch.distributed.autograd ...
             names = frozenset().union(*(sources_of(a.value) for a in call.args)) if call.args else frozenset()
             return Backward(call, None, "autograd", None, retain.value if retain else None, names)
-        if qualified is not None or not isinstance(func, cst.Attribute) or \
+        if qualified is not None or type(func) is not cst.Attribute or \
                 func.attr.value not in ("backward", "manual_backward"):
             return None
         receiver = func.value
@@ -179,7 +179,7 @@ class Roles:
 
     def _optimizer_step(self, call: cst.Call) -> Optional[OptimizerStep]:
         func = call.func
-        if not isinstance(func, cst.Attribute) or func.attr.value != "step":
+        if type(func) is not cst.Attribute or func.attr.value != "step":
             return None
         if self.names.call_name(call) is not None:
             return None
@@ -197,7 +197,7 @@ class Roles:
         found: List[ZeroGrad] = []
         for call in self.scopes.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
+            if type(func) is cst.Attribute and func.attr.value == "zero_grad":
                 receiver = dotted_name(func.value)
                 arg = argument(call, "set_to_none", 0)
                 found.append(ZeroGrad(call, receiver, arg.value if arg else None,
@@ -219,7 +219,7 @@ class Roles:
                 return False  # a wrapper of this module (`Predictor.__call__`): its body is followed instead
         elif target is not None and target.name.value != "forward":
             return False  # a helper of this module named like a model (`self.optimize_model(m)`): followed instead
-        if isinstance(func, cst.Attribute) and _FORWARD_METHOD.match(func.attr.value) and \
+        if type(func) is cst.Attribute and _FORWARD_METHOD.match(func.attr.value) and \
                 self.receivers.is_model(func.value):
             return True
         return self.receivers.is_model(func)
@@ -234,7 +234,7 @@ class Roles:
         if _FUNCTIONAL_LOSS.search(qualified):
             return True
         func = call.func
-        if isinstance(func, cst.Call):  # nn.CrossEntropyLoss()(out, y)
+        if type(func) is cst.Call:  # nn.CrossEntropyLoss()(out, y)
             inner = self.names.call_name(func) or ""
             return inner.startswith("torch.nn.") and inner.endswith("Loss")
         dotted = dotted_name(func)

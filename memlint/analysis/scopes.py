@@ -119,7 +119,7 @@ class Scopes:
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             self._bind(node, param.name.value, param, None, "param")
         for star in (params.star_arg, params.star_kwarg):
-            if isinstance(star, cst.Param):
+            if type(star) is cst.Param:
                 self._bind(node, star.name.value, star, None, "param")
 
     def _bind(self, scope: Scope, name: str, node: cst.CSTNode, value: Optional[cst.BaseExpression],
@@ -137,7 +137,7 @@ class Scopes:
             self.calls.append(node)  # type: ignore[arg-type]
             self._calls_of.setdefault(id(scope), []).append(node)  # type: ignore[arg-type]
             func = node.func  # type: ignore[attr-defined]
-            if isinstance(func, cst.Attribute) and func.attr.value in _APPENDING and node.args:  # type: ignore[attr-defined]
+            if type(func) is cst.Attribute and func.attr.value in _APPENDING and node.args:  # type: ignore[attr-defined]
                 root = func.value
                 while isinstance(root, (cst.Attribute, cst.Subscript)):
                     root = root.value
@@ -270,7 +270,7 @@ class Scopes:
     def _resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         tree = self.tree
         func = call.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             if func.value == "self":  # `self(batch)`: the class's __call__ (an nn.Module's forward)
                 klass = self.enclosing_class(call)
                 return self._method(klass, "__call__") or self._method(klass, "forward")

@@ -70,8 +70,8 @@ def may_sync(call: cst.Call) -> bool:
     """By its shape alone, `call` may be a sync (`x.item()`, `int(x)`, `torch.cuda.synchronize()`):
     the cheap test to make before asking `Syncs.sync`."""
     func = call.func
-    return isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS or \
-        isinstance(func, cst.Name) and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS)
+    return type(func) is cst.Attribute and func.attr.value in _SYNC_METHODS or \
+        type(func) is cst.Name and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS)
 
 
 def _position(statement: cst.CSTNode, name: str) -> Optional[int]:

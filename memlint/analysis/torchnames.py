@@ -16,7 +16,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.tree import TreeIndex, children, dotted_name, walk
+from memlint.analysis.tree import TreeIndex, dotted_name, walk
 
 def _imports(module: cst.Module, tree: Optional[TreeIndex]) -> Iterator[cst.CSTNode]:
     """Every import statement, nested blocks included (imports inside functions count)."""
@@ -103,6 +103,11 @@ class TorchNames:
 
     def qualified_name(self, expr: cst.BaseExpression) -> Optional[str]:
         """`torch.randn` for `t.randn` under `import torch as t`; None when not imported."""
+        head = expr
+        while type(head) is cst.Attribute:
+            head = head.value  # type: ignore[attr-defined]
+        if type(head) is not cst.Name or head.value not in self._aliases:  # type: ignore[attr-defined]
+            return None  # most chains (`self.x.y`, `loss.item`) name no import: no string built
         answer = self._answers.get(id(expr))
         if answer is not None:
             return answer[1]
@@ -200,30 +205,36 @@ _NOT_REFERENCES = frozenset({cst.Import, cst.ImportFrom})
 _DEFINITIONS = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param})  # their own names are not uses
 
 
-def references(module: cst.Module, names: TorchNames) -> Dict[str, List[Reference]]:
-    """Every use of an imported name in the module (import statements excluded), by qualified name."""
+def references(tree: TreeIndex, names: TorchNames) -> Dict[str, List[Reference]]:
+    """Every use of an imported name in the module (import statements excluded), by qualified
+    name. Read off the tree index, skipping the subtrees that hold no reference of their own."""
     found: Dict[str, List[Reference]] = {}
-    stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode]]] = [(module, None)]
-    while stack:
-        node, parent = stack.pop()
+    nodes, parents, ends = tree.nodes, tree.parents, tree.ends
+    skipped: Set[int] = set()  # names that are no uses: a keyword's, a definition's, an attribute's own
+    at, end = 0, len(nodes)
+    while at < end:
+        node = nodes[at]
         kind = type(node)  # identity, not ABC isinstance (memlint.analysis.tree): every node passes here
-        if kind in _NOT_REFERENCES:
-            continue
         if kind is cst.Name or kind is cst.Attribute:
-            dotted = dotted_name(node)  # type: ignore[arg-type]
-            if dotted is not None:
+            if kind is cst.Name and id(node) in skipped:
+                at += 1
+                continue
+            if dotted_name(node) is not None:  # type: ignore[arg-type]
                 qualified = names.qualified_name(node)  # type: ignore[arg-type]
                 if qualified is not None:
-                    found.setdefault(qualified, []).append(Reference(qualified, node, parent))  # type: ignore[arg-type]
-                continue  # a chain that does not resolve as a whole has no resolvable part
+                    found.setdefault(qualified, []).append(
+                        Reference(qualified, node, parents.get(id(node))))  # type: ignore[arg-type]
+                at = ends[at]  # a chain that does not resolve as a whole has no resolvable part
+                continue
             if kind is cst.Attribute:
-                stack.append((node.value, node))  # type: ignore[attr-defined]
+                skipped.add(id(node.attr))  # type: ignore[attr-defined]
+        elif kind in _NOT_REFERENCES:
+            at = ends[at]
             continue
-        if kind is cst.Arg:  # not the keyword's name
-            stack.append((node.value, node))  # type: ignore[attr-defined]
-            continue
-        kids = children(node)
-        if kind in _DEFINITIONS:
-            kids = [c for c in kids if c is not node.name]  # type: ignore[attr-defined]
-        stack.extend((child, node) for child in reversed(kids))
+        elif kind is cst.Arg:
+            if node.keyword is not None:  # type: ignore[attr-defined]
+                skipped.add(id(node.keyword))  # type: ignore[attr-defined]
+        elif kind in _DEFINITIONS:
+            skipped.add(id(node.name))  # type: ignore[attr-defined]
+        at += 1
     return found

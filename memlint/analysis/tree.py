@@ -232,6 +232,12 @@ class TreeIndex:
         order, each with the scope it runs in."""
         return self._placement.listed
 
+    @property
+    def ends(self) -> List[int]:
+        """Pre-order position -> the position just after that node's subtree: a walk of `nodes`
+        that jumps to `ends[at]` skips the node at `at` and everything under it."""
+        return self._placement.ends
+
     # -- where a node is ---------------------------------------------------------------------
     def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         return self.parents.get(id(node))
@@ -345,9 +351,10 @@ class TreeIndex:
         """The block after whose statement `node` has surely run (a `with` body runs whole)."""
         block = self.parent(node)
         while block is not None:
-            if isinstance(block, cst.Module):
+            kind = type(block)
+            if kind is cst.Module:
                 return block
-            if isinstance(block, cst.BaseSuite) and not isinstance(self.parent(block), cst.With):
+            if (kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite) and type(self.parent(block)) is not cst.With:
                 return block
             block = self.parent(block)
         return None
@@ -355,8 +362,9 @@ class TreeIndex:
 
 def index(module: cst.Module) -> TreeIndex:
     """Walk the module once: every meaningful node in pre-order with its depth and parent, and
-    where it sits (`_Placement`). Each stack entry carries the scope and class its node is in;
-    a node with children leaves a marker below them, which, popped, closes its subtree."""
+    where it sits (`_Placement`). The walk keeps the parent, depth, scope and class of the nodes
+    it pops; a node with children pushes them whole, above a marker that holds its position and
+    what was current before it: popped, the marker closes the node's subtree and restores them."""
     nodes: List[cst.CSTNode] = []
     depths: List[int] = []
     ends: List[int] = []
@@ -364,41 +372,47 @@ def index(module: cst.Module) -> TreeIndex:
     scopes: Dict[int, Scope] = {}
     classes: Dict[int, Optional[cst.ClassDef]] = {}
     listed: List[Tuple[cst.CSTNode, Scope]] = []
-    stack: List[Tuple[object, int, Scope, Optional[cst.ClassDef]]] = [(module, 0, module, None)]
-    pop, push, leaves, made = stack.pop, stack.append, _LEAVES, _children_of
-    recorded, wanted, closing = _SCOPE_RECORDED, _LISTED, _CLOSING
-    while stack:  # about six nodes a line: a generator or a call less per node is a third of this walk
-        node, depth, scope, klass = pop()
-        if node is closing:
-            ends[depth] = len(nodes)  # (the marker holds the position of the node it closes)
+    stack: List[object] = [module]  # nodes, and markers (tuples) below each node's children
+    pop, push, extend, leaves, made = stack.pop, stack.append, stack.extend, _LEAVES, _children_of
+    recorded, wanted, new_scopes = _SCOPE_RECORDED, _LISTED, _NEW_SCOPES
+    parent: Optional[cst.CSTNode] = None
+    depth, scope, klass = 0, module, None
+    while stack:  # about six nodes a line: a tuple or a call less per node is a tenth of this walk
+        node = pop()
+        if type(node) is tuple:
+            position, parent, depth, scope, klass = node
+            ends[position] = len(nodes)
             continue
         position = len(nodes)
         nodes.append(node)  # type: ignore[arg-type]
         depths.append(depth)
         ends.append(position + 1)
+        parents[id(node)] = parent  # type: ignore[assignment]
         node_type = type(node)
         if node_type in recorded:  # concrete types: `in` beats ABC isinstance
             key = id(node)
             scopes[key] = scope
             if node_type in wanted:
                 listed.append((node, scope))  # type: ignore[arg-type]
-            if node_type is cst.FunctionDef:
+            if node_type is cst.FunctionDef or node_type is cst.Lambda:
                 classes[key] = klass
-                scope, klass = node, None  # type: ignore[assignment]
-            elif node_type is cst.Lambda:
-                classes[key] = klass
-                scope = node  # type: ignore[assignment]
-            elif node_type is cst.ClassDef:
-                klass = node  # type: ignore[assignment]
         if node_type in leaves:
             continue
         kids = (made.get(node_type) or _make_children_of(node_type))(node)  # type: ignore[arg-type]
         if kids:
-            push((closing, position, scope, klass))
+            push((position, parent, depth, scope, klass))
+            kids.reverse()
+            extend(kids)
+            parent = node  # type: ignore[assignment]
             depth += 1
-            for child in reversed(kids):
-                parents[id(child)] = node  # type: ignore[assignment]
-                push((child, depth, scope, klass))
+            if node_type in new_scopes:
+                if node_type is cst.ClassDef:
+                    klass = node  # type: ignore[assignment]
+                else:
+                    scope = node  # type: ignore[assignment]
+                    if node_type is cst.FunctionDef:
+                        klass = None
+    del parents[id(module)]  # (recorded as its children's are, with None): the module has no parent
     order = dict(zip(map(id, nodes), range(len(nodes))))
     return TreeIndex(nodes, depths, parents, _Placement(order, ends, scopes, classes, listed))
 

@@ -131,13 +131,13 @@ class Values:
         self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
         for call in scopes.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_":
+            if type(func) is cst.Attribute and func.attr.value == "requires_grad_":
                 flag = argument(call, "requires_grad", 0)
                 if flag is not None and literal_bool(flag.value) is False:
                     self.requires_grad_off = True
         for assign in scopes.assigns:
             for target in assign.targets:
-                if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad" and \
+                if type(target.target) is cst.Attribute and target.target.attr.value == "requires_grad" and \
                         literal_bool(assign.value) is False:
                     self.requires_grad_off = True
         self._memo_grad: Dict[Tuple[str, int, _Trace], bool] = {}

@@ -23,7 +23,7 @@ def _root(target: cst.BaseExpression) -> Optional[str]:
 
 def _base(target: cst.BaseExpression) -> cst.BaseExpression:
     """`self.stats` for `self.stats["loss"]`: the attribute chain that holds the accumulator."""
-    while isinstance(target, cst.Subscript):
+    while type(target) is cst.Subscript:
         target = target.value
     return target
 
@@ -281,7 +281,7 @@ class AccumulateHistory(Rule):
         text = dotted_name(_base(target))
         if text is None:
             return
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        if type(value) is cst.BinaryOperation and type(value.operator) is cst.Add:
             if _same_entry(_unscaled(value.left), target):  # `total + loss`, `0.9 * ema + 0.1 * loss`
                 self._check(node, target, value.right)
             elif _same_entry(_unscaled(value.right), target):

@@ -149,7 +149,7 @@ class BackwardUnderAutocast(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+        if not (type(func) is cst.Attribute and func.attr.value == "backward"):
             return  # (torch.autograd.backward included: its func is an attribute too)
         facts = self.facts
         if not facts.regions.autocasts:

@@ -304,7 +304,7 @@ class CpuTensorThenMove(Rule):
     def _moved_like(self, node: cst.Call) -> None:
         """`x.type_as(t)` / `x.to(t)`, where `t` is a tensor on the device: a move too."""
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in ("type_as", "to") or \
+        if type(func) is not cst.Attribute or func.attr.value not in ("type_as", "to") or \
                 len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
             return
         like = node.args[0].value

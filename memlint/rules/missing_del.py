@@ -18,7 +18,7 @@ def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
     while True:
         if isinstance(value, cst.Call):
             return value
-        if isinstance(value, (cst.Attribute, cst.Subscript)):
+        if type(value) in (cst.Attribute, cst.Subscript):
             value = value.value
         else:
             return None

@@ -93,7 +93,7 @@ class ZeroGradBeforeStep(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_grad"):
+        if not (type(node.func) is cst.Attribute and node.func.attr.value == "zero_grad"):
             return
         facts = self.facts
         zero = next((z for z in facts.roles.zero_grads if z.node is node), None)

@@ -85,7 +85,7 @@ class ZeroGradNotSetToNone(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "zero_grad") or len(node.args) != 1:
+        if not (type(func) is cst.Attribute and func.attr.value == "zero_grad") or len(node.args) != 1:
             return
         arg = node.args[0]
         keyword = arg.keyword.value if arg.keyword is not None else None
