@@ -218,7 +218,8 @@ class Distributions:
         """`expr` is a parameter of the constructor it is read in (`def __init__(self, eps)`):
         a setting, not annotated as anything but a number, not `*args`, and no other binding; a
         constructor that also takes a device (`def __init__(self, std, device)`) may be handed
-        tensors made there, and its parameters are not taken for host values."""
+        tensors made there, and its parameters are not taken for host values; nor one that this
+        module hands anything but a number where it constructs the class."""
         if not isinstance(expr, cst.Name):
             return False
         binds = self.scopes.in_effect(expr.value, at)
@@ -238,7 +239,22 @@ class Distributions:
         every = (*params.posonly_params, *params.params, *params.kwonly_params)
         if any(self.purity.is_device(p.name) for p in every):
             return False
-        return param.default is None or Purity.constant(param.default)
+        if param.default is not None and not Purity.constant(param.default):
+            return False
+        return self._constructed_with_numbers(self.tree.class_of(function), param, params)  # type: ignore[arg-type]
+
+    def _constructed_with_numbers(self, klass: cst.ClassDef, param: cst.Param, params: cst.Parameters) -> bool:
+        """Where this module constructs the class (`Noise(torch.zeros(d, device=dev))`), what it
+        hands the parameter is a host number too."""
+        positional = (*params.posonly_params, *params.params)  # `self` first
+        position = next((i - 1 for i, p in enumerate(positional) if p is param), None)
+        for call in self.scopes.calls:
+            if dotted_name(call.func) != klass.name.value:
+                continue
+            given = argument(call, param.name.value, position)
+            if given is not None and not self.host_number(given.value, call, 1):
+                return False
+        return True
 
 
 def _leaves(target: cst.BaseExpression) -> List[cst.BaseExpression]:

@@ -170,6 +170,11 @@ class CpuTensorThenMove(Rule):
         "    def __init__(self, dim, device):\n        super().__init__()\n        self.prior = Normal(0.0, 1.0)\n"
         "        self.fixed_z = self.prior.sample((16, dim)).to(device)\n    def forward(self, z):\n"
         "        return self.net(z)\n",
+        # a distribution whose constructor this module hands device tensors
+        "import torch\nfrom torch.distributions import Normal\nclass Noise(torch.nn.Module):\n"
+        "    def __init__(self, mean, std):\n        super().__init__()\n        self.dist = Normal(mean, std)\n"
+        "    def forward(self, x):\n        return x + self.dist.sample(x.shape[:-1]).to(x.device)\n"
+        "def build(dim, dev):\n    return Noise(torch.zeros(dim, device=dev), std=torch.ones(dim, device=dev))\n",
         # `.sample()` of something that is no torch distribution
         "import random\nimport torch\nfrom .negatives import NegativeSampler\nclass Scorer(torch.nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n        self.sampler = NegativeSampler()\n"
