@@ -89,10 +89,11 @@ class EvalWithoutNoGrad(Rule):
     yields a graph-carrying value (its caller may train on it), or a script that backwards or
     steps anywhere, or that another module of the project imports (it may train on what the
     function returns or keeps). A SimulEval agent that backwards or asks for gradients in any
-    method, turns grad off itself (`torch.set_grad_enabled(False)`), or whose hook hands the
-    model's output to a call that may backward it (`self.trainer.update(logits)`). A model reached only through a call
-    made under no_grad. A model reached through a helper whose own evaluation loop runs it is
-    reported there, once.
+    method, turns grad off itself (`torch.set_grad_enabled(False)`, in a method or at the top of
+    its module), or whose hook hands the model's output to another object it holds, which may
+    backward it (`self.trainer.update(logits)`). A model reached only through a call made under
+    no_grad. A model reached through a helper whose own evaluation loop runs it is reported
+    there, once.
 
     ## Fix
     Wrap the whole loop statement in `with torch.no_grad():`; when it `yield`s, in a script that
@@ -236,6 +237,10 @@ class EvalWithoutNoGrad(Rule):
         # a model's own method (`reset_rnn`) is no model part: the forward runs under no_grad
         "import torch\nmodel.eval()\nfor x in loader:\n    model.reset_rnn()\n    with torch.no_grad():\n"
         "        print(model(x).argmax())\n",
+        # a SimulEval agent whose module turns grad off for the process
+        "import torch\nfrom simuleval.agents import TextAgent\n\ntorch.set_grad_enabled(False)\n\n\n"
+        "class Agent(TextAgent):\n    def policy(self, states):\n"
+        "        states.hidden = self.model.decoder(states.tokens)\n        return True\n",
         # a `policy` method of a class that is no SimulEval agent
         "import torch\n\n\nclass Agent:\n    def policy(self, obs):\n"
         "        return self.net(obs).softmax(-1)\n",
@@ -372,7 +377,7 @@ class EvalWithoutNoGrad(Rule):
             return
         methods = [m for m in klass.body.body if isinstance(m, cst.FunctionDef)]
         if any(facts.roles.backwards_in(m.body) or facts.roles.asks_for_grad(m) for m in methods) or \
-                self._hands_to_collaborator(node):
+                facts.roles.asks_for_grad(facts.tree.module) or self._hands_to_collaborator(node):
             return  # it learns, or hands its outputs to what may (`self.trainer.update(logits)`)
         runs = [(call, site) for call, site in facts.roles.forwards_in(node.body, recording=True)
                 if facts.regions.grad_enabled(call) is not False and id(call) not in self._hooks_reported]
