@@ -212,15 +212,8 @@ def compiles(source: str, path: str) -> None:
     """The syntax gate, one rule for every file: what the running Python compiles. LibCST's
     parser alone accepts code CPython rejects (1,000 nested brackets, newer grammar), and such
     a file must neither pass as clean nor be rewritten. Compiling costs a tenth of a LibCST parse."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarnings are not memlint's to report
-            compile(source, path, "exec", dont_inherit=True)
-    except SyntaxError as error:
-        where = f" (line {error.lineno}, column {error.offset})" if error.lineno else ""
-        raise SourceError(f"cannot parse as {SYNTAX}: {error.msg}{where}") from None
-    except (ValueError, RecursionError, MemoryError) as error:
-        raise SourceError(f"cannot parse as {SYNTAX}: {why_not_compiled(error)}") from None
+    with _python_verdict():
+        compile(source, path, "exec", dont_inherit=True)
 
 
 def compiles_to_ast(source: str, path: str) -> Optional[ast.Module]:
@@ -229,16 +222,24 @@ def compiles_to_ast(source: str, path: str) -> Optional[ast.Module]:
     function is found past the parser). Python's AST objects nest no deeper than its recursion
     limit, where compiling the text goes deeper: past it, the text is compiled and no AST is
     kept (None)."""
+    with _python_verdict():
+        try:
+            module = compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            compile(module, path, "exec", dont_inherit=True)
+        except RecursionError:
+            compile(source, path, "exec", dont_inherit=True)
+            return None
+        return module
+
+
+@contextmanager
+def _python_verdict() -> Iterator[None]:
+    """What Python says of a source it compiles inside, as memlint's one-line error
+    (SourceError); its SyntaxWarnings are not memlint's to report."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            try:
-                module = compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-                compile(module, path, "exec", dont_inherit=True)
-            except RecursionError:
-                compiles(source, path)
-                return None
-            return module
+            yield
     except SyntaxError as error:
         where = f" (line {error.lineno}, column {error.offset})" if error.lineno else ""
         raise SourceError(f"cannot parse as {SYNTAX}: {error.msg}{where}") from None

@@ -24,16 +24,19 @@ _TEST_CLASS = re.compile(r"^Test|Test$|TestCase$")
 
 def is_test_file(path: str) -> bool:
     """A test module: `test_x.py`, `x_test.py`, `conftest.py`, or any file under a `tests` folder."""
-    parts = path.replace("\\", "/").split("/")
-    return bool(_TEST_MODULE.match(parts[-1])) or any(part in _TEST_FOLDERS for part in parts[:-1])
+    return _named_or_placed(path, _TEST_MODULE)
 
 
 def holds_only_tests(path: str) -> bool:
     """A test module that is nothing else: under a tests folder, or named `test_*.py` or
     `conftest.py`. A `*_test.py` elsewhere may be a script that trains, then tests
     (`train_and_test.py`)."""
+    return _named_or_placed(path, _TESTS_ONLY)
+
+
+def _named_or_placed(path: str, names: "re.Pattern[str]") -> bool:
     parts = path.replace("\\", "/").split("/")
-    return bool(_TESTS_ONLY.match(parts[-1])) or any(part in _TEST_FOLDERS for part in parts[:-1])
+    return bool(names.match(parts[-1])) or any(part in _TEST_FOLDERS for part in parts[:-1])
 
 
 def in_test_code(tree: TreeIndex, node: cst.CSTNode) -> bool:
