@@ -5,9 +5,9 @@
 A *training file* does a step's work or hosts it: it is listed in the corpus's `loops.tsv` (a
 training or evaluation loop), or it defines a method a framework or trainer loops over
 (Lightning's `training_step`, HF Trainer's `compute_loss`, fairseq's `train_step`, a `fit` ...).
-Tests are left out, and so are the files of `--exclude` (an earlier sample, one path a line:
-a sample the rules were developed on is no measure of them), unless they are all a repository has. Every repository gets at least
-two files where it has them, the rest is drawn across all candidates, and the same seed always
+Tests are left out, and so are the files of `--exclude` (earlier samples, one path a line: a
+sample the rules were developed on is no measure of them); a repository whose files were all
+read before gives none. Every repository gets at least two files where it has them, the rest is drawn across all candidates, and the same seed always
 draws the same files: a recall figure names its seed, and a fresh sample is a new seed.
 """
 
@@ -73,8 +73,8 @@ def main() -> int:
     by_repository = candidates(args.corpus, args.loops)
     if args.exclude is not None:
         left_out = set(args.exclude.read_text().split())
-        by_repository = {repository: [f for f in files if f not in left_out] or files  # a repository
-                         for repository, files in by_repository.items()}  # keeps its only files
+        by_repository = {repository: [f for f in files if f not in left_out]
+                         for repository, files in by_repository.items()}
     for relative in sample(by_repository, args.seed, args.size):
         print(relative)
     return 0

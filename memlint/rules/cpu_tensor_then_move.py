@@ -88,7 +88,8 @@ class CpuTensorThenMove(Rule):
 
     Also when the factory and the move are apart: the tensor bound to a name earlier in the same
     iteration (`ids = torch.arange(n)` ... `ids.to(device)`); moved to another tensor's device
-    (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device); a size given
+    (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device, as is every
+    tensor of the batch Lightning hands a step hook: `torch.ones(n, 1).type_as(imgs)`); a size given
     to a legacy constructor and filled in place (`torch.LongTensor(n).random_(k).to(rank)`);.
 
     For a sample, the distribution must surely be on the host (memlint.analysis.distributions):
@@ -135,6 +136,9 @@ class CpuTensorThenMove(Rule):
         # a cast, or the device and dtype of another tensor: not known to be a move
         "import torch\nx = torch.arange(10).to(torch.float32)\n",
         "import torch\nx = torch.zeros(3).to(grad)\n",
+        # a step of a class Lightning does not run: its batch is not known to be on the device
+        "import torch\nclass GAN:\n    def training_step(self, batch, i):\n        imgs, _ = batch\n"
+        "        valid = torch.ones(imgs.size(0), 1).type_as(imgs)\n        return self.loss(self.discriminator(imgs), valid)\n",
         # random test data, drawn on the CPU so that every device sees the same numbers
         "import torch\ndef test_parity(device):\n    q = torch.rand(4, 8).to(device)\n    check(q)\n",
         # moved to the CPU
@@ -239,6 +243,12 @@ class CpuTensorThenMove(Rule):
         Invalid(
             "import torch\nfor x in loader:\n    perm = torch.LongTensor(64).random_(10).to(device)\n    model(x, perm)\n"
         ),
+        # a Lightning step's batch is on the module's device: `.type_as` of a part of it moves
+        Invalid(
+            "import torch\nimport lightning as L\nclass GAN(L.LightningModule):\n    def training_step(self, batch, i):\n"
+            "        imgs, _ = batch\n        valid = torch.ones(imgs.size(0), 1)\n        valid = valid.type_as(imgs)\n"
+            "        return self.loss(self.discriminator(imgs), valid)\n"
+        ),
         # a helper that builds it on the CPU, moved at the call: reported, not fixed
         Invalid(
             "import torch\nclass Net(torch.nn.Module):\n    def causal(self, n):\n"
@@ -315,7 +325,8 @@ class CpuTensorThenMove(Rule):
         like = node.args[0].value
         facts = self.facts
         if not isinstance(like, (cst.Name, cst.Attribute, cst.Subscript)) or facts.purity.is_device(like) and \
-                func.attr.value == "to" or not facts.syncs.on_device(like, node):
+                func.attr.value == "to" or not (facts.syncs.on_device(like, node) or
+                                                facts.regions.lightning_batch(like, node)):
             return
         core, _ = _peel_casts(func.value)
         self._made_on_host(core, node, f"`.{func.attr.value}({show(like)})`")
