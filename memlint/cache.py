@@ -1,21 +1,37 @@
 """The result cache: what a lint of a file found, kept until the file, the configuration or
 memlint changes, so that a run over an unchanged tree parses nothing.
 
-One entry per file and setting, in `.memlint_cache/` next to the configuration (or where
-`--cache-dir` says). An entry's name is a digest of the file's real path, the effective
-configuration (every field of it, so a setting added later is covered without more code), the
-rules that apply to the file (per-file ignores included), the torch its fixes must run on
-(configured, or declared by its project), and the Python, LibCST and memlint
-that made it (memlint by its version and the digest of its own source); the entry holds a
-digest of the file's text and the result for that text. Editing the file makes its entry
-stale, and the next lint overwrites it, so the cache grows with the tree, not its history.
+The cache lives in `.memlint_cache/` next to the configuration (or where `--cache-dir` says),
+in a folder named by the memlint that made it (its version and the digest of its own source).
+There, each configuration has two bundles: one file of results and one of module summaries,
+each read whole when a run first needs it and written whole when the run has added to it. A
+bundle is named by a digest of the effective configuration (every field of it, so a setting
+added later is covered without more code) and the Python, LibCST and memlint that made it.
+Within a bundle, a record's key is a digest of the file as the run names it (its display path,
+which decides whether it is a test module) and where it stands, the rules that apply to it
+(per-file ignores included) and the torch its fixes must run on (configured, or declared by
+its project); the record holds a digest of the file's text and the result for that text.
+Editing the file makes its record stale, and the next run replaces it, so a bundle grows with
+the tree, not its history. One file per bundle, not one per record: a warm run over thousands
+of files reads two files instead of thousands, and one that needs no module's summary (every
+result stands, below) reads one.
 
-Entries are written atomically (a temporary file renamed over the entry), so runs at the same
-time never read half an entry. An entry starts with the SHA-256 of the JSON that follows, and
-is read only if it is a regular file of reasonable size (opened without blocking: a FIFO in
-its place is not waited on), its checksum matches and its findings are findings of the rules
-that apply to the file; anything else is a miss, never a result. The cache is an
-optimisation: when its folder cannot be made or written, the run goes on without it.
+A result records the questions its lint asked of the project and their answers
+(memlint.analysis.project), and the project they were answered by (memlint.run's project key:
+every module's place, name, settings and text). A run over the same project reuses the result
+outright, since the same summaries give the same answers; in any other project the questions
+are asked again, and the result stands only if every answer is the same.
+
+A bundle is written atomically (a temporary file renamed over it), so runs at the same time
+never read half of one; a run that finds the bundle rewritten since it read it adds its records
+to the newer one, and when two runs write at the same moment, the records of one may be lost:
+a miss for the next run, never a wrong result. A bundle starts with the SHA-256 of the JSON
+that follows, and is read only if it is a regular file of reasonable size (opened without
+blocking: a FIFO in its place is not waited on) and its checksum matches; a record is used only
+if it is well formed and its findings are findings of the rules that apply to the file.
+Anything else is a miss, never a result: a damaged bundle is an empty one, and the run that
+finds it writes a good one. The cache is an optimisation: when its folder cannot be made or
+written, the run goes on without it.
 
 memlint deletes only what it marked as its own: the folders of other memlint versions in a
 cache root it made (tagged with its CACHEDIR.TAG), or that hold such a tag themselves (every
@@ -42,18 +58,19 @@ import libcst
 
 from memlint import __version__
 from memlint.analysis.summary import ModuleSummary
-from memlint.config import Config
+from memlint.config import Config, location
 from memlint.findings import Finding, Fix, Range, Safety
 from memlint.rule import Rule
 from memlint.torch_target import TorchVersion
 
 FOLDER_NAME = ".memlint_cache"
-SUMMARIES = "summaries"  # the modules' summaries (memlint.analysis.summary), beside the results
 _GITIGNORE = "# Made by memlint: its result cache, never committed.\n*\n"
 _VERSION_FOLDER = re.compile(r"^[0-9][0-9A-Za-z.+!-]*-[0-9a-f]{16}$")  # what _prepare makes
 _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                  "# This file is a cache directory tag created by memlint.\n")
-MAX_ENTRY_BYTES = 16 * 2**20  # far above any real entry; a larger file is not read
+# Far above any real bundle (a summary takes some 2.4 KB, a result 0.25 KB: a 100,000-file
+# tree's summaries take 240 MB); a larger file is not read.
+MAX_BUNDLE_BYTES = 2**30
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,17 +108,30 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def file_key(display: str, path: Path, rules: Sequence[Type[Rule]], target: Optional[TorchVersion]) -> str:
+    """What a file's result depends on besides its text and the run's settings: its name as the
+    run shows it (a file under `tests/` is a test module), where it stands (its folders' links
+    resolved), the rules that lint it and the torch its fixes must run on."""
+    name = "\0".join((display, str(location(path)), ",".join(r.CODE for r in rules), str(target)))
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
+
+
 @dataclass(frozen=True)
 class Entry:
-    """The result of linting one text: findings (detached, no path), or the one-line error
-    that text gets; each finding's fix diff without its file header, when computed; and the
-    questions the lint asked of the project with their answers (memlint.analysis.project),
-    which must be the same for the result to stand."""
+    """The result of linting one text: findings (detached, no path; a notebook's located in
+    their cells), or the one-line error that text gets; each finding's fix diff without its
+    file header, when computed; the questions the lint asked of the project with their
+    answers (memlint.analysis.project), which must be the same for the result to stand; the
+    key of the project that gave those answers (memlint.run), in which they need not be asked
+    again; and, for a notebook, whether the lint read it as one (its outcome places findings
+    in the file)."""
 
     findings: List[Finding]
     error: Optional[str] = None
     diffs: Optional[List[Optional[str]]] = None
     asked: Dict[str, object] = field(default_factory=dict)
+    project: str = ""
+    notebook: bool = False
 
 
 def _encode(finding: Finding) -> list:
@@ -109,15 +139,15 @@ def _encode(finding: Finding) -> list:
     fix = finding.fix
     return [finding.code, finding.name, finding.message, r.line, r.column, r.end_line, r.end_column,
             finding.statement_line, None if fix is None else fix.safety.value,
-            None if fix is None else fix.description]
+            None if fix is None else fix.description, finding.cell]
 
 
 def _decode(item: list, names: Dict[str, str]) -> Finding:
     """A finding of one of the rules `names` (code -> name) maps, else ValueError."""
-    code, name, message, line, column, end_line, end_column, statement_line, safety, description = item
+    code, name, message, line, column, end_line, end_column, statement_line, safety, description, cell = item
     if not isinstance(message, str) or not isinstance(code, str) or names.get(code) != name:
         raise ValueError("not a finding of these rules")
-    for number in (line, column, end_line, end_column, statement_line):
+    for number in (line, column, end_line, end_column, statement_line, 1 if cell is None else cell):
         if type(number) is not int or number < 1:
             raise ValueError("not a finding")
     fix = None
@@ -125,86 +155,77 @@ def _decode(item: list, names: Dict[str, str]) -> Finding:
         if not isinstance(description, str):
             raise ValueError("not a fix")
         fix = Fix((), Safety(safety), description)
-    return Finding(code, name, message, "", Range(line, column, end_line, end_column), statement_line, fix)
+    return Finding(code, name, message, "", Range(line, column, end_line, end_column), statement_line, fix, cell)
 
 
 class Cache:
-    """The entries of one run's settings, in `folder` (made on first write)."""
+    """The results and summaries of one run's settings, in `folder` (made on first write). A
+    bundle is read when first asked of, and what the run adds is written by `save`."""
 
     def __init__(self, root: Path, settings: str) -> None:
         self.root = root  # the .memlint_cache folder
         self.folder = root / f"{__version__}-{_own_digest()}"
         self.settings = settings
         self._ready = False
+        self._results = _Bundle(self.folder / f"results-{settings[:32]}.json")
+        self._summaries = _Bundle(self.folder / f"summaries-{settings[:32]}.json")
 
-    def _entry_path(self, path: Path, rules: Sequence[Type[Rule]], target: Optional[TorchVersion]) -> Path:
-        name = "\0".join((self.settings, os.path.realpath(path), ",".join(r.CODE for r in rules), str(target)))
-        return self.folder / (hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest() + ".json")
-
-    def get(self, path: Path, rules: Sequence[Type[Rule]], target: Optional[TorchVersion],
-            text: str) -> Optional[Entry]:
-        """The entry for this text of this file, linted with `rules` for `target` (the torch its
-        fixes must run on), or None (missing, stale or unreadable)."""
+    def get(self, key: str, text: str, rules: Sequence[Type[Rule]]) -> Optional[Entry]:
+        """The entry of the file `key` (file_key) for the text of digest `text`, linted with
+        `rules`, or None (missing, stale or damaged)."""
         try:
-            data = _load(self._entry_path(path, rules, target))
-            if data is None or data["text"] != text_digest(text):
+            data = self._results.get(key)
+            if data is None or data["text"] != text:
                 return None
             names = {rule.CODE: rule.NAME for rule in rules}
             findings = [_decode(item, names) for item in data["findings"]]
-            error, diffs = data["error"], data["diffs"]
+            error, diffs, asked, project, notebook = (data["error"], data["diffs"], data["asked"], data["project"],
+                                                      data["notebook"])
             if error is not None and not isinstance(error, str):
                 return None
             if diffs is not None and (len(diffs) != len(findings)
                                       or not all(d is None or isinstance(d, str) for d in diffs)):
                 return None
-            asked = data["asked"]
-            if not isinstance(asked, dict):
+            if not isinstance(asked, dict) or not isinstance(project, str) or not isinstance(notebook, bool):
                 return None
-            return Entry(findings, error, diffs, asked)
-        except (OSError, ValueError, KeyError, TypeError, RecursionError, MemoryError):  # missing or damaged
+            return Entry(findings, error, diffs, asked, project, notebook)
+        except (ValueError, KeyError, TypeError, RecursionError, MemoryError):  # damaged
             return None
 
-    def put(self, path: Path, rules: Sequence[Type[Rule]], target: Optional[TorchVersion], text: str,
-            entry: Entry) -> None:
-        """Store `entry` for this text of this file; quietly nothing when the folder cannot be written."""
-        data = {"text": text_digest(text), "error": entry.error,
-                "findings": [_encode(f) for f in entry.findings], "diffs": entry.diffs, "asked": entry.asked}
-        self._write(self._entry_path(path, rules, target), data)
+    def put(self, key: str, text: str, entry: Entry) -> None:
+        """Keep `entry` for the file `key`'s text of digest `text` (written by `save`)."""
+        self._results.put(key, {"text": text, "error": entry.error, "findings": [_encode(f) for f in entry.findings],
+                                "diffs": entry.diffs, "asked": entry.asked, "project": entry.project,
+                                "notebook": entry.notebook})
 
-    def _summary_path(self, path: Path, module: Tuple[str, ...]) -> Path:
-        name = "\0".join((os.path.realpath(path), *module))
-        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()
-        return self.folder / SUMMARIES / f"{digest}.json"
+    @staticmethod
+    def _summary_key(key: str, module: Tuple[str, ...]) -> str:
+        return hashlib.sha256("\0".join((key, *module)).encode("utf-8", "surrogateescape")).hexdigest()
 
-    def get_summary(self, path: Path, module: Tuple[str, ...], text: str) -> Optional[ModuleSummary]:
-        """The summary of this text of this file as module `module` (its root and name, and
-        whatever else it depends on), or None."""
+    def get_summary(self, key: str, module: Tuple[str, ...], text: str) -> Optional[ModuleSummary]:
+        """The summary of the file `key`'s text of digest `text` as module `module` (its root
+        and name, and whatever else it depends on), or None."""
         try:
-            data = _load(self._summary_path(path, module))
-            if data is None or data["text"] != text_digest(text):
+            data = self._summaries.get(self._summary_key(key, module))
+            if data is None or data["text"] != text:
                 return None
             return ModuleSummary.from_json(data["summary"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, MemoryError):  # a miss
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, MemoryError):  # a miss
             return None
 
-    def put_summary(self, path: Path, module: Tuple[str, ...], text: str, summary: ModuleSummary) -> None:
-        """Keep the summary of this text of this file; quietly nothing when the folder cannot be written."""
-        self._write(self._summary_path(path, module), {"text": text_digest(text), "summary": summary.to_json()})
+    def put_summary(self, key: str, module: Tuple[str, ...], text: str, summary: ModuleSummary) -> None:
+        """Keep the summary of the file `key`'s text of digest `text` (written by `save`)."""
+        self._summaries.put(self._summary_key(key, module), {"text": text, "summary": summary.to_json()})
 
-    def _write(self, entry_path: Path, data: dict) -> None:
-        try:
-            self._prepare()
-            handle, temporary = tempfile.mkstemp(dir=self.folder, prefix=".entry.", suffix=".tmp")
-            try:
-                with os.fdopen(handle, "wb") as file:
-                    file.write(_seal(json.dumps(data, separators=(",", ":")).encode("utf-8")))
-                os.replace(temporary, entry_path)
-            except BaseException:
-                if os.path.lexists(temporary):
-                    os.unlink(temporary)
-                raise
-        except OSError:
-            pass
+    def save(self) -> None:
+        """Write what this run added; quietly nothing when the folder cannot be written."""
+        for bundle in (self._results, self._summaries):
+            if bundle.changed:
+                try:
+                    self._prepare()
+                    bundle.save()
+                except OSError:
+                    pass
 
     def _prepare(self) -> None:
         """Make the folder; a cache root memlint makes is tagged so that git (and backup tools)
@@ -220,31 +241,83 @@ class Cache:
                 pass
             else:
                 for name, text in ((".gitignore", _GITIGNORE), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
-                    _write_atomically(self.root / name, text)
+                    _write_atomically(self.root / name, text.encode())
             whole = _tagged(self.root)  # a root memlint made: its version folders are memlint's too
             for old in self.root.iterdir():
                 if old.name != self.folder.name and _VERSION_FOLDER.match(old.name) and (whole or _tagged(old)):
                     shutil.rmtree(old, ignore_errors=True)
             self.folder.mkdir(exist_ok=True)
         if not _tagged(self.folder):
-            _write_atomically(self.folder / "CACHEDIR.TAG", _CACHEDIR_TAG)
-        (self.folder / SUMMARIES).mkdir(exist_ok=True)
+            _write_atomically(self.folder / "CACHEDIR.TAG", _CACHEDIR_TAG.encode())
         self._ready = True
+
+
+_Identity = Optional[Tuple[int, int, int, int]]  # a file's device, inode, size and modification time
+
+
+class _Bundle:
+    """Records (JSON) by key, kept in one sealed file: read whole on the first `get`, and
+    written whole by `save` with the records `put` since."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._records: Optional[Dict[str, object]] = None
+        self._identity: _Identity = None  # of the file the records were read from
+        self._new: Dict[str, object] = {}
+
+    @property
+    def changed(self) -> bool:
+        return bool(self._new)
+
+    def get(self, key: str) -> Optional[object]:
+        if key in self._new:
+            return self._new[key]
+        if self._records is None:
+            self._records, self._identity = _read_bundle(self.path)
+        return self._records.get(key)
+
+    def put(self, key: str, record: object) -> None:
+        self._new[key] = record
+
+    def save(self) -> None:
+        """Write the bundle with the records put since it was read; when another run rewrote
+        it meanwhile, with that run's records under these."""
+        records, identity = self._records, self._identity
+        if records is None or identity != _identity(self.path):
+            records, identity = _read_bundle(self.path)
+        records = {**records, **self._new}
+        payload = json.dumps(records, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        _write_atomically(self.path, _seal(payload))
+        self._records, self._identity, self._new = records, _identity(self.path), {}
+
+
+def _identity(path: Path) -> _Identity:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _read_bundle(path: Path) -> Tuple[Dict[str, object], _Identity]:
+    """The records of the bundle at `path` and the identity of the file they were read from;
+    none when it is missing or damaged."""
+    try:
+        data, info = _read_regular(path, MAX_BUNDLE_BYTES)
+        payload = _unseal(data)
+        records = None if payload is None else json.loads(payload)
+    except (OSError, ValueError, RecursionError, MemoryError):
+        return {}, None
+    identity = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    return (records, identity) if isinstance(records, dict) else ({}, identity)
 
 
 def _tagged(folder: Path) -> bool:
     """The folder holds the CACHEDIR.TAG memlint writes: memlint made it (not a link to one)."""
     try:
-        return not folder.is_symlink() and _read_entry(folder / "CACHEDIR.TAG") == _CACHEDIR_TAG.encode()
+        return not folder.is_symlink() and _read_regular(folder / "CACHEDIR.TAG", 4096)[0] == _CACHEDIR_TAG.encode()
     except OSError:
         return False
-
-
-def _load(path: Path):
-    """The JSON of the entry at `path`, or None when its checksum does not match (OSError,
-    ValueError, RecursionError when it cannot be read or parsed)."""
-    payload = _unseal(_read_entry(path))
-    return None if payload is None else json.loads(payload)
 
 
 def _seal(payload: bytes) -> bytes:
@@ -252,27 +325,32 @@ def _seal(payload: bytes) -> bytes:
 
 
 def _unseal(data: bytes) -> Optional[bytes]:
-    """The JSON of an entry whose checksum matches, else None."""
+    """The JSON of a bundle whose checksum matches, else None."""
     digest, _, payload = data.partition(b"\n")
     return payload if digest == hashlib.sha256(payload).hexdigest().encode("ascii") else None
 
 
-def _read_entry(path: Path) -> bytes:
-    """The bytes of a regular file no larger than MAX_ENTRY_BYTES, else OSError. Opened without
-    blocking and without following a link, and checked on the open descriptor."""
+def _read_regular(path: Path, limit: int) -> Tuple[bytes, os.stat_result]:
+    """The bytes of a regular file no larger than `limit`, and its status, else OSError. Opened
+    without blocking and without following a link, and checked on the open descriptor."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     with os.fdopen(os.open(path, flags), "rb") as file:
         info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
-            raise OSError(f"{path}: not an entry")
-        return file.read(MAX_ENTRY_BYTES + 1)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            raise OSError(f"{path}: not a bundle")
+        return file.read(limit + 1), info
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _write_atomically(path: Path, data: bytes) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-        file.write(text)
-    os.replace(temporary, path)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def open_cache(config: Config, folder: Optional[Path] = None) -> Cache:

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from memlint.engine import SourceError, parse, why_not_compiled
 from memlint.findings import Finding, Range
-from memlint.sourcefile import read_bytes
+from memlint.sourcefile import SourceText, digest, read_bytes
 
 NOTEBOOK_SUFFIX = ".ipynb"
 # Cell magics whose body is Python that runs as written; any other (%%bash, %%writefile ...) is
@@ -50,6 +50,18 @@ class NotebookError(Exception):
 
 def is_notebook(path: Path) -> bool:
     return path.suffix == NOTEBOOK_SUFFIX
+
+
+def read_source(path: Path) -> SourceText:
+    """A notebook file's JSON text, for Notebook.from_text (read in the run's own process,
+    which looks its result up in the cache by it): UnreadableFile or TooLarge, or
+    NotebookError when it is not UTF-8."""
+    raw = read_bytes(path)  # a regular file only: never waits on a FIFO
+    encoding = "utf-8-sig" if raw.startswith(b"\xef\xbb\xbf") else "utf-8"
+    try:
+        return SourceText(raw.decode(encoding), encoding, digest(raw))
+    except UnicodeDecodeError:
+        raise NotebookError("not a notebook: not valid UTF-8 text") from None
 
 
 def _lines(text: str) -> List[str]:
@@ -235,16 +247,6 @@ class Notebook:
         self.cells = cells  # the code cells that are linted, in order
         self.problems = problems  # one line per code cell that does not parse
         self.nonce = nonce
-
-    @classmethod
-    def read(cls, path: Path) -> "Notebook":
-        raw = read_bytes(path)  # a regular file only: never waits on a FIFO
-        encoding = "utf-8-sig" if raw.startswith(b"\xef\xbb\xbf") else "utf-8"
-        try:
-            text = raw.decode(encoding)
-        except UnicodeDecodeError:
-            raise NotebookError("not a notebook: not valid UTF-8 text") from None
-        return cls.from_text(text, encoding)
 
     @classmethod
     def from_text(cls, text: str, encoding: str = "utf-8") -> "Notebook":

@@ -11,6 +11,7 @@ names the files it rewrote.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -19,9 +20,10 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
-from memlint.analysis.project import Project, ProjectView, imported_modules, project_files, same_answers
+from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, project_files,
+                                      same_answers)
 from memlint.analysis.summary import ModuleSummary
-from memlint.cache import Cache, Entry
+from memlint.cache import Cache, Entry, file_key, text_digest
 from memlint.config import AnyConfig, forget_folders
 from memlint.engine import (SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff,
                             unified_diff)
@@ -29,7 +31,7 @@ from memlint.files import BadPath, discover
 from memlint.findings import Finding
 from memlint.interrupts import Interrupted, held
 from memlint.jobs import map_in_order, memory_budget
-from memlint.notebook import Notebook, NotebookError, is_notebook
+from memlint.notebook import Notebook, NotebookError, is_notebook, read_source
 from memlint.profile import Timer
 from memlint.rule import Rule
 from memlint.sourcefile import FileChanged, SourceText, TooLarge, UnreadableFile, digest, read, write_back
@@ -76,7 +78,7 @@ class FileOutcome:
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
     asked: Dict[str, object] = field(default_factory=dict)  # what the lint asked of the project, and heard
     summary: Optional[ModuleSummary] = None  # the first phase over a project: the module's summary
-    entry: Optional[Tuple[str, Entry]] = None  # the first phase: what to cache (text, result) if it stands
+    entry: Optional[Tuple[str, Entry]] = None  # what to cache (text, result), once the run knows it stands
     rewrite: Optional[Rewrite] = None  # --fix: what to write, once back in the run's process
 
 
@@ -93,6 +95,7 @@ def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
     outcome = FileOutcome(display, error="; ".join(notebook.problems) or None)
     if (options.fix or options.diff) and not notebook.problems:  # a cell that does not parse: left alone
         result = fix(notebook.module, display, rules, unsafe=options.unsafe_fixes, target_torch=target, project=view)
+        outcome.asked = result.asked
         fixed = notebook.updated(result.source)
         outcome.findings = [fixed.locate(f).detached() for f in result.remaining]
         outcome.fixed = [notebook.locate(f).detached() for f in result.applied]
@@ -107,6 +110,7 @@ def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
         outcome.notebook = fixed
         return outcome
     checked = check(notebook.module, display, rules, target, project=view)
+    outcome.asked = checked.asked
     outcome.findings = [notebook.locate(f).detached() for f in checked.findings]
     if options.fix_diffs:
         outcome.fix_diffs = [
@@ -118,12 +122,11 @@ def _lint_cells(notebook: Notebook, display: str, rules: Sequence[Type[Rule]],
     return outcome
 
 
-def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-                   target: Optional[TorchVersion], view: ProjectView,
-                   source: Optional[SourceText] = None) -> FileOutcome:
-    """A notebook's code cells, linted (or fixed) as one module; findings located by cell. The
-    notebook is read from `path`, or is `source` when it is held in memory."""
-    notebook = Notebook.read(path) if source is None else Notebook.from_text(source.text, source.encoding)
+def _lint_notebook(source: SourceText, display: str, rules: Sequence[Type[Rule]], options: Options,
+                   target: Optional[TorchVersion], view: ProjectView) -> FileOutcome:
+    """A notebook's code cells (`source`: its JSON text), linted (or fixed) as one module;
+    findings located by cell."""
+    notebook = Notebook.from_text(source.text, source.encoding)
     try:
         return _lint_cells(notebook, display, rules, options, target, view)
     except SourceError:
@@ -135,29 +138,17 @@ def _lint_notebook(path: Path, display: str, rules: Sequence[Type[Rule]], option
 
 @dataclass(frozen=True)
 class _Task:
-    """One file to lint or fix, with its text already read (a worker process needs no more);
-    a notebook is read where it is linted (its source is None, unless it is held in memory).
+    """One file to lint or fix, with its text already read (a worker process needs no more).
     `summarize`: the first phase of a run over a project (memlint.analysis.project): lint
     without the other modules' summaries, which are not known yet, and summarise this one."""
 
     path: Path
     display: str
     rules: Tuple[Type[Rule], ...]
-    source: Optional[SourceText]
+    source: SourceText
     options: Options
     target: Optional[TorchVersion]  # the oldest torch its fixes must run on
     summarize: bool = False
-
-
-def _store(task: _Task, text: str, entry: Entry, outcome: FileOutcome) -> None:
-    """Keep what a lint of `text` found in the cache; a first-phase lint's result may not stand,
-    so it goes with the outcome, for the run to keep once it does."""
-    if task.summarize:
-        outcome.entry = (text, entry)
-    elif task.options.cache is not None:
-        header = diff_header(task.display)
-        diffs = None if entry.diffs is None else [d[len(header):] if d else d for d in entry.diffs]
-        task.options.cache.put(task.path, task.rules, task.target, text, replace(entry, diffs=diffs))
 
 
 def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer],
@@ -169,7 +160,7 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
     outcome.fixed = [f.detached() for f in result.applied]
     outcome.asked = result.asked
     if result.source == source.text:
-        _store(task, source.text, Entry(outcome.findings, asked=result.asked), outcome)
+        outcome.entry = (source.text, Entry(outcome.findings, asked=result.asked))
     elif options.diff:
         outcome.diff = unified_diff(source.text, result.source, task.display)
     elif options.in_memory:
@@ -182,15 +173,22 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
           imported: FrozenSet[str] = frozenset()) -> FileOutcome:
     """Lint or fix one file (in a worker process, or here), knowing what `project` says of
     the other modules (`names`: those of the project's modules; `imported`: those the others
-    import). Never raises: a bug of memlint's becomes one line for this file, and the run goes on."""
+    import). What the lint found of the text as it is goes with the outcome (`entry`), for the
+    run to cache once it knows that it stands. Never raises: a bug of memlint's becomes one
+    line for this file, and the run goes on."""
     outcome = FileOutcome(task.display)
     timer = Timer() if task.options.profile else None
     source = task.source
+    fixing = task.options.fix or task.options.diff
     view = ProjectView(project, names, str(task.path), imported)
     try:
         if is_notebook(task.path):
-            outcome = _lint_notebook(task.path, task.display, task.rules, task.options, task.target, view, source)
-        elif (task.options.fix or task.options.diff) and not task.summarize:
+            outcome = _lint_notebook(source, task.display, task.rules, task.options, task.target, view)
+            if not outcome.diff and outcome.text is None and outcome.rewrite is None:  # the text as it is
+                diffs = outcome.fix_diffs if task.options.fix_diffs and not fixing else None
+                outcome.entry = (source.text, Entry(outcome.findings, outcome.error, diffs, outcome.asked,
+                                                    notebook=True))
+        elif fixing and not task.summarize:
             _fix_file(task, source, outcome, timer, view)
         else:
             checked = check(source.text, task.display, task.rules, task.target, timer, project=view,
@@ -203,20 +201,19 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
                     if f.fix is not None and id(f.fix) not in diffs:
                         diffs[id(f.fix)] = fix_diff(checked, f, task.display, timer)
                 outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
-            _store(task, source.text, Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs else None,
-                                            asked=checked.asked), outcome)
-    except TooLarge as error:
-        outcome.warning = str(error)
-    except (UnreadableFile, NotebookError) as error:
+            outcome.entry = (source.text, Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs
+                                                else None, asked=checked.asked))
+    except NotebookError as error:  # a fact of the text, fixed or not
         outcome.error = str(error)
+        outcome.entry = (source.text, Entry([], error=outcome.error))
     except TooDeep as error:  # valid code memlint cannot follow: skipped, as a file over its time budget
         outcome.warning = str(error)
     except SourceError as error:
         outcome.error = str(error)
         if task.summarize:
             outcome.summary = ModuleSummary.empty(view.name)
-        if source is not None and not (task.options.fix or task.options.diff):  # a fix's failure is
-            _store(task, source.text, Entry([], error=outcome.error), outcome)  # no fact of the text
+        if not fixing:  # a fix's failure is no fact of the text
+            outcome.entry = (source.text, Entry([], error=outcome.error))
     except MemoryError:  # over the worker's memory budget: the worker ends, and the run goes on
         raise
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
@@ -244,8 +241,8 @@ def _write(task: _Task, outcome: FileOutcome, lint: Callable[[_Task], FileOutcom
         outcome.error = f"cannot write: {(error.strerror or str(error)).lower()}; fixes not applied"
         outcome.findings, outcome.fixed, outcome.notebook = unfixed.findings, [], unfixed.notebook
         return False
-    if task.source is not None:
-        _store(task, rewrite.text.text, Entry(outcome.findings, asked=outcome.asked), outcome)
+    outcome.entry = (rewrite.text.text, Entry(outcome.findings, asked=outcome.asked,
+                                              notebook=outcome.notebook is not None))
     return True
 
 
@@ -261,9 +258,9 @@ def _failed(task: _Task, over: str, why: str) -> FileOutcome:
     return FileOutcome(task.display, error=f"internal error ({why}); please report it")
 
 
-def _cached(entry: Entry, display: str, options: Options) -> Optional[FileOutcome]:
-    """The outcome an entry stands for under these options; None when it does not say enough
-    (--fix with something to fix; JSON that wants diffs the entry lacks)."""
+def _cached(entry: Entry, source: SourceText, display: str, options: Options) -> Optional[FileOutcome]:
+    """The outcome an entry for `source` stands for under these options; None when it does not
+    say enough (--fix with something to fix; JSON that wants diffs the entry lacks)."""
     findings = [replace(f, path=display) for f in entry.findings]
     if (options.fix or options.diff) and any(fix_allowed(f.fix, options.unsafe_fixes) for f in findings):
         return None
@@ -272,7 +269,9 @@ def _cached(entry: Entry, display: str, options: Options) -> Optional[FileOutcom
         if entry.diffs is None and any(f.fix is not None for f in findings):
             return None
         header = diff_header(display)
-        outcome.fix_diffs = [header + d if d else None for d in (entry.diffs or [None] * len(findings))]
+        outcome.fix_diffs = [header + d if d else d for d in (entry.diffs or [None] * len(findings))]
+    if entry.notebook:
+        outcome.notebook = Notebook.from_text(source.text, source.encoding)
     return outcome
 
 
@@ -282,34 +281,38 @@ class _Prepared:
 
     index: int  # its place among the outcomes
     outcome: FileOutcome
-    task: Optional[_Task]  # None: nothing to lint (it could not be read)
+    task: _Task
     entry: Optional[Entry] = None  # what the cache holds for its text
+    key: str = ""  # with a cache: what its entries are kept by besides its text (memlint.cache.file_key)
+    digest: str = ""  # with a cache: its text's (memlint.cache.text_digest)
     summary: Optional[ModuleSummary] = None  # its summary, from the cache
+    settled: bool = False  # its outcome is in place
 
 
-def _prepare(path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
-             target: Optional[TorchVersion]) -> Tuple[FileOutcome, Optional[_Task], Optional[Entry]]:
-    """Read the file and look its result up in the cache."""
-    if is_notebook(path):  # read, and linted, where it is linted; never cached
-        return FileOutcome(display), _Task(path, display, tuple(rules), None, options, target), None
+def _prepare(index: int, path: Path, display: str, rules: Sequence[Type[Rule]], options: Options,
+             target: Optional[TorchVersion], cache: Optional[Cache]) -> Tuple[FileOutcome, Optional[_Prepared]]:
+    """Read the file and look its result up in the cache: its outcome so far, and what the run
+    needs to finish it (None: nothing, it could not be read)."""
     started = time.perf_counter()
+    notebook = is_notebook(path)
     try:
-        source = read(path)
+        source = read_source(path) if notebook else read(path)
     except TooLarge as error:
-        return FileOutcome(display, warning=str(error)), None, None
-    except UnreadableFile as error:
-        return FileOutcome(display, error=str(error)), None, None
+        return FileOutcome(display, warning=str(error)), None
+    except (UnreadableFile, NotebookError) as error:
+        return FileOutcome(display, error=str(error)), None
     read_seconds = time.perf_counter() - started
-    notes = _noqa_notes(source.text)
-    task = _Task(path, display, tuple(rules), source, options, target)
-    entry = options.cache.get(path, task.rules, target, source.text) if options.cache is not None else None
     outcome = FileOutcome(display)
-    outcome.notes = notes
+    outcome.notes = [] if notebook else _noqa_notes(source.text)
+    prepared = _Prepared(index, outcome, _Task(path, display, tuple(rules), source, options, target))
+    if cache is not None:
+        prepared.key, prepared.digest = file_key(display, path, rules, target), text_digest(source.text)
+        prepared.entry = cache.get(prepared.key, prepared.digest, rules)
     if options.profile:
         outcome.seconds = {"read": read_seconds}
-        if options.cache is not None:
+        if cache is not None:
             outcome.seconds["cache"] = time.perf_counter() - started - read_seconds
-    return outcome, task, entry
+    return outcome, prepared
 
 
 def _standing(outcome: FileOutcome, options: Options) -> bool:
@@ -323,12 +326,26 @@ def _noqa_notes(text: str) -> List[Tuple[int, str]]:
 
 
 def _size(task: _Task) -> int:
-    if task.source is None:
-        try:
-            return os.path.getsize(task.path)
-        except OSError:
-            return 0
     return len(task.source.text)
+
+
+def _project_key(modules: Dict[str, Tuple[str, str]], names: FrozenSet[str], prepared: Sequence[_Prepared],
+                 summarised: Callable[[_Prepared], bool]) -> str:
+    """What every answer of the project (memlint.analysis.project) is drawn from, as a digest:
+    each module's path, its place and name, and, for a module the project has a summary of
+    (`summarised`), what that summary is made from: its text, and the key its results are kept
+    by (its name as shown, which says whether it is a test module; its rules and torch); the
+    place and name of each notebook, which asks as a module of that name. The same key, the
+    same answers to the same questions. Without a project, answers depend on nothing."""
+    if not names:
+        return "alone"
+    files = {str(p.task.path): p for p in prepared}
+    rows = []
+    for path in sorted(set(modules) | set(files)):
+        p = files.get(path)
+        summary = [p.key, p.digest] if p is not None and path in modules and summarised(p) else None
+        rows.append([path, *modules.get(path, module_name(path)), summary])
+    return text_digest(json.dumps(rows))
 
 
 def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rule]],
@@ -343,9 +360,12 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     The Python files linted together are a project (memlint.analysis.project): each module is
     first linted alone and summarised, then linted again knowing the other modules' summaries,
     only where its analysis asked a question that the project now answers differently. A
-    result from the cache stands while its file's text and its answers are the same."""
+    result from the cache stands while its file's text and its answers are the same: at once
+    when it was found in the same project (the same key), else once the project is known and
+    asked again. A run whose every result stands so reads no summary and lints nothing."""
     if options.memory_budget is None:
         options = replace(options, memory_budget=memory_budget(options.jobs))
+    cache, options = options.cache, replace(options, cache=None)  # the cache stays in this process
     forget_folders()
     outcomes: List[FileOutcome] = []
     items = list(discover(paths, config, options.force_exclude, options.require_files))
@@ -361,23 +381,49 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         file_config = config.for_file(item)
         rules = file_config.rules_for(item, registry)
         target = file_config.target_for(item)
-        outcome, task, entry = _prepare(item, display_path(item), rules, options, target)
-        if task is not None:
-            prepared.append(_Prepared(len(outcomes), outcome, task, entry))
+        outcome, ready = _prepare(len(outcomes), item, display_path(item), rules, options, target, cache)
+        if ready is not None:
+            prepared.append(ready)
         outcomes.append(outcome)
-    sources = {str(p.task.path): p.task.source.text for p in prepared  # type: ignore[union-attr]
-               if p.task.source is not None and str(p.task.path) in modules}  # type: ignore[union-attr]
+    try:
+        if cache is not None:  # what the cache found in this very project stands
+            key = _project_key(modules, names, prepared, lambda p: True)
+            for p in prepared:
+                if p.entry is not None and p.entry.project == key:
+                    _take(outcomes, p, options)
+        if not all(p.settled for p in prepared):
+            _lint_project(prepared, outcomes, modules, names, options, cache, notices)
+    finally:
+        if cache is not None:
+            cache.save()
+    return outcomes
+
+
+def _take(outcomes: List[FileOutcome], p: _Prepared, options: Options) -> None:
+    """Put the outcome of a file's cache entry in its place, where it says all the options want."""
+    assert p.entry is not None
+    cached = _cached(p.entry, p.task.source, p.task.display, options)
+    if cached is not None:
+        cached.seconds, cached.notes = p.outcome.seconds, p.outcome.notes
+        outcomes[p.index] = cached
+        p.settled = True
+
+
+def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], modules: Dict[str, Tuple[str, str]],
+                  names: FrozenSet[str], options: Options, cache: Optional[Cache],
+                  notices: Optional[List[str]]) -> None:
+    """Settle the files the cache did not: summarise the project's modules (from the cache,
+    else in the first phase), then keep what stands and lint the rest knowing the project."""
+    sources = {str(p.task.path): p.task.source.text for p in prepared if str(p.task.path) in modules}
     imported = imported_modules(sources, modules) if names else frozenset()
-    if options.cache is not None and names:
+    if cache is not None and names:
         for p in prepared:
-            path = str(p.task.path)  # type: ignore[union-attr]
+            path = str(p.task.path)
             if path in sources:
-                p.summary = options.cache.get_summary(p.task.path, _summary_key(modules[path], imported),  # type: ignore[union-attr]
-                                                      sources[path])
+                p.summary = cache.get_summary(p.key, _summary_key(modules[path], imported), p.digest)
 
     # The first phase: every module of the project whose summary is not in the cache, linted alone.
-    first = [p for p in prepared if names and p.task.source is not None and p.summary is None and  # type: ignore[union-attr]
-             str(p.task.path) in modules]  # type: ignore[union-attr]
+    first = [p for p in prepared if names and p.summary is None and str(p.task.path) in modules]
     alone = map_in_order(partial(_lint, names=names, imported=imported), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
                          memory=options.memory_budget, notices=notices)
@@ -385,50 +431,63 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     for p, outcome in zip(first, alone):
         p.summary = outcome.summary
         found[p.index] = outcome
-    project = Project(modules, {str(p.task.path): p.summary for p in prepared  # type: ignore[union-attr]
+    project = Project(modules, {str(p.task.path): p.summary for p in prepared
                                 if p.summary is not None}, imported) if names else None
+    key = _project_key(modules, names, prepared, lambda p: p.summary is not None) if cache is not None else ""
 
     # What stands: a first lint whose questions get the same answers now, a cached result likewise.
     second: List[_Prepared] = []
     for p in prepared:
-        task = p.task
-        assert task is not None
+        if p.settled:
+            continue
+        path = str(p.task.path)
         outcome = found.get(p.index)
         if outcome is not None:
-            if same_answers(project, str(task.path), outcome.asked) and _standing(outcome, options):
-                if outcome.entry is not None:
-                    _store(task, *outcome.entry, outcome)
+            if same_answers(project, path, outcome.asked) and _standing(outcome, options):
+                _keep(cache, p, outcome, key)
                 _settle(outcomes, p.index, outcome)
                 continue
-        elif p.entry is not None and same_answers(project, str(task.path), p.entry.asked):
-            cached = _cached(p.entry, task.display, options)
-            if cached is not None:
-                cached.seconds, cached.notes = p.outcome.seconds, p.outcome.notes
-                outcomes[p.index] = cached
+        elif p.entry is not None and (p.entry.project == key or same_answers(project, path, p.entry.asked)):
+            _take(outcomes, p, options)
+            if p.settled:
+                if cache is not None and p.entry.project != key:  # the answers hold in this project too
+                    cache.put(p.key, p.digest, replace(p.entry, project=key))
                 continue
         second.append(p)
-    if options.cache is not None:
+    if cache is not None:
         for p in first:
             if p.summary is not None:
-                options.cache.put_summary(p.task.path, _summary_key(modules[str(p.task.path)], imported),  # type: ignore[union-attr]
-                                          p.task.source.text, p.summary)  # type: ignore[union-attr]
+                cache.put_summary(p.key, _summary_key(modules[str(p.task.path)], imported), p.digest, p.summary)
     lint = partial(_lint, project=project, names=names)
     rewritten: List[str] = []
 
     def write(index: int, outcome: FileOutcome) -> None:
         with held():  # a stopping signal waits for the file to be written, and noted
-            if _write(second[index].task, outcome, lint):  # type: ignore[arg-type]
+            if _write(second[index].task, outcome, lint):
                 rewritten.append(outcome.display)
 
     try:
-        linted = map_in_order(lint, [p.task for p in second], options.jobs, size=_size,  # type: ignore[misc]
+        linted = map_in_order(lint, [p.task for p in second], options.jobs, size=_size,
                               failed=_failed, budget=options.file_timeout, memory=options.memory_budget,
                               notices=notices, done=write)
     except KeyboardInterrupt as stop:
         raise Interrupted(getattr(stop, "signum", signal.SIGINT), rewritten) from None
     for p, outcome in zip(second, linted):
+        _keep(cache, p, outcome, key)
         _settle(outcomes, p.index, outcome)
-    return outcomes
+
+
+def _keep(cache: Optional[Cache], p: _Prepared, outcome: FileOutcome, key: str) -> None:
+    """Cache what a lint found of a text (`outcome.entry`), its answers those of the project `key`."""
+    if outcome.entry is None:
+        return
+    text, entry = outcome.entry
+    outcome.entry = None
+    if cache is not None:
+        header = diff_header(p.task.display)
+        diffs = None if entry.diffs is None else [d[len(header):] if d else d for d in entry.diffs]
+        digest = p.digest if text == p.task.source.text else text_digest(text)
+        cache.put(p.key, digest, replace(entry, diffs=diffs, project=key))
 
 
 def _summary_key(module: Tuple[str, str], imported: FrozenSet[str]) -> Tuple[str, ...]:

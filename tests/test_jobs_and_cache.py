@@ -20,8 +20,9 @@ import pytest
 import memlint.engine as engine
 import memlint.jobs as jobs
 import memlint.run as run_module
-from memlint.cache import SUMMARIES, Entry, open_cache, settings_digest
+from memlint.cache import MAX_BUNDLE_BYTES, Entry, file_key, open_cache, settings_digest, text_digest
 from memlint.config import Config, Selection
+from memlint.findings import Finding, Range
 from memlint.rules import registry
 from memlint.run import Options, run
 from memlint.torch_target import TorchVersion
@@ -208,49 +209,68 @@ def test_the_key_covers_every_config_field_the_rules_and_the_text(tmp_path):
     cache = open_cache(base, tmp_path / "cache")
     path = write(tmp_path, "train.py", BAD)
     rules = [registry()["MEM101"]]
-    cache.put(path, rules, TorchVersion(2, 1), BAD, Entry([], error="kept"))
-    assert cache.get(path, rules, TorchVersion(2, 1), BAD).error == "kept"
-    assert cache.get(path, rules, TorchVersion(2, 1), BAD + "\n") is None  # another text
-    assert cache.get(path, [*rules, registry()["MEM201"]], TorchVersion(2, 1), BAD) is None  # other rules
-    assert cache.get(tmp_path / "other.py", rules, TorchVersion(2, 1), BAD) is None
-    assert cache.get(path, rules, TorchVersion(2, 6), BAD) is None  # another declared torch
-    assert cache.get(path, rules, None, BAD) is None
+    key = file_key("train.py", path, rules, TorchVersion(2, 1))
+    finding = Finding("MEM101", rules[0].NAME, "kept", "", Range(4, 13, 4, 29), 4, cell=2)
+    cache.put(key, text_digest(BAD), Entry([finding], notebook=True))
+    cache.save()
+    cache = open_cache(base, tmp_path / "cache")  # another run
+    assert cache.get(key, text_digest(BAD), rules) == Entry([finding], notebook=True)
+    assert cache.get(key, text_digest(BAD + "\n"), rules) is None  # another text
+    assert cache.get(key, text_digest(BAD), [registry()["MEM201"]]) is None  # a finding of no rule that applies
+    assert len({key, file_key("train.py", path, [*rules, registry()["MEM201"]], TorchVersion(2, 1)),  # other rules
+                file_key("train.py", tmp_path / "other.py", rules, TorchVersion(2, 1)),
+                file_key("tests/train.py", path, rules, TorchVersion(2, 1)),  # shown as a test module
+                file_key("train.py", path, rules, TorchVersion(2, 6)),  # another declared torch
+                file_key("train.py", path, rules, None)}) == 6
 
 
 def _entries(cache: Path) -> List[Path]:
-    """Every entry of the cache: results and module summaries."""
+    """Every bundle of the cache: results and module summaries."""
     return sorted(cache.rglob("*.json"))
 
 
 def _sealed(payload: bytes) -> bytes:
-    """An entry as memlint writes one: the SHA-256 of its JSON, a newline, the JSON."""
+    """A bundle as memlint writes one: the SHA-256 of its JSON, a newline, the JSON."""
     return hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
 
 
 def _payload(entry: Path) -> dict:
-    """The JSON of a whole entry (its checksum matches)."""
+    """The JSON of a whole bundle (its checksum matches)."""
     digest, _, payload = entry.read_bytes().partition(b"\n")
     assert digest.decode() == hashlib.sha256(payload).hexdigest()
     return json.loads(payload)
 
 
-def test_a_corrupt_entry_is_a_miss_and_is_replaced(tmp_path, monkeypatch):
+def test_a_corrupt_record_or_bundle_is_a_miss_and_is_replaced(tmp_path, monkeypatch):
     _tree(tmp_path / "src")
     cache = tmp_path / "cache"
     cold = _lint(tmp_path / "src", cache)
-    entries = sorted(p for p in cache.rglob("*.json") if p.parent.name != SUMMARIES)
-    summaries = sorted(cache.rglob(f"{SUMMARIES}/*.json"))
-    assert len(entries) == len(summaries) == 12
-    entries[0].write_bytes(entries[0].read_bytes()[:80])  # cut short
-    entries[1].write_bytes(_sealed(json.dumps({**_payload(entries[1]), "findings": [[1, 2]]}).encode()))
+    [results] = cache.rglob("results-*.json")
+    [summaries] = cache.rglob("summaries-*.json")
+    assert len(_payload(results)) == len(_payload(summaries)) == 12
+    records = _payload(results)
+    damaged = next(key for key, record in records.items() if record["findings"])
+    records[damaged]["findings"] = [[1, 2]]
+    results.write_bytes(_sealed(json.dumps(records).encode()))
     counting = _Counting(monkeypatch)
     assert _lint(tmp_path / "src", cache) == cold
-    assert counting.compiled == 2
-    _payload(entries[0])  # rewritten whole
-    summaries[0].write_bytes(_sealed(json.dumps({**_payload(summaries[0]), "summary": {"name": 1}}).encode()))
+    assert counting.compiled == 1  # that file alone is linted again
+    assert _payload(results)[damaged]["findings"] != [[1, 2]]  # and its record replaced
+
+    results.write_bytes(results.read_bytes()[:80])  # cut short: the whole bundle is a miss
     counting.compiled = 0
     assert _lint(tmp_path / "src", cache) == cold
-    assert counting.compiled == 1  # that module is summarised again
+    assert counting.compiled == 12
+    assert len(_payload(results)) == 12  # rewritten whole
+
+    records = _payload(summaries)
+    [amp] = [key for key, record in records.items() if record["summary"]["name"] == "amp"]
+    records[amp]["summary"] = {"name": 1}
+    summaries.write_bytes(_sealed(json.dumps(records).encode()))
+    write(tmp_path / "src", "c/plain.py", "print('no tensors here either')\n")  # another project: summaries read
+    counting.compiled = 0
+    assert _lint(tmp_path / "src", cache) == cold
+    assert counting.compiled == 2  # the edited file, and the module whose summary was damaged
 
 
 @pytest.mark.parametrize("damage", ["flipped bit", "deep nesting", "sealed deep nesting", "fifo", "huge"])
@@ -262,7 +282,7 @@ def test_a_damaged_entry_is_a_miss_never_a_result_a_crash_or_a_hang(tmp_path, da
              (("--statistics",), ("--output-format", "sarif"), ("--output-format", "json"))}
     memlint(tmp_path, *args)  # fills the cache
     entries = _entries(tmp_path / ".memlint_cache")
-    assert len(entries) == 4  # each file's result and its module's summary
+    assert len(entries) == 2  # the files' results and their modules' summaries
     for entry in entries:
         data = entry.read_bytes()
         if damage == "flipped bit":  # in a result, MEM402 becomes MUM402: one bit, in the code
@@ -275,9 +295,8 @@ def test_a_damaged_entry_is_a_miss_never_a_result_a_crash_or_a_hang(tmp_path, da
         elif damage == "fifo":
             entry.unlink()
             os.mkfifo(entry)  # reading it would wait for a writer forever
-        else:
-            entry.write_bytes(_sealed(json.dumps(json.loads(data.partition(b"\n")[2]) | {"padding": "x" * 2**25})
-                                      .encode()))
+        else:  # larger than any bundle memlint reads (sparse: it takes no room)
+            os.truncate(entry, MAX_BUNDLE_BYTES + 1)
     for form, expected in fresh.items():
         result = memlint(tmp_path, *form, *args)  # memlint() fails on a traceback, and gives up after 120 s
         assert (result.returncode, result.stdout, result.stderr) == \
@@ -368,3 +387,69 @@ def test_profile_names_phases_rules_and_facts_on_stderr(tmp_path):
         assert f"\n{heading}" in err
     assert "  parse " in err and "  MEM402 " in err and "  train.py " in err
     assert "TorchNames" in err  # a fact, charged apart from the rules that asked for it
+
+
+def test_a_notebook_is_cached_with_its_cells_and_its_place_in_the_file(tmp_path, monkeypatch):
+    from test_notebook import code, save, study
+
+    write(tmp_path, "train.py", BAD)
+    save(tmp_path, "study.ipynb", study())
+    broken = study()
+    broken["cells"].insert(3, code("def broken(:\n    pass"))  # an error, and findings in the other cells
+    save(tmp_path, "broken.ipynb", broken)
+    write(tmp_path, "not_one.ipynb", '{"cells": [')
+    forms = (("--output-format", "text"), ("--output-format", "json"), ("--output-format", "sarif"),
+             ("--output-format", "github"))
+    fresh = [memlint(tmp_path, "--no-cache", *form, ".") for form in forms]
+    for _ in range(2):  # the run that fills the cache, then one that reads it
+        for form, expected in zip(forms, fresh):
+            result = memlint(tmp_path, *form, ".")
+            assert (result.returncode, result.stdout, result.stderr) == \
+                (expected.returncode, expected.stdout, expected.stderr)
+    assert "cell 5" in fresh[0].stdout and '"cell": 5' in fresh[1].stdout
+
+    counting = _Counting(monkeypatch)
+    config = Config(root=tmp_path, selection=Selection(extend_select=["MEM101"]))
+    options = Options(jobs=1, memory_budget=0, cache=open_cache(config, tmp_path / "cache"))
+    cold = run([str(tmp_path)], config, registry(), options)
+    counting.compiled = 0
+    warm = run([str(tmp_path)], config, registry(), options)
+    assert counting.compiled == 0
+    assert [(o.display, o.findings, o.error, o.notebook is not None) for o in warm] == \
+        [(o.display, o.findings, o.error, o.notebook is not None) for o in cold]
+    assert [o.notebook is not None for o in warm] == [True, False, True, False]  # not_one.ipynb: none
+
+
+def test_a_warm_run_over_the_same_project_reads_no_summary(tmp_path, monkeypatch):
+    _tree(tmp_path / "src")
+    cold = _lint(tmp_path / "src", tmp_path / "cache")
+
+    def no_summary(*args):
+        raise AssertionError("a summary was read")
+
+    monkeypatch.setattr(run_module.Cache, "get_summary", no_summary)
+    assert _lint(tmp_path / "src", tmp_path / "cache") == cold
+
+
+def test_a_result_is_kept_for_the_name_a_run_shows_its_file_by(tmp_path):
+    """Under `tests/` a file is a test module, where only the rules of tests report; run from
+    inside that folder, the same file is shown as `helper.py`, and is not."""
+    write(tmp_path, "pyproject.toml", "[tool.memlint]\n")
+    write(tmp_path, "tests/helper.py", BAD)
+    assert memlint(tmp_path, "tests/helper.py").returncode == 0
+    expected = memlint(tmp_path / "tests", "--no-cache", "helper.py")
+    assert expected.returncode == 1
+    result = memlint(tmp_path / "tests", "helper.py")
+    assert (result.returncode, result.stdout) == (expected.returncode, expected.stdout)
+
+
+def test_runs_that_save_one_after_the_other_keep_each_others_records(tmp_path):
+    config = Config(root=tmp_path)
+    first, second = open_cache(config, tmp_path / "cache"), open_cache(config, tmp_path / "cache")
+    assert first.get("a", "text", []) is None  # the first run read the bundle (there was none) ...
+    second.put("b", "text", Entry([], error="b"))
+    second.save()  # ... and the second wrote one meanwhile
+    first.put("a", "text", Entry([], error="a"))
+    first.save()
+    again = open_cache(config, tmp_path / "cache")
+    assert (again.get("a", "text", []).error, again.get("b", "text", []).error) == ("a", "b")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
+import pytest
 
 from memlint.analysis import Facts
 from memlint.analysis.often import INNER, STEP
@@ -499,3 +500,20 @@ def test_a_featurising_generator_of_a_script_nobody_imports_gets_its_inner_loop_
     fixed = paths[0].read_text()
     assert "            with torch.no_grad():\n                for piece in clip.split(4096):\n" in fixed
     assert fixed.count("yield") == 1 and "    with torch.no_grad():\n            for clip in clips" not in fixed
+
+
+@pytest.mark.parametrize("edit", ["keeps", "renamed"])
+def test_a_warm_run_after_another_module_changed_gives_what_a_cold_run_gives(tmp_path, edit):
+    kept = METRIC["emo/utils.py"]
+    detached = kept.replace("self.yhat.append(yhat)", "self.yhat.append(yhat.detach().cpu())")
+    tree(tmp_path / "src", {**METRIC, "emo/utils.py": detached if edit == "keeps" else kept})
+    cache = tmp_path / "cache"
+    before = lint(tmp_path / "src", cache=cache)
+    if edit == "keeps":  # the helper now keeps its argument's graph
+        (tmp_path / "src/emo/utils.py").write_text(textwrap.dedent(kept))
+    else:  # the same text under another name: `from .utils import` names nothing the project has
+        (tmp_path / "src/emo/utils.py").rename(tmp_path / "src/emo/metrics.py")
+    after = lint(tmp_path / "src")
+    assert after != before
+    assert lint(tmp_path / "src", cache=cache) == after
+    assert lint(tmp_path / "src", cache=cache) == after  # and once more, from what that run kept
