@@ -20,7 +20,9 @@ ran once:
   names computed from it are not changed in place, not passed to `out=` / `inplace=True`).
 
 Asked as `facts.hoisting`: `in_loop(statement, loop)` and `in_forward(statement)` (`Hoistable`,
-or None). Asked by MEM102.
+or None). Asked by MEM102. What a helper of this module computes, `helper(func)`, and whether
+it returns a tensor it made on the host and only wrote into, `host_buffer(func)`, are asked by
+MEM103 too (a helper's result moved at its call).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from memlint.analysis.purity import Computation, Input, Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, walk
+from memlint.analysis.tree import TreeIndex, dotted_name, walk, walk_scope
 
 # Calls that change what a factory makes or where `.cuda()` puts it.
 _CHANGES_FACTORIES = frozenset({
@@ -68,6 +70,14 @@ class Helper:
     tensor_params: FrozenSet[str]  # parameters it uses as tensors
     free: Tuple[Input, ...]  # what it reads besides its parameters and locals
     fresh: bool  # every tensor it computes comes from its own factories
+
+
+@dataclass(frozen=True)
+class HostBuffer:
+    """A tensor a helper makes on the host and only writes into (`Hoisting.host_buffer`)."""
+
+    factory: str  # the torch factory that makes it
+    writes: Tuple[cst.BaseExpression, ...]  # the values written into it
 
 
 def single_assignment(statement: cst.CSTNode) -> Optional[Tuple[str, cst.Assign]]:
@@ -208,6 +218,63 @@ class Hoisting:
         summary = Helper(True, placed, frozenset(tensor_params), tuple(free), fresh)
         self._helpers[id(func)] = summary
         return summary
+
+    def host_buffer(self, func: cst.FunctionDef) -> Optional[HostBuffer]:
+        """The tensor `func` returns, when it makes that tensor on the host (`weights =
+        torch.zeros(b, t, s)`, no device) and only writes into it before returning it
+        (`weights[i, :t, :s] = w`, `weights.fill_(0)`, in loops too). None otherwise (the
+        tensor read, handed on, aliased or bound again; another return)."""
+        body = func.body
+        statements = body.body if isinstance(body, cst.IndentedBlock) else ()
+        last = statements[-1] if statements else None
+        if last is None or type(last) is not cst.SimpleStatementLine or len(last.body) != 1 or \
+                type(last.body[0]) is not cst.Return or type(last.body[0].value) is not cst.Name or \
+                any(type(d.decorator) is not cst.Name or d.decorator.value not in ("staticmethod", "classmethod")
+                    for d in func.decorators):
+            return None
+        returned = last.body[0].value
+        name = returned.value
+        binds = self.scopes.bindings(func, name)
+        if len(binds) != 1 or binds[0].kind != "assign" or not binds[0].whole or \
+                type(binds[0].value) is not cst.Call or \
+                not any(self.tree.parent(binds[0].node) is statement for statement in statements):
+            return None
+        made = binds[0].value
+        factory = self.purity.factory(made) if self.purity.host_made(made) is not None else None
+        if factory is None:
+            return None
+        writes: List[cst.BaseExpression] = []
+        for node in walk_scope(body):
+            kind = type(node)
+            if kind is cst.Return and node is not last.body[0]:
+                return None
+            if kind is cst.Name and node.value == name and node is not returned:  # type: ignore[attr-defined]
+                written = self._written_into(node, binds[0].node)  # type: ignore[arg-type]
+                if written is None:
+                    return None
+                writes.extend(written)
+        return HostBuffer(factory, tuple(writes))
+
+    def _written_into(self, name: cst.Name, made: cst.CSTNode) -> Optional[List[cst.BaseExpression]]:
+        """What is written into the tensor `name` here: `name[...] = v`, `name[...] += v`,
+        `name.fill_(v)`, `name[...].zero_()` (their values), or nothing when `name` is the
+        target of its own binding `made`; None when `name` is used another way."""
+        parent = self.tree.parent(name)
+        if type(parent) is cst.AssignTarget:
+            return [] if self.tree.parent(parent) is made else None
+        node: cst.CSTNode = name
+        while type(parent) is cst.Subscript and parent.value is node:  # type: ignore[attr-defined]
+            node, parent = parent, self.tree.parent(parent)
+        if node is not name and type(parent) is cst.AssignTarget:
+            return [self.tree.parent(parent).value]  # type: ignore[union-attr]
+        if node is not name and type(parent) is cst.AugAssign and parent.target is node:  # type: ignore[attr-defined]
+            return [parent.value]  # type: ignore[attr-defined]
+        if type(parent) is cst.Attribute and parent.value is node and parent.attr.value.endswith("_") and \
+                not parent.attr.value.startswith("_"):  # type: ignore[attr-defined]
+            call = self.tree.parent(parent)
+            if type(call) is cst.Call and call.func is parent and type(self.tree.parent(call)) is cst.Expr:  # type: ignore[attr-defined]
+                return [arg.value for arg in call.args]  # type: ignore[attr-defined]
+        return None
 
     def _changed_in(self, loop: Loop, facts: LoopFacts) -> Tuple[FrozenSet[str], FrozenSet[str], bool]:
         """(names rebound or changed in place, attribute names stored, whether something changes

@@ -19,8 +19,7 @@ Asked as `facts.regions`:
   (`device_types` follows `"cuda" if ... else "cpu"`, `str(device)`, `device.type`, a name bound
   once, a parameter's default and what the module's calls pass for it);
 - `is_lightning_training_step(func)`, `lightning_step_hook(node)`: the per-batch hook
-  (`training_step`, `validation_step`, ...) a node runs in; `lightning_batch(expr, at)`: the
-  batch that hook is handed, or a part of it (on the module's device); `in_hf_trainer(func)`: a method of
+  (`training_step`, `validation_step`, ...) a node runs in; `in_hf_trainer(func)`: a method of
   an HF Trainer subclass; `simuleval_action_hook(func)`: a SimulEval agent's per-action hook
   (`policy`, `update_states_read`, ...), which SimulEval calls with grad enabled.
 
@@ -269,32 +268,6 @@ class Regions:
                 self._in_lightning_module(func):
             return func
         return None
-
-    def lightning_batch(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """`expr` is the batch Lightning hands the step hook `at` runs in (`batch`, the hook's
-        first parameter after `self`), an item of it (`batch[0]`, `batch["x"]`), or a name
-        bound only to such a thing (`imgs, _ = batch`). Lightning has moved every tensor of the
-        batch to the module's device before it calls the hook."""
-        hook = self.lightning_step_hook(at)
-        params = hook.params.params if hook is not None else ()
-        if len(params) < 2:
-            return False
-        for _ in range(3):  # `x = batch[0]`, `imgs, _ = x`: a few steps back to the parameter
-            while type(expr) is cst.Subscript:
-                expr = expr.value  # type: ignore[attr-defined]
-            if type(expr) is not cst.Name:
-                return False
-            name = expr.value  # type: ignore[attr-defined]
-            binds = self.scopes.in_effect(name, at)
-            if len(binds) != 1:
-                return False
-            bind = binds[0]
-            if bind.kind == "param":
-                return bind.node is params[1]
-            if bind.kind != "assign" or bind.value is None:
-                return False
-            expr, at = bind.value, bind.node
-        return False
 
     def region_at(self, node: cst.CSTNode) -> Optional[Region]:
         """The innermost grad-mode `with` whose body holds `node`."""

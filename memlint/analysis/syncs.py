@@ -8,7 +8,9 @@ Asked as `facts.syncs`:
   `is_tensor` recognises: a `.item()` on a NumPy value is no sync;
 - `is_tensor(expr, at)`: the value is a torch tensor: made by a torch function, a model or a
   loss, a tensor method of a tensor, indexing or arithmetic of one, an element of a tensor or of
-  `model.parameters()`, or a name bound only to such values;
+  `model.parameters()`, a parameter or buffer the class registers (`self.table`), a field of a
+  model's output (`out.logits`), what a function of this module returns when every `return`
+  gives one, what an accelerator gathers of tensors, or a name bound only to such values;
 - `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
   (module code runs on the module's device), or made by a model, a loss, a move
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
@@ -16,7 +18,8 @@ Asked as `facts.syncs`:
   its function (None for `while` loops), and `many(iterable, at)`: whether iterating it runs
   many times: a model's parameters, a tensor's elements, a `range` that is not a small literal,
   `zip` / `enumerate` of such (not a dict's `.items()`, not a literal tuple);
-- `reads_back(func)`: a function that runs a model and returns only values copied to the host.
+- `reads_back(func)`: a function that runs a model and returns only values copied to the host;
+- `printed(call)`: the GPU tensor (not a loss) a builtin `print` formats, which waits for it.
 
 Asked by MEM105.
 """
@@ -24,7 +27,7 @@ Asked by MEM105.
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -33,7 +36,7 @@ from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, walk_scope
+from memlint.analysis.tree import TreeIndex, dotted_name, walk, walk_scope
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
@@ -51,6 +54,13 @@ _NOT_TENSOR_FUNCTIONS = frozenset({
 _NOT_TENSOR_METHODS = frozenset(SCALAR_METHODS | {"numpy", "type", "equal", "allclose", "is_floating_point",
                                                   "register_hook", "backward", "keys", "values", "items",
                                                   "get", "pop", "format", "split_with_sizes"})
+# What a model's output holds as tensors, by name (HF's ModelOutput: `out.logits`)
+_OUTPUT_FIELDS = frozenset({"logits", "loss", "last_hidden_state", "pooler_output", "start_logits", "end_logits"})
+# An accelerator's collectives, which give back tensors shaped like the ones they are handed
+_GATHERS = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes", "all_gather", "all_reduce"})
+_ACCELERATOR = re.compile(r"(^|\.)(accelerator|fabric)$", re.IGNORECASE)
+_LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
+_PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _PARAMETER_ITERABLES = frozenset({"parameters", "named_parameters", "buffers", "named_buffers"})
 _FEW_METHODS = frozenset({"items", "values", "keys"})
 _SMALL_RANGE = 16
@@ -120,6 +130,7 @@ class Syncs:
         self._busy: Set[Tuple[str, int]] = set()
         self._placed: Dict[Tuple[str, int], bool] = {}
         self._loop_syncs: Dict[int, List[Tuple[cst.CSTNode, str]]] = {}
+        self._registers: Dict[int, FrozenSet[str]] = {}  # id(class) -> its parameters and buffers
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -135,6 +146,32 @@ class Syncs:
         if isinstance(func, cst.Name) and func.value in ("int", "float", "bool") and len(call.args) == 1 and \
                 self.names.qualified_name(func) is None and self.is_tensor(call.args[0].value, call):
             return func.value
+        return None
+
+    def printed(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """The GPU tensor a builtin `print(...)` formats (an argument, or a value in an
+        f-string argument), which copies it to the host and waits for the kernels that make
+        it; None when it prints none, or only losses (a loss printed per step is the price of
+        logging, like its `.item()`)."""
+        func = call.func
+        if type(func) is not cst.Name or func.value != "print" or self.names.qualified_name(func) is not None or \
+                self.scopes.bindings_seen("print", call):  # type: ignore[attr-defined]
+            return None
+        shown: List[cst.BaseExpression] = []
+        for arg in call.args:
+            if arg.keyword is not None or arg.star:
+                continue
+            value = arg.value
+            if type(value) is cst.FormattedString:
+                shown += [part.expression for part in value.parts  # type: ignore[attr-defined]
+                          if type(part) is cst.FormattedStringExpression]
+            else:
+                shown.append(value)
+        for value in shown:
+            if type(value) in (cst.Name, cst.Attribute, cst.Subscript) and not _LOSS_NAME.search(dotted_name(
+                    value.value if type(value) is cst.Subscript else value) or "") and \
+                    self.is_tensor(value, call) and self.on_device(value, call):  # type: ignore[attr-defined]
+                return value
         return None
 
     def reads_back(self, func: cst.FunctionDef) -> bool:
@@ -211,7 +248,9 @@ class Syncs:
             if expr.attr.value in ("grad", "data", "T", "mT", "real", "imag"):
                 return self.is_tensor(expr.value, at, depth + 1)
             value = expr.value  # `model(x).logits`, `out.loss`
-            return isinstance(value, cst.Call) and self.roles.is_forward(value)
+            if type(value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS:  # `out = model(x)` ... `out.logits`
+                return self.is_tensor(value, at, depth + 1)
+            return isinstance(value, cst.Call) and self.roles.is_forward(value) or self._registered(expr, at)
         if isinstance(expr, cst.Subscript):
             return self.is_tensor(expr.value, at, depth + 1)
         if isinstance(expr, cst.BinaryOperation):
@@ -222,6 +261,39 @@ class Syncs:
             return self._call_is_tensor(expr, at, depth)
         return False
 
+    def _registered(self, expr: cst.Attribute, at: cst.CSTNode) -> bool:
+        """`self.<name>` in a method of a class that registers `<name>` as a parameter or a
+        buffer (`self.table = nn.Parameter(...)`, `self.register_buffer("index", ...)`)."""
+        if type(expr.value) is not cst.Name or expr.value.value != "self":  # type: ignore[attr-defined]
+            return False
+        func = self.tree.function_of(at)
+        klass = self.tree.class_of(func) if func is not None else None
+        if klass is None:
+            return False
+        registered = self._registers.get(id(klass))
+        if registered is None:
+            registered = self._registers[id(klass)] = self._registered_names(klass)
+        return expr.attr.value in registered
+
+    def _registered_names(self, klass: cst.ClassDef) -> FrozenSet[str]:
+        names: Set[str] = set()
+        assigned: Dict[str, List[bool]] = {}
+        for node in walk(klass.body):
+            kind = type(node)
+            if kind is cst.Call and type(node.func) is cst.Attribute and \
+                    node.func.attr.value in ("register_buffer", "register_parameter") and \
+                    dotted_name(node.func.value) == "self" and node.args and \
+                    type(node.args[0].value) is cst.SimpleString:  # type: ignore[attr-defined]
+                names.add(node.args[0].value.evaluated_value)  # type: ignore[attr-defined]
+            elif kind is cst.Assign:
+                for target in node.targets:  # type: ignore[attr-defined]
+                    dotted = dotted_name(target.target)
+                    if dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1:
+                        value = node.value  # type: ignore[attr-defined]
+                        assigned.setdefault(dotted[5:], []).append(
+                            type(value) is cst.Call and self.names.call_name(value) in _PARAMETER_CLASSES)
+        return frozenset(names | {name for name, parameters in assigned.items() if all(parameters)})
+
     def _call_is_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         qualified = self.names.call_name(call)
         if qualified is not None:
@@ -229,6 +301,9 @@ class Syncs:
                 not qualified.split(".")[-1][:1].isupper()
         if self.roles.is_forward(call) or self.roles.is_loss(call):
             return True
+        helper = self.scopes.resolve(call)
+        if helper is not None:  # `self._weight(n, t)`, a function of this module returning a tensor
+            return self._returns_a_tensor(helper, depth + 1)
         func = call.func
         if isinstance(func, cst.Attribute) and (func.attr.value not in _NOT_TENSOR_METHODS or
                                                 func.attr.value == "type" and call.args):
@@ -259,7 +334,10 @@ class Syncs:
                 result = source is not None and self._iterates_tensors(source, bind.node, depth)
             elif bind.kind in ("assign", "walrus", "aug"):
                 value = bind.value
-                if not bind.whole and isinstance(value, cst.Call) and \
+                gathered = self._gathered(bind, name)
+                if gathered is not None:
+                    result = self.is_tensor(gathered, bind.node, depth + 1)
+                elif not bind.whole and isinstance(value, cst.Call) and \
                         self._returns_tensors(self.scopes.resolve(value), _position(bind.node, name), depth + 1):
                     result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
                 elif not bind.whole and not (isinstance(value, cst.Call) and (
@@ -282,7 +360,28 @@ class Syncs:
         if bind.kind == "for":
             source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
             return source is not None and self.on_device(source, bind.node, depth + 1)
+        gathered = self._gathered(bind, name) if bind.kind == "assign" else None
+        if gathered is not None:  # gathered across processes on the device
+            return self.on_device(gathered, bind.node, depth + 1)
         return bind.kind == "assign" and bind.whole and self.on_device(bind.value, bind.node, depth + 1)
+
+    def _gathered(self, bind: "Binding", name: str) -> Optional[cst.BaseExpression]:
+        """What `name` holds gathered from the processes by an accelerator (`preds, refs =
+        accelerator.gather_for_metrics((preds, batch["labels"]))`: `preds` at 0), which gives
+        tensors shaped like the ones it is handed, on the device."""
+        value = bind.value
+        if type(value) is not cst.Call or type(value.func) is not cst.Attribute or \
+                value.func.attr.value not in _GATHERS or not value.args or value.args[0].keyword is not None or \
+                not _ACCELERATOR.search(dotted_name(value.func.value) or ""):  # type: ignore[attr-defined]
+            return None
+        handed = value.args[0].value  # type: ignore[attr-defined]
+        if bind.whole:
+            return handed
+        position = _position(bind.node, name)
+        if position is None or type(handed) not in (cst.Tuple, cst.List) or \
+                len(handed.elements) <= position:  # type: ignore[attr-defined]
+            return None
+        return handed.elements[position].value  # type: ignore[attr-defined]
 
     def implicit(self, node: cst.CSTNode) -> Optional[str]:
         """The host-device sync that `node` makes without calling for one: a device tensor as a
@@ -366,6 +465,14 @@ class Syncs:
                 return False
         return True
 
+    def _returns_a_tensor(self, func: cst.FunctionDef, depth: int) -> bool:
+        """A function of this module whose every `return` gives a tensor."""
+        if depth > _MAX_DEPTH:
+            return False
+        returned = [r for r in walk_scope(func.body) if type(r) is cst.Return]
+        return bool(returned) and all(r.value is not None and self.is_tensor(r.value, r, depth)  # type: ignore[attr-defined]
+                                      for r in returned)
+
     def _comprehension_target(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         """The iterable of the comprehension around `at` whose `for` binds `name`."""
         for ancestor in self.tree.ancestors(at):
@@ -407,7 +514,8 @@ class Syncs:
                     if b.kind == "for" and self.tree.contains(b.node, at)]
                 self._placed[key] = bool(binds) and all(self._binds_device_value(b, expr.value, depth) for b in binds)
             return self._placed[key]
-        if isinstance(expr, cst.Attribute) and expr.attr.value in ("grad", "data", "T", "mT"):
+        if isinstance(expr, cst.Attribute) and (expr.attr.value in ("grad", "data", "T", "mT") or
+                                                type(expr.value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS):
             return self.on_device(expr.value, at, depth + 1)
         if isinstance(expr, cst.Subscript):
             return self.on_device(expr.value, at, depth + 1)

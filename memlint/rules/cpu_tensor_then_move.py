@@ -35,8 +35,9 @@ class CpuTensorThenMove(Rule):
     ## What it does
     Finds a tensor made by a torch factory on the CPU and then moved to a device:
     `torch.zeros(n).cuda()`, `torch.randn(b, d).to(device)`, `torch.arange(n).long().to(x.device)`,
-    the result of a helper of the same file that builds a tensor from factories and is moved
-    at the call (`make_mask(t).to(device)`), a CPU factory used to index a tensor
+    the result of a helper of the same file that builds a tensor from factories, or makes one on
+    the CPU and only copies GPU values into it (`w = torch.zeros(b, t)`, `w[i, :n] = row`,
+    `return w`), and is moved at the call (`make_mask(t).to(device)`), a CPU factory used to index a tensor
     (`x[torch.arange(x.shape[0]), idx]`, which copies the index to the tensor's device), and a
     sample of a `torch.distributions` object built from numbers or CPU tensors, moved to the
     device (`self.noise = Normal(0.0, eps)` in `__init__`, `self.noise.sample(x.shape).to(x)` in
@@ -84,13 +85,13 @@ class CpuTensorThenMove(Rule):
     that already has a device; code handed to `torch.jit.trace` and the like (the move is what
     they record); an index of a tensor not known to live on the device (in data-loading code
     tensors stay on the CPU); random data in tests (drawn on the CPU so that every device sees
-    the same numbers).
+    the same numbers); a helper that fills its CPU tensor with host values (`w[i, :n] = 1.0`,
+    a window computed on the host): made on the device, each write would be a kernel launch.
 
     Also when the factory and the move are apart: the tensor bound to a name earlier in the same
     iteration (`ids = torch.arange(n)` ... `ids.to(device)`); moved to another tensor's device
-    (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device, as is every
-    tensor of the batch Lightning hands a step hook: `torch.ones(n, 1).type_as(imgs)`); a size given
-    to a legacy constructor and filled in place (`torch.LongTensor(n).random_(k).to(rank)`);.
+    (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device); a size given
+    to a legacy constructor and filled in place (`torch.LongTensor(n).random_(k).to(rank)`).
 
     For a sample, the distribution must surely be on the host (memlint.analysis.distributions):
     every construction it may come from (each assignment to `self.noise` in the class's methods)
@@ -136,9 +137,15 @@ class CpuTensorThenMove(Rule):
         # a cast, or the device and dtype of another tensor: not known to be a move
         "import torch\nx = torch.arange(10).to(torch.float32)\n",
         "import torch\nx = torch.zeros(3).to(grad)\n",
-        # a step of a class Lightning does not run: its batch is not known to be on the device
-        "import torch\nclass GAN:\n    def training_step(self, batch, i):\n        imgs, _ = batch\n"
-        "        valid = torch.ones(imgs.size(0), 1).type_as(imgs)\n        return self.loss(self.discriminator(imgs), valid)\n",
+        # a helper that fills its buffer with host values: made on the device, each write would be a launch
+        "import torch\nclass GuidedLoss(torch.nn.Module):\n    def _weights(self, lens, n):\n"
+        "        w = torch.zeros(len(lens), n)\n        for i, length in enumerate(lens):\n"
+        "            w[i, :length] = 1.0\n        return w\n\n    def forward(self, attn, lens):\n"
+        "        return (self._weights(lens, attn.size(1)).to(attn.device) * attn).mean()\n",
+        # a helper whose buffer is handed on (`fill` may copy host data into it): not only written into
+        "import torch\nclass GuidedLoss(torch.nn.Module):\n    def _weights(self, lens, n):\n"
+        "        w = torch.zeros(len(lens), n)\n        fill(w, lens)\n        return w\n\n"
+        "    def forward(self, attn, lens):\n        return (self._weights(lens, attn.size(1)).to(attn.device) * attn).mean()\n",
         # random test data, drawn on the CPU so that every device sees the same numbers
         "import torch\ndef test_parity(device):\n    q = torch.rand(4, 8).to(device)\n    check(q)\n",
         # moved to the CPU
@@ -243,17 +250,19 @@ class CpuTensorThenMove(Rule):
         Invalid(
             "import torch\nfor x in loader:\n    perm = torch.LongTensor(64).random_(10).to(device)\n    model(x, perm)\n"
         ),
-        # a Lightning step's batch is on the module's device: `.type_as` of a part of it moves
-        Invalid(
-            "import torch\nimport lightning as L\nclass GAN(L.LightningModule):\n    def training_step(self, batch, i):\n"
-            "        imgs, _ = batch\n        valid = torch.ones(imgs.size(0), 1)\n        valid = valid.type_as(imgs)\n"
-            "        return self.loss(self.discriminator(imgs), valid)\n"
-        ),
         # a helper that builds it on the CPU, moved at the call: reported, not fixed
         Invalid(
             "import torch\nclass Net(torch.nn.Module):\n    def causal(self, n):\n"
             "        return torch.triu(torch.ones(n, n), diagonal=1).bool()\n\n    def forward(self, x):\n"
             "        mask = self.causal(x.size(1)).to(x.device)\n        return self.layer(x, mask)\n"
+        ),
+        # a helper that makes a buffer on the CPU and copies GPU values into it, moved at the call
+        Invalid(
+            "import torch\nclass GuidedLoss(torch.nn.Module):\n    @staticmethod\n    def _row(n, like):\n"
+            "        return torch.arange(n).to(like.device).float() / n\n\n    def _weights(self, lens, like):\n"
+            "        w = torch.zeros(len(lens), like.size(1))\n        for i, length in enumerate(lens):\n"
+            "            w[i, :length] = self._row(length, like)\n        return w\n\n    def forward(self, attn, lens):\n"
+            "        return (self._weights(lens, attn).to(attn.device) * attn).mean()\n"
         ),
         # a sample of a distribution built from numbers on the host, moved every step: reported, not fixed
         Invalid(
@@ -315,6 +324,11 @@ class CpuTensorThenMove(Rule):
                 if summary.pure and summary.fresh and not summary.placed:
                     if self._per_step(node):
                         self.report(node, self._helper_message(helper))
+                    return
+                buffer = self.facts.hoisting.host_buffer(helper)
+                if buffer is not None and any(self.facts.syncs.on_device(value, value) for value in buffer.writes) \
+                        and self._per_step(node):
+                    self.report(node, self._buffer_message(helper, buffer.factory))
 
     def _moved_like(self, node: cst.Call) -> None:
         """`x.type_as(t)` / `x.to(t)`, where `t` is a tensor on the device: a move too."""
@@ -325,8 +339,7 @@ class CpuTensorThenMove(Rule):
         like = node.args[0].value
         facts = self.facts
         if not isinstance(like, (cst.Name, cst.Attribute, cst.Subscript)) or facts.purity.is_device(like) and \
-                func.attr.value == "to" or not (facts.syncs.on_device(like, node) or
-                                                facts.regions.lightning_batch(like, node)):
+                func.attr.value == "to" or not facts.syncs.on_device(like, node):
             return
         core, _ = _peel_casts(func.value)
         self._made_on_host(core, node, f"`.{func.attr.value}({show(like)})`")
@@ -419,6 +432,13 @@ class CpuTensorThenMove(Rule):
     def _helper_message(helper: cst.FunctionDef) -> str:
         return (f"`{helper.name.value}` builds its tensor on the CPU from torch factories, and here it is copied "
                 f"to the device; give `{helper.name.value}` a `device` and make it there with `device=`")
+
+    @staticmethod
+    def _buffer_message(helper: cst.FunctionDef, factory: str) -> str:
+        name = helper.name.value
+        return (f"`{name}` makes the tensor it returns on the CPU (`{factory}`) and copies GPU values into it, "
+                f"waiting for each, and here it is copied back to the device, which the host waits for too, on "
+                f"every step; give `{name}` a `device` and make the tensor there with `device=`")
 
     def _fix(self, node: cst.Call, core: cst.Call, factory: str, move: Move,
              casts: List[cst.Call]) -> Optional[Fix]:

@@ -13,6 +13,8 @@ from memlint.rules._code import show
 # Words that show a file runs on an accelerator at all (a `.item()` on the CPU waits for nothing).
 _IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
 _DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device"})
+# Statements under which a print is meant: a flag, a periodic test, a handler
+_CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
 _WHAT = {
     "item": "copies one number to the host",
     "tolist": "copies the tensor to the host",
@@ -72,6 +74,11 @@ class HostDeviceSyncInLoop(Rule):
     condition, Python's `max`/`min`/`sum` over a GPU tensor. And once per micro-batch of gradient
     accumulation (`total += loss.item()` in the inner loop
     of micro-batches, whose outer loop steps the optimizer).
+
+    And a `print` of a GPU tensor on every step, under no condition (a leftover of debugging:
+    `print(predictions)` in an evaluation loop, `print(self.index)` in a `forward`): formatting
+    the tensor copies it to the host. Not a printed loss (the price of logging, like its
+    `.item()`), a shape, or a print under a condition (a flag, every N steps).
 
     And an evaluation that runs every step only for a periodic log: a helper that runs the
     model and returns values read back to the host (`return loss.item(), acc.item()`), called on
@@ -159,6 +166,14 @@ class HostDeviceSyncInLoop(Rule):
         "import torch\n\ndef evaluate(model, x, y):\n    with torch.no_grad():\n        out = model(x)\n"
         "    return criterion(out, y)\n\nmodel = model.to(device)\nfor epoch in range(epochs):\n"
         "    train(model)\n    val = evaluate(model, x, y)\n    if epoch % 10 == 0:\n        print(val)\n",
+        # a print under a condition (a periodic log, a flag), of a loss, of a shape
+        "import torch\nmodel = model.to(device)\nfor i, (x, y) in enumerate(loader):\n    out = model(x)\n"
+        "    if i % 100 == 0:\n        print(out)\n",
+        "import torch\nmodel = model.to(device)\nfor x, y in loader:\n    loss = criterion(model(x), y)\n"
+        "    loss.backward()\n    opt.step()\n    print(f\"loss {loss}\")\n",
+        "import torch\nclass Bias(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "        self.table = torch.nn.Parameter(torch.zeros(n, 8))\n    def forward(self):\n"
+        "        print(self.table.shape)\n        return self.table.cuda()\n",
         # NumPy values: no device involved
         "import numpy as np, torch\nmodel = model.to(device)\nfor x, y in loader:\n    out = model(x)\n"
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
@@ -204,6 +219,20 @@ class HostDeviceSyncInLoop(Rule):
             "model = model.cuda()\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
             "    print(grad_norm(model))\n    opt.step()\n"
         ),
+        # a leftover print of a GPU tensor, on every forward or every batch
+        Invalid(
+            "import torch\nclass Bias(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+            "        self.table = torch.nn.Parameter(torch.zeros(n, 8))\n"
+            "        self.register_buffer(\"index\", torch.arange(n))\n    def forward(self):\n"
+            "        bias = self.table[self.index]\n        print(\"index\", self.index)\n        return bias.cuda()\n"
+        ),
+        Invalid(
+            "import torch\nfrom accelerate import Accelerator\naccelerator = Accelerator()\n"
+            "for batch in eval_loader:\n    with torch.no_grad():\n        outputs = model(**batch)\n"
+            "    preds = outputs.logits.argmax(dim=-1)\n"
+            "    preds, refs = accelerator.gather_for_metrics((preds, batch[\"labels\"]))\n"
+            "    print(f\"=== {preds}\")\n    metric.add_batch(predictions=preds, references=refs)\n"
+        ),
         # element by element where one .tolist() would do
         Invalid(
             "import torch\nmodel.to(device)\nfor batch in loader:\n    ids = model(batch).argmax(-1)\n"
@@ -216,7 +245,10 @@ class HostDeviceSyncInLoop(Rule):
         self._logged: Set[int] = set()  # the periodic conditions already reported
 
     def visit_Call(self, node: cst.Call) -> None:
-        if may_sync(node):
+        func = node.func
+        if type(func) is cst.Name and func.value == "print":  # type: ignore[attr-defined]
+            self._printed(node)
+        elif may_sync(node):
             self._check(node, self.facts.syncs.sync(node) or self.facts.syncs.implicit(node))
         else:
             self._read_back_for_a_log(node)
@@ -239,6 +271,25 @@ class HostDeviceSyncInLoop(Rule):
             f"`{show(node.func)}(...)` runs the model and makes the host wait to read its results on every step, "
             f"yet they are read only under `{show(guard.test)}`: make the call there, and the other steps skip "  # type: ignore[attr-defined]
             f"its forward and its waits"))
+
+    def _printed(self, node: cst.Call) -> None:
+        """`print(predictions)` of a GPU tensor on every step, under no condition: a leftover
+        of debugging, which copies the tensor to the host and waits for the GPU each time."""
+        facts = self.facts
+        if not _DEVICE_WORDS & facts.identifiers:
+            return
+        for ancestor in facts.tree.ancestors(node):
+            kind = type(ancestor)
+            if kind in _CONDITIONAL:
+                return  # a verbosity flag, a periodic log, a handler: printed on purpose
+            if kind is cst.FunctionDef or kind is cst.For or kind is cst.While:
+                break
+        value = facts.syncs.printed(node)
+        if value is None or facts.per_step(node) is None:  # (asked last: the answer may come from the project)
+            return
+        self.report(node, (
+            f"`print(...)` formats `{show(value)}`, a GPU tensor, on every step: it copies the tensor to the host "
+            f"and makes the host wait for the GPU each time; remove it, or print under a condition every N steps"))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         self._check(node, self.facts.syncs.implicit(node))
