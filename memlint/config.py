@@ -94,6 +94,9 @@ class Selection:
 # Folders resolved in this run (their links followed), by absolute path: resolving one costs a
 # system call per part of the path, and a run asks about the same few folders for every file.
 _REAL_FOLDERS: Dict[str, str] = {}
+# Where each path named in this run stands (`location`), by the path as named: a run asks it of
+# every file several times (its configuration, excludes, per-file ignores, .gitignore, cache key).
+_LOCATIONS: Dict[str, str] = {}
 
 
 def real_folder(folder: str) -> str:
@@ -107,13 +110,30 @@ def real_folder(folder: str) -> str:
 def forget_folders() -> None:
     """Resolve folders afresh from now on (a run starts: links may have changed since the last)."""
     _REAL_FOLDERS.clear()
+    _LOCATIONS.clear()
 
 
-def location(path: Path) -> Path:
-    """Where `path` itself stands, its folders' links resolved but not a link it may be: a
-    link is matched by its own name, as git does, and a looping one does not raise."""
-    absolute = os.path.abspath(path)
-    return Path(real_folder(os.path.dirname(absolute)), os.path.basename(absolute))
+def location(path: Union[str, Path]) -> str:
+    """Where `path` itself stands (an absolute path), its folders' links resolved but not a
+    link it may be: a link is matched by its own name, as git does, and a looping one does not
+    raise. Once per run."""
+    name = os.fspath(path)
+    found = _LOCATIONS.get(name)
+    if found is None:
+        absolute = os.path.abspath(name)
+        found = _LOCATIONS[name] = os.path.join(real_folder(os.path.dirname(absolute)), os.path.basename(absolute))
+    return found
+
+
+def relative_to(place: str, folder: str) -> Optional[str]:
+    """`place` (a location) relative to `folder` (absolute, resolved), with forward slashes,
+    as `Path.relative_to(...).as_posix()` gives it; None when it is not inside."""
+    if os.path.normcase(place) == os.path.normcase(folder):
+        return "."
+    prefix = folder if folder.endswith(os.sep) else folder + os.sep
+    if not os.path.normcase(place).startswith(os.path.normcase(prefix)):
+        return None
+    return place[len(prefix):].replace(os.sep, "/")
 
 
 @dataclass
@@ -129,10 +149,10 @@ class Config:
     warnings: List[str] = field(default_factory=list)  # for the user, one line each
 
     def _relative(self, path: Path) -> Optional[str]:
-        try:
-            return location(path).relative_to(real_folder(os.path.abspath(self.root))).as_posix()
-        except ValueError:
-            return None
+        root = self.__dict__.get("_absolute_root")  # not a field: the cache key reads the fields
+        if root is None:
+            root = self.__dict__["_absolute_root"] = os.path.abspath(self.root)
+        return relative_to(location(path), real_folder(root))
 
     @cached_property
     def _exclude_spec(self) -> pathspec.PathSpec:
@@ -144,11 +164,15 @@ class Config:
                 for glob, codes in self.per_file_ignores.items()]
 
     def is_excluded(self, path: Path) -> bool:
+        if not self.exclude:
+            return False
         relative = self._relative(path)
         return relative is not None and self._exclude_spec.match_file(relative)
 
     def ignored_codes(self, path: Path) -> List[str]:
         """Codes that per-file-ignores turn off for `path`."""
+        if not self.per_file_ignores:
+            return []
         relative = self._relative(path)
         if relative is None:
             return []
@@ -343,7 +367,7 @@ class Configurations:
             table = _table(explicit, self.warnings, named=True)
             self.root = self._config(explicit, table or {})
         else:
-            self.root = self._closest(start.resolve()) or self._overrides.apply(Config(root=start))
+            self.root = self._closest(str(start.resolve())) or self._overrides.apply(Config(root=start))
         self.root.warnings = self.warnings
 
     @property
@@ -353,29 +377,30 @@ class Configurations:
     def _config(self, path: Path, table: Mapping[str, object]) -> Config:
         return self._overrides.apply(parse_table(table, path.parent, path, self._registry))
 
-    def _closest(self, folder: Path) -> Optional[Config]:
-        """The configuration in `folder` or the nearest folder above it; None when none has one."""
-        key = str(folder)
-        if key in self._by_folder:
-            return self._by_folder[key]
+    def _closest(self, folder: str) -> Optional[Config]:
+        """The configuration in `folder` (absolute) or the nearest folder above it; None when
+        none has one."""
+        if folder in self._by_folder:
+            return self._by_folder[folder]
         found = None
         for name in CONFIG_NAMES:
-            candidate = folder / name
+            candidate = Path(folder, name)
             if os.path.isfile(candidate):
                 table = _table(candidate, self.warnings)
                 if table is not None:
                     found = self._config(candidate, table)
                     break
-        if found is None and folder.parent != folder:
-            found = self._closest(folder.parent)
-        self._by_folder[key] = found
+        parent = os.path.dirname(folder)
+        if found is None and parent != folder:
+            found = self._closest(parent)
+        self._by_folder[folder] = found
         return found
 
     def for_file(self, path: Path) -> Config:
         """The configuration that applies to `path` (a file, or a folder about to be walked)."""
         if self._named:
             return self.root
-        return self._closest(location(path).parent) or self.root
+        return self._closest(os.path.dirname(location(path))) or self.root
 
     def is_excluded(self, path: Path) -> bool:
         return self.for_file(path).is_excluded(path)

@@ -21,7 +21,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
 import pathspec
 
-from memlint.config import AnyConfig, location
+from memlint.config import AnyConfig, location, relative_to
 
 SKIPPED_FOLDERS = frozenset({
     ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "build", "dist", "__pycache__",
@@ -40,7 +40,7 @@ class BadPath:
     warning: bool = False  # skipped, but the run is not failed for it
 
 
-_Ignores = List[Tuple[Path, pathspec.PathSpec]]
+_Ignores = List[Tuple[str, pathspec.PathSpec]]  # (the folder of a .gitignore, resolved; its patterns)
 
 
 def _gitignore(folder: Path, problems: List["BadPath"]) -> Optional[pathspec.PathSpec]:
@@ -67,7 +67,7 @@ def _parent_ignores(folder: Path, problems: List["BadPath"]) -> _Ignores:
     for parent in folder.resolve().parents:
         spec = _gitignore(parent, problems)
         if spec is not None:
-            found.append((parent, spec))
+            found.append((str(parent), spec))
         if os.path.exists(parent / ".git"):
             break
     return found
@@ -75,11 +75,8 @@ def _parent_ignores(folder: Path, problems: List["BadPath"]) -> _Ignores:
 
 def _ignored(path: Path, is_dir: bool, ignores: _Ignores) -> bool:
     for base, spec in ignores:
-        try:
-            relative = location(path).relative_to(base).as_posix()
-        except ValueError:
-            continue
-        if spec.match_file(relative + ("/" if is_dir else "")):
+        relative = relative_to(location(path), base)
+        if relative is not None and spec.match_file(relative + ("/" if is_dir else "")):
             return True
     return False
 
@@ -128,7 +125,7 @@ def _walk(root: Path, config: AnyConfig, tally: _Tally) -> Iterator[Union[Path, 
     ignores = _parent_ignores(root, problems)
     own = _gitignore(root, problems)
     if own is not None:
-        ignores.append((root.resolve(), own))
+        ignores.append((str(root.resolve()), own))
     yield from problems
     stack: List[Tuple[Path, _Ignores]] = [(root, ignores)]
     while stack:
@@ -152,7 +149,7 @@ def _walk(root: Path, config: AnyConfig, tally: _Tally) -> Iterator[Union[Path, 
                 problems = []
                 spec = _gitignore(path, problems)
                 yield from problems
-                subfolders.append((path, inherited + [(path.resolve(), spec)] if spec else inherited))
+                subfolders.append((path, inherited + [(str(path.resolve()), spec)] if spec else inherited))
             elif entry.name.endswith(SOURCE_SUFFIXES):
                 if _ignored(path, False, inherited) or config.is_excluded(path):
                     tally.hidden += 1
@@ -196,7 +193,7 @@ def discover(paths: Sequence[str], config: AnyConfig, force_exclude: bool = Fals
                     yield item
                 continue
             some = True
-            key = os.path.realpath(item)
+            key = os.path.realpath(item) if os.path.islink(item) else location(item)  # the same, sooner
             if key not in seen:
                 seen.add(key)
                 yield item

@@ -83,6 +83,9 @@ class FileOutcome:
 
 
 def display_path(path: Path) -> str:
+    name = str(path)
+    if isinstance(path, Path) and not path.is_absolute() and os.pardir not in path.parts:
+        return name  # a Path is normalised: relative, without `..`, it is what relpath gives, sooner
     try:
         relative = os.path.relpath(path)
     except ValueError:

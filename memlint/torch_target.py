@@ -230,9 +230,13 @@ class DeclaredTargets:
     def __init__(self, root: Optional[Path] = None) -> None:
         self.root = Path(os.path.abspath(root)) if root is not None else None  # the configuration's folder
         self._by_folder: Dict[Path, Optional[TorchVersion]] = {}
+        self._by_name: Dict[str, Optional[TorchVersion]] = {}  # the same, by the folder's name: no Path made per file
 
     def for_file(self, path: Path) -> Optional[TorchVersion]:
-        return self._for_folder(Path(os.path.abspath(path)).parent)
+        folder = os.path.dirname(os.path.abspath(path))
+        if folder not in self._by_name:
+            self._by_name[folder] = self._for_folder(Path(folder))
+        return self._by_name[folder]
 
     def _for_folder(self, folder: Path) -> Optional[TorchVersion]:
         if folder in self._by_folder:
