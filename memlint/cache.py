@@ -12,7 +12,7 @@ which decides whether it is a test module) and where it stands, the rules that a
 (per-file ignores included) and the torch its fixes must run on (configured, or declared by
 its project); the record holds a digest of the file's text and the result for that text.
 Editing the file makes its record stale, and the next run replaces it, so a bundle grows with
-the tree, not its history. One file per bundle, not one per record: a warm run over thousands
+the files linted, not with their edits. One file per bundle, not one per record: a warm run over thousands
 of files reads two files instead of thousands, and one that needs no module's summary (every
 result stands, below) reads one.
 
