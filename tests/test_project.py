@@ -318,6 +318,14 @@ def test_a_metric_of_another_module_that_keeps_its_argument_retains_the_graph(tm
     assert ("valid.py", 9, "MEM202") not in lint(tmp_path, tmp_path / "emo/valid.py")
 
 
+def test_a_metric_named_again_after_the_loop_is_still_the_metric_inside_it(tmp_path):
+    rebound = dict(METRIC)
+    rebound["emo/valid.py"] = METRIC["emo/valid.py"].replace(
+        "            return acc.acc()\n", "            acc = acc.acc()\n            return acc\n")
+    tree(tmp_path, rebound)
+    assert ("valid.py", 9, "MEM202") in lint(tmp_path)
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
     paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC})
     whole = set(lint(tmp_path))

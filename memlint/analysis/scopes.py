@@ -356,14 +356,15 @@ class Scopes:
 
     def instance_method_name(self, call: cst.Call, names: "TorchNames") -> Optional[str]:
         """`pkg.metrics.Accuracy.update` for `acc.update(...)` or `self.acc.update(...)` when
-        `acc` surely holds an instance of a class this module imports (`acc = Accuracy()`,
+        `acc` surely holds an instance of a class this module imports (`acc = Accuracy()`, the
+        bindings in effect at the call: `acc = acc.result()` after the loop is not one;
         `from pkg.metrics import Accuracy`): the method another module of the project defines."""
         func = call.func
         if type(func) is not cst.Attribute:
             return None
         receiver = func.value  # type: ignore[attr-defined]
         if type(receiver) is cst.Name:
-            binds = self.bindings_seen(receiver.value, receiver)  # type: ignore[attr-defined]
+            binds = self.in_effect(receiver.value, receiver)  # type: ignore[attr-defined]
             if any(b.kind != "assign" or not b.whole for b in binds):
                 return None
             values = [b.value for b in binds]
