@@ -15,6 +15,7 @@ from memlint.analysis.tree import walk
 from memlint.engine import check, fix
 from memlint.findings import Safety
 from memlint.rules import registry
+from memlint.torch_target import TorchVersion
 
 RULES = registry()
 LOOP_RULES = [RULES[code] for code in ("MEM102", "MEM103", "MEM104", "MEM105", "MEM501")]
@@ -658,3 +659,51 @@ def test_mem105_an_evaluation_every_step_for_a_periodic_log_is_one_finding():
     two_logs = _LOGGED_EVALUATION.replace("val_loss, val_acc)\n", "val_loss, val_acc)\n    if epoch % 7 == 0:\n"
                                           "        print(train_loss, val_loss)\n")
     assert check(two_logs, "train.py", [rule]).findings == []
+
+
+# -- MEM102: a tensor of one number as torch.where's operand ---------------------------------
+WHERE_OPERAND = """\
+    import torch
+    class GraphAttention(torch.nn.Module):
+        def forward(self, h, adj):
+            e = self.scores(h)
+            zero_vec = -9e15 * torch.ones_like(e)
+            return torch.where(adj > 0, e, zero_vec)
+    """
+
+
+@pytest.mark.parametrize("target,fixed", [(None, True), (TorchVersion(1, 12), True), (TorchVersion(1, 11), False)])
+def test_a_number_for_torch_where_is_written_only_where_the_torch_takes_one(target, fixed):
+    source = textwrap.dedent(WHERE_OPERAND)
+    (finding,) = [f for f in check(source, "t.py", [RULES["MEM102"]], target_torch=target).findings]
+    assert finding.line == 5
+    result = fix(source, "t.py", [RULES["MEM102"]], target_torch=target).source
+    assert ("torch.where(adj > 0, e, -9e15)" in result and "zero_vec" not in result) is fixed
+    assert (result == source) is not fixed
+
+
+@pytest.mark.parametrize("fill,number,safe", [("torch.ones_like(e) * 0.5", "0.5", True),
+                                              ("torch.zeros_like(e)", "0", False),
+                                              ("torch.full_like(e, -1)", "-1", False)])
+def test_each_fill_of_one_number_becomes_that_number_safely_only_where_it_promotes_alike(fill, number, safe):
+    source = textwrap.dedent(WHERE_OPERAND).replace("-9e15 * torch.ones_like(e)", fill)
+    (finding,) = check(source, "t.py", [RULES["MEM102"]]).findings
+    assert finding.fix is not None and (finding.fix.safety is Safety.SAFE) is safe
+    result = fix(source, "t.py", [RULES["MEM102"]], unsafe=True).source
+    assert f"torch.where(adj > 0, e, {number})" in result
+
+
+def test_a_bool_tensor_keeps_its_dtype_only_with_the_tensor_of_its_number():
+    """Why `zeros_like` is an unsafe fix: against the number 0, torch.where promotes bool to int64."""
+    torch = pytest.importorskip("torch")
+    mask, kept = torch.tensor([True, False]), torch.tensor([True, True])
+    assert torch.where(mask, kept, torch.zeros_like(kept)).dtype == torch.bool
+    assert torch.where(mask, kept, 0).dtype == torch.int64
+    assert torch.where(mask, kept, -9e16 * torch.ones_like(kept)).dtype == torch.where(mask, kept, -9e16).dtype
+
+
+def test_a_tensor_the_operand_was_shaped_like_before_it_was_bound_again_is_left_alone():
+    source = textwrap.dedent(WHERE_OPERAND).replace(
+        "        return torch.where", "        e = e.t()\n        return torch.where")
+    assert "e = e.t()" in source
+    assert not check(source, "t.py", [RULES["MEM102"]]).findings

@@ -132,6 +132,11 @@ class Move:
     only_device: bool
 
 
+def _number(expr: cst.BaseExpression) -> bool:
+    """A literal number, `-1.5`, `math.inf`, `float("inf")`: what a tensor can be filled with."""
+    return Purity.constant(expr) and type(expr) not in (cst.Tuple, cst.List, cst.Name)
+
+
 class Purity:
     """The purity model (see the module docstring) for the calls of one module."""
 
@@ -166,6 +171,39 @@ class Purity:
             if legacy is not None and _LEGACY_CONSTRUCTOR.match(legacy) and func.value.args and all(
                     not isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) for a in func.value.args):
                 return legacy
+        return None
+
+    def constant_fill(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression, bool]]:
+        """(the number, the tensor whose shape it takes, whether `torch.where` promotes the
+        number against that tensor to the same dtype for every dtype) for a tensor filled with
+        one number: `c * torch.ones_like(x)` or `torch.ones_like(x) * c` (the product promotes as
+        `torch.where` does: exact), `torch.ones_like(x)`, `torch.zeros_like(x)`,
+        `torch.full_like(x, n)` with a whole number (not exact: they keep `x`'s dtype, where a
+        bool `x` against the number 0 makes `torch.where` give int64). None for anything else (a
+        dtype, device or other option given, a fill that is not a literal number)."""
+        number: Optional[cst.BaseExpression] = None
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:  # type: ignore[attr-defined]
+            left, right = expr.left, expr.right  # type: ignore[attr-defined]
+            number, expr = (left, right) if type(right) is cst.Call else (right, left)
+            if not _number(number):
+                return None
+        if type(expr) is not cst.Call:
+            return None
+        name = self.names.call_name(expr)  # type: ignore[arg-type]
+        args = expr.args  # type: ignore[attr-defined]
+        if any(a.keyword is not None or a.star for a in args):
+            return None
+        if name == "torch.ones_like" and len(args) == 1 and number is not None:
+            return number, args[0].value, True
+        if number is not None:
+            return None  # `c * zeros_like(x)`, `c * full_like(x, n)`: kept as written
+        if name in ("torch.ones_like", "torch.zeros_like") and len(args) == 1:
+            return cst.Integer("1" if name == "torch.ones_like" else "0"), args[0].value, False
+        fill = args[1].value if len(args) == 2 else None
+        if type(fill) is cst.UnaryOperation and type(fill.operator) is cst.Minus:  # type: ignore[attr-defined]
+            fill = fill.expression  # type: ignore[attr-defined]
+        if name == "torch.full_like" and type(fill) is cst.Integer:  # (a float is cast to an integer `x`'s dtype)
+            return args[1].value, args[0].value, False
         return None
 
     @staticmethod

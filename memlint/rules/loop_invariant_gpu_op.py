@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Set
+from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -10,10 +10,15 @@ import libcst as cst
 from memlint.analysis.hoisting import Hoistable
 from memlint.analysis.loops import Loop
 from memlint.analysis.purity import Purity
-from memlint.analysis.tree import walk
-from memlint.findings import Fix, InsertAfter, InsertBefore, Remove, Replace, Safety
+from memlint.analysis.tree import walk, walk_scope
+from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
+from memlint.torch_target import TorchVersion
+
+
+# `torch.where(cond, x, number)`: a number as an operand, with numbers' type promotion
+_WHERE_TAKES_NUMBERS = TorchVersion(1, 12)
 
 
 class LoopInvariantGpuOp(Rule):
@@ -26,6 +31,9 @@ class LoopInvariantGpuOp(Rule):
     when it is computed by a pure helper of the same file called with unchanging arguments
     (reported at the call). Also finds such work in a module's `forward`, whose inputs are only
     constants and attributes set in `__init__`: it is rebuilt on every call, that is every step.
+    And a tensor of one number shaped like another, built every step only to be an operand of
+    `torch.where` (`zero_vec = -9e15 * torch.ones_like(e)`, `torch.where(adj > 0, e, zero_vec)`):
+    `torch.where` takes the number itself.
 
     ## Why is this bad?
     Every iteration allocates the tensor again and launches the kernels (or the host-to-device
@@ -63,10 +71,20 @@ class LoopInvariantGpuOp(Rule):
     `self.register_buffer(name, value, persistent=False)` (without its `device=`: the buffer
     follows `module.to(...)`) and reads the buffer in `forward`.
 
+    The number given to `torch.where` in place of its tensor: `torch.where(adj > 0, e, -9e15)`,
+    and the statement that built the tensor removed.
+
     ## Fix safety
-    Safe in a loop: the value is computed by the same pure operations from the same inputs, once.
-    Unsafe in `forward`: the buffer moves and changes dtype with the module (`model.half()` makes
-    it float16), and lives on the module's device rather than the input's.
+    `torch.where` with a number, for `c * torch.ones_like(x)`: safe, on torch 1.12 and later
+    (`torch.where` promotes the number as the product did; the fix is held back for an older
+    `target-torch`). For `torch.zeros_like(x)`, `torch.ones_like(x)` and `torch.full_like(x, n)`:
+    unsafe, since they keep `x`'s dtype where the number promotes: a bool `x` gives an int64
+    result. The tensor must be shaped like the other operand as it is at the call, and read
+    nowhere else.
+
+    Hoisting, in a loop: safe, the value is computed by the same pure operations from the same
+    inputs, once. Unsafe in `forward`: the buffer moves and changes dtype with the module
+    (`model.half()` makes it float16), and lives on the module's device rather than the input's.
     """
 
     CODE = "MEM102"
@@ -76,6 +94,15 @@ class LoopInvariantGpuOp(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # torch.where's operand shaped like another tensor, read elsewhere too, or a float cast by full_like
+        "import torch\nclass GraphAttention(torch.nn.Module):\n    def forward(self, h, adj):\n"
+        "        e = self.scores(h)\n        return torch.where(adj > 0, e, -9e15 * torch.ones_like(adj))\n",
+        "import torch\nclass GraphAttention(torch.nn.Module):\n    def forward(self, h, adj):\n"
+        "        e = self.scores(h)\n        floor = -9e15 * torch.ones_like(e)\n"
+        "        return torch.where(adj > 0, e, floor), floor\n",
+        "import torch\nfor x in loader:\n    out = model(x)\n    kept = torch.where(out > 0, out, torch.full_like(out, 0.5))\n",
+        "import torch\nfor x in loader:\n    out = model(x)\n"
+        "    kept = torch.where(out > 0, out, torch.zeros_like(out, dtype=torch.float32))\n",
         # an epoch loop (it calls the step loop): the work repeats once per epoch, not per step
         "import torch\ndef train(loader):\n    for x in loader:\n        model(x).sum().backward()\n\n"
         "for epoch in range(epochs):\n    train(loader)\n    z = torch.ones(64, 20, device=\"cuda\")\n"
@@ -115,6 +142,21 @@ class LoopInvariantGpuOp(Rule):
         "        mask = torch.ones(t, t, device=x.device).tril()\n        return x @ mask\n",
     )
     INVALID = (
+        # a tensor of one number, built per step only to be torch.where's operand
+        Invalid(
+            "import torch\nclass GraphAttention(torch.nn.Module):\n    def forward(self, h, adj):\n"
+            "        e = self.scores(h)\n        zero_vec = -9e15 * torch.ones_like(e)\n"
+            "        attention = torch.where(adj > 0, e, zero_vec)\n        return torch.softmax(attention, dim=1) @ h\n",
+            "import torch\nclass GraphAttention(torch.nn.Module):\n    def forward(self, h, adj):\n"
+            "        e = self.scores(h)\n"
+            "        attention = torch.where(adj > 0, e, -9e15)\n        return torch.softmax(attention, dim=1) @ h\n",
+        ),
+        Invalid(
+            "import torch\nfor x in loader:\n    out = model(x)\n    kept = torch.where(out > 0, out, torch.zeros_like(out))\n"
+            "    kept.sum().backward()\n",
+            "import torch\nfor x in loader:\n    out = model(x)\n    kept = torch.where(out > 0, out, 0)\n"
+            "    kept.sum().backward()\n",
+        ),
         Invalid(
             "import torch\nfor step in range(100):\n    eye = torch.eye(512, device=device)\n"
             "    loss = model(x @ eye).sum()\n    loss.backward()\n",
@@ -152,6 +194,61 @@ class LoopInvariantGpuOp(Rule):
             "        return x.masked_fill(mask == 0, 0.0)\n",
         ),
     )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """`mask = -9e16 * torch.ones_like(e)` ... `torch.where(adj > 0, e, mask)`: a tensor of one
+        number, as large as `e`, built on every call only to be `torch.where`'s operand."""
+        facts = self.facts
+        if len(node.args) != 3 or any(a.keyword is not None or a.star for a in node.args) or \
+                facts.names.call_name(node) != "torch.where":
+            return
+        first, second = node.args[1].value, node.args[2].value
+        for operand, other in ((first, second), (second, first)):
+            found = self._filled_operand(operand, node)
+            if found is None or type(other) is not cst.Name:
+                continue
+            number, like, exact, statement = found
+            if type(like) is not cst.Name or like.value != other.value or statement is not None and \
+                    facts.scopes.in_effect(other.value, statement) != facts.scopes.in_effect(other.value, node):
+                continue  # shaped like another tensor, or like `other` before it was bound again
+            if facts.per_step(node) is None:
+                return
+            edits: List[Edit] = [Replace(operand, number)]
+            if statement is not None:
+                block = facts.tree.parent(statement)
+                if type(block) is not cst.IndentedBlock or len(block.body) < 2:  # type: ignore[attr-defined]
+                    continue
+                edits.append(Remove(statement))  # type: ignore[arg-type]
+            shown = show(number)
+            self.report(statement or operand, (
+                f"`{show(operand)}` is a tensor as large as `{like.value}` filled with {shown}, built on every "
+                f"step only to be `torch.where`'s operand (an allocation and a kernel for nothing): pass the "
+                f"number itself, `torch.where(..., {shown})`"),
+                Fix(tuple(edits), Safety.SAFE if exact else Safety.UNSAFE,
+                    f"pass {shown} to `torch.where` instead of a tensor of it", min_torch=_WHERE_TAKES_NUMBERS))
+            return
+
+    def _filled_operand(self, operand: cst.BaseExpression, where: cst.Call) -> Optional[
+            Tuple[cst.BaseExpression, cst.BaseExpression, bool, Optional[cst.SimpleStatementLine]]]:
+        """(the number, the tensor it is shaped like, whether the number promotes as the tensor
+        did, the statement that binds it) for an operand filled with one number
+        (memlint.analysis.purity), written in place (no statement) or bound to a name once just
+        for this use."""
+        facts = self.facts
+        if type(operand) is not cst.Name:
+            fill = facts.purity.constant_fill(operand)
+            return None if fill is None else (*fill, None)
+        binds = facts.scopes.in_effect(operand.value, where)
+        if len(binds) != 1 or binds[0].kind != "assign" or not binds[0].whole or binds[0].value is None:
+            return None
+        fill = facts.purity.constant_fill(binds[0].value)
+        statement = facts.tree.parent(binds[0].node)
+        scope = facts.tree.scope_of(where)
+        uses = [n for n in walk_scope(scope) if type(n) is cst.Name and n.value == operand.value]  # type: ignore[attr-defined]
+        if fill is None or type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1 or \
+                facts.tree.scope_of(statement) is not scope or len(uses) != 2:
+            return None  # bound with something else on its line, or read elsewhere too
+        return (*fill, statement)
 
     def visit_For(self, node: cst.For) -> None:
         self._loop(node)
