@@ -371,7 +371,7 @@ class Scopes:
         elif dotted_name(receiver) is not None and (dotted_name(receiver) or "").count(".") == 1 and \
                 (dotted_name(receiver) or "").startswith("self."):
             klass = self.enclosing_class(call)
-            values = self._attribute_values(klass, (dotted_name(receiver) or "")[5:]) if klass is not None else []
+            values = self.attribute_values(klass, (dotted_name(receiver) or "")[5:]) if klass is not None else []
         else:
             return None
         built = {names.absolute_name(dotted_name(v.func)) for v in values
@@ -381,7 +381,7 @@ class Scopes:
         constructor = built.pop()
         return f"{constructor}.{func.attr.value}" if constructor else None  # type: ignore[attr-defined]
 
-    def _attribute_values(self, klass: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
+    def attribute_values(self, klass: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
         """What the methods of `klass` assign to `self.<attr>`."""
         return [node.value for method in klass.body.body if isinstance(method, cst.FunctionDef)
                 for node in self.assigns_of(method) for target in node.targets

@@ -130,7 +130,7 @@ class Syncs:
         self._busy: Set[Tuple[str, int]] = set()
         self._placed: Dict[Tuple[str, int], bool] = {}
         self._loop_syncs: Dict[int, List[Tuple[cst.CSTNode, str]]] = {}
-        self._registers: Dict[int, FrozenSet[str]] = {}  # id(class) -> its parameters and buffers
+        self._registers: Dict[int, FrozenSet[str]] = {}  # id(class) -> what it registers by name
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -263,36 +263,32 @@ class Syncs:
 
     def _registered(self, expr: cst.Attribute, at: cst.CSTNode) -> bool:
         """`self.<name>` in a method of a class that registers `<name>` as a parameter or a
-        buffer (`self.table = nn.Parameter(...)`, `self.register_buffer("index", ...)`)."""
+        buffer (`self.table = nn.Parameter(...)`, every value the class gives it;
+        `self.register_buffer("index", ...)`)."""
         if type(expr.value) is not cst.Name or expr.value.value != "self":  # type: ignore[attr-defined]
             return False
         func = self.tree.function_of(at)
         klass = self.tree.class_of(func) if func is not None else None
         if klass is None:
             return False
-        registered = self._registers.get(id(klass))
-        if registered is None:
-            registered = self._registers[id(klass)] = self._registered_names(klass)
-        return expr.attr.value in registered
+        name = expr.attr.value
+        if name in self._buffers(klass):
+            return True
+        values = self.scopes.attribute_values(klass, name)
+        return bool(values) and all(type(v) is cst.Call and self.names.call_name(v) in _PARAMETER_CLASSES
+                                    for v in values)
 
-    def _registered_names(self, klass: cst.ClassDef) -> FrozenSet[str]:
-        names: Set[str] = set()
-        assigned: Dict[str, List[bool]] = {}
-        for node in walk(klass.body):
-            kind = type(node)
-            if kind is cst.Call and type(node.func) is cst.Attribute and \
-                    node.func.attr.value in ("register_buffer", "register_parameter") and \
-                    dotted_name(node.func.value) == "self" and node.args and \
-                    type(node.args[0].value) is cst.SimpleString:  # type: ignore[attr-defined]
-                names.add(node.args[0].value.evaluated_value)  # type: ignore[attr-defined]
-            elif kind is cst.Assign:
-                for target in node.targets:  # type: ignore[attr-defined]
-                    dotted = dotted_name(target.target)
-                    if dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1:
-                        value = node.value  # type: ignore[attr-defined]
-                        assigned.setdefault(dotted[5:], []).append(
-                            type(value) is cst.Call and self.names.call_name(value) in _PARAMETER_CLASSES)
-        return frozenset(names | {name for name, parameters in assigned.items() if all(parameters)})
+    def _buffers(self, klass: cst.ClassDef) -> FrozenSet[str]:
+        """The names `klass` registers with `self.register_buffer(...)` / `register_parameter(...)`."""
+        found = self._registers.get(id(klass))
+        if found is None:
+            found = self._registers[id(klass)] = frozenset(
+                node.args[0].value.evaluated_value for node in walk(klass.body)  # type: ignore[attr-defined]
+                if type(node) is cst.Call and type(node.func) is cst.Attribute and  # type: ignore[attr-defined]
+                node.func.attr.value in ("register_buffer", "register_parameter") and  # type: ignore[attr-defined]
+                dotted_name(node.func.value) == "self" and node.args and  # type: ignore[attr-defined]
+                type(node.args[0].value) is cst.SimpleString)  # type: ignore[attr-defined]
+        return found
 
     def _call_is_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         qualified = self.names.call_name(call)
@@ -303,7 +299,7 @@ class Syncs:
             return True
         helper = self.scopes.resolve(call)
         if helper is not None:  # `self._weight(n, t)`, a function of this module returning a tensor
-            return self._returns_a_tensor(helper, depth + 1)
+            return self._returns_tensors(helper, None, depth + 1)
         func = call.func
         if isinstance(func, cst.Attribute) and (func.attr.value not in _NOT_TENSOR_METHODS or
                                                 func.attr.value == "type" and call.args):
@@ -337,7 +333,7 @@ class Syncs:
                 gathered = self._gathered(bind, name)
                 if gathered is not None:
                     result = self.is_tensor(gathered, bind.node, depth + 1)
-                elif not bind.whole and isinstance(value, cst.Call) and \
+                elif not bind.whole and isinstance(value, cst.Call) and _position(bind.node, name) is not None and \
                         self._returns_tensors(self.scopes.resolve(value), _position(bind.node, name), depth + 1):
                     result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
                 elif not bind.whole and not (isinstance(value, cst.Call) and (
@@ -451,27 +447,22 @@ class Syncs:
         return self.is_tensor(expr, at) and self.on_device(expr, at)
 
     def _returns_tensors(self, func: Optional[cst.FunctionDef], position: Optional[int], depth: int) -> bool:
-        """A function of this module whose every `return` gives a tuple with a tensor at
-        `position` (`error, accuracy = fast_adapt(...)`: `error` at 0)."""
-        if func is None or position is None or depth > _MAX_DEPTH:
+        """A function of this module whose every `return` gives a tensor (`position` None), or
+        a tuple with a tensor at `position` (`error, accuracy = fast_adapt(...)`: `error` at 0)."""
+        if func is None or depth > _MAX_DEPTH:
             return False
         returned = [r for r in walk_scope(func.body) if type(r) is cst.Return]
         if not returned:
             return False
         for node in returned:
             value = node.value  # type: ignore[attr-defined]
-            if not isinstance(value, cst.Tuple) or len(value.elements) <= position or \
-                    not self.is_tensor(value.elements[position].value, node, depth):
+            if position is not None:
+                if not isinstance(value, cst.Tuple) or len(value.elements) <= position:
+                    return False
+                value = value.elements[position].value
+            if value is None or not self.is_tensor(value, node, depth):
                 return False
         return True
-
-    def _returns_a_tensor(self, func: cst.FunctionDef, depth: int) -> bool:
-        """A function of this module whose every `return` gives a tensor."""
-        if depth > _MAX_DEPTH:
-            return False
-        returned = [r for r in walk_scope(func.body) if type(r) is cst.Return]
-        return bool(returned) and all(r.value is not None and self.is_tensor(r.value, r, depth)  # type: ignore[attr-defined]
-                                      for r in returned)
 
     def _comprehension_target(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         """The iterable of the comprehension around `at` whose `for` binds `name`."""
