@@ -31,12 +31,12 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import SCALAR_METHODS
+from memlint.analysis.dataflow import SCALAR_METHODS, target_names
 from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, walk, walk_scope
+from memlint.analysis.tree import TreeIndex, argument, dotted_name, walk, walk_scope
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
@@ -64,7 +64,8 @@ _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parame
 _PARAMETER_ITERABLES = frozenset({"parameters", "named_parameters", "buffers", "named_buffers"})
 _FEW_METHODS = frozenset({"items", "values", "keys"})
 _SMALL_RANGE = 16
-_MAX_DEPTH = 6
+_MAX_DEPTH = 6  # in one expression
+_MAX_NAMES = 8  # names followed to their values, one inside another
 
 
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "synchronize"})
@@ -97,6 +98,30 @@ def _position(statement: cst.CSTNode, name: str) -> Optional[int]:
     return None
 
 
+def _compared(expr: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """The two sides of one elementwise comparison (`done != 1`, `x > y`), whose value is a
+    tensor of bools when a side is a tensor; None for anything else: `is`, `in` and a chain
+    (`a < b < c` is an `and`, read on the host)."""
+    if type(expr) is not cst.Comparison or len(expr.comparisons) != 1:  # type: ignore[attr-defined]
+        return None
+    comparison = expr.comparisons[0]  # type: ignore[attr-defined]
+    if isinstance(comparison.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)):
+        return None
+    return expr.left, comparison.comparator  # type: ignore[attr-defined]
+
+
+def _to_host(expr: cst.BaseExpression) -> bool:
+    """`x.cpu()`, `x.numpy()`, `x.to("cpu")`: a copy on the host, wherever `x` lives."""
+    if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:  # type: ignore[attr-defined]
+        return False
+    method = expr.func.attr.value  # type: ignore[attr-defined]
+    if method in ("cpu", "numpy"):
+        return True
+    device = argument(expr, "device", 0) if method == "to" else None  # type: ignore[arg-type]
+    return device is not None and type(device.value) is cst.SimpleString and \
+        str(device.value.evaluated_value).split(":")[0] == "cpu"  # type: ignore[attr-defined]
+
+
 def element_source(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
     """What `name`, bound by `for target in iterable`, takes its values from: `iterable` itself
     when `target` is the name; through `enumerate` and `zip`, the one iterable whose elements
@@ -117,6 +142,40 @@ def element_source(target: cst.BaseExpression, iterable: cst.BaseExpression, nam
     return None
 
 
+class _Bindings:
+    """Answers, by (name, id(at)), to a test that holds of a name when it holds of every value
+    in effect there (`is_tensor`, `on_device`). In a loop a name often reads its own earlier value
+    (`tokens = tokens.view(...)[keep]`): a test met again while it is being decided is assumed to
+    hold, and the bindings outside the cycle decide it. An answer that leaned on an assumption
+    still being decided is not kept, unless it is no (assuming more never turns a no into a yes)."""
+
+    def __init__(self) -> None:
+        self._answers: Dict[Tuple[str, int], bool] = {}
+        self._deciding: Set[Tuple[str, int]] = set()
+        self._assumed: Set[Tuple[str, int]] = set()  # of those being decided, the ones assumed to hold
+
+    def known(self, key: Tuple[str, int]) -> Optional[bool]:
+        """The answer kept, True while `key` is being decided, or None: decide it, then call
+        `decided`."""
+        answer = self._answers.get(key)
+        if answer is not None:
+            return answer
+        if key in self._deciding:
+            self._assumed.add(key)
+            return True
+        if len(self._deciding) >= _MAX_NAMES:
+            return False  # too long a chain of names to follow: not known to hold
+        self._deciding.add(key)
+        return None
+
+    def decided(self, key: Tuple[str, int], answer: bool) -> bool:
+        self._deciding.discard(key)
+        self._assumed.discard(key)
+        if not answer or not self._assumed:
+            self._answers[key] = answer
+        return answer
+
+
 class Syncs:
     """Host-device syncs and tensor values of one module (see the module docstring)."""
 
@@ -126,9 +185,9 @@ class Syncs:
         self.scopes = scopes
         self.roles = roles
         self.purity = purity
-        self._memo: Dict[Tuple[str, int], bool] = {}
-        self._busy: Set[Tuple[str, int]] = set()
-        self._placed: Dict[Tuple[str, int], bool] = {}
+        self._tensors = _Bindings()  # (name, id(at)) -> bound only to tensors
+        self._placed = _Bindings()  # (name, id(at)) -> bound only to device tensors
+        self._copied = _Bindings()  # (name, id(at)) -> bound only to copies on the host
         self._loop_syncs: Dict[int, List[Tuple[cst.CSTNode, str]]] = {}
         self._registers: Dict[int, FrozenSet[str]] = {}  # id(class) -> what it registers by name
 
@@ -142,9 +201,10 @@ class Syncs:
             receiver = func.value
             if func.attr.value == "cpu" and self.roles.receivers.is_model(receiver):
                 return None
-            return func.attr.value if self.is_tensor(receiver, call) else None
+            return func.attr.value if self.is_tensor(receiver, call) and not self.on_host(receiver, call) else None
         if isinstance(func, cst.Name) and func.value in ("int", "float", "bool") and len(call.args) == 1 and \
-                self.names.qualified_name(func) is None and self.is_tensor(call.args[0].value, call):
+                self.names.qualified_name(func) is None and self.is_tensor(call.args[0].value, call) and \
+                not self.on_host(call.args[0].value, call):
             return func.value
         return None
 
@@ -243,7 +303,7 @@ class Syncs:
         if depth > _MAX_DEPTH:
             return False
         if isinstance(expr, cst.Name):
-            return self._name_is_tensor(expr.value, at, depth)
+            return self._name_is_tensor(expr.value, at)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in ("grad", "data", "T", "mT", "real", "imag"):
                 return self.is_tensor(expr.value, at, depth + 1)
@@ -259,7 +319,8 @@ class Syncs:
             return self.is_tensor(expr.expression, at, depth + 1)
         if isinstance(expr, cst.Call):
             return self._call_is_tensor(expr, at, depth)
-        return False
+        compared = _compared(expr)
+        return compared is not None and any(self.is_tensor(side, at, depth + 1) for side in compared)
 
     def _registered(self, expr: cst.Attribute, at: cst.CSTNode) -> bool:
         """`self.<name>` in a method of a class that registers `<name>` as a parameter or a
@@ -306,21 +367,17 @@ class Syncs:
             return self.is_tensor(func.value, at, depth + 1)
         return False
 
-    def _name_is_tensor(self, name: str, at: cst.CSTNode, depth: int) -> bool:
+    def _name_is_tensor(self, name: str, at: cst.CSTNode) -> bool:
         key = (name, id(at))
-        if key in self._memo:
-            return self._memo[key]
-        if key in self._busy:
-            return False
-        self._busy.add(key)
+        known = self._tensors.known(key)
+        if known is not None:
+            return known
+        depth = 0  # each value is an expression of its own: the names followed are counted in _Bindings
         binds = self.scopes.in_effect(name, at) or [  # the target of a loop around `at`
             b for b in self.scopes.bindings_seen(name, at) if b.kind == "for" and self.tree.contains(b.node, at)]
         comprehension = self._comprehension_target(name, at) if not binds else None
         if comprehension is not None:  # `[int(t) for t in ids]`
-            result = self._iterates_tensors(comprehension, at, depth)
-            self._busy.discard(key)
-            self._memo[key] = result
-            return result
+            return self._tensors.decided(key, self._iterates_tensors(comprehension, at, depth))
         result = bool(binds)
         for bind in binds:
             if bind.value is None:
@@ -345,9 +402,7 @@ class Syncs:
                 result = False
             if not result:
                 break
-        self._busy.discard(key)
-        self._memo[key] = result
-        return result
+        return self._tensors.decided(key, result)
 
     def _binds_device_value(self, bind: "Binding", name: str, depth: int) -> bool:
         """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`)."""
@@ -493,18 +548,19 @@ class Syncs:
             func = self.tree.function_of(at)
             klass = self.tree.class_of(func) if func is not None else None
             if klass is not None and klass.name.value in self.roles.receivers.module_classes:
-                return self.is_tensor(expr, at)
+                return self.is_tensor(expr, at) and not _to_host(expr)
         if depth > _MAX_DEPTH:
             return False
         if isinstance(expr, cst.Name):
             key = (expr.value, id(at))
-            if key not in self._placed:
-                self._placed[key] = False  # a cycle decides nothing
+            known = self._placed.known(key)
+            if known is None:
                 binds = self.scopes.in_effect(expr.value, at) or [
                     b for b in self.scopes.bindings_seen(expr.value, at)
                     if b.kind == "for" and self.tree.contains(b.node, at)]
-                self._placed[key] = bool(binds) and all(self._binds_device_value(b, expr.value, depth) for b in binds)
-            return self._placed[key]
+                known = self._placed.decided(key, bool(binds) and all(  # (names followed: counted in _Bindings)
+                    self._binds_device_value(b, expr.value, 0) for b in binds))
+            return known
         if isinstance(expr, cst.Attribute) and (expr.attr.value in ("grad", "data", "T", "mT") or
                                                 type(expr.value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS):
             return self.on_device(expr.value, at, depth + 1)
@@ -512,7 +568,10 @@ class Syncs:
             return self.on_device(expr.value, at, depth + 1)
         if isinstance(expr, cst.BinaryOperation):
             return self.on_device(expr.left, at, depth + 1) or self.on_device(expr.right, at, depth + 1)
-        if not isinstance(expr, cst.Call):
+        compared = _compared(expr)
+        if compared is not None:
+            return any(self.on_device(side, at, depth + 1) for side in compared)
+        if not isinstance(expr, cst.Call) or _to_host(expr):
             return False
         if self.purity.mover(expr) is not None or self.roles.is_forward(expr) or self.roles.is_loss(expr):
             return True
@@ -526,6 +585,38 @@ class Syncs:
         if isinstance(func, cst.Attribute) and self.names.call_name(expr) is None:
             operands.append(func.value)
         return any(self.on_device(operand, at, depth + 1) for operand in operands)
+
+    def on_host(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """The tensor is a copy on the host (`scores = logits.cpu()`), or taken from one by
+        indexing, iterating or its own methods (`for rank in scores.argsort(-1):`): reading it
+        waits for nothing."""
+        if depth > _MAX_DEPTH:
+            return False
+        kind = type(expr)
+        if kind is cst.Name:
+            key = (expr.value, id(at))  # type: ignore[attr-defined]
+            known = self._copied.known(key)
+            if known is None:
+                binds = self.scopes.in_effect(expr.value, at) or [  # type: ignore[attr-defined]
+                    b for b in self.scopes.bindings_seen(expr.value, at)  # type: ignore[attr-defined]
+                    if b.kind == "for" and self.tree.contains(b.node, at)]
+                known = self._copied.decided(key, bool(binds) and all(self._binds_host_copy(b, expr.value) for b in binds))  # type: ignore[attr-defined]
+            return known
+        if kind is cst.Subscript:
+            return self.on_host(expr.value, at, depth + 1)  # type: ignore[attr-defined]
+        if kind is not cst.Call:
+            return False
+        func = expr.func  # type: ignore[attr-defined]
+        return _to_host(expr) or type(func) is cst.Attribute and self.names.call_name(expr) is None and \
+            self.on_host(func.value, at, depth + 1)  # type: ignore[arg-type]
+
+    def _binds_host_copy(self, bind: "Binding", name: str) -> bool:
+        if bind.value is None:
+            return False
+        if bind.kind == "for":
+            source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
+            return source is not None and self.on_host(source, bind.node)
+        return bind.kind == "assign" and bind.whole and self.on_host(bind.value, bind.node)
 
     def loop_syncs(self, loop: cst.CSTNode, besides: cst.CSTNode, moves: bool = True, calls: bool = True) -> bool:
         """`loop` already makes the host wait for the device on every iteration, besides the
@@ -543,7 +634,50 @@ class Syncs:
         return any(how in wanted and node is not besides
                    and (how == "implicit" or not self.tree.contains(besides, node))  # (`x[mask].item()`: two waits)
                    and getattr(node, "test", None) is not besides  # (an `if` whose condition is `besides`)
+                   and not self._reads_elements(node, loop)
                    for node, how in found)
+
+    def _reads_elements(self, wait: cst.CSTNode, loop: cst.CSTNode) -> bool:
+        """`wait` reads on the host one element of a device tensor per iteration of `loop`:
+        one read of the whole tensor before the loop (`.tolist()`) removes it with the others,
+        so it is not a wait the iteration pays anyway."""
+        if type(loop) is not cst.For:
+            return False
+        if type(wait) is cst.Subscript:  # `out[j, :n]`: its bounds
+            read = [bound for element in wait.slice if type(element.slice) is cst.Slice  # type: ignore[attr-defined]
+                    for bound in (element.slice.lower, element.slice.upper, element.slice.step) if bound is not None]
+        elif type(wait) is cst.If:
+            read = [wait.test]  # type: ignore[attr-defined]
+        elif type(wait) is cst.Call and type(wait.func) is cst.Attribute:  # `x[j].item()`
+            read = [wait.func.value]  # type: ignore[attr-defined]
+        else:
+            return False
+        indices = target_names(loop.target)  # type: ignore[attr-defined]
+        return bool(read) and all(self._element_of(value, indices, loop, 0) for value in read)
+
+    def _element_of(self, expr: cst.BaseExpression, indices: Set[str], loop: cst.CSTNode, depth: int) -> bool:
+        """`expr` is an element of a tensor taken by the loop's own variable (`done[j, i]`), a name
+        the loop's body binds to one (`prev = tokens[j, step]`), or arithmetic or a comparison of those."""
+        if depth > _MAX_DEPTH:
+            return False
+        kind = type(expr)
+        if kind is cst.Subscript:
+            return any(type(node) is cst.Name and node.value in indices  # type: ignore[attr-defined]
+                       for element in expr.slice for node in walk(element))  # type: ignore[attr-defined]
+        if kind is cst.Name:
+            binds = self.scopes.in_effect(expr.value, expr)  # type: ignore[attr-defined]
+            return bool(binds) and all(
+                b.kind == "assign" and b.whole and b.value is not None and self.tree.contains(loop.body, b.node)  # type: ignore[attr-defined]
+                and self._element_of(b.value, indices, loop, depth + 1) for b in binds)
+        if kind is cst.BinaryOperation:
+            return self._element_of(expr.left, indices, loop, depth + 1) or \
+                self._element_of(expr.right, indices, loop, depth + 1)  # type: ignore[attr-defined]
+        if kind is cst.Comparison:
+            return self._element_of(expr.left, indices, loop, depth + 1) or any(  # type: ignore[attr-defined]
+                self._element_of(c.comparator, indices, loop, depth + 1) for c in expr.comparisons)  # type: ignore[attr-defined]
+        if kind is cst.UnaryOperation:
+            return self._element_of(expr.expression, indices, loop, depth + 1)  # type: ignore[attr-defined]
+        return False
 
     def _waits(self, node: cst.CSTNode) -> Optional[str]:
         """How `node` makes the host wait for the device: "call" (`x.item()`), "implicit" (see

@@ -174,6 +174,17 @@ class HostDeviceSyncInLoop(Rule):
         "import torch\nclass Bias(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
         "        self.table = torch.nn.Parameter(torch.zeros(n, 8))\n    def forward(self):\n"
         "        print(self.table.shape)\n        return self.table.cuda()\n",
+        # ... the same loop over values read to the host once
+        "import math\nimport torch\n\nclass Generator(torch.nn.Module):\n    def search(self, src, n, max_len):\n"
+        "        tokens = torch.zeros(n, max_len + 1).to(src).long()\n        count = torch.ones(n, device=src.device)\n"
+        "        for step in range(max_len):\n            lprobs = self.model(tokens[:, :step + 1])\n"
+        "            copy = (count != 1).tolist()\n            prevs = tokens[:, step].tolist()\n"
+        "            for j in range(len(copy)):\n                if copy[j]:\n"
+        "                    lprobs[j, :prevs[j]] = -math.inf\n",
+        # values copied to the host once, then read one by one
+        "import torch\nmodel = model.to(device)\nfor x in loader:\n    scores = model(x).cpu()\n"
+        "    for rank in scores.argsort(-1, descending=True):\n        for m in rank:\n"
+        "            picks.append(segments[m.item()])\n",
         # NumPy values: no device involved
         "import numpy as np, torch\nmodel = model.to(device)\nfor x, y in loader:\n    out = model(x)\n"
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
@@ -233,6 +244,16 @@ class HostDeviceSyncInLoop(Rule):
             "    preds, refs = accelerator.gather_for_metrics((preds, batch[\"labels\"]))\n"
             "    print(f\"=== {preds}\")\n    metric.add_batch(predictions=preds, references=refs)\n"
         ),
+        # a beam search's per-hypothesis loop: every wait reads one element (one `.tolist()` reads them all)
+        Invalid(
+            "import math\nimport torch\n\nclass Generator(torch.nn.Module):\n    def search(self, src, n, max_len):\n"
+            "        tokens = torch.zeros(n, max_len + 1).to(src).long()\n        count = torch.ones(n, device=src.device)\n"
+            "        for step in range(max_len):\n            lprobs = self.model(tokens[:, :step + 1])\n"
+            "            copy = count != 1\n            for j in range(copy.size(0)):\n                if copy[j]:\n"
+            "                    prev = tokens[j, step]\n                    lprobs[j, :prev] = -math.inf\n"
+            "                    lprobs[j, prev + 1:] = -math.inf\n            keep = lprobs.max(-1).values > 0\n"
+            "            tokens = tokens[keep]\n            count = count[keep] - 1\n"
+        ),
         # element by element where one .tolist() would do
         Invalid(
             "import torch\nmodel.to(device)\nfor batch in loader:\n    ids = model(batch).argmax(-1)\n"
@@ -243,6 +264,7 @@ class HostDeviceSyncInLoop(Rule):
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
         super().__init__(context)
         self._logged: Set[int] = set()  # the periodic conditions already reported
+        self._repeated: Set[int] = set()  # the loops already reported (by their iterable): one fix reads all
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -311,8 +333,10 @@ class HostDeviceSyncInLoop(Rule):
             return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
-        if not _DEVICE_WORDS & facts.identifiers or facts.per_step(node, inner=True) is None:
+        if not _DEVICE_WORDS & facts.identifiers or id(iterable) in self._repeated or \
+                facts.per_step(node, inner=True) is None:
             return  # (how often is asked last: the answer may come from the project)
+        self._repeated.add(id(iterable))
         if facts.steps.accumulates(node):
             self.report(node, (
                 f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per micro-batch of "
