@@ -12,7 +12,7 @@ module's inventory in source order. Asked as `facts.scopes`:
 - `resolve(call)`: the function or method of this module a call calls (a def in an enclosing
   scope, `self.method` through the class and its bases, `self(...)` its `__call__` or an
   nn.Module's `forward`, `acc.update(...)` when `acc` surely holds an instance of a class of
-  this module); `call_sites(func)` the reverse;
+  this module); `call_sites(func)` the reverse, `arguments_for(param)` what each passes;
 - `functions` and `classes` (top level by name); `calls`, `assigns`, `withs` (every one, in
   source order), `calls_of(scope)` and `assigns_of(scope)` (those a scope runs itself: a
   question about one function reads its own, not the module's); `returned(scope)`: the
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
-from memlint.analysis.tree import Scope, TreeIndex, dotted_name, walk_scope
+from memlint.analysis.tree import Scope, TreeIndex, argument, dotted_name, walk_scope
 
 if TYPE_CHECKING:
     from memlint.analysis.torchnames import TorchNames
@@ -462,3 +462,21 @@ class Scopes:
     def call_sites(self, func: cst.FunctionDef) -> List[cst.Call]:
         """Calls in this module that call `func`, in source order."""
         return self._call_sites.get(id(func), [])
+
+    def arguments_for(self, param: cst.Param) -> List[Tuple[cst.Call, Optional[cst.BaseExpression]]]:
+        """What each call of the function in this module passes for `param`, by keyword or by
+        position (a method's `self` is not passed): None where a call passes nothing for it, or
+        may through `*args` / `**kwargs`."""
+        func = self.tree.scope_of(param)
+        if type(func) is not cst.FunctionDef:
+            return []
+        positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]  # type: ignore[attr-defined]
+        if self.tree.class_of(func) is not None and positional[:1] in (["self"], ["cls"]):  # type: ignore[arg-type]
+            positional = positional[1:]
+        name = param.name.value
+        index = positional.index(name) if name in positional else None
+        passed: List[Tuple[cst.Call, Optional[cst.BaseExpression]]] = []
+        for site in self.call_sites(func):  # type: ignore[arg-type]
+            found = None if any(a.star for a in site.args) else argument(site, name, index)
+            passed.append((site, None if found is None else found.value))
+        return passed

@@ -7,13 +7,16 @@ Asked as `facts.syncs`:
   `int(t)` / `float(t)` / `bool(t)` of a tensor, `torch.cuda.synchronize()`. Only on values
   `is_tensor` recognises: a `.item()` on a NumPy value is no sync;
 - `is_tensor(expr, at)`: the value is a torch tensor: made by a torch function, a model or a
-  loss, a tensor method of a tensor, indexing or arithmetic of one, an element of a tensor or of
-  `model.parameters()`, a parameter or buffer the class registers (`self.table`), a field of a
-  model's output (`out.logits`), what a function of this module returns when every `return`
-  gives one, what an accelerator gathers of tensors, or a name bound only to such values;
+  loss, a tensor method of a tensor, indexing, arithmetic or an elementwise comparison of one,
+  an element of a tensor or of `model.parameters()`, a parameter or buffer the class registers
+  (`self.table`), a field of a model's output (`out.logits`), what a function of this module
+  returns when every `return` gives one, what an accelerator gathers of tensors, a name bound
+  only to such values (a loop's `tokens = tokens[keep]` is decided by its other bindings), or
+  a function's parameter that every call of the module passes one for;
 - `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
   (module code runs on the module's device), or made by a model, a loss, a move
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
+  not a copy on the host (`.cpu()`); `on_host(expr, at)`: it is such a copy, or taken from one;
 - `repeats_over(node)`: the iterable of the innermost loop or comprehension around `node` in
   its function (None for `while` loops), and `many(iterable, at)`: whether iterating it runs
   many times: a model's parameters, a tensor's elements, a `range` that is not a small literal,
@@ -27,7 +30,7 @@ Asked by MEM105.
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -380,7 +383,9 @@ class Syncs:
             return self._tensors.decided(key, self._iterates_tensors(comprehension, at, depth))
         result = bool(binds)
         for bind in binds:
-            if bind.value is None:
+            if bind.kind == "param":
+                result = self._passed(bind, lambda value, site: self.is_tensor(value, site, depth + 1))
+            elif bind.value is None:
                 result = False
             elif bind.kind == "for":
                 source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
@@ -405,7 +410,10 @@ class Syncs:
         return self._tensors.decided(key, result)
 
     def _binds_device_value(self, bind: "Binding", name: str, depth: int) -> bool:
-        """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`)."""
+        """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`),
+        or a parameter every call of the module passes one for."""
+        if bind.kind == "param":
+            return self._passed(bind, lambda value, site: self.on_device(value, site, depth + 1))
         if bind.value is None:
             return False
         if bind.kind == "for":
@@ -415,6 +423,14 @@ class Syncs:
         if gathered is not None:  # gathered across processes on the device
             return self.on_device(gathered, bind.node, depth + 1)
         return bind.kind == "assign" and bind.whole and self.on_device(bind.value, bind.node, depth + 1)
+
+    def _passed(self, bind: "Binding", holds: Callable[[cst.BaseExpression, cst.Call], bool]) -> bool:
+        """A parameter (`def finalize(self, idx, ...)`) that every call of its function in this
+        module passes a value `holds` is true of (`self.finalize(eos_idx, ...)`)."""
+        if type(bind.node) is not cst.Param:
+            return False
+        passed = self.scopes.arguments_for(bind.node)  # type: ignore[arg-type]
+        return bool(passed) and all(value is not None and holds(value, site) for site, value in passed)
 
     def _gathered(self, bind: "Binding", name: str) -> Optional[cst.BaseExpression]:
         """What `name` holds gathered from the processes by an accelerator (`preds, refs =
@@ -657,19 +673,23 @@ class Syncs:
 
     def _element_of(self, expr: cst.BaseExpression, indices: Set[str], loop: cst.CSTNode, depth: int) -> bool:
         """`expr` is an element of a tensor taken by the loop's own variable (`done[j, i]`), a name
-        the loop's body binds to one (`prev = tokens[j, step]`), or arithmetic or a comparison of those."""
+        the loop's body binds to one (`prev = tokens[j, step]`), or arithmetic, a comparison or a
+        test of those."""
         if depth > _MAX_DEPTH:
             return False
         kind = type(expr)
-        if kind is cst.Subscript:
-            return any(type(node) is cst.Name and node.value in indices  # type: ignore[attr-defined]
+        if kind is cst.Subscript:  # indexed by the loop's variable, or by a name made from it (`idx // beam`)
+            return any(type(node) is cst.Name and (node.value in indices or  # type: ignore[attr-defined]
+                                                   self._element_of(node, indices, loop, depth + 1))  # type: ignore[arg-type]
                        for element in expr.slice for node in walk(element))  # type: ignore[attr-defined]
         if kind is cst.Name:
+            if expr.value in indices:  # type: ignore[attr-defined]
+                return True  # (`for t in ids: if t == unk:`: each element read in turn)
             binds = self.scopes.in_effect(expr.value, expr)  # type: ignore[attr-defined]
             return bool(binds) and all(
                 b.kind == "assign" and b.whole and b.value is not None and self.tree.contains(loop.body, b.node)  # type: ignore[attr-defined]
                 and self._element_of(b.value, indices, loop, depth + 1) for b in binds)
-        if kind is cst.BinaryOperation:
+        if kind is cst.BinaryOperation or kind is cst.BooleanOperation:
             return self._element_of(expr.left, indices, loop, depth + 1) or \
                 self._element_of(expr.right, indices, loop, depth + 1)  # type: ignore[attr-defined]
         if kind is cst.Comparison:
