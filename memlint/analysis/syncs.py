@@ -376,8 +376,7 @@ class Syncs:
         if known is not None:
             return known
         depth = 0  # each value is an expression of its own: the names followed are counted in _Bindings
-        binds = self.scopes.in_effect(name, at) or [  # the target of a loop around `at`
-            b for b in self.scopes.bindings_seen(name, at) if b.kind == "for" and self.tree.contains(b.node, at)]
+        binds = self._bindings_at(name, at)
         comprehension = self._comprehension_target(name, at) if not binds else None
         if comprehension is not None:  # `[int(t) for t in ids]`
             return self._tensors.decided(key, self._iterates_tensors(comprehension, at, depth))
@@ -408,6 +407,12 @@ class Syncs:
             if not result:
                 break
         return self._tensors.decided(key, result)
+
+    def _bindings_at(self, name: str, at: cst.CSTNode) -> List[Binding]:
+        """The bindings of `name` that may be the one seen at `at`; else, the target of a loop
+        around `at`."""
+        return self.scopes.in_effect(name, at) or [
+            b for b in self.scopes.bindings_seen(name, at) if b.kind == "for" and self.tree.contains(b.node, at)]
 
     def _binds_device_value(self, bind: "Binding", name: str, depth: int) -> bool:
         """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`),
@@ -571,9 +576,7 @@ class Syncs:
             key = (expr.value, id(at))
             known = self._placed.known(key)
             if known is None:
-                binds = self.scopes.in_effect(expr.value, at) or [
-                    b for b in self.scopes.bindings_seen(expr.value, at)
-                    if b.kind == "for" and self.tree.contains(b.node, at)]
+                binds = self._bindings_at(expr.value, at)
                 known = self._placed.decided(key, bool(binds) and all(  # (names followed: counted in _Bindings)
                     self._binds_device_value(b, expr.value, 0) for b in binds))
             return known
@@ -613,10 +616,9 @@ class Syncs:
             key = (expr.value, id(at))  # type: ignore[attr-defined]
             known = self._copied.known(key)
             if known is None:
-                binds = self.scopes.in_effect(expr.value, at) or [  # type: ignore[attr-defined]
-                    b for b in self.scopes.bindings_seen(expr.value, at)  # type: ignore[attr-defined]
-                    if b.kind == "for" and self.tree.contains(b.node, at)]
-                known = self._copied.decided(key, bool(binds) and all(self._binds_host_copy(b, expr.value) for b in binds))  # type: ignore[attr-defined]
+                binds = self._bindings_at(expr.value, at)  # type: ignore[attr-defined]
+                known = self._copied.decided(key, bool(binds) and all(
+                    self._binds_host_copy(b, expr.value) for b in binds))  # type: ignore[attr-defined]
             return known
         if kind is cst.Subscript:
             return self.on_host(expr.value, at, depth + 1)  # type: ignore[attr-defined]
@@ -627,6 +629,7 @@ class Syncs:
             self.on_host(func.value, at, depth + 1)  # type: ignore[arg-type]
 
     def _binds_host_copy(self, bind: "Binding", name: str) -> bool:
+        """`name = <a host copy>`, or `for name in <a host copy>` (through `zip`/`enumerate`)."""
         if bind.value is None:
             return False
         if bind.kind == "for":
