@@ -397,21 +397,16 @@ class Regions:
     def _parameter_devices(self, param: cst.Param, depth: int) -> Optional[FrozenSet[str]]:
         """A parameter with a default (`device="cuda"`): the default's device types and those of
         every argument the module's calls pass for it; None when one is unknown."""
-        func = self.tree.scope_of(param)
-        if param.default is None or not isinstance(func, cst.FunctionDef):
+        passed = self.scopes.arguments_for(param)
+        if param.default is None or passed is None:
             return None
         found = self.device_types(param.default, depth + 1)
-        positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
-        name = param.name.value
-        offset = 1 if self.tree.class_of(func) is not None and positional[:1] in (["self"], ["cls"]) else 0
-        index = positional.index(name) - offset if name in positional else None
-        for site in self.scopes.call_sites(func):
-            if found is None or any(arg.star for arg in site.args):
+        for _, value in passed:
+            if found is None:
                 return None
-            arg = argument(site, name, index)
-            if arg is not None:
-                passed = self.device_types(arg.value, depth + 1)
-                found = None if passed is None else found | passed
+            if value is not None:
+                devices = self.device_types(value, depth + 1)
+                found = None if devices is None else found | devices
         return found
 
     def _dtype_values(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[FrozenSet[str]]:

@@ -463,13 +463,14 @@ class Scopes:
         """Calls in this module that call `func`, in source order."""
         return self._call_sites.get(id(func), [])
 
-    def arguments_for(self, param: cst.Param) -> List[Tuple[cst.Call, Optional[cst.BaseExpression]]]:
+    def arguments_for(self, param: cst.Param) -> Optional[List[Tuple[cst.Call, Optional[cst.BaseExpression]]]]:
         """What each call of the function in this module passes for `param`, by keyword or by
-        position (a method's `self` is not passed): None where a call passes nothing for it, or
-        may through `*args` / `**kwargs`."""
+        position (a method's `self` is not passed), None where a call passes nothing for it (its
+        default applies); None for them all when a call may pass it through `*args` / `**kwargs`,
+        or when `param` is a lambda's."""
         func = self.tree.scope_of(param)
         if type(func) is not cst.FunctionDef:
-            return []
+            return None
         positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]  # type: ignore[attr-defined]
         if self.tree.class_of(func) is not None and positional[:1] in (["self"], ["cls"]):  # type: ignore[arg-type]
             positional = positional[1:]
@@ -477,6 +478,8 @@ class Scopes:
         index = positional.index(name) if name in positional else None
         passed: List[Tuple[cst.Call, Optional[cst.BaseExpression]]] = []
         for site in self.call_sites(func):  # type: ignore[arg-type]
-            found = None if any(a.star for a in site.args) else argument(site, name, index)
+            if any(a.star for a in site.args):
+                return None
+            found = argument(site, name, index)
             passed.append((site, None if found is None else found.value))
         return passed

@@ -435,7 +435,7 @@ class Syncs:
         if type(bind.node) is not cst.Param:
             return False
         passed = self.scopes.arguments_for(bind.node)  # type: ignore[arg-type]
-        return bool(passed) and all(value is not None and holds(value, site) for site, value in passed)
+        return bool(passed) and all(value is not None and holds(value, site) for site, value in passed)  # type: ignore[union-attr]
 
     def _gathered(self, bind: "Binding", name: str) -> Optional[cst.BaseExpression]:
         """What `name` holds gathered from the processes by an accelerator (`preds, refs =
