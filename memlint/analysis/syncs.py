@@ -11,8 +11,7 @@ Asked as `facts.syncs`:
   an element of a tensor or of `model.parameters()`, a parameter or buffer the class registers
   (`self.table`), a field of a model's output (`out.logits`), what a function of this module
   returns when every `return` gives one, what an accelerator gathers of tensors, a name bound
-  only to such values (a loop's `tokens = tokens[keep]` is decided by its other bindings), or
-  a function's parameter that every call of the module passes one for;
+  only to such values (a loop's `tokens = tokens[keep]` is decided by its other bindings);
 - `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
   (module code runs on the module's device), or made by a model, a loss, a move
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
@@ -30,7 +29,7 @@ Asked by MEM105.
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -382,9 +381,7 @@ class Syncs:
             return self._tensors.decided(key, self._iterates_tensors(comprehension, at, depth))
         result = bool(binds)
         for bind in binds:
-            if bind.kind == "param":
-                result = self._passed(bind, lambda value, site: self.is_tensor(value, site, depth + 1))
-            elif bind.value is None:
+            if bind.value is None:
                 result = False
             elif bind.kind == "for":
                 source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
@@ -415,10 +412,7 @@ class Syncs:
             b for b in self.scopes.bindings_seen(name, at) if b.kind == "for" and self.tree.contains(b.node, at)]
 
     def _binds_device_value(self, bind: "Binding", name: str, depth: int) -> bool:
-        """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`),
-        or a parameter every call of the module passes one for."""
-        if bind.kind == "param":
-            return self._passed(bind, lambda value, site: self.on_device(value, site, depth + 1))
+        """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`)."""
         if bind.value is None:
             return False
         if bind.kind == "for":
@@ -428,14 +422,6 @@ class Syncs:
         if gathered is not None:  # gathered across processes on the device
             return self.on_device(gathered, bind.node, depth + 1)
         return bind.kind == "assign" and bind.whole and self.on_device(bind.value, bind.node, depth + 1)
-
-    def _passed(self, bind: "Binding", holds: Callable[[cst.BaseExpression, cst.Call], bool]) -> bool:
-        """A parameter (`def finalize(self, idx, ...)`) that every call of its function in this
-        module passes a value `holds` is true of (`self.finalize(eos_idx, ...)`)."""
-        if type(bind.node) is not cst.Param:
-            return False
-        passed = self.scopes.arguments_for(bind.node)  # type: ignore[arg-type]
-        return bool(passed) and all(value is not None and holds(value, site) for site, value in passed)  # type: ignore[union-attr]
 
     def _gathered(self, bind: "Binding", name: str) -> Optional[cst.BaseExpression]:
         """What `name` holds gathered from the processes by an accelerator (`preds, refs =

@@ -188,13 +188,6 @@ class HostDeviceSyncInLoop(Rule):
         "            copy = (count != 1).tolist()\n            prevs = tokens[:, step].tolist()\n"
         "            for j in range(len(copy)):\n                if copy[j]:\n"
         "                    lprobs[j, :prevs[j]] = -math.inf\n",
-        # ... a helper one of whose calls passes host values
-        "import numpy as np\nimport torch\n\nclass Search(torch.nn.Module):\n    def finalize(self, idx, scores, finished):\n"
-        "        for i in range(idx.size(0)):\n            sent = idx[i] // self.beam\n"
-        "            finished[str(sent.item())] = scores[i]\n\n    def search(self, src, max_len, finished):\n"
-        "        scores = torch.zeros(len(src), device=src.device)\n        for step in range(max_len):\n"
-        "            lprobs = self.model(src)\n            eos_idx = torch.nonzero(lprobs[:, 2] > 0).squeeze(1)\n"
-        "            self.finalize(eos_idx, scores, finished)\n        self.finalize(np.arange(3), scores, finished)\n",
         # values copied to the host once, then read one by one
         "import torch\nmodel = model.to(device)\nfor x in loader:\n    scores = model(x).cpu()\n"
         "    for rank in scores.argsort(-1, descending=True):\n        for m in rank:\n"
@@ -267,15 +260,6 @@ class HostDeviceSyncInLoop(Rule):
             "                    prev = tokens[j, step]\n                    lprobs[j, :prev] = -math.inf\n"
             "                    lprobs[j, prev + 1:] = -math.inf\n            keep = lprobs.max(-1).values > 0\n"
             "            tokens = tokens[keep]\n            count = count[keep] - 1\n"
-        ),
-        # ... and in a helper of the search, whose parameter every call passes a GPU tensor for
-        Invalid(
-            "import torch\n\nclass Search(torch.nn.Module):\n    def finalize(self, idx, scores, finished):\n"
-            "        for i in range(idx.size(0)):\n            sent = idx[i] // self.beam\n"
-            "            finished[str(sent.item())] = scores[i]\n\n    def search(self, src, max_len, finished):\n"
-            "        scores = torch.zeros(len(src), device=src.device)\n        for step in range(max_len):\n"
-            "            lprobs = self.model(src)\n            eos_idx = torch.nonzero(lprobs[:, 2] > 0).squeeze(1)\n"
-            "            self.finalize(eos_idx, scores, finished)\n"
         ),
         # element by element where one .tolist() would do
         Invalid(
