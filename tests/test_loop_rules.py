@@ -349,6 +349,24 @@ def test_mem103_fixes(statement, fixed, safety):
     assert fix(source, "t.py", [RULES["MEM103"]], unsafe=True).source == f"import torch\nfor batch in loader:\n    {fixed}\n"
 
 
+@pytest.mark.parametrize("value,number,safety", [
+    ("torch.tensor(0).to(out)", "0", Safety.SAFE),  # int64, cast as the number is
+    ("torch.tensor(-2).type_as(out)", "-2", Safety.SAFE),
+    ("torch.tensor(0.5).to(out.device)", "0.5", Safety.SAFE),  # float32 holds it exactly
+    ("torch.tensor(0.1).to(out)", "0.1", Safety.UNSAFE),  # rounded to float32 first
+    ("torch.tensor(-math.inf).to(out)", "-math.inf", Safety.UNSAFE),  # an integer `out` would raise
+    ("torch.tensor(float('nan')).cuda()", "float('nan')", Safety.UNSAFE),
+])
+def test_mem103_a_number_assigned_into_a_tensor(value, number, safety):
+    """Assigning the number stores what the moved tensor of it stored, unless float32 rounding
+    or an integer target tells them apart: only then is the fix unsafe."""
+    head = "import math\nimport torch\nmodel = model.to(device)\nfor batch in loader:\n    out = model(batch)\n"
+    source = f"{head}    out[out != out] = {value}\n"
+    found = _found(source, "MEM103")
+    assert len(found) == 1 and found[0].fix is not None and found[0].fix.safety is safety
+    assert fix(source, "t.py", [RULES["MEM103"]], unsafe=True).source == f"{head}    out[out != out] = {number}\n"
+
+
 def test_mem103_one_off_setup_is_not_reported():
     step = "import torch\nfor batch in loader:\n    x = torch.zeros(4, 4).to(device)\n"
     setup = "import torch\nx = torch.zeros(4, 4).to(device)\nfor batch in loader:\n    model(batch, x)\n"

@@ -206,6 +206,14 @@ class Purity:
             return args[1].value, args[0].value, False
         return None
 
+    def one_number(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """The number of `torch.tensor(-math.inf)`: a tensor of one literal number, no dtype,
+        device or other option given; else None."""
+        if self.names.call_name(call) != "torch.tensor" or len(call.args) != 1:
+            return None
+        arg = call.args[0]
+        return arg.value if arg.keyword is None and not arg.star and _number(arg.value) else None
+
     @staticmethod
     def constant(expr: cst.BaseExpression) -> bool:
         """A literal number or bool, a nested tuple or list of them, `-1`, `math.pi`, `float("inf")`."""

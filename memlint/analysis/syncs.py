@@ -11,11 +11,13 @@ Asked as `facts.syncs`:
   an element of a tensor or of `model.parameters()`, a parameter or buffer the class registers
   (`self.table`), a field of a model's output (`out.logits`), what a function of this module
   returns when every `return` gives one, what an accelerator gathers of tensors, a name bound
-  only to such values (a loop's `tokens = tokens[keep]` is decided by its other bindings);
+  only to such values (a loop's `tokens = tokens[keep]` is decided by its other bindings; `x += y`
+  keeps a tensor one);
 - `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
   (module code runs on the module's device), or made by a model, a loss, a move
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
-  not a copy on the host (`.cpu()`); `on_host(expr, at)`: it is such a copy, or taken from one;
+  not a copy on the host (`.cpu()`); `on_host(expr, at)`: it is such a copy, or made on the host
+  (a factory given no device), or taken or computed from those alone;
 - `repeats_over(node)`: the iterable of the innermost loop or comprehension around `node` in
   its function (None for `while` loops), and `many(iterable, at)`: whether iterating it runs
   many times: a model's parameters, a tensor's elements, a `range` that is not a small literal,
@@ -386,7 +388,9 @@ class Syncs:
             elif bind.kind == "for":
                 source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
                 result = source is not None and self._iterates_tensors(source, bind.node, depth)
-            elif bind.kind in ("assign", "walrus", "aug"):
+            elif bind.kind == "aug":  # `x += y`: a tensor stays one; a number plus a tensor becomes one
+                result = self.is_tensor(bind.value, bind.node, depth + 1) or self._name_is_tensor(name, bind.node)
+            elif bind.kind in ("assign", "walrus"):
                 value = bind.value
                 gathered = self._gathered(bind, name)
                 if gathered is not None:
@@ -412,12 +416,16 @@ class Syncs:
             b for b in self.scopes.bindings_seen(name, at) if b.kind == "for" and self.tree.contains(b.node, at)]
 
     def _binds_device_value(self, bind: "Binding", name: str, depth: int) -> bool:
-        """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`)."""
+        """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`),
+        or `name += <a device tensor>` (or added to while on the device)."""
         if bind.value is None:
             return False
         if bind.kind == "for":
             source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
             return source is not None and self.on_device(source, bind.node, depth + 1)
+        if bind.kind == "aug":  # `x += y`: on the device if either was
+            return self.on_device(bind.value, bind.node, depth + 1) or \
+                self.on_device(cst.Name(name), bind.node, depth + 1)
         gathered = self._gathered(bind, name) if bind.kind == "assign" else None
         if gathered is not None:  # gathered across processes on the device
             return self.on_device(gathered, bind.node, depth + 1)
@@ -592,9 +600,10 @@ class Syncs:
         return any(self.on_device(operand, at, depth + 1) for operand in operands)
 
     def on_host(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
-        """The tensor is a copy on the host (`scores = logits.cpu()`), or taken from one by
-        indexing, iterating or its own methods (`for rank in scores.argsort(-1):`): reading it
-        waits for nothing."""
+        """The tensor is on the host: a copy there (`scores = logits.cpu()`), made there (a factory
+        given no device), taken from one by indexing, iterating or its own methods (`for rank in
+        scores.argsort(-1):`), or computed by torch from such tensors alone: reading it waits
+        for nothing."""
         if depth > _MAX_DEPTH:
             return False
         kind = type(expr)
@@ -608,16 +617,35 @@ class Syncs:
             return known
         if kind is cst.Subscript:
             return self.on_host(expr.value, at, depth + 1)  # type: ignore[attr-defined]
+        if kind is cst.BinaryOperation:
+            return self._host_operands([expr.left, expr.right], at, depth)  # type: ignore[attr-defined]
         if kind is not cst.Call:
             return False
+        if _to_host(expr):
+            return True
         func = expr.func  # type: ignore[attr-defined]
-        return _to_host(expr) or type(func) is cst.Attribute and self.names.call_name(expr) is None and \
-            self.on_host(func.value, at, depth + 1)  # type: ignore[arg-type]
+        qualified = self.names.call_name(expr)  # type: ignore[arg-type]
+        if qualified is None:
+            return type(func) is cst.Attribute and self.on_host(func.value, at, depth + 1)  # type: ignore[arg-type]
+        if self.purity.factory(expr) is not None:  # type: ignore[arg-type]
+            return argument(expr, "device") is None  # (made without a device: on the host)
+        return bool(_TENSOR_FUNCTION.match(qualified)) and \
+            self._host_operands([a.value for a in expr.args if a.keyword is None], at, depth)  # type: ignore[attr-defined]
+
+    def _host_operands(self, operands: List[cst.BaseExpression], at: cst.CSTNode, depth: int) -> bool:
+        """Every operand known to be a tensor is on the host, and one is: torch computes the
+        result there (`torch.nn.functional.conv2d(mask, kernel)`, `n - target_len`)."""
+        tensors = [operand for operand in operands if self.is_tensor(operand, at)]
+        return bool(tensors) and all(self.on_host(operand, at, depth + 1) for operand in tensors)
 
     def _binds_host_copy(self, bind: "Binding", name: str) -> bool:
-        """`name = <a host copy>`, or `for name in <a host copy>` (through `zip`/`enumerate`)."""
+        """`name = <a host copy>`, or `for name in <a host copy>` (through `zip`/`enumerate`), or
+        `name += <a number or a host tensor>` while on the host."""
         if bind.value is None:
             return False
+        if bind.kind == "aug":
+            return (not self.is_tensor(bind.value, bind.node) or self.on_host(bind.value, bind.node)) and \
+                self.on_host(cst.Name(name), bind.node)
         if bind.kind == "for":
             source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
             return source is not None and self.on_host(source, bind.node)

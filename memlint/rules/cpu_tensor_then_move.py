@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import struct
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -42,6 +44,12 @@ class CpuTensorThenMove(Rule):
     sample of a `torch.distributions` object built from numbers or CPU tensors, moved to the
     device (`self.noise = Normal(0.0, eps)` in `__init__`, `self.noise.sample(x.shape).to(x)` in
     `forward`: a distribution draws on the device of its parameters).
+
+    And a tensor of one number, moved only to be assigned into a tensor (`lprobs[lprobs !=
+    lprobs] = torch.tensor(-math.inf).to(lprobs)` on every step of a beam search): the tensor
+    takes the number itself. This one is reported in a loop that waits for the device anyway
+    too: besides the copy, a device value assigned through a boolean mask makes PyTorch read
+    the mask's size on the host, where a number is filled in without a wait.
 
     Only where the code runs every step: in a training or evaluation loop, in the `forward` of a
     module, in a framework's step hook, or in a function called from one (in this file or, when
@@ -105,7 +113,8 @@ class CpuTensorThenMove(Rule):
     ## Fix
     Puts the device on the factory (`device=device`; a bare `.cuda()` becomes `device="cuda"`)
     and drops the move; dtype casts between them (`.float()`, `.long()`) stay, now on the
-    device. An index gets `device=x.device`. No fix when the move also casts (`.to(device,
+    device. An index gets `device=x.device`. A number assigned into a tensor is assigned itself
+    (`lprobs[lprobs != lprobs] = -math.inf`). No fix when the move also casts (`.to(device,
     dtype)`), when other operations run between the factory and the move, through a helper, or
     for a sample of a distribution (drawing on the device takes another call, which depends on
     the distribution: `torch.randn_like(x) * std`, or parameters made on the device).
@@ -114,7 +123,10 @@ class CpuTensorThenMove(Rule):
     Safe for deterministic factories (`zeros`, `ones`, `full`, `arange`, `eye`, `linspace`,
     `empty`): the values are the same. Unsafe for random ones (`randn`, `rand`, `randint`,
     `randperm`...): the numbers now come from the device's generator, a different stream, so
-    they differ from what the program drew before.
+    they differ from what the program drew before. A number assigned itself: safe for a whole
+    number and for a float that float32 holds exactly (`0.5`); unsafe for others, where the
+    tensor rounded it to float32 first (`0.1` into a float64 tensor), and for an infinity or
+    NaN (into an integer tensor the number raises, where the tensor stored INT_MIN).
     """
 
     CODE = "MEM103"
@@ -129,6 +141,11 @@ class CpuTensorThenMove(Rule):
         "import torch\nmask = torch.ones(8, 8).bool().cuda()\nfor x in loader:\n    model(x, mask)\n",
         "import torch\ndef build(device):\n    return torch.zeros(3).to(device)\n",
         # data that starts on the host
+        "import torch\nmodel = model.to(device)\nfor x, fill in loader:\n    out = model(x)\n"
+        "    out[out != out] = torch.tensor(fill).to(out)\n",
+        # ... and a number assigned once, in setup
+        "import math\nimport torch\nbias = model(torch.zeros(1, 8, device=device))\n"
+        "bias[bias != bias] = torch.tensor(-math.inf).to(bias)\n",
         "import torch\nfor batch in loader:\n    ids = torch.tensor(batch[\"ids\"]).to(device)\n",
         "import numpy as np, torch\nx = torch.from_numpy(np.ones(4)).cuda()\n",
         "import torch\nlabels = torch.LongTensor(targets).cuda()\n",
@@ -250,6 +267,26 @@ class CpuTensorThenMove(Rule):
         Invalid(
             "import torch\nfor x in loader:\n    perm = torch.LongTensor(64).random_(10).to(device)\n    model(x, perm)\n"
         ),
+        # a tensor of one number, moved only to be assigned into a tensor: the number itself,
+        # in a decoding loop that waits anyway too (the fix removes this statement's own waits)
+        Invalid(
+            "import math\nimport torch\n\nclass Search(torch.nn.Module):\n    def search(self, tokens, steps):\n"
+            "        for step in range(steps):\n            lprobs = self.model(tokens)\n"
+            "            lprobs[lprobs != lprobs] = torch.tensor(-math.inf).to(lprobs)\n"
+            "            best = lprobs.argmax(-1)\n            if best[0].item() == self.eos:\n                break\n"
+            "            tokens = torch.cat([tokens, best[:, None]], 1)\n",
+            "import math\nimport torch\n\nclass Search(torch.nn.Module):\n    def search(self, tokens, steps):\n"
+            "        for step in range(steps):\n            lprobs = self.model(tokens)\n"
+            "            lprobs[lprobs != lprobs] = -math.inf\n"
+            "            best = lprobs.argmax(-1)\n            if best[0].item() == self.eos:\n                break\n"
+            "            tokens = torch.cat([tokens, best[:, None]], 1)\n",
+        ),
+        Invalid(
+            "import torch\nmodel = model.to(device)\nfor x in loader:\n    done = model(x) > 0\n"
+            "    done[:, :2][ignore] = torch.tensor(0).to(done)\n",
+            "import torch\nmodel = model.to(device)\nfor x in loader:\n    done = model(x) > 0\n"
+            "    done[:, :2][ignore] = 0\n",
+        ),
         # a helper that builds it on the CPU, moved at the call: reported, not fixed
         Invalid(
             "import torch\nclass Net(torch.nn.Module):\n    def causal(self, n):\n"
@@ -292,6 +329,8 @@ class CpuTensorThenMove(Rule):
         return not loops or not self.facts.syncs.loop_syncs(loops[0], node, moves=False)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self._number_assigned(node):
+            return
         move = self.facts.purity.mover(node)
         if move is None:
             self._moved_like(node)
@@ -329,6 +368,46 @@ class CpuTensorThenMove(Rule):
                 if buffer is not None and any(self.facts.syncs.on_device(value, value) for value in buffer.writes) \
                         and self._per_step(node):
                     self.report(node, self._buffer_message(helper, buffer.factory))
+
+    def _number_assigned(self, node: cst.Call) -> bool:
+        """`x[x != x] = torch.tensor(-math.inf).to(x)`: a tensor of one number made on the host
+        and moved to the device only to be assigned into a tensor, which takes the number itself
+        (cast to its dtype, on its device). Reported wherever it runs every step, a loop that
+        waits anyway included: the number removes the statement's own waits, the copy and, through
+        a boolean mask, the read of the mask's size that a device value makes PyTorch do."""
+        func = node.func
+        if type(func) is not cst.Attribute or func.attr.value not in ("to", "type_as", "cuda") or \
+                type(func.value) is not cst.Call:  # type: ignore[attr-defined]
+            return False
+        facts = self.facts
+        assign = facts.tree.parent(node)
+        if type(assign) is not cst.Assign or assign.value is not node or len(assign.targets) != 1 or \
+                type(assign.targets[0].target) is not cst.Subscript:  # type: ignore[attr-defined]
+            return False
+        number = facts.purity.one_number(func.value)  # type: ignore[attr-defined]
+        if number is None or not self._to_the_device(node):
+            return False
+        if facts.per_step(node) is None:
+            return True  # a copy made once: nothing to say of it
+        target = assign.targets[0].target  # type: ignore[attr-defined]
+        shown = show(number)
+        self.report(node, (
+            f"`{show(node)}` makes a tensor of one number on the CPU and copies it to the device on every step, "
+            f"only to assign it into `{show(target.value)}`, which takes the number itself: `{show(target)} = {shown}` "
+            f"(no copy; through a boolean mask a device value also makes the host wait for the mask's size)"),
+            Fix((Replace(node, number),), Safety.SAFE if _cast_alike(number) else Safety.UNSAFE,
+                f"assign {shown} itself"))
+        return True
+
+    def _to_the_device(self, move: cst.Call) -> bool:
+        """`.cuda()`, `.to(<a device>)`, or `.to(t)` / `.type_as(t)` with `t` a tensor on the device."""
+        facts = self.facts
+        if facts.purity.mover(move) is not None:
+            return True
+        args = move.args
+        return len(args) == 1 and args[0].keyword is None and not args[0].star and \
+            move.func.attr.value in ("to", "type_as") and \
+            facts.syncs.on_device(args[0].value, move)  # type: ignore[attr-defined]
 
     def _moved_like(self, node: cst.Call) -> None:
         """`x.type_as(t)` / `x.to(t)`, where `t` is a tensor on the device: a move too."""
@@ -487,6 +566,21 @@ def _only_binding(facts: "Facts", name: cst.Name, at: cst.CSTNode) -> Optional["
     if tree.loops_around(binds[0].node)[:1] != tree.loops_around(at)[:1]:
         return None
     return binds[0]
+
+
+def _cast_alike(number: cst.BaseExpression) -> bool:
+    """Assigning `number` itself stores what its float32 tensor, moved, stored: a whole number
+    (`torch.tensor(3)` is int64, cast as the number is), or a float that float32 holds exactly
+    (`0.5`). Not `0.1` (rounded to float32 first, then to a float64 target), nor an infinity or
+    NaN (an integer target raises on the number, where the tensor stored INT_MIN)."""
+    if type(number) is cst.UnaryOperation and type(number.operator) is cst.Minus:  # type: ignore[attr-defined]
+        number = number.expression  # type: ignore[attr-defined]
+    if type(number) is cst.Integer:
+        return True
+    if type(number) is not cst.Float:
+        return False
+    value = float(number.value.replace("_", ""))  # type: ignore[attr-defined]
+    return math.isfinite(value) and struct.unpack("f", struct.pack("f", value))[0] == value
 
 
 def _peel_casts(expr: cst.BaseExpression) -> Tuple[cst.BaseExpression, List[cst.Call]]:
