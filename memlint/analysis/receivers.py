@@ -36,7 +36,7 @@ from memlint.analysis.project import ProjectView
 from memlint.analysis.frameworks import MODEL_BASE, is_module_base_name
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, argument, dotted_name, expression_nodes, last_part
+from memlint.analysis.tree import TreeIndex, dotted_name, expression_nodes, last_part
 
 GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
                           "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
@@ -223,21 +223,13 @@ class Receivers:
         if func is None or "." in dotted or depth > 3:
             return False
         params = func.params
-        positional = [*params.posonly_params, *params.params]
-        names = [p.name.value for p in positional]
-        if dotted not in names and dotted not in [p.name.value for p in params.kwonly_params]:
-            return False
-        if any(b.kind != "param" for b in self.scopes.bindings(func, dotted)):
-            return False  # rebound in the function
-        sites = self.scopes.call_sites(func)
-        if not sites:
-            return False
-        offset = 1 if self.tree.class_of(func) is not None and names[:1] in (["self"], ["cls"]) else 0
-        for site in sites:
-            arg = argument(site, dotted, names.index(dotted) - offset if dotted in names else None)
-            if arg is None or arg.star or not self.is_known_optimizer(dotted_name(arg.value), site, depth + 1):
-                return False
-        return True
+        param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                      if p.name.value == dotted), None)
+        if param is None or any(b.kind != "param" for b in self.scopes.bindings(func, dotted)):
+            return False  # not a parameter, or rebound in the function
+        passed = self.scopes.arguments_for(param)
+        return bool(passed) and all(value is not None and self.is_known_optimizer(dotted_name(value), site, depth + 1)
+                                    for site, value in passed)  # type: ignore[union-attr]
 
     def parameters_owners(self, optimizer: str) -> Set[str]:
         """The models an optimizer is built on: `{"model"}` for `opt = SGD(model.parameters())`."""
