@@ -563,7 +563,7 @@ class Syncs:
             func = self.tree.function_of(at)
             klass = self.tree.class_of(func) if func is not None else None
             if klass is not None and klass.name.value in self.roles.receivers.module_classes:
-                return self.is_tensor(expr, at) and not _to_host(expr)
+                return self.is_tensor(expr, at) and not self.on_host(expr, at)
         if depth > _MAX_DEPTH:
             return False
         if isinstance(expr, cst.Name):
@@ -626,7 +626,14 @@ class Syncs:
         func = expr.func  # type: ignore[attr-defined]
         qualified = self.names.call_name(expr)  # type: ignore[arg-type]
         if qualified is None:
-            return type(func) is cst.Attribute and self.on_host(func.value, at, depth + 1)  # type: ignore[arg-type]
+            if type(func) is not cst.Attribute or func.attr.value == "cuda" or \
+                    self.purity.mover(expr) is not None:  # type: ignore[arg-type]
+                return False  # (a move to the device)
+            if func.attr.value in ("to", "type_as"):
+                where = [a.value for a in expr.args if a.keyword is None or a.keyword.value == "device"]  # type: ignore[attr-defined]
+                if where and not (func.attr.value == "to" and (self.names.qualified_name(where[0]) or "").startswith("torch.")):
+                    return self.on_host(where[0], at, depth + 1)  # (to another tensor's device), not to a dtype
+            return self.on_host(func.value, at, depth + 1)  # type: ignore[arg-type]
         if self.purity.factory(expr) is not None:  # type: ignore[arg-type]
             return argument(expr, "device") is None  # (made without a device: on the host)
         return bool(_TENSOR_FUNCTION.match(qualified)) and \
