@@ -401,26 +401,26 @@ class CpuTensorThenMove(Rule):
 
     def _to_the_device(self, move: cst.Call) -> bool:
         """`.cuda()`, `.to(<a device>)`, or `.to(t)` / `.type_as(t)` with `t` a tensor on the device."""
-        facts = self.facts
-        if facts.purity.mover(move) is not None:
-            return True
-        args = move.args
-        return len(args) == 1 and args[0].keyword is None and not args[0].star and \
-            move.func.attr.value in ("to", "type_as") and \
-            facts.syncs.on_device(args[0].value, move)  # type: ignore[attr-defined]
+        return self.facts.purity.mover(move) is not None or self._device_like(move) is not None
+
+    def _device_like(self, move: cst.Call) -> Optional[cst.BaseExpression]:
+        """`t` of `x.type_as(t)` / `x.to(t)` (one plain argument) when it is a tensor on the
+        device: the move takes `x` there."""
+        func = move.func
+        if type(func) is not cst.Attribute or func.attr.value not in ("type_as", "to") or \
+                len(move.args) != 1 or move.args[0].keyword is not None or move.args[0].star:
+            return None
+        like = move.args[0].value
+        return like if self.facts.syncs.on_device(like, move) else None
 
     def _moved_like(self, node: cst.Call) -> None:
         """`x.type_as(t)` / `x.to(t)`, where `t` is a tensor on the device: a move too."""
+        like = self._device_like(node)
         func = node.func
-        if type(func) is not cst.Attribute or func.attr.value not in ("type_as", "to") or \
-                len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+        if like is None or not isinstance(like, (cst.Name, cst.Attribute, cst.Subscript)) or \
+                self.facts.purity.is_device(like) and func.attr.value == "to":  # type: ignore[attr-defined]
             return
-        like = node.args[0].value
-        facts = self.facts
-        if not isinstance(like, (cst.Name, cst.Attribute, cst.Subscript)) or facts.purity.is_device(like) and \
-                func.attr.value == "to" or not facts.syncs.on_device(like, node):
-            return
-        core, _ = _peel_casts(func.value)
+        core, _ = _peel_casts(func.value)  # type: ignore[attr-defined]
         self._made_on_host(core, node, f"`.{func.attr.value}({show(like)})`")
 
     def _made_on_host(self, core: cst.BaseExpression, node: cst.Call, target: str) -> bool:
