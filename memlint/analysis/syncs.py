@@ -193,7 +193,7 @@ class Syncs:
         self._placed = _Bindings()  # (name, id(at)) -> bound only to device tensors
         self._copied = _Bindings()  # (name, id(at)) -> bound only to copies on the host
         self._loop_syncs: Dict[int, List[Tuple[cst.CSTNode, str]]] = {}
-        self._registers: Dict[int, FrozenSet[str]] = {}  # id(class) -> what it registers by name
+        self._registers: Optional[Dict[int, FrozenSet[str]]] = None  # id(class) -> what it registers by name
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -344,16 +344,21 @@ class Syncs:
                                     for v in values)
 
     def _buffers(self, klass: cst.ClassDef) -> FrozenSet[str]:
-        """The names `klass` registers with `self.register_buffer(...)` / `register_parameter(...)`."""
-        found = self._registers.get(id(klass))
-        if found is None:
-            found = self._registers[id(klass)] = frozenset(
-                node.args[0].value.evaluated_value for node in walk(klass.body)  # type: ignore[attr-defined]
-                if type(node) is cst.Call and type(node.func) is cst.Attribute and  # type: ignore[attr-defined]
-                node.func.attr.value in ("register_buffer", "register_parameter") and  # type: ignore[attr-defined]
-                dotted_name(node.func.value) == "self" and node.args and  # type: ignore[attr-defined]
-                type(node.args[0].value) is cst.SimpleString)  # type: ignore[attr-defined]
-        return found
+        """The names `klass` registers with `self.register_buffer(...)` / `register_parameter(...)`
+        in its methods: read off the module's list of calls once, for every class, where walking
+        each class's body would read all of its nodes."""
+        if self._registers is None:
+            found: Dict[int, Set[str]] = {}
+            for call in self.scopes.calls:
+                func = call.func
+                if type(func) is cst.Attribute and func.attr.value in ("register_buffer", "register_parameter") and \
+                        dotted_name(func.value) == "self" and call.args and \
+                        type(call.args[0].value) is cst.SimpleString:  # type: ignore[attr-defined]
+                    owner = self.scopes.enclosing_class(call)
+                    if owner is not None:
+                        found.setdefault(id(owner), set()).add(call.args[0].value.evaluated_value)  # type: ignore[attr-defined]
+            self._registers = {key: frozenset(names) for key, names in found.items()}
+        return self._registers.get(id(klass), frozenset())
 
     def _call_is_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         qualified = self.names.call_name(call)
