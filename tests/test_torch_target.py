@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -102,21 +103,39 @@ def test_a_project_root_without_torch_sets_no_target(tmp_path):
     assert DeclaredTargets().for_file(_write(tmp_path, "inner/examples/old/run.py", "")) == TorchVersion(1, 6)
 
 
-def test_a_deprecated_api_whose_replacement_is_newer_than_the_target_is_not_reported():
+def test_a_deprecated_api_whose_replacement_is_newer_than_the_target_asks_for_a_branch():
     rule = RULES["MEM402"]
-    findings = check(AMP, "t.py", [rule], TorchVersion(1, 13)).findings
-    assert [f.line for f in findings] == [6]  # the GradScaler (torch.amp's since 2.3) is the right spelling on 1.13
-    [autocast] = findings
+    scaler, autocast = check(AMP, "t.py", [rule], TorchVersion(1, 13)).findings
+    assert (scaler.line, autocast.line) == (4, 6)
+    # torch.amp's GradScaler came in 2.3: on 1.13 the old class must stay, behind a check
+    assert scaler.fix is None
+    assert 'call `torch.amp.GradScaler("cuda", ...)` where `hasattr(torch.amp, "GradScaler")`' in scaler.message
+    assert "(1.13)" in scaler.message
     assert autocast.fix is not None and autocast.fix.min_torch == TorchVersion(1, 12)
     fixed = fix(AMP, "t.py", [rule], target_torch=TorchVersion(1, 13)).source
     assert "torch.cuda.amp.GradScaler()" in fixed and 'from torch.amp import autocast' in fixed
     assert "torch.amp.GradScaler(\"cuda\")" in fix(AMP, "t.py", [rule], target_torch=TorchVersion(2, 3)).source
 
 
-@pytest.mark.parametrize("target,reported", [(TorchVersion(1, 8), []), (TorchVersion(1, 10), [6]),
-                                             (TorchVersion(2, 3), [4, 6]), (None, [4, 6])])
-def test_mem402_follows_where_each_replacement_exists(target, reported):
-    assert [f.line for f in check(AMP, "t.py", [RULES["MEM402"]], target).findings] == reported
+def test_below_the_namespace_the_check_asks_for_it_too():
+    [scaler] = [f for f in check(AMP, "t.py", [RULES["MEM402"]], TorchVersion(1, 8)).findings if f.line == 4]
+    assert '`hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler")`' in scaler.message
+
+
+@pytest.mark.parametrize("target,fixed", [(TorchVersion(1, 8), []), (TorchVersion(1, 11), []), (TorchVersion(1, 12), [6]),
+                                          (TorchVersion(2, 3), [4, 6]), (None, [4, 6])])
+def test_mem402_fixes_where_each_replacement_exists(target, fixed):
+    findings = check(AMP, "t.py", [RULES["MEM402"]], target).findings
+    assert [f.line for f in findings] == [4, 6]
+    assert [f.line for f in findings if f.fix is not None] == fixed
+
+
+def test_the_branch_mem402_asks_for_is_not_reported():
+    source = ('import torch\nscaler = torch.amp.GradScaler("cuda") if hasattr(torch, "amp") and '
+              'hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()\n'
+              'with (torch.autocast("cuda") if hasattr(torch, "autocast") else torch.cuda.amp.autocast()):\n'
+              '    y = m(x)\n')
+    assert check(source, "t.py", [RULES["MEM402"]], TorchVersion(1, 8)).findings == []
 
 
 def test_torch_amp_autocast_needs_torch_1_12_before_it_torch_autocast_is_named():
@@ -130,14 +149,17 @@ def test_torch_amp_autocast_needs_torch_1_12_before_it_torch_autocast_is_named()
 
 def test_custom_fwd_needs_torch_2_4():
     source = "import torch\n\n@torch.cuda.amp.custom_fwd\ndef forward(ctx, x):\n    return x\n"
-    assert check(source, "t.py", [RULES["MEM402"]], TorchVersion(2, 3)).findings == []
-    assert len(check(source, "t.py", [RULES["MEM402"]], TorchVersion(2, 4)).findings) == 1
+    [old] = check(source, "t.py", [RULES["MEM402"]], TorchVersion(2, 3)).findings
+    assert old.fix is None and 'where `hasattr(torch.amp, "custom_fwd")`' in old.message
+    [new] = check(source, "t.py", [RULES["MEM402"]], TorchVersion(2, 4)).findings
+    assert new.fix is not None
 
 
 def test_an_import_moved_to_torch_amp_needs_every_name_it_imports():
     source = "from torch.cuda.amp import autocast, GradScaler\ns = GradScaler()\nwith autocast():\n    y = m(x)\n"
-    [autocast] = check(source, "t.py", [RULES["MEM402"]], TorchVersion(2, 2)).findings
+    scaler, autocast = check(source, "t.py", [RULES["MEM402"]], TorchVersion(2, 2)).findings
     assert autocast.line == 3 and autocast.fix is None  # the import cannot move: GradScaler stays
+    assert scaler.line == 2 and scaler.fix is None
 
 
 def test_mem401_uses_the_scaler_the_target_torch_has():
@@ -151,11 +173,21 @@ def test_mem401_uses_the_scaler_the_target_torch_has():
             opt.zero_grad()
     """)
     [old] = check(source, "t.py", [RULES["MEM401"]], TorchVersion(2, 1)).findings
-    assert "`torch.cuda.amp.GradScaler()`" in old.message and "torch.amp.GradScaler" not in old.message
-    fixed = fix(source, "t.py", [RULES["MEM401"]], target_torch=TorchVersion(2, 1)).source
-    assert "scaler = torch.cuda.amp.GradScaler()\n" in fixed and "scaler.scale(loss).backward()" in fixed
-    # the fixed code is what the project's torch needs: no other rule asks to change it back
-    assert check(fixed, "t.py", list(RULES.values()), TorchVersion(2, 1)).findings == []
+    assert "`torch.amp.GradScaler(\"cuda\")` (torch 2.3 and later; `torch.cuda.amp.GradScaler()` before)" in old.message
+    for target, test in ((TorchVersion(2, 1), 'hasattr(torch.amp, "GradScaler")'),
+                         (TorchVersion(1, 8), 'hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler")')):
+        fixed = fix(source, "t.py", [RULES["MEM401"]], target_torch=target).source
+        made = f'scaler = torch.amp.GradScaler("cuda") if {test} else torch.cuda.amp.GradScaler()\n'
+        assert made in fixed and "scaler.scale(loss).backward()" in fixed
+        # the fixed code is what the project's torch needs: no other rule asks to change it
+        assert check(fixed, "t.py", list(RULES.values()), target).findings == []
+        # and on this torch it makes the new class
+        torch = pytest.importorskip("torch")
+        namespace = {"torch": torch}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (no CUDA here: the scaler disables itself, and says so)
+            exec(made, namespace)
+        assert type(namespace["scaler"]) is torch.amp.GradScaler
     [new] = check(source, "t.py", [RULES["MEM401"]], TorchVersion(2, 4)).findings
     assert new.fix is not None and new.fix.min_torch == TorchVersion(2, 3)
     assert 'scaler = torch.amp.GradScaler("cuda")' in fix(source, "t.py", [RULES["MEM401"]],
@@ -184,9 +216,9 @@ def test_cli_reads_the_declared_requirement_and_the_config_overrides_it(tmp_path
     _write(tmp_path, "requirements.txt", "torch>=1.8.0\n")
     train = _write(tmp_path, "train.py", AMP)
     result = _memlint(tmp_path, "--fix", "train.py")
-    assert result.returncode == 0, result.stdout
-    assert train.read_text() == AMP  # nothing on torch 1.8 can replace either call: nothing to report
-    assert "MEM402" not in result.stdout
+    assert result.returncode == 1, result.stdout
+    assert train.read_text() == AMP  # nothing on torch 1.8 can replace either call: each asks for a branch
+    assert result.stdout.count("is newer than the oldest torch the project supports (1.8)") == 2
 
     diff = _memlint(tmp_path, "--diff", "--target-torch", "2.4", "train.py").stdout
     assert '+scaler = torch.amp.GradScaler("cuda")' in diff
@@ -201,10 +233,10 @@ def test_the_cache_follows_the_declared_requirement(tmp_path):
     _write(tmp_path, "pyproject.toml", "[project]\nname = \"p\"\ndependencies = [\"torch>=1.8\"]\n")
     _write(tmp_path, "train.py", AMP)
     old = _memlint(tmp_path, "train.py").stdout
-    assert "MEM402" not in old
+    assert old.count("MEM402 `") == 2 and "[*]" not in old  # on torch 1.8: a branch, no fix
     assert _memlint(tmp_path, "train.py").stdout == old  # the warm run says the same
     _write(tmp_path, "pyproject.toml", "[project]\nname = \"p\"\ndependencies = [\"torch>=2.4\"]\n")
-    assert _memlint(tmp_path, "train.py").stdout.count("MEM402") == 2
+    assert _memlint(tmp_path, "train.py").stdout.count("MEM402 [*]") == 2
 
 
 def test_cli_bad_target_is_a_one_line_error(tmp_path):

@@ -6,8 +6,10 @@ later whatever its requirements file says, so advice that matters only before 2.
 apply to it. A use counts only where the code does not check for the API first (`hasattr`,
 `try`/`except AttributeError`: memlint.analysis.torchapi.checked_first).
 
-The table holds APIs whose release is certain, each with the minor release that added it.
-Asked as `facts.requirement.needs`. Asked by MEM505.
+The table holds APIs whose release is certain, each with the minor release that added it; a
+name falls under the most specific entry that holds it. Asked as `facts.requirement.needs`,
+by MEM505. `exists_test` writes the check a project that supports an older torch puts in front
+of a newer API (MEM401's fix and MEM402's advice, which must agree on it).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from memlint.torch_target import TorchVersion
 
 # API (a module or a name; what it holds counts too) -> the torch release that added it
 SINCE = {
+    "torch.autocast": TorchVersion(1, 10),
+    "torch.amp": TorchVersion(1, 12),
     "torch.amp.autocast": TorchVersion(1, 12),
     "torch.compile": TorchVersion(2, 0),
     "torch.amp.GradScaler": TorchVersion(2, 3),
@@ -35,6 +39,26 @@ SINCE = {
 
 
 _WORDS = frozenset(api.rsplit(".", 1)[-1] for api in SINCE)
+
+
+def since(qualified: str) -> Optional[TorchVersion]:
+    """The release that added `qualified`, from the most specific entry holding it."""
+    holders = [api for api in SINCE if qualified == api or qualified.startswith(api + ".")]
+    return SINCE[max(holders, key=len)] if holders else None
+
+
+def exists_test(api: str, torch: str, target: Optional[TorchVersion]) -> str:
+    """Python that is true where `api` exists, spelled through `torch` (the module's name for
+    torch): `hasattr(torch.amp, "GradScaler")`, with `hasattr(torch, "amp")` before it where
+    the namespace too is newer than `target`. Every check is one `checked_first` recognises."""
+    parts = api.split(".")
+    tests = []
+    for end in range(2, len(parts) + 1):
+        added = SINCE.get(".".join(parts[:end]))
+        if added is not None and (target is None or target < added):
+            owner = ".".join([torch, *parts[1:end - 1]])
+            tests.append(f"hasattr({owner}, \"{parts[end - 1]}\")")
+    return " and ".join(tests)
 
 
 class Requirement:
@@ -53,8 +77,7 @@ class Requirement:
             return None  # no name of any of them is spelled here: nothing to look up
         found: List[TorchVersion] = []
         for qualified, refs in self._references().items():
-            since = next((version for api, version in SINCE.items()
-                          if qualified == api or qualified.startswith(api + ".")), None)
-            if since is not None and any(not checked_first(self.tree, ref.node) for ref in refs):
-                found.append(since)
+            added = since(qualified)
+            if added is not None and any(not checked_first(self.tree, ref.node) for ref in refs):
+                found.append(added)
         return max(found) if found else None

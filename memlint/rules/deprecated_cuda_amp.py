@@ -7,6 +7,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from memlint.analysis.requirement import SINCE, exists_test
 from memlint.analysis.torchnames import Reference
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
@@ -25,10 +26,9 @@ _POSITIONAL = {
 _DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
 # the torch release whose torch.amp has the replacement (`torch.amp.autocast`: 1.12, when the
 # `torch.amp` namespace came; the same class was `torch.autocast` from 1.10)
-_SINCE = {"autocast": TorchVersion(1, 12), "GradScaler": TorchVersion(2, 3),
-          "custom_fwd": TorchVersion(2, 4), "custom_bwd": TorchVersion(2, 4)}
-# the first release with any replacement: below it nothing can take the old spelling's place
-_REPLACEABLE_SINCE = {**_SINCE, "autocast": TorchVersion(1, 10)}
+_SINCE = {api: SINCE[f"{_NEW}.{api}"] for api in _POSITIONAL}
+# the first release with any replacement: below it the old spelling is kept for older torch
+_REPLACEMENT = {**{api: f"{_NEW}.{api}" for api in _POSITIONAL}, "autocast": "torch.autocast"}
 _CUDA = '"cuda"'
 
 
@@ -108,9 +108,9 @@ class DeprecatedCudaAmpApi(Rule):
     ## Why it is opt-in
     Like ruff's pyupgrade rules, which its default selection leaves out: the old spelling works,
     warns once per call site, and a project that supports a torch older than the replacement
-    (declared, or only asserted in code) must keep it. Read on real code (docs/real-code.md), 3
-    of 5 findings were worth the change; the other two were in a project that supports torch
-    1.8 without declaring it.
+    (declared, or only asserted in code) must keep it beside the new one. Read on real code
+    (docs/real-code.md), 6 of 9 findings were worth the change; two were in a project that
+    supports torch 1.8 without declaring it, one in an AMP optimizer used only with `--amp`.
 
     ## Example
     ```python
@@ -143,13 +143,16 @@ class DeprecatedCudaAmpApi(Rule):
     An import moved to `torch.amp` needs every name it imports: where one of them is newer than
     the target, the finding has no fix, and says why.
 
+    ## Where the project supports an older torch
+    Where the oldest torch the project supports (`target-torch`, or the lower bound of its
+    declared torch requirement) has no replacement at all (`torch.cuda.amp.autocast` below
+    1.10, `GradScaler` below 2.3, `custom_fwd/custom_bwd` below 2.4), the old spelling must stay
+    for that torch, and the finding has no fix: it asks for the replacement where it exists,
+    behind the check that tells (`torch.amp.GradScaler("cuda") if hasattr(torch, "amp") and
+    hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()`), so that torch 2.4 and
+    later run without the warning. MEM401's fix makes its scaler that way on such a project.
+
     ## When it is not reported
-    - Where the project supports a torch older than the replacement (`target-torch`, or the
-      lower bound of its declared torch requirement): `torch.cuda.amp.autocast` below 1.10,
-      `GradScaler` below 2.3, `custom_fwd/custom_bwd` below 2.4. There the deprecated spelling
-      is the only one that runs on every torch the project supports; the warning shows only on
-      torch 2.4 and later, and the only change possible is a branch on the torch version.
-      Once the project raises its lower bound the finding comes back, with its fix.
     - The fallback for older torch next to the new spelling (`torch.amp.GradScaler("cuda") if
       new_torch else torch.cuda.amp.GradScaler()`, `try: from torch.amp import ...` / `except`).
     """
@@ -249,13 +252,19 @@ class DeprecatedCudaAmpApi(Rule):
             return
         site, fix = planned
         old = dotted_name(site.reference.node)
-        namespace = "torch" if site.api == "autocast" and self._before(_SINCE["autocast"]) else "torch.amp"
-        new = f"{namespace}.{site.api}(device_type=\"cuda\")" if site.api in _DECORATORS else \
-            f"{namespace}.{site.api}(\"cuda\", ...)"
         qualified = f"{_OLD}.{site.api}"
         what = f"`{old}`" if old == qualified else f"`{old}` ({qualified})"
-        self.report(node, f"{what} is deprecated since torch 2.4 (a FutureWarning, shown once for this call "
-                          f"site); call `{new}` with the same arguments, as keywords", fix)
+        deprecated = f"{what} is deprecated since torch 2.4 (a FutureWarning, shown once for this call site)"
+        replacement = _REPLACEMENT[site.api]
+        if self._before(SINCE[replacement]):  # the oldest torch supported has no replacement
+            self.report(node, f"{deprecated}, and `{replacement}` is newer than the oldest torch the project "
+                              f"supports ({self.target_torch}): keep this call for older torch only, and call "
+                              f"`{_call(replacement)}` where `{exists_test(replacement, 'torch', self.target_torch)}` "
+                              "(or behind a version flag)")
+            return
+        namespace = "torch" if site.api == "autocast" and self._before(_SINCE["autocast"]) else "torch.amp"
+        self.report(node, f"{deprecated}; call `{_call(f'{namespace}.{site.api}')}` with the same arguments, "
+                          "as keywords", fix)
 
     # -- planning: every site of the file at once (a rewritten import must cover all of its uses)
     def _make_plan(self) -> Dict[int, Tuple[_Site, Optional[Fix]]]:
@@ -264,7 +273,7 @@ class DeprecatedCudaAmpApi(Rule):
             for reference in self.facts.references(f"{_OLD}.{api}"):
                 called = reference.call is not None
                 bare = isinstance(reference.parent, cst.Decorator) and api in _DECORATORS
-                if (called or bare) and not self._compatibility(reference, api) and self._replaceable(api):
+                if (called or bare) and not self._compatibility(reference, api):
                     sites.append(_Site(reference, api))
         by_head: Dict[str, List[_Site]] = {}
         for site in sites:
@@ -295,17 +304,11 @@ class DeprecatedCudaAmpApi(Rule):
         target = self.target_torch
         return target is not None and target < version
 
-    def _replaceable(self, api: str) -> bool:
-        """The replacement exists on every torch the project supports: below that the old
-        spelling is the only one that runs everywhere, and nothing is to be changed."""
-        target = self.target_torch
-        return target is None or target >= _REPLACEABLE_SINCE[api]
-
     def _compatibility(self, reference: Reference, api: str) -> bool:
         """The old spelling is the fallback of a branch that uses the new one on newer torch:
         `torch.amp.GradScaler("cuda") if new_torch else torch.cuda.amp.GradScaler()`."""
         facts = self.facts
-        new = [r.node for r in self.facts.references(f"{_NEW}.{api}")]
+        new = [r.node for spelling in dict.fromkeys((f"{_NEW}.{api}", _REPLACEMENT[api])) for r in facts.references(spelling)]
         if not new:
             return False
         for ancestor in facts.tree.ancestors(reference.node):
@@ -349,6 +352,11 @@ class DeprecatedCudaAmpApi(Rule):
             description=f"call `torch.amp.{site.api}` with device \"cuda\", arguments as keywords",
             min_torch=max(_SINCE[api] for api in {site.api, *apis}),
         )
+
+
+def _call(api: str) -> str:
+    """How the replacement is called: `torch.amp.GradScaler("cuda", ...)`."""
+    return f"{api}(device_type=\"cuda\")" if api.rpartition(".")[2] in _DECORATORS else f"{api}(\"cuda\", ...)"
 
 
 def _imported_names(statement: cst.CSTNode) -> List[str]:

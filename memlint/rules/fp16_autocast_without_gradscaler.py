@@ -8,6 +8,7 @@ import libcst as cst
 
 from memlint.analysis import Facts
 from memlint.analysis.regions import Autocast
+from memlint.analysis.requirement import SINCE, exists_test
 from memlint.analysis.roles import Backward
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Replace, Safety
@@ -15,7 +16,7 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.torch_target import TorchVersion
 
 _FP16 = frozenset({"torch.float16"})
-_GRAD_SCALER_SINCE = TorchVersion(2, 3)  # torch.amp.GradScaler
+_GRAD_SCALER_SINCE = SINCE["torch.amp.GradScaler"]
 _CUDA_GRAD_SCALER_SINCE = TorchVersion(1, 6)  # torch.cuda.amp.GradScaler, the one before it
 
 
@@ -84,8 +85,10 @@ class Fp16AutocastWithoutGradScaler(Rule):
     (`train_one_epoch`): each call starts a fresh scaler, whose first steps may be skipped while
     it finds its scale; pass one scaler in instead. No fix when gradients are read between the backward and the step (they would be
     scaled there) or the step or clipping happens in a helper. Where the project supports torch
-    older than 2.3 (`target-torch`), which has no `torch.amp.GradScaler`, the fix and the
-    message use `torch.cuda.amp.GradScaler()`, the same class on those versions (from 1.6).
+    older than 2.3 (`target-torch`), which has no `torch.amp.GradScaler`, the fix picks the class
+    each torch has: `torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else
+    torch.cuda.amp.GradScaler()` (the same class on the versions before, from 1.6; the branch is
+    the one MEM402 asks for, so the fixed code is not reported again).
     """
 
     CODE = "MEM401"
@@ -213,7 +216,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
         where = "CUDA's default dtype" if autocast.dtype is None else "float16" if dtypes == _FP16 else \
             "its dtype can be float16, where the run picks it"
         message = (f"this loss is computed under float16 autocast ({where}) and backwarded without a GradScaler: "
-                   f"gradients smaller than ~6e-8 (float16's smallest subnormal) become exactly zero; scale the loss with `{self._scaler_class()}`, or autocast to bfloat16")
+                   f"gradients smaller than ~6e-8 (float16's smallest subnormal) become exactly zero; scale the loss with {self._scaler_advice()}, or autocast to bfloat16")
         self.report(node, message, self._fix(facts, backward, loops) if loops else None)
 
     @staticmethod
@@ -270,11 +273,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
         if any(facts.roles.grad_reads(f.body) for f in facts.calls.functions_reached(loop)) or any(
                 order(statement) < order(read) < order(scaled_until) for read in facts.roles.grad_reads(loop)):
             return None  # gradients read while still scaled
-        old_torch = self._old_torch()
-        grad_scaler = self.facts.names.local_name_for("torch.cuda.amp.GradScaler" if old_torch else "torch.amp.GradScaler")
-        if grad_scaler is None:
+        made = self._made_scaler()
+        if made is None:
             return None
-        made = f"{grad_scaler}()" if old_torch else f"{grad_scaler}(\"cuda\")"
         taken = self.facts.identifiers
         scaler = next(n for n in ("scaler", "grad_scaler", "amp_scaler", *(f"scaler_{i}" for i in range(2, 1000)))
                       if n not in taken)
@@ -293,14 +294,31 @@ class Fp16AutocastWithoutGradScaler(Rule):
         function = tree.function_of(loops[-1])
         repeated = function is not None and any(tree.loops_around(site) for site in facts.scopes.call_sites(function))
         return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
-                   f"scale the loss with `{scaler} = {self._scaler_class()}`, step through it",
-                   min_torch=_CUDA_GRAD_SCALER_SINCE if old_torch else _GRAD_SCALER_SINCE)
+                   f"scale the loss with `{scaler} = {made}`, step through it",
+                   min_torch=_CUDA_GRAD_SCALER_SINCE if self._old_torch() else _GRAD_SCALER_SINCE)
 
     def _old_torch(self) -> bool:
         """The project supports a torch without `torch.amp.GradScaler` (before 2.3)."""
         target = self.target_torch
         return target is not None and target < _GRAD_SCALER_SINCE
 
-    def _scaler_class(self) -> str:
-        """The GradScaler that exists on every torch the project supports."""
-        return "torch.cuda.amp.GradScaler()" if self._old_torch() else "torch.amp.GradScaler(\"cuda\")"
+    def _made_scaler(self) -> Optional[str]:
+        """The expression making the scaler, as this module spells torch: on a project that
+        supports torch before 2.3, the class each torch has, chosen by the test MEM402 asks for
+        (so the fixed code is not reported again); None when torch is not imported as itself."""
+        new = self.facts.names.local_name_for("torch.amp.GradScaler")
+        if new is None:
+            return None
+        if not self._old_torch():
+            return f"{new}(\"cuda\")"
+        torch = self.facts.names.local_name_for("torch")
+        if torch is None:
+            return None
+        test = exists_test("torch.amp.GradScaler", torch, self.target_torch)
+        return f"{new}(\"cuda\") if {test} else {torch}.cuda.amp.GradScaler()"
+
+    def _scaler_advice(self) -> str:
+        """The GradScaler to make, on every torch the project supports."""
+        if self._old_torch():
+            return "`torch.amp.GradScaler(\"cuda\")` (torch 2.3 and later; `torch.cuda.amp.GradScaler()` before)"
+        return "`torch.amp.GradScaler(\"cuda\")`"
