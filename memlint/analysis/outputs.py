@@ -18,6 +18,8 @@ Asked as `facts.outputs`:
   (`num_classes`, `num_labels`) or a transformers classifier;
 - `compiled`: the module compiles a model (`torch.compile`, `model.compile()`), whose backward
   keeps the logits anyway;
+- `engine_runs_step`: the module is written for accelerate's Megatron-LM engine, whose
+  `model(**batch)` runs forward, backward and the optimizer step and returns the loss alone;
 - `names_logits(name)`: a name that says it holds logits (`logits`, `lm_logits`);
 - `read_of(name)`: what a read of a name holding an output takes from it (`OutputRead`):
   "loss" (the loss field of a model's result: `out.loss`, `out["loss"]`), "scores" (the input
@@ -53,6 +55,7 @@ _CLASSIFIER_CLASS = re.compile(r"For\w*Classification$|ForQuestionAnswering$|For
                                r"ForNextSentencePrediction$|ForObjectDetection$|ForSemanticSegmentation$")
 _VOCABULARY = re.compile(r"^(\w+_)?(n_?)?vocab(_size|ulary|ulary_size)?$|^n_?tokens?$|^num_tokens$", re.IGNORECASE)
 _CLASSES = re.compile(r"^(num|n)_?(classes|labels|class)$", re.IGNORECASE)
+_MEGATRON_ENGINE = frozenset({"MEGATRON_LM", "MegatronLMDummyScheduler", "MegatronLMPlugin"})
 _LOGITS = re.compile(r"^(\w+_)?logits$")
 # Methods that give a view or a cast of a tensor: the result is the same scores.
 _VIEWS = frozenset({"view", "reshape", "flatten", "contiguous", "float", "double", "half", "bfloat16", "to",
@@ -161,6 +164,14 @@ class Outputs:
                                                isinstance(node.func, cst.Attribute) and  # type: ignore[attr-defined]
                                                node.func.attr.value == "compile")  # type: ignore[attr-defined]
                    for node in self.tree.nodes)
+
+    @cached_property
+    def engine_runs_step(self) -> bool:
+        """The module is written for accelerate's Megatron-LM engine (it names
+        `DistributedType.MEGATRON_LM` or the engine's stand-ins, `MegatronLMDummyScheduler`,
+        `MegatronLMPlugin`): there `model(**batch)` runs forward, backward and the step inside
+        and returns the reduced loss without logits, so a bound output holds nothing large."""
+        return bool(_MEGATRON_ENGINE & self.identifiers) and self.names.imports("accelerate")
 
     @staticmethod
     def names_logits(name: str) -> bool:

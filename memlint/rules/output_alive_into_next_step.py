@@ -107,7 +107,9 @@ class OutputAliveIntoNextStep(Rule):
     backward (accuracy from the logits), after the loop, in the next iteration, or by a
     nested function. A module that compiles a model (`torch.compile`, `model.compile()`):
     the compiled backward keeps the logits itself (nanoGPT's GPT-2 124M, compiled, on an H200:
-    9,773 MiB with them bound, 9,697 without). Loops without a backward (MEM204's, opt-in). A Lightning
+    9,773 MiB with them bound, 9,697 without). A module written for accelerate's Megatron-LM
+    engine (it names `DistributedType.MEGATRON_LM`): its `model(**batch)` runs forward,
+    backward and the step, and returns the loss without logits. Loops without a backward (MEM204's, opt-in). A Lightning
     `training_step` that returns the loss for Lightning to backward: its locals are gone by
     then (with `manual_backward` inside, it is reported).
 
@@ -150,6 +152,11 @@ class OutputAliveIntoNextStep(Rule):
         # a compiled model: its backward keeps the logits anyway
         "import torch\nmodel = torch.compile(model)\nfor X, Y in batches:\n    logits, loss = model(X, Y)\n"
         "    loss.backward()\n    optimizer.step()\n",
+        # accelerate's Megatron-LM engine: `model(**batch)` runs the whole step, returns no logits
+        "import torch\nfrom accelerate import Accelerator, DistributedType\nfrom transformers import AutoModelForCausalLM\n"
+        "model = AutoModelForCausalLM.from_pretrained(name)\nif accelerator.distributed_type == DistributedType.MEGATRON_LM:\n"
+        "    print('megatron')\nfor batch in loader:\n    outputs = model(**batch)\n    loss = outputs.loss\n"
+        "    accelerator.backward(loss)\n    optimizer.step()\n",
         # evaluation, no backward (MEM204's)
         "import torch\nwith torch.no_grad():\n    for X, Y in batches:\n        logits, loss = model(X, Y)\n"
         "        total += loss.item()\n",
@@ -234,8 +241,8 @@ class OutputAliveIntoNextStep(Rule):
             return
         kept, loss, loss_position = held
         outputs = facts.outputs
-        if outputs.compiled:
-            return  # a compiled backward keeps the logits anyway
+        if outputs.compiled or outputs.engine_runs_step:
+            return  # a compiled backward keeps the logits anyway; an engine's step returns none
         if not (loss is not None and (kept.value == "_" or outputs.names_logits(kept.value))) and \
                 not outputs.language_model_module and not outputs.names_vocabulary:
             return  # no sign of a vocabulary-sized output can turn up
