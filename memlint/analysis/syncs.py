@@ -9,7 +9,9 @@ Asked as `facts.syncs`:
 - `is_tensor(expr, at)`: the value is a torch tensor: made by a torch function, a model or a
   loss, a tensor method of a tensor, indexing, arithmetic or an elementwise comparison of one,
   an element of a tensor or of `model.parameters()`, a parameter or buffer the class registers
-  (`self.table`), a field of a model's output (`out.logits`), what a function of this module
+  (`self.table`), a field of a model's output (`out.logits`), a name whose slice a model is
+  called with in the same function (`model.forward_decoder(tokens[:, :step + 1])`: the batch of
+  a decoding loop, however it was made), what a function of this module
   returns when every `return` gives one, what an accelerator gathers of tensors, a name bound
   only to such values (a loop's `tokens = tokens[keep]` is decided by its other bindings; `x += y`
   keeps a tensor one);
@@ -194,6 +196,7 @@ class Syncs:
         self._copied = _Bindings()  # (name, id(at)) -> bound only to copies on the host
         self._loop_syncs: Dict[int, List[Tuple[cst.CSTNode, str]]] = {}
         self._registers: Optional[Dict[int, FrozenSet[str]]] = None  # id(class) -> what it registers by name
+        self._model_slices: Dict[int, FrozenSet[str]] = {}  # id(scope) -> names a model is called with a slice of
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -412,7 +415,24 @@ class Syncs:
                 result = False
             if not result:
                 break
+        if not result:  # however it was made, a model is called with a slice of it
+            result = name in self._sliced_into_models(self.tree.scope_of(at))
         return self._tensors.decided(key, result)
+
+    def _sliced_into_models(self, scope: cst.CSTNode) -> FrozenSet[str]:
+        """The names `scope` calls a model with a slice of (`model(tokens[:, :step + 1])`): a
+        model's input sliced is a tensor, whatever its bindings say."""
+        found = self._model_slices.get(id(scope))
+        if found is None:
+            names: Set[str] = set()
+            for call in self.scopes.calls_of(scope):  # type: ignore[arg-type]
+                sliced = [arg.value.value.value for arg in call.args  # type: ignore[attr-defined]
+                          if type(arg.value) is cst.Subscript and type(arg.value.value) is cst.Name and
+                          any(type(element.slice) is cst.Slice for element in arg.value.slice)]  # type: ignore[attr-defined]
+                if sliced and self.roles.is_forward(call):
+                    names.update(sliced)
+            found = self._model_slices[id(scope)] = frozenset(names)
+        return found
 
     def _bindings_at(self, name: str, at: cst.CSTNode) -> List[Binding]:
         """The bindings of `name` that may be the one seen at `at`; else, the target of a loop

@@ -47,7 +47,7 @@ class HostDeviceSyncInLoop(Rule):
     one round trip per element.
 
     ## Why it is opt-in
-    Read finding by finding on real code (docs/real-code.md), 5 of its 13 findings were worth a
+    Read finding by finding on real code (docs/real-code.md), 6 of its 14 findings were worth a
     change to the reviewers (leftover prints, a beam search's per-hypothesis reads). Most of the
     others are post-processing and metric loops that wait for the device in the same iteration
     anyway (a greedy loop over masks, values the host needs for its own work), where one wait
@@ -89,7 +89,9 @@ class HostDeviceSyncInLoop(Rule):
 
     A loop reports once, at its first such wait: one read of its tensors before the loop
     removes them all (a beam search's per-hypothesis loop, `if done[j]:` then `lprobs[j, :prev]`
-    with `prev = tokens[j, step]`).
+    with `prev = tokens[j, step]`). A decoding loop's tokens are a tensor however they were made:
+    the model is called with a slice of them (`model.forward_decoder(tokens[:, :step + 1])`), so
+    `tokens[i].tolist()` per hypothesis, to block repeated n-grams, waits once per hypothesis.
 
     ## When it is not reported
     A loop whose iterations wait for the device anyway (a boolean mask, a GPU value tested in an
@@ -116,6 +118,18 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # ... the same n-gram blocking on a host copy made once per step
+        "import torch\n\nclass Generator:\n    def generate(self, model, sample, beam, max_len):\n"
+        "        src = sample['net_input']['src_tokens']\n        tokens = src.new(src.size(0) * beam, max_len).fill_(1)\n"
+        "        order = torch.arange(beam).to(src.device)\n"
+        "        for step in range(max_len - 1):\n            lprobs = model.forward_decoder(tokens[:, :step + 1])\n"
+        "            host = tokens.cpu()\n            seen = []\n            for i in range(host.size(0)):\n"
+        "                seen.append(set(host[i].tolist()))\n            tokens[:, step + 1] = lprobs.argmax(-1)\n",
+        # ... sliced into something that is not a model: nothing says `tokens` is a tensor
+        "import torch\n\nclass Generator:\n    def generate(self, render, sample, beam, max_len):\n"
+        "        tokens = sample['tokens']\n        order = torch.arange(beam).to(tokens.device)\n"
+        "        for step in range(max_len - 1):\n            render(tokens[:, :step + 1])\n            seen = []\n            for i in range(len(tokens)):\n"
+        "                seen.append(set(tokens[i].tolist()))\n",
         # the iteration waits for the device anyway: a boolean mask's size is read on the host
         "import torch\nmodel = model.to(device)\nfor x in loader:\n    out = model(x.to(device))\n"
         "    for row in out:\n        kept = row[row > 0]\n        total += kept.sum().item()\n",
@@ -264,6 +278,16 @@ class HostDeviceSyncInLoop(Rule):
             "                    prev = tokens[j, step]\n                    lprobs[j, :prev] = -math.inf\n"
             "                    lprobs[j, prev + 1:] = -math.inf\n            keep = lprobs.max(-1).values > 0\n"
             "            tokens = tokens[keep]\n            count = count[keep] - 1\n"
+        ),
+        # a decoding loop's tokens, known a tensor by the slice the model is called with, read
+        # per hypothesis to block repeated n-grams (however `tokens` was made: here from the batch)
+        Invalid(
+            "import torch\n\nclass Generator:\n    def generate(self, model, sample, beam, max_len):\n"
+            "        src = sample['net_input']['src_tokens']\n        tokens = src.new(src.size(0) * beam, max_len).fill_(1)\n"
+            "        order = torch.arange(beam).to(src.device)\n"
+            "        for step in range(max_len - 1):\n            lprobs = model.forward_decoder(tokens[:, :step + 1])\n"
+            "            seen = []\n            for i in range(tokens.size(0)):\n"
+            "                seen.append(set(tokens[i].tolist()))\n            tokens[:, step + 1] = lprobs.argmax(-1)\n"
         ),
         # element by element where one .tolist() would do
         Invalid(
