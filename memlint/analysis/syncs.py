@@ -582,13 +582,17 @@ class Syncs:
                 return all(self._iterates_tensors(a.value, at, depth + 1) for a in iterable.args)
         return self.is_tensor(iterable, at, depth + 1)
 
+    def in_module_method(self, at: cst.CSTNode) -> bool:
+        """`at` runs in a method of an `nn.Module` class: its tensors are on the module's device
+        unless known to be on the host."""
+        func = self.tree.function_of(at)
+        klass = self.tree.class_of(func) if func is not None else None
+        return klass is not None and klass.name.value in self.roles.receivers.module_classes
+
     def on_device(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """The tensor lives where the model runs (see the module docstring)."""
-        if depth == 0:
-            func = self.tree.function_of(at)
-            klass = self.tree.class_of(func) if func is not None else None
-            if klass is not None and klass.name.value in self.roles.receivers.module_classes:
-                return self.is_tensor(expr, at) and not self.on_host(expr, at)
+        if depth == 0 and self.in_module_method(at):
+            return self.is_tensor(expr, at) and not self.on_host(expr, at)
         if depth > _MAX_DEPTH:
             return False
         if isinstance(expr, cst.Name):

@@ -49,7 +49,9 @@ class CpuTensorThenMove(Rule):
     lprobs] = torch.tensor(-math.inf).to(lprobs)` on every step of a beam search): the tensor
     takes the number itself. This one is reported in a loop that waits for the device anyway
     too: besides the copy, a device value assigned through a boolean mask makes PyTorch read
-    the mask's size on the host, where a number is filled in without a wait.
+    the mask's size on the host, where a number is filled in without a wait. In a module's method the
+    tensor moved to its own target is known to be one even as an item of a list of tensors
+    (`lprobs_list[i][mask] = torch.tensor(-math.inf).to(lprobs_list[i])`).
 
     Only where the code runs every step: in a training or evaluation loop, in the `forward` of a
     module, in a framework's step hook, or in a function called from one (in this file or, when
@@ -143,6 +145,11 @@ class CpuTensorThenMove(Rule):
         # data that starts on the host
         "import torch\nmodel = model.to(device)\nfor x, fill in loader:\n    out = model(x)\n"
         "    out[out != out] = torch.tensor(fill).to(out)\n",
+        # ... and a host copy, in a module's method: the target is on the CPU
+        "import math\nimport torch\n\nclass Search(torch.nn.Module):\n    def search(self, tokens, steps):\n"
+        "        for step in range(steps):\n            scores = [t.cpu() for t in self.model(tokens)]\n"
+        "            for i in range(len(scores)):\n                host = scores[i].cpu()\n"
+        "                host[host != host] = torch.tensor(-math.inf).to(host)\n",
         # ... and a number assigned once, in setup
         "import math\nimport torch\nbias = model(torch.zeros(1, 8, device=device))\n"
         "bias[bias != bias] = torch.tensor(-math.inf).to(bias)\n",
@@ -281,6 +288,17 @@ class CpuTensorThenMove(Rule):
             "            best = lprobs.argmax(-1)\n            if best[0].item() == self.eos:\n                break\n"
             "            tokens = torch.cat([tokens, best[:, None]], 1)\n",
         ),
+        # ... an item of a list of tensors (one per channel), in a module's method
+        Invalid(
+            "import math\nimport torch\n\nclass Search(torch.nn.Module):\n    def search(self, tokens, steps):\n"
+            "        for step in range(steps):\n            lprobs_list = list(self.model(tokens).values())\n"
+            "            for i in range(len(lprobs_list)):\n"
+            "                lprobs_list[i][lprobs_list[i] != lprobs_list[i]] = torch.tensor(-math.inf).to(lprobs_list[i])\n",
+            "import math\nimport torch\n\nclass Search(torch.nn.Module):\n    def search(self, tokens, steps):\n"
+            "        for step in range(steps):\n            lprobs_list = list(self.model(tokens).values())\n"
+            "            for i in range(len(lprobs_list)):\n"
+            "                lprobs_list[i][lprobs_list[i] != lprobs_list[i]] = -math.inf\n",
+        ),
         Invalid(
             "import torch\nmodel = model.to(device)\nfor x in loader:\n    done = model(x) > 0\n"
             "    done[:, :2][ignore] = torch.tensor(0).to(done)\n",
@@ -385,11 +403,11 @@ class CpuTensorThenMove(Rule):
                 type(assign.targets[0].target) is not cst.Subscript:  # type: ignore[attr-defined]
             return False
         number = facts.purity.one_number(func.value)  # type: ignore[attr-defined]
-        if number is None or not self._to_the_device(node):
+        target = assign.targets[0].target  # type: ignore[attr-defined]
+        if number is None or not (self._to_the_device(node) or self._to_its_target(node, target.value)):
             return False
         if facts.per_step(node) is None:
             return True  # a copy made once: nothing to say of it
-        target = assign.targets[0].target  # type: ignore[attr-defined]
         shown = show(number)
         self.report(node, (
             f"`{show(node)}` makes a tensor of one number on the CPU and copies it to the device on every step, "
@@ -398,6 +416,17 @@ class CpuTensorThenMove(Rule):
             Fix((Replace(node, number),), Safety.SAFE if _cast_alike(number) else Safety.UNSAFE,
                 f"assign {shown} itself"))
         return True
+
+    def _to_its_target(self, move: cst.Call, target: cst.BaseExpression) -> bool:
+        """`x[m] = torch.tensor(v).to(x)` in a module's method: `x` takes a tensor by index and
+        gives `.to()` its place, so it is a tensor (an item of a list of tensors too, which
+        nothing else types), on the module's device unless known to be on the host."""
+        args = move.args
+        if len(args) != 1 or args[0].keyword is not None or args[0].star or \
+                not args[0].value.deep_equals(target):
+            return False
+        syncs = self.facts.syncs
+        return syncs.in_module_method(move) and not syncs.on_host(target, move)
 
     def _to_the_device(self, move: cst.Call) -> bool:
         """`.cuda()`, `.to(<a device>)`, or `.to(t)` / `.type_as(t)` with `t` a tensor on the device."""
