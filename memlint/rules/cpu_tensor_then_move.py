@@ -49,9 +49,9 @@ class CpuTensorThenMove(Rule):
     lprobs] = torch.tensor(-math.inf).to(lprobs)` on every step of a beam search): the tensor
     takes the number itself. This one is reported in a loop that waits for the device anyway
     too: besides the copy, a device value assigned through a boolean mask makes PyTorch read
-    the mask's size on the host, where a number is filled in without a wait. In a module's method the
-    tensor moved to its own target is known to be one even as an item of a list of tensors
-    (`lprobs_list[i][mask] = torch.tensor(-math.inf).to(lprobs_list[i])`).
+    the mask's size on the host, where a number is filled in without a wait. In a loop of a
+    module's method the tensor moved to its own target is known to be one even as an item of a
+    list of tensors (`lprobs_list[i][mask] = torch.tensor(-math.inf).to(lprobs_list[i])`).
 
     Only where the code runs every step: in a training or evaluation loop, in the `forward` of a
     module, in a framework's step hook, or in a function called from one (in this file or, when
@@ -145,6 +145,11 @@ class CpuTensorThenMove(Rule):
         # data that starts on the host
         "import torch\nmodel = model.to(device)\nfor x, fill in loader:\n    out = model(x)\n"
         "    out[out != out] = torch.tensor(fill).to(out)\n",
+        # ... in a helper of a module's method, its target a parameter: not known a tensor there
+        "import math\nimport torch\n\nclass Search(torch.nn.Module):\n"
+        "    def _prefix(self, lprobs, mask):\n        lprobs[mask] = torch.tensor(-math.inf).to(lprobs)\n\n"
+        "    def search(self, tokens, steps, mask):\n        for step in range(steps):\n"
+        "            lprobs = self.model(tokens)\n            if mask is not None:\n                self._prefix(lprobs, mask)\n",
         # ... and a host copy, in a module's method: the target is on the CPU
         "import math\nimport torch\n\nclass Search(torch.nn.Module):\n    def search(self, tokens, steps):\n"
         "        for step in range(steps):\n            scores = [t.cpu() for t in self.model(tokens)]\n"
@@ -418,12 +423,14 @@ class CpuTensorThenMove(Rule):
         return True
 
     def _to_its_target(self, move: cst.Call, target: cst.BaseExpression) -> bool:
-        """`x[m] = torch.tensor(v).to(x)` in a module's method: `x` takes a tensor by index and
-        gives `.to()` its place, so it is a tensor (an item of a list of tensors too, which
-        nothing else types), on the module's device unless known to be on the host."""
+        """`x[m] = torch.tensor(v).to(x)` in a loop of a module's method: `x` takes a tensor by
+        index and gives `.to()` its place, so it is a tensor (an item of a list of tensors too,
+        which nothing else types), on the module's device unless known to be on the host. Only
+        in the loop itself: a helper the loop calls (fairseq's `_prefix_tokens`) runs on some
+        steps only, and waits for the device right after."""
         args = move.args
         if len(args) != 1 or args[0].keyword is not None or args[0].star or \
-                not args[0].value.deep_equals(target):
+                not args[0].value.deep_equals(target) or not self.facts.tree.loops_around(move):
             return False
         syncs = self.facts.syncs
         return syncs.in_module_method(move) and not syncs.on_host(target, move)
