@@ -12,7 +12,8 @@ has no loop of its own), or it iterates over a data loader. Relative to step loo
   ...); in the loop of a generator that a step loop iterates (it runs in step with it);
 - `INNER`: more than once per step: in a loop (or comprehension) that does no step work of its
   own inside a step, or inside a function that runs per step; in the loop of micro-batches of
-  gradient accumulation (it backwards; the loop around it steps the optimizer);
+  gradient accumulation (it backwards; the loop around it steps the optimizer, or, in a
+  function that runs once per step, its caller does);
 - `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
   runs or evaluation phases), also through the helpers it calls, whatever else it runs; under
   a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`); in Lightning's
@@ -176,10 +177,13 @@ class Steps:
 
     def _micro_step(self, loop: cst.CSTNode, outer: List[cst.CSTNode]) -> bool:
         """`loop` runs forwards and backwards but steps no optimizer, and the loop around it
-        does: gradient accumulation, several micro-batches per optimizer step."""
+        does, or its function runs once per step (a fairseq task's `train_step` over language
+        pairs: the trainer steps): gradient accumulation, several micro-batches per step."""
         roles = self.roles
-        if not outer or roles.steps_in(loop) or not roles.backwards_in(loop):
+        if roles.steps_in(loop) or not roles.backwards_in(loop):
             return False
+        if not outer:  # the function runs once per step, and its caller steps the optimizer
+            return self.function_how_often(self.tree.function_of(loop)) == STEP
         return any(not self.tree.contains(loop, site) for _, site in roles.steps_in(outer[0]))
 
     def _yields_in(self, loop: cst.CSTNode) -> bool:

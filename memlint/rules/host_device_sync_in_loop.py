@@ -10,9 +10,12 @@ from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
-# Words that show a file runs on an accelerator at all (a `.item()` on the CPU waits for nothing).
 _IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
-_DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device"})
+# Words that show a file runs on an accelerator at all (a `.item()` on the CPU waits for nothing):
+# a device named, or the base of a framework's class whose steps it runs with the batch moved
+# to the device (fairseq's tasks, Lightning's modules), where the file itself names none.
+_DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device",
+                           "FairseqTask", "LegacyFairseqTask", "LightningModule"})
 # Statements under which a print is meant: a flag, a periodic test, a handler
 _CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
 _WHAT = {
@@ -47,7 +50,7 @@ class HostDeviceSyncInLoop(Rule):
     one round trip per element.
 
     ## Why it is opt-in
-    Read finding by finding on real code (docs/real-code.md), 6 of its 14 findings were worth a
+    Read finding by finding on real code (docs/real-code.md), 7 of its 15 findings were worth a
     change to the reviewers (leftover prints, a beam search's per-hypothesis reads). Most of the
     others are post-processing and metric loops that wait for the device in the same iteration
     anyway (a greedy loop over masks, values the host needs for its own work), where one wait
@@ -73,8 +76,9 @@ class HostDeviceSyncInLoop(Rule):
     Also the syncs no call asks for: a GPU value as a slice bound (`out[i, :n]`), a boolean mask
     of GPU values as an index (the result's size is read on the host), a GPU value as an `if`
     condition, Python's `max`/`min`/`sum` over a GPU tensor. And once per micro-batch of gradient
-    accumulation (`total += loss.item()` in the inner loop
-    of micro-batches, whose outer loop steps the optimizer).
+    accumulation (`total += loss.item()` in the inner loop of micro-batches, whose outer loop
+    steps the optimizer; or a loop that backwards in a function run once per step, whose caller
+    steps: a fairseq task's `train_step` over its language pairs), however few the micro-batches.
 
     And a `print` of a GPU tensor on every step, under no condition (a leftover of debugging:
     `print(predictions)` in an evaluation loop, `print(self.index)` in a `forward`): formatting
@@ -130,6 +134,16 @@ class HostDeviceSyncInLoop(Rule):
         "        tokens = sample['tokens']\n        order = torch.arange(beam).to(tokens.device)\n"
         "        for step in range(max_len - 1):\n            render(tokens[:, :step + 1])\n            seen = []\n            for i in range(len(tokens)):\n"
         "                seen.append(set(tokens[i].tolist()))\n",
+        # one optimizer step per language pair: each pair is a step, one `.item()` its logging
+        "import torch\nfrom fairseq.tasks import LegacyFairseqTask\n\nclass MultiTask(LegacyFairseqTask):\n"
+        "    def train_step(self, sample, model, criterion, optimizer, update_num):\n        agg_loss = 0.0\n"
+        "        for pair in self.pairs:\n            loss, size, log = criterion(model.models[pair], sample[pair])\n"
+        "            optimizer.backward(loss)\n            optimizer.step()\n            agg_loss += loss.detach().item()\n"
+        "        return agg_loss\n",
+        # ... and the same step in code that names no device nor a framework that runs on one
+        "import torch\n\ndef train_step(sample, model, criterion, optimizer):\n        agg_loss = 0.0\n"
+        "        for pair in pairs:\n            loss = criterion(model(sample[pair]))\n"
+        "            loss.backward()\n            agg_loss += loss.detach().item()\n        return agg_loss\n",
         # the iteration waits for the device anyway: a boolean mask's size is read on the host
         "import torch\nmodel = model.to(device)\nfor x in loader:\n    out = model(x.to(device))\n"
         "    for row in out:\n        kept = row[row > 0]\n        total += kept.sum().item()\n",
@@ -224,6 +238,14 @@ class HostDeviceSyncInLoop(Rule):
         Invalid(
             "import torch\nmodel = model.to(device)\nfor x in loader:\n    scores = model(x.to(device))\n"
             "    for row in scores:\n        if row.max() > 0.5:\n            hits += 1\n"
+        ),
+        # ... a task's step that backwards once per language pair, its trainer stepping after it
+        Invalid(
+            "import torch\nfrom fairseq.tasks import LegacyFairseqTask\n\nclass MultiTask(LegacyFairseqTask):\n"
+            "    def train_step(self, sample, model, criterion, optimizer, update_num):\n        agg_loss = 0.0\n"
+            "        for pair in self.pairs:\n            loss, size, log = criterion(model.models[pair], sample[pair])\n"
+            "            optimizer.backward(loss)\n            agg_loss += loss.detach().item()\n"
+            "        return agg_loss\n"
         ),
         # once per micro-batch of gradient accumulation
         Invalid(
@@ -359,7 +381,7 @@ class HostDeviceSyncInLoop(Rule):
         if kind is None:
             return
         iterable = facts.syncs.repeats_over(node)
-        if iterable is None or not facts.syncs.many(iterable, node):
+        if iterable is None or not (facts.syncs.many(iterable, node) or facts.steps.accumulates(node)):
             return
         loop = facts.tree.loops_around(node)
         # the iteration waits for the device anyway (a sync call counts beside a sync no call asks
