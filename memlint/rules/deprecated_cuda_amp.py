@@ -27,7 +27,8 @@ _DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
 # the torch release whose torch.amp has the replacement (`torch.amp.autocast`: 1.12, when the
 # `torch.amp` namespace came; the same class was `torch.autocast` from 1.10)
 _SINCE = {api: SINCE[f"{_NEW}.{api}"] for api in _POSITIONAL}
-# the first release with any replacement: below it the old spelling is kept for older torch
+# the oldest replacement of each: where the project's torch predates it, the old spelling stays
+# for that torch, beside the replacement behind a check that it exists
 _REPLACEMENT = {**{api: f"{_NEW}.{api}" for api in _POSITIONAL}, "autocast": "torch.autocast"}
 _CUDA = '"cuda"'
 

@@ -122,28 +122,29 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
-        # ... the same n-gram blocking on a host copy made once per step
+        # a decoding loop's n-gram blocking on a host copy made once per step
         "import torch\n\nclass Generator:\n    def generate(self, model, sample, beam, max_len):\n"
         "        src = sample['net_input']['src_tokens']\n        tokens = src.new(src.size(0) * beam, max_len).fill_(1)\n"
         "        order = torch.arange(beam).to(src.device)\n"
         "        for step in range(max_len - 1):\n            lprobs = model.forward_decoder(tokens[:, :step + 1])\n"
         "            host = tokens.cpu()\n            seen = []\n            for i in range(host.size(0)):\n"
         "                seen.append(set(host[i].tolist()))\n            tokens[:, step + 1] = lprobs.argmax(-1)\n",
-        # ... sliced into something that is not a model: nothing says `tokens` is a tensor
+        # a batch sliced into something that is not a model: nothing says `tokens` is a tensor
         "import torch\n\nclass Generator:\n    def generate(self, render, sample, beam, max_len):\n"
         "        tokens = sample['tokens']\n        order = torch.arange(beam).to(tokens.device)\n"
         "        for step in range(max_len - 1):\n            render(tokens[:, :step + 1])\n            seen = []\n            for i in range(len(tokens)):\n"
         "                seen.append(set(tokens[i].tolist()))\n",
-        # one optimizer step per language pair: each pair is a step, one `.item()` its logging
+        # a task's step that steps the optimizer per language pair: each pair is a step, one
+        # `.item()` its logging
         "import torch\nfrom fairseq.tasks import LegacyFairseqTask\n\nclass MultiTask(LegacyFairseqTask):\n"
         "    def train_step(self, sample, model, criterion, optimizer, update_num):\n        agg_loss = 0.0\n"
         "        for pair in self.pairs:\n            loss, size, log = criterion(model.models[pair], sample[pair])\n"
         "            optimizer.backward(loss)\n            optimizer.step()\n            agg_loss += loss.detach().item()\n"
         "        return agg_loss\n",
-        # ... and the same step in code that names no device nor a framework that runs on one
-        "import torch\n\ndef train_step(sample, model, criterion, optimizer):\n        agg_loss = 0.0\n"
-        "        for pair in pairs:\n            loss = criterion(model(sample[pair]))\n"
-        "            loss.backward()\n            agg_loss += loss.detach().item()\n        return agg_loss\n",
+        # a step over language pairs in code that names no device nor a framework that runs on one
+        "import torch\n\ndef train_step(sample, model, criterion, optimizer):\n    agg_loss = 0.0\n"
+        "    for pair in pairs:\n        loss = criterion(model(sample[pair]))\n"
+        "        loss.backward()\n        agg_loss += loss.detach().item()\n    return agg_loss\n",
         # the iteration waits for the device anyway: a boolean mask's size is read on the host
         "import torch\nmodel = model.to(device)\nfor x in loader:\n    out = model(x.to(device))\n"
         "    for row in out:\n        kept = row[row > 0]\n        total += kept.sum().item()\n",
