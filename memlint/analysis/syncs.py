@@ -20,6 +20,8 @@ Asked as `facts.syncs`:
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
   not a copy on the host (`.cpu()`); `on_host(expr, at)`: it is such a copy, or made on the host
   (a factory given no device), or taken or computed from those alone;
+- `in_module_method(at)`: `at` runs in a method of an `nn.Module` class (the fact `on_device`
+  stands on there; MEM103 asks it of a tensor it knows only by the move into it);
 - `repeats_over(node)`: the iterable of the innermost loop or comprehension around `node` in
   its function (None for `while` loops), and `many(iterable, at)`: whether iterating it runs
   many times: a model's parameters, a tensor's elements, a `range` that is not a small literal,
@@ -27,7 +29,7 @@ Asked as `facts.syncs`:
 - `reads_back(func)`: a function that runs a model and returns only values copied to the host;
 - `printed(call)`: the GPU tensor (not a loss) a builtin `print` formats, which waits for it.
 
-Asked by MEM105.
+Asked by MEM105, by MEM103 (where a tensor lives) and by MEM104.
 """
 
 from __future__ import annotations
