@@ -37,23 +37,25 @@ class CallGraph:
         self.tree = tree
         self.scopes = scopes
         self.regions = regions
-        self._calls_in: Dict[Tuple[int, bool, bool], List[Tuple[cst.Call, cst.Call]]] = {}
+        self._calls_in: Dict[Tuple[int, bool, bool, bool], List[Tuple[cst.Call, cst.Call]]] = {}
         self._direct: Dict[int, List[cst.Call]] = {}
 
-    def calls_in(self, node: cst.CSTNode, follow: bool = True,
-                 recording: bool = False) -> List[Tuple[cst.Call, cst.Call]]:
+    def calls_in(self, node: cst.CSTNode, follow: bool = True, recording: bool = False,
+                 through_no_grad: bool = False) -> List[Tuple[cst.Call, cst.Call]]:
         """Every call under `node` (nested functions not entered) as (call, call site in `node`):
-        with `follow`, also the calls inside functions of this module that those calls reach;
-        with `recording`, not through a call made with grad off (`with torch.no_grad(): f(x)`)."""
-        key = (id(node), follow, recording)
+        with `follow`, also the calls inside functions of this module that those calls reach
+        (not those decorated to run without grad, unless `through_no_grad`: a sampler's
+        `@torch.no_grad()` step still runs the model); with `recording`, not through a call made
+        with grad off (`with torch.no_grad(): f(x)`)."""
+        key = (id(node), follow, recording, through_no_grad)
         found = self._calls_in.get(key)
         if found is None:
-            found = list(self._calls_in_uncached(node, follow, recording))
+            found = list(self._calls_in_uncached(node, follow, recording, through_no_grad))
             self._calls_in[key] = found
         return found
 
-    def _calls_in_uncached(self, node: cst.CSTNode, follow: bool,
-                           recording: bool) -> Iterator[Tuple[cst.Call, cst.Call]]:
+    def _calls_in_uncached(self, node: cst.CSTNode, follow: bool, recording: bool,
+                           through_no_grad: bool) -> Iterator[Tuple[cst.Call, cst.Call]]:
         seen: Set[int] = set()
         pending: List[Tuple[cst.CSTNode, Optional[cst.Call], int]] = [(node, None, 0)]
         while pending:
@@ -65,7 +67,7 @@ class CallGraph:
                     target = self.scopes.resolve(call)
                     if target is not None and id(target) not in seen and not self.tree.contains(target, node):
                         seen.add(id(target))
-                        if self.regions.grad_enabled_by_decorator(target) is not False and not (
+                        if (through_no_grad or self.regions.grad_enabled_by_decorator(target) is not False) and not (
                                 recording and self._grad_off_at(call)):
                             pending.append((target.body, here, depth + 1))
 

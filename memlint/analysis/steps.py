@@ -2,7 +2,8 @@
 
 A *step loop* is a loop that does a step's work itself, once per iteration: it runs a forward,
 computes a loss, backwards or steps an optimizer (directly, or in a helper of this module that
-has no loop of its own), or it iterates over a data loader. Relative to step loops, a node runs
+has no loop of its own, one decorated to run without grad included: a sampler's
+`@torch.no_grad()` step runs the model), or it iterates over a data loader. Relative to step loops, a node runs
 
 - `STEP`: once per step: in the body of a step loop; in a function that runs per step (a
   module's `forward`, Lightning's `training_step` and the other step hooks, a process function
@@ -80,7 +81,7 @@ class Steps:
         if found is None:
             found = self.iterates_loader(loop) or any(
                 self._is_step_call(call) and self._owned(loop, call, site)
-                for call, site in self.calls.calls_in(loop))
+                for call, site in self.calls.calls_in(loop, through_no_grad=True))
             self._work[id(loop)] = found
         return found
 

@@ -9,7 +9,8 @@ Asked as `facts.syncs`:
 - `is_tensor(expr, at)`: the value is a torch tensor: made by a torch function, a model or a
   loss, a tensor method of a tensor, indexing, arithmetic or an elementwise comparison of one,
   an element of a tensor or of `model.parameters()`, a parameter or buffer the class registers
-  (`self.table`), a field of a model's output (`out.logits`), a name whose slice a model is
+  (`self.table`), a field of a model's output (`out.logits`), a floating cast of anything but
+  a model (`g.float()`: only torch has it), a name whose slice a model is
   called with in the same function (`model.forward_decoder(tokens[:, :step + 1])`: the batch of
   a decoding loop, however it was made), what a function of this module
   returns when every `return` gives one, what an accelerator gathers of tensors, a name bound
@@ -27,7 +28,8 @@ Asked as `facts.syncs`:
   many times: a model's parameters, a tensor's elements, a `range` that is not a small literal,
   `zip` / `enumerate` of such (not a dict's `.items()`, not a literal tuple);
 - `reads_back(func)`: a function that runs a model and returns only values copied to the host;
-- `printed(call)`: the GPU tensor (not a loss) a builtin `print` formats, which waits for it.
+- `printed(call)`: the GPU tensor (not a loss) a builtin `print` formats, which waits for it:
+  a name, an item, or a tensor computed in the call (`print((v * g.float()).mean())`).
 
 Asked by MEM105, by MEM103 (where a tensor lives) and by MEM104.
 """
@@ -62,6 +64,10 @@ _NOT_TENSOR_FUNCTIONS = frozenset({
 _NOT_TENSOR_METHODS = frozenset(SCALAR_METHODS | {"numpy", "type", "equal", "allclose", "is_floating_point",
                                                   "register_hook", "backward", "keys", "values", "items",
                                                   "get", "pop", "format", "split_with_sizes"})
+# Floating casts only torch has (a NumPy array, a number, a list have none of them): what they
+# give is a tensor. Integer casts are torch's too, but they mostly read lengths and masks, often
+# on the host: those are left to what their value is known to be.
+_TENSOR_CASTS = frozenset({"float", "half", "double", "bfloat16"})
 # What a model's output holds as tensors, by name (HF's ModelOutput: `out.logits`)
 _OUTPUT_FIELDS = frozenset({"logits", "loss", "last_hidden_state", "pooler_output", "start_logits", "end_logits"})
 # An accelerator's collectives, which give back tensors shaped like the ones they are handed
@@ -116,6 +122,16 @@ def _compared(expr: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cs
     if isinstance(comparison.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)):
         return None
     return expr.left, comparison.comparator  # type: ignore[attr-defined]
+
+
+def _printed_name(value: cst.BaseExpression) -> str:
+    """The name a printed value goes by: `acc` for `acc`, `acc[0]` and `acc.mean()`; none for
+    `(a * g.float()).mean()`."""
+    while type(value) in (cst.Subscript, cst.Call):
+        value = value.value if type(value) is cst.Subscript else value.func  # type: ignore[attr-defined]
+        if type(value) is cst.Attribute and type(value.value) is not cst.Name:  # type: ignore[attr-defined]
+            value = value.value  # type: ignore[attr-defined]
+    return dotted_name(value) or ""
 
 
 def _to_host(expr: cst.BaseExpression) -> bool:
@@ -237,8 +253,8 @@ class Syncs:
             else:
                 shown.append(value)
         for value in shown:
-            if type(value) in (cst.Name, cst.Attribute, cst.Subscript) and not _LOSS_NAME.search(dotted_name(
-                    value.value if type(value) is cst.Subscript else value) or "") and \
+            if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call) and \
+                    not _LOSS_NAME.search(_printed_name(value)) and \
                     self.is_tensor(value, call) and self.on_device(value, call):  # type: ignore[attr-defined]
                 return value
         return None
@@ -376,6 +392,9 @@ class Syncs:
         if helper is not None:  # `self._weight(n, t)`, a function of this module returning a tensor
             return self._returns_tensors(helper, None, depth + 1)
         func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_CASTS and not call.args and \
+                not self.roles.receivers.is_model(func.value):
+            return True  # `g.float()` (not of a model: `model.half()` gives the model)
         if isinstance(func, cst.Attribute) and (func.attr.value not in _NOT_TENSOR_METHODS or
                                                 func.attr.value == "type" and call.args):
             return self.is_tensor(func.value, at, depth + 1)

@@ -81,8 +81,10 @@ class HostDeviceSyncInLoop(Rule):
     steps: a fairseq task's `train_step` over its language pairs), however few the micro-batches.
 
     And a `print` of a GPU tensor on every step, under no condition (a leftover of debugging:
-    `print(predictions)` in an evaluation loop, `print(self.index)` in a `forward`): formatting
-    the tensor copies it to the host. Not a printed loss (the price of logging, like its
+    `print(predictions)` in an evaluation loop, `print(self.index)` in a `forward`, or a value
+    computed in the print in a helper a sampler's `@torch.no_grad()` step calls every timestep:
+    `print("gradient:", (variance * gradient.float()).mean())`): formatting the tensor copies it
+    to the host. Not a printed loss (the price of logging, like its
     `.item()`), a shape, or a print under a condition (a flag, every N steps).
 
     And an evaluation that runs every step only for a periodic log: a helper that runs the
@@ -202,6 +204,14 @@ class HostDeviceSyncInLoop(Rule):
         "import torch\n\ndef evaluate(model, x, y):\n    with torch.no_grad():\n        out = model(x)\n"
         "    return criterion(out, y)\n\nmodel = model.to(device)\nfor epoch in range(epochs):\n"
         "    train(model)\n    val = evaluate(model, x, y)\n    if epoch % 10 == 0:\n        print(val)\n",
+        # a loss computed in the print is the price of logging, as its `.item()` is
+        "import torch\nmodel = model.to(device)\nfor x, y in loader:\n    losses = criterion(model(x), y)\n"
+        "    losses.mean().backward()\n    opt.step()\n    print(\"loss\", losses.mean())\n",
+        # an integer cast says nothing of where its value lives: a mask of a data helper
+        "import torch\n\ndef mask_lengths(padding_mask, bsz):\n    sizes = []\n    for i in range(bsz):\n"
+        "        sizes.append(padding_mask[i].long().sum().item())\n    return sizes\n\n"
+        "model = model.to(device)\nfor x, mask in loader:\n    out = model(x.to(device))\n"
+        "    sizes = mask_lengths(mask, len(x))\n",
         # a print under a condition (a periodic log, a flag), of a loss, of a shape
         "import torch\nmodel = model.to(device)\nfor i, (x, y) in enumerate(loader):\n    out = model(x)\n"
         "    if i % 100 == 0:\n        print(out)\n",
@@ -291,6 +301,17 @@ class HostDeviceSyncInLoop(Rule):
             "    preds = outputs.logits.argmax(dim=-1)\n"
             "    preds, refs = accelerator.gather_for_metrics((preds, batch[\"labels\"]))\n"
             "    print(f\"=== {preds}\")\n    metric.add_batch(predictions=preds, references=refs)\n"
+        ),
+        # ... a value computed in the print, in a helper of a sampler's step that runs without grad
+        Invalid(
+            "import torch\n\nclass Diffusion(torch.nn.Module):\n    def guide(self, cond_fn, mean, variance, t):\n"
+            "        gradient = cond_fn(mean, t)\n        print(\"gradient:\", (variance * gradient.float()).mean())\n"
+            "        return mean + variance * gradient.float()\n\n    @torch.no_grad()\n"
+            "    def p_sample(self, x, t, cond_fn):\n        mean, variance = self.model(x, t).chunk(2, dim=1)\n"
+            "        return self.guide(cond_fn, mean, variance, t)\n\n    @torch.no_grad()\n"
+            "    def sample(self, shape, cond_fn):\n        img = torch.randn(shape, device=self.device)\n"
+            "        for t in reversed(range(self.num_timesteps)):\n            img = self.p_sample(img, t, cond_fn)\n"
+            "        return img\n"
         ),
         # a beam search's per-hypothesis loop: every wait reads one element (one `.tolist()` reads them all)
         Invalid(
