@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from memlint.analysis import Facts
+from memlint.analysis.requirement import exists_test, since
 from memlint.config import ConfigError, load
-from memlint.engine import check, fix
+from memlint.engine import check, fix, parse
 from memlint.rules import registry
 from memlint.torch_target import DeclaredTargets, TorchVersion, lower_bound
 
@@ -256,3 +258,22 @@ def test_use_reentrant_exists_from_torch_1_11_and_2_0(call, target, offered):
     source = f"from torch.utils.checkpoint import checkpoint, checkpoint_sequential\ny = {call}\n"
     [finding] = check(source, "t.py", [RULES["MEM602"]], target).findings
     assert (finding.fix is not None) is offered
+
+
+def test_an_api_release_is_read_from_the_most_specific_entry():
+    assert since("torch.amp.GradScaler") == TorchVersion(2, 3)  # not its namespace's 1.12
+    assert since("torch.amp.GradScaler.scale") == TorchVersion(2, 3)
+    assert since("torch.amp.autocast_mode") == TorchVersion(1, 12)
+    assert since("torch.nn.Linear") is None
+
+
+def test_the_check_before_a_newer_api_tests_each_part_newer_than_the_target():
+    assert exists_test("torch.amp.GradScaler", "t", TorchVersion(1, 8)) == \
+        'hasattr(t, "amp") and hasattr(t.amp, "GradScaler")'
+    assert exists_test("torch.amp.GradScaler", "torch", TorchVersion(2, 1)) == 'hasattr(torch.amp, "GradScaler")'
+    # code behind the check needs no newer torch; the same call unchecked needs 2.3
+    test = exists_test("torch.amp.GradScaler", "torch", TorchVersion(1, 8))
+    checked = f'import torch\ns = torch.amp.GradScaler("cuda") if {test} else torch.cuda.amp.GradScaler()\n'
+    assert Facts(parse(checked)).requirement.needs is None
+    unchecked = 'import torch\ns = torch.amp.GradScaler("cuda")\n'
+    assert Facts(parse(unchecked)).requirement.needs == TorchVersion(2, 3)
