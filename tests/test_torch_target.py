@@ -122,6 +122,11 @@ def test_a_deprecated_api_whose_replacement_is_newer_than_the_target_asks_for_a_
 def test_below_the_namespace_the_check_asks_for_it_too():
     [scaler] = [f for f in check(AMP, "t.py", [RULES["MEM402"]], TorchVersion(1, 8)).findings if f.line == 4]
     assert '`hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler")`' in scaler.message
+    # spelled as the module spells torch, as MEM401's fix writes it
+    [aliased] = check("import torch as t\ns = t.cuda.amp.GradScaler()\n", "t.py", [RULES["MEM402"]],
+                      TorchVersion(1, 8)).findings
+    assert 'call `t.amp.GradScaler("cuda", ...)` where `hasattr(t, "amp") and hasattr(t.amp, "GradScaler")`' in \
+        aliased.message
 
 
 @pytest.mark.parametrize("target,fixed", [(TorchVersion(1, 8), []), (TorchVersion(1, 11), []), (TorchVersion(1, 12), [6]),

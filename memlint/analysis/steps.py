@@ -80,8 +80,12 @@ class Steps:
         found = self._work.get(id(loop))
         if found is None:
             found = self.iterates_loader(loop) or any(
-                self._is_step_call(call) and self._owned(loop, call, site)
-                for call, site in self.calls.calls_in(loop, through_no_grad=True))
+                self._is_step_call(call) and self._owned(loop, call, site) for call, site in self.calls.calls_in(loop))
+            if not found and not self._step_loop_under(loop.body, loop):  # type: ignore[attr-defined]
+                # a sampler's steps run the model in `@torch.no_grad()` helpers; an epoch loop
+                # that also samples once after its own step loop stays an epoch loop
+                found = any(self._is_step_call(call) and self._owned(loop, call, site)
+                            for call, site in self.calls.calls_in(loop, through_no_grad=True))
             self._work[id(loop)] = found
         return found
 

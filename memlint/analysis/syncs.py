@@ -441,14 +441,16 @@ class Syncs:
         return self._tensors.decided(key, result)
 
     def _sliced_into_models(self, scope: cst.CSTNode) -> FrozenSet[str]:
-        """The names `scope` calls a model with a slice of (`model(tokens[:, :step + 1])`): a
-        model's input sliced is a tensor, whatever its bindings say."""
+        """The names `scope` calls a model with a slice of, over more than one dimension
+        (`model(tokens[:, :step + 1])`): a list takes no such index, so the model's input is a
+        tensor, whatever its bindings say (`sents[i:i + bs]` could be a list of sentences)."""
         found = self._model_slices.get(id(scope))
         if found is None:
             names: Set[str] = set()
             for call in self.scopes.calls_of(scope):  # type: ignore[arg-type]
                 sliced = [arg.value.value.value for arg in call.args  # type: ignore[attr-defined]
                           if type(arg.value) is cst.Subscript and type(arg.value.value) is cst.Name and
+                          len(arg.value.slice) > 1 and  # type: ignore[attr-defined]
                           any(type(element.slice) is cst.Slice for element in arg.value.slice)]  # type: ignore[attr-defined]
                 if sliced and self.roles.is_forward(call):
                     names.update(sliced)

@@ -8,6 +8,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.requirement import SINCE, exists_test
+from memlint.analysis.torchapi import checked_first
 from memlint.analysis.torchnames import Reference
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
@@ -176,6 +177,11 @@ class DeprecatedCudaAmpApi(Rule):
         "import torch\nscaler = torch.amp.GradScaler(\"cuda\") if NEW_TORCH else torch.cuda.amp.GradScaler()\n",
         "import torch\nif hasattr(torch.amp, \"GradScaler\"):\n    s = torch.amp.GradScaler(\"cuda\")\nelse:\n"
         "    s = torch.cuda.amp.GradScaler()\n",
+        # ... the new spelling returned behind a check first, the old one after it
+        "import torch\ndef make_scaler():\n    if hasattr(torch, \"amp\") and hasattr(torch.amp, \"GradScaler\"):\n"
+        "        return torch.amp.GradScaler(\"cuda\")\n    return torch.cuda.amp.GradScaler()\n",
+        "import torch\ndef make_scaler():\n    try:\n        return torch.amp.GradScaler(\"cuda\")\n"
+        "    except AttributeError:\n        pass\n    return torch.cuda.amp.GradScaler()\n",
         # something else called autocast
         "import torch\nfrom mylib import autocast\nwith autocast():\n    y = model(x)\n",
         "import torch\nwith torch.cpu.amp.autocast():\n    y = model(x)\n",
@@ -258,9 +264,11 @@ class DeprecatedCudaAmpApi(Rule):
         deprecated = f"{what} is deprecated since torch 2.4 (a FutureWarning, shown once for this call site)"
         replacement = _REPLACEMENT[site.api]
         if self._before(SINCE[replacement]):  # the oldest torch supported has no replacement
+            torch = self.facts.names.local_name_for("torch") or "torch"
+            spelled = torch + replacement[len("torch"):]
             self.report(node, f"{deprecated}, and `{replacement}` is newer than the oldest torch the project "
                               f"supports ({self.target_torch}): keep this call for older torch only, and call "
-                              f"`{_call(replacement)}` where `{exists_test(replacement, 'torch', self.target_torch)}` "
+                              f"`{_call(spelled)}` where `{exists_test(replacement, torch, self.target_torch)}` "
                               "(or behind a version flag)")
             return
         namespace = "torch" if site.api == "autocast" and self._before(_SINCE["autocast"]) else "torch.amp"
@@ -307,11 +315,16 @@ class DeprecatedCudaAmpApi(Rule):
 
     def _compatibility(self, reference: Reference, api: str) -> bool:
         """The old spelling is the fallback of a branch that uses the new one on newer torch:
-        `torch.amp.GradScaler("cuda") if new_torch else torch.cuda.amp.GradScaler()`."""
+        `torch.amp.GradScaler("cuda") if new_torch else torch.cuda.amp.GradScaler()`, or, in the
+        same function, after a new spelling the code checks for first (`if hasattr(torch.amp,
+        "GradScaler"): return torch.amp.GradScaler("cuda")`, `try:` ... `except AttributeError:`)."""
         facts = self.facts
         new = [r.node for spelling in dict.fromkeys((f"{_NEW}.{api}", _REPLACEMENT[api])) for r in facts.references(spelling)]
         if not new:
             return False
+        scope = facts.tree.scope_of(reference.node)
+        if any(facts.tree.scope_of(node) is scope and checked_first(facts.tree, node) for node in new):
+            return True
         for ancestor in facts.tree.ancestors(reference.node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
                 return False

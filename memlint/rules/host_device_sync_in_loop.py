@@ -136,6 +136,16 @@ class HostDeviceSyncInLoop(Rule):
         "        tokens = sample['tokens']\n        order = torch.arange(beam).to(tokens.device)\n"
         "        for step in range(max_len - 1):\n            render(tokens[:, :step + 1])\n            seen = []\n            for i in range(len(tokens)):\n"
         "                seen.append(set(tokens[i].tolist()))\n",
+        # a list of sentences sliced into a model: a list takes a slice too, so nothing says it is a tensor
+        "import torch\nmodel = model.to(device)\n\ndef tag(model, sents, bs):\n    lengths = [len(s) for s in sents]\n"
+        "    for i in range(0, len(sents), bs):\n        scores = model(sents[i:i + bs], lengths[i:i + bs])\n"
+        "        for j in range(i, min(i + bs, len(sents))):\n            n = int(lengths[j])\n\n"
+        "for batch in loader:\n    tag(model, batch, 8)\n",
+        # an epoch loop that samples once after its step loop, in a helper that runs without grad
+        "import torch\n\n@torch.no_grad()\ndef sample_images(model, z):\n    return model(z)\n\n"
+        "model = model.to(device)\nfor epoch in range(epochs):\n    for x, y in loader:\n"
+        "        loss = criterion(model(x.to(device)), y.to(device))\n        loss.backward()\n        opt.step()\n"
+        "        opt.zero_grad()\n    imgs = sample_images(model, fixed_z)\n    print(imgs)\n",
         # a task's step that steps the optimizer per language pair: each pair is a step, one
         # `.item()` its logging
         "import torch\nfrom fairseq.tasks import LegacyFairseqTask\n\nclass MultiTask(LegacyFairseqTask):\n"
