@@ -79,15 +79,18 @@ class Steps:
         itself or in a helper without a loop of its own, or iterates over a data loader."""
         found = self._work.get(id(loop))
         if found is None:
-            found = self.iterates_loader(loop) or any(
-                self._is_step_call(call) and self._owned(loop, call, site) for call, site in self.calls.calls_in(loop))
-            if not found and not self._step_loop_under(loop.body, loop):  # type: ignore[attr-defined]
-                # a sampler's steps run the model in `@torch.no_grad()` helpers; an epoch loop
-                # that also samples once after its own step loop stays an epoch loop
-                found = any(self._is_step_call(call) and self._owned(loop, call, site)
-                            for call, site in self.calls.calls_in(loop, through_no_grad=True))
+            # a sampler's steps run the model in `@torch.no_grad()` helpers; an epoch loop that
+            # also samples once after its own step loop stays an epoch loop
+            found = self.iterates_loader(loop) or self._runs_step_call(loop, through_no_grad=False) or (
+                not self._step_loop_under(loop.body, loop)  # type: ignore[attr-defined]
+                and self._runs_step_call(loop, through_no_grad=True))
             self._work[id(loop)] = found
         return found
+
+    def _runs_step_call(self, loop: cst.CSTNode, through_no_grad: bool) -> bool:
+        """`loop` makes a step call once per iteration, itself or in a helper without a loop."""
+        return any(self._is_step_call(call) and self._owned(loop, call, site)
+                   for call, site in self.calls.calls_in(loop, through_no_grad=through_no_grad))
 
     def _is_step_call(self, call: cst.Call) -> bool:
         roles = self.roles

@@ -428,9 +428,8 @@ class CpuTensorThenMove(Rule):
         which nothing else types), on the module's device unless known to be on the host. Only
         in the loop itself: a helper the loop calls (fairseq's `_prefix_tokens`) runs on some
         steps only, and waits for the device right after."""
-        args = move.args
-        if len(args) != 1 or args[0].keyword is not None or args[0].star or \
-                not args[0].value.deep_equals(target) or not self.facts.tree.loops_around(move):
+        like = _one_argument(move)
+        if like is None or not like.deep_equals(target) or not self.facts.tree.loops_around(move):
             return False
         syncs = self.facts.syncs
         return syncs.in_module_method(move) and not syncs.on_host(target, move)
@@ -443,10 +442,9 @@ class CpuTensorThenMove(Rule):
         """`t` of `x.type_as(t)` / `x.to(t)` (one plain argument) when it is a tensor on the
         device: the move takes `x` there."""
         func = move.func
-        if type(func) is not cst.Attribute or func.attr.value not in ("type_as", "to") or \
-                len(move.args) != 1 or move.args[0].keyword is not None or move.args[0].star:
+        like = _one_argument(move)
+        if type(func) is not cst.Attribute or func.attr.value not in ("type_as", "to") or like is None:
             return None
-        like = move.args[0].value
         return like if self.facts.syncs.on_device(like, move) else None
 
     def _moved_like(self, node: cst.Call) -> None:
@@ -602,6 +600,12 @@ def _only_binding(facts: "Facts", name: cst.Name, at: cst.CSTNode) -> Optional["
     if tree.loops_around(binds[0].node)[:1] != tree.loops_around(at)[:1]:
         return None
     return binds[0]
+
+
+def _one_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The one plain argument of `x.to(t)`; None for none, several, a keyword or a star."""
+    args = call.args
+    return args[0].value if len(args) == 1 and args[0].keyword is None and not args[0].star else None
 
 
 def _cast_alike(number: cst.BaseExpression) -> bool:
