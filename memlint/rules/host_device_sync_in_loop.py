@@ -6,16 +6,17 @@ from typing import Optional, Set
 
 import libcst as cst
 
+from memlint.analysis import Facts
 from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 _IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
-# Words that show a file runs on an accelerator at all (a `.item()` on the CPU waits for nothing):
-# a device named, or the base of a framework's class whose steps it runs with the batch moved
-# to the device (fairseq's tasks, Lightning's modules), where the file itself names none.
-_DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device",
-                           "FairseqTask", "LegacyFairseqTask", "LightningModule"})
+# Besides a device the module names (memlint.analysis.values: `uses_devices`), words that show a
+# file runs on an accelerator (a `.item()` on the CPU waits for nothing): a framework's object that
+# places tensors, or the base of a framework's class whose steps it runs with the batch moved to
+# the device (fairseq's tasks, Lightning's modules), where the file itself names none.
+_FRAMEWORK_WORDS = frozenset({"accelerator", "fabric", "FairseqTask", "LegacyFairseqTask", "LightningModule"})
 # Statements under which a print is meant: a flag, a periodic test, a handler
 _CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
 _WHAT = {
@@ -124,6 +125,13 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # the same per-token scoring in a script that never names a device: reads on the CPU wait for nothing
+        "import torch\n\ndef score(model, tokenizer, sentences):\n    for text in sentences:\n"
+        "        tokens = tokenizer(text, return_tensors=\"pt\").input_ids\n"
+        "        with torch.no_grad():\n            logits = model(tokens).logits\n        total = 0.0\n"
+        "        for i in range(tokens.shape[-1] - 1):\n"
+        "            total += torch.log_softmax(logits[0, i], dim=-1)[tokens[0, i + 1]].item()\n"
+        "        print(total)\n",
         # a decoding loop's n-gram blocking on a host copy made once per step
         "import torch\n\nclass Generator:\n    def generate(self, model, sample, beam, max_len):\n"
         "        src = sample['net_input']['src_tokens']\n        tokens = src.new(src.size(0) * beam, max_len).fill_(1)\n"
@@ -268,6 +276,15 @@ class HostDeviceSyncInLoop(Rule):
             "            optimizer.backward(loss)\n            agg_loss += loss.detach().item()\n"
             "        return agg_loss\n"
         ),
+        # one read per token of each sentence scored, in a script whose device is a string
+        Invalid(
+            "import torch\n\ndef score(model, tokenizer, sentences):\n    for text in sentences:\n"
+            "        tokens = tokenizer(text, return_tensors=\"pt\").input_ids.to(\"cuda\")\n"
+            "        with torch.no_grad():\n            logits = model(tokens).logits\n        total = 0.0\n"
+            "        for i in range(tokens.shape[-1] - 1):\n"
+            "            total += torch.log_softmax(logits[0, i], dim=-1)[tokens[0, i + 1]].item()\n"
+            "        print(total)\n"
+        ),
         # once per micro-batch of gradient accumulation
         Invalid(
             "import torch\nmodel = model.to(device)\nfor step in range(steps):\n    total = 0.0\n"
@@ -374,7 +391,7 @@ class HostDeviceSyncInLoop(Rule):
         if func is None or not facts.syncs.reads_back(func):
             return
         guard = facts.read_only_periodically(assign)
-        if guard is None or not _DEVICE_WORDS & facts.identifiers or id(guard) in self._logged or \
+        if guard is None or not _on_device(facts) or id(guard) in self._logged or \
                 facts.per_step(node) is None:  # (asked last: the answer may come from the project)
             return
         self._logged.add(id(guard))  # one finding per log: the calls it alone reads move together
@@ -387,7 +404,7 @@ class HostDeviceSyncInLoop(Rule):
         """`print(predictions)` of a GPU tensor on every step, under no condition: a leftover
         of debugging, which copies the tensor to the host and waits for the GPU each time."""
         facts = self.facts
-        if not _DEVICE_WORDS & facts.identifiers:
+        if not _on_device(facts):
             return
         for ancestor in facts.tree.ancestors(node):
             kind = type(ancestor)
@@ -422,7 +439,7 @@ class HostDeviceSyncInLoop(Rule):
             return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
-        if not _DEVICE_WORDS & facts.identifiers or id(iterable) in self._repeated or \
+        if not _on_device(facts) or id(iterable) in self._repeated or \
                 facts.per_step(node, inner=True) is None:
             return  # (how often is asked last: the answer may come from the project)
         self._repeated.add(id(iterable))
@@ -436,3 +453,9 @@ class HostDeviceSyncInLoop(Rule):
             f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
             f"`{show(iterable)}`, many times per step; compute on the device and read the result once "
             f"(e.g. `(a == b).sum().item()`, `torch.stack(values).tolist()`), or every N steps"))
+
+
+def _on_device(facts: Facts) -> bool:
+    """The module puts tensors on an accelerator, by a device it names (`"cuda"`, `device`,
+    `args.gpu`) or a framework that does it for its steps."""
+    return facts.values.uses_devices or bool(_FRAMEWORK_WORDS & facts.identifiers)
