@@ -20,9 +20,10 @@ ran once:
   names computed from it are not changed in place, not passed to `out=` / `inplace=True`).
 
 Asked as `facts.hoisting`: `in_loop(statement, loop)` and `in_forward(statement)` (`Hoistable`,
-or None). Asked by MEM102. What a helper of this module computes, `helper(func)`, and whether
-it returns a tensor it made on the host and only wrote into, `host_buffer(func)`, are asked by
-MEM103 too (a helper's result moved at its call).
+or None). Asked by MEM102. What a helper of this module computes, `helper(func)`, whether it
+returns a tensor it made on the host and only wrote into, `host_buffer(func)`, and what is
+written into a tensor between its making and its move, `filled(name, made, until)`, are asked
+by MEM103 too (a tensor filled on the host, then moved).
 """
 
 from __future__ import annotations
@@ -254,6 +255,17 @@ class Hoisting:
                     return None
                 writes.extend(written)
         return HostBuffer(factory, tuple(writes))
+
+    def filled(self, name: str, made: cst.CSTNode, until: cst.CSTNode) -> List[cst.BaseExpression]:
+        """The values written into the tensor that `made` binds to `name` (`buf[i] = row`,
+        `buf.fill_(0)`, in loops too), after `made` and before `until` in their function."""
+        tree = self.tree
+        start, end = tree.order(made), tree.order(until)
+        writes: List[cst.BaseExpression] = []
+        for node in walk_scope(tree.scope_of(until)):
+            if type(node) is cst.Name and node.value == name and start < tree.order(node) < end:  # type: ignore[attr-defined]
+                writes.extend(self._written_into(node, made) or ())  # type: ignore[arg-type]
+        return writes
 
     def _written_into(self, name: cst.Name, made: cst.CSTNode) -> Optional[List[cst.BaseExpression]]:
         """What is written into the tensor `name` here: `name[...] = v`, `name[...] += v`,

@@ -242,8 +242,20 @@ class CpuTensorThenMove(Rule):
         "    def __init__(self, mean, std, device):\n        super().__init__()\n"
         "        self.noise = Normal(mean, std)\n    def forward(self, x):\n"
         "        return x + self.noise.sample(x.shape).to(x.device)\n",
+        # a buffer filled on the host item by item, then moved once: on the device each write would be a launch
+        "import torch\nclass Task:\n    def train_step(self, sample, model, hyps):\n"
+        "        lengths = torch.empty(len(hyps), dtype=torch.long)\n        for i, hyp in enumerate(hyps):\n"
+        "            lengths[i] = len(hyp) + 1\n        sample[\"lengths\"] = lengths.to(sample[\"tokens\"].device)\n"
+        "        return model(sample)\n",
     )
     INVALID = (
+        # ... filled with values read from the device instead, each write waiting for it
+        Invalid(
+            "import torch\nclass Task:\n    def train_step(self, sample, model):\n"
+            "        out = model(sample[\"x\"].to(\"cuda\"))\n        rows = torch.zeros(len(out), 4)\n"
+            "        for i in range(len(out)):\n            rows[i] = out[i, :4]\n"
+            "        return rows.to(\"cuda\").sum()\n"
+        ),
         Invalid(
             "import torch\nfor step in range(100):\n    t = torch.full((64,), step).to(device)\n    model(x, t)\n",
             "import torch\nfor step in range(100):\n    t = torch.full((64,), step, device=device)\n    model(x, t)\n",
@@ -483,6 +495,14 @@ class CpuTensorThenMove(Rule):
                     drawn = facts.distributions.host_draw(binding.value)
                     draw = binding.value
                 where = f" (`{core.value}`, made from it above)"
+                filled = facts.hoisting.filled(core.value, binding.node, node) if made is not None else []
+                if filled:  # a buffer filled on the host: made on the device, each write would be a launch
+                    if any(facts.syncs.on_device(value, value) for value in filled) and self._per_step(node):
+                        self.report(node, (
+                            f"`{made}` makes `{core.value}` on the CPU, GPU values are copied into it (the host "
+                            f"waits for each) and {target} copies it back to the device on every step; make it "
+                            f"there with `device=`"))
+                    return True
         if drawn is not None:
             if in_test_code(facts.tree, node):
                 return False
