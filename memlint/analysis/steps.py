@@ -17,7 +17,8 @@ has no loop of its own, one decorated to run without grad included: a sampler's
   function that runs once per step, its caller does);
 - `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
   runs or evaluation phases), also through the helpers it calls, whatever else it runs; under
-  a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`); in Lightning's
+  a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`), or in the body
+  of a test that fills an empty cache (`if self.mask is None: self.mask = ...`); in Lightning's
   epoch, fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
 
 and `how_often` answers None when none of this can be told (code outside any loop that is not
@@ -43,7 +44,7 @@ from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part, walk_scope
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part, walk, walk_scope
 
 _LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
@@ -217,7 +218,7 @@ class Steps:
             if kind in _BOUNDS:
                 return None
             if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
-                    child is ancestor.body and _counts(ancestor.test):  # type: ignore[attr-defined]
+                    child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor)):  # type: ignore[attr-defined]
                 return ancestor  # type: ignore[return-value]
             child = ancestor
         return None
@@ -303,6 +304,31 @@ def _counts(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _counts(test.expression)
     return False
+
+
+def _fills_cache(branch: cst.CSTNode) -> bool:
+    """`if self.mask is None or self.mask.size(0) != t: self.mask = make(t)`: the body fills an
+    attribute the test finds empty, a cache, so it runs when the cache is empty or stale, not
+    on every call."""
+    if type(branch) is not cst.If:
+        return False
+    tested = _tested_for_none(branch.test)  # type: ignore[attr-defined]
+    return bool(tested) and any(
+        dotted_name(target.target) in tested for node in walk(branch.body) if type(node) is cst.Assign  # type: ignore[attr-defined]
+        for target in node.targets)  # type: ignore[attr-defined]
+
+
+def _tested_for_none(test: cst.BaseExpression) -> FrozenSet[str]:
+    """The attributes `test` finds empty, through `or`: `self.mask is None or ...` -> {"self.mask"}."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _tested_for_none(test.left) | _tested_for_none(test.right)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+            isinstance(test.comparisons[0].operator, cst.Is) and \
+            isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+        name = dotted_name(test.left)
+        if name is not None and "." in name:
+            return frozenset({name})
+    return frozenset()
 
 
 def _in_first_iterable(first: cst.CompFor, node: cst.CSTNode, tree: TreeIndex) -> bool:

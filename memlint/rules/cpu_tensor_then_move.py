@@ -242,6 +242,11 @@ class CpuTensorThenMove(Rule):
         "    def __init__(self, mean, std, device):\n        super().__init__()\n"
         "        self.noise = Normal(mean, std)\n    def forward(self, x):\n"
         "        return x + self.noise.sample(x.shape).to(x.device)\n",
+        # a cache: the mask is made again only when the length changes, not every step
+        "import torch\nclass LM(torch.nn.Module):\n    def forward(self, src):\n"
+        "        if self.src_mask is None or self.src_mask.size(0) != len(src):\n"
+        "            self.src_mask = torch.triu(torch.ones(len(src), len(src)), diagonal=1).to(src.device)\n"
+        "        return self.encoder(src, self.src_mask)\n",
         # a buffer filled on the host item by item, then moved once: on the device each write would be a launch
         "import torch\nclass Task:\n    def train_step(self, sample, model, hyps):\n"
         "        lengths = torch.empty(len(hyps), dtype=torch.long)\n        for i, hyp in enumerate(hyps):\n"
