@@ -160,7 +160,8 @@ def test_a_checkpoint_saved_with_parsed_arguments_gets_no_weights_only_fix():
             model.load_state_dict(state["model"])
         """, "MEM505")
     assert finding.fix is None
-    assert "this checkpoint holds `args`, which `weights_only=True` refuses" in finding.message
+    assert "this checkpoint holds `args`, which `weights_only=True` refuses, so from torch 2.6" in finding.message
+    assert "this load fails: pass `weights_only=False`" in finding.message
 
 
 def test_a_whole_model_loaded_gets_no_weights_only_fix():

@@ -54,8 +54,10 @@ class TorchLoadWithoutWeightsOnly(Rule):
     ## Fix safety
     Unsafe: a checkpoint that holds other objects than tensors and plain containers (a
     `Namespace` of arguments, a whole `nn.Module`, numpy arrays on old torch) no longer loads;
-    allow its types with `torch.serialization.add_safe_globals`, or pass `weights_only=False`
-    for files you trust.
+    allow its types with `torch.serialization.add_safe_globals` (torch 2.4 and later), or pass
+    `weights_only=False` for files you trust. Such a checkpoint already fails to load from
+    torch 2.6, where `weights_only=True` is the default: the message says so, and asks for
+    `weights_only=False` first, which every torch since 1.13 takes.
 
     ## When it is not reported
     - Code that runs only on torch 2.6 or later, where `weights_only=True` is the default: the
@@ -143,11 +145,14 @@ class TorchLoadWithoutWeightsOnly(Rule):
         objects = self._objects(node)
         fix = None
         if objects:
-            advice = (f"this checkpoint holds {', '.join(objects)}, which `weights_only=True` refuses: allow their "
-                      f"classes with `torch.serialization.add_safe_globals`, or pass `weights_only=False` for files "
-                      f"you trust")
+            advice = (f"this checkpoint holds {', '.join(objects)}, which `weights_only=True` refuses, so from "
+                      f"torch 2.6, where that is the default, this load fails: pass `weights_only=False` for files "
+                      f"you trust, or allow their classes with `torch.serialization.add_safe_globals` (torch 2.4 "
+                      f"and later)")
         else:
             advice = "pass `weights_only=True`"
+            if self.target_torch is not None and self.target_torch < WEIGHTS_ONLY_SINCE:
+                advice += " where torch is 1.13 or later (older torch has no such argument: check the version)"
             if argument(node, "pickle_module", 2) is None:
                 fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("True"))),), Safety.UNSAFE,
                           f"load tensors only: `{site.keyword}=True`", min_torch=WEIGHTS_ONLY_SINCE)
