@@ -214,3 +214,35 @@ def test_plain_dicts_under_any_name_keep_the_weights_only_fix():
 def test_a_state_dict_bound_to_a_model_like_name_is_not_a_whole_model():
     [finding] = _findings("import torch\nmodel_data = torch.load(path)\nmodel.load_state_dict(model_data)\n", "MEM505")
     assert finding.fix is not None
+
+
+def test_a_checkpoint_read_as_numpy_arrays_gets_no_weights_only_fix():
+    [finding] = _findings("""\
+        import torch
+
+        def load_bounds(path, n):
+            bounds = torch.load(path)
+            return torch.from_numpy(bounds[n])
+        """, "MEM505")
+    assert finding.fix is None
+    assert "this checkpoint holds numpy arrays, which `weights_only=True` refuses" in finding.message
+
+
+def test_a_whole_model_kept_under_a_key_gets_no_weights_only_fix():
+    [finding] = _findings("""\
+        import torch
+
+        def load_vocoder(path):
+            vocoder = torch.load(path)["model"]
+            vocoder = vocoder.cuda().eval()
+            return vocoder
+        """, "MEM505")
+    assert finding.fix is None and "the model `vocoder`" in finding.message
+    [plain] = _findings("""\
+        import torch
+
+        def load_weights(net, path):
+            weights = torch.load(path)["model"]
+            net.load_state_dict(weights)
+        """, "MEM505")
+    assert plain.fix is not None

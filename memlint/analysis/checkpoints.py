@@ -20,7 +20,9 @@ gathers a full state dict with `offload_to_cpu=True`. Asked as `facts.checkpoint
   its result is read at (`ckpt["net"]`, `ckpt.get("epoch")`, `"model" in ckpt`), the models
   it is loaded into (`net.load_state_dict(ckpt["net"])`), whether those are on the CPU at that
   point (built there, or moved with `.cpu()`, and not moved since), and the objects its keys
-  name (`ckpt["args"]`, `state["cfg"]`), or the whole model it is (`model = torch.load(f)`);
+  name (`ckpt["args"]`, `state["cfg"]`), the whole model it is (`model = torch.load(f)`, a
+  model under a key put in eval mode: `torch.load(f)["model"].eval()`), numpy arrays (it or an
+  item of it handed to `torch.from_numpy`);
   `under_safe_globals(call)`: the load runs where the program chose what `weights_only` may
   load (`torch.serialization.safe_globals`, `add_safe_globals`).
 - `matching(load)`: the saves of this module that write what the load reads: the same file
@@ -331,12 +333,35 @@ class Checkpoints:
             scope = self.tree.scope_of(call)
             whole = [] if loaders else sorted(
                 name for name in self.apicalls.bound_from(call, follow=False)
-                if self.receivers.is_model(cst.Name(name)) and any(
-                    b.value is not None and _chain_base(b.value) is call for b in self.scopes.bindings(scope, name)))
+                if (self.receivers.is_model(cst.Name(name)) or self._put_in_eval_mode(name, scope)) and any(
+                    b.value is not None and _subscripted(_chain_base(b.value)) is call
+                    for b in self.scopes.bindings(scope, name)))
             objects += tuple(f"the model `{name}`" for name in whole)
+            if self._read_as_numpy(call):
+                objects += ("numpy arrays",)
             found = Load(call, files, frozenset(keys), frozenset(models), objects, into_cpu)
             self._loads[id(call)] = found
         return found
+
+    def _put_in_eval_mode(self, name: str, scope: cst.CSTNode) -> bool:
+        """`name.eval()` or `name.cuda().eval()` in `scope`: only a module has modes."""
+        for node in walk_scope(scope):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "eval":  # type: ignore[attr-defined]
+                base = _chain_base(node.func.value)  # type: ignore[attr-defined]
+                if type(base) is cst.Name and base.value == name:  # type: ignore[attr-defined]
+                    return True
+        return False
+
+    def _read_as_numpy(self, call: cst.Call) -> bool:
+        """The load's result, or an item of it, is handed to `torch.from_numpy` in its scope
+        (`torch.from_numpy(bounds[n])`): the file holds numpy arrays."""
+        names = self.apicalls.bound_from(call, follow=False)
+        for node in walk_scope(self.tree.scope_of(call)):
+            if type(node) is cst.Call and node.args and self.names.call_name(node) == "torch.from_numpy":  # type: ignore[attr-defined]
+                read = _subscripted(node.args[0].value)  # type: ignore[attr-defined]
+                if read is call or type(read) is cst.Name and read.value in names:  # type: ignore[attr-defined]
+                    return True
+        return False
 
     def _keys_read(self, call: cst.Call) -> Set[str]:
         """The string keys the load's result is read at in its scope."""

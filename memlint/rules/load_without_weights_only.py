@@ -47,9 +47,10 @@ class TorchLoadWithoutWeightsOnly(Rule):
     which `weights_only` refuses, nor when the checkpoint is known to hold objects that
     `weights_only=True` refuses (memlint.analysis.checkpoints): its result is read at a key
     naming parsed arguments or a configuration (`ckpt["args"]`, `state["cfg"]`), it is a whole
-    model (`model = torch.load(f)`), or the project saves it with such objects (a dict holding
-    `args`, `cfg`, a model; matched as MEM502 matches saves); the message then says what it
-    holds.
+    model (`model = torch.load(f)`, or `torch.load(f)["model"]` put in eval mode), it holds numpy
+    arrays (it, or an item of it, is handed to `torch.from_numpy`), or the project saves it with
+    such objects (a dict holding `args`, `cfg`, a model; matched as MEM502 matches saves); the
+    message then says what it holds.
 
     ## Fix safety
     Unsafe: a checkpoint that holds other objects than tensors and plain containers (a
