@@ -729,6 +729,26 @@ class Syncs:
                    and not self._reads_elements(node, loop)
                    for node, how in found)
 
+    def waited_before(self, node: cst.CSTNode) -> bool:
+        """A plain statement that runs before `node` in its function, on every path to it, makes
+        the host wait for the device (`n = lengths.max().item()`, `x[mask]`): the queue is
+        drained there, so a wait at `node` finds little left to wait for."""
+        tree = self.tree
+        child: cst.CSTNode = node
+        for ancestor in tree.ancestors(node):
+            kind = type(ancestor)
+            if kind in (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module):
+                return False
+            if kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite:
+                for statement in ancestor.body:  # type: ignore[attr-defined]
+                    if statement is child:
+                        break
+                    if type(statement) is cst.SimpleStatementLine and any(
+                            self._waits(inner) in ("call", "implicit") for inner in walk(statement)):
+                        return True
+            child = ancestor
+        return False
+
     def _reads_elements(self, wait: cst.CSTNode, loop: cst.CSTNode) -> bool:
         """`wait` reads on the host one element of a device tensor per iteration of `loop`:
         one read of the whole tensor before the loop (`.tolist()`) removes it with the others,

@@ -89,14 +89,17 @@ class CpuTensorThenMove(Rule):
     ## When it is not reported
     Code that does not run every step (setup before the loop, a test, a `__main__` demo, a
     function nothing in the project calls per step); a loop that already makes the host wait
-    every iteration (decoding that reads each token with `.item()`: one more wait changes little). Data that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
-    legacy constructors (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or
-    another tensor; a move to the CPU (also through `device = torch.device("cpu")`); a factory
-    that already has a device; code handed to `torch.jit.trace` and the like (the move is what
-    they record); an index of a tensor not known to live on the device (in data-loading code
-    tensors stay on the CPU); random data in tests (drawn on the CPU so that every device sees
-    the same numbers); a helper that fills its CPU tensor with host values (`w[i, :n] = 1.0`,
-    a window computed on the host): made on the device, each write would be a kernel launch.
+    every iteration (decoding that reads each token with `.item()`: one more wait changes
+    little), or a move right after the host waited (`n = lengths.max().item()` on a line before
+    it: nothing is left queued to wait for). Data that starts on the host:
+    `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches, legacy constructors
+    (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or another tensor; a
+    move to the CPU (also through `device = torch.device("cpu")`); a factory that already has a
+    device; code handed to `torch.jit.trace` and the like (the move is what they record); an
+    index of a tensor not known to live on the device (in data-loading code tensors stay on the
+    CPU); random data in tests (drawn on the CPU so that every device sees the same numbers); a
+    helper that fills its CPU tensor with host values (`w[i, :n] = 1.0`, a window computed on
+    the host): made on the device, each write would be a kernel launch.
 
     Also when the factory and the move are apart: the tensor bound to a name earlier in the same
     iteration (`ids = torch.arange(n)` ... `ids.to(device)`); moved to another tensor's device
@@ -247,6 +250,11 @@ class CpuTensorThenMove(Rule):
         "        if self.src_mask is None or self.src_mask.size(0) != len(src):\n"
         "            self.src_mask = torch.triu(torch.ones(len(src), len(src)), diagonal=1).to(src.device)\n"
         "        return self.encoder(src, self.src_mask)\n",
+        # the host has just waited for the device (`.item()`): the copy finds nothing queued to wait for
+        "import torch\ndef lengths_to_mask(lengths):\n    n = torch.max(lengths).item()\n"
+        "    steps = torch.arange(n).to(lengths.device)\n    return steps[None, :] < lengths[:, None]\n\n"
+        "class Encoder(torch.nn.Module):\n    def forward(self, x, lengths):\n"
+        "        return self.layers(x) * lengths_to_mask(lengths)[..., None]\n",
         # a buffer filled on the host item by item, then moved once: on the device each write would be a launch
         "import torch\nclass Task:\n    def train_step(self, sample, model, hyps):\n"
         "        lengths = torch.empty(len(hyps), dtype=torch.long)\n        for i, hyp in enumerate(hyps):\n"
@@ -363,7 +371,7 @@ class CpuTensorThenMove(Rule):
         """The copy costs something only where it runs every step (memlint.analysis.steps), in
         a loop that does not already wait for the device every iteration (decoding that reads
         each token with `.item()`: one more wait there changes little)."""
-        if self.facts.per_step(node) is None:
+        if self.facts.per_step(node) is None or self.facts.syncs.waited_before(node):
             return False
         loops = self.facts.tree.loops_around(node)
         return not loops or not self.facts.syncs.loop_syncs(loops[0], node, moves=False)
