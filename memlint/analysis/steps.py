@@ -18,7 +18,9 @@ has no loop of its own, one decorated to run without grad included: a sampler's
 - `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
   runs or evaluation phases), also through the helpers it calls, whatever else it runs; under
   a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`), or in the body
-  of a test that fills an empty cache (`if self.mask is None: self.mask = ...`); in Lightning's
+  of a test that fills an empty cache (`if self.mask is None: self.mask = ...`); outside the
+  loops of a function that holds a step loop of its own (a beam search's setup before its
+  decoding loop, a `train_epoch`'s before its batches); in Lightning's
   epoch, fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
 
 and `how_often` answers None when none of this can be told (code outside any loop that is not
@@ -177,7 +179,18 @@ class Steps:
                 if self.holds_step_loop(outer):
                     return BOUNDARY
             repeated = repeated or not all(self._yields_in(loop) for loop in loops)
+        elif not repeated and self._runs_its_own_steps(node):
+            return BOUNDARY
         return REPEATED if repeated else CALLER
+
+    def _runs_its_own_steps(self, node: cst.CSTNode) -> bool:
+        """`node` is outside any loop of a function that holds a step loop of its own and is not
+        a step by its name (a beam search's `generate` before its decoding loop, a `train_epoch`
+        before its batches): it runs once per run of those steps, not per step."""
+        func = self.tree.function_of(node)
+        if func is None or intrinsic_often(func.name.value, True) is not None:
+            return False
+        return self._function_holds_step_loop(func)
 
     def accumulates(self, node: cst.CSTNode) -> bool:
         """`node` runs once per micro-batch of gradient accumulation (see `_micro_step`)."""

@@ -88,18 +88,18 @@ class CpuTensorThenMove(Rule):
 
     ## When it is not reported
     Code that does not run every step (setup before the loop, a test, a `__main__` demo, a
-    function nothing in the project calls per step); a loop that already makes the host wait
-    every iteration (decoding that reads each token with `.item()`: one more wait changes
-    little), or a move right after the host waited (`n = lengths.max().item()` on a line before
-    it: nothing is left queued to wait for). Data that starts on the host:
-    `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches, legacy constructors
-    (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or another tensor; a
-    move to the CPU (also through `device = torch.device("cpu")`); a factory that already has a
-    device; code handed to `torch.jit.trace` and the like (the move is what they record); an
-    index of a tensor not known to live on the device (in data-loading code tensors stay on the
-    CPU); random data in tests (drawn on the CPU so that every device sees the same numbers); a
-    helper that fills its CPU tensor with host values (`w[i, :n] = 1.0`, a window computed on
-    the host): made on the device, each write would be a kernel launch.
+    function nothing in the project calls per step, a beam search's setup before its decoding
+    loop); a loop that already makes the host wait every iteration (decoding that reads each
+    token with `.item()`: one more wait changes little), or a move right after the host waited
+    (`n = lengths.max().item()` on a line before it: nothing is left queued to wait for). Data
+    that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
+    legacy constructors (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or
+    another tensor; a move to the CPU (also through `device = torch.device("cpu")`); a factory
+    that already has a device; code handed to `torch.jit.trace` and the like (the move is what
+    they record); an index of a tensor not known to live on the device (in data-loading code
+    tensors stay on the CPU); random data in tests (drawn on the CPU so that every device sees
+    the same numbers); a helper that fills its CPU tensor with host values (`w[i, :n] = 1.0`, a
+    window computed on the host): made on the device, each write would be a kernel launch.
 
     Also when the factory and the move are apart: the tensor bound to a name earlier in the same
     iteration (`ids = torch.arange(n)` ... `ids.to(device)`); moved to another tensor's device
@@ -255,6 +255,14 @@ class CpuTensorThenMove(Rule):
         "    steps = torch.arange(n).to(lengths.device)\n    return steps[None, :] < lengths[:, None]\n\n"
         "class Encoder(torch.nn.Module):\n    def forward(self, x, lengths):\n"
         "        return self.layers(x) * lengths_to_mask(lengths)[..., None]\n",
+        # once per search (a module's forward runs it), before the decoding loop whose every iteration is a step
+        "import torch\nclass Generator(torch.nn.Module):\n    def forward(self, src):\n"
+        "        return self._generate(src, 5, 20)\n\n    def _generate(self, src, beam, max_len):\n"
+        "        offsets = torch.arange(src.size(0)).to(src.device)\n"
+        "        tokens = src.new_zeros(src.size(0) * beam, max_len + 1)\n        for step in range(max_len):\n"
+        "            lprobs = self.model.forward_decoder(tokens[:, :step + 1])\n"
+        "            tokens[:, step + 1] = lprobs.argmax(-1) + offsets.repeat_interleave(beam)\n"
+        "        return tokens\n",
         # a buffer filled on the host item by item, then moved once: on the device each write would be a launch
         "import torch\nclass Task:\n    def train_step(self, sample, model, hyps):\n"
         "        lengths = torch.empty(len(hyps), dtype=torch.long)\n        for i, hyp in enumerate(hyps):\n"
