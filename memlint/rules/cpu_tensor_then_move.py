@@ -68,7 +68,7 @@ class CpuTensorThenMove(Rule):
 
     ## Why it is opt-in
     Measured on real code (docs/real-code.md), a reviewer who did not write it read every
-    finding and asked whether a maintainer would merge the change: 11 of 59 were worth it. The
+    finding and asked whether a maintainer would merge the change: 11 of 36 were worth it. The
     copy waits for the GPU, but in most real steps the same code waits anyway (another sync, a
     batch copied in), or the tensor is a few elements next to a full forward. Where it is the
     step's only wait and the tensor is large, or where it runs per element, it is worth it:

@@ -51,7 +51,7 @@ class HostDeviceSyncInLoop(Rule):
     one round trip per element.
 
     ## Why it is opt-in
-    Read finding by finding on real code (docs/real-code.md), 8 of its 16 findings were worth a
+    Read finding by finding on real code (docs/real-code.md), 9 of its 17 findings were worth a
     change to the reviewers (leftover prints, a beam search's per-hypothesis reads). Most of the
     others are post-processing and metric loops that wait for the device in the same iteration
     anyway (a greedy loop over masks, values the host needs for its own work), where one wait
