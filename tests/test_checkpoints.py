@@ -12,6 +12,7 @@ import pytest
 from memlint.analysis import Facts
 from memlint.engine import check
 from memlint.rules import registry
+from memlint.torch_target import TorchVersion
 from tests.test_project import lint, tree
 
 RULES = registry()
@@ -161,7 +162,18 @@ def test_a_checkpoint_saved_with_parsed_arguments_gets_no_weights_only_fix():
         """, "MEM505")
     assert finding.fix is None
     assert "this checkpoint holds `args`, which `weights_only=True` refuses, so from torch 2.6" in finding.message
-    assert "this load fails: pass `weights_only=False`" in finding.message
+    assert "this load fails: pass `weights_only=False` for files you trust" in finding.message
+    [old] = _findings("""\
+        import torch
+
+        def save(model, args):
+            torch.save({"model": model.state_dict(), "args": args}, "last.pt")
+
+        def resume(model):
+            state = torch.load("last.pt", map_location="cpu")
+            model.load_state_dict(state["model"])
+        """, "MEM505", TorchVersion(1, 12))
+    assert "pass `weights_only=False` where torch has the argument (1.13 and later" in old.message
 
 
 def test_a_whole_model_loaded_gets_no_weights_only_fix():
@@ -246,3 +258,20 @@ def test_a_whole_model_kept_under_a_key_gets_no_weights_only_fix():
             net.load_state_dict(weights)
         """, "MEM505")
     assert plain.fix is not None
+    for state_dict in ("""\
+        import torch
+
+        def load(path):
+            model = torch.load(path)["model"]
+            return model
+        """, """\
+        import torch
+
+        def load(path, build):
+            model = torch.load(path)["weights"]
+            model = build(model)
+            model.eval()
+            return model
+        """):  # a state dict under the key "model"; a module built from the weights, then put in eval mode
+        [finding] = _findings(state_dict, "MEM505")
+        assert finding.fix is not None and "this checkpoint holds" not in finding.message

@@ -40,9 +40,6 @@ def test_weights_only_matters_only_before_torch_2_6(target, reported):
 def test_weights_only_fix_needs_torch_1_13():
     old = check(LOAD, "x.py", [RULES["MEM505"]], target_torch=TorchVersion(1, 12)).findings
     assert old[0].fix is None and "needs torch >= 1.13" in old[0].message
-    assert "older torch has no such argument" in old[0].message
-    [current] = check(LOAD, "x.py", [RULES["MEM505"]], target_torch=TorchVersion(1, 13)).findings
-    assert "older torch" not in current.message
     fixed = fix(LOAD, "x.py", [RULES["MEM505"]], unsafe=True, target_torch=TorchVersion(1, 13)).source
     assert "weights_only=True" in fixed
 

@@ -270,10 +270,11 @@ class Facts:
         return often
 
     def read_only_periodically(self, assign: cst.Assign) -> Optional[cst.CSTNode]:
-        """The condition on a step counter (memlint.analysis.steps) under which every read of
-        the names `assign` binds runs (`loss, acc = evaluate(...)` read only in `if epoch % 10
-        == 0:`), one and the same for every read, a condition that `assign` itself does not run under; None when a read may run
-        on every step (or after the step, or never: an unread value is another matter)."""
+        """The condition on a step counter, or the test of an empty cache (memlint.analysis.steps:
+        `periodic_guard`), under which every read of the names `assign` binds runs (`loss, acc =
+        evaluate(...)` read only in `if epoch % 10 == 0:`), one and the same for every read, a
+        condition that `assign` itself does not run under; None when a read may run on every step
+        (or after the step, or never: an unread value is another matter)."""
         targets: List[cst.Name] = []
         for target in (t.target for t in assign.targets):
             elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]

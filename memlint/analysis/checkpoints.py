@@ -333,9 +333,9 @@ class Checkpoints:
             scope = self.tree.scope_of(call)
             whole = [] if loaders else sorted(
                 name for name in self.apicalls.bound_from(call, follow=False)
-                if (self.receivers.is_model(cst.Name(name)) or self._put_in_eval_mode(name, scope)) and any(
-                    b.value is not None and _subscripted(_chain_base(b.value)) is call
-                    for b in self.scopes.bindings(scope, name)))
+                if self.receivers.is_model(cst.Name(name)) and any(
+                    b.value is not None and _chain_base(b.value) is call for b in self.scopes.bindings(scope, name))
+                or self._put_in_eval_mode(name, call))
             objects += tuple(f"the model `{name}`" for name in whole)
             if self._read_as_numpy(call):
                 objects += ("numpy arrays",)
@@ -343,13 +343,28 @@ class Checkpoints:
             self._loads[id(call)] = found
         return found
 
-    def _put_in_eval_mode(self, name: str, scope: cst.CSTNode) -> bool:
-        """`name.eval()` or `name.cuda().eval()` in `scope`: only a module has modes."""
-        for node in walk_scope(scope):
+    def _put_in_eval_mode(self, name: str, call: cst.Call) -> bool:
+        """`name.eval()` or `name.cuda().eval()` where `name` holds what `call` loaded, itself or
+        an item of it (`net = torch.load(f)["model"]`): only a module has modes."""
+        for node in walk_scope(self.tree.scope_of(call)):
             if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "eval":  # type: ignore[attr-defined]
                 base = _chain_base(node.func.value)  # type: ignore[attr-defined]
                 if type(base) is cst.Name and base.value == name:  # type: ignore[attr-defined]
-                    return True
+                    binds = self.scopes.in_effect(name, node)
+                    return bool(binds) and all(self._loaded_by(b.value, call, name) for b in binds)
+        return False
+
+    def _loaded_by(self, value: Optional[cst.BaseExpression], call: cst.Call, name: str, depth: int = 0) -> bool:
+        """`value` is what `call` loaded (or an item of it), moved or put in a mode, also through
+        an earlier binding of `name` (`net = net.cuda()` after `net = torch.load(f)["m"]`)."""
+        if value is None or depth > _FOLLOW:
+            return False
+        base = _subscripted(_chain_base(value))
+        if base is call:
+            return True
+        if type(base) is cst.Name and base.value == name:  # type: ignore[attr-defined]
+            earlier = [b for b in self.scopes.in_effect(name, value) if b.value is not value]
+            return bool(earlier) and all(self._loaded_by(b.value, call, name, depth + 1) for b in earlier)
         return False
 
     def _read_as_numpy(self, call: cst.Call) -> bool:

@@ -257,15 +257,21 @@ class Hoisting:
         return HostBuffer(factory, tuple(writes))
 
     def filled(self, name: str, made: cst.CSTNode, until: cst.CSTNode) -> List[cst.BaseExpression]:
-        """The values written into the tensor that `made` binds to `name` (`buf[i] = row`,
-        `buf.fill_(0)`, in loops too), after `made` and before `until` in their function."""
+        """The values written into the tensor that `made` binds to `name`, after `made` and
+        before `until` in their function, when it is filled item by item: written in a loop that
+        `made` is not in (`for i, hyp in enumerate(hyps): buf[i] = len(hyp)`); else none (one
+        `fill_` or one write before a move would be one launch on the device too)."""
         tree = self.tree
         start, end = tree.order(made), tree.order(until)
+        outer = tree.loops_around(made)[:1]
         writes: List[cst.BaseExpression] = []
+        in_loop = False
         for node in walk_scope(tree.scope_of(until)):
             if type(node) is cst.Name and node.value == name and start < tree.order(node) < end:  # type: ignore[attr-defined]
-                writes.extend(self._written_into(node, made) or ())  # type: ignore[arg-type]
-        return writes
+                written = self._written_into(node, made) or []  # type: ignore[arg-type]
+                writes.extend(written)
+                in_loop = in_loop or bool(written) and tree.loops_around(node)[:1] != outer
+        return writes if in_loop else []
 
     def _written_into(self, name: cst.Name, made: cst.CSTNode) -> Optional[List[cst.BaseExpression]]:
         """What is written into the tensor `name` here: `name[...] = v`, `name[...] += v`,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, List, Optional, Union
+from typing import Dict, FrozenSet, List, Optional, Set, Union
 
 import libcst as cst
 
@@ -73,6 +73,7 @@ class Steps:
         self._work: Dict[int, bool] = {}
         self._holds: Dict[int, bool] = {}
         self._function_holds: Dict[int, bool] = {}
+        self._own_steps: Dict[int, bool] = {}  # id(function) -> it runs steps of its own (`_runs_its_own_steps`)
         self._yields: Dict[int, bool] = {}
         self._functions: Dict[int, Optional[str]] = {}
 
@@ -184,13 +185,32 @@ class Steps:
         return REPEATED if repeated else CALLER
 
     def _runs_its_own_steps(self, node: cst.CSTNode) -> bool:
-        """`node` is outside any loop of a function that holds a step loop of its own and is not
-        a step by its name (a beam search's `generate` before its decoding loop, a `train_epoch`
-        before its batches): it runs once per run of those steps, not per step."""
+        """`node` is outside any loop of a function that runs steps of its own and is not a step
+        by its name (a beam search's `generate` before its decoding loop, a `train_epoch` before
+        its batches): it runs once per run of those steps, not per step."""
         func = self.tree.function_of(node)
-        if func is None or intrinsic_often(func.name.value, True) is not None:
+        if func is None:
             return False
-        return self._function_holds_step_loop(func)
+        found = self._own_steps.get(id(func))
+        if found is None:
+            found = intrinsic_often(func.name.value, True) is None and any(
+                self._own_step_loop(loop) for loop in walk_scope(func.body) if type(loop) in _LOOPS)
+            self._own_steps[id(func)] = found
+        return found
+
+    def _own_step_loop(self, loop: cst.CSTNode) -> bool:
+        """A loop whose iterations are whole steps: over a data loader, training itself (backward
+        and optimizer step in its body), or decoding (a `range` or `while` loop that runs the
+        model and backwards nothing). Not a loop over a batch's parts (`batch.chunk(4)`, `zip(outs,
+        targets)`, a module list): those are pieces of one step, micro-batches included."""
+        if self.iterates_loader(loop):
+            return True
+        roles = self.roles
+        if roles.backwards_in(loop, follow=False):
+            return bool(roles.steps_in(loop, follow=False))
+        counted = type(loop) is cst.While or type(loop.iter) is cst.Call and \
+            type(loop.iter.func) is cst.Name and loop.iter.func.value == "range"  # type: ignore[attr-defined]
+        return counted and self.does_step_work(loop)
 
     def accumulates(self, node: cst.CSTNode) -> bool:
         """`node` runs once per micro-batch of gradient accumulation (see `_micro_step`)."""
@@ -219,12 +239,13 @@ class Steps:
 
     def periodic(self, node: cst.CSTNode) -> bool:
         """`node` runs only on some iterations of its loop (or calls of its function): under a
-        condition on a counter (`if step % 100 == 0:`, `if i == 0:`, `if batch_idx < 3:`), not
-        a flag that holds on every step (`if args.log:`)."""
+        condition on a counter (`if step % 100 == 0:`, `if i == 0:`, `if batch_idx < 3:`) or in
+        the fill of an empty cache (`if self.mask is None: self.mask = ...`), not under a flag
+        that holds on every step (`if args.log:`)."""
         return self.periodic_guard(node) is not None
 
     def periodic_guard(self, node: cst.CSTNode) -> Optional[Union[cst.If, cst.IfExp]]:
-        """The condition on a counter that `node` runs under (`periodic`), or None."""
+        """The condition on a counter, or the cache test, that `node` runs under (`periodic`), or None."""
         child = node
         for ancestor in self.tree.ancestors(node):
             kind = type(ancestor)
@@ -321,27 +342,40 @@ def _counts(test: cst.BaseExpression) -> bool:
 
 def _fills_cache(branch: cst.CSTNode) -> bool:
     """`if self.mask is None or self.mask.size(0) != t: self.mask = make(t)`: the body fills an
-    attribute the test finds empty, a cache, so it runs when the cache is empty or stale, not
-    on every call."""
+    attribute the test finds empty or stale, a cache, so it runs when the cache is empty or
+    stale, not on every call. Every part of the test is about the cache (`or self.training`
+    would hold on every training step)."""
     if type(branch) is not cst.If:
         return False
-    tested = _tested_for_none(branch.test)  # type: ignore[attr-defined]
-    return bool(tested) and any(
-        dotted_name(target.target) in tested for node in walk(branch.body) if type(node) is cst.Assign  # type: ignore[attr-defined]
-        for target in node.targets)  # type: ignore[attr-defined]
+    parts = _alternatives(branch.test)  # type: ignore[attr-defined]
+    tested = {name for part in parts for name in [_tested_for_none(part)] if name is not None}
+    if not tested or not all(_tested_for_none(part) is not None or _reads(part, tested) for part in parts):
+        return False
+    return any(dotted_name(target.target) in tested for node in walk_scope(branch.body)  # type: ignore[attr-defined]
+               if type(node) is cst.Assign for target in node.targets)  # type: ignore[attr-defined]
 
 
-def _tested_for_none(test: cst.BaseExpression) -> FrozenSet[str]:
-    """The attributes `test` finds empty, through `or`: `self.mask is None or ...` -> {"self.mask"}."""
+def _alternatives(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The parts of `a or b or c`."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
-        return _tested_for_none(test.left) | _tested_for_none(test.right)
+        return _alternatives(test.left) + _alternatives(test.right)
+    return [test]
+
+
+def _tested_for_none(test: cst.BaseExpression) -> Optional[str]:
+    """The attribute `test` finds empty: `self.mask is None` -> "self.mask"."""
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
             isinstance(test.comparisons[0].operator, cst.Is) and \
             isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
         name = dotted_name(test.left)
         if name is not None and "." in name:
-            return frozenset({name})
-    return frozenset()
+            return name
+    return None
+
+
+def _reads(test: cst.BaseExpression, attributes: Set[str]) -> bool:
+    """`test` reads one of `attributes` (`self.mask.size(0) != t`: whether the cache is stale)."""
+    return any(type(node) is cst.Attribute and dotted_name(node) in attributes for node in walk(test))
 
 
 def _in_first_iterable(first: cst.CompFor, node: cst.CSTNode, tree: TreeIndex) -> bool:

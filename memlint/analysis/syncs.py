@@ -46,10 +46,16 @@ from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, argument, dotted_name, walk, walk_scope
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, argument, children, dotted_name, walk, walk_scope
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
+# What a statement holds that does not run when the statement runs: a lambda's body, a function's, a
+# comprehension's (which may run no time)
+# Calls that read sizes, queueing no device work: `lengths.size(0)`, `len(batch)`, `max(n, 1)`
+_SIZE_METHODS = frozenset({"size", "dim", "numel"})
+_SIZE_BUILTINS = frozenset({"len", "int", "min", "max"})
+_NOT_RUN_HERE = NEW_SCOPES | {cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp}
 _GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled"})
 _PURE_BUILTINS = frozenset({"len", "float", "int", "bool", "abs", "round", "min", "max", "sum", "range", "zip",
                             "enumerate", "isinstance", "tuple", "list"})
@@ -199,6 +205,17 @@ class _Bindings:
             self._answers[key] = answer
         return answer
 
+
+def _reads_sizes_only(statement: cst.SimpleStatementLine) -> bool:
+    """Every call the statement makes reads a size (`bsz = lengths.size(0)`, `n = len(batch)`):
+    it queues no device work."""
+    for node in walk(statement):
+        if type(node) is cst.Call:
+            func = node.func  # type: ignore[attr-defined]
+            if not (type(func) is cst.Attribute and func.attr.value in _SIZE_METHODS or
+                    type(func) is cst.Name and func.value in _SIZE_BUILTINS):
+                return False
+    return True
 
 class Syncs:
     """Host-device syncs and tensor values of one module (see the module docstring)."""
@@ -730,24 +747,50 @@ class Syncs:
                    for node, how in found)
 
     def waited_before(self, node: cst.CSTNode) -> bool:
-        """A plain statement that runs before `node` in its function, on every path to it, makes
-        the host wait for the device (`n = lengths.max().item()`, `x[mask]`): the queue is
-        drained there, so a wait at `node` finds little left to wait for."""
-        tree = self.tree
-        child: cst.CSTNode = node
-        for ancestor in tree.ancestors(node):
-            kind = type(ancestor)
-            if kind in (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module):
+        """A statement before `node`'s, in the same block and the same iteration, makes the host
+        wait for the device whenever it runs (`n = torch.max(lengths).item()`, then
+        `torch.arange(n).to(lengths.device)`), and nothing between them queues device work (only
+        sizes are read: `bsz = lengths.size(0)`): the queue is drained there, so a wait at `node`
+        finds nothing queued to wait for. Not a wait under a condition in that statement
+        (`x.item() if training else 0`, `a and b.item()`), in a lambda or comprehension, or of
+        a tensor known to be on the host."""
+        statement = self.tree.statement_around(node)
+        block = self.tree.parent(statement) if statement is not None else None
+        if type(block) is not cst.IndentedBlock:
+            return False
+        body = list(block.body)  # type: ignore[attr-defined]
+        for previous in reversed(body[:body.index(statement)]):
+            if type(previous) is not cst.SimpleStatementLine:
                 return False
-            if kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite:
-                for statement in ancestor.body:  # type: ignore[attr-defined]
-                    if statement is child:
-                        break
-                    if type(statement) is cst.SimpleStatementLine and any(
-                            self._waits(inner) in ("call", "implicit") for inner in walk(statement)):
-                        return True
-            child = ancestor
+            if self._always_waits(previous):
+                return True
+            if not _reads_sizes_only(previous):
+                return False
         return False
+
+    def _always_waits(self, statement: cst.SimpleStatementLine) -> bool:
+        """The statement makes the host wait for the device whenever it runs."""
+        pending: List[cst.CSTNode] = list(statement.body)
+        while pending:
+            current = pending.pop()
+            kind = type(current)
+            if kind is cst.IfExp:
+                pending.append(current.test)  # type: ignore[attr-defined]
+                continue
+            if kind is cst.BooleanOperation:
+                pending.append(current.left)  # type: ignore[attr-defined]
+                continue
+            if kind in _NOT_RUN_HERE:
+                continue
+            if self._waits(current) in ("call", "implicit") and not self._waits_on_host(current):
+                return True
+            pending.extend(children(current))
+        return False
+
+    def _waits_on_host(self, wait: cst.CSTNode) -> bool:
+        """`torch.tensor(sizes).max().item()`: the value waited on is on the host."""
+        func = getattr(wait, "func", None)
+        return type(func) is cst.Attribute and self.on_host(func.value, wait)  # type: ignore[attr-defined]
 
     def _reads_elements(self, wait: cst.CSTNode, loop: cst.CSTNode) -> bool:
         """`wait` reads on the host one element of a device tensor per iteration of `loop`:

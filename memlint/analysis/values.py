@@ -56,6 +56,7 @@ from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeInde
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _DEVICE_WORDS = ("cuda", "device", "accelerator", "gpu")
+_DEVICE_STRING = re.compile(r"^(cuda|mps|xpu)(:\d+)?$")  # a device written as a string
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
@@ -324,6 +325,15 @@ class Values:
         for node in self.tree.nodes:
             text = node.value if type(node) is cst.Name or type(node) is cst.SimpleString else None
             if text is not None and any(word in text.lower() for word in _DEVICE_WORDS):  # type: ignore[union-attr]
+                return True
+        return False
+
+    @cached_property
+    def spells_a_device(self) -> bool:
+        """The module writes a device as a string (`.to("cuda")`, `device="cuda:0"`), which its
+        names need not show; a word in a docstring or a message is not one."""
+        for node in self.tree.nodes:
+            if type(node) is cst.SimpleString and _DEVICE_STRING.match(node.value.strip("\"'rbuRBU")):  # type: ignore[attr-defined]
                 return True
         return False
 

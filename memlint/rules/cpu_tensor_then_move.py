@@ -91,15 +91,16 @@ class CpuTensorThenMove(Rule):
     function nothing in the project calls per step, a beam search's setup before its decoding
     loop); a loop that already makes the host wait every iteration (decoding that reads each
     token with `.item()`: one more wait changes little), or a move right after the host waited
-    (`n = lengths.max().item()` on a line before it: nothing is left queued to wait for). Data
-    that starts on the host: `torch.tensor(values)`, `torch.from_numpy(a)`, loader batches,
-    legacy constructors (`torch.LongTensor(...)`); a `.to(x)` whose argument may be a dtype or
-    another tensor; a move to the CPU (also through `device = torch.device("cpu")`); a factory
-    that already has a device; code handed to `torch.jit.trace` and the like (the move is what
-    they record); an index of a tensor not known to live on the device (in data-loading code
-    tensors stay on the CPU); random data in tests (drawn on the CPU so that every device sees
-    the same numbers); a helper that fills its CPU tensor with host values (`w[i, :n] = 1.0`, a
-    window computed on the host): made on the device, each write would be a kernel launch.
+    (`n = torch.max(lengths).item()` on a line before it, with only sizes read between: nothing
+    is left queued to wait for). Data that starts on the host: `torch.tensor(values)`,
+    `torch.from_numpy(a)`, loader batches, legacy constructors (`torch.LongTensor(...)`); a
+    `.to(x)` whose argument may be a dtype or another tensor; a move to the CPU (also through
+    `device = torch.device("cpu")`); a factory that already has a device; code handed to
+    `torch.jit.trace` and the like (the move is what they record); an index of a tensor not
+    known to live on the device (in data-loading code tensors stay on the CPU); random data in
+    tests (drawn on the CPU so that every device sees the same numbers); a helper that fills its
+    CPU tensor with host values (`w[i, :n] = 1.0`, a window computed on the host): made on the
+    device, each write would be a kernel launch.
 
     Also when the factory and the move are apart: the tensor bound to a name earlier in the same
     iteration (`ids = torch.arange(n)` ... `ids.to(device)`); moved to another tensor's device
@@ -250,9 +251,10 @@ class CpuTensorThenMove(Rule):
         "        if self.src_mask is None or self.src_mask.size(0) != len(src):\n"
         "            self.src_mask = torch.triu(torch.ones(len(src), len(src)), diagonal=1).to(src.device)\n"
         "        return self.encoder(src, self.src_mask)\n",
-        # the host has just waited for the device (`.item()`): the copy finds nothing queued to wait for
-        "import torch\ndef lengths_to_mask(lengths):\n    n = torch.max(lengths).item()\n"
-        "    steps = torch.arange(n).to(lengths.device)\n    return steps[None, :] < lengths[:, None]\n\n"
+        # the host has just waited for the device (`.item()`), then read only a size: the copy finds
+        # nothing queued to wait for
+        "import torch\ndef lengths_to_mask(lengths):\n    n = torch.max(lengths).item()\n    bsz = lengths.size(0)\n"
+        "    steps = torch.arange(n).to(lengths.device)\n    return steps[None, :].expand(bsz, n) < lengths[:, None]\n\n"
         "class Encoder(torch.nn.Module):\n    def forward(self, x, lengths):\n"
         "        return self.layers(x) * lengths_to_mask(lengths)[..., None]\n",
         # once per search (a module's forward runs it), before the decoding loop whose every iteration is a step
@@ -270,6 +272,61 @@ class CpuTensorThenMove(Rule):
         "        return model(sample)\n",
     )
     INVALID = (
+        # the host waited once, before the loop: every iteration's copy still waits
+        Invalid(
+            "import torch\ndef train(model, lengths, opt, device):\n    n = torch.max(lengths).item()\n"
+            "    for step in range(1000):\n        steps = torch.arange(n).to(device)\n"
+            "        model(steps).sum().backward()\n        opt.step()\n",
+            "import torch\ndef train(model, lengths, opt, device):\n    n = torch.max(lengths).item()\n"
+            "    for step in range(1000):\n        steps = torch.arange(n, device=device)\n"
+            "        model(steps).sum().backward()\n        opt.step()\n",
+        ),
+        # a forward queued between the wait and the copy: the copy waits for it
+        Invalid(
+            "import torch\nclass Enc(torch.nn.Module):\n    def forward(self, x, lengths):\n"
+            "        n = torch.max(lengths).item()\n        h = self.layers(x)\n"
+            "        steps = torch.arange(n).to(x.device)\n        return h * steps\n",
+            "import torch\nclass Enc(torch.nn.Module):\n    def forward(self, x, lengths):\n"
+            "        n = torch.max(lengths).item()\n        h = self.layers(x)\n"
+            "        steps = torch.arange(n, device=x.device)\n        return h * steps\n",
+        ),
+        # a wait the statement before makes only on some calls
+        Invalid(
+            "import torch\nclass Enc(torch.nn.Module):\n    def forward(self, x, lengths):\n"
+            "        n = torch.max(lengths).item() if self.training else 0\n"
+            "        steps = torch.arange(x.size(1)).to(x.device)\n        return self.layers(x) * steps + n\n",
+            "import torch\nclass Enc(torch.nn.Module):\n    def forward(self, x, lengths):\n"
+            "        n = torch.max(lengths).item() if self.training else 0\n"
+            "        steps = torch.arange(x.size(1), device=x.device)\n        return self.layers(x) * steps + n\n",
+        ),
+        # a helper run every step whose loop is over a batch's parts (micro-batches), not steps of its own
+        Invalid(
+            "import torch\ndef forward_backward(model, batch, device):\n"
+            "    scale = torch.full((1,), 0.25).to(device)\n    for micro in batch.chunk(4):\n"
+            "        (model(micro).sum() * scale).backward()\n\n"
+            "def main(model, opt, loader, device):\n    for batch in loader:\n"
+            "        forward_backward(model, batch.to(device), device)\n        opt.step()\n        opt.zero_grad()\n",
+            "import torch\ndef forward_backward(model, batch, device):\n"
+            "    scale = torch.full((1,), 0.25, device=device)\n    for micro in batch.chunk(4):\n"
+            "        (model(micro).sum() * scale).backward()\n\n"
+            "def main(model, opt, loader, device):\n    for batch in loader:\n"
+            "        forward_backward(model, batch.to(device), device)\n        opt.step()\n        opt.zero_grad()\n",
+        ),
+        # a test that holds on every training step is no cache
+        Invalid(
+            "import torch\nclass LM(torch.nn.Module):\n    def forward(self, src):\n"
+            "        if self.pos is None or self.training:\n"
+            "            self.pos = torch.arange(len(src)).to(src.device)\n        return self.encoder(src + self.pos)\n",
+            "import torch\nclass LM(torch.nn.Module):\n    def forward(self, src):\n"
+            "        if self.pos is None or self.training:\n"
+            "            self.pos = torch.arange(len(src), device=src.device)\n        return self.encoder(src + self.pos)\n",
+        ),
+        # one fill before the move: on the device that is one launch, not a buffer filled item by item
+        Invalid(
+            "import torch\nclass Net(torch.nn.Module):\n    def forward(self, x):\n"
+            "        mask = torch.zeros(x.size(1), x.size(1))\n        mask.fill_(float(\"-inf\"))\n"
+            "        mask = mask.to(x.device)\n        return self.layer(x, mask)\n"
+        ),
         # ... filled with values read from the device instead, each write waiting for it
         Invalid(
             "import torch\nclass Task:\n    def train_step(self, sample, model):\n"

@@ -12,11 +12,12 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 _IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
-# Besides a device the module names (memlint.analysis.values: `uses_devices`), words that show a
-# file runs on an accelerator (a `.item()` on the CPU waits for nothing): a framework's object that
-# places tensors, or the base of a framework's class whose steps it runs with the batch moved to
-# the device (fairseq's tasks, Lightning's modules), where the file itself names none.
-_FRAMEWORK_WORDS = frozenset({"accelerator", "fabric", "FairseqTask", "LegacyFairseqTask", "LightningModule"})
+# Words that show a file runs on an accelerator (a `.item()` on the CPU waits for nothing): a
+# device named, a framework's object that places tensors, or the base of a framework's class
+# whose steps it runs with the batch moved to the device (fairseq's tasks, Lightning's modules),
+# where the file itself names none; or a device written as a string (`.to("cuda")`).
+_DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device",
+                           "FairseqTask", "LegacyFairseqTask", "LightningModule"})
 # Statements under which a print is meant: a flag, a periodic test, a handler
 _CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
 _WHAT = {
@@ -125,7 +126,9 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
-        # the same per-token scoring in a script that never names a device: reads on the CPU wait for nothing
+        # the same per-token scoring in a script that never names a device (its docstring's words are
+        # not one): reads on the CPU wait for nothing
+        "\"\"\"Score sentences with a small LM on the CPU (no GPU needed).\"\"\"\n"
         "import torch\n\ndef score(model, tokenizer, sentences):\n    for text in sentences:\n"
         "        tokens = tokenizer(text, return_tensors=\"pt\").input_ids\n"
         "        with torch.no_grad():\n            logits = model(tokens).logits\n        total = 0.0\n"
@@ -456,6 +459,6 @@ class HostDeviceSyncInLoop(Rule):
 
 
 def _on_device(facts: Facts) -> bool:
-    """The module puts tensors on an accelerator, by a device it names (`"cuda"`, `device`,
-    `args.gpu`) or a framework that does it for its steps."""
-    return facts.values.uses_devices or bool(_FRAMEWORK_WORDS & facts.identifiers)
+    """The module puts tensors on an accelerator: by a word it names (`device`, `cuda`, a
+    framework's), or a device it writes as a string (`tokens.to("cuda")`)."""
+    return bool(_DEVICE_WORDS & facts.identifiers) or facts.values.spells_a_device

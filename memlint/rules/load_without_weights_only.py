@@ -146,14 +146,14 @@ class TorchLoadWithoutWeightsOnly(Rule):
         objects = self._objects(node)
         fix = None
         if objects:
+            older = "" if self.target_torch is None or self.target_torch >= WEIGHTS_ONLY_SINCE else \
+                " where torch has the argument (1.13 and later: older torch takes no `weights_only`)"
             advice = (f"this checkpoint holds {', '.join(objects)}, which `weights_only=True` refuses, so from "
-                      f"torch 2.6, where that is the default, this load fails: pass `weights_only=False` for files "
-                      f"you trust, or allow their classes with `torch.serialization.add_safe_globals` (torch 2.4 "
-                      f"and later)")
+                      f"torch 2.6, where that is the default, this load fails: pass `weights_only=False`{older} for "
+                      f"files you trust, or allow their classes with `torch.serialization.add_safe_globals` (torch "
+                      f"2.4 and later)")
         else:
             advice = "pass `weights_only=True`"
-            if self.target_torch is not None and self.target_torch < WEIGHTS_ONLY_SINCE:
-                advice += " where torch is 1.13 or later (older torch has no such argument: check the version)"
             if argument(node, "pickle_module", 2) is None:
                 fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("True"))),), Safety.UNSAFE,
                           f"load tensors only: `{site.keyword}=True`", min_torch=WEIGHTS_ONLY_SINCE)
