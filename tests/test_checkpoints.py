@@ -149,30 +149,24 @@ def test_a_file_alone_reports_no_more_than_in_its_project(tmp_path):
         assert set(lint(tmp_path, path)) <= whole, path
 
 
+RESUMED_WITH_ARGS = """\
+    import torch
+
+    def save(model, args):
+        torch.save({"model": model.state_dict(), "args": args}, "last.pt")
+
+    def resume(model):
+        state = torch.load("last.pt", map_location="cpu")
+        model.load_state_dict(state["model"])
+    """
+
+
 def test_a_checkpoint_saved_with_parsed_arguments_gets_no_weights_only_fix():
-    [finding] = _findings("""\
-        import torch
-
-        def save(model, args):
-            torch.save({"model": model.state_dict(), "args": args}, "last.pt")
-
-        def resume(model):
-            state = torch.load("last.pt", map_location="cpu")
-            model.load_state_dict(state["model"])
-        """, "MEM505")
+    [finding] = _findings(RESUMED_WITH_ARGS, "MEM505")
     assert finding.fix is None
     assert "this checkpoint holds `args`, which `weights_only=True` refuses, so from torch 2.6" in finding.message
     assert "this load fails: pass `weights_only=False` for files you trust" in finding.message
-    [old] = _findings("""\
-        import torch
-
-        def save(model, args):
-            torch.save({"model": model.state_dict(), "args": args}, "last.pt")
-
-        def resume(model):
-            state = torch.load("last.pt", map_location="cpu")
-            model.load_state_dict(state["model"])
-        """, "MEM505", TorchVersion(1, 12))
+    [old] = _findings(RESUMED_WITH_ARGS, "MEM505", TorchVersion(1, 12))
     assert "pass `weights_only=False` where torch has the argument (1.13 and later" in old.message
 
 
