@@ -252,7 +252,7 @@ class Steps:
             if kind in _BOUNDS:
                 return None
             if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
-                    child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor)):  # type: ignore[attr-defined]
+                    child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor, self.tree)):  # type: ignore[attr-defined]
                 return ancestor  # type: ignore[return-value]
             child = ancestor
         return None
@@ -340,19 +340,25 @@ def _counts(test: cst.BaseExpression) -> bool:
     return False
 
 
-def _fills_cache(branch: cst.CSTNode) -> bool:
+def _fills_cache(branch: cst.CSTNode, tree: TreeIndex) -> bool:
     """`if self.mask is None or self.mask.size(0) != t: self.mask = make(t)`: the body fills an
     attribute the test finds empty or stale, a cache, so it runs when the cache is empty or
     stale, not on every call. Every part of the test is about the cache (`or self.training`
-    would hold on every training step)."""
+    would hold on every training step), and the function does not empty it again on the path
+    of the fill (`self.mask = None` after its use: then the fill runs on every call)."""
     if type(branch) is not cst.If:
         return False
     parts = _alternatives(branch.test)  # type: ignore[attr-defined]
     tested = {name for part in parts for name in [_tested_for_none(part)] if name is not None}
     if not tested or not all(_tested_for_none(part) is not None or _reads(part, tested) for part in parts):
         return False
-    return any(dotted_name(target.target) in tested for node in walk_scope(branch.body)  # type: ignore[attr-defined]
-               if type(node) is cst.Assign for target in node.targets)  # type: ignore[attr-defined]
+    filled = {dotted_name(target.target) for node in walk_scope(branch.body)  # type: ignore[attr-defined]
+              if type(node) is cst.Assign for target in node.targets} & tested  # type: ignore[attr-defined]
+    return bool(filled) and not any(
+        type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "None"  # type: ignore[attr-defined]
+        and any(dotted_name(target.target) in filled for target in node.targets)  # type: ignore[attr-defined]
+        and tree.contains(tree.parent(tree.parent(node)), branch)  # on every path the fill is on
+        for node in walk_scope(tree.scope_of(branch)))
 
 
 def _alternatives(test: cst.BaseExpression) -> List[cst.BaseExpression]:

@@ -265,6 +265,11 @@ class CpuTensorThenMove(Rule):
         "            lprobs = self.model.forward_decoder(tokens[:, :step + 1])\n"
         "            tokens[:, step + 1] = lprobs.argmax(-1) + offsets.repeat_interleave(beam)\n"
         "        return tokens\n",
+        # ... emptied only on another path (no mask asked for): still a cache where it is filled
+        "import torch\nclass LM(torch.nn.Module):\n    def forward(self, src, has_mask=True):\n        if has_mask:\n"
+        "            if self.mask is None or self.mask.size(0) != len(src):\n"
+        "                self.mask = torch.ones(len(src), len(src)).tril().to(src.device)\n"
+        "        else:\n            self.mask = None\n        return self.encoder(src, self.mask)\n",
         # a buffer filled on the host item by item, then moved once: on the device each write would be a launch
         "import torch\nclass Task:\n    def train_step(self, sample, model, hyps):\n"
         "        lengths = torch.empty(len(hyps), dtype=torch.long)\n        for i, hyp in enumerate(hyps):\n"
@@ -320,6 +325,15 @@ class CpuTensorThenMove(Rule):
             "import torch\nclass LM(torch.nn.Module):\n    def forward(self, src):\n"
             "        if self.pos is None or self.training:\n"
             "            self.pos = torch.arange(len(src), device=src.device)\n        return self.encoder(src + self.pos)\n",
+        ),
+        # a "cache" the function empties again after each use: the fill runs on every call
+        Invalid(
+            "import torch\nclass LM(torch.nn.Module):\n    def forward(self, src):\n"
+            "        if self.pos is None:\n            self.pos = torch.arange(len(src)).to(src.device)\n"
+            "        out = self.encoder(src + self.pos)\n        self.pos = None\n        return out\n",
+            "import torch\nclass LM(torch.nn.Module):\n    def forward(self, src):\n"
+            "        if self.pos is None:\n            self.pos = torch.arange(len(src), device=src.device)\n"
+            "        out = self.encoder(src + self.pos)\n        self.pos = None\n        return out\n",
         ),
         # one fill before the move: on the device that is one launch, not a buffer filled item by item
         Invalid(
