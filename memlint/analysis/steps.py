@@ -348,9 +348,9 @@ def _fills_cache(branch: cst.CSTNode, tree: TreeIndex) -> bool:
     of the fill (`self.mask = None` after its use: then the fill runs on every call)."""
     if type(branch) is not cst.If:
         return False
-    parts = _alternatives(branch.test)  # type: ignore[attr-defined]
-    tested = {name for part in parts for name in [_tested_for_none(part)] if name is not None}
-    if not tested or not all(_tested_for_none(part) is not None or _reads(part, tested) for part in parts):
+    parts = [(part, _tested_for_none(part)) for part in _alternatives(branch.test)]  # type: ignore[attr-defined]
+    tested = {name for _, name in parts if name is not None}
+    if not tested or not all(name is not None or _reads(part, tested) for part, name in parts):
         return False
     filled = {dotted_name(target.target) for node in walk_scope(branch.body)  # type: ignore[attr-defined]
               if type(node) is cst.Assign for target in node.targets} & tested  # type: ignore[attr-defined]

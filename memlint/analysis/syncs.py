@@ -46,19 +46,16 @@ from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import NEW_SCOPES, TreeIndex, argument, children, dotted_name, walk, walk_scope
+from memlint.analysis.tree import OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, walk, walk_scope
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
-# What a statement holds that does not run when the statement runs: a lambda's body, a function's, a
-# comprehension's (which may run no time)
-# Calls that read sizes, queueing no device work: `lengths.size(0)`, `len(batch)`, `max(n, 1)`
-_SIZE_METHODS = frozenset({"size", "dim", "numel"})
-_SIZE_BUILTINS = frozenset({"len", "int", "min", "max"})
-_NOT_RUN_HERE = NEW_SCOPES | {cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp}
 _GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled"})
 _PURE_BUILTINS = frozenset({"len", "float", "int", "bool", "abs", "round", "min", "max", "sum", "range", "zip",
                             "enumerate", "isinstance", "tuple", "list"})
+# Calls that read sizes, queueing no device work: `lengths.size(0)`, `len(batch)`, `max(n, 1)`
+_SIZE_METHODS = frozenset({"size", "dim", "numel"})
+_SIZE_BUILTINS = frozenset({"len", "int", "min", "max"})
 _NOT_TENSOR_FUNCTIONS = frozenset({
     "torch.is_tensor", "torch.numel", "torch.device", "torch.Size", "torch.no_grad", "torch.enable_grad",
     "torch.inference_mode", "torch.set_grad_enabled", "torch.is_grad_enabled", "torch.get_default_dtype",
@@ -216,6 +213,7 @@ def _reads_sizes_only(statement: cst.SimpleStatementLine) -> bool:
                     type(func) is cst.Name and func.value in _SIZE_BUILTINS):
                 return False
     return True
+
 
 class Syncs:
     """Host-device syncs and tensor values of one module (see the module docstring)."""
@@ -780,7 +778,7 @@ class Syncs:
             if kind is cst.BooleanOperation:
                 pending.append(current.left)  # type: ignore[attr-defined]
                 continue
-            if kind in _NOT_RUN_HERE:
+            if kind in OWN_SCOPE_EXPRESSIONS:  # a lambda's body, a comprehension's: they may not run
                 continue
             if self._waits(current) in ("call", "implicit") and not self._waits_on_host(current):
                 return True

@@ -425,6 +425,7 @@ NEW_SCOPES = _NEW_SCOPES  # for `type(node) in NEW_SCOPES`, where an ABC isinsta
 EXPRESSION_KINDS = frozenset(kind for kind in vars(cst).values() if isinstance(kind, type) and
                              cst.BaseExpression in kind.__mro__ and not kind.__subclasses__())
 _OWN_SCOPE_EXPRESSIONS = frozenset({cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
+OWN_SCOPE_EXPRESSIONS = _OWN_SCOPE_EXPRESSIONS  # expressions whose body runs apart from them (or not at all)
 
 
 def walk_scope(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

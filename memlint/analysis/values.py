@@ -56,7 +56,7 @@ from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeInde
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _DEVICE_WORDS = ("cuda", "device", "accelerator", "gpu")
-_DEVICE_STRING = re.compile(r"^(cuda|mps|xpu)(:\d+)?$")  # a device written as a string
+_DEVICE_STRING = re.compile(r"^[rRbBuU]*(['\"])(cuda|mps|xpu)(:\d+)?\1$")  # a device written as a string literal
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
@@ -333,7 +333,7 @@ class Values:
         """The module writes a device as a string (`.to("cuda")`, `device="cuda:0"`), which its
         names need not show; a word in a docstring or a message is not one."""
         for node in self.tree.nodes:
-            if type(node) is cst.SimpleString and _DEVICE_STRING.match(node.value.strip("\"'rbuRBU")):  # type: ignore[attr-defined]
+            if type(node) is cst.SimpleString and _DEVICE_STRING.match(node.value):  # type: ignore[attr-defined]
                 return True
         return False
 

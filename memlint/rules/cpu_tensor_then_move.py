@@ -492,9 +492,8 @@ class CpuTensorThenMove(Rule):
                         self.report(node, self._helper_message(helper))
                     return
                 buffer = self.facts.hoisting.host_buffer(helper)
-                if buffer is not None and any(self.facts.syncs.on_device(value, value) for value in buffer.writes) \
-                        and self._per_step(node):
-                    self.report(node, self._buffer_message(helper, buffer.factory))
+                if buffer is not None:
+                    self._filled_from_device(node, buffer.writes, self._buffer_message(helper, buffer.factory))
 
     def _number_assigned(self, node: cst.Call) -> bool:
         """`x[x != x] = torch.tensor(-math.inf).to(x)`: a tensor of one number made on the host
@@ -589,11 +588,7 @@ class CpuTensorThenMove(Rule):
                 where = f" (`{core.value}`, made from it above)"
                 filled = facts.hoisting.filled(core.value, binding.node, node) if made is not None else []
                 if filled:  # a buffer filled on the host: made on the device, each write would be a launch
-                    if any(facts.syncs.on_device(value, value) for value in filled) and self._per_step(node):
-                        self.report(node, (
-                            f"`{made}` makes `{core.value}` on the CPU, GPU values are copied into it (the host "
-                            f"waits for each) and {target} copies it back to the device on every step; make it "
-                            f"there with `device=`"))
+                    self._filled_from_device(node, filled, self._filled_message(made, core.value, target))  # type: ignore[arg-type]
                     return True
         if drawn is not None:
             if in_test_code(facts.tree, node):
@@ -657,6 +652,17 @@ class CpuTensorThenMove(Rule):
     def _helper_message(helper: cst.FunctionDef) -> str:
         return (f"`{helper.name.value}` builds its tensor on the CPU from torch factories, and here it is copied "
                 f"to the device; give `{helper.name.value}` a `device` and make it there with `device=`")
+
+    def _filled_from_device(self, move: cst.Call, writes: Sequence[cst.BaseExpression], message: str) -> None:
+        """A tensor made on the host and filled there, then moved: reported only where what is
+        written comes from the device (each write waits for it) and the move runs every step."""
+        if any(self.facts.syncs.on_device(value, value) for value in writes) and self._per_step(move):
+            self.report(move, message)
+
+    @staticmethod
+    def _filled_message(factory: str, name: str, target: str) -> str:
+        return (f"`{factory}` makes `{name}` on the CPU, GPU values are copied into it (the host waits for each) "
+                f"and {target} copies it back to the device on every step; make it there with `device=`")
 
     @staticmethod
     def _buffer_message(helper: cst.FunctionDef, factory: str) -> str:
