@@ -11,7 +11,7 @@ from typing import List
 import libcst as cst
 import pytest
 
-from memlint.analysis.tree import _FORMATTING, _FORMATTING_FIELDS, children, index
+from memlint.analysis.tree import _FORMATTING, _FORMATTING_FIELDS, children, index, walk_scope
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -188,3 +188,18 @@ def test_where_each_node_sits_agrees_with_its_chain_of_parents():
     assert listed == [n for n in tree.nodes if type(n) in (
         cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Return, cst.Yield, cst.Assign, cst.AnnAssign,
         cst.AugAssign, cst.NamedExpr, cst.For, cst.With, cst.Import, cst.ImportFrom)]
+
+
+@pytest.mark.parametrize("source", _sources(), ids=lambda s: s.split("\n", 2)[1][:40])
+def test_the_index_walks_a_scope_as_the_tree_walk_does(source):
+    """Every node's walk off the pre-order is the tree walk: the same nodes, in the same order,
+    nested functions, classes and lambdas yielded and not entered; a node the index has not
+    seen (made by a fix) is walked as a tree."""
+    module = cst.parse_module(source)
+    tree = index(module)
+    for node in tree.nodes:
+        expected = list(walk_scope(node))
+        found = list(tree.walk_scope(node))
+        assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected)), type(node).__name__
+    made = cst.parse_statement("def f():\n    g = lambda: h()\n    return g\n")
+    assert [type(n) for n in tree.walk_scope(made)] == [type(n) for n in walk_scope(made)]

@@ -47,7 +47,7 @@ from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, walk, walk_scope
+from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, walk
 
 SAVE = "torch.save"
 _SAFE_GLOBALS = "torch.serialization.safe_globals"
@@ -346,7 +346,7 @@ class Checkpoints:
     def _put_in_eval_mode(self, name: str, call: cst.Call) -> bool:
         """`name.eval()` or `name.cuda().eval()` where `name` holds what `call` loaded, itself or
         an item of it (`net = torch.load(f)["model"]`): only a module has modes."""
-        for node in walk_scope(self.tree.scope_of(call)):
+        for node in self.tree.walk_scope(self.tree.scope_of(call)):
             if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "eval":  # type: ignore[attr-defined]
                 base = _chain_base(node.func.value)  # type: ignore[attr-defined]
                 if type(base) is cst.Name and base.value == name:  # type: ignore[attr-defined]
@@ -371,7 +371,7 @@ class Checkpoints:
         """The load's result, or an item of it, is handed to `torch.from_numpy` in its scope
         (`torch.from_numpy(bounds[n])`): the file holds numpy arrays."""
         names = self.apicalls.bound_from(call, follow=False)
-        for node in walk_scope(self.tree.scope_of(call)):
+        for node in self.tree.walk_scope(self.tree.scope_of(call)):
             if type(node) is cst.Call and node.args and self.names.call_name(node) == "torch.from_numpy":  # type: ignore[attr-defined]
                 read = _subscripted(node.args[0].value)  # type: ignore[attr-defined]
                 if read is call or type(read) is cst.Name and read.value in names:  # type: ignore[attr-defined]
@@ -385,7 +385,7 @@ class Checkpoints:
             return set()
         found: Set[str] = set()
         scope = self.tree.scope_of(call)
-        for node in walk_scope(scope):
+        for node in self.tree.walk_scope(scope):
             if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value in names:
                 key = _subscript_key(node)
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \

@@ -32,7 +32,7 @@ import libcst as cst
 from memlint.analysis.purity import DETERMINISTIC_FACTORIES, Purity
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, argument, dotted_name, walk_scope
+from memlint.analysis.tree import TreeIndex, argument, dotted_name
 
 _DRAWS = frozenset({"sample", "rsample", "sample_n"})
 # Parts of torch.distributions that are no distributions (their classes draw nothing).
@@ -194,7 +194,7 @@ class Distributions:
         for method in klass.body.body:
             if not isinstance(method, cst.FunctionDef):
                 continue
-            for node in walk_scope(method):
+            for node in self.tree.walk_scope(method):
                 if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "setattr":
                     return None
                 if isinstance(node, cst.Assign):

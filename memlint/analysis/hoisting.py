@@ -40,7 +40,7 @@ from memlint.analysis.purity import Computation, Input, Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, walk, walk_scope
+from memlint.analysis.tree import TreeIndex, dotted_name, walk
 
 # Calls that change what a factory makes or where `.cuda()` puts it.
 _CHANGES_FACTORIES = frozenset({
@@ -245,7 +245,7 @@ class Hoisting:
         if factory is None:
             return None
         writes: List[cst.BaseExpression] = []
-        for node in walk_scope(body):
+        for node in self.tree.walk_scope(body):
             kind = type(node)
             if kind is cst.Return and node is not last.body[0]:
                 return None
@@ -266,7 +266,7 @@ class Hoisting:
         outer = tree.loops_around(made)[:1]
         writes: List[cst.BaseExpression] = []
         in_loop = False
-        for node in walk_scope(tree.scope_of(until)):
+        for node in self.tree.walk_scope(tree.scope_of(until)):
             if type(node) is cst.Name and node.value == name and start < tree.order(node) < end:  # type: ignore[attr-defined]
                 written = self._written_into(node, made) or []  # type: ignore[arg-type]
                 writes.extend(written)

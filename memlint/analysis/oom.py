@@ -31,7 +31,7 @@ from memlint.analysis.calls import CallGraph
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, expression_nodes, last_part, walk_scope
+from memlint.analysis.tree import TreeIndex, dotted_name, expression_nodes, last_part
 
 OOM_CLASSES = frozenset({"torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError"})
 _BROAD = frozenset({"RuntimeError", "Exception", "BaseException"})
@@ -141,7 +141,7 @@ class OutOfMemory:
                 continue  # defined there, not run
             sites = {id(site) for _, site in self.roles.forwards_in(stmt)}
             sites |= {id(site) for _, site in self.roles.backwards_in(stmt)}
-            for node in walk_scope(stmt):
+            for node in self.tree.walk_scope(stmt):
                 if not isinstance(node, cst.Call):
                     continue
                 again = id(node) in sites or self.roles.is_generate(node) or \

@@ -45,7 +45,7 @@ from memlint.analysis.dataflow import sources_of
 from memlint.analysis.receivers import GRAD_SCALER, LOSS_NAME, Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part, literal_bool, walk_scope
+from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part, literal_bool
 
 # Helpers whose name says they clear gradients (`zero_grads(model)`, `self.reset_grad()`).
 _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
@@ -357,7 +357,7 @@ class Roles:
         return any(isinstance(n, cst.Assign) and any(
             isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" and
             literal_bool(n.value) is not False for t in n.targets)
-            for root in roots for n in walk_scope(root))
+            for root in roots for n in self.tree.walk_scope(root))
 
     @cached_property
     def _backwards_by_order(self) -> Tuple[List[Backward], List[int]]:

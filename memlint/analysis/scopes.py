@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
-from memlint.analysis.tree import Scope, TreeIndex, argument, dotted_name, walk_scope
+from memlint.analysis.tree import Scope, TreeIndex, argument, dotted_name
 
 if TYPE_CHECKING:
     from memlint.analysis.torchnames import TorchNames
@@ -412,7 +412,7 @@ class Scopes:
 
     def _empties(self, method: cst.FunctionDef, attr: str) -> bool:
         """Whether `method` rebinds or empties `self.<attr>`."""
-        for node in walk_scope(method):
+        for node in self.tree.walk_scope(method):
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
                     node.func.attr.value in ("clear", "pop", "popleft", "remove") and \
                     dotted_name(node.func.value) == f"self.{attr}":
@@ -453,7 +453,7 @@ class Scopes:
             dotted_name(leaf) == f"self.{attr}" for t in (node.targets if isinstance(node, cst.Assign) else [node])
             for leaf in leaf_targets(t.target))
             for method in klass.body.body if isinstance(method, cst.FunctionDef)
-            for node in walk_scope(method))
+            for node in self.tree.walk_scope(method))
 
     def resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         """The function or method of this module that `call` calls, when it can be told."""

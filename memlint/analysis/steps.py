@@ -46,7 +46,7 @@ from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part, walk, walk_scope
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part, walk
 
 _LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
@@ -149,7 +149,7 @@ class Steps:
 
     def _step_loop_under(self, root: cst.CSTNode, besides: Optional[cst.CSTNode]) -> bool:
         return any(type(node) in _LOOPS and node is not besides and self.does_step_work(node)
-                   for node in walk_scope(root))
+                   for node in self.tree.walk_scope(root))
 
     # -- any node ----------------------------------------------------------------------------
     def how_often(self, node: cst.CSTNode) -> Optional[str]:
@@ -194,7 +194,7 @@ class Steps:
         found = self._own_steps.get(id(func))
         if found is None:
             found = intrinsic_often(func.name.value, True) is None and any(
-                self._own_step_loop(loop) for loop in walk_scope(func.body) if type(loop) in _LOOPS)
+                self._own_step_loop(loop) for loop in self.tree.walk_scope(func.body) if type(loop) in _LOOPS)
             self._own_steps[id(func)] = found
         return found
 
@@ -233,7 +233,7 @@ class Steps:
         consumes it: its body runs once per item the caller takes."""
         found = self._yields.get(id(loop))
         if found is None:
-            found = any(type(node) is cst.Yield for node in walk_scope(loop.body))  # type: ignore[attr-defined]
+            found = any(type(node) is cst.Yield for node in self.tree.walk_scope(loop.body))  # type: ignore[attr-defined]
             self._yields[id(loop)] = found
         return found
 
@@ -352,13 +352,13 @@ def _fills_cache(branch: cst.CSTNode, tree: TreeIndex) -> bool:
     tested = {name for _, name in parts if name is not None}
     if not tested or not all(name is not None or _reads(part, tested) for part, name in parts):
         return False
-    filled = {dotted_name(target.target) for node in walk_scope(branch.body)  # type: ignore[attr-defined]
+    filled = {dotted_name(target.target) for node in tree.walk_scope(branch.body)  # type: ignore[attr-defined]
               if type(node) is cst.Assign for target in node.targets} & tested  # type: ignore[attr-defined]
     return bool(filled) and not any(
         type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "None"  # type: ignore[attr-defined]
         and any(dotted_name(target.target) in filled for target in node.targets)  # type: ignore[attr-defined]
         and tree.contains(tree.parent(tree.parent(node)), branch)  # on every path the fill is on
-        for node in walk_scope(tree.scope_of(branch)))
+        for node in tree.walk_scope(tree.scope_of(branch)))
 
 
 def _alternatives(test: cst.BaseExpression) -> List[cst.BaseExpression]:

@@ -46,7 +46,7 @@ from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, walk, walk_scope
+from memlint.analysis.tree import OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, walk
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
@@ -279,7 +279,7 @@ class Syncs:
         host (`return loss.item(), acc.item()`), and does nothing else a caller could rely on
         (no backward, no optimizer step, no attribute or global stored): an evaluation, every
         call of which waits for its forward."""
-        body = list(walk_scope(func.body))  # walked once, for its returns and then its effects
+        body = list(self.tree.walk_scope(func.body))  # walked once, for its returns and then its effects
         returned = [node for node in body if type(node) is cst.Return or type(node) is cst.Yield]
         if not returned or any(type(node) is cst.Yield or node.value is None for node in returned):  # type: ignore[attr-defined]
             return False
@@ -584,7 +584,7 @@ class Syncs:
         a tuple with a tensor at `position` (`error, accuracy = fast_adapt(...)`: `error` at 0)."""
         if func is None or depth > _MAX_DEPTH:
             return False
-        returned = [r for r in walk_scope(func.body) if type(r) is cst.Return]
+        returned = [r for r in self.tree.walk_scope(func.body) if type(r) is cst.Return]
         if not returned:
             return False
         for node in returned:
@@ -733,7 +733,7 @@ class Syncs:
         device (`batch.to(device)`: a copy from pageable host memory waits)."""
         found = self._loop_syncs.get(id(loop))
         if found is None:
-            found = [(node, self._waits(node)) for node in walk_scope(loop.body)]  # type: ignore[attr-defined]
+            found = [(node, self._waits(node)) for node in self.tree.walk_scope(loop.body)]  # type: ignore[attr-defined]
             found += [(site, self._waits(call)) for call, site in self.roles.calls.calls_in(loop) if call is not site]
             found = [(node, how) for node, how in found if how is not None]
             self._loop_syncs[id(loop)] = found

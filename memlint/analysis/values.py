@@ -344,9 +344,9 @@ class Values:
         None when it may be used on the device (then keeping it there was the point)."""
         tree = self.tree
         scope = tree.scope_of(loop)
-        end = tree.order(loop) + sum(1 for _ in walk_scope(loop))  # the first node after the loop
+        end = tree.order(loop) + sum(1 for _ in tree.walk_scope(loop))  # the first node after the loop
         uses = set()
-        for node in walk_scope(scope):
+        for node in self.tree.walk_scope(scope):
             if type(node) is not cst.Name or node.value != name or tree.order(node) < end:  # type: ignore[attr-defined]
                 continue
             if tree.scope_of(node) is not scope:
@@ -383,11 +383,11 @@ class Values:
         the whole of it (`name.argmax(1)`, `name.max(1)`, `torch.max(name, 1)`) and compares the
         classes with labels (`pred.eq(y)`, `pred == y`). A classifier's scores, one per class,
         are small next to the activations that made them."""
-        picks = [n for n in walk_scope(loop) if isinstance(n, cst.Call) and self._picks_classes(n, name)]
+        picks = [n for n in self.tree.walk_scope(loop) if isinstance(n, cst.Call) and self._picks_classes(n, name)]
         if not picks:
             return False
         predicted = {name for pick in picks for name in self._bound_from(pick, loop)}
-        for node in walk_scope(loop):
+        for node in self.tree.walk_scope(loop):
             compared: List[cst.BaseExpression] = []
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "eq":
                 compared = [node.func.value, *(a.value for a in node.args)]
@@ -409,7 +409,7 @@ class Values:
         """The names the statement holding `call` binds from it (`_, pred = out.max(1)`)."""
         statement = self.tree.statement_around(call)
         found: Set[str] = set()
-        for node in walk_scope(statement) if statement is not None and self.tree.contains(loop, statement) else ():
+        for node in self.tree.walk_scope(statement) if statement is not None and self.tree.contains(loop, statement) else ():
             if isinstance(node, cst.Assign) and self.tree.contains(node.value, call):
                 found |= {n for t in node.targets for n in target_names(t.target)}
         return found
@@ -552,7 +552,7 @@ class Values:
             scope = self.tree.scope_of(site)
             statement = self.tree.statement_around(site)
             if any(type(node) is cst.Call and self.roles.backward_of(node) is not None  # type: ignore[arg-type]
-                   for node in walk_scope(statement)) if statement is not None else False:
+                   for node in self.tree.walk_scope(statement)) if statement is not None else False:
                 return True  # backwarded in the statement that calls it
             bound = set()
             for node in (statement.body if isinstance(statement, cst.SimpleStatementLine) else ()):
