@@ -85,6 +85,7 @@ class Scopes:
         self._assigns_of: Dict[int, List[cst.Assign]] = {}
         self._flows: Dict[int, List[Flow]] = {}
         self._attribute_classes: Dict[int, Dict[str, Optional[str]]] = {}  # id(ClassDef) -> its instances' attributes
+        self._attribute_values: Dict[int, Dict[str, List[cst.BaseExpression]]] = {}  # id(ClassDef) -> attr -> values
         self._index()
         self._resolved: Dict[int, cst.FunctionDef] = {}
         self._call_sites: Dict[int, List[cst.Call]] = {}  # id(FunctionDef) -> calls resolving to it
@@ -382,10 +383,19 @@ class Scopes:
         return f"{constructor}.{func.attr.value}" if constructor else None  # type: ignore[attr-defined]
 
     def attribute_values(self, klass: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
-        """What the methods of `klass` assign to `self.<attr>`."""
-        return [node.value for method in klass.body.body if isinstance(method, cst.FunctionDef)
-                for node in self.assigns_of(method) for target in node.targets
-                if dotted_name(target.target) == f"self.{attr}"]
+        """What the methods of `klass` assign to `self.<attr>` (read once per class: asked for
+        each `self.<attr>.method(...)` call, a scan per call cost a class's assignments times its calls)."""
+        found = self._attribute_values.get(id(klass))
+        if found is None:
+            found = self._attribute_values[id(klass)] = {}
+            for method in klass.body.body:
+                if type(method) is cst.FunctionDef:
+                    for node in self.assigns_of(method):
+                        for target in node.targets:
+                            name = dotted_name(target.target)
+                            if name is not None and name.startswith("self."):
+                                found.setdefault(name[5:], []).append(node.value)
+        return found.get(attr, [])
 
     def _method(self, klass: Optional[cst.ClassDef], name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of `klass`, or of its first base in this module that defines it."""
