@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, Iterator, List, Optional, Set
+from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -95,6 +95,7 @@ class Receivers:
         self.tree = tree
         self.scopes = scopes
         self.module = tree.module
+        self._model: Dict[int, Tuple[cst.BaseExpression, bool]] = {}  # id(expr) -> (expr, is_model)
 
     @cached_property
     def optimizers(self) -> FrozenSet[str]:
@@ -306,6 +307,15 @@ class Receivers:
         return False
 
     def is_model(self, expr: cst.BaseExpression) -> bool:
+        """`expr` names a model (decided once per node: every call's `is_forward` asks)."""
+        known = self._model.get(id(expr))
+        if known is not None and known[0] is expr:
+            return known[1]
+        found = self._is_model(expr)
+        self._model[id(expr)] = (expr, found)
+        return found
+
+    def _is_model(self, expr: cst.BaseExpression) -> bool:
         dotted = dotted_name(expr)
         if dotted is None:
             return False

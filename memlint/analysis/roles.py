@@ -122,6 +122,7 @@ class Roles:
         self.scopes = scopes
         self.calls = calls
         self.receivers = receivers
+        self._forward: Dict[int, Tuple[cst.Call, bool]] = {}  # id(call) -> (call, is_forward)
         self.mode_calls: List[ModeCall] = []
         for call in scopes.calls:
             func = call.func
@@ -210,7 +211,16 @@ class Roles:
     def is_forward(self, call: cst.Call) -> bool:
         """A call of a model: `model(x)`, `self.net(x)`, `model(**batch)`, `model.forward(x)`,
         and its computing methods (`model.encode(x)`, `model.decode(z)`, `model.forward_features(x)`).
-        Not `model.generate(...)` (HF runs it without grad)."""
+        Not `model.generate(...)` (HF runs it without grad). Decided once per call: the steps,
+        the summary, the values and several rules ask it of the same calls."""
+        known = self._forward.get(id(call))
+        if known is not None and known[0] is call:
+            return known[1]
+        found = self._is_forward(call)
+        self._forward[id(call)] = (call, found)
+        return found
+
+    def _is_forward(self, call: cst.Call) -> bool:
         func = call.func
         target = self.scopes.resolve(call)
         if target is not None and target.name.value == "__call__":
