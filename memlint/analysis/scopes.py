@@ -203,13 +203,13 @@ class Scopes:
         if not before:
             return [b for b in binds if self._bound_before(b, at)]
         # the last binding before `at` in a block enclosing `at` hides everything before it
-        at_ancestors = {id(a) for a in tree.ancestors(at)}
         relevant: List[Binding] = []
         hidden_by = None
         for bind in reversed(before):
             relevant.append(bind)
             block = tree.dominating_block(bind.node)
-            if bind.kind not in ("aug", "append") and block is not None and id(block) in at_ancestors:
+            if bind.kind not in ("aug", "append") and block is not None and block is not at and \
+                    tree.contains(block, at):
                 hidden_by = bind
                 break
         return relevant + self._carried(binds, at, position, hidden_by)
