@@ -33,6 +33,9 @@ objects it names as its dependencies:
     facts.checkpoints checkpoints.py what each torch.save writes (from the CPU or not), what a torch.load reads
     facts.requirement requirement.py the oldest torch the module's own code needs (the newest API it uses)
 
+`Facts` itself answers what no one fact object owns: `identifiers` (every name the module
+spells), `on_device` (whether it puts tensors on an accelerator), `in_test(node)`.
+
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it.
 
@@ -75,6 +78,10 @@ from memlint.analysis.testcode import in_test_code, is_test_file
 from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.tree import TreeIndex, dotted_name, index
 from memlint.analysis.values import Values
+
+# The names that show a module runs on an accelerator (`Facts.on_device`)
+_DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device",
+                           "FairseqTask", "LegacyFairseqTask", "LightningModule"})
 
 
 class Facts:
@@ -312,3 +319,13 @@ class Facts:
     def identifiers(self) -> FrozenSet[str]:
         """Every name spelled anywhere in the module (attribute names too): a new name must avoid them."""
         return frozenset(n.value for n in self.tree.nodes if type(n) is cst.Name)
+
+    @cached_property
+    def on_device(self) -> bool:
+        """The module puts tensors on an accelerator (a `.item()` on the CPU waits for nothing, a
+        list of CPU tensors costs no GPU memory): by a word it names, a device (`device`, `cuda`,
+        `accelerator`), a framework's object that places tensors (`fabric`, `to_device`) or the
+        base of a framework's class whose steps run with the batch moved to the device
+        (fairseq's tasks, Lightning's modules); or by a device it writes as a string
+        (`tokens.to("cuda")`). A word in a docstring or a message is not one."""
+        return bool(_DEVICE_WORDS & self.identifiers) or self.values.spells_a_device

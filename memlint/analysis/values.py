@@ -18,7 +18,7 @@ Asked as `facts.values`:
 - device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
   mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance),
   `use_after_loop(loop, name)` (what a loop collected is not used on the device afterwards),
-  `uses_devices`, `class_predictions_from(loop, name)` (a classifier's scores: one class per
+  `spells_a_device`, `class_predictions_from(loop, name)` (a classifier's scores: one class per
   example taken and compared with labels);
 - `constant_int(expr)`: an integer the code spells in literals (or names bound once to them);
 - backwards: `origins(backward)` (the statements and helpers the backwarded value is computed
@@ -55,7 +55,6 @@ from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeInde
 
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
-_DEVICE_WORDS = ("cuda", "device", "accelerator", "gpu")
 _DEVICE_STRING = re.compile(r"^[rRbBuU]*(['\"])(cuda|mps|xpu)(:\d+)?\1$")  # a device written as a string literal
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
@@ -317,16 +316,6 @@ class Values:
         return frozenset(dotted for assign in self.scopes.assigns if isinstance(assign.value, cst.Call)
                          and self.names.call_name(assign.value) in _NAMEDTUPLE
                          for dotted in (dotted_name(t.target) for t in assign.targets) if dotted)
-
-    @cached_property
-    def uses_devices(self) -> bool:
-        """The module puts tensors or models on an accelerator somewhere (`.cuda()`, `.to(device)`,
-        `device=`, an `accelerator`): then a model's outputs are device tensors."""
-        for node in self.tree.nodes:
-            text = node.value if type(node) is cst.Name or type(node) is cst.SimpleString else None
-            if text is not None and any(word in text.lower() for word in _DEVICE_WORDS):  # type: ignore[union-attr]
-                return True
-        return False
 
     @cached_property
     def spells_a_device(self) -> bool:

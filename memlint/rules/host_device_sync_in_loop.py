@@ -6,18 +6,11 @@ from typing import Optional, Set
 
 import libcst as cst
 
-from memlint.analysis import Facts
 from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 _IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
-# Words that show a file runs on an accelerator (a `.item()` on the CPU waits for nothing): a
-# device named, a framework's object that places tensors, or the base of a framework's class
-# whose steps it runs with the batch moved to the device (fairseq's tasks, Lightning's modules),
-# where the file itself names none; or a device written as a string (`.to("cuda")`).
-_DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device",
-                           "FairseqTask", "LegacyFairseqTask", "LightningModule"})
 # Statements under which a print is meant: a flag, a periodic test, a handler
 _CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
 _WHAT = {
@@ -394,7 +387,7 @@ class HostDeviceSyncInLoop(Rule):
         if func is None or not facts.syncs.reads_back(func):
             return
         guard = facts.read_only_periodically(assign)
-        if guard is None or not _on_device(facts) or id(guard) in self._logged or \
+        if guard is None or not facts.on_device or id(guard) in self._logged or \
                 facts.per_step(node) is None:  # (asked last: the answer may come from the project)
             return
         self._logged.add(id(guard))  # one finding per log: the calls it alone reads move together
@@ -407,7 +400,7 @@ class HostDeviceSyncInLoop(Rule):
         """`print(predictions)` of a GPU tensor on every step, under no condition: a leftover
         of debugging, which copies the tensor to the host and waits for the GPU each time."""
         facts = self.facts
-        if not _on_device(facts):
+        if not facts.on_device:
             return
         for ancestor in facts.tree.ancestors(node):
             kind = type(ancestor)
@@ -442,7 +435,7 @@ class HostDeviceSyncInLoop(Rule):
             return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
-        if not _on_device(facts) or id(iterable) in self._repeated or \
+        if not facts.on_device or id(iterable) in self._repeated or \
                 facts.per_step(node, inner=True) is None:
             return  # (how often is asked last: the answer may come from the project)
         self._repeated.add(id(iterable))
@@ -456,9 +449,3 @@ class HostDeviceSyncInLoop(Rule):
             f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
             f"`{show(iterable)}`, many times per step; compute on the device and read the result once "
             f"(e.g. `(a == b).sum().item()`, `torch.stack(values).tolist()`), or every N steps"))
-
-
-def _on_device(facts: Facts) -> bool:
-    """The module puts tensors on an accelerator: by a word it names (`device`, `cuda`, a
-    framework's), or a device it writes as a string (`tokens.to("cuda")`)."""
-    return bool(_DEVICE_WORDS & facts.identifiers) or facts.values.spells_a_device

@@ -70,7 +70,8 @@ class RetainedOutputs(Rule):
     Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`),
     collected inside a forward or loss function that returns them, already detached ones,
     `generate()` results, values moved to the CPU in a grad-free loop, lists emptied at epoch end,
-    grad-free loops in a module that never mentions a device (the tensors are on the CPU), and
+    grad-free loops in a module whose code names no device (the tensors are on the CPU; a docstring
+    that speaks of a GPU is not code), and
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
     input concatenated and returned: the result needs them there).
 
@@ -103,6 +104,10 @@ class RetainedOutputs(Rule):
         "forward_test(model, segments).sum().backward()\n",
         # grad-free, and nothing in the file puts tensors on a device
         "import torch\npreds = []\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
+        # grad-free, and the file speaks of a GPU only in its docstring: nothing is put on one
+        "\"\"\"Scores every batch (on a GPU when the model is on one).\"\"\"\nimport torch\n\n@torch.no_grad()\n"
+        "def predict(model, loader):\n    scores = []\n    for x in loader:\n        scores.append(model(x).softmax(-1))\n"
+        "    return torch.cat(scores).cpu().numpy()\n",
         # grad-free on the GPU, kept on the CPU
         "import torch\nmodel.cuda()\npreds = []\nwith torch.no_grad():\n    for x in loader:\n"
         "        preds.append(model(x.cuda()).cpu())\n",
@@ -280,7 +285,7 @@ class RetainedOutputs(Rule):
             values = [a for a in values if facts.values.carries_grad(a.value, node)]
             if values:
                 self._graph_kept(node, container, dotted, values)
-        elif facts.values.uses_devices and isinstance(container, cst.Name):
+        elif facts.on_device and isinstance(container, cst.Name):
             values = [a for a in values if facts.values.holds_output(a.value, node)]
             loop = facts.tree.loops_around(node)[0]
             use = facts.values.use_after_loop(loop, container.value)
