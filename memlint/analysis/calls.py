@@ -23,9 +23,7 @@ import libcst as cst
 
 from memlint.analysis.regions import Regions
 from memlint.analysis.scopes import Scopes
-from memlint.analysis.tree import TreeIndex, children
-
-_NESTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
+from memlint.analysis.tree import TreeIndex
 
 
 class CallGraph:
@@ -80,16 +78,7 @@ class CallGraph:
         """The calls under `node`, in source order, not inside nested functions or classes."""
         found = self._direct.get(id(node))
         if found is None:
-            found = []
-            stack = [node]
-            while stack:
-                current = stack.pop()
-                current_type = type(current)
-                if current is not node and current_type in _NESTED:
-                    continue
-                if current_type is cst.Call:
-                    found.append(current)  # type: ignore[arg-type]
-                stack.extend(reversed(tuple(children(current))))
+            found = [n for n in self.tree.walk_scope(node) if type(n) is cst.Call]  # type: ignore[misc]
             self._direct[id(node)] = found
         return found
 
