@@ -37,7 +37,8 @@ objects it names as its dependencies:
 spells), `on_device` (whether it puts tensors on an accelerator), `in_test(node)`.
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
-names torch's modules have), and whether code checks for an API before using it.
+names torch's modules have), and whether code checks for an API before using it; memo.py keeps
+a fact's answer for each node it is asked of (`@per_node`).
 
 Every question answers conservatively: when unsure (whether grad is enabled, whether a name is
 a model), the answer is the one that makes rules not report.

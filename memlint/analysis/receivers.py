@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
 from memlint.analysis.project import ProjectView
 from memlint.analysis.frameworks import MODEL_BASE, is_module_base_name
+from memlint.analysis.memo import per_node
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, expression_nodes, last_part
@@ -95,7 +96,6 @@ class Receivers:
         self.tree = tree
         self.scopes = scopes
         self.module = tree.module
-        self._model: Dict[int, Tuple[cst.BaseExpression, bool]] = {}  # id(expr) -> (expr, is_model)
 
     @cached_property
     def optimizers(self) -> FrozenSet[str]:
@@ -306,16 +306,8 @@ class Receivers:
                 return True
         return False
 
+    @per_node
     def is_model(self, expr: cst.BaseExpression) -> bool:
-        """`expr` names a model (decided once per node: every call's `is_forward` asks)."""
-        known = self._model.get(id(expr))
-        if known is not None and known[0] is expr:
-            return known[1]
-        found = self._is_model(expr)
-        self._model[id(expr)] = (expr, found)
-        return found
-
-    def _is_model(self, expr: cst.BaseExpression) -> bool:
         dotted = dotted_name(expr)
         if dotted is None:
             return False

@@ -42,6 +42,7 @@ import libcst as cst
 
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import sources_of
+from memlint.analysis.memo import per_node
 from memlint.analysis.receivers import GRAD_SCALER, LOSS_NAME, Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
@@ -122,7 +123,6 @@ class Roles:
         self.scopes = scopes
         self.calls = calls
         self.receivers = receivers
-        self._forward: Dict[int, Tuple[cst.Call, bool]] = {}  # id(call) -> (call, is_forward)
         self.mode_calls: List[ModeCall] = []
         for call in scopes.calls:
             func = call.func
@@ -208,19 +208,11 @@ class Roles:
             found.append(ZeroGrad(assign, dotted_name(target), None, False))
         return found
 
+    @per_node
     def is_forward(self, call: cst.Call) -> bool:
         """A call of a model: `model(x)`, `self.net(x)`, `model(**batch)`, `model.forward(x)`,
         and its computing methods (`model.encode(x)`, `model.decode(z)`, `model.forward_features(x)`).
-        Not `model.generate(...)` (HF runs it without grad). Decided once per call: the steps,
-        the summary, the values and several rules ask it of the same calls."""
-        known = self._forward.get(id(call))
-        if known is not None and known[0] is call:
-            return known[1]
-        found = self._is_forward(call)
-        self._forward[id(call)] = (call, found)
-        return found
-
-    def _is_forward(self, call: cst.Call) -> bool:
+        Not `model.generate(...)` (HF runs it without grad)."""
         func = call.func
         target = self.scopes.resolve(call)
         if target is not None and target.name.value == "__call__":
