@@ -333,7 +333,7 @@ class Values:
         None when it may be used on the device (then keeping it there was the point)."""
         tree = self.tree
         scope = tree.scope_of(loop)
-        end = tree.order(loop) + sum(1 for _ in tree.walk_scope(loop))  # the first node after the loop
+        end = tree.span(loop)[1]  # the first node after the loop (a lambda's inside included)
         uses = set()
         for node in self.tree.walk_scope(scope):
             if type(node) is not cst.Name or node.value != name or tree.order(node) < end:  # type: ignore[attr-defined]

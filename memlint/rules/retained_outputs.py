@@ -256,6 +256,17 @@ class RetainedOutputs(Rule):
             "import torch\n\n@torch.no_grad()\ndef predict(model, loader):\n    scores = []\n    for x in loader:\n"
             "        scores.append(model(x.cuda()).softmax(-1).cpu())\n    return torch.cat(scores).cpu().numpy()\n",
         ),
+        # ... with a lambda in the loop, before a read of the list in the loop itself (not a use after it)
+        Invalid(
+            "import torch\n\n@torch.no_grad()\ndef predict(model, loader):\n    scores = []\n    for x in loader:\n"
+            "        x = torch.stack(sorted(x, key=lambda row: row.sum()))\n"
+            "        scores.append(model(x.cuda()).softmax(-1))\n        print(len(scores))\n"
+            "    return torch.cat(scores).cpu().numpy()\n",
+            "import torch\n\n@torch.no_grad()\ndef predict(model, loader):\n    scores = []\n    for x in loader:\n"
+            "        x = torch.stack(sorted(x, key=lambda row: row.sum()))\n"
+            "        scores.append(model(x.cuda()).softmax(-1).cpu())\n        print(len(scores))\n"
+            "    return torch.cat(scores).cpu().numpy()\n",
+        ),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
