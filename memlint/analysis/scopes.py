@@ -384,7 +384,8 @@ class Scopes:
 
     def attribute_values(self, klass: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
         """What the methods of `klass` assign to `self.<attr>` (read once per class: asked for
-        each `self.<attr>.method(...)` call, a scan per call cost a class's assignments times its calls)."""
+        each `self.<attr>.method(...)` call, a scan per call cost a class's assignments times its
+        calls). The list is the class's own record: read it, do not change it."""
         found = self._attribute_values.get(id(klass))
         if found is None:
             found = self._attribute_values[id(klass)] = {}
