@@ -33,8 +33,9 @@ objects it names as its dependencies:
     facts.checkpoints checkpoints.py what each torch.save writes (from the CPU or not), what a torch.load reads
     facts.requirement requirement.py the oldest torch the module's own code needs (the newest API it uses)
 
-`Facts` itself answers what no one fact object owns: `identifiers` (every name the module
-spells), `on_device` (whether it puts tensors on an accelerator), `in_test(node)`.
+`Facts` itself also answers what joins several of them (`per_step`, `uses_torch`, ...) and
+what no one of them owns: `identifiers` (every name the module spells), `device_code` (whether
+it puts tensors on an accelerator), `in_test(node)`.
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it; memo.py keeps
@@ -80,9 +81,11 @@ from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.tree import TreeIndex, dotted_name, index
 from memlint.analysis.values import Values
 
-# The names that show a module runs on an accelerator (`Facts.on_device`)
-_DEVICE_WORDS = frozenset({"cuda", "device", "accelerator", "fabric", "to_device",
-                           "FairseqTask", "LegacyFairseqTask", "LightningModule"})
+# What a name shows of a module that runs on an accelerator (`Facts.device_code`): a word of it
+# (`target_device`, `args.gpu`, `self._device`, `num_gpus`), or the whole of it (a framework's
+# object that places tensors, a base class whose steps get the batch moved to the device)
+_DEVICE_NAME_WORDS = frozenset({"cuda", "device", "devices", "accelerator", "gpu", "gpus"})
+_DEVICE_NAMES = frozenset({"fabric", "FairseqTask", "LegacyFairseqTask", "LightningModule"})
 
 
 class Facts:
@@ -322,11 +325,12 @@ class Facts:
         return frozenset(n.value for n in self.tree.nodes if type(n) is cst.Name)
 
     @cached_property
-    def on_device(self) -> bool:
+    def device_code(self) -> bool:
         """The module puts tensors on an accelerator (a `.item()` on the CPU waits for nothing, a
-        list of CPU tensors costs no GPU memory): by a word it names, a device (`device`, `cuda`,
-        `accelerator`), a framework's object that places tensors (`fabric`, `to_device`) or the
-        base of a framework's class whose steps run with the batch moved to the device
-        (fairseq's tasks, Lightning's modules); or by a device it writes as a string
+        list of CPU tensors costs no GPU memory): a name of its code speaks of a device (`device`,
+        `cuda`, `args.gpu`, `target_device`, `to_device`), is a framework's object that places
+        tensors (`fabric`) or the base of a framework's class whose steps run with the batch moved
+        to the device (fairseq's tasks, Lightning's modules); or it writes a device as a string
         (`tokens.to("cuda")`). A word in a docstring or a message is not one."""
-        return bool(_DEVICE_WORDS & self.identifiers) or self.values.spells_a_device
+        return any(name in _DEVICE_NAMES or not _DEVICE_NAME_WORDS.isdisjoint(name.lower().split("_"))
+                   for name in self.identifiers) or self.values.spells_a_device

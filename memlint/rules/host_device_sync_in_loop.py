@@ -161,6 +161,11 @@ class HostDeviceSyncInLoop(Rule):
         "import torch\n\ndef train_step(sample, model, criterion, optimizer):\n    agg_loss = 0.0\n"
         "    for pair in pairs:\n        loss = criterion(model(sample[pair]))\n"
         "        loss.backward()\n        agg_loss += loss.detach().item()\n    return agg_loss\n",
+        # ... whose docstring speaks of a GPU: a word in a docstring is no device in the code
+        "\"\"\"One update over every language pair (on a GPU when the model is on one).\"\"\"\nimport torch\n\n"
+        "def train_step(sample, model, criterion, optimizer):\n    agg_loss = 0.0\n"
+        "    for pair in pairs:\n        loss = criterion(model(sample[pair]))\n"
+        "        loss.backward()\n        agg_loss += loss.detach().item()\n    return agg_loss\n",
         # the iteration waits for the device anyway: a boolean mask's size is read on the host
         "import torch\nmodel = model.to(device)\nfor x in loader:\n    out = model(x.to(device))\n"
         "    for row in out:\n        kept = row[row > 0]\n        total += kept.sum().item()\n",
@@ -263,6 +268,12 @@ class HostDeviceSyncInLoop(Rule):
         Invalid(
             "import torch\nmodel = model.to(device)\nfor x in loader:\n    scores = model(x.to(device))\n"
             "    for row in scores:\n        if row.max() > 0.5:\n            hits += 1\n"
+        ),
+        # ... the same step in code whose names speak of a device (`args.gpu`)
+        Invalid(
+            "import torch\n\ndef train_step(sample, model, criterion, optimizer, args):\n    agg_loss = 0.0\n"
+            "    for pair in pairs:\n        loss = criterion(model(sample[pair].to(args.gpu)))\n"
+            "        loss.backward()\n        agg_loss += loss.detach().item()\n    return agg_loss\n"
         ),
         # ... a task's step that backwards once per language pair, its trainer stepping after it
         Invalid(
@@ -387,7 +398,7 @@ class HostDeviceSyncInLoop(Rule):
         if func is None or not facts.syncs.reads_back(func):
             return
         guard = facts.read_only_periodically(assign)
-        if guard is None or not facts.on_device or id(guard) in self._logged or \
+        if guard is None or not facts.device_code or id(guard) in self._logged or \
                 facts.per_step(node) is None:  # (asked last: the answer may come from the project)
             return
         self._logged.add(id(guard))  # one finding per log: the calls it alone reads move together
@@ -400,7 +411,7 @@ class HostDeviceSyncInLoop(Rule):
         """`print(predictions)` of a GPU tensor on every step, under no condition: a leftover
         of debugging, which copies the tensor to the host and waits for the GPU each time."""
         facts = self.facts
-        if not facts.on_device:
+        if not facts.device_code:
             return
         for ancestor in facts.tree.ancestors(node):
             kind = type(ancestor)
@@ -435,7 +446,7 @@ class HostDeviceSyncInLoop(Rule):
             return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
-        if not facts.on_device or id(iterable) in self._repeated or \
+        if not facts.device_code or id(iterable) in self._repeated or \
                 facts.per_step(node, inner=True) is None:
             return  # (how often is asked last: the answer may come from the project)
         self._repeated.add(id(iterable))

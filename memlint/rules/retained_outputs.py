@@ -70,8 +70,8 @@ class RetainedOutputs(Rule):
     Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`),
     collected inside a forward or loss function that returns them, already detached ones,
     `generate()` results, values moved to the CPU in a grad-free loop, lists emptied at epoch end,
-    grad-free loops in a module whose code names no device (the tensors are on the CPU; a docstring
-    that speaks of a GPU is not code), and
+    grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
+    tensors are on the CPU; a docstring that speaks of a GPU is not code), and
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
     input concatenated and returned: the result needs them there).
 
@@ -267,6 +267,13 @@ class RetainedOutputs(Rule):
             "        scores.append(model(x.cuda()).softmax(-1).cpu())\n        print(len(scores))\n"
             "    return torch.cat(scores).cpu().numpy()\n",
         ),
+        # ... on a device the code names as `args.gpu`
+        Invalid(
+            "import torch\n\n@torch.no_grad()\ndef predict(model, loader, args):\n    scores = []\n    for x in loader:\n"
+            "        scores.append(model(x.to(args.gpu)).softmax(-1))\n    return torch.cat(scores).cpu().numpy()\n",
+            "import torch\n\n@torch.no_grad()\ndef predict(model, loader, args):\n    scores = []\n    for x in loader:\n"
+            "        scores.append(model(x.to(args.gpu)).softmax(-1).cpu())\n    return torch.cat(scores).cpu().numpy()\n",
+        ),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
@@ -296,7 +303,7 @@ class RetainedOutputs(Rule):
             values = [a for a in values if facts.values.carries_grad(a.value, node)]
             if values:
                 self._graph_kept(node, container, dotted, values)
-        elif facts.on_device and isinstance(container, cst.Name):
+        elif facts.device_code and isinstance(container, cst.Name):
             values = [a for a in values if facts.values.holds_output(a.value, node)]
             loop = facts.tree.loops_around(node)[0]
             use = facts.values.use_after_loop(loop, container.value)
