@@ -101,7 +101,8 @@ class HostDeviceSyncInLoop(Rule):
     before the loop removes them with the one reported. One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
     a literal tuple or a short literal range (a few losses), in a `while` loop, in a loop that is
     itself the step (autoregressive decoding reads one token per step), between steps (epoch
-    loops), on values not known to be tensors, and in files that never use a device.
+    loops), on values not known to be tensors, and in files whose code names no device (`device`,
+    `cuda`, `args.gpu`, a device string, a framework that runs on one; a docstring's words do not count).
 
     ## Fix
     None automatic: compute on the device (`(preds == y).sum()`, `torch.stack(norms)`) and
