@@ -47,6 +47,7 @@ a model), the answer is the one that makes rules not report.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from functools import cached_property
 from typing import Dict, FrozenSet, List, Optional
@@ -84,7 +85,7 @@ from memlint.analysis.values import Values
 # What a name shows of a module that runs on an accelerator (`Facts.device_code`): a word of it
 # (`target_device`, `args.gpu`, `self._device`, `num_gpus`), or the whole of it (a framework's
 # object that places tensors, a base class whose steps get the batch moved to the device)
-_DEVICE_NAME_WORDS = frozenset({"cuda", "device", "devices", "accelerator", "gpu", "gpus"})
+_DEVICE_NAME_WORD = re.compile(r"(?:^|_)(?:cuda|devices?|accelerator|gpus?)(?:_|$)", re.IGNORECASE | re.MULTILINE)
 _DEVICE_NAMES = frozenset({"fabric", "FairseqTask", "LegacyFairseqTask", "LightningModule"})
 
 
@@ -332,5 +333,6 @@ class Facts:
         tensors (`fabric`) or the base of a framework's class whose steps run with the batch moved
         to the device (fairseq's tasks, Lightning's modules); or it writes a device as a string
         (`tokens.to("cuda")`). A word in a docstring or a message is not one."""
-        return any(name in _DEVICE_NAMES or not _DEVICE_NAME_WORDS.isdisjoint(name.lower().split("_"))
-                   for name in self.identifiers) or self.values.spells_a_device
+        names = self.identifiers  # read as one text, a name a line: one scan, not one per name
+        return bool(_DEVICE_NAMES & names) or bool(_DEVICE_NAME_WORD.search("\n".join(names))) or \
+            self.values.spells_a_device
