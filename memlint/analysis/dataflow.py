@@ -23,8 +23,10 @@ import libcst as cst
 
 from memlint.analysis.tree import children
 
+# Tensor methods that read its shape, not its data: they queue no device work.
+SIZE_METHODS = frozenset({"size", "dim", "numel"})
 # Methods and builtins whose result is a plain Python value, never an alias of a tensor.
-SCALAR_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "nelement", "element_size",
+SCALAR_METHODS = frozenset({"item", "tolist", *SIZE_METHODS, "nelement", "element_size",
                             "data_ptr", "is_contiguous", "get_device"})
 SCALAR_FUNCTIONS = frozenset({"float", "int", "bool", "len", "str", "repr", "format", "isinstance",
                               "type", "id", "hash", "round"})

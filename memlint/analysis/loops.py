@@ -19,7 +19,7 @@ from typing import Callable, FrozenSet, Optional, Sequence, Set, Union
 
 import libcst as cst
 
-from memlint.analysis.dataflow import (BlockFlow, Sink, block_flow, derived, keeps_parameters,
+from memlint.analysis.dataflow import (SIZE_METHODS, BlockFlow, Sink, block_flow, derived, keeps_parameters,
                                        sources_of, target_names)
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import children
@@ -27,7 +27,6 @@ from memlint.analysis.tree import children
 Loop = Union[cst.For, cst.While]
 
 _PURE_BUILTINS = frozenset({"len", "int", "float", "bool", "min", "max", "abs", "round", "tuple"})
-_PURE_METHODS = frozenset({"size", "numel", "dim"})
 _PURE_TORCH = frozenset({"torch.device", "torch.Size"})
 # Calls made for their effect whose arguments are not kept.
 _HARMLESS_CALLS = frozenset({"print"})
@@ -109,7 +108,7 @@ class LoopFacts:
         func = call.func
         if isinstance(func, cst.Name) and func.value in _PURE_BUILTINS:
             return func.value not in self.bound
-        if isinstance(func, cst.Attribute) and func.attr.value in _PURE_METHODS:
+        if isinstance(func, cst.Attribute) and func.attr.value in SIZE_METHODS:
             return True
         return self._names.qualified_name(func) in _PURE_TORCH
 

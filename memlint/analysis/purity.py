@@ -34,6 +34,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
+from memlint.analysis.dataflow import SIZE_METHODS
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import argument, dotted_name
 
@@ -457,7 +458,7 @@ class _Walk:
             self.args(call, method in ("masked_fill", "where", "expand_as", "view_as", "reshape_as", "type_as",
                                        "matmul", "mm", "bmm", "outer", "index_select", "gather"))
             return
-        if method in ("size", "dim", "numel"):
+        if method in SIZE_METHODS:
             self.visit(func.value, False)
             self.args(call, False)
             return

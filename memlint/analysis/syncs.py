@@ -41,7 +41,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import SCALAR_METHODS, target_names
+from memlint.analysis.dataflow import SCALAR_METHODS, SIZE_METHODS, target_names
 from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
@@ -53,8 +53,7 @@ _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft
 _GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled"})
 _PURE_BUILTINS = frozenset({"len", "float", "int", "bool", "abs", "round", "min", "max", "sum", "range", "zip",
                             "enumerate", "isinstance", "tuple", "list"})
-# Calls that read sizes, queueing no device work: `lengths.size(0)`, `len(batch)`, `max(n, 1)`
-_SIZE_METHODS = frozenset({"size", "dim", "numel"})
+# Builtins that, given sizes, queue no device work: `len(batch)`, `max(n, 1)` (`SIZE_METHODS` read them)
 _SIZE_BUILTINS = frozenset({"len", "int", "min", "max"})
 _NOT_TENSOR_FUNCTIONS = frozenset({
     "torch.is_tensor", "torch.numel", "torch.device", "torch.Size", "torch.no_grad", "torch.enable_grad",
@@ -209,7 +208,7 @@ def _reads_sizes_only(statement: cst.SimpleStatementLine) -> bool:
     for node in walk(statement):
         if type(node) is cst.Call:
             func = node.func  # type: ignore[attr-defined]
-            if not (type(func) is cst.Attribute and func.attr.value in _SIZE_METHODS or
+            if not (type(func) is cst.Attribute and func.attr.value in SIZE_METHODS or
                     type(func) is cst.Name and func.value in _SIZE_BUILTINS):
                 return False
     return True
