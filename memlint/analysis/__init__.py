@@ -87,6 +87,7 @@ from memlint.analysis.values import Values
 # object that places tensors, a base class whose steps get the batch moved to the device)
 _DEVICE_NAME_WORD = re.compile(r"(?:^|_)(?:cuda|devices?|accelerator|gpus?)(?:_|$)", re.IGNORECASE | re.MULTILINE)
 _DEVICE_NAMES = frozenset({"fabric", "FairseqTask", "LegacyFairseqTask", "LightningModule"})
+_DEVICE_STRING = re.compile(r"^[rRbBuU]*(['\"])(cuda|mps|xpu)(:\d+)?\1$")  # a device written as a string literal
 
 
 class Facts:
@@ -334,5 +335,6 @@ class Facts:
         to the device (fairseq's tasks, Lightning's modules); or it writes a device as a string
         (`tokens.to("cuda")`). A word in a docstring or a message is not one."""
         names = self.identifiers  # read as one text, a name a line: one scan, not one per name
-        return bool(_DEVICE_NAMES & names) or bool(_DEVICE_NAME_WORD.search("\n".join(names))) or \
-            self.values.spells_a_device
+        return bool(_DEVICE_NAMES & names) or bool(_DEVICE_NAME_WORD.search("\n".join(names))) or any(
+            type(node) is cst.SimpleString and _DEVICE_STRING.match(node.value)  # type: ignore[attr-defined]
+            for node in self.tree.nodes)

@@ -18,7 +18,7 @@ Asked as `facts.values`:
 - device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
   mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance),
   `use_after_loop(loop, name)` (what a loop collected is not used on the device afterwards),
-  `spells_a_device`, `class_predictions_from(loop, name)` (a classifier's scores: one class per
+  `class_predictions_from(loop, name)` (a classifier's scores: one class per
   example taken and compared with labels);
 - `constant_int(expr)`: an integer the code spells in literals (or names bound once to them);
 - backwards: `origins(backward)` (the statements and helpers the backwarded value is computed
@@ -55,7 +55,6 @@ from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeInde
 
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
-_DEVICE_STRING = re.compile(r"^[rRbBuU]*(['\"])(cuda|mps|xpu)(:\d+)?\1$")  # a device written as a string literal
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
@@ -316,15 +315,6 @@ class Values:
         return frozenset(dotted for assign in self.scopes.assigns if isinstance(assign.value, cst.Call)
                          and self.names.call_name(assign.value) in _NAMEDTUPLE
                          for dotted in (dotted_name(t.target) for t in assign.targets) if dotted)
-
-    @cached_property
-    def spells_a_device(self) -> bool:
-        """The module writes a device as a string (`.to("cuda")`, `device="cuda:0"`), which its
-        names need not show; a word in a docstring or a message is not one."""
-        for node in self.tree.nodes:
-            if type(node) is cst.SimpleString and _DEVICE_STRING.match(node.value):  # type: ignore[attr-defined]
-                return True
-        return False
 
     def use_after_loop(self, loop: cst.CSTNode, name: str) -> Optional[str]:
         """How what the loop collects in `name` is used afterwards, when not on the device:
