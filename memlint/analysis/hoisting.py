@@ -266,7 +266,7 @@ class Hoisting:
         outer = tree.loops_around(made)[:1]
         writes: List[cst.BaseExpression] = []
         in_loop = False
-        for node in self.tree.walk_scope(tree.scope_of(until)):
+        for node in tree.walk_scope(tree.scope_of(until)):
             if type(node) is cst.Name and node.value == name and start < tree.order(node) < end:  # type: ignore[attr-defined]
                 written = self._written_into(node, made) or []  # type: ignore[arg-type]
                 writes.extend(written)

@@ -325,7 +325,7 @@ class Values:
         scope = tree.scope_of(loop)
         end = tree.span(loop)[1]  # the first node after the loop (a lambda's inside included)
         uses = set()
-        for node in self.tree.walk_scope(scope):
+        for node in tree.walk_scope(scope):
             if type(node) is not cst.Name or node.value != name or tree.order(node) < end:  # type: ignore[attr-defined]
                 continue
             if tree.scope_of(node) is not scope:
