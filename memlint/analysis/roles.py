@@ -62,7 +62,7 @@ _ASKS_FOR_GRAD_CALLS = frozenset({"torch.enable_grad", "torch.autograd.grad", "t
                                   "torch.autograd.functional.jacobian", "torch.autograd.functional.hessian",
                                   "torch.func.grad", "torch.set_grad_enabled"})
 # Methods of a model that run (part of) its forward.
-_FORWARD_METHOD = re.compile(r"^(forward\w*|encode\w*|decode\w*|embed\w*|extract_features?)$")
+_FORWARD_METHOD = re.compile(r"^(forward\w*|encode\w*|decode\w*|embed\w*|extract_features?|inference)$")
 _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|binary_cross_entropy\w*|"
                               r"kl_div|nll_loss|mse_loss|l1_loss)$")
 

@@ -14,7 +14,8 @@ Asked as `facts.values`:
   that backwards), `leaves_scope(scope, names)` (returned, yielded, or stored into an attribute
   or subscript by an assignment), `reset_in_iteration(loop, name, at)` (surely rebound in the
   iteration before `at`), `hands_graph_away(loop)` (a graph passed to a call that may backward
-  it, outside no_grad), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
+  it, outside no_grad), `kept_from_backward(scope, names)` (no path to a backward at all: read
+  and dropped), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
 - device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
   mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance),
   `use_after_loop(loop, name)` (what a loop collected is not used on the device afterwards),
@@ -29,7 +30,7 @@ an append into a container or an augmented store is not counted as leaving.
 
 Asked by: phase (samples returned with their graph), MEM201 and MEM202 (all of the flow
 questions; MEM202 the device questions too), MEM203 (`reaches_backward`, `hands_graph_away`,
-`requires_grad_off`), MEM301, MEM302, MEM401, MEM404 (`accumulates_grad`), MEM401 (`origins`,
+`kept_from_backward`, `requires_grad_off`), MEM301, MEM302, MEM401, MEM404 (`accumulates_grad`), MEM401 (`origins`,
 `returns_grad`), MEM101 (`constant_int`), MEM204 (`class_predictions_from`).
 """
 
@@ -560,21 +561,35 @@ class Values:
         """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`),
         not one made under no_grad (`with torch.no_grad(): idx = quantizer.lookup(z)`): code that
         turns grad off around a call does not train in it."""
-        for call, site in self.calls.calls_in(loop, follow=False):
-            region = self.regions.region_at(call)
-            if region is not None and region.grad_enabled is False:
-                continue
-            func = call.func
-            if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or self.scopes.resolve(call)):
-                continue
-            if self.names.call_name(call) is not None or self.roles.is_forward(call) or self.roles.is_loss(call):
-                continue
-            if isinstance(func, cst.Attribute) and (func.attr.value in _HARMLESS_METHODS or
-                                                    self.carries_grad(func.value, call)):
-                continue
-            if any(self.carries_grad(arg.value, call) for arg in call.args):
-                return True
-        return False
+        return any(self._may_backward(call) and any(self.carries_grad(arg.value, call) for arg in call.args)
+                   for call, _ in self.calls.calls_in(loop, follow=False))
+
+    def kept_from_backward(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether nothing derived from `names` in `scope` can reach a backward: none is
+        backwarded there or handed to a helper that backwards, returned, yielded or stored, and
+        none is passed to a call that may backward it (`trainer.update(out)`). What they hold
+        is read (for a metric, a log) and dropped."""
+        if self.reaches_backward(scope, names) or self.leaves_scope(scope, names):
+            return False
+        tainted = self.derived_names(scope, names)
+        return not any(self._may_backward(call) and any(sources_of(arg.value) & tainted for arg in call.args)
+                       for call in self.scopes.calls_of(scope))
+
+    def _may_backward(self, call: cst.Call) -> bool:
+        """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
+        is a builtin, a function of this module (followed instead), a call of a known import
+        (torch's, a library's), a forward, a loss, a logging or container method, or a method of
+        a value that carries the graph itself (`out.sum()`)."""
+        region = self.regions.region_at(call)
+        if region is not None and region.grad_enabled is False:
+            return False
+        func = call.func
+        if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or self.scopes.resolve(call)):
+            return False
+        if self.names.call_name(call) is not None or self.roles.is_forward(call) or self.roles.is_loss(call):
+            return False
+        return not (isinstance(func, cst.Attribute) and (func.attr.value in _HARMLESS_METHODS or
+                                                         self.carries_grad(func.value, call)))
 
     def backwarded_in(self, value: cst.BaseExpression, loop: cst.CSTNode) -> bool:
         """Whether `value` is (built from) something `loop` already backwards itself: its graph

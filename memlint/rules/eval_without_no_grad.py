@@ -8,6 +8,7 @@ import libcst as cst
 
 from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
+from memlint.analysis.dataflow import target_names
 from memlint.analysis.tree import dotted_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -26,6 +27,22 @@ def _named(loop: Loop) -> str:
     if isinstance(loop, cst.For):
         return f"`for {show(loop.target)} in {show(loop.iter)}`"
     return f"`while {show(loop.test)}`"
+
+
+def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
+    """The call an assigned value takes whole or a field of: `model(x)`, `model(x).logits`, `model(x)[0]`."""
+    while type(value) is cst.Attribute or type(value) is cst.Subscript:
+        value = value.value  # type: ignore[attr-defined]
+    return value if type(value) is cst.Call else None
+
+
+def _binds_names(target: cst.BaseExpression) -> bool:
+    """A target of plain names only (`out`, `a, b`): an attribute or item stored may reach a backward elsewhere."""
+    if type(target) is cst.Name:
+        return True
+    if type(target) is cst.Tuple or type(target) is cst.List:
+        return all(_binds_names(e.value) for e in target.elements)  # type: ignore[attr-defined]
+    return False
 
 
 def _suspends(loop: Loop) -> bool:
@@ -55,12 +72,19 @@ class EvalWithoutNoGrad(Rule):
     encoding each read and decoding each write keeps a graph in its states). Lightning's
     `validation_step`, `test_step` and `predict_step` run under no_grad already.
 
+    Also, in a training loop, a forward whose output never reaches the backward: a second pass
+    run only for a metric (`yhat_raw = model.inference(x)`, then `l1 += F.l1_loss(yhat_raw,
+    y).item()`), its output and everything made from it read and dropped, never backwarded,
+    returned, stored or handed to a call that might backward it.
+
     ## Why is this bad?
     With grad enabled, every forward records a graph and saves the activations a backward would
     need. Nothing backwards, so they stay alive as long as any output does: an eval loop over a
     dataset keeping its outputs peaked at 1792 MB on an H200, against 537 MB under
     `torch.no_grad()`. The message quotes that figure only for loops over a data loader
     (memlint.analysis.figures); elsewhere (a short test, a decoding loop) it says why without one.
+    In a training loop, a metric pass's graph is alive while the step's own backward runs: the
+    step's peak holds a second forward's activations.
 
     ## Example
     ```python
@@ -93,13 +117,16 @@ class EvalWithoutNoGrad(Rule):
     its module), or whose hook hands the model's output to another object it holds, which may
     backward it (`self.trainer.update(logits)`). A model reached only through a call made under
     no_grad. A model reached through a helper whose own evaluation loop runs it is reported
-    there, once.
+    there, once. In a training loop, a forward whose output (or anything made from it) is
+    backwarded, returned, stored in an attribute or item, or passed to a call memlint cannot
+    see into; one under a periodic guard (`if step % 100 == 0:`); and any, where the module
+    freezes parameters (a frozen EMA copy records no graph).
 
     ## Fix
     Wrap the whole loop statement in `with torch.no_grad():`; when it `yield`s, in a script that
     never backwards and that no module imports, the outermost loop inside it that does not and
     that runs every recording model call (elsewhere a caller may backward what it yields). A framework hook is
-    decorated with `@torch.no_grad()`.
+    decorated with `@torch.no_grad()`. A training loop's metric forward: its statement is wrapped.
 
     ## Fix safety
     Safe: the loop computes the same values; its outputs just carry no graph. No fix is offered
@@ -241,6 +268,36 @@ class EvalWithoutNoGrad(Rule):
         "import torch\nfrom simuleval.agents import TextAgent\n\ntorch.set_grad_enabled(False)\n\n\n"
         "class Agent(TextAgent):\n    def policy(self, states):\n"
         "        states.hidden = self.model.decoder(states.tokens)\n        return True\n",
+        # a training loop's forward whose output reaches the backward (the metric reads the same output)
+        "import torch\n\ndef train(model, loader, opt):\n    for x, y in loader:\n        out = model(x)\n"
+        "        loss = criterion(out, y)\n        loss.backward()\n        opt.step()\n        opt.zero_grad()\n"
+        "        print((out.argmax(-1) == y).float().mean().item())\n",
+        # a GAN: the generator's output reaches both backwards
+        "import torch\n\ndef train(G, D, loader, opt_g, opt_d):\n    for real in loader:\n        fake = G(noise())\n"
+        "        d_out = D(fake.detach())\n        d_loss = bce(d_out, zeros) + bce(D(real), ones)\n"
+        "        d_loss.backward()\n        opt_d.step()\n        g_loss = bce(D(fake), ones)\n"
+        "        g_loss.backward()\n        opt_g.step()\n",
+        # the metric pass runs under no_grad already
+        "import torch\n\ndef train(model, loader, opt):\n    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
+        "        with torch.no_grad():\n            preds = model.inference(x)\n        print(preds.mean().item())\n",
+        # the output goes to a call that may backward it
+        "import torch\n\ndef train(model, loader, opt):\n    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
+        "        aux = model.inference(x)\n        learner.observe(aux, y)\n",
+        # ... or is kept on the instance
+        "import torch\n\ndef train(self, loader):\n    for x, y in loader:\n"
+        "        loss = criterion(self.model(x), y)\n        loss.backward()\n        self.opt.step()\n"
+        "        preds = self.model(x)\n        self.last = preds\n",
+        # a periodic sample
+        "import torch\n\ndef train(model, loader, opt):\n    for step, (x, y) in enumerate(loader):\n"
+        "        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
+        "        if step % 100 == 0:\n            sample = model.inference(x)\n"
+        "            print(sample.norm().item())\n",
+        # a frozen EMA copy records no graph
+        "import torch\n\ndef train(model, ema_model, loader, opt):\n    ema_model.requires_grad_(False)\n"
+        "    for x, y in loader:\n        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
+        "        ema_out = ema_model(x)\n        print((ema_out.argmax(-1) == y).float().mean().item())\n",
         # a `policy` method of a class that is no SimulEval agent
         "import torch\n\n\nclass Agent:\n    def policy(self, obs):\n"
         "        return self.net(obs).softmax(-1)\n",
@@ -336,6 +393,27 @@ class EvalWithoutNoGrad(Rule):
             "    @torch.no_grad()\n    def update_states_read(self, states):\n"
             "        self.encode_source(states)\n",
         ),
+        # a training loop's second forward, read only for a metric
+        Invalid(
+            "import torch\n\ndef run_epoch(model, loader, opt):\n    for x, y in loader:\n        yhat = model(x)\n"
+            "        yhat_raw = model.inference(x)\n        loss = criterion(yhat, y)\n"
+            "        l1 = torch.nn.functional.l1_loss(yhat_raw, y).item()\n        loss.backward()\n"
+            "        opt.step()\n        opt.zero_grad()\n",
+            "import torch\n\ndef run_epoch(model, loader, opt):\n    for x, y in loader:\n        yhat = model(x)\n"
+            "        with torch.no_grad():\n            yhat_raw = model.inference(x)\n        loss = criterion(yhat, y)\n"
+            "        l1 = torch.nn.functional.l1_loss(yhat_raw, y).item()\n        loss.backward()\n"
+            "        opt.step()\n        opt.zero_grad()\n",
+        ),
+        # a field of the output, under a condition that holds every step
+        Invalid(
+            "import torch\n\ndef train(model, loader, opt, log_acc):\n    for x, y in loader:\n"
+            "        criterion(model(x), y).backward()\n        opt.step()\n        if log_acc:\n"
+            "            logits = model(x).logits\n            print((logits.argmax(-1) == y).sum().item())\n",
+            "import torch\n\ndef train(model, loader, opt, log_acc):\n    for x, y in loader:\n"
+            "        criterion(model(x), y).backward()\n        opt.step()\n        if log_acc:\n"
+            "            with torch.no_grad():\n                logits = model(x).logits\n"
+            "            print((logits.argmax(-1) == y).sum().item())\n",
+        ),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
@@ -421,6 +499,7 @@ class EvalWithoutNoGrad(Rule):
         self._check(node)
 
     def _check(self, loop: Loop) -> None:
+        self._check_metric_forwards(loop)
         found = self._finding(loop)
         if found is None:
             return
@@ -429,7 +508,8 @@ class EvalWithoutNoGrad(Rule):
         forward, site = forwards[0]
         where = "" if forward is site else f" (through `{show(site.func)}`)"
         target = self._wrapped(loop, [s for _, s in forwards], why)
-        fix = None if self._models_ask_for_grad() or target is None else self._fix(target)
+        fix = None if self._models_ask_for_grad() or target is None else \
+            self._fix(target, "wrap the loop in `with torch.no_grad():`")
         if target is None:
             advice = "decorate the function with `@torch.no_grad()`"
         elif target is loop:
@@ -444,6 +524,35 @@ class EvalWithoutNoGrad(Rule):
                    f"recording, so every forward saves activations for a backward that never comes"
                    f"{measured}: {advice}")
         self.report(site, message, fix)
+
+    def _check_metric_forwards(self, loop: Loop) -> None:
+        """A forward in a training loop whose output never reaches the backward (it is read for
+        a metric and dropped): `with torch.no_grad():` around that one statement."""
+        facts = self.facts
+        if facts.values.requires_grad_off or not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
+            return
+        scope = facts.tree.scope_of(loop)
+        for assign in facts.scopes.assigns_of(scope):
+            forward = _forward_of(assign.value)
+            if forward is None or not facts.roles.is_forward(forward) or facts.regions.grad_enabled(forward) is not True:
+                continue
+            loops = facts.tree.loops_around(assign)
+            if not loops or loops[0] is not loop or facts.steps.periodic(assign):
+                continue
+            names = {name for target in assign.targets for name in target_names(target.target)}
+            if not names or not all(_binds_names(target.target) for target in assign.targets) or \
+                    not facts.values.kept_from_backward(scope, names):
+                continue
+            statement = facts.tree.statement_around(assign)
+            fix = None
+            if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and \
+                    not self._models_ask_for_grad():
+                fix = self._fix(statement, "wrap the statement in `with torch.no_grad():`")
+            self.report(forward, (
+                f"`{show(forward.func)}` runs in this training loop with autograd recording, but nothing it "
+                f"returns reaches the backward (it is read and dropped): its graph keeps a second forward's "
+                f"activations alive through the step's backward; wrap the statement in `with torch.no_grad():`"),
+                fix)
 
     def _finding(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
         """The grad-recording forwards this evaluation loop runs (helpers followed), with the
@@ -540,13 +649,13 @@ class EvalWithoutNoGrad(Rule):
                 names.append(node.func.value.value)
         return names
 
-    def _fix(self, loop: Loop) -> Optional[Fix]:
+    def _fix(self, statement: Union[Loop, cst.SimpleStatementLine], title: str) -> Optional[Fix]:
         no_grad = self.facts.names.local_name_for("torch.no_grad")
         if no_grad is None:
             return None
         wrapped = cst.With(
             items=[cst.WithItem(cst.Call(cst.parse_expression(no_grad)))],
-            body=cst.IndentedBlock([loop.with_changes(leading_lines=())]),
-            leading_lines=loop.leading_lines,
+            body=cst.IndentedBlock([statement.with_changes(leading_lines=())]),
+            leading_lines=statement.leading_lines,
         )
-        return Fix((Replace(loop, wrapped),), Safety.SAFE, "wrap the loop in `with torch.no_grad():`")
+        return Fix((Replace(statement, wrapped),), Safety.SAFE, title)
