@@ -198,6 +198,24 @@ def test_optimizer_passed_to_the_training_function():
     assert not _findings(textwrap.dedent(src) + "run_epoch(model, dl, planner, 'train')\n")
 
 
+def test_optimizer_parameter_no_call_passes_is_known_by_its_name():
+    # a training function that a script beside it calls: nothing here passes its optimizer
+    src = """
+        import torch
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+    """
+    [finding] = _findings(src)
+    assert finding.line == 6
+    # named like something else: unknown, silent
+    assert not _findings(src.replace("optimizer", "planner"))
+    # a call here passes something that is no optimizer: silent
+    assert not _findings(textwrap.dedent(src) + "train(model, dl, planner)\n")
+
+
 def test_optimizer_known_by_what_it_is_built_on():
     assert len(_findings("""
         import torch

@@ -7,7 +7,8 @@ named:
   optimizers), used with `.zero_grad()` or `.param_groups`, annotated as one, or built on a
   model's parameters and stepped; `is_optimizer(expr)` adds names that read like one (`opt`,
   `g_optimizer`, not `scheduler`); `is_known_optimizer(dotted, at)` also accepts a parameter
-  that every call site passes an optimizer; `parameters_owners(optimizer)`: the models it is
+  that every call site passes an optimizer, and one named like an optimizer that no call of
+  this module passes anything (a training function that other modules call); `parameters_owners(optimizer)`: the models it is
   built on; `is_scaler(expr)`: a GradScaler;
 - `models`: names bound to an `nn.Module` (a torch.nn class, a class of this module deriving from
   one, `from_pretrained`, `torch.compile`, DDP, moved with `.to()`/`.cuda()`); `module_classes`:
@@ -215,7 +216,10 @@ class Receivers:
 
     def is_known_optimizer(self, dotted: Optional[str], at: cst.CSTNode, depth: int = 0) -> bool:
         """Whether `dotted`, read at `at`, surely is an optimizer: one of `optimizers`, or a
-        parameter of its function that every call of the function in this module passes one."""
+        parameter of its function that every call of the function in this module passes one.
+        A parameter that no call of this module passes is known by its name alone
+        (`def train(model, loader, optimizer)`, called from a script beside it): the name is
+        what its callers were told to pass."""
         if dotted is None:
             return False
         if dotted in self.optimizers:
@@ -229,6 +233,8 @@ class Receivers:
         if param is None or any(b.kind != "param" for b in self.scopes.bindings(func, dotted)):
             return False  # not a parameter, or rebound in the function
         passed = self.scopes.arguments_for(param)
+        if passed == []:
+            return self.is_optimizer(cst.Name(dotted))
         return bool(passed) and all(value is not None and self.is_known_optimizer(dotted_name(value), site, depth + 1)
                                     for site, value in passed)  # type: ignore[union-attr]
 

@@ -60,8 +60,10 @@ class MissingZeroGrad(Rule):
     `with`, `if` or `try` of the loop or in a helper it calls, `accelerator.accumulate(...)`,
     Lightning and HF Trainer loops (they reset for you), `torch.autograd.grad` (it does not
     accumulate), and `.step()` of anything not known to be an optimizer (`env.step()`): an
-    optimizer is built from `torch.optim.*` or a known factory, annotated as one, or used with
-    `.zero_grad()` / `.param_groups`.
+    optimizer is built from `torch.optim.*` or a known factory, annotated as one, used with
+    `.zero_grad()` / `.param_groups`, passed by every call of the function it is a parameter
+    of, or, where no call of this module passes it, a parameter named like one
+    (`def train(model, loader, optimizer)`).
 
     ## Fix
     Inserts `optimizer.zero_grad(set_to_none=True)` right after the step (after
