@@ -190,3 +190,12 @@ def test_a_scaler_made_per_epoch_call_is_unsafe():
             train_one_epoch(loader)
     """)
     assert finding.fix is not None and finding.fix.safety.value == "unsafe"
+
+
+def test_a_benchmark_module_keeps_no_weights():
+    """A benchmark trains only to time its steps: what the model learns there is thrown away."""
+    source = textwrap.dedent(LOOP.format(setup="", autocast='torch.autocast("cuda")'))
+    assert check(source, "train.py", [RULE]).findings
+    for path in ("bench.py", "benchmark_step.py", "benchmarks/amp_loop.py", "repo/bench/train.py"):
+        assert not check(source, path, [RULE]).findings, path
+    assert check(source, "workbench/train.py", [RULE]).findings  # a word containing "bench" is no benchmark

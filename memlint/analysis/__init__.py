@@ -77,7 +77,7 @@ from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.steps import Steps
 from memlint.analysis.syncs import Syncs
-from memlint.analysis.testcode import in_test_code, is_test_file
+from memlint.analysis.testcode import in_test_code, is_benchmark_file, is_test_file
 from memlint.analysis.torchnames import Reference, TorchNames, references
 from memlint.analysis.tree import TreeIndex, dotted_name, index
 from memlint.analysis.values import Values
@@ -96,6 +96,7 @@ class Facts:
         self.module = module
         self.project = project if project is not None else ProjectView()
         self.test_file = is_test_file(path)  # a test module: per-step costs there are not worth a change
+        self.benchmark_file = is_benchmark_file(path)  # it trains to time steps, and keeps no weights
         if tree is not None:
             self.tree = tree  # the engine's index: `tree` below then never runs
         self._loops: Dict[int, LoopFacts] = {}

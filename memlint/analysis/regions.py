@@ -4,10 +4,10 @@ Asked as `facts.regions`:
 
 - `grad_regions` (`Region`): `with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(...)`
   / `enable_grad()`; `autocasts` (`Autocast`: device, dtype, enabled, deprecated spelling):
-  `with torch.autocast(...)`, its older spellings and a name bound to a `functools.partial` of
-  one (`with self.amp_autocast():`) (`autocasts_for(roots, node)`: those under
-  some roots or around a node); `accumulate_regions`:
-  `with accelerator.accumulate(...)`;
+  `with torch.autocast(...)`, its older spellings, a name bound to a `functools.partial` of
+  one (`with self.amp_autocast():`) and a name bound to an autocast context (`with ctx:`)
+  (`autocasts_for(roots, node)`: those under some roots or around a node);
+  `accumulate_regions`: `with accelerator.accumulate(...)`;
 - at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`,
   `expects_error` (inside `pytest.raises` / `assertRaises`), and
   `grad_enabled`: whether autograd records there, from the regions around it, its function's
@@ -123,6 +123,8 @@ class Regions:
                 region = Region(node, item, "no_grad", False)
                 self.grad_regions.append(region)
                 self._grad_region_of[id(node)] = region
+            elif (bound := self._autocast_bound(call)) is not None:
+                self.autocasts.append(self._autocast(node, item, *bound))
             return
         qualified = self.names.call_name(call)
         region: Optional[Region] = None
@@ -167,6 +169,24 @@ class Regions:
                 api = self.names.qualified_name(value.args[0].value)
                 if api in _AUTOCAST:
                     return cst.Call(value.args[0].value, value.args[1:]), api
+        return None
+
+    def _autocast_bound(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
+        """`ctx` in `with ctx:`, where the module binds it to an autocast context (`ctx =
+        torch.autocast("cuda", dtype=ptdtype)`; or on one branch of a conditional, the other a
+        context that does nothing: `nullcontext() if device_type == "cpu" else
+        torch.amp.autocast(...)`): that autocast call, and the API's name."""
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return None
+        for assign in self.scopes.assigns:
+            if not any(dotted_name(target.target) == dotted for target in assign.targets):
+                continue
+            value = assign.value
+            for option in ((value.body, value.orelse) if type(value) is cst.IfExp else (value,)):  # type: ignore[attr-defined]
+                api = self.names.call_name(option) if type(option) is cst.Call else None  # type: ignore[arg-type]
+                if api in _AUTOCAST:
+                    return option, api  # type: ignore[return-value]
         return None
 
     def _autocast(self, node: cst.With, item: cst.WithItem, call: cst.Call, qualified: str) -> Autocast:

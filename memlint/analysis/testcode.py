@@ -4,12 +4,14 @@ be (random data drawn on the CPU so that every device sees the same numbers).
 
 Asked by the per-step rules through `Facts.per_step` (and MEM103 for random test data), and
 by the engine: which modules are test modules (`is_test_file`), and which hold nothing but
-tests (`holds_only_tests`).
+tests (`holds_only_tests`). A benchmark module (`is_benchmark_file`) trains only to time its
+steps: asked by MEM401, whose harm is to what a model learns.
 """
 
 from __future__ import annotations
 
 import re
+from typing import FrozenSet
 
 import libcst as cst
 
@@ -20,11 +22,20 @@ _TEST_FOLDERS = frozenset({"test", "tests", "testing", "unittests", "unit_tests"
 _TEST_MODULE = re.compile(r"^(test_\w*|\w*_test|conftest)\.py$")
 _TESTS_ONLY = re.compile(r"^(test_\w*|conftest)\.py$")
 _TEST_CLASS = re.compile(r"^Test|Test$|TestCase$")
+_BENCHMARK_FOLDERS = frozenset({"bench", "benchmark", "benchmarks"})
+_BENCHMARK_MODULE = re.compile(r"^(bench|benchmark)\w*\.py$")
 
 
 def is_test_file(path: str) -> bool:
     """A test module: `test_x.py`, `x_test.py`, `conftest.py`, or any file under a `tests` folder."""
     return _named_or_placed(path, _TEST_MODULE)
+
+
+def is_benchmark_file(path: str) -> bool:
+    """A benchmark module: `bench.py`, `benchmark_*.py`, or any file under a `benchmarks`
+    folder. It trains to time the steps and throws the weights away: what a step computes
+    matters there, how well the model learns does not."""
+    return _named_or_placed(path, _BENCHMARK_MODULE, _BENCHMARK_FOLDERS)
 
 
 def holds_only_tests(path: str) -> bool:
@@ -34,9 +45,9 @@ def holds_only_tests(path: str) -> bool:
     return _named_or_placed(path, _TESTS_ONLY)
 
 
-def _named_or_placed(path: str, names: "re.Pattern[str]") -> bool:
+def _named_or_placed(path: str, names: "re.Pattern[str]", folders: FrozenSet[str] = _TEST_FOLDERS) -> bool:
     parts = path.replace("\\", "/").split("/")
-    return bool(names.match(parts[-1])) or any(part in _TEST_FOLDERS for part in parts[:-1])
+    return bool(names.match(parts[-1])) or any(part in folders for part in parts[:-1])
 
 
 def in_test_code(tree: TreeIndex, node: cst.CSTNode) -> bool:

@@ -32,7 +32,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     `dtype=torch.float16` - when the module never uses a `GradScaler`; also where the dtype is
     chosen at run time and one choice is float16 (`torch.bfloat16 if supported else
     torch.float16`, a table of dtypes indexed by a setting, `getattr(torch, name)`): on the GPUs
-    or settings where the run picks float16, it runs with no scaler.
+    or settings where the run picks float16, it runs with no scaler. The autocast may be bound
+    to a name first and entered by it (`ctx = nullcontext() if cpu else torch.amp.autocast(...)`,
+    then `with ctx:`).
 
     ## Why is this bad?
     The backward of float16 operations runs in float16, whose smallest value is about 6e-8:
@@ -69,7 +71,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     `GradScaler` anywhere, `accelerator.backward` / Lightning / DeepSpeed (they scale for you),
     an autocast whose device cannot be told (`device_type=` a parameter without a default), and
     a backward that does not train: no optimizer step can follow it (a unit test looking at
-    gradients or documenting autocast) or it is meant to fail (`pytest.raises`).
+    gradients or documenting autocast) or it is meant to fail (`pytest.raises`). A benchmark
+    module (`bench.py`, `benchmark_*.py`, a file under `benchmarks/`): it trains only to time
+    the steps, and keeps no weights.
 
     ## Fix
     Creates `scaler = torch.amp.GradScaler("cuda")` before the training loop (another name
@@ -131,6 +135,11 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "import torch\ndef test_fp16_grads_exist():\n    layer = torch.nn.Linear(3, 1).cuda()\n"
         "    with torch.autocast(\"cuda\"):\n        out = layer(torch.ones(2, 3, device=\"cuda\")).sum()\n"
         "    out.backward()\n    assert layer.weight.grad is not None\n",
+        # an autocast context bound to a name, in bfloat16
+        "import torch\nfrom contextlib import nullcontext\n"
+        "ctx = nullcontext() if device_type == \"cpu\" else torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16)\n"
+        "for x, y in loader:\n    with ctx:\n        loss = model(x, y)\n    loss.backward()\n"
+        "    optimizer.step()\n    optimizer.zero_grad()\n",
         # a backward meant to fail
         "import pytest\nimport torch\ndef check_frozen(layer, x, opt):\n    with torch.autocast(\"cuda\"):\n"
         "        loss = layer(x).mean()\n    with pytest.raises(RuntimeError):\n        loss.backward()\n    opt.step()\n",
@@ -147,6 +156,22 @@ class Fp16AutocastWithoutGradScaler(Rule):
             "scaler = torch.amp.GradScaler(\"cuda\")\n"
             "for x, y in loader:\n    with torch.autocast(\"cuda\", dtype=ptdtype):\n        loss = model(x, y)\n"
             "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n    optimizer.zero_grad()\n",
+        ),
+        # the autocast context bound to a name first (`with ctx:`), float16 on one branch of the choice
+        Invalid(
+            "import torch\nfrom contextlib import nullcontext\n"
+            "dtype = \"bfloat16\" if torch.cuda.is_bf16_supported() else \"float16\"\n"
+            "ptdtype = {\"bfloat16\": torch.bfloat16, \"float16\": torch.float16}[dtype]\n"
+            "ctx = nullcontext() if device_type == \"cpu\" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)\n"
+            "for x, y in loader:\n    with ctx:\n        loss = model(x, y)\n    loss.backward()\n"
+            "    optimizer.step()\n    optimizer.zero_grad()\n",
+            "import torch\nfrom contextlib import nullcontext\n"
+            "dtype = \"bfloat16\" if torch.cuda.is_bf16_supported() else \"float16\"\n"
+            "ptdtype = {\"bfloat16\": torch.bfloat16, \"float16\": torch.float16}[dtype]\n"
+            "ctx = nullcontext() if device_type == \"cpu\" else torch.amp.autocast(device_type=device_type, dtype=ptdtype)\n"
+            "scaler = torch.amp.GradScaler(\"cuda\")\n"
+            "for x, y in loader:\n    with ctx:\n        loss = model(x, y)\n    scaler.scale(loss).backward()\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n    optimizer.zero_grad()\n",
         ),
         Invalid(
             "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x, y in loader:\n"
@@ -205,7 +230,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
         if backward is None or backward.kind not in ("method", "autograd") or \
                 not facts.values.accumulates_grad(backward):
             return
-        if facts.roles.uses_grad_scaler or not facts.phase.backward_trains(node):
+        if facts.roles.uses_grad_scaler or facts.benchmark_file or not facts.phase.backward_trains(node):
             return  # (a unit test looking at gradients, or a backward meant to fail, does not train)
         loops = facts.tree.loops_around(node)
         root: cst.CSTNode = loops[0] if loops else facts.tree.scope_of(node)
