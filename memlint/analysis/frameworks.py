@@ -33,6 +33,9 @@ HF_TRAINER_BASES = re.compile(r"^(transformers|trl)(\.\w+)*\.\w*Trainer$")
 # Trainer methods the HF loop calls per evaluation batch and does not itself run under no_grad:
 # its own `prediction_step` enters `torch.no_grad()` inside, so an override must do it too.
 HF_EVAL_HOOKS = frozenset({"prediction_step"})
+# Trainer methods the HF loop calls on every batch (`compute_loss` on every training and
+# evaluation batch): their code runs per step though no loop is in sight.
+HF_STEP_HOOKS = frozenset({"training_step", "compute_loss", "prediction_step"})
 # The Trainer method whose result the HF loop adds into its running loss every step
 # (`self._tr_loss += tr_loss_step`): its own returns `loss.detach()`.
 HF_SUMMED_STEP = "training_step"

@@ -20,7 +20,8 @@ Asked as `facts.regions`:
   once, a parameter's default and what the module's calls pass for it);
 - `is_lightning_training_step(func)`, `lightning_step_hook(node)`: the per-batch hook
   (`training_step`, `validation_step`, ...) a node runs in; `in_hf_trainer(func)`: a method of
-  an HF Trainer subclass; `simuleval_action_hook(func)`: a SimulEval agent's per-action hook
+  an HF Trainer subclass, `hf_step_hook(node)`: the one of its methods the HF loop calls on
+  every batch that a node runs in; `simuleval_action_hook(func)`: a SimulEval agent's per-action hook
   (`policy`, `update_states_read`, ...), which SimulEval calls with grad enabled.
 
 Asked by: values (a forward carries grad only where grad is enabled), calls (helpers that run
@@ -38,7 +39,8 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.frameworks import HF_TRAINER_BASES, LIGHTNING_BASES, SIMULEVAL_ACTION_HOOKS, is_simuleval_agent
+from memlint.analysis.frameworks import (HF_STEP_HOOKS, HF_TRAINER_BASES, LIGHTNING_BASES, SIMULEVAL_ACTION_HOOKS,
+                                         is_simuleval_agent)
 from memlint.analysis.project import ProjectView
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
@@ -269,6 +271,14 @@ class Regions:
             if absolute is not None and self.project.knows(absolute) and self.project.is_hf_trainer(absolute):
                 return True
         return False
+
+    def hf_step_hook(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The method of an HF Trainer subclass that the HF loop calls on every batch
+        (`training_step`, `compute_loss`, `prediction_step`) that `node` runs in, directly."""
+        func = self.tree.function_of(node)
+        if func is not None and func.name.value in HF_STEP_HOOKS and self.in_hf_trainer(func):
+            return func
+        return None
 
     def simuleval_action_hook(self, func: cst.FunctionDef) -> bool:
         """A method SimulEval calls on every read or write action, with grad enabled (`policy`,

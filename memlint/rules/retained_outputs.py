@@ -37,9 +37,10 @@ class RetainedOutputs(Rule):
     outlives the loop: `outputs.append(model(x))`, `self.preds.append(logits)`, also CPU copies
     `preds.append(out.cpu())` (`.cpu()` and `.to()` do not detach), and through a method of
     this module that appends its argument to its instance (`metric.update(pred)`). Also:
-    - `self.<list>` appended to by a Lightning hook (`training_step`, `validation_step`, ...)
-      or a list of the class body, that nothing in the module ever empties: it grows for the
-      whole run, graph or not;
+    - `self.<list>` appended to by a hook a framework calls on every batch (Lightning's
+      `training_step`, `validation_step`, ...; an HF Trainer subclass's `compute_loss`,
+      `training_step`, `prediction_step`) or a list of the class body, that nothing in the
+      module ever empties: it grows for the whole run, graph or not;
     - a model's output kept on the device on every iteration of a grad-free loop (predictions
       collected on the GPU, every sampling step kept), in a module that uses a device, when after
       the loop it is not used there: moved to the host (`torch.cat(preds).cpu()`), used only on
@@ -142,6 +143,19 @@ class RetainedOutputs(Rule):
         "        logits, aux = self.model(batch)\n        loss = logits.mean() + aux.mean()\n"
         "        self.outs.append({\"loss\": loss.detach(), \"aux\": aux.detach()})\n        return loss\n\n"
         "    def on_train_epoch_end(self):\n        self.outs.clear()\n",
+        # an HF Trainer keeping detached losses, emptied where they are logged
+        "import torch\nfrom transformers import Trainer\n\nclass LossTrackingTrainer(Trainer):\n"
+        "    def __init__(self, *args, **kwargs):\n        super().__init__(*args, **kwargs)\n        self.losses = []\n\n"
+        "    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):\n"
+        "        outputs = model(**inputs)\n        self.losses.append(outputs.loss.detach())\n"
+        "        return (outputs.loss, outputs) if return_outputs else outputs.loss\n\n"
+        "    def log(self, logs, *args, **kwargs):\n        if self.losses:\n"
+        "            logs[\"loss_mean\"] = torch.stack(self.losses).mean().item()\n            self.losses.clear()\n"
+        "        super().log(logs, *args, **kwargs)\n",
+        # a compute_loss of a class that is no HF Trainer: its caller's loop is not known
+        "import torch\n\nclass Scorer:\n    def __init__(self):\n        self.losses = []\n\n"
+        "    def compute_loss(self, model, inputs):\n        loss = model(**inputs).loss\n"
+        "        self.losses.append(loss.detach())\n        return loss\n",
         # Lightning runs validation_step without grad, and the list is emptied every epoch
         "import torch\nimport lightning as L\nclass Lit(L.LightningModule):\n    def validation_step(self, batch, i):\n"
         "        for x in batch:\n            self.val_outputs.append(self.model(x))\n"
@@ -230,6 +244,14 @@ class RetainedOutputs(Rule):
             "    def test_step(self, batch, i):\n        self.scores.append(self.net(batch))\n"
             "    def on_test_end(self):\n        print(torch.cat(self.scores).mean())\n"
         ),
+        # an HF Trainer's compute_loss keeps every batch's loss, and nothing empties the list
+        Invalid(
+            "import torch\nfrom transformers import Trainer\n\nclass LossTrackingTrainer(Trainer):\n"
+            "    def __init__(self, *args, **kwargs):\n        super().__init__(*args, **kwargs)\n        self.losses = []\n\n"
+            "    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):\n"
+            "        outputs = model(**inputs)\n        self.losses.append(outputs.loss)\n"
+            "        return (outputs.loss, outputs) if return_outputs else outputs.loss\n"
+        ),
         # a list of the class body, written by every forward: shared and never emptied
         Invalid(
             "import torch\nimport torch.nn as nn\nclass Tapped(nn.Module):\n    seen = []\n    def __init__(self):\n"
@@ -311,22 +333,24 @@ class RetainedOutputs(Rule):
                 self._device_kept(node, container, values, use)
 
     def _never_emptied(self, node: cst.Call, dotted: str) -> bool:
-        """`self.<list>` that lives for the whole run: appended by a Lightning hook, or a list of
-        the class body, and nothing empties it. Reported here; True when it was."""
+        """`self.<list>` that lives for the whole run: appended by a hook a framework calls on
+        every batch (Lightning's, an HF Trainer's), or a list of the class body, and nothing
+        empties it. Reported here; True when it was."""
         facts = self.facts
         parts = dotted.split(".")
         klass = facts.scopes.enclosing_class(node)
         if len(parts) != 2 or klass is None or parts[0] not in ("self", klass.name.value):
             return False
         attr = parts[1]
-        hook = facts.regions.lightning_step_hook(node)
+        lightning = facts.regions.lightning_step_hook(node)
+        hook = lightning if lightning is not None else facts.regions.hf_step_hook(node)
         shared = facts.scopes.class_list(klass, attr) and not facts.scopes.assigned_on_instances(klass, attr)
         if hook is None and not shared:
             return False
         value = node.args[-1].value
         graph = facts.regions.grad_enabled(node) is True and facts.values.carries_grad(value, node)
         emptied = facts.scopes.emptied_by(klass, attr)
-        if graph and hook is not None and emptied and \
+        if graph and lightning is not None and emptied and \
                 not any(facts.steps.function_how_often(method) in (STEP, INNER) for method in emptied):
             self.report(node, (
                 f"Lightning calls `{hook.name.value}` on every batch, and `{dotted}` is emptied only between "
@@ -341,10 +365,14 @@ class RetainedOutputs(Rule):
             kept = "a device tensor"
         else:
             return False
-        if hook is not None:
-            phase = hook.name.value.split("_")[0]
-            where = f"Lightning calls `{hook.name.value}` on every batch"
+        if lightning is not None:
+            phase = lightning.name.value.split("_")[0]
+            where = f"Lightning calls `{lightning.name.value}` on every batch"
             advice = f"empty it once it is used (`self.{attr}.clear()` in `on_{phase}_epoch_end`)"
+        elif hook is not None:
+            where = f"the HF Trainer calls `{hook.name.value}` on every batch"
+            advice = ("keep `.detach()`ed values, and " if graph else "") + \
+                "empty it where it is read (an overridden `log()`, a callback)"
         else:
             where = f"`{attr}` is a list of the class body, shared by every instance"
             advice = f"keep it on the instance (`self.{attr} = []` in `__init__`) and empty it once used"
