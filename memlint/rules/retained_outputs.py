@@ -41,6 +41,9 @@ class RetainedOutputs(Rule):
       `training_step`, `validation_step`, ...; an HF Trainer subclass's `compute_loss`,
       `training_step`, `prediction_step`) or a list of the class body, that nothing in the
       module ever empties: it grows for the whole run, graph or not;
+    - a graph kept on the instance or in a list of the module by a function that runs on every
+      step without a loop of its own: a trainer's step method called from the loop of another
+      method, Ignite's process function (`self.history.append(loss)`);
     - a model's output kept on the device on every iteration of a grad-free loop (predictions
       collected on the GPU, every sampling step kept), in a module that uses a device, when after
       the loop it is not used there: moved to the host (`torch.cat(preds).cpu()`), used only on
@@ -152,6 +155,23 @@ class RetainedOutputs(Rule):
         "    def log(self, logs, *args, **kwargs):\n        if self.losses:\n"
         "            logs[\"loss_mean\"] = torch.stack(self.losses).mean().item()\n            self.losses.clear()\n"
         "        super().log(logs, *args, **kwargs)\n",
+        # a step method keeping losses that another method backwards (accumulated by hand)
+        "import torch\n\nclass Runner:\n    def __init__(self):\n        self.pending = []\n\n"
+        "    def _micro(self, x, y):\n        self.pending.append(criterion(self.model(x), y))\n\n"
+        "    def _apply(self):\n        torch.stack(self.pending).mean().backward()\n        self.opt.step()\n"
+        "        self.pending = []\n\n    def fit(self, loader):\n        for i, (x, y) in enumerate(loader):\n"
+        "            self._micro(x, y)\n            if i % 4 == 3:\n                self._apply()\n",
+        # a step function collecting into a list of its own, which it hands back
+        "import torch\nfrom ignite.engine import Engine\n\n\ndef update(engine, batch):\n    parts = []\n"
+        "    for x in batch:\n        parts.append(model(x.cuda()))\n    loss = torch.stack(parts).mean()\n"
+        "    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n    return loss.item()\n\n\n"
+        "trainer = Engine(update)\n",
+        # a method that runs once, not per step
+        "import torch\n\nclass Runner:\n    def __init__(self):\n        self.history = []\n\n"
+        "    def warmup(self, x, y):\n        loss = criterion(self.model(x), y)\n        loss.backward()\n"
+        "        self.history.append(loss)\n\n    def fit(self, loader, x0, y0):\n        self.warmup(x0, y0)\n"
+        "        for x, y in loader:\n            criterion(self.model(x), y).backward()\n            self.opt.step()\n"
+        "            self.opt.zero_grad()\n",
         # a compute_loss of a class that is no HF Trainer: its caller's loop is not known
         "import torch\n\nclass Scorer:\n    def __init__(self):\n        self.losses = []\n\n"
         "    def compute_loss(self, model, inputs):\n        loss = model(**inputs).loss\n"
@@ -244,6 +264,32 @@ class RetainedOutputs(Rule):
             "    def test_step(self, batch, i):\n        self.scores.append(self.net(batch))\n"
             "    def on_test_end(self):\n        print(torch.cat(self.scores).mean())\n"
         ),
+        # a trainer's step method, called from the loop of another method, keeps every loss
+        Invalid(
+            "import torch\n\nclass Runner:\n    def __init__(self, model, opt):\n        self.model = model.cuda()\n"
+            "        self.opt = opt\n        self.history = []\n\n    def _step(self, x, y):\n"
+            "        loss = torch.nn.functional.cross_entropy(self.model(x.cuda()), y.cuda())\n"
+            "        self.opt.zero_grad()\n        loss.backward()\n        self.opt.step()\n"
+            "        self.history.append(loss)\n\n    def fit(self, loader):\n        for x, y in loader:\n"
+            "            self._step(x, y)\n",
+            "import torch\n\nclass Runner:\n    def __init__(self, model, opt):\n        self.model = model.cuda()\n"
+            "        self.opt = opt\n        self.history = []\n\n    def _step(self, x, y):\n"
+            "        loss = torch.nn.functional.cross_entropy(self.model(x.cuda()), y.cuda())\n"
+            "        self.opt.zero_grad()\n        loss.backward()\n        self.opt.step()\n"
+            "        self.history.append(loss.detach())\n\n    def fit(self, loader):\n        for x, y in loader:\n"
+            "            self._step(x, y)\n",
+        ),
+        # Ignite's Engine calls its process function on every batch; the list is the module's
+        Invalid(
+            "import torch\nfrom ignite.engine import Engine\n\nlosses = []\n\n\ndef update(engine, batch):\n"
+            "    x, y = batch[0].cuda(), batch[1].cuda()\n    loss = criterion(model(x), y)\n    optimizer.zero_grad()\n"
+            "    loss.backward()\n    optimizer.step()\n    losses.append(loss)\n    return loss.item()\n\n\n"
+            "trainer = Engine(update)\n",
+            "import torch\nfrom ignite.engine import Engine\n\nlosses = []\n\n\ndef update(engine, batch):\n"
+            "    x, y = batch[0].cuda(), batch[1].cuda()\n    loss = criterion(model(x), y)\n    optimizer.zero_grad()\n"
+            "    loss.backward()\n    optimizer.step()\n    losses.append(loss.detach())\n    return loss.item()\n\n\n"
+            "trainer = Engine(update)\n",
+        ),
         # an HF Trainer's compute_loss keeps every batch's loss, and nothing empties the list
         Invalid(
             "import torch\nfrom transformers import Trainer\n\nclass LossTrackingTrainer(Trainer):\n"
@@ -319,13 +365,15 @@ class RetainedOutputs(Rule):
         dotted = dotted_name(container) or ""
         if self._never_emptied(node, dotted):
             return
-        if not facts.tree.loops_around(node):
+        loops = facts.tree.loops_around(node)
+        region = loops[0] if loops else self._step_function(node, dotted)
+        if region is None:
             return
         if grad:
             values = [a for a in values if facts.values.carries_grad(a.value, node)]
             if values:
-                self._graph_kept(node, container, dotted, values)
-        elif facts.device_code and isinstance(container, cst.Name):
+                self._graph_kept(node, container, dotted, values, region)
+        elif loops and facts.device_code and isinstance(container, cst.Name):
             values = [a for a in values if facts.values.holds_output(a.value, node)]
             loop = facts.tree.loops_around(node)[0]
             use = facts.values.use_after_loop(loop, container.value)
@@ -386,15 +434,32 @@ class RetainedOutputs(Rule):
         root = dotted.split(".")[0]
         return not (isinstance(container, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node))
 
-    def _graph_kept(self, node: cst.Call, container: cst.BaseExpression, dotted: str, values: List[cst.Arg]) -> None:
+    def _step_function(self, node: cst.Call, dotted: str) -> Optional[cst.FunctionDef]:
+        """The function `node` runs in, outside any loop of its own, when it runs on every step
+        (a method a trainer's loop calls, Ignite's process function) and stores into a container
+        that outlives the call: an attribute of the instance, or a name of the module."""
+        facts = self.facts
+        func = facts.tree.function_of(node)
+        if func is None or facts.steps.function_how_often(func) not in (STEP, INNER):
+            return None
+        parts = dotted.split(".")
+        if parts[0] == "self":
+            return func if len(parts) == 2 else None
+        local = any(b.kind != "append" for b in facts.scopes.bindings(func, dotted))
+        return func if len(parts) == 1 and dotted and not local else None
+
+    def _graph_kept(self, node: cst.Call, container: cst.BaseExpression, dotted: str, values: List[cst.Arg],
+                    region: cst.CSTNode) -> None:
         facts = self.facts
         loops = facts.tree.loops_around(node)
         root = dotted.split(".")[0]
         value = values[-1].value
-        if not self._outlives_loop(node, container, dotted):
+        if loops and not self._outlives_loop(node, container, dotted):
             return
         scope = facts.tree.scope_of(node)
-        if facts.values.reaches_backward(scope, {root, dotted}):
+        # (an attribute's owner, `self`, is no value of its own: what is derived from `self`, is
+        # derived from every attribute)
+        if facts.values.reaches_backward(scope, {dotted} if loops == [] and root == "self" else {root, dotted}):
             return
         if not isinstance(container, cst.Name) and facts.values.attribute_backwarded(dotted):
             return  # `self.losses` backwarded by another method
@@ -402,12 +467,12 @@ class RetainedOutputs(Rule):
                 not isinstance(container, cst.Name) or facts.values.leaves_scope(scope, {root})):
             return  # a forward or loss function collecting what its caller backwards
         handed_on = isinstance(container, cst.Name) and facts.values.leaves_scope(scope, {root})
-        if handed_on and (facts.phase.eval_evidence(loops[0]) is None and not facts.values.backwarded_in(value, loops[0])
+        if handed_on and (facts.phase.eval_evidence(region) is None and not facts.values.backwarded_in(value, region)
                           or facts.values.callers_backward(facts.tree.function_of(node))):
             return  # handed to the caller (or stored), which may backward it
-        if any(facts.roles.backwards_in(loop) for loop in loops):
+        if any(facts.roles.backwards_in(loop) for loop in (*loops, region)):
             context = "training"
-        elif facts.values.hands_graph_away(loops[0]):
+        elif facts.values.hands_graph_away(region):
             context = "unknown"  # the graph goes to code that may backward it
         else:
             context = "no-backward"
@@ -426,19 +491,21 @@ class RetainedOutputs(Rule):
                       Safety.UNSAFE if why else Safety.SAFE,
                       f"store `{show(fixed[-1][1])}`" + (f" (unsafe: {why})" if why else ""))  # type: ignore[arg-type]
         through = None if node.func.attr.value in _STORING else show(node.func)  # type: ignore[attr-defined]
-        if self._first_for(node, dotted):
-            self.report(node, self._message(dotted, value, fixed[-1][1], context, through), fix)
+        step_function = None if loops else region.name.value  # type: ignore[attr-defined]
+        if self._first_for(region, dotted):
+            self.report(node, self._message(dotted, value, fixed[-1][1], context, through, step_function), fix)
 
-    def _first_for(self, node: cst.Call, dotted: str) -> bool:
-        """One finding per container and loop: its first store there (the others share its fix)."""
-        key = (id(self.facts.tree.loops_around(node)[0]), dotted)
+    def _first_for(self, region: cst.CSTNode, dotted: str) -> bool:
+        """One finding per container and loop (or step function): its first store there (the
+        others share its fix)."""
+        key = (id(region), dotted)
         if key in self._reported:
             return False
         self._reported.add(key)
         return True
 
     def _device_kept(self, node: cst.Call, container: cst.Name, values: List[cst.Arg], use: str) -> None:
-        if not self._first_for(node, container.value):
+        if not self._first_for(self.facts.tree.loops_around(node)[0], container.value):
             return
         fix = None
         if use != "some-paths" and self._only_append(node, container) and \
@@ -466,12 +533,15 @@ class RetainedOutputs(Rule):
 
     @staticmethod
     def _message(container: str, value: cst.BaseExpression, fixed: Optional[cst.BaseExpression],
-                 context: str, through: Optional[str]) -> str:
+                 context: str, through: Optional[str], step_function: Optional[str]) -> str:
+        """`step_function`: the function, run on every step, that stores (no loop of its own)."""
         moved = _moved_to_cpu(value)
+        place = f"`{step_function}`, run on every step," if step_function else "this loop"
         advice = f"store `{show(fixed)}`" if fixed is not None else "store detached tensors"
         what = f"`{through}(...)` stores its argument in `{container}`, which" if through else f"`{container}`"
         if context == "training":
-            return (f"{what} keeps a tensor with its autograd graph; in this training loop "
+            return (f"{what} keeps a tensor with its autograd graph; in "
+                    f"{place if step_function else 'this training loop'} "
                     f"backward() frees the graph's saved tensors, so the cost is the linked autograd "
                     f"history, not GPU memory: {advice}")
         if context == "unknown":
@@ -479,7 +549,7 @@ class RetainedOutputs(Rule):
                     f"saved activations unless a backward frees them: {advice}")
         if moved:
             return (f"{what} keeps CPU copies that still hold the autograd graph (`.cpu()` / "
-                    f"`.to()` do not detach), so in this loop without a backward each batch's saved "
+                    f"`.to()` do not detach), so in {place} without a backward each batch's saved "
                     f"activations stay on the GPU: {advice}")
-        return (f"{what} keeps a tensor with its autograd graph, so in this loop without a backward every "
+        return (f"{what} keeps a tensor with its autograd graph, so in {place} without a backward every "
                 f"batch's saved activations stay on the GPU until `{container}` is dropped: {advice}")
