@@ -425,3 +425,23 @@ def test_constructor_of_and_attribute_backwarded():
     """)
     assert f.receivers.constructor_of(cst.parse_expression("rnn")) == "torch.nn.GRU"
     assert f.values.attribute_backwarded("self.total") and not f.values.attribute_backwarded("self.other")
+
+
+def test_a_tuple_of_values_binds_each_name_to_its_own():
+    """`x, y = x.cuda(), y.cuda()` binds `x` to `x.cuda()` alone, as two statements would; an
+    unpacked call (`a, b = f()`) or a starred target still binds every name to the whole value."""
+    f = facts("""
+        def step(x, y, f):
+            x, y = x.cuda(), y.cpu()
+            a, b = f()
+            c, *rest = x, y, x
+    """)
+    func = first(f, cst.FunctionDef)
+    [x] = [b for b in f.scopes.bindings(func, "x") if b.kind == "assign"]
+    [y] = [b for b in f.scopes.bindings(func, "y") if b.kind == "assign"]
+    assert (code(x.value), x.whole) == ("x.cuda()", True)
+    assert (code(y.value), y.whole) == ("y.cpu()", True)
+    [a] = f.scopes.bindings(func, "a")
+    assert (code(a.value), a.whole) == ("f()", False)
+    [c] = f.scopes.bindings(func, "c")
+    assert (code(c.value), c.whole) == ("x, y, x", False)

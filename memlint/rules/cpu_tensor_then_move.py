@@ -277,6 +277,12 @@ class CpuTensorThenMove(Rule):
         "        return model(sample)\n",
     )
     INVALID = (
+        # moved to the batch's device, the batch moved in a tuple assignment first
+        Invalid(
+            "import torch\ndef train(model, loader, opt):\n    for x, y in loader:\n        x, y = x.cuda(), y.cuda()\n"
+            "        noise = torch.randn(x.size(1), x.size(1)).to(x)\n        loss = model(x @ noise, y)\n"
+            "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
+        ),
         # the host waited once, before the loop: every iteration's copy still waits
         Invalid(
             "import torch\ndef train(model, lengths, opt, device):\n    n = torch.max(lengths).item()\n"
