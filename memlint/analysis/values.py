@@ -5,7 +5,8 @@ Asked as `facts.values`:
 - `carries_grad(expr, at)`: whether `expr`, evaluated at `at`, holds an autograd graph: it comes
   from a forward or a loss computed in grad mode (memlint.analysis.regions), through the
   bindings in effect (memlint.analysis.scopes), arithmetic, indexing, `.cpu()` / `.to()` (which
-  keep the graph) or a function of this module that returns one (`returns_grad`), and no
+  keep the graph) or a function of this module that returns one (`returns_grad`), or a backward
+  of its scope backwards it as bound (`loss = helper(batch)`, then `loss.backward()`), and no
   `.item()`, `float()`, `.detach()`, `.tolist()`, `.numpy()` or `.data` ended it. Unknown calls
   carry nothing: the answer leans towards not reporting. `requires_grad_off`: the file freezes
   parameters somewhere (then a forward alone is not taken to record a graph);
@@ -49,7 +50,7 @@ from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCAL
 from memlint.analysis.project import ProjectView
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
-from memlint.analysis.scopes import Scopes
+from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeIndex, argument, children, dotted_name,
                                    expression_nodes, last_part, literal_bool, walk_scope)
@@ -292,12 +293,25 @@ class Values:
             if not bind.whole and isinstance(bind.value, cst.Call) and (
                     last_part(dotted_name(bind.value.func)) in _VALUES_INDICES):
                 continue  # `_, predicted = out.max(1)`: do not guess which element it is
-            if self._traces(bind.value, bind.node, trace):
+            if self._traces(bind.value, bind.node, trace) or trace.graph and self._backwarded_binding(bind):
                 result = True
                 break
         self._in_progress.discard(key)
         self._memo_grad[key] = result
         return result
+
+    def _backwarded_binding(self, bind: Binding) -> bool:
+        """`loss = step_loss(batch)`, a call memlint cannot see into, whose value a backward of
+        the same scope backwards as bound here (`loss.backward()`): only a tensor with an
+        autograd graph can be backwarded."""
+        if bind.kind != "assign" or not bind.whole or type(bind.value) is not cst.Call:
+            return False
+        for backward in self.roles.backwards_of(self.tree.scope_of(bind.node)):
+            loss = backward.loss
+            if type(loss) is cst.Name and loss.value == bind.name and \
+                    any(b is bind for b in self.scopes.in_effect(bind.name, backward.call)):
+                return True
+        return False
 
     def _iter_traces(self, iterable: cst.BaseExpression, at: cst.CSTNode, trace: "_Trace") -> bool:
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \

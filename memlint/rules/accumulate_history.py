@@ -187,6 +187,17 @@ class AccumulateHistory(Rule):
             "        loss = self.compute_loss(model, inputs) + model(**inputs).aux_loss\n"
             "        self.accelerator.backward(loss)\n        return loss.detach()\n",
         ),
+        # ... the loss from the Trainer's own compute_loss: what is backwarded carries a graph
+        Invalid(
+            "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+            "    def training_step(self, model, inputs, num_items_in_batch=None):\n"
+            "        loss = self.compute_loss(model, inputs)\n"
+            "        self.accelerator.backward(loss)\n        return loss\n",
+            "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+            "    def training_step(self, model, inputs, num_items_in_batch=None):\n"
+            "        loss = self.compute_loss(model, inputs)\n"
+            "        self.accelerator.backward(loss)\n        return loss.detach()\n",
+        ),
         # a running average keeps every value it has seen with their graphs
         Invalid(
             "import torch\nmodel.eval()\nema = {\"loss\": 0.0}\nfor x, y in val_loader:\n"

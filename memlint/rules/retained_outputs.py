@@ -155,6 +155,10 @@ class RetainedOutputs(Rule):
         "    def log(self, logs, *args, **kwargs):\n        if self.losses:\n"
         "            logs[\"loss_mean\"] = torch.stack(self.losses).mean().item()\n            self.losses.clear()\n"
         "        super().log(logs, *args, **kwargs)\n",
+        # the backwarded loss detached before it is kept
+        "import torch\nfrom mylib.losses import compute_loss\n\nhistory = []\nfor batch in loader:\n"
+        "    loss = compute_loss(model, batch)\n    loss.backward()\n    optimizer.step()\n"
+        "    optimizer.zero_grad()\n    loss = loss.detach()\n    history.append(loss)\n",
         # a step method keeping losses that another method backwards (accumulated by hand)
         "import torch\n\nclass Runner:\n    def __init__(self):\n        self.pending = []\n\n"
         "    def _micro(self, x, y):\n        self.pending.append(criterion(self.model(x), y))\n\n"
@@ -263,6 +267,15 @@ class RetainedOutputs(Rule):
             "        super().__init__()\n        self.scores = []\n        self.net = torch.nn.Linear(8, 2)\n"
             "    def test_step(self, batch, i):\n        self.scores.append(self.net(batch))\n"
             "    def on_test_end(self):\n        print(torch.cat(self.scores).mean())\n"
+        ),
+        # a loss from a helper memlint cannot see into: it is backwarded, so it carries a graph
+        Invalid(
+            "import torch\nfrom mylib.losses import compute_loss\n\nhistory = []\nfor batch in loader:\n"
+            "    loss = compute_loss(model, batch)\n    optimizer.zero_grad()\n    loss.backward()\n"
+            "    optimizer.step()\n    history.append(loss)\n",
+            "import torch\nfrom mylib.losses import compute_loss\n\nhistory = []\nfor batch in loader:\n"
+            "    loss = compute_loss(model, batch)\n    optimizer.zero_grad()\n    loss.backward()\n"
+            "    optimizer.step()\n    history.append(loss.detach())\n",
         ),
         # a trainer's step method, called from the loop of another method, keeps every loss
         Invalid(
