@@ -162,16 +162,7 @@ class Regions:
         branch, to a context that does nothing, `contextlib.suppress`): the autocast call the
         partial makes, and the API's name."""
         dotted = dotted_name(func)
-        if dotted is None:
-            return None
-        for assign in self.scopes.assigns:
-            value = assign.value
-            if type(value) is cst.Call and value.args and self.names.call_name(value) == "functools.partial" and \
-                    any(dotted_name(target.target) == dotted for target in assign.targets):
-                api = self.names.qualified_name(value.args[0].value)
-                if api in _AUTOCAST:
-                    return cst.Call(value.args[0].value, value.args[1:]), api
-        return None
+        return self._named_autocasts[0].get(dotted) if dotted is not None else None
 
     def _autocast_bound(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
         """`ctx` in `with ctx:`, where the module binds it to an autocast context (`ctx =
@@ -179,17 +170,32 @@ class Regions:
         context that does nothing: `nullcontext() if device_type == "cpu" else
         torch.amp.autocast(...)`): that autocast call, and the API's name."""
         dotted = dotted_name(expr)
-        if dotted is None:
-            return None
+        return self._named_autocasts[1].get(dotted) if dotted is not None else None
+
+    @cached_property
+    def _named_autocasts(self) -> Tuple[Dict[str, Tuple[cst.Call, str]], Dict[str, Tuple[cst.Call, str]]]:
+        """The names the module binds to autocast (the first binding of each): factories
+        (`functools.partial(torch.autocast, ...)`, entered as `with name():`) and contexts (an
+        autocast call, or a conditional with one on a branch, entered as `with name:`). Read off
+        the module's assignments once, for every `with` that enters a name."""
+        partials: Dict[str, Tuple[cst.Call, str]] = {}
+        contexts: Dict[str, Tuple[cst.Call, str]] = {}
         for assign in self.scopes.assigns:
-            if not any(dotted_name(target.target) == dotted for target in assign.targets):
-                continue
             value = assign.value
+            names = [name for name in (dotted_name(t.target) for t in assign.targets) if name]
+            if type(value) is cst.Call and value.args and self.names.call_name(value) == "functools.partial":
+                api = self.names.qualified_name(value.args[0].value)
+                if api in _AUTOCAST:
+                    for name in names:
+                        partials.setdefault(name, (cst.Call(value.args[0].value, value.args[1:]), api))
+                continue
             for option in ((value.body, value.orelse) if type(value) is cst.IfExp else (value,)):  # type: ignore[attr-defined]
                 api = self.names.call_name(option) if type(option) is cst.Call else None  # type: ignore[arg-type]
                 if api in _AUTOCAST:
-                    return option, api  # type: ignore[return-value]
-        return None
+                    for name in names:
+                        contexts.setdefault(name, (option, api))  # type: ignore[arg-type]
+                    break
+        return partials, contexts
 
     def _autocast(self, node: cst.With, item: cst.WithItem, call: cst.Call, qualified: str) -> Autocast:
         deprecated = qualified.startswith(("torch.cuda.amp", "torch.cpu.amp"))

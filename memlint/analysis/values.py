@@ -585,9 +585,10 @@ class Values:
         is read (for a metric, a log) and dropped."""
         if self.reaches_backward(scope, names) or self.leaves_scope(scope, names):
             return False
-        tainted = self.derived_names(scope, names)
-        return not any(self._may_backward(call) and any(sources_of(arg.value) & tainted for arg in call.args)
-                       for call in self.scopes.calls_of(scope))
+        summary = self._summary(scope)
+        tainted = summary.derivation.of(names)
+        calls = {id(call): call for name in tainted for call in summary.calls_passed(name)}
+        return not any(self._may_backward(call) for call in calls.values())
 
     def _may_backward(self, call: cst.Call) -> bool:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
@@ -696,6 +697,19 @@ class _ScopeSummary:
                     handed |= sources_of(arg.value)
         self.handed_to_backward = frozenset(handed)
         self.returned: FrozenSet[str] = frozenset().union(*(sources_of(v) for v in scopes.returned(scope)))
+        self._scope, self._scopes = scope, scopes
+        self._calls_passed: Optional[Dict[str, List[cst.Call]]] = None
         self.stored: FrozenSet[str] = frozenset().union(*(  # into an attribute or item
             sources_of(assign.value) for assign in scopes.assigns_of(scope)
             if any(_stores_into_container(t.target) for t in assign.targets)))
+
+    def calls_passed(self, name: str) -> List[cst.Call]:
+        """The calls of the scope that are passed something made from `name` (`f(x)`, `f(y=x[0])`):
+        an index built on the first question, where asking every call would cost the scope's size
+        for each name."""
+        if self._calls_passed is None:
+            self._calls_passed = {}
+            for call in self._scopes.calls_of(self._scope):
+                for source in set().union(*(sources_of(arg.value) for arg in call.args)):
+                    self._calls_passed.setdefault(source, []).append(call)
+        return self._calls_passed.get(name, [])

@@ -532,15 +532,18 @@ class EvalWithoutNoGrad(Rule):
         if facts.values.requires_grad_off or not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
             return
         scope = facts.tree.scope_of(loop)
-        for assign in facts.scopes.assigns_of(scope):
-            forward = _forward_of(assign.value)
+        for assign in walk_scope(loop.body):
+            if type(assign) is not cst.Assign:
+                continue
+            forward = _forward_of(assign.value)  # type: ignore[attr-defined]
             if forward is None or not facts.roles.is_forward(forward) or facts.regions.grad_enabled(forward) is not True:
                 continue
             loops = facts.tree.loops_around(assign)
             if not loops or loops[0] is not loop or facts.steps.periodic(assign):
                 continue
-            names = {name for target in assign.targets for name in target_names(target.target)}
-            if not names or not all(_binds_names(target.target) for target in assign.targets) or \
+            targets = assign.targets  # type: ignore[attr-defined]
+            names = {name for target in targets for name in target_names(target.target)}
+            if not names or not all(_binds_names(target.target) for target in targets) or \
                     not facts.values.kept_from_backward(scope, names):
                 continue
             statement = facts.tree.statement_around(assign)
