@@ -78,6 +78,7 @@ _ACCELERATOR = re.compile(r"(^|\.)(accelerator|fabric)$", re.IGNORECASE)
 _LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _PARAMETER_ITERABLES = frozenset({"parameters", "named_parameters", "buffers", "named_buffers"})
+_NAMED_TENSORS = {"named_parameters": "parameters", "named_buffers": "buffers"}  # (name, tensor) pairs: the tensors
 _FEW_METHODS = frozenset({"items", "values", "keys"})
 _SMALL_RANGE = 16
 _MAX_DEPTH = 6  # in one expression
@@ -151,13 +152,20 @@ def _to_host(expr: cst.BaseExpression) -> bool:
 def element_source(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> Optional[cst.BaseExpression]:
     """What `name`, bound by `for target in iterable`, takes its values from: `iterable` itself
     when `target` is the name; through `enumerate` and `zip`, the one iterable whose elements
-    it takes (`for i, (s, t) in enumerate(zip(a, b))`: `s` from `a`); None when it cannot be told."""
+    it takes (`for i, (s, t) in enumerate(zip(a, b))`: `s` from `a`); through a module's
+    `named_parameters()` / `named_buffers()`, its `parameters()` / `buffers()` (`for n, p in
+    model.named_parameters()`: `p` from `model.parameters()`); None when it cannot be told."""
     if isinstance(target, cst.Name):
         return iterable if target.value == name else None
-    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(iterable, cst.Call) or \
-            not isinstance(iterable.func, cst.Name) or any(a.keyword is not None or a.star for a in iterable.args):
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(iterable, cst.Call):
         return None
     parts = [e.value for e in target.elements]
+    func = iterable.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _NAMED_TENSORS and len(parts) == 2 and \
+            isinstance(parts[1], cst.Name) and parts[1].value == name:
+        return cst.Call(cst.Attribute(func.value, cst.Name(_NAMED_TENSORS[func.attr.value])))
+    if not isinstance(func, cst.Name) or any(a.keyword is not None or a.star for a in iterable.args):
+        return None
     if iterable.func.value == "enumerate" and len(parts) == 2 and len(iterable.args) == 1:
         return element_source(parts[1], iterable.args[0].value, name)
     if iterable.func.value == "zip" and len(parts) == len(iterable.args):
@@ -344,7 +352,7 @@ class Syncs:
         if isinstance(expr, cst.Name):
             return self._name_is_tensor(expr.value, at)
         if isinstance(expr, cst.Attribute):
-            if expr.attr.value in ("grad", "data", "T", "mT", "real", "imag"):
+            if expr.attr.value in ("grad", "data", "T", "mT", "real", "imag", "values", "indices"):
                 return self.is_tensor(expr.value, at, depth + 1)
             value = expr.value  # `model(x).logits`, `out.loss`
             if type(value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS:  # `out = model(x)` ... `out.logits`
@@ -597,15 +605,16 @@ class Syncs:
         return True
 
     def _comprehension_target(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
-        """The iterable of the comprehension around `at` whose `for` binds `name`."""
+        """What the `for` of the comprehension around `at` that binds `name` takes it from
+        (`element_source`: its iterable, or the one an unpacked element comes from)."""
         for ancestor in self.tree.ancestors(at):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return None
             if isinstance(ancestor, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
                 clause: Optional[cst.CompFor] = ancestor.for_in
                 while clause is not None:
-                    if isinstance(clause.target, cst.Name) and clause.target.value == name:
-                        return clause.iter
+                    if name in target_names(clause.target):
+                        return element_source(clause.target, clause.iter, name)
                     clause = clause.inner_for_in
         return None
 

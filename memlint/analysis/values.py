@@ -302,12 +302,15 @@ class Values:
 
     def _backwarded_binding(self, bind: Binding) -> bool:
         """`loss = step_loss(batch)`, a call memlint cannot see into, whose value a backward of
-        the same scope backwards as bound here (`loss.backward()`): only a tensor with an
-        autograd graph can be backwarded."""
+        the same scope backwards as bound here (`accelerator.backward(loss)`; `loss.backward()`
+        of a name that reads like a loss, where `planner.backward()` may be anything's method):
+        only a tensor with an autograd graph can be backwarded."""
         if bind.kind != "assign" or not bind.whole or type(bind.value) is not cst.Call:
             return False
         for backward in self.roles.backwards_of(self.tree.scope_of(bind.node)):
             loss = backward.loss
+            if backward.kind == "method" and "loss" not in bind.name.lower():
+                continue
             if type(loss) is cst.Name and loss.value == bind.name and \
                     any(b is bind for b in self.scopes.in_effect(bind.name, backward.call)):
                 return True

@@ -120,6 +120,13 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # gradient norms per parameter, read every 100 steps
+        "import torch\n\ndef train(model, loader, optimizer, device):\n"
+        "    for step, (x, y) in enumerate(loader):\n"
+        "        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))\n"
+        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
+        "        if step % 100 == 0:\n"
+        "            print({name: p.grad.norm().item() for name, p in model.named_parameters()})\n",
         # the same per-token scoring in a script that never names a device (its docstring's words are
         # not one): reads on the CPU wait for nothing
         "\"\"\"Score sentences with a small LM on the CPU (no GPU needed).\"\"\"\n"
@@ -260,6 +267,22 @@ class HostDeviceSyncInLoop(Rule):
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
     )
     INVALID = (
+        # a gradient norm read per parameter on every step (`named_parameters()` yields tensors)
+        Invalid(
+            "import torch\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
+            "        norms = {name: p.grad.norm().item() for name, p in model.named_parameters()}\n"
+            "        print(norms)\n"
+        ),
+        # a greedy selection reading each pick (`.values` of a reduction is a tensor)
+        Invalid(
+            "import torch\n\ndef hard_negatives(model, loader, device, k):\n    model.eval()\n    picked = []\n"
+            "    with torch.no_grad():\n        for x, y in loader:\n"
+            "            scores = model(x.to(device)).max(-1).values\n            for _ in range(k):\n"
+            "                idx = scores.argmax().item()\n                picked.append(idx)\n"
+            "                scores[idx] = -1e9\n    return picked\n"
+        ),
         # syncs no call asks for: a GPU value as a slice bound, as an `if` condition
         Invalid(
             "import torch\nmodel = model.to(device)\nfor x in loader:\n    out = model(x.to(device))\n"

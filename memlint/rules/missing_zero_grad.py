@@ -104,9 +104,9 @@ class MissingZeroGrad(Rule):
         "import torch\nfor t in range(100):\n    loss = model(x).sum()\n    loss.backward()\n    obs = env.step(action)\n",
         "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nplanner = Planner()\n"
         "for t in range(100):\n    planner.backward()\n    opt.step()\n",
-        # an optimizer that is not known to be one: stay silent
-        "import torch\ndef train(model, optimizer, loader):\n    for x in loader:\n"
-        "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n",
+        # a parameter that is not known to be an optimizer: stay silent
+        "import torch\ndef train(model, planner, loader):\n    for x in loader:\n"
+        "        loss = model(x).sum()\n        loss.backward()\n        planner.step()\n",
         # distributed autograd accumulates into its context, which every iteration makes afresh
         "import torch\nimport torch.distributed.autograd as dist_autograd\n"
         "from torch.distributed.optim import DistributedOptimizer\n"
@@ -141,6 +141,14 @@ class MissingZeroGrad(Rule):
             "import torch\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nopt.zero_grad()\nfor x, y in loader:\n"
             "    loss = criterion(model(x), y)\n    loss.backward()\n    opt.step()\n"
             "    opt.zero_grad(set_to_none=True)\n",
+        ),
+        # a training function's optimizer parameter, which a script beside it passes
+        Invalid(
+            "import torch\ndef train(model, optimizer, loader):\n    for x in loader:\n"
+            "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n",
+            "import torch\ndef train(model, optimizer, loader):\n    for x in loader:\n"
+            "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
+            "        optimizer.zero_grad(set_to_none=True)\n",
         ),
         # a while loop, the step under autocast, the optimizer an attribute
         Invalid(

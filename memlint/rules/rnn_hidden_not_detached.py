@@ -162,8 +162,10 @@ class RnnHiddenNotDetached(Rule):
             return
         text = ", ".join(f"`{n.value}`" for n in state)
         fix = self._fix(node, loop, call, state)
+        carried = "is carried to the next iteration with its autograd graph" if len(state) == 1 else \
+            "are carried to the next iteration with their autograd graphs"
         self.report(call, (
-            f"{text} {'is' if len(state) == 1 else 'are'} carried to the next iteration with its autograd graph, linking every "
+            f"{text} {carried}, linking every "
             f"step's graph to the previous ones: backward() then fails on the freed graph or, "
             f"with retain_graph=True, keeps the whole history and memory grows every step; "
             f"detach the state each iteration (this truncates backpropagation there)"), fix)
