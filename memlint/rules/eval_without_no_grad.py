@@ -84,7 +84,8 @@ class EvalWithoutNoGrad(Rule):
     `torch.no_grad()`. The message quotes that figure only for loops over a data loader
     (memlint.analysis.figures); elsewhere (a short test, a decoding loop) it says why without one.
     In a training loop, a metric pass's graph is alive while the step's own backward runs: the
-    step's peak holds a second forward's activations.
+    step's peak holds a second forward's activations (a pitch predictor's step on an H200,
+    `bench/metric_forward.py`: 2,096 MiB, against 927 MiB with the pass under no_grad).
 
     ## Example
     ```python
