@@ -17,8 +17,9 @@ has no loop of its own, one decorated to run without grad included: a sampler's
   function that runs once per step, its caller does);
 - `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
   runs or evaluation phases), also through the helpers it calls, whatever else it runs; under
-  a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`), or in the body
-  of a test that fills an empty cache (`if self.mask is None: self.mask = ...`); outside the
+  a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`), in the body
+  of a test that fills an empty cache (`if self.mask is None: self.mask = ...`), or under a
+  count its body raises towards a bound (`if shown < 3: shown += 1`: a few times in all); outside the
   loops of a function that holds a step loop of its own (a beam search's setup before its
   decoding loop, a `train_epoch`'s before its batches); in Lightning's
   epoch, fit and phase hooks (`on_train_epoch_end`, `on_validation_start`);
@@ -48,7 +49,8 @@ from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part, walk
 
-_LOADER = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
+# What a data loader is named like: a loop over one runs a step per batch
+LOADER_NAME = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 _ENGINE = re.compile(r"^ignite\.engine(\.engine)?\.(Deterministic)?Engine$")
 _BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef})
@@ -118,7 +120,7 @@ class Steps:
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
                 iterable.func.attr.value.endswith("dataloader"):
             return True  # self.train_dataloader()
-        return bool(_LOADER.search(last_part(dotted_name(iterable))))
+        return bool(LOADER_NAME.search(last_part(dotted_name(iterable))))
 
     def holds_step_loop(self, loop: cst.CSTNode) -> bool:
         """A loop nested in `loop`, or in a function of this module it calls, is a step loop."""
@@ -240,8 +242,9 @@ class Steps:
     def periodic(self, node: cst.CSTNode) -> bool:
         """`node` runs only on some iterations of its loop (or calls of its function): under a
         condition on a counter (`if step % 100 == 0:`, `if i == 0:`, `if batch_idx < 3:`) or in
-        the fill of an empty cache (`if self.mask is None: self.mask = ...`), not under a flag
-        that holds on every step (`if args.log:`)."""
+        the fill of an empty cache (`if self.mask is None: self.mask = ...`), or under a count
+        the body raises towards a bound (`if shown < 3: shown += 1`), not under a flag that holds
+        on every step (`if args.log:`)."""
         return self.periodic_guard(node) is not None
 
     def periodic_guard(self, node: cst.CSTNode) -> Optional[Union[cst.If, cst.IfExp]]:
@@ -252,7 +255,8 @@ class Steps:
             if kind in _BOUNDS:
                 return None
             if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
-                    child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor, self.tree)):  # type: ignore[attr-defined]
+                    child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor, self.tree)
+                                                or _bounded(ancestor)):  # type: ignore[attr-defined]
                 return ancestor  # type: ignore[return-value]
             child = ancestor
         return None
@@ -338,6 +342,30 @@ def _counts(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _counts(test.expression)
     return False
+
+
+def _bounded(branch: cst.CSTNode) -> bool:
+    """`if shown < 3: shown += 1; print(...)`: the test holds a name under a number, and the body
+    counts it up, so the body runs that many times in all, however often the test is met."""
+    if type(branch) is not cst.If:
+        return False
+    limited = set()
+    for part in _conjuncts(branch.test):  # type: ignore[attr-defined]
+        if type(part) is cst.Comparison and len(part.comparisons) == 1 and type(part.left) is cst.Name and \
+                type(part.comparisons[0].operator) in (cst.LessThan, cst.LessThanEqual) and \
+                type(part.comparisons[0].comparator) is cst.Integer:
+            limited.add(part.left.value)
+    body = branch.body.body if type(branch.body) is cst.IndentedBlock else ()  # type: ignore[attr-defined]
+    return any(type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and
+               type(small.target) is cst.Name and small.target.value in limited  # type: ignore[attr-defined]
+               for line in body if type(line) is cst.SimpleStatementLine for small in line.body)  # type: ignore[attr-defined]
+
+
+def _conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The parts of an `and` chain (`a and b and c`), or the test itself."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:  # type: ignore[attr-defined]
+        return _conjuncts(test.left) + _conjuncts(test.right)  # type: ignore[attr-defined]
+    return [test]
 
 
 def _fills_cache(branch: cst.CSTNode, tree: TreeIndex) -> bool:

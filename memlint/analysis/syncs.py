@@ -45,8 +45,9 @@ from memlint.analysis.dataflow import SCALAR_METHODS, SIZE_METHODS, target_names
 from memlint.analysis.purity import Purity
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
+from memlint.analysis.steps import LOADER_NAME
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, walk
+from memlint.analysis.tree import OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, last_part, walk
 
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
@@ -174,6 +175,17 @@ def element_source(target: cst.BaseExpression, iterable: cst.BaseExpression, nam
             if found is not None:
                 return found
     return None
+
+
+def batch_field(target: cst.BaseExpression, iterable: cst.BaseExpression, name: str) -> bool:
+    """`x` in `for x, y in loader` (or `for i, (x, y) in enumerate(train_loader)`): a field of a
+    data loader's batch unpacked by position, which the loader's collation stacks into a tensor."""
+    if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "enumerate" and \
+            len(iterable.args) == 1 and type(target) is cst.Tuple and len(target.elements) == 2:
+        return batch_field(target.elements[1].value, iterable.args[0].value, name)
+    if type(target) not in (cst.Tuple, cst.List) or not LOADER_NAME.search(last_part(dotted_name(iterable))):
+        return False
+    return any(type(e.value) is cst.Name and e.value.value == name for e in target.elements)  # type: ignore[attr-defined]
 
 
 class _Bindings:
@@ -438,7 +450,8 @@ class Syncs:
                 result = False
             elif bind.kind == "for":
                 source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
-                result = source is not None and self._iterates_tensors(source, bind.node, depth)
+                result = source is not None and self._iterates_tensors(source, bind.node, depth) or \
+                    batch_field(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
             elif bind.kind == "aug":  # `x += y`: a tensor stays one; a number plus a tensor becomes one
                 result = self.is_tensor(bind.value, bind.node, depth + 1) or self._name_is_tensor(name, bind.node)
             elif bind.kind in ("assign", "walrus"):

@@ -120,6 +120,12 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # the first three mistakes printed: the count bounds the reads, whatever the batch size
+        "import torch\n\n@torch.no_grad()\ndef evaluate(model, loader, device):\n    shown = 0\n"
+        "    for x, y in loader:\n        x, y = x.to(device), y.to(device)\n"
+        "        pred = model(x).argmax(-1)\n        wrong = (pred != y).cpu()\n"
+        "        for i in range(x.size(0)):\n            if wrong[i] and shown < 3:\n                shown += 1\n"
+        "                print(x[i].tolist(), pred[i].tolist(), y[i].tolist())\n",
         # gradient norms per parameter, read every 100 steps
         "import torch\n\ndef train(model, loader, optimizer, device):\n"
         "    for step, (x, y) in enumerate(loader):\n"
@@ -274,6 +280,14 @@ class HostDeviceSyncInLoop(Rule):
             "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
             "        norms = {name: p.grad.norm().item() for name, p in model.named_parameters()}\n"
             "        print(norms)\n"
+        ),
+        # a boolean mask per class: a data loader's batch, unpacked, holds tensors
+        Invalid(
+            "import torch\n\ndef train(model, loader, optimizer, device, num_classes):\n    for x, y in loader:\n"
+            "        x, y = x.to(device), y.to(device)\n        out = model(x)\n        loss = 0\n"
+            "        for c in range(num_classes):\n            sel = out[y == c]\n"
+            "            loss = loss + sel.logsumexp(-1).sum()\n        optimizer.zero_grad()\n"
+            "        loss.backward()\n        optimizer.step()\n"
         ),
         # a greedy selection reading each pick (`.values` of a reduction is a tensor)
         Invalid(
