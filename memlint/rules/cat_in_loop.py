@@ -19,7 +19,9 @@ _FEW = 16  # a loop over a literal range shorter than this grows nothing worth a
 
 @dataclass(frozen=True)
 class _Growth:
-    """`acc = torch.cat((acc, piece), dim)` (`prepends`: `torch.cat((piece, acc))`)."""
+    """`acc = torch.cat((acc, piece), dim)` (`prepends`: `torch.cat((piece, acc))`); `first`:
+    the test of `acc = first if acc is None else torch.cat((acc, piece))`, where the first value
+    is taken whole."""
 
     name: str
     assign: cst.Assign
@@ -27,6 +29,21 @@ class _Growth:
     piece: cst.BaseExpression
     dim: Optional[cst.BaseExpression]
     prepends: bool
+    first: Optional[cst.BaseExpression] = None
+
+
+def _cat_branch(choice: cst.IfExp, name: str) -> Optional[cst.BaseExpression]:
+    """The branch of `piece if acc is None else torch.cat((acc, piece))` (or `torch.cat(...) if
+    acc is not None else piece`) taken once `acc` holds something; None for another test."""
+    test = choice.test
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or type(test.left) is not cst.Name or \
+            test.left.value != name or type(test.comparisons[0].comparator) is not cst.Name or \
+            test.comparisons[0].comparator.value != "None":  # type: ignore[attr-defined]
+        return None
+    operator = type(test.comparisons[0].operator)
+    if operator is cst.Is:
+        return choice.orelse
+    return choice.body if operator is cst.IsNot else None
 
 
 class CatInLoop(Rule):
@@ -34,7 +51,8 @@ class CatInLoop(Rule):
     ## What it does
     Finds a tensor grown by concatenation on every iteration of a loop:
     `acc = torch.cat((acc, out))` (or `torch.cat((out, acc))`), where `acc` is carried from
-    one iteration to the next.
+    one iteration to the next; also `acc = out if acc is None else torch.cat((acc, out))`, the
+    first piece taken whole (reported without a fix).
 
     ## Why is this bad?
     Each `torch.cat` allocates a new tensor as large as everything gathered so far and copies all
@@ -89,6 +107,10 @@ class CatInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # grown only under the user's flag, else replaced by the last piece
+        "import torch\n\n@torch.no_grad()\ndef embed(model, loader, device, keep_all):\n"
+        "    feats = torch.empty(0, 16, device=device)\n    for x, _ in loader:\n        f = model(x.to(device))\n"
+        "        feats = torch.cat([feats, f]) if keep_all else f\n    return feats\n",
         # decoding: each step's forward reads the whole sequence; copying its ids is nothing beside it
         "import torch\nwith torch.no_grad():\n    for i in range(args.words):\n        out = model(ids)\n"
         "        nxt = out[-1].argmax().view(1, 1)\n        ids = torch.cat([ids, nxt], 0)\n",
@@ -133,6 +155,12 @@ class CatInLoop(Rule):
             "    feats_parts.append(encoder(x))\n    if i % 100 == 0:\n        print(torch.cat(feats_parts).shape)\n"
             "feats = torch.cat(feats_parts)\n",
         ),
+        # the first piece taken whole, the others concatenated: reported, no fix
+        Invalid(
+            "import torch\n\n@torch.no_grad()\ndef embed(model, loader, device):\n    feats = None\n"
+            "    for x, _ in loader:\n        f = model(x.to(device))\n"
+            "        feats = torch.cat([feats, f]) if feats is not None else f\n    return feats\n"
+        ),
         # a step loop that reads all of it back every step (not through a forward): reported, no fix
         Invalid(
             "import torch\nfor x in loader:\n    feats = torch.cat([feats, model(x)], 0)\n"
@@ -155,7 +183,8 @@ class CatInLoop(Rule):
         if not steps and not self._long(loop):
             return  # a loop of unknown length over a few items: nothing worth a rewrite
         reads = [use for use in facts.flow.uses if use.name == growth.name and not use.store
-                 and use.node is not self._acc_node(growth)]
+                 and use.node is not self._acc_node(growth)
+                 and not (growth.first is not None and self.facts.tree.contains(growth.first, use.node))]
         if isinstance(loop, cst.While) and growth.name in sources_of(loop.test):
             return  # grown until it is long enough: the loop is about its length
         message = (f"`{growth.name}` is grown by `torch.cat` on every iteration: each one copies everything gathered "
@@ -168,7 +197,7 @@ class CatInLoop(Rule):
                 "each step into a slice"))
             return
         message += "append the pieces to a list and concatenate once after the loop"
-        self.report(node, message, self._fix(loop, facts, growth, reads))
+        self.report(node, message, self._fix(loop, facts, growth, reads) if growth.first is None else None)
 
     def _long(self, loop: Loop) -> bool:
         """The loop runs many times: a `while`, a data loader, a `range` that is not short, a tensor."""
@@ -191,10 +220,12 @@ class CatInLoop(Rule):
     def _growth(self, node: cst.Assign) -> Optional[_Growth]:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return None
-        call = node.value
+        name = node.targets[0].target.value
+        call, test = node.value, None
+        if type(call) is cst.IfExp:  # `acc = piece if acc is None else torch.cat((acc, piece))`
+            call, test = _cat_branch(call, name), call.test  # type: ignore[attr-defined]
         if not isinstance(call, cst.Call) or self.facts.names.call_name(call) not in _CAT:
             return None
-        name = node.targets[0].target.value
         tensors = argument(call, "tensors", 0)
         dim = argument(call, "dim", 1)
         if tensors is None or any(a.keyword is not None and a.keyword.value not in ("tensors", "dim")
@@ -206,10 +237,12 @@ class CatInLoop(Rule):
         if first is None or second is None:
             return None
         if isinstance(first, cst.Name) and first.value == name and name not in sources_of(second):
-            return _Growth(name, node, call, second, dim.value if dim else None, prepends=False)
-        if isinstance(second, cst.Name) and second.value == name and name not in sources_of(first):
-            return _Growth(name, node, call, first, dim.value if dim else None, prepends=True)
-        return None
+            piece, prepends = second, False
+        elif isinstance(second, cst.Name) and second.value == name and name not in sources_of(first):
+            piece, prepends = first, True
+        else:
+            return None
+        return _Growth(name, node, call, piece, dim.value if dim else None, prepends, test)
 
     @staticmethod
     def _acc_node(growth: _Growth) -> cst.CSTNode:
