@@ -500,7 +500,6 @@ class EvalWithoutNoGrad(Rule):
         self._check(node)
 
     def _check(self, loop: Loop) -> None:
-        self._check_metric_forwards(loop)
         found = self._finding(loop)
         if found is None:
             return
@@ -526,37 +525,33 @@ class EvalWithoutNoGrad(Rule):
                    f"{measured}: {advice}")
         self.report(site, message, fix)
 
-    def _check_metric_forwards(self, loop: Loop) -> None:
+    def visit_Assign(self, node: cst.Assign) -> None:
         """A forward in a training loop whose output never reaches the backward (it is read for
         a metric and dropped): `with torch.no_grad():` around that one statement."""
         facts = self.facts
-        if facts.values.requires_grad_off or not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
+        forward = _forward_of(node.value)
+        if forward is None or not facts.roles.is_forward(forward) or facts.regions.grad_enabled(forward) is not True:
             return
-        scope = facts.tree.scope_of(loop)
-        for assign in walk_scope(loop.body):
-            if type(assign) is not cst.Assign:
-                continue
-            forward = _forward_of(assign.value)  # type: ignore[attr-defined]
-            if forward is None or not facts.roles.is_forward(forward) or facts.regions.grad_enabled(forward) is not True:
-                continue
-            loops = facts.tree.loops_around(assign)
-            if not loops or loops[0] is not loop or facts.steps.periodic(assign):
-                continue
-            targets = assign.targets  # type: ignore[attr-defined]
-            names = {name for target in targets for name in target_names(target.target)}
-            if not names or not all(_binds_names(target.target) for target in targets) or \
-                    not facts.values.kept_from_backward(scope, names):
-                continue
-            statement = facts.tree.statement_around(assign)
-            fix = None
-            if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and \
-                    not self._models_ask_for_grad():
-                fix = self._fix(statement, "wrap the statement in `with torch.no_grad():`")
-            self.report(forward, (
-                f"`{show(forward.func)}` runs in this training loop with autograd recording, but nothing it "
-                f"returns reaches the backward (it is read and dropped): its graph keeps a second forward's "
-                f"activations alive through the step's backward; wrap the statement in `with torch.no_grad():`"),
-                fix)
+        loops = facts.tree.loops_around(node)
+        if not loops or facts.values.requires_grad_off or facts.steps.periodic(node):
+            return
+        loop = loops[0]
+        if not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
+            return
+        names = {name for target in node.targets for name in target_names(target.target)}
+        if not names or not all(_binds_names(target.target) for target in node.targets) or \
+                not facts.values.kept_from_backward(facts.tree.scope_of(loop), names):
+            return
+        statement = facts.tree.statement_around(node)
+        fix = None
+        if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and \
+                not self._models_ask_for_grad():
+            fix = self._fix(statement, "wrap the statement in `with torch.no_grad():`")
+        self.report(forward, (
+            f"`{show(forward.func)}` runs in this training loop with autograd recording, but nothing it "
+            f"returns reaches the backward (it is read and dropped): its graph keeps a second forward's "
+            f"activations alive through the step's backward; wrap the statement in `with torch.no_grad():`"),
+            fix)
 
     def _finding(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
         """The grad-recording forwards this evaluation loop runs (helpers followed), with the
