@@ -68,18 +68,6 @@ def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
             yield leaf, False
 
 
-def _paired(target: cst.BaseExpression, value: cst.BaseExpression) -> Optional[List[Tuple[cst.Name, cst.BaseExpression]]]:
-    """`a, b = e1, e2`: each name with the element it is bound to, when the target and the
-    value are tuples (or lists) of plain names and values, as many of each, none starred."""
-    if type(target) not in (cst.Tuple, cst.List) or type(value) not in (cst.Tuple, cst.List):
-        return None
-    names, values = target.elements, value.elements  # type: ignore[attr-defined]
-    if len(names) != len(values) or any(type(e) is not cst.Element for e in (*names, *values)) or \
-            any(type(e.value) is not cst.Name for e in names):
-        return None
-    return [(n.value, v.value) for n, v in zip(names, values)]
-
-
 class Scopes:
     """The bindings and the inventory of one module (see the module docstring)."""
 
@@ -160,11 +148,6 @@ class Scopes:
             self.assigns.append(node)  # type: ignore[arg-type]
             self._assigns_of.setdefault(id(scope), []).append(node)  # type: ignore[arg-type]
             for target in node.targets:  # type: ignore[attr-defined]
-                pairs = _paired(target.target, node.value)  # type: ignore[attr-defined]
-                if pairs is not None:  # `x, y = x.cuda(), y.cuda()`: each name gets its own value
-                    for name, value in pairs:
-                        self._bind(scope, name.value, node, value, "assign")
-                    continue
                 for name, whole in _binding_targets(target.target):
                     self._bind(scope, name.value, node, node.value, "assign", whole)  # type: ignore[attr-defined]
         elif node_type in _SINGLE_TARGET:

@@ -188,6 +188,21 @@ def batch_field(target: cst.BaseExpression, iterable: cst.BaseExpression, name: 
     return any(type(e.value) is cst.Name and e.value.value == name for e in target.elements)  # type: ignore[attr-defined]
 
 
+def _unpacked(bind: Binding, name: str) -> Optional[cst.BaseExpression]:
+    """The element a tuple of values gives `name` (`x, y = x.cuda(), y.cuda()`: `x.cuda()`)."""
+    value = bind.value
+    if bind.whole or type(value) not in (cst.Tuple, cst.List) or \
+            any(type(e) is not cst.Element for e in value.elements):  # type: ignore[union-attr]
+        return None
+    target = bind.node.targets[0].target if type(bind.node) is cst.Assign and len(bind.node.targets) == 1 else None
+    elements = value.elements  # type: ignore[union-attr]
+    if type(target) not in (cst.Tuple, cst.List) or len(target.elements) != len(elements) or \
+            any(type(e) is not cst.Element for e in target.elements):  # type: ignore[union-attr]
+        return None
+    position = _position(bind.node, name)
+    return elements[position].value if position is not None else None
+
+
 class _Bindings:
     """Answers, by (name, id(at)), to a test that holds of a name when it holds of every value
     in effect there (`is_tensor`, `on_device`). In a loop a name often reads its own earlier value
@@ -456,7 +471,7 @@ class Syncs:
                 result = self.is_tensor(bind.value, bind.node, depth + 1) or self._name_is_tensor(name, bind.node)
             elif bind.kind in ("assign", "walrus"):
                 value = bind.value
-                gathered = self._gathered(bind, name)
+                gathered = self._gathered(bind, name) or _unpacked(bind, name)
                 if gathered is not None:
                     result = self.is_tensor(gathered, bind.node, depth + 1)
                 elif not bind.whole and isinstance(value, cst.Call) and _position(bind.node, name) is not None and \
@@ -509,7 +524,7 @@ class Syncs:
         if bind.kind == "aug":  # `x += y`: on the device if either was
             return self.on_device(bind.value, bind.node, depth + 1) or \
                 self.on_device(cst.Name(name), bind.node, depth + 1)
-        gathered = self._gathered(bind, name) if bind.kind == "assign" else None
+        gathered = self._gathered(bind, name) or _unpacked(bind, name) if bind.kind == "assign" else None
         if gathered is not None:  # gathered across processes on the device
             return self.on_device(gathered, bind.node, depth + 1)
         return bind.kind == "assign" and bind.whole and self.on_device(bind.value, bind.node, depth + 1)

@@ -94,6 +94,10 @@ class LoopInvariantGpuOp(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # the operand bound beside another name in one statement: removing it would lose `scale`
+        "import torch\nclass GraphAttention(torch.nn.Module):\n    def forward(self, h, adj):\n"
+        "        e = self.scores(h)\n        zero_vec, scale = -9e15 * torch.ones_like(e), h.size(-1) ** -0.5\n"
+        "        attention = torch.where(adj > 0, e, zero_vec) * scale\n        return attention @ h\n",
         # torch.where's operand shaped like another tensor, read elsewhere too, or a float cast by full_like
         "import torch\nclass GraphAttention(torch.nn.Module):\n    def forward(self, h, adj):\n"
         "        e = self.scores(h)\n        return torch.where(adj > 0, e, -9e15 * torch.ones_like(adj))\n",
