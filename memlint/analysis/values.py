@@ -85,6 +85,11 @@ _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft
 _HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", "isinstance", "list", "tuple",
                                  "sorted", "zip", "enumerate", "max", "min", "sum", "abs", "round", "format",
                                  "type", "id", "dict", "map"})
+# What a value only read and dropped may be passed to (`Values._only_reads`)
+_READING_BUILTINS = frozenset({"print", "len", "float", "int", "str", "repr", "round", "abs", "format", "isinstance",
+                               "bool"})
+_LOGGING_METHODS = frozenset({"log", "info", "debug", "warning", "add_scalar", "add_scalars", "set_postfix",
+                              "log_dict", "print", "write"})
 _HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add_scalar", "add_scalars",
                                "write", "append", "extend", "insert", "add", "put", "format", "join",
                                "set_postfix", "log_dict", "print"})
@@ -583,15 +588,38 @@ class Values:
 
     def kept_from_backward(self, scope: Scope, names: Set[str]) -> bool:
         """Whether nothing derived from `names` in `scope` can reach a backward: none is
-        backwarded there or handed to a helper that backwards, returned, yielded or stored, and
-        none is passed to a call that may backward it (`trainer.update(out)`). What they hold
-        is read (for a metric, a log) and dropped."""
+        backwarded there, returned, yielded or stored, and every call it is passed to only
+        reads it (`_only_reads`): no helper, of this module or another, that might backward it
+        or keep it (`learner.update(out)`, `collect(out)`). What they hold is read (for a
+        metric, a log) and dropped."""
         if self.reaches_backward(scope, names) or self.leaves_scope(scope, names):
             return False
         summary = self._summary(scope)
         tainted = summary.derivation.of(names)
         calls = {id(call): call for name in tainted for call in summary.calls_passed(name)}
-        return not any(self._may_backward(call) for call in calls.values())
+        return all(self._only_reads(call, scope, tainted) for call in calls.values())
+
+    def _only_reads(self, call: cst.Call, scope: Scope, tainted: Set[str]) -> bool:
+        """`call` reads what it is passed and keeps nothing of its graph: it runs under no_grad,
+        is torch's, a builtin that reads (`print`, `float`, `len`), a forward or a loss (what
+        they return is followed as derived), a method of the value itself (`out.argmax(-1)`), a
+        logging method, or an append to a list of this scope (the list is followed as derived)."""
+        region = self.regions.region_at(call)
+        if region is not None and region.grad_enabled is False:
+            return True
+        func = call.func
+        if type(func) is cst.Name and func.value in _READING_BUILTINS and self.names.qualified_name(func) is None:
+            return True
+        if (self.names.call_name(call) or "").startswith("torch.") or self.roles.is_forward(call) or \
+                self.roles.is_loss(call):
+            return True
+        if type(func) is not cst.Attribute:
+            return False
+        if func.attr.value in _LOGGING_METHODS or sources_of(func.value) & tainted:
+            return True
+        receiver = func.value
+        return func.attr.value in _APPENDING and type(receiver) is cst.Name and \
+            any(b.kind == "assign" for b in self.scopes.bindings(scope, receiver.value))  # type: ignore[attr-defined]
 
     def _may_backward(self, call: cst.Call) -> bool:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,

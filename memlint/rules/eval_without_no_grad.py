@@ -118,10 +118,13 @@ class EvalWithoutNoGrad(Rule):
     its module), or whose hook hands the model's output to another object it holds, which may
     backward it (`self.trainer.update(logits)`). A model reached only through a call made under
     no_grad. A model reached through a helper whose own evaluation loop runs it is reported
-    there, once. In a training loop, a forward whose output (or anything made from it) is
-    backwarded, returned, stored in an attribute or item, or passed to a call memlint cannot
-    see into; one under a periodic guard (`if step % 100 == 0:`); and any, where the module
-    freezes parameters (a frozen EMA copy records no graph).
+    there, once. A forward of a method this module decorates to run without grad
+    (`@torch.no_grad() def inference`). In a training loop, a forward whose output (or
+    anything made from it) is backwarded, returned, stored in an attribute or item, or passed
+    to anything but torch, a reading builtin, a logging method or a list of its own (a helper
+    may backward or keep it: `learner.update(out)`); the loop's only forward (the loss may come
+    from it through a hook or `model.aux_loss`); one under a periodic guard (`if step % 100 ==
+    0:`); and any, where the module freezes parameters (a frozen EMA copy records no graph).
 
     ## Fix
     Wrap the whole loop statement in `with torch.no_grad():`; when it `yield`s, in a script that
@@ -299,6 +302,21 @@ class EvalWithoutNoGrad(Rule):
         "import torch\n\ndef train(model, ema_model, loader, opt):\n    ema_model.requires_grad_(False)\n"
         "    for x, y in loader:\n        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
         "        ema_out = ema_model(x)\n        print((ema_out.argmax(-1) == y).float().mean().item())\n",
+        # the loop's one forward feeds the loss through a hook or an attribute memlint cannot follow
+        "import torch\n\ndef train(model, loader, optimizer):\n    for x, y in loader:\n        logits = model(x)\n"
+        "        loss = model.aux_loss\n        loss.backward()\n        optimizer.step()\n",
+        # the output goes to a helper of another module, or to an object's `update`, which may backward it
+        "import torch\nfrom mylib.train_utils import backward_and_step\n\n"
+        "def train(model, aux, loader, optimizer):\n    for x, y in loader:\n        out = model(x)\n"
+        "        backward_and_step(out, y, optimizer)\n        aux(x).sum().backward()\n",
+        "import torch\n\ndef train(model, aux, loader, learner):\n    for x, y in loader:\n        out = model(x)\n"
+        "        learner.update(out, y)\n        aux(x).sum().backward()\n",
+        # the metric pass is a method of this module's model that runs without grad itself
+        "import torch\nimport torch.nn as nn\n\nclass Net(nn.Module):\n    def forward(self, x):\n"
+        "        return self.fc(x)\n\n    @torch.no_grad()\n    def inference(self, x):\n"
+        "        return self.fc(x).argmax(-1)\n\ndef train(model, loader, optimizer):\n    for x, y in loader:\n"
+        "        torch.nn.functional.cross_entropy(model(x), y).backward()\n        optimizer.step()\n"
+        "        pred = model.inference(x)\n        print((pred == y).float().mean().item())\n",
         # a `policy` method of a class that is no SimulEval agent
         "import torch\n\n\nclass Agent:\n    def policy(self, obs):\n"
         "        return self.net(obs).softmax(-1)\n",
@@ -539,8 +557,10 @@ class EvalWithoutNoGrad(Rule):
         if not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
             return
         names = {name for target in node.targets for name in target_names(target.target)}
+        scope = facts.tree.scope_of(loop)
         if not names or not all(_binds_names(target.target) for target in node.targets) or \
-                not facts.values.kept_from_backward(facts.tree.scope_of(loop), names):
+                self._runs_without_grad(forward) or not facts.values.kept_from_backward(scope, names) or \
+                not self._trained_forward(loop, forward, scope):
             return
         statement = facts.tree.statement_around(node)
         fix = None
@@ -549,9 +569,41 @@ class EvalWithoutNoGrad(Rule):
             fix = self._fix(statement, "wrap the statement in `with torch.no_grad():`")
         self.report(forward, (
             f"`{show(forward.func)}` runs in this training loop with autograd recording, but nothing it "
-            f"returns reaches the backward (it is read and dropped): its graph keeps a second forward's "
-            f"activations alive through the step's backward; wrap the statement in `with torch.no_grad():`"),
+            f"returns reaches the backward (it is read and dropped): beside the forward that is trained, its "
+            f"graph keeps this pass's activations alive as long as its output is bound; wrap the statement in "
+            f"`with torch.no_grad():`"),
             fix)
+
+    def _trained_forward(self, loop: Loop, metric: cst.Call, scope: cst.CSTNode) -> bool:
+        """Another forward of the loop whose output reaches its backward: the step trains through it,
+        so the metric pass is a second one (a lone forward may feed the loss by a hook or an
+        attribute, `model.aux_loss`, that memlint cannot follow)."""
+        facts = self.facts
+        for call, _ in facts.calls.calls_in(loop, follow=False):
+            if call is metric or not facts.roles.is_forward(call):
+                continue
+            statement = facts.tree.statement_around(call)
+            if statement is None:
+                continue
+            if any(type(n) is cst.Call and facts.roles.backward_of(n) is not None  # type: ignore[arg-type]
+                   for n in walk_scope(statement)):
+                return True  # `criterion(model(x), y).backward()`
+            bound = {name for small in getattr(statement, "body", ()) if type(small) is cst.Assign
+                     for target in small.targets for name in target_names(target.target)}
+            if bound and facts.values.reaches_backward(scope, bound):
+                return True
+        return False
+
+    def _runs_without_grad(self, forward: cst.Call) -> bool:
+        """The method the forward calls is decorated to run without grad (`@torch.no_grad()
+        def inference`), in a class of this module that defines it."""
+        func = forward.func
+        if type(func) is not cst.Attribute:
+            return False
+        regions = self.facts.regions
+        return any(type(method) is cst.FunctionDef and method.name.value == func.attr.value and
+                   regions.grad_enabled_by_decorator(method) is False
+                   for klass in self.facts.scopes.classes.values() for method in klass.body.body)
 
     def _finding(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
         """The grad-recording forwards this evaluation loop runs (helpers followed), with the
@@ -613,7 +665,8 @@ class EvalWithoutNoGrad(Rule):
     def _forwards(self, loop: Loop) -> List[Tuple[cst.Call, cst.Call]]:
         facts = self.facts
         found = [(call, site) for call, site in facts.roles.forwards_in(loop, recording=True)
-                 if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True]
+                 if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True
+                 and not self._runs_without_grad(call)]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
     def _in_model_code(self, loop: Loop) -> bool:
