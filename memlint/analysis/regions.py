@@ -5,7 +5,8 @@ Asked as `facts.regions`:
 - `grad_regions` (`Region`): `with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(...)`
   / `enable_grad()`; `autocasts` (`Autocast`: device, dtype, enabled, deprecated spelling):
   `with torch.autocast(...)`, its older spellings, a name bound to a `functools.partial` of
-  one (`with self.amp_autocast():`) and a name bound to an autocast context (`with ctx:`)
+  one (`with self.amp_autocast():`) and a name whose every value in effect is an autocast
+  context, or a choice between one and `nullcontext()` (`with ctx:`, `with self.ctx:`)
   (`autocasts_for(roots, node)`: those under some roots or around a node);
   `accumulate_regions`: `with accelerator.accumulate(...)`;
 - at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`,
@@ -52,6 +53,8 @@ GRAD_SET = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled
                        "torch.autograd.grad_mode.set_grad_enabled"})
 _GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
                       "torch.autograd.grad_mode.enable_grad"})
+# Contexts that do nothing: the other branch of `nullcontext() if cpu else torch.autocast(...)`
+_NO_OP_CONTEXTS = frozenset({"contextlib.nullcontext", "contextlib.suppress"})
 _AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
                        "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
 _DTYPE_ALIASES = {"torch.half": "torch.float16", "torch.bfloat16": "torch.bfloat16",
@@ -125,7 +128,7 @@ class Regions:
                 region = Region(node, item, "no_grad", False)
                 self.grad_regions.append(region)
                 self._grad_region_of[id(node)] = region
-            elif (bound := self._autocast_bound(call)) is not None:
+            elif (bound := self._autocast_bound(call, node)) is not None:
                 self.autocasts.append(self._autocast(node, item, *bound))
             return
         qualified = self.names.call_name(call)
@@ -162,40 +165,54 @@ class Regions:
         branch, to a context that does nothing, `contextlib.suppress`): the autocast call the
         partial makes, and the API's name."""
         dotted = dotted_name(func)
-        return self._named_autocasts[0].get(dotted) if dotted is not None else None
+        return self._named_autocasts.get(dotted) if dotted is not None else None
 
-    def _autocast_bound(self, expr: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
-        """`ctx` in `with ctx:`, where the module binds it to an autocast context (`ctx =
-        torch.autocast("cuda", dtype=ptdtype)`; or on one branch of a conditional, the other a
-        context that does nothing: `nullcontext() if device_type == "cpu" else
-        torch.amp.autocast(...)`): that autocast call, and the API's name."""
-        dotted = dotted_name(expr)
-        return self._named_autocasts[1].get(dotted) if dotted is not None else None
+    def _autocast_bound(self, expr: cst.BaseExpression, at: cst.With) -> Optional[Tuple[cst.Call, str]]:
+        """`ctx` in `with ctx:` (or `self.ctx` in a method), where every value bound to it there
+        is an autocast context (`ctx = torch.autocast("cuda", dtype=ptdtype)`), or a choice
+        between one and a context that does nothing (`nullcontext() if device_type == "cpu" else
+        torch.amp.autocast(...)`): that autocast call, and the API's name. None where any value
+        may be something else (a parameter, `nullcontext()` alone, `model.no_sync()`)."""
+        if type(expr) is cst.Name:
+            binds = self.scopes.in_effect(expr.value, at)
+            if not binds or any(b.kind != "assign" or not b.whole or b.value is None for b in binds):
+                return None
+            values: List[cst.BaseExpression] = [b.value for b in binds]  # type: ignore[misc]
+        elif type(expr) is cst.Attribute and type(expr.value) is cst.Name and expr.value.value == "self":
+            klass = self.scopes.enclosing_class(at)
+            values = self.scopes.attribute_values(klass, expr.attr.value) if klass is not None else []
+        else:
+            return None
+        found = [self._autocast_choice(value) for value in values]
+        return found[0] if found and all(found) else None
+
+    def _autocast_choice(self, value: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
+        """An autocast call, or a conditional between one and a context that does nothing."""
+        options = (value.body, value.orelse) if type(value) is cst.IfExp else (value,)  # type: ignore[attr-defined]
+        found = None
+        for option in options:
+            api = self.names.call_name(option) if type(option) is cst.Call else None  # type: ignore[arg-type]
+            if api in _AUTOCAST:
+                found = (option, api)
+            elif api not in _NO_OP_CONTEXTS:
+                return None
+        return found  # type: ignore[return-value]
 
     @cached_property
-    def _named_autocasts(self) -> Tuple[Dict[str, Tuple[cst.Call, str]], Dict[str, Tuple[cst.Call, str]]]:
-        """The names the module binds to autocast (the first binding of each): factories
-        (`functools.partial(torch.autocast, ...)`, entered as `with name():`) and contexts (an
-        autocast call, or a conditional with one on a branch, entered as `with name:`). Read off
-        the module's assignments once, for every `with` that enters a name."""
+    def _named_autocasts(self) -> Dict[str, Tuple[cst.Call, str]]:
+        """The names the module binds to `functools.partial(torch.autocast, ...)`, entered as
+        `with name():` (the first binding of each): read off the module's assignments once,
+        for every `with` that calls a name."""
         partials: Dict[str, Tuple[cst.Call, str]] = {}
-        contexts: Dict[str, Tuple[cst.Call, str]] = {}
         for assign in self.scopes.assigns:
             value = assign.value
-            names = [name for name in (dotted_name(t.target) for t in assign.targets) if name]
             if type(value) is cst.Call and value.args and self.names.call_name(value) == "functools.partial":
                 api = self.names.qualified_name(value.args[0].value)
                 if api in _AUTOCAST:
-                    for name in names:
-                        partials.setdefault(name, (cst.Call(value.args[0].value, value.args[1:]), api))
-                continue
-            for option in ((value.body, value.orelse) if type(value) is cst.IfExp else (value,)):  # type: ignore[attr-defined]
-                api = self.names.call_name(option) if type(option) is cst.Call else None  # type: ignore[arg-type]
-                if api in _AUTOCAST:
-                    for name in names:
-                        contexts.setdefault(name, (option, api))  # type: ignore[arg-type]
-                    break
-        return partials, contexts
+                    for name in (dotted_name(t.target) for t in assign.targets):
+                        if name:
+                            partials.setdefault(name, (cst.Call(value.args[0].value, value.args[1:]), api))
+        return partials
 
     def _autocast(self, node: cst.With, item: cst.WithItem, call: cst.Call, qualified: str) -> Autocast:
         deprecated = qualified.startswith(("torch.cuda.amp", "torch.cpu.amp"))

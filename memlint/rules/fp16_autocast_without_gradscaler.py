@@ -140,6 +140,18 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "ctx = nullcontext() if device_type == \"cpu\" else torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16)\n"
         "for x, y in loader:\n    with ctx:\n        loss = model(x, y)\n    loss.backward()\n"
         "    optimizer.step()\n    optimizer.zero_grad()\n",
+        # the name bound to an autocast, then to a context that does nothing, before the loop
+        "import torch\nfrom contextlib import nullcontext\n"
+        "ctx = torch.amp.autocast(device_type=\"cuda\", dtype=torch.float16)\nctx = nullcontext()\n"
+        "for x, y in loader:\n    with ctx:\n        loss = model(x, y)\n    loss.backward()\n"
+        "    optimizer.step()\n    optimizer.zero_grad()\n",
+        # `self.ctx` is an autocast in another class only
+        "import torch\n\nclass Evaluator:\n    def __init__(self):\n"
+        "        self.ctx = torch.autocast(\"cuda\", dtype=torch.float16)\n\n"
+        "class Trainer:\n    def __init__(self):\n        self.ctx = torch.autograd.detect_anomaly()\n\n"
+        "    def fit(self, loader):\n        for x, y in loader:\n            with self.ctx:\n"
+        "                loss = self.model(x, y)\n                loss.backward()\n            self.opt.step()\n"
+        "            self.opt.zero_grad()\n",
         # a backward meant to fail
         "import pytest\nimport torch\ndef check_frozen(layer, x, opt):\n    with torch.autocast(\"cuda\"):\n"
         "        loss = layer(x).mean()\n    with pytest.raises(RuntimeError):\n        loss.backward()\n    opt.step()\n",
