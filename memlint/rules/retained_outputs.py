@@ -7,7 +7,7 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.often import INNER, STEP
-from memlint.analysis.tree import dotted_name
+from memlint.analysis.tree import dotted_name, last_part
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import detach_before_move, show
@@ -28,6 +28,13 @@ def _moved_to_cpu(value: cst.BaseExpression) -> bool:
         return True
     return value.func.attr.value == "to" and any(
         isinstance(a.value, cst.SimpleString) and "cpu" in a.value.value for a in value.args)
+
+
+def _bounded(value: cst.BaseExpression) -> bool:
+    """`deque(maxlen=50)`: a container that drops its oldest items."""
+    return type(value) is cst.Call and last_part(dotted_name(value.func)) == "deque" and \
+        any(arg.keyword is not None and arg.keyword.value == "maxlen" and
+            not (type(arg.value) is cst.Name and arg.value.value == "None") for arg in value.args)
 
 
 class RetainedOutputs(Rule):
@@ -176,6 +183,25 @@ class RetainedOutputs(Rule):
         "        self.history.append(loss)\n\n    def fit(self, loader, x0, y0):\n        self.warmup(x0, y0)\n"
         "        for x, y in loader:\n            criterion(self.model(x), y).backward()\n            self.opt.step()\n"
         "            self.opt.zero_grad()\n",
+        # a step method that starts its list afresh on every call
+        "import torch\n\nclass Runner:\n    def _step(self, x, y):\n        self.parts = []\n"
+        "        out = self.model(x)\n        self.parts.append(out)\n        loss = criterion(out, y)\n"
+        "        loss.backward()\n        self.opt.step()\n        self.opt.zero_grad()\n\n"
+        "    def fit(self, loader):\n        for x, y in loader:\n            self._step(x, y)\n",
+        # a bounded window of recent losses
+        "import torch\nfrom collections import deque\n\nclass Runner:\n    def __init__(self):\n"
+        "        self.recent = deque(maxlen=50)\n\n    def _step(self, x, y):\n"
+        "        loss = criterion(self.model(x), y)\n        loss.backward()\n        self.opt.step()\n"
+        "        self.opt.zero_grad()\n        self.recent.append(loss)\n\n    def fit(self, loader):\n"
+        "        for x, y in loader:\n            self._step(x, y)\n",
+        # an HF Trainer's list that a callback of the module empties at every log (the backward
+        # of each step has freed what the kept graphs saved)
+        "import torch\nfrom transformers import Trainer, TrainerCallback\n\nclass LossTrackingTrainer(Trainer):\n"
+        "    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):\n"
+        "        outputs = model(**inputs)\n        self.step_losses.append(outputs.loss)\n"
+        "        return (outputs.loss, outputs) if return_outputs else outputs.loss\n\n"
+        "class Flush(TrainerCallback):\n    def on_log(self, args, state, control, logs=None, **kwargs):\n"
+        "        self.trainer.step_losses.clear()\n",
         # a compute_loss of a class that is no HF Trainer: its caller's loop is not known
         "import torch\n\nclass Scorer:\n    def __init__(self):\n        self.losses = []\n\n"
         "    def compute_loss(self, model, inputs):\n        loss = model(**inputs).loss\n"
@@ -418,7 +444,7 @@ class RetainedOutputs(Rule):
                 f"epochs: until then it keeps every step's value on the device with its autograd graph (the graph's "
                 f"nodes, and the saved activations of any part of it no backward frees); keep `.detach()`ed values"))
             return True
-        if emptied:
+        if emptied or self._emptied_elsewhere(klass, attr):
             return False
         if graph:
             kept = "a tensor with its autograd graph"
@@ -441,6 +467,19 @@ class RetainedOutputs(Rule):
                           f"call, for as long as the program runs; {advice}")
         return True
 
+    def _emptied_elsewhere(self, klass: cst.ClassDef, attr: str) -> bool:
+        """Code of this module outside `klass` empties or replaces `<obj>.<attr>` (a callback's
+        `self.trainer.step_losses.clear()`): the list may not live for the whole run."""
+        tree = self.facts.tree
+        for call in self.facts.scopes.calls:
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value in ("clear", "pop", "popleft") and \
+                    type(func.value) is cst.Attribute and func.value.attr.value == attr and \
+                    not tree.contains(klass, call):  # type: ignore[attr-defined]
+                return True
+        return any(type(target.target) is cst.Attribute and target.target.attr.value == attr and  # type: ignore[attr-defined]
+                   not tree.contains(klass, assign) for assign in self.facts.scopes.assigns for target in assign.targets)
+
     def _outlives_loop(self, node: cst.Call, container: cst.BaseExpression, dotted: str) -> bool:
         facts = self.facts
         loops = facts.tree.loops_around(node)
@@ -450,16 +489,25 @@ class RetainedOutputs(Rule):
     def _step_function(self, node: cst.Call, dotted: str) -> Optional[cst.FunctionDef]:
         """The function `node` runs in, outside any loop of its own, when it runs on every step
         (a method a trainer's loop calls, Ignite's process function) and stores into a container
-        that outlives the call: an attribute of the instance, or a name of the module."""
+        that outlives the call and grows: an attribute of the instance, or a name of the module,
+        that the function does not bind again (`self.parts = []` on every call) and that is no
+        `deque(maxlen=...)`."""
         facts = self.facts
         func = facts.tree.function_of(node)
         if func is None or facts.steps.function_how_often(func) not in (STEP, INNER):
             return None
         parts = dotted.split(".")
-        if parts[0] == "self":
-            return func if len(parts) == 2 else None
-        local = any(b.kind != "append" for b in facts.scopes.bindings(func, dotted))
-        return func if len(parts) == 1 and dotted and not local else None
+        if parts[0] == "self" and len(parts) == 2:
+            klass = facts.tree.class_of(func)
+            values = facts.scopes.attribute_values(klass, parts[1]) if klass is not None else []
+            rebound = any(dotted_name(target.target) == dotted for assign in facts.scopes.assigns_of(func)
+                          for target in assign.targets)
+        elif len(parts) == 1 and dotted:
+            rebound = any(b.kind != "append" for b in facts.scopes.bindings(func, dotted))
+            values = [b.value for b in facts.scopes.bindings(facts.tree.module, dotted) if b.value is not None]
+        else:
+            return None
+        return None if rebound or any(_bounded(value) for value in values) else func
 
     def _graph_kept(self, node: cst.Call, container: cst.BaseExpression, dotted: str, values: List[cst.Arg],
                     region: cst.CSTNode) -> None:
@@ -496,7 +544,8 @@ class RetainedOutputs(Rule):
             # what the function returns, a caller elsewhere may backward: then detaching breaks it;
             # so may a module that imports this one, what is kept on an object or a caller's list
             kept_for_importers = not handed_on and scope is not facts.tree.module and (
-                not isinstance(container, cst.Name) or any(b.kind == "param" for b in facts.scopes.bindings(scope, root))
+                not isinstance(container, cst.Name) or not loops  # (a module's list, kept by a step function)
+                or any(b.kind == "param" for b in facts.scopes.bindings(scope, root))
             ) and facts.project.imported_elsewhere()
             why = ("a caller may backward what is returned" if handed_on else
                    "a module that imports this one may backward what it keeps" if kept_for_importers else "")
