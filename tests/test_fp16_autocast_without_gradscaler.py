@@ -199,3 +199,4 @@ def test_a_benchmark_module_keeps_no_weights():
     for path in ("bench.py", "benchmark_step.py", "benchmarks/amp_loop.py", "repo/bench/train.py"):
         assert not check(source, path, [RULE]).findings, path
     assert check(source, "workbench/train.py", [RULE]).findings  # a word containing "bench" is no benchmark
+    assert check(source, "/home/me/bench/project/train.py", [RULE]).findings  # a folder further up is not

@@ -11,7 +11,6 @@ steps: asked by MEM401, whose harm is to what a model learns.
 from __future__ import annotations
 
 import re
-from typing import FrozenSet
 
 import libcst as cst
 
@@ -32,10 +31,12 @@ def is_test_file(path: str) -> bool:
 
 
 def is_benchmark_file(path: str) -> bool:
-    """A benchmark module: `bench.py`, `benchmark_*.py`, or any file under a `benchmarks`
-    folder. It trains to time the steps and throws the weights away: what a step computes
+    """A benchmark module: `bench.py`, `benchmark_*.py`, or a file right inside a `benchmarks`
+    folder (not any folder above it: a repository checked out under `~/bench` is no
+    benchmark). It trains to time the steps and throws the weights away: what a step computes
     matters there, how well the model learns does not."""
-    return _named_or_placed(path, _BENCHMARK_MODULE, _BENCHMARK_FOLDERS)
+    parts = path.replace("\\", "/").split("/")
+    return bool(_BENCHMARK_MODULE.match(parts[-1])) or len(parts) > 1 and parts[-2] in _BENCHMARK_FOLDERS
 
 
 def holds_only_tests(path: str) -> bool:
@@ -45,9 +46,9 @@ def holds_only_tests(path: str) -> bool:
     return _named_or_placed(path, _TESTS_ONLY)
 
 
-def _named_or_placed(path: str, names: "re.Pattern[str]", folders: FrozenSet[str] = _TEST_FOLDERS) -> bool:
+def _named_or_placed(path: str, names: "re.Pattern[str]") -> bool:
     parts = path.replace("\\", "/").split("/")
-    return bool(names.match(parts[-1])) or any(part in folders for part in parts[:-1])
+    return bool(names.match(parts[-1])) or any(part in _TEST_FOLDERS for part in parts[:-1])
 
 
 def in_test_code(tree: TreeIndex, node: cst.CSTNode) -> bool:

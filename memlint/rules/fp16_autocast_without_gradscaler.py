@@ -72,7 +72,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
     an autocast whose device cannot be told (`device_type=` a parameter without a default), and
     a backward that does not train: no optimizer step can follow it (a unit test looking at
     gradients or documenting autocast) or it is meant to fail (`pytest.raises`). A benchmark
-    module (`bench.py`, `benchmark_*.py`, a file under `benchmarks/`): it trains only to time
+    module (`bench.py`, `benchmark_*.py`, a file right inside `benchmarks/`): it trains only to time
     the steps, and keeps no weights.
 
     ## Fix
