@@ -171,8 +171,9 @@ class Regions:
         """`ctx` in `with ctx:` (or `self.ctx` in a method), where every value bound to it there
         is an autocast context (`ctx = torch.autocast("cuda", dtype=ptdtype)`), or a choice
         between one and a context that does nothing (`nullcontext() if device_type == "cpu" else
-        torch.amp.autocast(...)`): that autocast call, and the API's name. None where any value
-        may be something else (a parameter, `nullcontext()` alone, `model.no_sync()`)."""
+        torch.amp.autocast(...)`, or `if`/`else` binding the two): that autocast call, and the
+        API's name. None where any value may be something else (a parameter, `nullcontext()`
+        alone, `model.no_sync()`)."""
         if type(expr) is cst.Name:
             binds = self.scopes.in_effect(expr.value, at)
             if not binds or any(b.kind != "assign" or not b.whole or b.value is None for b in binds):
@@ -183,17 +184,13 @@ class Regions:
             values = self.scopes.attribute_values(klass, expr.attr.value) if klass is not None else []
         else:
             return None
-        found = [self._autocast_choice(value) for value in values]
-        return found[0] if found and all(found) else None
-
-    def _autocast_choice(self, value: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
-        """An autocast call, or a conditional between one and a context that does nothing."""
-        options = (value.body, value.orelse) if type(value) is cst.IfExp else (value,)  # type: ignore[attr-defined]
+        options = [option for value in values for option in
+                   ((value.body, value.orelse) if type(value) is cst.IfExp else (value,))]  # type: ignore[attr-defined]
         found = None
-        for option in options:
+        for option in options:  # (`if amp: ctx = torch.autocast(...)` / `else: ctx = nullcontext()` too)
             api = self.names.call_name(option) if type(option) is cst.Call else None  # type: ignore[arg-type]
             if api in _AUTOCAST:
-                found = (option, api)
+                found = found or (option, api)
             elif api not in _NO_OP_CONTEXTS:
                 return None
         return found  # type: ignore[return-value]

@@ -305,6 +305,17 @@ class EvalWithoutNoGrad(Rule):
         # the loop's one forward feeds the loss through a hook or an attribute memlint cannot follow
         "import torch\n\ndef train(model, loader, optimizer):\n    for x, y in loader:\n        logits = model(x)\n"
         "        loss = model.aux_loss\n        loss.backward()\n        optimizer.step()\n",
+        # beside the trained forward, the second feeds the loss by what the model keeps, or by a hook
+        "import torch\nimport torch.nn.functional as F\n\ndef train(model, loader, optimizer):\n"
+        "    for x, y, xu in loader:\n        loss = F.cross_entropy(model(x), y)\n        logits_u = model(xu)\n"
+        "        print(logits_u.argmax(-1).float().mean().item())\n        loss = loss + model.aux_loss\n"
+        "        loss.backward()\n        optimizer.step()\n",
+        "import torch\nimport torch.nn.functional as F\n\nfeats = {}\n\ndef keep(module, inp, out):\n"
+        "    feats[\"emb\"] = out\n\ndef train(model, loader, optimizer):\n"
+        "    model.encoder.register_forward_hook(keep)\n    for x, y, xu in loader:\n"
+        "        loss = F.cross_entropy(model(x), y)\n        logits_u = model(xu)\n"
+        "        print(logits_u.max(-1).values.mean().item())\n        loss = loss + feats[\"emb\"].pow(2).mean()\n"
+        "        loss.backward()\n        optimizer.step()\n",
         # the output goes to a helper of another module, or to an object's `update`, which may backward it
         "import torch\nfrom mylib.train_utils import backward_and_step\n\n"
         "def train(model, aux, loader, optimizer):\n    for x, y in loader:\n        out = model(x)\n"
@@ -560,7 +571,7 @@ class EvalWithoutNoGrad(Rule):
         scope = facts.tree.scope_of(loop)
         if not names or not all(_binds_names(target.target) for target in node.targets) or \
                 self._runs_without_grad(forward) or not facts.values.kept_from_backward(scope, names) or \
-                not self._trained_forward(loop, forward, scope):
+                not self._trained_forward(loop, forward, scope) or self._leaves_by_the_side(loop, forward):
             return
         statement = facts.tree.statement_around(node)
         fix = None
@@ -592,6 +603,23 @@ class EvalWithoutNoGrad(Rule):
                      for target in small.targets for name in target_names(target.target)}
             if bound and facts.values.reaches_backward(scope, bound):
                 return True
+        return False
+
+    def _leaves_by_the_side(self, loop: Loop, forward: cst.Call) -> bool:
+        """The forward may hand something to the loss besides what it returns: the module
+        registers forward hooks (`feats["emb"] = out`), or the loop reads a value the model keeps
+        (`loss + model.aux_loss`)."""
+        facts = self.facts
+        if "register_forward_hook" in facts.identifiers or "register_forward_pre_hook" in facts.identifiers:
+            return True
+        func = forward.func
+        model = dotted_name(func.value if type(func) is cst.Attribute and not facts.receivers.is_model(func)
+                            else func)
+        for node in walk_scope(loop.body):
+            if type(node) is cst.Attribute and dotted_name(node.value) == model:  # type: ignore[attr-defined]
+                parent = facts.tree.parent(node)
+                if not (type(parent) is cst.Call and parent.func is node):  # type: ignore[attr-defined]
+                    return True  # `model.aux_loss`, read, not called
         return False
 
     def _runs_without_grad(self, forward: cst.Call) -> bool:

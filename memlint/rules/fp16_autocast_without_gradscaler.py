@@ -169,6 +169,18 @@ class Fp16AutocastWithoutGradScaler(Rule):
             "for x, y in loader:\n    with torch.autocast(\"cuda\", dtype=ptdtype):\n        loss = model(x, y)\n"
             "    scaler.scale(loss).backward()\n    scaler.step(optimizer)\n    scaler.update()\n    optimizer.zero_grad()\n",
         ),
+        # the context chosen by `if`/`else`: float16 autocast, or nothing
+        Invalid(
+            "import torch\nfrom contextlib import nullcontext\nif use_amp:\n"
+            "    ctx = torch.autocast(\"cuda\", dtype=torch.float16)\nelse:\n    ctx = nullcontext()\n"
+            "for x, y in loader:\n    with ctx:\n        loss = model(x, y)\n    loss.backward()\n"
+            "    optimizer.step()\n    optimizer.zero_grad()\n",
+            "import torch\nfrom contextlib import nullcontext\nif use_amp:\n"
+            "    ctx = torch.autocast(\"cuda\", dtype=torch.float16)\nelse:\n    ctx = nullcontext()\n"
+            "scaler = torch.amp.GradScaler(\"cuda\")\n"
+            "for x, y in loader:\n    with ctx:\n        loss = model(x, y)\n    scaler.scale(loss).backward()\n"
+            "    scaler.step(optimizer)\n    scaler.update()\n    optimizer.zero_grad()\n",
+        ),
         # the autocast context bound to a name first (`with ctx:`), float16 on one branch of the choice
         Invalid(
             "import torch\nfrom contextlib import nullcontext\n"

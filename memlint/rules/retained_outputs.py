@@ -6,8 +6,8 @@ from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.often import INNER, STEP
-from memlint.analysis.tree import dotted_name, last_part
+from memlint.analysis.often import BOUNDARY, INNER, STEP, intrinsic_often
+from memlint.analysis.tree import argument, dotted_name, last_part
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import detach_before_move, show
@@ -32,9 +32,10 @@ def _moved_to_cpu(value: cst.BaseExpression) -> bool:
 
 def _bounded(value: cst.BaseExpression) -> bool:
     """`deque(maxlen=50)`: a container that drops its oldest items."""
-    return type(value) is cst.Call and last_part(dotted_name(value.func)) == "deque" and \
-        any(arg.keyword is not None and arg.keyword.value == "maxlen" and
-            not (type(arg.value) is cst.Name and arg.value.value == "None") for arg in value.args)
+    if type(value) is not cst.Call or last_part(dotted_name(value.func)) != "deque":
+        return False
+    maxlen = argument(value, "maxlen", 1)
+    return maxlen is not None and not (type(maxlen.value) is cst.Name and maxlen.value.value == "None")
 
 
 class RetainedOutputs(Rule):
@@ -468,17 +469,21 @@ class RetainedOutputs(Rule):
         return True
 
     def _emptied_elsewhere(self, klass: cst.ClassDef, attr: str) -> bool:
-        """Code of this module outside `klass` empties or replaces `<obj>.<attr>` (a callback's
-        `self.trainer.step_losses.clear()`): the list may not live for the whole run."""
+        """Code of this module outside `klass` empties `<obj>.<attr>` through another object, in
+        a function that runs during the run, not at its end (a callback's `on_log` calling
+        `self.trainer.step_losses.clear()`, not its `on_train_end`): the list does not live for
+        the whole run."""
         tree = self.facts.tree
         for call in self.facts.scopes.calls:
             func = call.func
-            if type(func) is cst.Attribute and func.attr.value in ("clear", "pop", "popleft") and \
-                    type(func.value) is cst.Attribute and func.value.attr.value == attr and \
-                    not tree.contains(klass, call):  # type: ignore[attr-defined]
+            if type(func) is not cst.Attribute or func.attr.value != "clear" or tree.contains(klass, call) or \
+                    type(func.value) is not cst.Attribute or func.value.attr.value != attr or \
+                    dotted_name(func.value.value) == "self":  # type: ignore[attr-defined]
+                continue
+            function = tree.function_of(call)
+            if function is not None and intrinsic_often(function.name.value, False) != BOUNDARY:
                 return True
-        return any(type(target.target) is cst.Attribute and target.target.attr.value == attr and  # type: ignore[attr-defined]
-                   not tree.contains(klass, assign) for assign in self.facts.scopes.assigns for target in assign.targets)
+        return False
 
     def _outlives_loop(self, node: cst.Call, container: cst.BaseExpression, dotted: str) -> bool:
         facts = self.facts
@@ -500,8 +505,9 @@ class RetainedOutputs(Rule):
         if parts[0] == "self" and len(parts) == 2:
             klass = facts.tree.class_of(func)
             values = facts.scopes.attribute_values(klass, parts[1]) if klass is not None else []
-            rebound = any(dotted_name(target.target) == dotted for assign in facts.scopes.assigns_of(func)
-                          for target in assign.targets)
+            rebound = any(dotted_name(target.target) == dotted and facts.tree.parent(
+                facts.tree.parent(assign)) is func.body  # (on every call: not `if self.parts is None:`)
+                for assign in facts.scopes.assigns_of(func) for target in assign.targets)
         elif len(parts) == 1 and dotted:
             rebound = any(b.kind != "append" for b in facts.scopes.bindings(func, dotted))
             values = [b.value for b in facts.scopes.bindings(facts.tree.module, dotted) if b.value is not None]
