@@ -122,8 +122,9 @@ class EvalWithoutNoGrad(Rule):
     (`@torch.no_grad() def inference`). In a training loop, a forward whose output (or
     anything made from it) is backwarded, returned, stored in an attribute or item, or passed
     to anything but torch, a reading builtin, a logging method or a list of its own (a helper
-    may backward or keep it: `learner.update(out)`); the loop's only forward (the loss may come
-    from it through a hook or `model.aux_loss`); one under a periodic guard (`if step % 100 ==
+    may backward or keep it: `learner.update(out)`); the loop's only forward; any where the loss
+    may take from the model besides what it returns (the module registers forward hooks, the
+    loop reads `model.aux_loss`); one under a periodic guard (`if step % 100 ==
     0:`); and any, where the module freezes parameters (a frozen EMA copy records no graph).
 
     ## Fix
