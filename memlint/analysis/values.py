@@ -90,9 +90,7 @@ _READING_BUILTINS = frozenset({"print", "len", "float", "int", "str", "repr", "r
                                "bool"})
 _LOGGING_METHODS = frozenset({"log", "info", "debug", "warning", "add_scalar", "add_scalars", "set_postfix",
                               "log_dict", "print", "write"})
-_HARMLESS_METHODS = frozenset({"update", "log", "info", "debug", "warning", "add_scalar", "add_scalars",
-                               "write", "append", "extend", "insert", "add", "put", "format", "join",
-                               "set_postfix", "log_dict", "print"})
+_HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "put", "format", "join"}
 
 
 @dataclass(frozen=True)
@@ -548,21 +546,23 @@ class Values:
     def callers_backward(self, func: Optional[cst.FunctionDef]) -> bool:
         """Whether a call of `func` in this module backwards what it returns
         (`forward_test(model, x).sum().backward()`, `loss = f(x); loss.backward()`)."""
-        if func is None:
+        return func is not None and any(self.feeds_backward(site) for site in self.scopes.call_sites(func))
+
+    def feeds_backward(self, node: cst.CSTNode) -> bool:
+        """Whether what `node` computes is backwarded: in the statement that holds it
+        (`criterion(model(x), y).backward()`), or through a name that statement binds, which
+        reaches a backward of its scope (`loss = criterion(model(x), y)`, then `loss.backward()`)."""
+        statement = self.tree.statement_around(node)
+        if statement is None:
             return False
-        for site in self.scopes.call_sites(func):
-            scope = self.tree.scope_of(site)
-            statement = self.tree.statement_around(site)
-            if any(type(node) is cst.Call and self.roles.backward_of(node) is not None  # type: ignore[arg-type]
-                   for node in self.tree.walk_scope(statement)) if statement is not None else False:
-                return True  # backwarded in the statement that calls it
-            bound = set()
-            for node in (statement.body if isinstance(statement, cst.SimpleStatementLine) else ()):
-                if isinstance(node, cst.Assign):
-                    bound |= {name for t in node.targets for name in target_names(t.target)}
-            if bound and self.reaches_backward(scope, bound):
-                return True
-        return False
+        if any(type(inner) is cst.Call and self.roles.backward_of(inner) is not None  # type: ignore[arg-type]
+               for inner in self.tree.walk_scope(statement)):
+            return True
+        bound = set()
+        for small in (statement.body if isinstance(statement, cst.SimpleStatementLine) else ()):
+            if isinstance(small, cst.Assign):
+                bound |= {name for t in small.targets for name in target_names(t.target)}
+        return bool(bound) and self.reaches_backward(self.tree.scope_of(node), bound)
 
     def reset_in_iteration(self, loop: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
         """Whether `name` is surely rebound (not by `+=` or an append) in `loop`'s body before `at`:

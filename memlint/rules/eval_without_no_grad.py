@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple, Union
+from functools import cached_property
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
+from memlint.analysis.dataflow import leaf_targets
 from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
-from memlint.analysis.dataflow import target_names
 from memlint.analysis.tree import dotted_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -34,15 +35,6 @@ def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
     while type(value) is cst.Attribute or type(value) is cst.Subscript:
         value = value.value  # type: ignore[attr-defined]
     return value if type(value) is cst.Call else None
-
-
-def _binds_names(target: cst.BaseExpression) -> bool:
-    """A target of plain names only (`out`, `a, b`): an attribute or item stored may reach a backward elsewhere."""
-    if type(target) is cst.Name:
-        return True
-    if type(target) is cst.Tuple or type(target) is cst.List:
-        return all(_binds_names(e.value) for e in target.elements)  # type: ignore[attr-defined]
-    return False
 
 
 def _suspends(loop: Loop) -> bool:
@@ -568,11 +560,12 @@ class EvalWithoutNoGrad(Rule):
         loop = loops[0]
         if not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
             return
-        names = {name for target in node.targets for name in target_names(target.target)}
+        leaves = [leaf for target in node.targets for leaf in leaf_targets(target.target)]
+        names = {leaf.value for leaf in leaves if type(leaf) is cst.Name}  # type: ignore[attr-defined]
         scope = facts.tree.scope_of(loop)
-        if not names or not all(_binds_names(target.target) for target in node.targets) or \
-                self._runs_without_grad(forward) or not facts.values.kept_from_backward(scope, names) or \
-                not self._trained_forward(loop, forward, scope) or self._leaves_by_the_side(loop, forward):
+        if not names or any(type(leaf) is not cst.Name for leaf in leaves) or self._runs_without_grad(forward) or \
+                not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
+                self._leaves_by_the_side(loop, forward):
             return
         statement = facts.tree.statement_around(node)
         fix = None
@@ -586,25 +579,13 @@ class EvalWithoutNoGrad(Rule):
             f"`with torch.no_grad():`"),
             fix)
 
-    def _trained_forward(self, loop: Loop, metric: cst.Call, scope: cst.CSTNode) -> bool:
+    def _trained_forward(self, loop: Loop, metric: cst.Call) -> bool:
         """Another forward of the loop whose output reaches its backward: the step trains through it,
         so the metric pass is a second one (a lone forward may feed the loss by a hook or an
         attribute, `model.aux_loss`, that memlint cannot follow)."""
         facts = self.facts
-        for call, _ in facts.calls.calls_in(loop, follow=False):
-            if call is metric or not facts.roles.is_forward(call):
-                continue
-            statement = facts.tree.statement_around(call)
-            if statement is None:
-                continue
-            if any(type(n) is cst.Call and facts.roles.backward_of(n) is not None  # type: ignore[arg-type]
-                   for n in walk_scope(statement)):
-                return True  # `criterion(model(x), y).backward()`
-            bound = {name for small in getattr(statement, "body", ()) if type(small) is cst.Assign
-                     for target in small.targets for name in target_names(target.target)}
-            if bound and facts.values.reaches_backward(scope, bound):
-                return True
-        return False
+        return any(call is not metric and facts.roles.is_forward(call) and facts.values.feeds_backward(call)
+                   for call, _ in facts.calls.calls_in(loop, follow=False))
 
     def _leaves_by_the_side(self, loop: Loop, forward: cst.Call) -> bool:
         """The forward may hand something to the loss besides what it returns: the module
@@ -627,12 +608,15 @@ class EvalWithoutNoGrad(Rule):
         """The method the forward calls is decorated to run without grad (`@torch.no_grad()
         def inference`), in a class of this module that defines it."""
         func = forward.func
-        if type(func) is not cst.Attribute:
-            return False
+        return type(func) is cst.Attribute and func.attr.value in self._no_grad_methods
+
+    @cached_property
+    def _no_grad_methods(self) -> FrozenSet[str]:
+        """The names of the methods this module's classes decorate to run without grad."""
         regions = self.facts.regions
-        return any(type(method) is cst.FunctionDef and method.name.value == func.attr.value and
-                   regions.grad_enabled_by_decorator(method) is False
-                   for klass in self.facts.scopes.classes.values() for method in klass.body.body)
+        return frozenset(method.name.value for klass in self.facts.scopes.classes.values()
+                         for method in klass.body.body
+                         if type(method) is cst.FunctionDef and regions.grad_enabled_by_decorator(method) is False)
 
     def _finding(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
         """The grad-recording forwards this evaluation loop runs (helpers followed), with the
