@@ -193,7 +193,7 @@ class Facts:
     @cached_property
     def syncs(self) -> Syncs:
         """Host-device syncs, tensor values, and what a loop repeats over."""
-        return Syncs(self.names, self.tree, self.scopes, self.roles, self.purity)
+        return Syncs(self.names, self.tree, self.scopes, self.regions, self.roles, self.purity)
 
     @cached_property
     def guards(self) -> Guards:

@@ -13,9 +13,10 @@ Asked as `facts.syncs`:
   a model (`g.float()`: only torch has it), a name whose slice a model is
   called with in the same function (`model.forward_decoder(tokens[:, :step + 1])`: the batch of
   a decoding loop, however it was made), what a function of this module
-  returns when every `return` gives one, what an accelerator gathers of tensors, a name bound
-  only to such values (a loop's `tokens = tokens[keep]` is decided by its other bindings; `x += y`
-  keeps a tensor one);
+  returns when every `return` gives one, what an accelerator gathers of tensors, a field of
+  a data loader's batch unpacked by position (`for x, y in loader`, `imgs, _ = batch` in a
+  Lightning step hook), a name bound only to such values (a loop's `tokens = tokens[keep]` is
+  decided by its other bindings; `x += y` keeps a tensor one);
 - `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
   (module code runs on the module's device), or made by a model, a loss, a move
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
@@ -43,6 +44,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import SCALAR_METHODS, SIZE_METHODS, target_names
 from memlint.analysis.purity import Purity
+from memlint.analysis.regions import Regions
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.steps import LOADER_NAME
@@ -252,10 +254,12 @@ def _reads_sizes_only(statement: cst.SimpleStatementLine) -> bool:
 class Syncs:
     """Host-device syncs and tensor values of one module (see the module docstring)."""
 
-    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, roles: Roles, purity: Purity) -> None:
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, regions: Regions, roles: Roles,
+                 purity: Purity) -> None:
         self.names = names
         self.tree = tree
         self.scopes = scopes
+        self.regions = regions
         self.roles = roles
         self.purity = purity
         self._tensors = _Bindings()  # (name, id(at)) -> bound only to tensors
@@ -477,6 +481,8 @@ class Syncs:
                 elif not bind.whole and isinstance(value, cst.Call) and _position(bind.node, name) is not None and \
                         self._returns_tensors(self.scopes.resolve(value), _position(bind.node, name), depth + 1):
                     result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
+                elif not bind.whole and type(value) is cst.Name and self._hook_batch_field(bind, name):
+                    result = True  # `imgs, _ = batch` in a Lightning step hook
                 elif not bind.whole and not (isinstance(value, cst.Call) and (
                         self.roles.is_forward(value) or self._call_is_tensor(value, bind.node, depth + 1))):
                     result = False
@@ -489,6 +495,20 @@ class Syncs:
         if not result:  # however it was made, a model is called with a slice of it
             result = name in self._sliced_into_models(self.tree.scope_of(at))
         return self._tensors.decided(key, result)
+
+    def _hook_batch_field(self, bind: Binding, name: str) -> bool:
+        """`name` is a field of the batch a Lightning step hook is given, unpacked by position
+        (`imgs, _ = batch` in `training_step(self, batch, batch_idx)`): the data loader's
+        collation stacked it into a tensor, and Lightning moved it to the module's device."""
+        position = _position(bind.node, name)
+        hook = self.regions.lightning_step_hook(bind.node)
+        if position is None or hook is None or \
+                type(bind.node.targets[0].target.elements[position]) is not cst.Element:  # type: ignore[attr-defined]
+            return False
+        params = hook.params.params
+        batch = bind.value.value  # type: ignore[union-attr]
+        return len(params) > 1 and params[1].name.value == batch and \
+            all(b.kind == "param" for b in self._bindings_at(batch, bind.node))
 
     def _sliced_into_models(self, scope: cst.CSTNode) -> FrozenSet[str]:
         """The names `scope` calls a model with a slice of, over more than one dimension

@@ -104,7 +104,8 @@ class CpuTensorThenMove(Rule):
 
     Also when the factory and the move are apart: the tensor bound to a name earlier in the same
     iteration (`ids = torch.arange(n)` ... `ids.to(device)`); moved to another tensor's device
-    (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device); a size given
+    (`torch.tensor(0.0).type_as(loss)`, `.to(other)` where `other` is on the device, as a
+    field of the batch a Lightning step hook is given: `imgs, _ = batch`); a size given
     to a legacy constructor and filled in place (`torch.LongTensor(n).random_(k).to(rank)`).
 
     For a sample, the distribution must surely be on the host (memlint.analysis.distributions):
@@ -192,6 +193,9 @@ class CpuTensorThenMove(Rule):
         # `.to(t)` where `t` may be a dtype or a host tensor; data given to torch.tensor
         "import torch\nfor x in loader:\n    scale = torch.ones(3).to(dtype)\n    model(x * scale)\n",
         "import torch\nfor batch in loader:\n    ids = torch.tensor(batch['ids']).type_as(template)\n",
+        # ... the same hook in a class that is no LightningModule: its batch may be on the host
+        "import torch\nclass Task:\n    def training_step(self, batch, batch_idx):\n        imgs, _ = batch\n"
+        "        z = torch.randn(imgs.shape[0], 100)\n        z = z.type_as(imgs)\n        return self.model(z)\n",
         # made in one iteration, moved in another: loop-invariant work (MEM102's)
         "import torch\nids = torch.arange(64)\nfor x in loader:\n    model(x, ids.to(device))\n",
         # a loop that waits for the device every iteration anyway (it reads each token back)
@@ -380,6 +384,13 @@ class CpuTensorThenMove(Rule):
         Invalid(
             "import torch\nfor x, y in loader:\n    ids = torch.arange(x.size(1))\n    ids = ids.to(device)\n"
             "    model(x, ids)\n"
+        ),
+        # ... the batch's device in a Lightning step hook (Lightning moved the batch there)
+        Invalid(
+            "import torch\nfrom lightning.pytorch import LightningModule\n\nclass GAN(LightningModule):\n"
+            "    def training_step(self, batch, batch_idx):\n        imgs, _ = batch\n"
+            "        z = torch.randn(imgs.shape[0], 100)\n        z = z.type_as(imgs)\n"
+            "        return self.loss(self.discriminator(self.generator(z)))\n"
         ),
         Invalid(
             "import torch\nimport torch.nn.functional as F\nclass Loss(torch.nn.Module):\n"
