@@ -7,9 +7,10 @@ named:
   optimizers), used with `.zero_grad()` or `.param_groups`, annotated as one, or built on a
   model's parameters and stepped; `is_optimizer(expr)` adds names that read like one (`opt`,
   `g_optimizer`, not `scheduler`); `is_known_optimizer(dotted, at)` also accepts a parameter
-  that every call site passes an optimizer, and one named like an optimizer that no call of
-  this module passes anything (a training function that other modules call); `parameters_owners(optimizer)`: the models it is
-  built on; `is_scaler(expr)`: a GradScaler;
+  that every call site passes an optimizer, one named like an optimizer that no call of this
+  module passes anything (a training function that other modules call), and an attribute a
+  class sets only from such names (`self.optimizer = optimizer`); `parameters_owners(optimizer)`:
+  the models it is built on; `is_scaler(expr)`: a GradScaler;
 - `models`: names bound to an `nn.Module` (a torch.nn class, a class of this module deriving from
   one, `from_pretrained`, `torch.compile`, DDP, moved with `.to()`/`.cuda()`); `module_classes`:
   the classes of this module that are modules; `is_model(expr)` adds names that read like one
@@ -225,7 +226,11 @@ class Receivers:
         if dotted in self.optimizers:
             return True
         func = self.tree.function_of(at)
-        if func is None or "." in dotted or depth > 3:
+        if func is None or depth > 3:
+            return False
+        if dotted.startswith("self.") and dotted.count(".") == 1:
+            return self._set_from_known_optimizers(dotted, func, depth)
+        if "." in dotted:
             return False
         params = func.params
         param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params)
@@ -237,6 +242,19 @@ class Receivers:
             return self.is_optimizer(cst.Name(dotted))
         return bool(passed) and all(value is not None and self.is_known_optimizer(dotted_name(value), site, depth + 1)
                                     for site, value in passed)  # type: ignore[union-attr]
+
+    def _set_from_known_optimizers(self, attribute: str, func: cst.FunctionDef, depth: int) -> bool:
+        """`self.optimizer`, read in a method of a class whose methods set it only from names
+        known to be optimizers (`self.optimizer = optimizer`, a parameter of `__init__` named
+        like one that no call of this module passes anything else)."""
+        klass = self.tree.class_of(func)
+        if klass is None:
+            return False
+        assigns = [a for a in self._assigns_by_target.get(attribute, ())
+                   if self.tree.class_of(self.tree.function_of(a)) is klass]
+        return bool(assigns) and all(
+            len(a.targets) == 1 and type(a.value) is cst.Name and
+            self.is_known_optimizer(a.value.value, a, depth + 1) for a in assigns)  # type: ignore[attr-defined]
 
     def parameters_owners(self, optimizer: str) -> Set[str]:
         """The models an optimizer is built on: `{"model"}` for `opt = SGD(model.parameters())`."""

@@ -63,7 +63,8 @@ class MissingZeroGrad(Rule):
     optimizer is built from `torch.optim.*` or a known factory, annotated as one, used with
     `.zero_grad()` / `.param_groups`, passed by every call of the function it is a parameter
     of, or, where no call of this module passes it, a parameter named like one
-    (`def train(model, loader, optimizer)`).
+    (`def train(model, loader, optimizer)`), and an attribute a class sets only from such
+    names (`self.optimizer = optimizer` in `__init__`).
 
     ## Fix
     Inserts `optimizer.zero_grad(set_to_none=True)` right after the step (after
@@ -107,6 +108,14 @@ class MissingZeroGrad(Rule):
         # a parameter that is not known to be an optimizer: stay silent
         "import torch\ndef train(model, planner, loader):\n    for x in loader:\n"
         "        loss = model(x).sum()\n        loss.backward()\n        planner.step()\n",
+        # ... nor an attribute a class sets from one (or from one named like anything else, elsewhere)
+        "import torch\nclass Runner:\n    def __init__(self, model, planner):\n        self.model = model\n"
+        "        self.planner = planner\n    def fit(self, loader):\n        for x in loader:\n"
+        "            self.model(x).sum().backward()\n            self.planner.step()\n",
+        "import torch\nclass Trainer:\n    def __init__(self, model, optimizer):\n        self.model = model\n"
+        "        self.optimizer = optimizer\n    def fit(self, loader):\n        for x in loader:\n"
+        "            self.model(x).sum().backward()\n            self.optimizer.step()\n"
+        "    def swap(self, stepper):\n        self.optimizer = stepper\n",
         # distributed autograd accumulates into its context, which every iteration makes afresh
         "import torch\nimport torch.distributed.autograd as dist_autograd\n"
         "from torch.distributed.optim import DistributedOptimizer\n"
@@ -149,6 +158,16 @@ class MissingZeroGrad(Rule):
             "import torch\ndef train(model, optimizer, loader):\n    for x in loader:\n"
             "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
             "        optimizer.zero_grad(set_to_none=True)\n",
+        ),
+        # ... handed to a trainer class, which keeps it on the instance
+        Invalid(
+            "import torch\nclass Trainer:\n    def __init__(self, model, optimizer):\n        self.model = model\n"
+            "        self.optimizer = optimizer\n    def fit(self, loader):\n        for x in loader:\n"
+            "            self.model(x).sum().backward()\n            self.optimizer.step()\n",
+            "import torch\nclass Trainer:\n    def __init__(self, model, optimizer):\n        self.model = model\n"
+            "        self.optimizer = optimizer\n    def fit(self, loader):\n        for x in loader:\n"
+            "            self.model(x).sum().backward()\n            self.optimizer.step()\n"
+            "            self.optimizer.zero_grad(set_to_none=True)\n",
         ),
         # a while loop, the step under autocast, the optimizer an attribute
         Invalid(
