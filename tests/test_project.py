@@ -326,15 +326,55 @@ def test_a_metric_named_again_after_the_loop_is_still_the_metric_inside_it(tmp_p
     assert ("valid.py", 9, "MEM202") in lint(tmp_path)
 
 
+METER = {
+    "imagenet/__init__.py": "",
+    "imagenet/meters.py": """\
+        class AverageMeter:
+            def __init__(self, name):
+                self.name = name
+                self.sum = 0
+                self.count = 0
+
+            def update(self, val, n=1):
+                self.val = val
+                self.sum += val * n
+                self.count += n
+        """,
+    "imagenet/train.py": """\
+        import torch
+        from .meters import AverageMeter
+
+        def train(loader, model, criterion, optimizer, device):
+            losses = AverageMeter("Loss")
+            for images, target in loader:
+                loss = criterion(model(images.to(device)), target.to(device))
+                losses.update(loss, images.size(0))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            return losses.sum / losses.count
+        """,
+}
+
+
+def test_a_meter_of_another_module_that_sums_its_argument_accumulates_the_graph(tmp_path):
+    tree(tmp_path, METER)
+    assert ("train.py", 8, "MEM201") in lint(tmp_path)
+    assert ("train.py", 8, "MEM201") not in lint(tmp_path, tmp_path / "imagenet/train.py")
+    meters = tmp_path / "imagenet/meters.py"
+    meters.write_text(meters.read_text().replace("self.sum += val * n", "self.sum += val.item() * n"))
+    assert ("train.py", 8, "MEM201") not in lint(tmp_path)
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
-    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC})
+    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER})
     whole = set(lint(tmp_path))
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path
 
 
 def test_jobs_and_the_cache_give_what_one_cold_run_gives(tmp_path):
-    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC})
+    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER})
     cold = lint(tmp_path / "src")
     assert lint(tmp_path / "src", jobs=2) == cold
     assert lint(tmp_path / "src", cache=tmp_path / "cache") == cold

@@ -398,6 +398,19 @@ class ProjectView:
         found = self._ask(f"keeps-{'graph' if graph else 'output'} {dotted}", answer, [], [])
         return {name: position for name, position in found}  # type: ignore[union-attr, misc]
 
+    def accumulates(self, dotted: str) -> Dict[str, int]:
+        """The parameters that the project's method `dotted` adds, with their graph, into a
+        running sum its instance keeps (`self.sum += val * n`): each name with its position
+        among the arguments a call passes (after `self`)."""
+        def answer(project: Project) -> List[List[object]]:
+            found = project.function(self.root, dotted)
+            if found is None or found.params[:1] != ("self",):
+                return []
+            return [[name, position] for position, name in enumerate(found.params[1:])
+                    if name in found.accumulates_graph]
+        found = self._ask(f"accumulates {dotted}", answer, [], [])
+        return {name: position for name, position in found}  # type: ignore[union-attr, misc]
+
 
     def saved(self, files: Iterable[str]) -> Tuple[List[str], List[str]]:
         """Where the project saves files of these names from, and what objects it writes into
@@ -420,6 +433,7 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "returns-output": lambda view, dotted: view.returns(dotted, False),
     "keeps-graph": lambda view, dotted: view.keeps(dotted, True),
     "keeps-output": lambda view, dotted: view.keeps(dotted, False),
+    "accumulates": ProjectView.accumulates,
     "saved": lambda view, files: view.saved(json.loads(files)),
 }
 

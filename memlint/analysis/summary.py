@@ -39,17 +39,19 @@ class FunctionSummary:
     keeps_output: Tuple[str, ...] = ()  # parameters appended to the instance as device tensors
     returns_graph: bool = False  # returns a value carrying an autograd graph
     returns_output: bool = False  # returns a model's output (on its device, whatever the grad mode)
+    accumulates_graph: Tuple[str, ...] = ()  # parameters added with their graph into a sum the instance keeps
 
     def to_json(self) -> list:
         return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
-                self.returns_output]
+                self.returns_output, list(self.accumulates_graph)]
 
     @classmethod
     def from_json(cls, data: list) -> "FunctionSummary":
-        params, keeps_graph, keeps_output, returns_graph, returns_output = data
+        params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph = data
         if not isinstance(returns_graph, bool) or not isinstance(returns_output, bool):
             raise ValueError("not a function summary")
-        return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output)
+        return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output,
+                   _names(accumulates_graph))
 
 
 @dataclass(frozen=True)
@@ -247,14 +249,16 @@ def _params(func: cst.FunctionDef) -> Tuple[str, ...]:
 def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
     params = _params(func)
     values, roles = facts.values, facts.roles
-    kept = values.kept_parameters(func) if params[:1] == ("self",) else ((), ())
+    method = params[:1] == ("self",)
+    kept = values.kept_parameters(func) if method else ((), ())
+    summed = values.accumulated_parameters(func) if method else ()
     scopes = facts.scopes
     if not scopes.returned(func) or not any(
             roles.is_forward(call) or roles.is_loss(call) or scopes.resolve(call) is not None
             or values.project_callee(call) for call in scopes.calls_of(func)):
         # returns nothing (an `__init__`), or runs no model and calls no helper: none of its outputs
-        return FunctionSummary(params, kept[0], kept[1])
-    return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func))
+        return FunctionSummary(params, kept[0], kept[1], accumulates_graph=summed)
+    return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func), summed)
 
 
 def _edges(facts: "Facts") -> List[Edge]:

@@ -18,7 +18,8 @@ Asked as `facts.values`:
   it, outside no_grad), `kept_from_backward(scope, names)` (no path to a backward at all: read
   and dropped), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
 - device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
-  mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance),
+  mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance;
+  `accumulated_arguments(call)`: what it adds into a running sum it keeps, `self.sum += val`),
   `use_after_loop(loop, name)` (what a loop collected is not used on the device afterwards),
   `class_predictions_from(loop, name)` (a classifier's scores: one class per
   example taken and compared with labels);
@@ -37,10 +38,11 @@ questions; MEM202 the device questions too), MEM203 (`reaches_backward`, `hands_
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -109,6 +111,13 @@ def _moves_off_device(call: cst.Call) -> bool:
         isinstance(a.value, cst.SimpleString) and a.value.value.strip("'\"").startswith("cpu") for a in call.args)
 
 
+def _unsubscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`self.totals` for `self.totals[k]`: what holds the entry."""
+    while type(expr) is cst.Subscript:
+        expr = expr.value  # type: ignore[attr-defined]
+    return expr
+
+
 def _rooted_at_self(expr: cst.BaseExpression) -> bool:
     while isinstance(expr, (cst.Attribute, cst.Subscript)):
         expr = expr.value
@@ -149,6 +158,8 @@ class Values:
         self._in_progress: Set[Tuple[str, int, _Trace]] = set()
         self._scope_summaries: Dict[int, _ScopeSummary] = {}
         self._self_appends: Dict[int, List[Tuple[cst.Call, cst.BaseExpression]]] = {}
+        self._kept: Dict[int, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {}  # id(method) -> kept_parameters
+        self._accumulated: Dict[int, Tuple[str, ...]] = {}  # id(method) -> accumulated_parameters
 
     def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
@@ -448,62 +459,100 @@ class Values:
         return self.constant_int(value, depth + 1)
 
     def kept_arguments(self, call: cst.Call, graph: bool) -> List[cst.Arg]:
-        """The arguments of `call` that the method of this module it calls on an instance
-        (`acc.update(pred, y)`) appends to a list of that instance (`self.preds.append(pred)`),
-        still holding their graph (`graph`), or their device tensor: they live as long as the
-        instance does."""
-        if not isinstance(call.func, cst.Attribute):
+        """The arguments of `call` that the method it calls on an instance (`acc.update(pred, y)`)
+        appends to a list of that instance (`self.preds.append(pred)`), still holding their graph
+        (`graph`), or their device tensor: they live as long as the instance does. Of a method
+        of this module, or of another module of the project (its summary)."""
+        return self._arguments_into_self(call, lambda method: self.kept_parameters(method)[0 if graph else 1],
+                                         lambda dotted: self.project.keeps(dotted, graph))
+
+    def accumulated_arguments(self, call: cst.Call) -> List[cst.Arg]:
+        """The arguments of `call` that the method it calls on an instance adds, with their
+        graph, into a running sum that instance keeps (`meter.update(loss, n)`, whose method does
+        `self.sum += val * n`), and backwards nowhere: the sum links every value added while the
+        instance lives. Of a method of this module, or of another module of the project."""
+        return self._arguments_into_self(call, self.accumulated_parameters, self.project.accumulates)
+
+    def _arguments_into_self(self, call: cst.Call, parameters: Callable[[cst.FunctionDef], Tuple[str, ...]],
+                             elsewhere: Callable[[str], Dict[str, int]]) -> List[cst.Arg]:
+        """The arguments of `call`, a method called on an instance, given to the parameters
+        that `parameters` names for a method of this module, or that `elsewhere` names (with
+        their positions after `self`) for a method of another module of the project."""
+        if type(call.func) is not cst.Attribute:
             return []
         method = self.scopes.resolve(call)
         if method is None:
-            return self._kept_by_another_module(call, graph)
-        if self.tree.class_of(method) is None:
+            dotted = self.scopes.instance_method_name(call, self.names)
+            if dotted is None or not self.project.knows(dotted):
+                return []
+            positions = elsewhere(dotted)
+        else:
+            names = [p.name.value for p in (*method.params.posonly_params, *method.params.params,
+                                            *method.params.kwonly_params)]
+            if self.tree.class_of(method) is None or names[:1] != ["self"]:
+                return []
+            taken = parameters(method)
+            positions = {name: position for position, name in enumerate(names[1:]) if name in taken}
+        if not positions:
             return []
-        params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)]
-        if params[:1] != ["self"]:
-            return []
-        appends = self._appends_to_self(method)
-        if not appends:
-            return []
-        kept: List[cst.Arg] = []
-        positional = iter(params[1:])
-        for arg in call.args:
-            if arg.star:
-                break
-            name = next(positional, None) if arg.keyword is None else arg.keyword.value
-            trace = _Trace(graph=graph, through=frozenset({name} if name else ()))
-            if name and any(self._traces(value, at, trace) for at, value in appends):
-                kept.append(arg)
-        return kept
+        given = enumerate(itertools.takewhile(lambda a: not a.star, call.args))
+        return [arg for position, arg in given
+                if ((arg.keyword.value in positions) if arg.keyword is not None else position in positions.values())]
 
-    def _kept_by_another_module(self, call: cst.Call, graph: bool) -> List[cst.Arg]:
-        """`kept_arguments` for a method of a class another module of the project defines
-        (memlint.analysis.project): what its summary says it appends to its instance."""
-        dotted = self.scopes.instance_method_name(call, self.names)
-        if dotted is None or not self.project.knows(dotted):
-            return []
-        positions = self.project.keeps(dotted, graph)
-        kept: List[cst.Arg] = []
-        for position, arg in enumerate(call.args):
-            if arg.star:
-                break
-            if (arg.keyword.value in positions) if arg.keyword is not None else position in positions.values():
-                kept.append(arg)
-        return kept
+    def accumulated_parameters(self, method: cst.FunctionDef) -> Tuple[str, ...]:
+        """The parameters of a method that it adds, with their graph, into a running sum its
+        instance keeps, and that reach no backward there (`accumulated_arguments`)."""
+        found = self._accumulated.get(id(method))
+        if found is None:
+            accumulations = self._accumulates_into_self(method)
+            params = [p.name.value for p in (*method.params.posonly_params, *method.params.params,
+                                             *method.params.kwonly_params)][1:] if accumulations else []
+            found = tuple(name for name in params if any(
+                self._traces(value, at, _Trace(graph=True, through=frozenset({name}))) for at, value in accumulations)
+                and not self.reaches_backward(method, {name}))
+            self._accumulated[id(method)] = found
+        return found
+
+    def _accumulates_into_self(self, method: cst.FunctionDef) -> List[Tuple[cst.CSTNode, cst.BaseExpression]]:
+        """(statement, what it adds) for each running sum `method` keeps on its instance:
+        `self.sum += val * n`, `self.totals[k] = self.totals[k] + v`; not one that a backward
+        of this module reads (`self.total.backward()`: gradient accumulation on purpose)."""
+        found: List[Tuple[cst.CSTNode, cst.BaseExpression]] = []
+        for statement in self.tree.walk_scope(method.body):
+            kind = type(statement)
+            if kind is cst.AugAssign and type(statement.operator) is cst.AddAssign:  # type: ignore[attr-defined]
+                target, added = statement.target, statement.value  # type: ignore[attr-defined]
+            elif kind is cst.Assign and len(statement.targets) == 1 and \
+                    type(statement.value) is cst.BinaryOperation and type(statement.value.operator) is cst.Add:  # type: ignore[attr-defined]
+                target, value = statement.targets[0].target, statement.value  # type: ignore[attr-defined]
+                code = self.tree.module.code_for_node
+                if code(value.left) == code(target):
+                    added = value.right
+                elif code(value.right) == code(target):
+                    added = value.left
+                else:
+                    continue
+            else:
+                continue
+            if _rooted_at_self(target) and type(target) is not cst.Name and \
+                    not self.attribute_backwarded(dotted_name(_unsubscripted(target)) or ""):
+                found.append((statement, added))
+        return found
 
     def kept_parameters(self, method: cst.FunctionDef) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
         """The parameters of a method that it appends to a list of its instance: still holding
         their graph, and as device tensors (for the summary other modules read)."""
+        known = self._kept.get(id(method))
+        if known is not None:
+            return known
         appends = self._appends_to_self(method)
-        if not appends:
-            return (), ()
         params = [p.name.value for p in (*method.params.posonly_params, *method.params.params,
-                                         *method.params.kwonly_params)][1:]
-        found = []
-        for graph in (True, False):
-            found.append(tuple(name for name in params if any(
-                self._traces(value, at, _Trace(graph=graph, through=frozenset({name}))) for at, value in appends)))
-        return found[0], found[1]
+                                         *method.params.kwonly_params)][1:] if appends else []
+        found = [tuple(name for name in params if any(
+            self._traces(value, at, _Trace(graph=graph, through=frozenset({name}))) for at, value in appends))
+            for graph in (True, False)]
+        self._kept[id(method)] = known = (found[0], found[1])
+        return known
 
     def _appends_to_self(self, method: cst.FunctionDef) -> List[Tuple[cst.Call, cst.BaseExpression]]:
         """(call, what it appends) for each `self....append(value)` in `method` (found once a

@@ -58,7 +58,10 @@ class AccumulateHistory(Rule):
     `self.running += loss`, `metrics[k] += loss`, `total = total + loss`, a running average
     (`ema[k] = 0.9 * ema[k] + 0.1 * loss`). Also a sum a framework keeps: an HF `Trainer`
     subclass's `training_step` that backwards its loss and returns it undetached, which the
-    HF loop adds into its running loss every step.
+    HF loop adds into its running loss every step. And a loss handed to a method that adds it
+    into a running sum its instance keeps: `losses.update(loss, n)`, whose `update` does
+    `self.sum += val * n` (an average meter, in this module or in another module of the
+    project linted with it).
 
     ## Why is this bad?
     The sum is itself part of the graph: it references every loss added so far, and through
@@ -90,10 +93,13 @@ class AccumulateHistory(Rule):
     returning the sum from a loss function (`compute_loss`, `training_step`, `forward`), values
     already ended with `.item()`, `float()` or `.detach()`, and anything under
     `torch.no_grad()` / `inference_mode()`, in a helper decorated with them, or in a function
-    whose every call site in the module runs without grad (`self(...)` calls `__call__`).
+    whose every call site in the module runs without grad (`self(...)` calls `__call__`). A
+    method that backwards what it is given, or whose sum a backward reads (a helper that
+    accumulates gradients on purpose), or one whose result the caller uses.
 
     ## Fix
-    Add `.detach()` to the accumulated value: no host-device sync, the same numbers.
+    Add `.detach()` to the accumulated value (to the argument, for a method): no host-device
+    sync, the same numbers.
 
     ## Fix safety
     Safe: `.detach()` keeps the values bit-identical (only the graph is dropped). `.item()` is
@@ -171,6 +177,19 @@ class AccumulateHistory(Rule):
         "        with torch.no_grad():\n            for b in batches:\n                self(b, model, totals)\n"
         "        return totals\n    def __call__(self, batch, model, totals):\n        out = model(batch)\n"
         "        for i in range(len(out)):\n            totals[i] = totals.get(i, 0) + out[i]\n",
+        # a method that adds its argument into a sum the instance backwards: gradient accumulation
+        "import torch\nclass Accumulator:\n    def add(self, loss):\n        self.total += loss\n"
+        "    def step(self, optimizer):\n        self.total.backward()\n        optimizer.step()\n        self.total = 0.0\n\n"
+        "def train(model, loader, optimizer, criterion):\n    acc = Accumulator()\n    for x, y in loader:\n"
+        "        acc.add(criterion(model(x), y))\n        acc.step(optimizer)\n",
+        # ... one that backwards what it is given; a meter that adds the number only
+        "import torch\nclass Closure:\n    def step(self, loss):\n        self.seen += loss\n        loss.backward()\n\n"
+        "def train(model, loader, optimizer, criterion):\n    c = Closure()\n    for x, y in loader:\n"
+        "        c.step(criterion(model(x), y))\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        "import torch\nclass Meter:\n    def update(self, val, n=1):\n        self.sum += val.item() * n\n"
+        "        self.count += n\n\ndef train(model, loader, optimizer, criterion):\n    meter = Meter()\n"
+        "    for x, y in loader:\n        loss = criterion(model(x), y)\n        meter.update(loss, x.size(0))\n"
+        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
         # concatenating detached outputs
         "import torch\nmodel.eval()\nseen = torch.empty(0)\nfor x in loader:\n"
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
@@ -254,6 +273,17 @@ class AccumulateHistory(Rule):
             "        batch = next(stream, None)\n        if batch is None:\n            break\n"
             "        total += criterion(model(batch.x), batch.y).detach()\n    return total\n",
         ),
+        # a loss handed to an average meter, whose update adds it into its running sum
+        Invalid(
+            "import torch\nclass AverageMeter:\n    def update(self, val, n=1):\n        self.sum += val * n\n"
+            "        self.count += n\n\ndef train(model, loader, optimizer, criterion):\n    losses = AverageMeter()\n"
+            "    for x, y in loader:\n        loss = criterion(model(x), y)\n        losses.update(loss, x.size(0))\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+            "import torch\nclass AverageMeter:\n    def update(self, val, n=1):\n        self.sum += val * n\n"
+            "        self.count += n\n\ndef train(model, loader, optimizer, criterion):\n    losses = AverageMeter()\n"
+            "    for x, y in loader:\n        loss = criterion(model(x), y)\n        losses.update(loss.detach(), x.size(0))\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+        ),
         # accumulation by rebinding: `.cpu()` keeps the graph, the copy is made after detaching
         Invalid(
             "import torch\n\ndef embed(model, loader):\n    model.eval()\n    bank = torch.empty(0)\n"
@@ -279,6 +309,34 @@ class AccumulateHistory(Rule):
             f"a chain that grows until the next logging step; return `{show(node.value)}.detach()` (HF's own "
             f"`{HF_SUMMED_STEP}` does)"),
             Fix((Replace(node.value, detached(node.value)),), Safety.SAFE, "return the loss detached"))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        """`meter.update(loss, n)`, a method that adds its argument into a running sum its
+        instance keeps (`self.sum += val * n`), in this module or another of the project."""
+        func = node.func
+        if type(func) is not cst.Attribute or not node.args:
+            return  # (identity, not ABC isinstance: every call of the module passes here)
+        facts = self.facts
+        statement = facts.tree.parent(node)
+        if type(statement) is not cst.Expr or not facts.tree.loops_around(node) or \
+                facts.regions.grad_enabled(node) is not True:
+            return  # (its result unused: nothing the call returns can be backwarded)
+        holder = _root(func.value)  # type: ignore[attr-defined]
+        loop = facts.tree.loops_around(node)[0]
+        if holder is None or holder != "self" and facts.values.reset_in_iteration(loop, holder, node):
+            return  # a meter made afresh every iteration
+        added = [a for a in facts.values.accumulated_arguments(node) if facts.values.carries_grad(a.value, node)]
+        if not added:
+            return
+        context = self._context(loop)
+        for arg in added:
+            fixed = detach_before_move(arg.value)
+            fix = None if fixed is None else Fix((Replace(arg.value, fixed),), Safety.SAFE, f"pass `{show(fixed)}`")
+            self.report(arg.value, self._message(
+                f"`{show(func)}(...)` adds `{show(arg.value)}` with its autograd graph into a running sum that "
+                f"`{show(func.value)}` keeps",  # type: ignore[attr-defined]
+                show(func.value), f"pass `{show(fixed or detached(arg.value))}`", context,  # type: ignore[attr-defined]
+                over_dataset(facts, node)), fix)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, cst.AddAssign):
@@ -331,28 +389,33 @@ class AccumulateHistory(Rule):
             return  # a loss function returning its sum: the caller may backward it
         if not local and facts.phase.in_training_function(node):
             return  # `self.aux_loss += ...` in a forward: the caller may backward it
-        if any(facts.roles.backwards_in(loop) for loop in loops):
-            context = "training"
-        elif facts.values.hands_graph_away(loops[0]):
-            context = "unknown"  # the loss goes to code that may backward it
-        else:
-            context = "no-backward"
         fixed = detach_before_move(value)
         fix = None if fixed is None else Fix((Replace(value, fixed),), Safety.SAFE, f"accumulate `{show(fixed)}`")
-        self.report(node, self._message(target, fixed or detached(value), context, over_dataset(facts, node)), fix)
+        acc = show(target)
+        self.report(node, self._message(
+            f"`{acc}` accumulates a value with its autograd graph", acc, f"accumulate `{show(fixed or detached(value))}`",
+            self._context(loops[0]), over_dataset(facts, node)), fix)
+
+    def _context(self, loop: cst.CSTNode) -> str:
+        """"training" where the loop backwards, "unknown" where it hands the graph to code that may, else
+        "no-backward"."""
+        facts = self.facts
+        if any(facts.roles.backwards_in(outer) for outer in [loop, *facts.tree.loops_around(loop)]):
+            return "training"
+        return "unknown" if facts.values.hands_graph_away(loop) else "no-backward"
 
     @staticmethod
-    def _message(target: cst.CSTNode, detached_value: cst.BaseExpression, context: str, measured: bool) -> str:
-        acc, fixed = show(target), show(detached_value)
+    def _message(what: str, acc: str, advice: str, context: str, measured: bool) -> str:
+        """`what` (`total` accumulates a value with its autograd graph), into `acc`."""
         if context == "training":
-            return (f"`{acc}` accumulates a value with its autograd graph; in this training loop "
+            return (f"{what}; in this training loop "
                     f"backward() frees each step's saved tensors, so it holds GPU memory only until "
                     f"backward{' (no measurable cost on an H200)' if measured else ''}, but `{acc}` links "
-                    f"every step's autograd history: accumulate `{fixed}`")
+                    f"every step's autograd history: {advice}")
         if context == "unknown":
-            return (f"`{acc}` accumulates a value with its autograd graph, which stays linked to every "
+            return (f"{what}, which stays linked to every "
                     f"iteration's graph while `{acc}` lives (their saved activations too, unless a "
-                    f"backward frees them): accumulate `{fixed}`")
+                    f"backward frees them): {advice}")
         figure = " (a validation loop over a dataset doing this peaked 1 GB higher on an H200 than with `.item()`)"
-        return (f"`{acc}` accumulates a value with its autograd graph, keeping every iteration's "
-                f"saved activations alive while `{acc}` lives{figure if measured else ''}: accumulate `{fixed}`")
+        return (f"{what}, keeping every iteration's "
+                f"saved activations alive while `{acc}` lives{figure if measured else ''}: {advice}")
