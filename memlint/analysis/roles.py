@@ -339,12 +339,39 @@ class Roles:
 
     @cached_property
     def uses_grad_scaler(self) -> bool:
-        """A GradScaler is made, or a loss is scaled / a step taken through one, anywhere in the module."""
+        """A loss is scaled / a step taken through a GradScaler anywhere in the module, or one is
+        made and then read (handed to a helper that may use it); not one made and never read
+        again (`unread_grad_scalers`)."""
         if any(b.kind == "scaled" for b in self.backwards) or any(s.scaler for s in self.optimizer_steps):
             return True
-        return any(self.names.call_name(call) in GRAD_SCALER or (  # `loss = self.scaler.scale(loss)`
-            isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_")
-            and "scaler" in last_part(dotted_name(call.func.value)).lower()) for call in self.scopes.calls)
+        made = 0
+        for call in self.scopes.calls:
+            if self.names.call_name(call) in GRAD_SCALER:
+                made += 1
+            elif isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_") and \
+                    "scaler" in last_part(dotted_name(call.func.value)).lower():
+                return True  # `loss = self.scaler.scale(loss)`
+        return made > len(self.unread_grad_scalers)
+
+    @cached_property
+    def unread_grad_scalers(self) -> Dict[str, cst.Call]:
+        """The names (`scaler`, `self.scaler`) a GradScaler is made into and nothing reads:
+        `self.scaler = GradScaler()` in `__init__` that no backward goes through."""
+        made: Dict[str, cst.Call] = {}
+        for call in self.scopes.calls:
+            statement = self.tree.parent(call)
+            if self.names.call_name(call) not in GRAD_SCALER or type(statement) is not cst.Assign or \
+                    len(statement.targets) != 1:  # type: ignore[union-attr]
+                continue
+            bound = dotted_name(statement.targets[0].target)  # type: ignore[union-attr]
+            if bound is not None:
+                made.setdefault(bound, call)
+        if not made:
+            return {}
+        targets = {id(self.tree.parent(call).targets[0].target) for call in made.values()}  # type: ignore[union-attr]
+        read = {dotted_name(node) for node in self.tree.nodes
+                if type(node) in (cst.Name, cst.Attribute) and id(node) not in targets}
+        return {bound: call for bound, call in made.items() if bound not in read}
 
     def asks_for_grad(self, node: cst.CSTNode) -> bool:
         """Code under `node` (helpers followed) that needs autograd on: `torch.autograd.grad`,

@@ -13,6 +13,7 @@ from memlint.analysis.roles import Backward
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Edit, Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
+from memlint.rules._code import show
 from memlint.torch_target import TorchVersion
 
 _FP16 = frozenset({"torch.float16"})
@@ -29,7 +30,8 @@ class Fp16AutocastWithoutGradScaler(Rule):
     ## What it does
     Finds a `backward()` of a loss computed under float16 autocast - `torch.autocast("cuda")`
     (float16 is CUDA's default), `torch.amp.autocast`, `torch.cuda.amp.autocast`,
-    `dtype=torch.float16` - when the module never uses a `GradScaler`; also where the dtype is
+    `dtype=torch.float16` - when the module never uses a `GradScaler` (one it makes and never
+    reads, `self.scaler = GradScaler()` in `__init__`, does not count); also where the dtype is
     chosen at run time and one choice is float16 (`torch.bfloat16 if supported else
     torch.float16`, a table of dtypes indexed by a setting, `getattr(torch, name)`): on the GPUs
     or settings where the run picks float16, it runs with no scaler. The autocast may be bound
@@ -81,6 +83,8 @@ class Fp16AutocastWithoutGradScaler(Rule):
     `optimizer.step()` into `scaler.step(optimizer)` followed by `scaler.update()`, and calls
     `scaler.unscale_(optimizer)` before `clip_grad_norm_` / `clip_grad_value_` so clipping still
     sees true gradients. Only for one backward and one plain `optimizer.step()` in the loop.
+    Where the module made a scaler the loop can reach and never used it (`self.scaler` of the
+    same class, a module-level name), the fix goes through that one instead of making another.
 
     ## Fix safety
     Safe: on a GPU the updates are those float16 training is meant to make (steps whose
@@ -114,6 +118,10 @@ class Fp16AutocastWithoutGradScaler(Rule):
         # a scaler is used
         "import torch\nscaler = torch.amp.GradScaler(\"cuda\")\nfor x in loader:\n    with torch.autocast(\"cuda\"):\n"
         "        loss = model(x).sum()\n    scaler.scale(loss).backward()\n    scaler.step(opt)\n    scaler.update()\n",
+        # ... or handed to a helper, which may scale with it
+        "import torch\nfrom .amp import scaled_backward\nscaler = torch.amp.GradScaler(\"cuda\")\nfor x in loader:\n"
+        "    with torch.autocast(\"cuda\"):\n        loss = model(x).sum()\n    if fused:\n"
+        "        scaled_backward(loss, scaler, opt)\n    else:\n        loss.backward()\n        opt.step()\n",
         # inference only
         "import torch\nwith torch.no_grad(), torch.autocast(\"cuda\"):\n    for x in loader:\n        preds.append(model(x))\n",
         # fp16 teacher under no_grad, the trained student in float32
@@ -157,6 +165,20 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "        loss = layer(x).mean()\n    with pytest.raises(RuntimeError):\n        loss.backward()\n    opt.step()\n",
     )
     INVALID = (
+        # a scaler made in `__init__` that no backward goes through: the fix uses it
+        Invalid(
+            "import torch\nclass Trainer:\n    def __init__(self, model, optimizer):\n        self.model = model\n"
+            "        self.optimizer = optimizer\n        self.scaler = torch.amp.GradScaler(\"cuda\")\n\n"
+            "    def train_epoch(self, loader):\n        for x, y in loader:\n            self.optimizer.zero_grad()\n"
+            "            with torch.autocast(\"cuda\", dtype=torch.float16):\n                loss = self.model(x, y)\n"
+            "            loss.backward()\n            self.optimizer.step()\n",
+            "import torch\nclass Trainer:\n    def __init__(self, model, optimizer):\n        self.model = model\n"
+            "        self.optimizer = optimizer\n        self.scaler = torch.amp.GradScaler(\"cuda\")\n\n"
+            "    def train_epoch(self, loader):\n        for x, y in loader:\n            self.optimizer.zero_grad()\n"
+            "            with torch.autocast(\"cuda\", dtype=torch.float16):\n                loss = self.model(x, y)\n"
+            "            self.scaler.scale(loss).backward()\n            self.scaler.step(self.optimizer)\n"
+            "            self.scaler.update()\n",
+        ),
         # the dtype is chosen at run time, and one choice is float16
         Invalid(
             "import torch\ndtype = \"bfloat16\" if torch.cuda.is_bf16_supported() else \"float16\"\n"
@@ -264,8 +286,11 @@ class Fp16AutocastWithoutGradScaler(Rule):
         dtypes = facts.regions.autocast_dtypes(autocast)
         where = "CUDA's default dtype" if autocast.dtype is None else "float16" if dtypes == _FP16 else \
             "its dtype can be float16, where the run picks it"
+        unread = self._unread_scaler(loops[0]) if loops else None
+        scaler = f"`{unread}` (made, but no backward goes through it)" if unread else self._scaler_advice()
         message = (f"this loss is computed under float16 autocast ({where}) and backwarded without a GradScaler: "
-                   f"gradients smaller than ~6e-8 (float16's smallest subnormal) become exactly zero; scale the loss with {self._scaler_advice()}, or autocast to bfloat16")
+                   f"gradients smaller than ~6e-8 (float16's smallest subnormal) become exactly zero; scale the loss "
+                   f"with {scaler}, or autocast to bfloat16")
         self.report(node, message, self._fix(facts, backward, loops) if loops else None)
 
     @staticmethod
@@ -322,18 +347,25 @@ class Fp16AutocastWithoutGradScaler(Rule):
         if any(facts.roles.grad_reads(f.body) for f in facts.calls.functions_reached(loop)) or any(
                 order(statement) < order(read) < order(scaled_until) for read in facts.roles.grad_reads(loop)):
             return None  # gradients read while still scaled
-        made = self._made_scaler()
-        if made is None:
-            return None
-        taken = self.facts.identifiers
-        scaler = next(n for n in ("scaler", "grad_scaler", "amp_scaler", *(f"scaler_{i}" for i in range(2, 1000)))
-                      if n not in taken)
         optimizer = step.call.func.value  # type: ignore[attr-defined]
-        edits: List[Edit] = [
-            InsertBefore(loops[-1], (cst.parse_statement(f"{scaler} = {made}"),)),  # type: ignore[arg-type]
+        edits: List[Edit] = []
+        scaler = self._unread_scaler(loop)
+        fresh = scaler is None  # a scaler made before the loop, not the one the module made and forgot
+        if not fresh:
+            made = show(facts.roles.unread_grad_scalers[scaler])  # type: ignore[index]
+        else:
+            made = self._made_scaler()  # type: ignore[assignment]
+            if made is None:
+                return None
+            taken = self.facts.identifiers
+            scaler = next(n for n in ("scaler", "grad_scaler", "amp_scaler", *(f"scaler_{i}" for i in range(2, 1000)))
+                          if n not in taken)
+            edits.append(InsertBefore(loops[-1], (cst.parse_statement(f"{scaler} = {made}"),)))  # type: ignore[arg-type]
+        held = cst.parse_expression(scaler)
+        edits += [
             Replace(func, func.with_changes(value=cst.Call(
-                cst.Attribute(cst.Name(scaler), cst.Name("scale")), [cst.Arg(_bare(func.value))]))),
-            Replace(step.call, cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("step")), [cst.Arg(optimizer)])),
+                cst.Attribute(held, cst.Name("scale")), [cst.Arg(_bare(func.value))]))),
+            Replace(step.call, cst.Call(cst.Attribute(held, cst.Name("step")), [cst.Arg(optimizer)])),
             InsertAfter(step_statement, (cst.parse_statement(f"{scaler}.update()"),)),  # type: ignore[arg-type]
         ]
         if clip_statement is not None:
@@ -342,9 +374,25 @@ class Fp16AutocastWithoutGradScaler(Rule):
         # a function called again and again (`train_one_epoch`) would start a fresh scaler each call
         function = tree.function_of(loops[-1])
         repeated = function is not None and any(tree.loops_around(site) for site in facts.scopes.call_sites(function))
-        return Fix(tuple(edits), Safety.UNSAFE if repeated else Safety.SAFE,
-                   f"scale the loss with `{scaler} = {made}`, step through it",
+        return Fix(tuple(edits), Safety.UNSAFE if repeated and fresh else Safety.SAFE,
+                   f"scale the loss with `{scaler} = {made}`, step through it" if fresh else
+                   f"scale the loss with `{scaler}`, made but not used, step through it",
                    min_torch=_CUDA_GRAD_SCALER_SINCE if self._old_torch() else _GRAD_SCALER_SINCE)
+
+    def _unread_scaler(self, loop: cst.CSTNode) -> Optional[str]:
+        """The GradScaler this module makes and never reads, where the loop can reach it: a name
+        of the module, or an attribute of the loop's own instance (`self.scaler`, made in
+        `__init__`)."""
+        tree = self.facts.tree
+        function = tree.function_of(loop)
+        klass = tree.class_of(function) if function is not None else None
+        for bound, call in self.facts.roles.unread_grad_scalers.items():
+            where = tree.function_of(call)
+            if "." not in bound and where is None or \
+                    bound.startswith("self.") and bound.count(".") == 1 and klass is not None and \
+                    where is not None and tree.class_of(where) is klass:
+                return bound
+        return None
 
     def _old_torch(self) -> bool:
         """The project supports a torch without `torch.amp.GradScaler` (before 2.3)."""

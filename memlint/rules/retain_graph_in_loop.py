@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import FrozenSet, List
+from typing import FrozenSet, List, Tuple
 
 import libcst as cst
 
 from memlint.analysis.dataflow import target_names
+from memlint.analysis.roles import Backward
 from memlint.analysis.tree import literal_bool
 from memlint.rule import Invalid, Rule
 
@@ -43,13 +44,17 @@ class RetainGraphInLoop(Rule):
         loss.backward()
     ```
 
+    Also the last of several backwards of an iteration (`loss1.backward(retain_graph=True)`,
+    then `loss2.backward(retain_graph=True)`): the first needs the graph kept, the last does
+    not.
+
     Also a loop over the terms of a loss that backwards each with `retain_graph=True` and does
     nothing with the gradients in between: gradients add up, so one backward of the sum gives
     the same result, walks the graph once, and keeps nothing.
 
     ## When it is not reported
     Several backward calls per iteration through a shared graph (GAN updates, multi-loss
-    steps), loops that do not run a forward (Jacobian/Hessian rows of one graph), per-term
+    steps) where only those before the last keep it, or where they run in different branches, loops that do not run a forward (Jacobian/Hessian rows of one graph), per-term
     backwards that read or reset the gradients in between (gradient surgery, per-task
     gradients), and `retain_graph` given a variable.
 
@@ -71,6 +76,10 @@ class RetainGraphInLoop(Rule):
         # two backward calls through a shared graph (GAN)
         "import torch\nfor x in loader:\n    fake = generator(noise)\n    d_loss = criterion(discriminator(fake), ones)\n"
         "    d_loss.backward(retain_graph=True)\n    g_loss = criterion(discriminator(fake), zeros)\n    g_loss.backward()\n",
+        # ... in branches of their own: which one runs last depends on the step
+        "import torch\nfor i, x in enumerate(loader):\n    out = model(x)\n    if i % 2:\n"
+        "        d_loss(out).backward(retain_graph=True)\n    else:\n        g_loss(out).backward(retain_graph=True)\n"
+        "    opt.step()\n",
         # rows of a Jacobian of one graph: no forward in the loop
         "import torch\ny = model(x)\nfor i in range(y.shape[0]):\n    y[i].backward(retain_graph=True)\n",
         # a variable decides
@@ -89,6 +98,10 @@ class RetainGraphInLoop(Rule):
         Invalid("import torch\ndef step(x, y):\n    loss = criterion(model(x), y)\n"
                 "    scaler.scale(loss).backward(retain_graph=True)\n"
                 "for x, y in loader:\n    step(x, y)\n"),
+        # the last of two backwards keeps the graph too: nothing backwards through it again
+        Invalid("import torch\nfor x, y in loader:\n    out = model(x)\n    loss1 = crit1(out, y)\n"
+                "    loss2 = crit2(out, y)\n    optimizer.zero_grad()\n    loss1.backward(retain_graph=True)\n"
+                "    loss2.backward(retain_graph=True)\n    optimizer.step()\n"),
         # each term of the loss backwarded alone: sum them and backward once
         Invalid("import torch\nfor x, y in loader:\n    out = model(x)\n"
                 "    terms = [criterion(out, y), 0.1 * out.pow(2).mean()]\n    for term in terms:\n"
@@ -115,13 +128,31 @@ class RetainGraphInLoop(Rule):
                 "forward; gradients add up, so sum the terms and call backward() once"))
             return
         for loop in loops[:1]:
-            if len(facts.roles.backwards_in(loop)) != 1 or not facts.roles.forwards_in(loop):
+            backwards = facts.roles.backwards_in(loop)
+            if not facts.roles.forwards_in(loop) or len(backwards) != 1 and not self._last(node, backwards):
                 return
             self.report(node, (
                 "`backward(retain_graph=True)` in a loop that builds a new graph every iteration: "
                 "nothing backwards through it again, so its saved tensors stay alive until the loss "
                 "is dropped, and if carried state links the iterations' graphs (an RNN hidden state) "
                 "memory grows every step; detach the carried state (MEM206) and drop retain_graph"))
+
+    def _last(self, call: cst.Call, backwards: List[Tuple[Backward, cst.Call]]) -> bool:
+        """`call` is the iteration's last backward: every other one runs before it, in the same
+        block (`loss1.backward(retain_graph=True)` then `loss2.backward(retain_graph=True)`), so
+        nothing backwards again through the graph it keeps."""
+        tree = self.facts.tree
+        site = next((s for b, s in backwards if b.call is call), None)
+        statement = tree.statement_around(site) if site is not None else None
+        if statement is None:
+            return False
+        block, index = tree.parent(statement), tree.siblings(statement)[1]
+        for _, other in backwards:
+            before = tree.statement_around(other)
+            if other is not site and (before is None or tree.parent(before) is not block or
+                                      tree.siblings(before)[1] >= index):
+                return False
+        return True
 
     def _per_term(self, loop: cst.CSTNode, backwarded: FrozenSet[str]) -> bool:
         """A loop over the terms of a loss that backwards each one (`for t in terms: t.backward(...)`)
