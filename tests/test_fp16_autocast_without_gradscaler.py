@@ -85,8 +85,17 @@ def test_autocast_in_a_helper_the_loss_comes_from():
     assert finding.line == 10
 
 
-def test_a_scaler_anywhere_silences():
-    assert not _reported('torch.autocast("cuda")', 'scaler = torch.cuda.amp.GradScaler()')
+def test_a_scaler_read_anywhere_silences_and_one_never_read_does_not():
+    assert not _reported('torch.autocast("cuda")', 'scaler = torch.cuda.amp.GradScaler()\nsetup(scaler)')
+    assert not _reported('torch.autocast("cuda")', 'self_scaler = torch.cuda.amp.GradScaler(enabled=amp)\nlog(self_scaler)')
+    assert _reported('torch.autocast("cuda")', 'scaler = torch.cuda.amp.GradScaler()')
+
+
+def test_a_scaler_made_and_never_read_is_the_one_the_fix_uses():
+    source = textwrap.dedent(LOOP).format(autocast='torch.autocast("cuda")', setup="amp_scaler = torch.amp.GradScaler(\"cuda\")")
+    fixed = fix(source, "t.py", [RULE]).source
+    assert "amp_scaler.scale(loss).backward()" in fixed and "amp_scaler.step(opt)" in fixed
+    assert fixed.count("GradScaler(") == 1  # no second scaler made
 
 
 def test_gradients_read_while_scaled_means_no_fix():
