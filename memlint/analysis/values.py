@@ -585,12 +585,14 @@ class Values:
         tainted = summary.derivation.of(names)
         return bool(summary.backwarded & tainted or summary.handed_to_backward & tainted)
 
-    def leaves_scope(self, scope: Scope, names: Set[str]) -> bool:
+    def leaves_scope(self, scope: Scope, names: Set[str], besides: Optional[cst.CSTNode] = None) -> bool:
         """Whether anything derived from `names` is returned or yielded from `scope`, or stored
-        into an attribute (where other code may backward it)."""
+        into an attribute or item (where other code may backward it), by a statement other than
+        `besides` (the accumulation `ema[k] = 0.9 * ema[k] + 0.1 * loss` stores into itself)."""
         summary = self._summary(scope)
         tainted = summary.derivation.of(names)
-        return bool(summary.returned & tainted or summary.stored & tainted)
+        return bool(summary.returned & tainted) or any(
+            assign is not besides and sources & tainted for assign, sources in summary.stores)
 
     def callers_backward(self, func: Optional[cst.FunctionDef]) -> bool:
         """Whether a call of `func` in this module backwards what it returns
@@ -779,9 +781,9 @@ class _ScopeSummary:
         self.returned: FrozenSet[str] = frozenset().union(*(sources_of(v) for v in scopes.returned(scope)))
         self._scope, self._scopes = scope, scopes
         self._calls_passed: Optional[Dict[str, List[cst.Call]]] = None
-        self.stored: FrozenSet[str] = frozenset().union(*(  # into an attribute or item
-            sources_of(assign.value) for assign in scopes.assigns_of(scope)
-            if any(_stores_into_container(t.target) for t in assign.targets)))
+        self.stores: List[Tuple[cst.Assign, FrozenSet[str]]] = [  # into an attribute or item, and what from
+            (assign, frozenset(sources_of(assign.value))) for assign in scopes.assigns_of(scope)
+            if any(_stores_into_container(t.target) for t in assign.targets)]
 
     def calls_passed(self, name: str) -> List[cst.Call]:
         """The calls of the scope that are passed something made from `name` (`f(x)`, `f(y=x[0])`):

@@ -177,6 +177,9 @@ class AccumulateHistory(Rule):
         "        with torch.no_grad():\n            for b in batches:\n                self(b, model, totals)\n"
         "        return totals\n    def __call__(self, batch, model, totals):\n        out = model(batch)\n"
         "        for i in range(len(out)):\n            totals[i] = totals.get(i, 0) + out[i]\n",
+        # per-term sums a loss function returns: its caller backwards them
+        "import torch\ndef compute_losses(model, batches):\n    terms = {}\n    for x, t in batches:\n        out = model(x)\n"
+        "        for k in out:\n            terms[k] = terms.get(k, 0.0) + (out[k] - t).pow(2).mean()\n    return terms\n",
         # a method that adds its argument into a sum the instance backwards: gradient accumulation
         "import torch\nclass Accumulator:\n    def add(self, loss):\n        self.total += loss\n"
         "    def step(self, optimizer):\n        self.total.backward()\n        optimizer.step()\n        self.total = 0.0\n\n"
@@ -273,6 +276,24 @@ class AccumulateHistory(Rule):
             "        batch = next(stream, None)\n        if batch is None:\n            break\n"
             "        total += criterion(model(batch.x), batch.y).detach()\n    return total\n",
         ),
+        # a running average per loss term in a training loop (the dict stores into itself only)
+        Invalid(
+            "import torch\ndef train(model, loader, optimizer):\n    ema = {}\n    for batch in loader:\n"
+            "        losses = model(batch)\n        optimizer.zero_grad()\n        sum(losses.values()).backward()\n"
+            "        optimizer.step()\n        for k in losses:\n"
+            "            ema[k] = 0.9 * ema.get(k, 0.0) + 0.1 * losses[k]\n",
+            "import torch\ndef train(model, loader, optimizer):\n    ema = {}\n    for batch in loader:\n"
+            "        losses = model(batch)\n        optimizer.zero_grad()\n        sum(losses.values()).backward()\n"
+            "        optimizer.step()\n        for k in losses:\n"
+            "            ema[k] = 0.9 * ema.get(k, 0.0) + (0.1 * losses[k]).detach()\n",
+        ),
+        # ... its first value the loss itself: reported, not fixed (`.detach()` on one side keeps the first graph)
+        Invalid(
+            "import torch\ndef train(model, loader, optimizer):\n    ema = {}\n    for batch in loader:\n"
+            "        losses = model(batch)\n        optimizer.zero_grad()\n        sum(losses.values()).backward()\n"
+            "        optimizer.step()\n        for k, v in losses.items():\n"
+            "            ema[k] = 0.9 * ema.get(k, v) + 0.1 * v\n"
+        ),
         # a loss handed to an average meter, whose update adds it into its running sum
         Invalid(
             "import torch\nclass AverageMeter:\n    def update(self, val, n=1):\n        self.sum += val * n\n"
@@ -351,10 +372,14 @@ class AccumulateHistory(Rule):
         if text is None:
             return
         if type(value) is cst.BinaryOperation and type(value.operator) is cst.Add:
-            if _same_entry(_unscaled(value.left), target):  # `total + loss`, `0.9 * ema + 0.1 * loss`
-                self._check(node, target, value.right)
-            elif _same_entry(_unscaled(value.right), target):
-                self._check(node, target, value.left)
+            for kept, added in ((value.left, value.right), (value.right, value.left)):
+                if _same_entry(_unscaled(kept), target):  # `total + loss`, `0.9 * ema + 0.1 * loss`
+                    # `ema.get(k, loss)`: the first value kept carries the graph too, and `.detach()` on the other
+                    # side would not drop it
+                    default = _unscaled(kept).args[1:2] if type(_unscaled(kept)) is cst.Call else ()  # type: ignore[attr-defined]
+                    fixable = not any(self.facts.values.carries_grad(a.value, node) for a in default)
+                    self._check(node, target, added, fixable)
+                    break
         elif isinstance(value, cst.Call) and self.facts.names.call_name(value) == "torch.cat" and value.args and \
                 isinstance(value.args[0].value, (cst.Tuple, cst.List)):
             parts = [e.value for e in value.args[0].value.elements]  # `acc = torch.cat((acc, out))`
@@ -363,7 +388,8 @@ class AccumulateHistory(Rule):
                     if not _same_entry(part, target) and not isinstance(part, cst.StarredElement):
                         self._check(node, target, part)
 
-    def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+    def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression,
+               fixable: bool = True) -> None:
         ancestors = self.context.ancestors
         if innermost_loop(ancestors) is None and not any(isinstance(a, (cst.For, cst.While)) for a in ancestors):
             return
@@ -383,14 +409,15 @@ class AccumulateHistory(Rule):
         if not isinstance(target, cst.Name) and facts.values.attribute_backwarded(dotted_name(_base(target)) or ""):
             return  # `self.total` backwarded by another method
         local = isinstance(_base(target), cst.Name)  # `total`, `stats["loss"]`; not `self.total`
-        if local and facts.values.leaves_scope(scope, {root}) and (
+        if local and facts.values.leaves_scope(scope, {root}, besides=node) and (
                 facts.phase.in_training_function(node) or facts.phase.eval_evidence(loops[0]) is None) and \
                 not facts.values.backwarded_in(value, loops[0]):
             return  # a loss function returning its sum: the caller may backward it
         if not local and facts.phase.in_training_function(node):
             return  # `self.aux_loss += ...` in a forward: the caller may backward it
         fixed = detach_before_move(value)
-        fix = None if fixed is None else Fix((Replace(value, fixed),), Safety.SAFE, f"accumulate `{show(fixed)}`")
+        fix = None if fixed is None or not fixable else \
+            Fix((Replace(value, fixed),), Safety.SAFE, f"accumulate `{show(fixed)}`")
         acc = show(target)
         self.report(node, self._message(
             f"`{acc}` accumulates a value with its autograd graph", acc, f"accumulate `{show(fixed or detached(value))}`",
