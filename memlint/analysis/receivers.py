@@ -12,7 +12,8 @@ named:
   class sets only from such names (`self.optimizer = optimizer`); `parameters_owners(optimizer)`:
   the models it is built on; `is_scaler(expr)`: a GradScaler;
 - `models`: names bound to an `nn.Module` (a torch.nn class, a class of this module deriving from
-  one, `from_pretrained`, `torch.compile`, DDP, moved with `.to()`/`.cuda()`); `module_classes`:
+  one, `from_pretrained`, `torch.compile`, DDP, moved with `.to()`/`.cuda()`), or whose
+  parameters an optimizer is built on (`Adam(cnn.parameters())`); `module_classes`:
   the classes of this module that are modules; `is_model(expr)` adds names that read like one
   (`model`, `net`, `self.encoder`, a model's `model.feature_extractor`) and refuses classes,
   factories and losses; `is_model_class(klass)`:
@@ -50,7 +51,7 @@ _NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
 _MODEL_NAME = re.compile(
     r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
     r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
-    r"autoencoder|netG|netD|ema_model|lm|llm)\d*$",
+    r"autoencoder|netG|netD|ema_model|lm|llm|cnn|mlp|convnet|resnet|vgg|lenet|alexnet|densenet|bert|vit)\d*$",
     re.IGNORECASE)
 # `base_model`, `text_encoder`, `model_ema`: only as a plain name or an attribute of `self`
 # (`pipe.generate_language_model(...)` is a method, not a model)
@@ -116,7 +117,22 @@ class Receivers:
 
     @cached_property
     def models(self) -> FrozenSet[str]:
-        return frozenset(self._find_models())
+        return frozenset(self._find_models() | self._optimized())
+
+    def _optimized(self) -> Set[str]:
+        """Whose parameters an optimizer is built on (`torch.optim.Adam(cnn.parameters())`): a model,
+        wherever it was made."""
+        found: Set[str] = set()
+        for assign in self.scopes.assigns:
+            if isinstance(assign.value, cst.Call) and self._is_optimizer_factory(assign.value):
+                for arg in assign.value.args:
+                    value = arg.value
+                    if type(value) is cst.Call and type(value.func) is cst.Attribute and \
+                            value.func.attr.value in ("parameters", "named_parameters"):
+                        owner = dotted_name(value.func.value)
+                        if owner is not None:
+                            found.add(owner)
+        return found
 
     @cached_property
     def loss_objects(self) -> FrozenSet[str]:

@@ -10,7 +10,7 @@ import libcst as cst
 from memlint.analysis.dataflow import leaf_targets
 from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
-from memlint.analysis.tree import dotted_name, walk_scope
+from memlint.analysis.tree import dotted_name, expression_nodes, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -99,7 +99,8 @@ class EvalWithoutNoGrad(Rule):
     `training_step`, `compute_loss`, `forward` or `accelerator.accumulate`, Lightning's
     `validation_step` (Lightning disables grad), functions decorated `@torch.no_grad()` or
     called only under no_grad, HF `generate()` (already no-grad), loops whose outputs are
-    backwarded after the loop, loops that ask for gradients (`torch.autograd.grad`,
+    backwarded after the loop (not a training loop that binds the same names itself before
+    reading them, on the next epoch), loops that ask for gradients (`torch.autograd.grad`,
     `requires_grad_()`, `enable_grad()`), and loops in methods of a model class (an
     `nn.Module`, a class defining `forward`, a subclass of an `...Encoder`/`...Model`-like base):
     model code runs in the grad mode its caller chose. A script's function that returns or
@@ -143,6 +144,9 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # outputs of an eval-mode loop that a backward after it reads
+        "import torch\nteacher.eval()\nfor x in calib_loader:\n    targets = teacher(x.cuda())\n"
+        "loss = torch.nn.functional.mse_loss(student(x.cuda()), targets)\nloss.backward()\n",
         # HF's prediction_step under no_grad; Lightning runs validation_step without grad itself
         "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
         "    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):\n"
@@ -326,6 +330,22 @@ class EvalWithoutNoGrad(Rule):
         "        return self.net(obs).softmax(-1)\n",
     )
     INVALID = (
+        # a script's test loop after its training loop, the two binding the same names (`outputs`):
+        # the training loop binds its own before reading them; the model known by its optimizer
+        Invalid(
+            "import torch\noptimizer = torch.optim.Adam(cnn.parameters())\nfor epoch in range(10):\n"
+            "    for images, labels in train_loader:\n        images = images.cuda()\n        outputs = cnn(images)\n"
+            "        loss = criterion(outputs, labels.cuda())\n        optimizer.zero_grad()\n        loss.backward()\n"
+            "        optimizer.step()\n    cnn.eval()\n    correct = 0\n    for images, labels in test_loader:\n"
+            "        images = images.cuda()\n        outputs = cnn(images)\n"
+            "        correct += (outputs.argmax(1).cpu() == labels).sum().item()\n    cnn.train()\n",
+            "import torch\noptimizer = torch.optim.Adam(cnn.parameters())\nfor epoch in range(10):\n"
+            "    for images, labels in train_loader:\n        images = images.cuda()\n        outputs = cnn(images)\n"
+            "        loss = criterion(outputs, labels.cuda())\n        optimizer.zero_grad()\n        loss.backward()\n"
+            "        optimizer.step()\n    cnn.eval()\n    correct = 0\n    with torch.no_grad():\n"
+            "        for images, labels in test_loader:\n            images = images.cuda()\n            outputs = cnn(images)\n"
+            "            correct += (outputs.argmax(1).cpu() == labels).sum().item()\n    cnn.train()\n",
+        ),
         Invalid(
             "import torch\n\ndef evaluate(model, loader):\n    model.eval()\n    preds = []\n"
             "    for x, _ in loader:\n        # one batch\n        preds.append(model(x).argmax(-1))\n"
@@ -645,8 +665,8 @@ class EvalWithoutNoGrad(Rule):
         if self._in_model_code(loop):  # (asked late: what a class is may be a question to the project)
             return None
         scope = facts.tree.scope_of(loop)
-        bound = {b.name for name_binds in (facts.scopes.bindings(scope, n) for n in self._names_bound(loop))
-                 for b in name_binds}
+        bound = {name for name in self._outputs_bound(loop, {id(site) for _, site in forwards})
+                 if self._seen_after(loop, scope, name)}
         if bound and facts.values.reaches_backward(scope, bound):
             return None
         return forwards, why
@@ -702,17 +722,41 @@ class EvalWithoutNoGrad(Rule):
                    for method in klass.body.body if isinstance(method, cst.FunctionDef))
 
     @staticmethod
-    def _names_bound(loop: Loop) -> List[str]:
-        names = []
+    def _outputs_bound(loop: Loop, sites: Set[int]) -> Set[str]:
+        """The names the loop binds to what its forwards (`sites`, by id) compute, or to values
+        made from those, and the lists it appends them to: what would carry their graphs on.
+        Not the loop's inputs (`images = images.cuda()`), which a training loop of the same
+        scope may use under the same name."""
+        produced: Set[str] = set()
+
+        def from_outputs(expr: cst.CSTNode) -> bool:
+            return any(id(n) in sites or type(n) is cst.Name and n.value in produced  # type: ignore[attr-defined]
+                       for n in expression_nodes(expr))
+
         for node in walk_scope(loop):
-            if isinstance(node, cst.Assign):
-                for target in node.targets:
-                    if isinstance(target.target, cst.Name):
-                        names.append(target.target.value)
+            if isinstance(node, cst.Assign) and from_outputs(node.value):
+                produced.update(t.value for target in node.targets for t in leaf_targets(target.target)
+                                if type(t) is cst.Name)  # type: ignore[attr-defined]
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                    node.func.attr.value in ("append", "extend", "insert") and isinstance(node.func.value, cst.Name):
-                names.append(node.func.value.value)
-        return names
+                    node.func.attr.value in ("append", "extend", "insert") and isinstance(node.func.value, cst.Name) \
+                    and any(from_outputs(arg.value) for arg in node.args):
+                produced.add(node.func.value.value)
+        return produced
+
+    def _seen_after(self, loop: Loop, scope: cst.CSTNode, name: str) -> bool:
+        """A read of `name` outside `loop` may see what the loop binds it to: not one that a
+        binding surely precedes (a training loop of the same epoch that binds `outputs` itself
+        before reading it, on the next iteration of the loop around both)."""
+        facts = self.facts
+        tree, liveness = facts.tree, facts.liveness
+        end = tree.span(loop)[1]
+        for use in liveness.name_uses(scope).uses:  # type: ignore[arg-type]
+            if use.name != name or use.store or tree.contains(loop, use.node):
+                continue
+            if use.nested or not liveness.surely_rebound(scope, name, end if tree.order(use.node) >= end else 0,
+                                                         use.node):
+                return True
+        return False
 
     def _fix(self, statement: Union[Loop, cst.SimpleStatementLine], title: str) -> Optional[Fix]:
         no_grad = self.facts.names.local_name_for("torch.no_grad")
