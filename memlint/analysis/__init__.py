@@ -322,6 +322,19 @@ class Facts:
             func = tree.function_of(func)
         return False
 
+    def in_model_code(self, node: cst.CSTNode) -> bool:
+        """Whether `node` runs in a method of a model class (or a function nested in one): its
+        caller decides the grad mode, and a loop there is part of the model's computation (over
+        its layers), not a step of its own."""
+        tree = self.tree
+        func = tree.function_of(node)
+        while func is not None:
+            klass = tree.class_of(func)
+            if klass is not None and self.receivers.is_model_class(klass):
+                return True
+            func = tree.function_of(func)
+        return False
+
     @cached_property
     def identifiers(self) -> FrozenSet[str]:
         """Every name spelled anywhere in the module (attribute names too): a new name must avoid them."""

@@ -81,6 +81,20 @@ LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_fu
                         r"lossfn|\w+_loss_fn|loss_fn_\w+|loss_module|compute_loss)$", re.IGNORECASE)
 
 
+def _element(target: cst.BaseExpression, iterable: Optional[cst.BaseExpression], name: str) -> Optional[str]:
+    """The container `name` takes its items from: `self.layers` for `for name in self.layers`,
+    `for i, name in enumerate(self.layers)` or `reversed(self.layers)`; else None."""
+    if type(iterable) is cst.Call and type(iterable.func) is cst.Name and len(iterable.args) == 1:
+        if iterable.func.value == "reversed":
+            return _element(target, iterable.args[0].value, name)
+        if iterable.func.value == "enumerate" and type(target) is cst.Tuple and len(target.elements) == 2:
+            return _element(target.elements[1].value, iterable.args[0].value, name)
+        return None
+    if type(target) is cst.Name and target.value == name and iterable is not None:
+        return dotted_name(iterable)
+    return None
+
+
 def _is_parameters_call(expr: cst.BaseExpression) -> bool:
     """`model.parameters()`, `model.named_parameters()`, `filter(..., model.parameters())`, `[...]`."""
     for node in expression_nodes(expr):
@@ -327,6 +341,11 @@ class Receivers:
         return found
 
     def _is_model_value(self, value: cst.BaseExpression, known: Set[str]) -> bool:
+        if type(value) is cst.List:  # `[Layer(a, b), Layer(b, c)]`: a list of modules
+            return bool(value.elements) and all(
+                type(e) is cst.Element and self._is_model_value(e.value, known) for e in value.elements)
+        if type(value) is cst.BinaryOperation and type(value.operator) is cst.Add:  # `self.layers + [Layer(...)]`
+            return any(type(side) is cst.List and self._is_model_value(side, known) for side in (value.left, value.right))
         if type(value) is not cst.Call:
             return False
         qualified = self.names.call_name(value) or ""
@@ -362,12 +381,19 @@ class Receivers:
             return False  # a class or a function: calling it makes (or loads) a model, it does not run one
         if LOSS_NAME.search(last):
             return False
-        if _MODEL_NAME.search(last):
+        if _MODEL_NAME.search(last) or type(expr) is cst.Name and self._iterates_models(expr):
             return True
         receiver = dotted[:-len(last)].rstrip(".")
         if receiver in ("", "self"):
             return bool(_MODEL_COMPOUND.search(last))
         return isinstance(expr, cst.Attribute) and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
+
+    def _iterates_models(self, name: cst.Name) -> bool:
+        """`layer` in `for layer in self.layers` (or `for i, layer in enumerate(self.layers)`),
+        where `self.layers` holds modules (an `nn.ModuleList`, a list of module instances)."""
+        binds = self.scopes.bindings_seen(name.value, name)
+        return bool(binds) and all(bind.kind == "for" and _element(bind.node.target, bind.value, name.value)  # type: ignore[attr-defined]
+                                   in self.models for bind in binds)
 
     @cached_property
     def _assigns_by_target(self) -> Dict[str, List[cst.Assign]]:

@@ -89,7 +89,7 @@ _HARMLESS_FUNCTIONS = frozenset({"print", "len", "float", "int", "str", "repr", 
                                  "type", "id", "dict", "map"})
 # What a value only read and dropped may be passed to (`Values._only_reads`)
 _READING_BUILTINS = frozenset({"print", "len", "float", "int", "str", "repr", "round", "abs", "format", "isinstance",
-                               "bool"})
+                               "bool", "sum", "min", "max"})
 _LOGGING_METHODS = frozenset({"log", "info", "debug", "warning", "add_scalar", "add_scalars", "set_postfix",
                               "log_dict", "print", "write"})
 _HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "put", "format", "join"}
@@ -166,6 +166,30 @@ class Values:
         from a forward or loss computed in grad mode and no `.item()`, `float()`, `.detach()`,
         `.tolist()`, `.numpy()` or `.data` ended it. `.cpu()` and `.to()` keep the graph."""
         return self._traces(expr, at if at is not None else expr, _Trace(graph=True))
+
+    def graphless(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """Whether `expr` surely carries no autograd graph, whatever it is computed from: what a
+        method or torch function that ends the graph returns (`out.argmax(1)`, `loss.item()`,
+        `torch.eq(a, b)`), a comparison, a tuple of those, or a name bound only to those."""
+        kind = type(expr)
+        if kind is cst.Comparison:
+            return True
+        if kind is cst.Tuple or kind is cst.List:
+            return all(type(e) is cst.Element and self.graphless(e.value, at, depth) for e in expr.elements)  # type: ignore[attr-defined]
+        if kind is cst.Call:
+            func, qualified = expr.func, self.names.call_name(expr)  # type: ignore[attr-defined, arg-type]
+            if qualified is None:
+                return type(func) is cst.Attribute and func.attr.value in DETACHING_METHODS
+            if qualified in _NON_DIFF_TORCH:
+                return True
+            operands = [a.value for a in expr.args if a.keyword is None]  # type: ignore[attr-defined]
+            return qualified in ("torch.cat", "torch.stack") and bool(operands) and \
+                all(self.graphless(operand, at, depth + 1) for operand in operands)  # (of graphless pieces)
+        if kind is cst.Name and depth < 4:  # bound, or appended to, only such values
+            binds = self.scopes.bindings_seen(expr.value, at)  # type: ignore[attr-defined]
+            return bool(binds) and all(b.kind in ("assign", "append") and b.whole and b.value is not None and
+                                       self.graphless(b.value, b.node, depth + 1) for b in binds)
+        return False
 
     def holds_output(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr` holds a model's output (or a loss) on its device, whatever the grad
@@ -594,6 +618,12 @@ class Values:
         return bool(summary.returned & tainted) or any(
             assign is not besides and sources & tainted for assign, sources in summary.stores)
 
+    def stores_from(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether anything derived from `names` is stored into an attribute or item in `scope`."""
+        summary = self._summary(scope)
+        tainted = summary.derivation.of(names)
+        return any(sources & tainted for _, sources in summary.stores)
+
     def callers_backward(self, func: Optional[cst.FunctionDef]) -> bool:
         """Whether a call of `func` in this module backwards what it returns
         (`forward_test(model, x).sum().backward()`, `loss = f(x); loss.backward()`)."""
@@ -637,13 +667,15 @@ class Values:
         return any(self._may_backward(call) and any(self.carries_grad(arg.value, call) for arg in call.args)
                    for call, _ in self.calls.calls_in(loop, follow=False))
 
-    def kept_from_backward(self, scope: Scope, names: Set[str]) -> bool:
+    def kept_from_backward(self, scope: Scope, names: Set[str], returns: bool = False) -> bool:
         """Whether nothing derived from `names` in `scope` can reach a backward: none is
-        backwarded there, returned, yielded or stored, and every call it is passed to only
-        reads it (`_only_reads`): no helper, of this module or another, that might backward it
-        or keep it (`learner.update(out)`, `collect(out)`). What they hold is read (for a
-        metric, a log) and dropped."""
-        if self.reaches_backward(scope, names) or self.leaves_scope(scope, names):
+        backwarded there, returned (unless `returns`: the caller knows what the scope returns
+        carries no graph), yielded or stored, and every call it is passed to only reads it
+        (`_only_reads`): no helper, of this module or another, that might backward it or keep
+        it (`learner.update(out)`, `collect(out)`). What they hold is read (for a metric, a
+        log) and dropped."""
+        if self.reaches_backward(scope, names) or \
+                (self.stores_from(scope, names) if returns else self.leaves_scope(scope, names)):
             return False
         summary = self._summary(scope)
         tainted = summary.derivation.of(names)

@@ -95,7 +95,8 @@ class AccumulateHistory(Rule):
     `torch.no_grad()` / `inference_mode()`, in a helper decorated with them, or in a function
     whose every call site in the module runs without grad (`self(...)` calls `__call__`). A
     method that backwards what it is given, or whose sum a backward reads (a helper that
-    accumulates gradients on purpose), or one whose result the caller uses.
+    accumulates gradients on purpose), or one whose result the caller uses. A list grown by
+    concatenation (`outs = outs + [out]`): a container, not a sum.
 
     ## Fix
     Add `.detach()` to the accumulated value (to the argument, for a method): no host-device
@@ -193,6 +194,8 @@ class AccumulateHistory(Rule):
         "        self.count += n\n\ndef train(model, loader, optimizer, criterion):\n    meter = Meter()\n"
         "    for x, y in loader:\n        loss = criterion(model(x), y)\n        meter.update(loss, x.size(0))\n"
         "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+        # a list grown by concatenation is a container, not a sum
+        "import torch\nmodel.eval()\nouts = []\nfor x in loader:\n    outs = outs + [model(x).argmax(-1)]\n",
         # concatenating detached outputs
         "import torch\nmodel.eval()\nseen = torch.empty(0)\nfor x in loader:\n"
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
@@ -390,6 +393,8 @@ class AccumulateHistory(Rule):
 
     def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression,
                fixable: bool = True) -> None:
+        if type(value) in (cst.List, cst.Tuple):
+            return  # `outs = outs + [out]`: a list that grows, not a sum (MEM202's)
         ancestors = self.context.ancestors
         if innermost_loop(ancestors) is None and not any(isinstance(a, (cst.For, cst.While)) for a in ancestors):
             return

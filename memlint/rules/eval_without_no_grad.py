@@ -7,7 +7,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
-from memlint.analysis.dataflow import leaf_targets
+from memlint.analysis.dataflow import leaf_targets, target_names
 from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.tree import dotted_name, expression_nodes, walk_scope
@@ -94,6 +94,12 @@ class EvalWithoutNoGrad(Rule):
             preds.append(model(x))
     ```
 
+    And a model's own method (not `forward`) that runs it in a loop with autograd recording and
+    returns only values that carry no graph (`preds.argmax(1)`, a `torch.cat` of those): model
+    code runs in the grad mode its caller chose, but no caller can backward through what this
+    one records. Not a method that other model code calls, one that every call in this module
+    makes under no_grad, or one that keeps or hands on what it computes.
+
     ## When it is not reported
     Loops with a backward or an optimizer step (training, gradient accumulation), loops inside
     `training_step`, `compute_loss`, `forward` or `accelerator.accumulate`, Lightning's
@@ -144,6 +150,25 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a model's method that returns what carries a graph (scores a caller may train on), one that
+        # model code calls (its caller chose), one every call makes under no_grad, one that keeps outputs
+        "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(784, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n\n"
+        "    def predict_scores(self, loader):\n        outs = []\n        for x in loader:\n"
+        "            outs.append(self(x.cuda()))\n        return torch.cat(outs)\n",
+        "import torch\nclass Classifier(torch.nn.Module):\n    def forward(self, x):\n        if not self.training:\n"
+        "            return self.vote(x)\n        return self.fc(x)\n\n    def vote(self, x):\n        preds = []\n"
+        "        for head in self.heads:\n            preds.append(head(x).argmax(1))\n"
+        "        return torch.stack(preds).mode(0).values\n",
+        "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(784, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n\n"
+        "    def predict(self, loader):\n        preds = []\n        for x in loader:\n"
+        "            preds.append(self(x.cuda()).argmax(1))\n        return torch.cat(preds)\n\n"
+        "model = Classifier()\nwith torch.no_grad():\n    p = model.predict(test_loader)\n",
+        "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(784, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n\n"
+        "    def predict(self, loader):\n        preds = []\n        for x in loader:\n            out = self(x.cuda())\n"
+        "            self.last_logits = out\n            preds.append(out.argmax(1))\n        return torch.cat(preds)\n",
         # outputs of an eval-mode loop that a backward after it reads
         "import torch\nteacher.eval()\nfor x in calib_loader:\n    targets = teacher(x.cuda())\n"
         "loss = torch.nn.functional.mse_loss(student(x.cuda()), targets)\nloss.backward()\n",
@@ -330,6 +355,28 @@ class EvalWithoutNoGrad(Rule):
         "        return self.net(obs).softmax(-1)\n",
     )
     INVALID = (
+        # a model's own predict method: it returns class indices, so no caller can backward through it
+        Invalid(
+            "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = torch.nn.Linear(784, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n\n"
+            "    def predict(self, loader):\n        self.eval()\n        preds = []\n        for x in loader:\n"
+            "            preds.append(self(x.cuda()).argmax(1))\n        return torch.cat(preds)\n",
+            "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = torch.nn.Linear(784, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n\n"
+            "    @torch.no_grad()\n    def predict(self, loader):\n        self.eval()\n        preds = []\n"
+            "        for x in loader:\n            preds.append(self(x.cuda()).argmax(1))\n        return torch.cat(preds)\n",
+        ),
+        # ... through the layers it keeps in a list, one pass per label
+        Invalid(
+            "import torch\nclass Layer(torch.nn.Linear):\n    pass\n\nclass Net(torch.nn.Module):\n"
+            "    def __init__(self, dims):\n        super().__init__()\n        self.layers = []\n"
+            "        for d in range(len(dims) - 1):\n            self.layers = self.layers + [Layer(dims[d], dims[d + 1])]\n\n"
+            "    def predict(self, x):\n        goodness_per_label = []\n        for label in range(10):\n"
+            "            h = overlay(x, label)\n            goodness = []\n            for layer in self.layers:\n"
+            "                h = layer(h)\n                goodness = goodness + [h.pow(2).mean(1)]\n"
+            "            goodness_per_label += [sum(goodness).unsqueeze(1)]\n"
+            "        return torch.cat(goodness_per_label, 1).argmax(1)\n"
+        ),
         # a script's test loop after its training loop, the two binding the same names (`outputs`):
         # the training loop binds its own before reading them; the model known by its optimizer
         Invalid(
@@ -475,6 +522,42 @@ class EvalWithoutNoGrad(Rule):
             self._check_hf_hook(node)
         elif facts.regions.simuleval_action_hook(node):
             self._check_simuleval_hook(node)
+        else:
+            self._check_inference_method(node)
+
+    def _check_inference_method(self, node: cst.FunctionDef) -> None:
+        """A model's method that runs it in a loop with autograd recording and returns only what
+        carries no graph (`goodness.argmax(1)`, a list of `.item()`s): no caller can backward
+        through what it records, so its grad mode is not the caller's to choose. Not `forward`,
+        nor a method another model method calls (model code), nor one every call of this module
+        makes under no_grad."""
+        facts = self.facts
+        klass = facts.tree.class_of(node)
+        if klass is None or node.name.value in ("forward", "__call__") or node.name.value.startswith("__") or \
+                not facts.receivers.is_model_class(klass):
+            return
+        returned = facts.scopes.returned(node)
+        if not returned or any(not facts.values.graphless(value, value) for value in returned):
+            return
+        recorded = [call for call in facts.scopes.calls_of(node)
+                    if facts.tree.loops_around(call) and facts.values.carries_grad(call, call)]
+        if not recorded:
+            return
+        for site in facts.scopes.call_sites(node):
+            caller = facts.tree.function_of(site)
+            if facts.regions.grad_enabled(site) is False or caller is not None and \
+                    facts.tree.class_of(caller) is not None and facts.receivers.is_model_class(facts.tree.class_of(caller)):
+                return  # run without grad, or by model code whose caller chose
+        if facts.roles.backwards_in(node.body) or facts.roles.steps_in(node.body) or facts.roles.asks_for_grad(node):
+            return
+        produced = {name for assign in facts.scopes.assigns_of(node) if facts.values.carries_grad(assign.value, assign)
+                    for target in assign.targets for name in target_names(target.target)}
+        if not facts.values.kept_from_backward(node, produced, returns=True):
+            return
+        self.report(recorded[0], (
+            f"`{node.name.value}` runs the model in a loop with autograd recording, yet returns only values without a "
+            f"graph: no caller can backward through what it records, and every iteration's activations stay alive "
+            f"as long as what is computed from them; decorate it with `@torch.no_grad()`"), self._decorate(node))
 
     def _check_hf_hook(self, node: cst.FunctionDef) -> None:
         facts = self.facts
@@ -662,7 +745,7 @@ class EvalWithoutNoGrad(Rule):
         why = facts.phase.eval_evidence(loop)
         if why is None or facts.roles.asks_for_grad(loop) or facts.values.hands_graph_away(loop):
             return None
-        if self._in_model_code(loop):  # (asked late: what a class is may be a question to the project)
+        if facts.in_model_code(loop):  # (asked late: what a class is may be a question to the project)
             return None
         scope = facts.tree.scope_of(loop)
         bound = {name for name in self._outputs_bound(loop, {id(site) for _, site in forwards})
@@ -701,17 +784,6 @@ class EvalWithoutNoGrad(Rule):
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True
                  and not self._runs_without_grad(call)]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
-
-    def _in_model_code(self, loop: Loop) -> bool:
-        """In a method of a model class: its caller decides the grad mode."""
-        tree = self.facts.tree
-        func = tree.function_of(loop)
-        while func is not None:
-            klass = tree.class_of(func)
-            if klass is not None and self.facts.receivers.is_model_class(klass):
-                return True
-            func = tree.function_of(func)
-        return False
 
     def _models_ask_for_grad(self) -> bool:
         """A model class of this module needs autograd in its own code (`torch.autograd.grad`

@@ -110,6 +110,11 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(")
 
     VALID = (
+        # a model's loop over its own layers: the caller chose the grad mode, and trains through it
+        "import torch\nclass Decoder(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+        "        self.layers = torch.nn.ModuleList([torch.nn.Linear(8, 8) for _ in range(n)])\n\n"
+        "    def extract_features(self, x):\n        inner_states = [x]\n        for layer in self.layers:\n"
+        "            x = layer(x)\n            inner_states.append(x)\n        return x\n",
         # collected and returned to a caller of this module that backwards it
         "import torch\n\ndef forward_test(model, segments):\n    outs = []\n    for s in segments:\n"
         "        outs.append(model(s))\n    return torch.cat(outs)\n\n"
@@ -539,6 +544,8 @@ class RetainedOutputs(Rule):
             return  # handed to the caller (or stored), which may backward it
         if any(facts.roles.backwards_in(loop) for loop in (*loops, region)):
             context = "training"
+        elif loops and facts.in_model_code(node):
+            return  # a model's loop (over its layers) runs in the grad mode its caller chose
         elif facts.values.hands_graph_away(region):
             context = "unknown"  # the graph goes to code that may backward it
         else:
