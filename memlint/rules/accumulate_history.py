@@ -195,7 +195,7 @@ class AccumulateHistory(Rule):
         "    for x, y in loader:\n        loss = criterion(model(x), y)\n        meter.update(loss, x.size(0))\n"
         "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
         # a list grown by concatenation is a container, not a sum
-        "import torch\nmodel.eval()\nouts = []\nfor x in loader:\n    outs = outs + [model(x).argmax(-1)]\n",
+        "import torch\nmodel.eval()\nouts = []\nfor x in loader:\n    outs = outs + [model(x)]\n",
         # concatenating detached outputs
         "import torch\nmodel.eval()\nseen = torch.empty(0)\nfor x in loader:\n"
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
