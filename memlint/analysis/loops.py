@@ -157,8 +157,9 @@ class LoopFacts:
         return func is not None and keeps_parameters(func)
 
     def _carried(self, name: str, tainted: Set[str]) -> bool:
-        """A derived name read before it is bound in the iteration reads the previous one."""
-        seen: Set[str] = set()
+        """A derived name read before it is bound in the iteration reads the previous one (not
+        the loop's own target, which the loop binds afresh before the body runs)."""
+        seen: Set[str] = target_names(self.loop.target) if isinstance(self.loop, cst.For) else set()
         conditionally_bound: Set[str] = set()
         for use in self.flow.uses:
             if use.nested or use.name not in tainted:

@@ -146,6 +146,20 @@ class LoopInvariantGpuOp(Rule):
         "        mask = torch.ones(t, t, device=x.device).tril()\n        return x @ mask\n",
     )
     INVALID = (
+        # normalisation constants made on every step, the batch normalised with them and rebound
+        # (the loop's own target is bound afresh each iteration: nothing of the previous one is kept)
+        Invalid(
+            "import torch\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        x, y = x.to(device), y.to(device)\n"
+            "        mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1)\n"
+            "        x = x - mean\n        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+            "import torch\ndef train(model, loader, optimizer, device):\n"
+            "    mean = torch.tensor([0.485, 0.456, 0.406], device=device).view(1, 3, 1, 1)\n    for x, y in loader:\n"
+            "        x, y = x.to(device), y.to(device)\n"
+            "        x = x - mean\n        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+        ),
         # a tensor of one number, built per step only to be torch.where's operand
         Invalid(
             "import torch\nclass GraphAttention(torch.nn.Module):\n    def forward(self, h, adj):\n"
