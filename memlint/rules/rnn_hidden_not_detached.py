@@ -56,7 +56,8 @@ class RnnHiddenNotDetached(Rule):
     ```
 
     Also state kept on the module itself and fed back by every forward
-    (`out, self.hidden = self.rnn(x, self.hidden)`), when no other method resets or detaches it.
+    (`out, self.hidden = self.rnn(x, self.hidden)`), or on a trainer by its step method, which
+    backwards and runs every step, when no other method resets or detaches it.
 
     ## When it is not reported
     State reset or detached in the loop (`h = h.detach()`, `h.detach_()`, `h = None`,
@@ -80,6 +81,15 @@ class RnnHiddenNotDetached(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # ... a streaming predictor that never backwards: no graph history to link (MEM203's concern)
+        "import torch\nclass Streamer:\n    def __init__(self, model):\n        self.model = model\n        self.state = None\n\n"
+        "    def push(self, x):\n        out, self.state = self.model(x, self.state)\n        return out.argmax(-1)\n\n"
+        "    def run(self, chunks):\n        return [self.push(c.cuda()) for c in chunks]\n",
+        # ... a trainer that detaches the state after each step
+        "import torch\nclass Trainer:\n    def step(self, x, y):\n        out, self.hidden = self.model(x, self.hidden)\n"
+        "        loss = torch.nn.functional.mse_loss(out, y)\n        self.opt.zero_grad()\n        loss.backward()\n"
+        "        self.opt.step()\n        self.hidden = tuple(h.detach() for h in self.hidden)\n\n"
+        "    def fit(self, loader):\n        for x, y in loader:\n            self.step(x.cuda(), y.cuda())\n",
         "import torch\nh = None\nfor x, y in loader:\n    if h is not None:\n        h = h.detach()\n"
         "    out, h = rnn(x, h)\n    criterion(out, y).backward()\n",
         "import torch\nfor x, y in loader:\n    h = model.init_hidden(x.size(0))\n    out, h = model(x, h)\n"
@@ -101,6 +111,13 @@ class RnnHiddenNotDetached(Rule):
         "    def forward(self, x):\n        out, self.state = self.gru(x, self.state)\n        return out\n",
     )
     INVALID = (
+        # a trainer's step keeps the state on the instance, run every step from its loop
+        Invalid("import torch\nclass Trainer:\n    def __init__(self, model, opt):\n        self.model, self.opt = model, opt\n"
+                "        self.hidden = None\n\n    def step(self, x, y):\n"
+                "        out, self.hidden = self.model(x, self.hidden)\n"
+                "        loss = torch.nn.functional.mse_loss(out, y)\n        self.opt.zero_grad()\n"
+                "        loss.backward()\n        self.opt.step()\n\n    def fit(self, loader):\n"
+                "        for x, y in loader:\n            self.step(x.cuda(), y.cuda())\n"),
         Invalid(
             "import torch\nimport torch.nn as nn\nrnn = nn.GRU(8, 16)\nh = None\nfor x, y in loader:\n"
             "    out, h = rnn(x, h)\n    loss = criterion(out, y)\n    loss.backward(retain_graph=True)\n"
@@ -219,8 +236,9 @@ class RnnHiddenNotDetached(Rule):
         return False
 
     def _attribute_state(self, node: cst.Assign, call: cst.Call) -> None:
-        """`out, self.hidden = self.rnn(x, self.hidden)` in a model's method: the state lives on
-        the module and every forward feeds it back, unless another method resets or detaches it."""
+        """`out, self.hidden = self.rnn(x, self.hidden)` in a model's method, or in a trainer's
+        method that backwards and runs every step: the state lives on the instance and every
+        forward feeds it back, unless another method resets or detaches it."""
         facts = self.facts
         klass = facts.scopes.enclosing_class(node)
         if klass is None:
@@ -229,15 +247,22 @@ class RnnHiddenNotDetached(Rule):
         state = [leaf for leaf in leaf_targets(node.targets[0].target)
                  if isinstance(leaf, cst.Attribute) and dotted_name(leaf) in read
                  and (dotted_name(leaf) or "").count(".") == 1 and (dotted_name(leaf) or "").startswith("self.")]
-        if not state or facts.regions.grad_enabled(node) is not True or not facts.receivers.is_model_class(klass):
-            return  # (what the class is, asked last: it may be a question to the project)
+        if not state or facts.regions.grad_enabled(node) is not True:
+            return
         for leaf in state:
             attr = leaf.attr.value  # type: ignore[attr-defined]
             if self._reset_elsewhere(klass, node, attr):
                 return
+        if facts.receivers.is_model_class(klass):  # (what the class is, asked late: it may go to the project)
+            where = "on the module and fed back into every forward"
+        else:  # a trainer's step method that backwards, run every step
+            method = facts.tree.function_of(node)
+            if method is None or not facts.roles.backwards_in(method.body) or facts.per_step(node) is None:
+                return
+            where = "on the instance and fed back into every step's forward"
         text = ", ".join(f"`{dotted_name(leaf)}`" for leaf in state)
         self.report(call, (
-            f"{text} is kept on the module and fed back into every forward with its autograd graph, linking "
+            f"{text} is kept {where} with its autograd graph, linking "
             f"each call's graph to all the previous ones: backward() then fails on the freed graph or, with "
             f"retain_graph=True, keeps the whole history and memory grows every step; detach it in each "
             f"forward or reset it between sequences (this truncates backpropagation there)"))
