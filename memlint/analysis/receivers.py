@@ -138,14 +138,13 @@ class Receivers:
         wherever it was made."""
         found: Set[str] = set()
         for assign in self.scopes.assigns:
-            if isinstance(assign.value, cst.Call) and self._is_optimizer_factory(assign.value):
-                for arg in assign.value.args:
-                    value = arg.value
-                    if type(value) is cst.Call and type(value.func) is cst.Attribute and \
-                            value.func.attr.value in ("parameters", "named_parameters"):
-                        owner = dotted_name(value.func.value)
-                        if owner is not None:
-                            found.add(owner)
+            if type(assign.value) is not cst.Call:
+                continue
+            owners = [dotted_name(value.func.value) for value in (arg.value for arg in assign.value.args)  # type: ignore[attr-defined]
+                      if type(value) is cst.Call and type(value.func) is cst.Attribute and
+                      value.func.attr.value in ("parameters", "named_parameters")]
+            if owners and self._is_optimizer_factory(assign.value):  # type: ignore[arg-type]
+                found.update(owner for owner in owners if owner is not None)
         return found
 
     @cached_property
