@@ -9,7 +9,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import Use, sources_of
 from memlint.analysis.loops import Loop, LoopFacts
-from memlint.analysis.tree import argument, children, dotted_name
+from memlint.analysis.tree import TreeIndex, argument, children, dotted_name
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -29,7 +29,8 @@ class _Growth:
     piece: cst.BaseExpression
     dim: Optional[cst.BaseExpression]
     prepends: bool
-    first: Optional[cst.BaseExpression] = None
+    first: Optional[cst.BaseExpression] = None  # the test choosing the first piece (its reads are no use)
+    bindings: int = 1  # the statements that bind the accumulator in the loop
 
 
 def _cat_branch(choice: cst.IfExp, name: str) -> Optional[cst.BaseExpression]:
@@ -46,13 +47,41 @@ def _cat_branch(choice: cst.IfExp, name: str) -> Optional[cst.BaseExpression]:
     return choice.body if operator is cst.IsNot else None
 
 
+def _if_statement_branch(tree: TreeIndex, node: cst.Assign, name: str) -> Optional[cst.BaseExpression]:
+    """`if acc is None: acc = first` / `else: acc = torch.cat((acc, piece))` (or the test
+    reversed), `node` the concatenation alone in its branch, the other branch one assignment to
+    `acc`: the `if`'s test; None for any other shape."""
+    line = tree.parent(node)
+    block = tree.parent(line) if line is not None else None
+    branch = tree.parent(block) if block is not None else None
+    statement = tree.parent(branch) if type(branch) is cst.Else else branch
+    if type(statement) is not cst.If or type(block) is not cst.IndentedBlock or len(block.body) != 1 or \
+            type(line) is not cst.SimpleStatementLine or len(line.body) != 1:  # type: ignore[union-attr]
+        return None
+    choice = cst.IfExp(test=statement.test, body=cst.Name("body"), orelse=cst.Name("orelse"))  # type: ignore[union-attr]
+    taken = _cat_branch(choice, name)
+    if taken is None or (taken.value == "orelse") != (type(branch) is cst.Else):  # type: ignore[attr-defined]
+        return None  # the concatenation is not in the branch taken once `acc` holds something
+    other = statement.orelse.body if type(branch) is cst.Else else statement.body  # type: ignore[union-attr]
+    if type(statement.orelse) is not cst.Else or type(other) is not cst.IndentedBlock or len(other.body) != 1:  # type: ignore[union-attr]
+        return None
+    first = other.body[0]
+    if type(first) is not cst.SimpleStatementLine or len(first.body) != 1 or type(first.body[0]) is not cst.Assign:
+        return None
+    assign = first.body[0]
+    if len(assign.targets) != 1 or type(assign.targets[0].target) is not cst.Name or \
+            assign.targets[0].target.value != name:  # type: ignore[attr-defined]
+        return None
+    return statement.test  # type: ignore[union-attr]
+
+
 class CatInLoop(Rule):
     """
     ## What it does
     Finds a tensor grown by concatenation on every iteration of a loop:
     `acc = torch.cat((acc, out))` (or `torch.cat((out, acc))`), where `acc` is carried from
     one iteration to the next; also `acc = out if acc is None else torch.cat((acc, out))`, the
-    first piece taken whole (reported without a fix).
+    first piece taken whole (reported without a fix), and its `if acc is None:` / `else:` form.
 
     ## Why is this bad?
     Each `torch.cat` allocates a new tensor as large as everything gathered so far and copies all
@@ -107,6 +136,12 @@ class CatInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # ... over the pieces of one batch: their results make one batch again
+        "import torch\nims = torch.chunk(im, im.shape[0], 0)\npred = None\nfor image in ims:\n    if pred is None:\n"
+        "        pred = model(image).unsqueeze(0)\n    else:\n        pred = torch.cat((pred, model(image).unsqueeze(0)), dim=0)\n",
+        # ... over a few parts named in the code: concatenation is the design
+        "import torch\nout = None\nfor part in (head, body, tail):\n    if out is None:\n        out = part\n"
+        "    else:\n        out = torch.cat([out, part])\n",
         # grown only under the user's flag, else replaced by the last piece
         "import torch\n\n@torch.no_grad()\ndef embed(model, loader, device, keep_all):\n"
         "    feats = torch.empty(0, 16, device=device)\n    for x, _ in loader:\n        f = model(x.to(device))\n"
@@ -133,6 +168,15 @@ class CatInLoop(Rule):
         "import torch\nparts = []\nfor x in loader:\n    parts.append(model(x))\nout = torch.cat(parts)\n",
     )
     INVALID = (
+        # the first piece taken whole by an `if`, the rest concatenated in its `else`
+        Invalid(
+            "import torch\n\ndef embed(model, texts, tokenizer, device):\n    model.eval()\n    embeddings = None\n"
+            "    with torch.no_grad():\n        for text in texts:\n"
+            "            ids = tokenizer(text, return_tensors=\"pt\").input_ids.to(device)\n"
+            "            emb = model(ids).last_hidden_state.mean(1)\n            if embeddings is None:\n"
+            "                embeddings = emb\n            else:\n                embeddings = torch.cat([embeddings, emb])\n"
+            "    return embeddings\n"
+        ),
         Invalid(
             "import torch\npreds = torch.empty(0, device=device)\nfor x in loader:\n"
             "    preds = torch.cat((preds, model(x).argmax(1)))\nprint(preds.shape)\n",
@@ -177,7 +221,7 @@ class CatInLoop(Rule):
             return
         loop: Loop = loops[0]  # type: ignore[assignment]
         facts = self.facts.loop(loop, self.facts.tree.scope_of(loop))
-        if facts.bindings_of(growth.name) != 1 or not self.facts.scopes.in_effect(growth.name, loop):
+        if facts.bindings_of(growth.name) != growth.bindings or not self.facts.scopes.in_effect(growth.name, loop):
             return
         steps = self.facts.steps.does_step_work(loop)
         if not steps and not self._long(loop):
@@ -221,9 +265,12 @@ class CatInLoop(Rule):
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return None
         name = node.targets[0].target.value
-        call, test = node.value, None
+        call, test, bindings = node.value, None, 1
         if type(call) is cst.IfExp:  # `acc = piece if acc is None else torch.cat((acc, piece))`
             call, test = _cat_branch(call, name), call.test  # type: ignore[attr-defined]
+        elif type(call) is cst.Call and self.facts.names.call_name(call) in _CAT:
+            test = _if_statement_branch(self.facts.tree, node, name)  # `if acc is None: acc = piece` / `else:`
+            bindings = 1 if test is None else 2
         if not isinstance(call, cst.Call) or self.facts.names.call_name(call) not in _CAT:
             return None
         tensors = argument(call, "tensors", 0)
@@ -242,7 +289,7 @@ class CatInLoop(Rule):
             piece, prepends = first, True
         else:
             return None
-        return _Growth(name, node, call, piece, dim.value if dim else None, prepends, test)
+        return _Growth(name, node, call, piece, dim.value if dim else None, prepends, test, bindings)
 
     @staticmethod
     def _acc_node(growth: _Growth) -> cst.CSTNode:
@@ -250,13 +297,21 @@ class CatInLoop(Rule):
         return elements[1 if growth.prepends else 0].value
 
     def _designed(self, loop: cst.CSTNode) -> bool:
-        """A loop over a model's layers or a short literal range: concatenation is its design."""
+        """A loop over a model's layers, a short literal range or the pieces of one tensor
+        (`for image in torch.chunk(batch, n)`: concatenating their results rebuilds one batch):
+        concatenation is its design."""
         if not isinstance(loop, cst.For):
             return False
         iterable = loop.iter
         while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
                 iterable.func.value in ("enumerate", "zip", "reversed") and iterable.args:
             iterable = iterable.args[0].value
+        if type(iterable) is cst.Name:
+            binds = self.facts.scopes.bindings_seen(iterable.value, loop)
+            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and self._pieces(binds[0].value):
+                return True
+        if self._pieces(iterable):
+            return True
         if isinstance(iterable, (cst.Tuple, cst.List)):
             return True
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
@@ -272,6 +327,16 @@ class CatInLoop(Rule):
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
             dotted = dotted_name(iterable.func.value) or ""  # self.blocks.children()
         return dotted.startswith("self.") or self.facts.receivers.is_model(iterable)
+
+    def _pieces(self, expr: Optional[cst.BaseExpression]) -> bool:
+        """`torch.chunk(x, n)`, `x.split(k)`, `x.unbind(0)`: the pieces of one tensor."""
+        if type(expr) is not cst.Call:
+            return False
+        qualified = self.facts.names.call_name(expr)  # type: ignore[arg-type]
+        if qualified is not None:
+            return qualified in ("torch.chunk", "torch.split", "torch.unbind", "torch.tensor_split")
+        func = expr.func  # type: ignore[attr-defined]
+        return type(func) is cst.Attribute and func.attr.value in ("chunk", "split", "unbind", "tensor_split")
 
     def _fix(self, loop: Loop, facts: LoopFacts, growth: _Growth, reads: List[Use]) -> Optional[Fix]:
         if growth.dim is not None and not facts.is_invariant(growth.dim):
