@@ -44,7 +44,11 @@ def test_autocast_devices_and_dtypes():
 
 
 def test_grad_scaler_use():
-    assert facts("import torch\ns = torch.amp.GradScaler('cuda')\n").roles.uses_grad_scaler
+    assert facts("import torch\ns = torch.amp.GradScaler('cuda')\ntrain(model, s)\n").roles.uses_grad_scaler
+    assert not facts("import torch\ns = torch.amp.GradScaler('cuda')\n").roles.uses_grad_scaler  # made, never read
+    # ... on an instance whose base class, defined elsewhere, may read it
+    assert facts("import torch\nfrom .amp import AmpMixin\nclass T(AmpMixin):\n"
+                 "    def __init__(self):\n        self.scaler = torch.amp.GradScaler('cuda')\n").roles.uses_grad_scaler
     assert facts("import torch\nscaler.scale(loss).backward()\n").roles.uses_grad_scaler
     assert facts("import torch\nloss = self.grad_scaler.scale(loss)\nloss.backward()\n").roles.uses_grad_scaler
     assert not facts("import torch\nloss.backward()\n").roles.uses_grad_scaler

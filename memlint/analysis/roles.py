@@ -356,7 +356,8 @@ class Roles:
     @cached_property
     def unread_grad_scalers(self) -> Dict[str, cst.Call]:
         """The names (`scaler`, `self.scaler`) a GradScaler is made into and nothing reads:
-        `self.scaler = GradScaler()` in `__init__` that no backward goes through."""
+        `self.scaler = GradScaler()` in `__init__` that no backward goes through. Not an
+        attribute of a class with a base defined elsewhere: what it inherits may read it."""
         made: Dict[str, cst.Call] = {}
         for call in self.scopes.calls:
             statement = self.tree.parent(call)
@@ -364,8 +365,9 @@ class Roles:
                     len(statement.targets) != 1:  # type: ignore[union-attr]
                 continue
             bound = dotted_name(statement.targets[0].target)  # type: ignore[union-attr]
-            if bound is not None:
-                made.setdefault(bound, call)
+            if bound is None or bound.startswith("self.") and not self.scopes.sees_lineage(call):
+                continue
+            made.setdefault(bound, call)
         if not made:
             return {}
         targets = {id(self.tree.parent(call).targets[0].target) for call in made.values()}  # type: ignore[union-attr]

@@ -474,6 +474,29 @@ class Scopes:
         """Calls in this module that call `func`, in source order."""
         return self._call_sites.get(id(func), [])
 
+    def sees_lineage(self, node: cst.CSTNode) -> bool:
+        """The class whose method holds `node` derives only from classes of this module (or
+        from nothing): no method it inherits is out of sight."""
+        method = self.tree.function_of(node)
+        klass = self.tree.class_of(method) if method is not None else None
+        stack, seen = [klass] if klass is not None else [], set()
+        while stack:
+            klass = stack.pop()
+            if id(klass) in seen:
+                continue
+            seen.add(id(klass))
+            bases = [dotted_name(base.value) for base in klass.bases if dotted_name(base.value) != "object"]  # type: ignore[union-attr]
+            if any(base not in self.classes for base in bases):
+                return False
+            stack.extend(self.classes[base] for base in bases)  # type: ignore[index]
+        return True
+
+    def _constructions(self, klass: cst.ClassDef) -> List[cst.Call]:
+        """The calls of this module that make an instance of `klass` by its name (`Trainer(...)`)."""
+        name = klass.name.value
+        return [call for call in self.calls if type(call.func) is cst.Name and call.func.value == name  # type: ignore[attr-defined]
+                and self.classes.get(name) is klass]
+
     def arguments_for(self, param: cst.Param) -> Optional[List[Tuple[cst.Call, Optional[cst.BaseExpression]]]]:
         """What each call of the function in this module passes for `param`, by keyword or by
         position (a method's `self` is not passed), None where a call passes nothing for it (its
@@ -488,7 +511,11 @@ class Scopes:
         name = param.name.value
         index = positional.index(name) if name in positional else None
         passed: List[Tuple[cst.Call, Optional[cst.BaseExpression]]] = []
-        for site in self.call_sites(func):  # type: ignore[arg-type]
+        sites = self.call_sites(func)  # type: ignore[arg-type]
+        klass = self.tree.class_of(func)
+        if klass is not None and func.name.value == "__init__":  # type: ignore[attr-defined]
+            sites = [*sites, *self._constructions(klass)]  # `Trainer(model, optimizer)` calls `__init__`
+        for site in sites:
             if any(a.star for a in site.args):
                 return None
             found = argument(site, name, index)

@@ -250,8 +250,11 @@ def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
     params = _params(func)
     values, roles = facts.values, facts.roles
     method = params[:1] == ("self",)
-    kept = values.kept_parameters(func) if method else ((), ())
-    summed = values.accumulated_parameters(func) if method else ()
+    positional = {p.name.value for p in (*func.params.posonly_params, *func.params.params)}
+    # (only what a call passes by position or by its own name: a keyword-only parameter has no position)
+    kept = tuple(tuple(n for n in names if n in positional) for names in values.kept_parameters(func)) \
+        if method else ((), ())
+    summed = tuple(n for n in values.accumulated_parameters(func) if n in positional) if method else ()
     scopes = facts.scopes
     if not scopes.returned(func) or not any(
             roles.is_forward(call) or roles.is_loss(call) or scopes.resolve(call) is not None

@@ -51,6 +51,8 @@ from memlint.analysis.steps import LOADER_NAME
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, last_part, walk
 
+# What only a tensor has: a field read like this is one
+_TENSOR_ATTRIBUTES = frozenset({"shape", "size", "device", "dtype", "dim", "ndim", "numel"})
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
 _GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled"})
@@ -508,7 +510,19 @@ class Syncs:
         params = hook.params.params
         batch = bind.value.value  # type: ignore[union-attr]
         return len(params) > 1 and params[1].name.value == batch and \
-            all(b.kind == "param" for b in self._bindings_at(batch, bind.node))
+            all(b.kind == "param" for b in self._bindings_at(batch, bind.node)) and self._used_as_tensor(name, hook)
+
+    def _used_as_tensor(self, name: str, func: cst.FunctionDef) -> bool:
+        """`name` is read in `func` as only a tensor is: its `.shape`, `.size()`, `.device` or
+        `.dtype`, or handed to a model (a batch's field may be a list of captions or file names)."""
+        for node in self.tree.walk_scope(func.body):
+            if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == name and \
+                    node.attr.value in _TENSOR_ATTRIBUTES:  # type: ignore[attr-defined]
+                return True
+            if type(node) is cst.Call and self.roles.is_forward(node) and any(  # type: ignore[arg-type]
+                    type(a.value) is cst.Name and a.value.value == name for a in node.args):  # type: ignore[attr-defined]
+                return True
+        return False
 
     def _sliced_into_models(self, scope: cst.CSTNode) -> FrozenSet[str]:
         """The names `scope` calls a model with a slice of, over more than one dimension

@@ -16,7 +16,8 @@ Asked as `facts.values`:
   or subscript by an assignment), `reset_in_iteration(loop, name, at)` (surely rebound in the
   iteration before `at`), `hands_graph_away(loop)` (a graph passed to a call that may backward
   it, outside no_grad), `kept_from_backward(scope, names)` (no path to a backward at all: read
-  and dropped), `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
+  and dropped), `handed_to_backward(scope, names)`, `backwarded_in(value, loop)`,
+  `attribute_backwarded(dotted)`;
 - device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
   mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance;
   `accumulated_arguments(call)`: what it adds into a running sum it keeps, `self.sum += val`),
@@ -511,12 +512,12 @@ class Values:
                 return []
             positions = elsewhere(dotted)
         else:
-            names = [p.name.value for p in (*method.params.posonly_params, *method.params.params,
-                                            *method.params.kwonly_params)]
+            names = [p.name.value for p in (*method.params.posonly_params, *method.params.params)]
             if self.tree.class_of(method) is None or names[:1] != ["self"]:
                 return []
             taken = parameters(method)
             positions = {name: position for position, name in enumerate(names[1:]) if name in taken}
+            positions.update((p.name.value, -1) for p in method.params.kwonly_params if p.name.value in taken)
         if not positions:
             return []
         given = enumerate(itertools.takewhile(lambda a: not a.star, call.args))
@@ -529,13 +530,19 @@ class Values:
         found = self._accumulated.get(id(method))
         if found is None:
             accumulations = self._accumulates_into_self(method)
-            params = [p.name.value for p in (*method.params.posonly_params, *method.params.params,
-                                             *method.params.kwonly_params)][1:] if accumulations else []
+            params = self._plain_parameters(method) if accumulations else []
             found = tuple(name for name in params if any(
                 self._traces(value, at, _Trace(graph=True, through=frozenset({name}))) for at, value in accumulations)
                 and not self.reaches_backward(method, {name}))
             self._accumulated[id(method)] = found
         return found
+
+    def _plain_parameters(self, method: cst.FunctionDef) -> List[str]:
+        """A method's parameters after `self` that it never binds again: one rebound
+        (`val = float(val)`) no longer holds what the caller passed."""
+        return [p.name.value for p in (*method.params.posonly_params, *method.params.params,
+                                       *method.params.kwonly_params)[1:]
+                if all(b.kind == "param" for b in self.scopes.bindings(method, p.name.value))]
 
     def _accumulates_into_self(self, method: cst.FunctionDef) -> List[Tuple[cst.CSTNode, cst.BaseExpression]]:
         """(statement, what it adds) for each running sum `method` keeps on its instance:
@@ -570,8 +577,7 @@ class Values:
         if known is not None:
             return known
         appends = self._appends_to_self(method)
-        params = [p.name.value for p in (*method.params.posonly_params, *method.params.params,
-                                         *method.params.kwonly_params)][1:] if appends else []
+        params = self._plain_parameters(method) if appends else []
         found = [tuple(name for name in params if any(
             self._traces(value, at, _Trace(graph=graph, through=frozenset({name}))) for at, value in appends))
             for graph in (True, False)]
@@ -666,6 +672,13 @@ class Values:
         turns grad off around a call does not train in it."""
         return any(self._may_backward(call) and any(self.carries_grad(arg.value, call) for arg in call.args)
                    for call, _ in self.calls.calls_in(loop, follow=False))
+
+    def handed_to_backward(self, scope: Scope, names: Set[str]) -> bool:
+        """Whether something derived from `names` in `scope` is passed to a call that may
+        backward it (`balancer.backward(terms)`, `trainer.update(total)`)."""
+        summary = self._summary(scope)
+        tainted = summary.derivation.of(names)
+        return any(self._may_backward(call) for name in tainted for call in summary.calls_passed(name))
 
     def kept_from_backward(self, scope: Scope, names: Set[str], returns: bool = False) -> bool:
         """Whether nothing derived from `names` in `scope` can reach a backward: none is

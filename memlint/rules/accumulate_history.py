@@ -178,6 +178,26 @@ class AccumulateHistory(Rule):
         "        with torch.no_grad():\n            for b in batches:\n                self(b, model, totals)\n"
         "        return totals\n    def __call__(self, batch, model, totals):\n        out = model(batch)\n"
         "        for i in range(len(out)):\n            totals[i] = totals.get(i, 0) + out[i]\n",
+        # a meter that turns what it is given into a number first
+        "import torch\nclass Meter:\n    def update(self, val, n=1):\n        val = float(val)\n        self.sum += val * n\n\n"
+        "def train(model, loader, optimizer, criterion):\n    losses = Meter()\n    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n        losses.update(loss, x.size(0))\n        optimizer.zero_grad()\n"
+        "        loss.backward()\n        optimizer.step()\n",
+        # a sum the caller backwards (`acc.total.backward()`): accumulating the graph is its purpose
+        "import torch\nclass Acc:\n    def update(self, val, w=1.0):\n        self.total += val * w\n\n"
+        "def train(model, loader, optimizer, criterion):\n    acc = Acc()\n    for x, y, z in loader:\n"
+        "        out = model(x)\n        acc.update(criterion(out, y))\n        acc.update(criterion(out, z), 0.5)\n"
+        "        optimizer.zero_grad()\n        acc.total.backward()\n        optimizer.step()\n        acc.reset()\n",
+        # a keyword-only parameter takes nothing by position (the loss goes into `*vals`)
+        "import torch\nclass Meter:\n    def update(self, *vals, weight=1.0):\n        self.sum += weight\n\n"
+        "def train(model, loader, optimizer, criterion):\n    m = Meter()\n    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n        m.update(loss)\n        optimizer.zero_grad()\n"
+        "        loss.backward()\n        optimizer.step()\n",
+        # per-step terms handed to what may backward them
+        "import torch\ndef train(model, loader, optimizer, balancer):\n    for batch in loader:\n"
+        "        out = model(batch)\n        terms = {}\n        for k in out:\n"
+        "            terms[k] = terms.get(k, 0) + out[k].mean()\n        balancer.backward(terms)\n"
+        "        optimizer.step()\n",
         # per-term sums a loss function returns: its caller backwards them
         "import torch\ndef compute_losses(model, batches):\n    terms = {}\n    for x, t in batches:\n        out = model(x)\n"
         "        for k in out:\n            terms[k] = terms.get(k, 0.0) + (out[k] - t).pow(2).mean()\n    return terms\n",
@@ -352,6 +372,12 @@ class AccumulateHistory(Rule):
         added = [a for a in facts.values.accumulated_arguments(node) if facts.values.carries_grad(a.value, node)]
         if not added:
             return
+        kept = {id(a) for a in facts.values.kept_arguments(node, graph=True)}
+        added = [a for a in added if id(a) not in kept]  # (also appended: MEM202 reports the call)
+        dotted = dotted_name(func.value) or holder  # type: ignore[attr-defined]
+        if not added or facts.values.reaches_backward(facts.tree.scope_of(node), {holder, dotted}) or \
+                holder == "self" and facts.values.attribute_backwarded(dotted):
+            return  # the sum is backwarded (`meter.total.backward()`): accumulating the graph is its purpose
         context = self._context(loop)
         for arg in added:
             fixed = detach_before_move(arg.value)
@@ -405,12 +431,13 @@ class AccumulateHistory(Rule):
             return
         if not facts.values.carries_grad(value, node):
             return
-        if isinstance(target, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node):
-            return
+        if (isinstance(target, cst.Name) or isinstance(_base(target), cst.Name)) and \
+                facts.values.reset_in_iteration(loops[0], root, node):
+            return  # `total = 0` or `terms = {}` in the iteration: nothing outlives it
         scope = facts.tree.scope_of(node)
         accumulator = {root} if isinstance(target, cst.Name) else {root, dotted_name(target) or root}
-        if facts.values.reaches_backward(scope, accumulator):
-            return
+        if facts.values.reaches_backward(scope, accumulator) or facts.values.handed_to_backward(scope, {root}):
+            return  # backwarded, or handed to what may backward it (`balancer.backward(terms)`)
         if not isinstance(target, cst.Name) and facts.values.attribute_backwarded(dotted_name(_base(target)) or ""):
             return  # `self.total` backwarded by another method
         local = isinstance(_base(target), cst.Name)  # `total`, `stats["loss"]`; not `self.total`

@@ -386,10 +386,16 @@ class Fp16AutocastWithoutGradScaler(Rule):
         tree = self.facts.tree
         function = tree.function_of(loop)
         klass = tree.class_of(function) if function is not None else None
+        bound_method = function is not None and klass is not None and not function.decorators and \
+            [p.name.value for p in function.params.params[:1]] == ["self"]
         for bound, call in self.facts.roles.unread_grad_scalers.items():
             where = tree.function_of(call)
+            line = tree.statement_around(call)
+            always = line is not None and tree.parent(line) is (where.body if where is not None else tree.module)
+            if not always:
+                continue  # made only on some runs (`if args.amp:`): the fix would use it on every one
             if "." not in bound and where is None or \
-                    bound.startswith("self.") and bound.count(".") == 1 and klass is not None and \
+                    bound.startswith("self.") and bound.count(".") == 1 and bound_method and \
                     where is not None and tree.class_of(where) is klass:
                 return bound
         return None

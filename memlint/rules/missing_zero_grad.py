@@ -9,6 +9,7 @@ import libcst as cst
 
 from memlint.analysis import Facts
 from memlint.analysis.roles import Backward, OptimizerStep
+from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.torch_target import TorchVersion
@@ -116,6 +117,18 @@ class MissingZeroGrad(Rule):
         "        self.optimizer = optimizer\n    def fit(self, loader):\n        for x in loader:\n"
         "            self.model(x).sum().backward()\n            self.optimizer.step()\n"
         "    def swap(self, stepper):\n        self.optimizer = stepper\n",
+        # ... a trainer this module builds with a wrapper that clears on its own step
+        "import torch\nclass ScheduledOptim:\n    def __init__(self, optimizer):\n        self._optimizer = optimizer\n"
+        "    def step(self):\n        self._optimizer.step()\n        self._optimizer.zero_grad()\n\n"
+        "class Trainer:\n    def __init__(self, model, optimizer):\n        self.model = model\n"
+        "        self.optimizer = optimizer\n    def fit(self, loader):\n        for x in loader:\n"
+        "            self.model(x).sum().backward()\n            self.optimizer.step()\n\n"
+        "Trainer(model, ScheduledOptim(torch.optim.Adam(model.parameters()))).fit(loader)\n",
+        # ... a trainer whose base class, defined elsewhere, runs a hook that may clear them
+        "import torch\nfrom .base import BaseTrainer\nclass Trainer(BaseTrainer):\n"
+        "    def __init__(self, model, optimizer):\n        self.model = model\n        self.optimizer = optimizer\n"
+        "    def fit(self, loader):\n        for x in loader:\n            self.before_batch()\n"
+        "            self.model(x).sum().backward()\n            self.optimizer.step()\n",
         # distributed autograd accumulates into its context, which every iteration makes afresh
         "import torch\nimport torch.distributed.autograd as dist_autograd\n"
         "from torch.distributed.optim import DistributedOptimizer\n"
@@ -241,6 +254,10 @@ class MissingZeroGrad(Rule):
     def _resets(facts: Facts, loop: Loop) -> bool:
         if any(facts.roles.resets_grads(call) for call, _ in facts.calls.calls_in(loop)):
             return True
+        if not facts.scopes.sees_lineage(loop) and any(
+                type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self" and  # type: ignore[attr-defined]
+                facts.scopes.resolve(call) is None for call, _ in facts.calls.calls_in(loop)):
+            return True  # `self.before_batch()`, inherited from a base class out of sight, may clear them
         if facts.roles.step_hooked:
             return True  # a hook on the step may clear the gradients
         roots = [loop, *facts.calls.functions_reached(loop)]

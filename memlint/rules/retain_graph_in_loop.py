@@ -8,7 +8,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import target_names
 from memlint.analysis.roles import Backward
-from memlint.analysis.tree import literal_bool
+from memlint.analysis.tree import literal_bool, walk_scope
 from memlint.rule import Invalid, Rule
 
 
@@ -76,6 +76,9 @@ class RetainGraphInLoop(Rule):
         # two backward calls through a shared graph (GAN)
         "import torch\nfor x in loader:\n    fake = generator(noise)\n    d_loss = criterion(discriminator(fake), ones)\n"
         "    d_loss.backward(retain_graph=True)\n    g_loss = criterion(discriminator(fake), zeros)\n    g_loss.backward()\n",
+        # ... through a graph built before the loop, which every iteration backwards again
+        "import torch\nemb = encoder(context)\nfor x, y in loader:\n    out = decoder(emb, x)\n"
+        "    crit1(out, y).backward(retain_graph=True)\n    crit2(out, y).backward(retain_graph=True)\n",
         # ... in branches of their own: which one runs last depends on the step
         "import torch\nfor i, x in enumerate(loader):\n    out = model(x)\n    if i % 2:\n"
         "        d_loss(out).backward(retain_graph=True)\n    else:\n        g_loss(out).backward(retain_graph=True)\n"
@@ -131,11 +134,24 @@ class RetainGraphInLoop(Rule):
             backwards = facts.roles.backwards_in(loop)
             if not facts.roles.forwards_in(loop) or len(backwards) != 1 and not self._last(node, backwards):
                 return
+            if self._graph_from_before(loop):
+                return  # every iteration backwards through a graph built before the loop: it must be kept
             self.report(node, (
                 "`backward(retain_graph=True)` in a loop that builds a new graph every iteration: "
                 "nothing backwards through it again, so its saved tensors stay alive until the loss "
                 "is dropped, and if carried state links the iterations' graphs (an RNN hidden state) "
                 "memory grows every step; detach the carried state (MEM206) and drop retain_graph"))
+
+    def _graph_from_before(self, loop: cst.CSTNode) -> bool:
+        """The loop reads a value bound before it that carries a graph (`emb = encoder(context)`
+        above the loop, `decoder(emb, x)` in it): each iteration's backward goes through it."""
+        facts = self.facts
+        for node in walk_scope(loop.body):  # type: ignore[attr-defined]
+            if type(node) is cst.Name and facts.values.carries_grad(node, node):
+                binds = facts.scopes.bindings_seen(node.value, node)  # type: ignore[attr-defined]
+                if binds and not any(facts.tree.contains(loop, b.node) for b in binds):
+                    return True
+        return False
 
     def _last(self, call: cst.Call, backwards: List[Tuple[Backward, cst.Call]]) -> bool:
         """`call` is the iteration's last backward: every other one runs before it, in the same
