@@ -533,11 +533,11 @@ class EvalWithoutNoGrad(Rule):
         makes under no_grad."""
         facts = self.facts
         klass = facts.tree.class_of(node)
-        if klass is None or node.name.value in ("forward", "__call__") or node.name.value.startswith("__") or \
-                not facts.receivers.is_model_class(klass):
+        if klass is None or node.name.value in ("forward", "__call__") or node.name.value.startswith("__"):
             return
         returned = facts.scopes.returned(node)
-        if not returned or any(not facts.values.graphless(value, value) for value in returned):
+        if not returned or any(not facts.values.graphless(value, value) for value in returned) or \
+                not facts.receivers.is_model_class(klass):  # (asked last: it may be a question to the project)
             return
         recorded = [call for call in facts.scopes.calls_of(node)
                     if facts.tree.loops_around(call) and facts.values.carries_grad(call, call)]
