@@ -10,7 +10,8 @@ import libcst as cst
 from memlint.analysis.dataflow import leaf_targets, target_names
 from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
-from memlint.analysis.tree import dotted_name, expression_nodes, walk_scope
+from memlint.analysis.steps import LOADER_NAME
+from memlint.analysis.tree import dotted_name, expression_nodes, last_part, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -94,6 +95,10 @@ class EvalWithoutNoGrad(Rule):
             preds.append(model(x))
     ```
 
+    And an evaluation written as a list comprehension over a data loader (`preds =
+    [model(x).argmax(1) for x, _ in loader]` after `.eval()`), or a generator expression
+    consumed in the same call (`torch.cat(model(x) for x in loader)`).
+
     And a model's own method (not `forward`) that runs it in a loop with autograd recording and
     returns only values that carry no graph (`preds.argmax(1)`, a `torch.cat` of those): model
     code runs in the grad mode its caller chose, but no caller can backward through what this
@@ -150,6 +155,11 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a generator over the loader kept for later: it runs where it is consumed, not here
+        "import torch\nmodel.eval()\nbatches = (model(x.cuda()) for x in test_loader)\n"
+        "with torch.no_grad():\n    probs = torch.cat(list(batches))\n",
+        # ... the sum of the losses over a calibration loader, backwarded after it
+        "import torch\nmodel.eval()\nloss = sum(criterion(model(x), y) for x, y in calib_loader)\nloss.backward()\n",
         # a model's method that returns what carries a graph (scores a caller may train on), one that
         # model code calls (its caller chose), one every call makes under no_grad, one that keeps outputs
         "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -355,6 +365,13 @@ class EvalWithoutNoGrad(Rule):
         "        return self.net(obs).softmax(-1)\n",
     )
     INVALID = (
+        # an evaluation loop written as a comprehension over the loader
+        Invalid(
+            "import torch\n\ndef predict(model, loader):\n    model.eval()\n"
+            "    preds = [model(x.cuda()).argmax(1) for x, _ in loader]\n    return torch.cat(preds)\n",
+            "import torch\n\ndef predict(model, loader):\n    model.eval()\n    with torch.no_grad():\n"
+            "        preds = [model(x.cuda()).argmax(1) for x, _ in loader]\n    return torch.cat(preds)\n",
+        ),
         # a model's own predict method: it returns class indices, so no caller can backward through it
         Invalid(
             "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -620,6 +637,43 @@ class EvalWithoutNoGrad(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self._check(node)
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self._check_comprehension(node)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self._check_comprehension(node)
+
+    def _check_comprehension(self, node: Union[cst.ListComp, cst.GeneratorExp]) -> None:
+        """`preds = [model(x).argmax(1) for x, _ in loader]` after `.eval()`: an evaluation loop
+        written as a comprehension over a data loader; the fix wraps its statement."""
+        facts = self.facts
+        if type(node.for_in.iter) not in (cst.Name, cst.Attribute) or \
+                not LOADER_NAME.search(last_part(dotted_name(node.for_in.iter) or "")):
+            return  # (over a data set: many batches, each keeping its graph)
+        if type(node) is cst.GeneratorExp and type(facts.tree.parent(node)) is not cst.Arg:
+            return  # a generator kept for later runs where it is consumed, not in this statement
+        forwards = [call for call in expression_nodes(node.elt) if type(call) is cst.Call and
+                    facts.roles.is_forward(call) and not self._runs_without_grad(call)]  # type: ignore[arg-type]
+        if not forwards or facts.regions.grad_enabled(node) is not True or facts.values.requires_grad_off:
+            return
+        line = facts.tree.statement_around(node)
+        why = facts.phase.eval_evidence(node)
+        if type(line) is not cst.SimpleStatementLine or len(line.body) != 1 or why is None or \
+                any(facts.phase.is_training(loop) for loop in facts.tree.loops_around(node)):  # type: ignore[attr-defined]
+            return
+        scope = facts.tree.scope_of(line)
+        bound = {name for target in getattr(line.body[0], "targets", ())  # type: ignore[attr-defined]
+                 for name in target_names(target.target)}
+        if facts.roles.asks_for_grad(line) or facts.in_model_code(node) or \
+                bound and facts.values.reaches_backward(scope, bound) or \
+                bound and facts.values.handed_to_backward(scope, bound):
+            return
+        self.report(forwards[0], (
+            f"`{show(forwards[0].func)}` runs over `{show(node.for_in.iter)}` in this comprehension ({_WHY[why]}) "
+            f"with autograd recording, so every batch's forward saves activations for a backward that never comes, "
+            f"and they stay alive as long as what the comprehension keeps of each: wrap the statement in "
+            f"`with torch.no_grad():`"), self._fix(line, "wrap the statement in `with torch.no_grad():`"))  # type: ignore[arg-type]
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node)
