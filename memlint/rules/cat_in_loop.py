@@ -136,6 +136,11 @@ class CatInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # a model's forward over its groups of crops (a tensor of two or three boundaries)
+        "import torch\nclass MultiCrop(torch.nn.Module):\n    def forward(self, x):\n"
+        "        idx_crops = torch.cumsum(torch.tensor([2, 6]), 0)\n        start, output = 0, torch.empty(0)\n"
+        "        for end in idx_crops:\n            out = self.backbone(torch.cat(x[start:end]))\n"
+        "            output = torch.cat((output, out))\n            start = end\n        return self.head(output)\n",
         # ... over the pieces of one batch: their results make one batch again
         "import torch\nims = torch.chunk(im, im.shape[0], 0)\npred = None\nfor image in ims:\n    if pred is None:\n"
         "        pred = model(image).unsqueeze(0)\n    else:\n        pred = torch.cat((pred, model(image).unsqueeze(0)), dim=0)\n",
@@ -219,6 +224,9 @@ class CatInLoop(Rule):
         loops = self.facts.tree.loops_around(node)
         if not loops or self._designed(loops[0]):
             return
+        if self.facts.in_model_code(loops[0]) and not (type(loops[0]) is cst.While or
+                                                       self.facts.steps.iterates_loader(loops[0])):
+            return  # a model's own loop (over crop sizes, chunks, heads): its pieces are few, by design
         loop: Loop = loops[0]  # type: ignore[assignment]
         facts = self.facts.loop(loop, self.facts.tree.scope_of(loop))
         if facts.bindings_of(growth.name) != growth.bindings or not self.facts.scopes.in_effect(growth.name, loop):

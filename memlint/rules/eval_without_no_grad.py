@@ -155,6 +155,10 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a demo's loop over three settings, each built, trained once and run once more
+        "import torch\nif __name__ == \"__main__\":\n    for bins in (0, 2, 10):\n        net = Net(bins)\n"
+        "        loss = net(images, actions=actions)\n        loss.backward()\n        pred = net(images)\n"
+        "        assert pred.shape == (2, 7)\n",
         # a generator over the loader kept for later: it runs where it is consumed, not here
         "import torch\nmodel.eval()\nbatches = (model(x.cuda()) for x in test_loader)\n"
         "with torch.no_grad():\n    probs = torch.cat(list(batches))\n",
@@ -722,8 +726,8 @@ class EvalWithoutNoGrad(Rule):
         scope = facts.tree.scope_of(loop)
         if not names or any(type(leaf) is not cst.Name for leaf in leaves) or self._runs_without_grad(forward) or \
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
-                self._leaves_by_the_side(loop, forward):
-            return
+                self._leaves_by_the_side(loop, forward) or not self._steps_many(loop) or facts.per_step(node) is None:
+            return  # (how often, asked last: it may go to the project)
         statement = facts.tree.statement_around(node)
         fix = None
         if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and \
@@ -735,6 +739,13 @@ class EvalWithoutNoGrad(Rule):
             f"graph keeps this pass's activations alive as long as its output is bound; wrap the statement in "
             f"`with torch.no_grad():`"),
             fix)
+
+    def _steps_many(self, loop: Loop) -> bool:
+        """The loop repeats its step many times (a `while`, a data loader, a long range), not
+        once per entry of a short list of settings (`for bins in (0, 2, 10):` in a demo)."""
+        facts = self.facts
+        return type(loop) is cst.While or facts.steps.iterates_loader(loop) or \
+            facts.syncs.many(loop.iter, loop)  # type: ignore[attr-defined]
 
     def _trained_forward(self, loop: Loop, metric: cst.Call) -> bool:
         """Another forward of the loop whose output reaches its backward: the step trains through it,
