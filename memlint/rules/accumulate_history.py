@@ -50,6 +50,18 @@ def _unscaled(expr: cst.BaseExpression) -> cst.BaseExpression:
     return expr
 
 
+def _detached_items(display: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`[out.detach()]` for `[out]` (`outs = outs + [out]` grows a list); None where an item is
+    itself a display or starred."""
+    items = []
+    for element in display.elements:  # type: ignore[attr-defined]
+        fixed = detach_before_move(element.value) if type(element) is cst.Element else None
+        if fixed is None:
+            return None
+        items.append(element.with_changes(value=fixed))
+    return display.with_changes(elements=items)
+
+
 class AccumulateHistory(Rule):
     """
     ## What it does
@@ -95,8 +107,7 @@ class AccumulateHistory(Rule):
     `torch.no_grad()` / `inference_mode()`, in a helper decorated with them, or in a function
     whose every call site in the module runs without grad (`self(...)` calls `__call__`). A
     method that backwards what it is given, or whose sum a backward reads (a helper that
-    accumulates gradients on purpose), or one whose result the caller uses. A list grown by
-    concatenation (`outs = outs + [out]`): a container, not a sum.
+    accumulates gradients on purpose), or one whose result the caller uses.
 
     ## Fix
     Add `.detach()` to the accumulated value (to the argument, for a method): no host-device
@@ -198,6 +209,11 @@ class AccumulateHistory(Rule):
         "        out = model(batch)\n        terms = {}\n        for k in out:\n"
         "            terms[k] = terms.get(k, 0) + out[k].mean()\n        balancer.backward(terms)\n"
         "        optimizer.step()\n",
+        # a model's own loop over its layers, in a method its caller runs in the grad mode it chose
+        "import torch\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.layers = torch.nn.ModuleList([torch.nn.Linear(8, 8) for _ in range(3)])\n\n"
+        "    def goodness(self, h):\n        scores = []\n        for layer in self.layers:\n            h = layer(h)\n"
+        "            scores = scores + [h.pow(2).mean(1)]\n        print(sum(scores))\n",
         # per-term sums a loss function returns: its caller backwards them
         "import torch\ndef compute_losses(model, batches):\n    terms = {}\n    for x, t in batches:\n        out = model(x)\n"
         "        for k in out:\n            terms[k] = terms.get(k, 0.0) + (out[k] - t).pow(2).mean()\n    return terms\n",
@@ -214,8 +230,6 @@ class AccumulateHistory(Rule):
         "        self.count += n\n\ndef train(model, loader, optimizer, criterion):\n    meter = Meter()\n"
         "    for x, y in loader:\n        loss = criterion(model(x), y)\n        meter.update(loss, x.size(0))\n"
         "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
-        # a list grown by concatenation is a container, not a sum
-        "import torch\nmodel.eval()\nouts = []\nfor x in loader:\n    outs = outs + [model(x)]\n",
         # concatenating detached outputs
         "import torch\nmodel.eval()\nseen = torch.empty(0)\nfor x in loader:\n"
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
@@ -328,6 +342,15 @@ class AccumulateHistory(Rule):
             "    for x, y in loader:\n        loss = criterion(model(x), y)\n        losses.update(loss.detach(), x.size(0))\n"
             "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
         ),
+        # a list grown by concatenation: each item detached
+        Invalid(
+            "import torch\ndef train(model, loader, opt):\n    hist = []\n    for x, y in loader:\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        opt.zero_grad()\n"
+            "        loss.backward()\n        opt.step()\n        hist = hist + [loss]\n    return hist\n",
+            "import torch\ndef train(model, loader, opt):\n    hist = []\n    for x, y in loader:\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x), y)\n        opt.zero_grad()\n"
+            "        loss.backward()\n        opt.step()\n        hist = hist + [loss.detach()]\n    return hist\n",
+        ),
         # accumulation by rebinding: `.cpu()` keeps the graph, the copy is made after detaching
         Invalid(
             "import torch\n\ndef embed(model, loader):\n    model.eval()\n    bank = torch.empty(0)\n"
@@ -419,8 +442,6 @@ class AccumulateHistory(Rule):
 
     def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression,
                fixable: bool = True) -> None:
-        if type(value) in (cst.List, cst.Tuple):
-            return  # `outs = outs + [out]`: a list that grows, not a sum (MEM202's)
         ancestors = self.context.ancestors
         if innermost_loop(ancestors) is None and not any(isinstance(a, (cst.For, cst.While)) for a in ancestors):
             return
@@ -447,13 +468,16 @@ class AccumulateHistory(Rule):
             return  # a loss function returning its sum: the caller may backward it
         if not local and facts.phase.in_training_function(node):
             return  # `self.aux_loss += ...` in a forward: the caller may backward it
-        fixed = detach_before_move(value)
+        context = self._context(loops[0])
+        if context != "training" and facts.in_model_code(node):
+            return  # a model's own loop (over its layers) runs in the grad mode its caller chose
+        fixed = _detached_items(value) if type(value) in (cst.List, cst.Tuple) else detach_before_move(value)
         fix = None if fixed is None or not fixable else \
             Fix((Replace(value, fixed),), Safety.SAFE, f"accumulate `{show(fixed)}`")
         acc = show(target)
         self.report(node, self._message(
             f"`{acc}` accumulates a value with its autograd graph", acc, f"accumulate `{show(fixed or detached(value))}`",
-            self._context(loops[0]), over_dataset(facts, node)), fix)
+            context, over_dataset(facts, node)), fix)
 
     def _context(self, loop: cst.CSTNode) -> str:
         """"training" where the loop backwards, "unknown" where it hands the graph to code that may, else

@@ -141,9 +141,10 @@ class CatInLoop(Rule):
         "        idx_crops = torch.cumsum(torch.tensor([2, 6]), 0)\n        start, output = 0, torch.empty(0)\n"
         "        for end in idx_crops:\n            out = self.backbone(torch.cat(x[start:end]))\n"
         "            output = torch.cat((output, out))\n            start = end\n        return self.head(output)\n",
-        # ... over the pieces of one batch: their results make one batch again
-        "import torch\nims = torch.chunk(im, im.shape[0], 0)\npred = None\nfor image in ims:\n    if pred is None:\n"
-        "        pred = model(image).unsqueeze(0)\n    else:\n        pred = torch.cat((pred, model(image).unsqueeze(0)), dim=0)\n",
+        # ... over the pieces of one batch, gathered afresh for each: their results make one batch again
+        "import torch\nfor path, im in dataset:\n    ims = torch.chunk(im, im.shape[0], 0)\n    pred = None\n"
+        "    for image in ims:\n        if pred is None:\n            pred = model(image).unsqueeze(0)\n        else:\n"
+        "            pred = torch.cat((pred, model(image).unsqueeze(0)), dim=0)\n    save(path, pred)\n",
         # ... over a few parts named in the code: concatenation is the design
         "import torch\nout = None\nfor part in (head, body, tail):\n    if out is None:\n        out = part\n"
         "    else:\n        out = torch.cat([out, part])\n",
@@ -228,6 +229,9 @@ class CatInLoop(Rule):
                                                        self.facts.steps.iterates_loader(loops[0])):
             return  # a model's own loop (over crop sizes, chunks, heads): its pieces are few, by design
         loop: Loop = loops[0]  # type: ignore[assignment]
+        if self._over_pieces(loop) and any(self.facts.values.reset_in_iteration(outer, growth.name, node)
+                                           for outer in loops[1:]):
+            return  # the pieces of one batch, gathered afresh for each: their results make one batch again
         facts = self.facts.loop(loop, self.facts.tree.scope_of(loop))
         if facts.bindings_of(growth.name) != growth.bindings or not self.facts.scopes.in_effect(growth.name, loop):
             return
@@ -305,21 +309,13 @@ class CatInLoop(Rule):
         return elements[1 if growth.prepends else 0].value
 
     def _designed(self, loop: cst.CSTNode) -> bool:
-        """A loop over a model's layers, a short literal range or the pieces of one tensor
-        (`for image in torch.chunk(batch, n)`: concatenating their results rebuilds one batch):
-        concatenation is its design."""
+        """A loop over a model's layers or a short literal range: concatenation is its design."""
         if not isinstance(loop, cst.For):
             return False
         iterable = loop.iter
         while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
                 iterable.func.value in ("enumerate", "zip", "reversed") and iterable.args:
             iterable = iterable.args[0].value
-        if type(iterable) is cst.Name:
-            binds = self.facts.scopes.bindings_seen(iterable.value, loop)
-            if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and self._pieces(binds[0].value):
-                return True
-        if self._pieces(iterable):
-            return True
         if isinstance(iterable, (cst.Tuple, cst.List)):
             return True
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
@@ -335,6 +331,14 @@ class CatInLoop(Rule):
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
             dotted = dotted_name(iterable.func.value) or ""  # self.blocks.children()
         return dotted.startswith("self.") or self.facts.receivers.is_model(iterable)
+
+    def _over_pieces(self, loop: Loop) -> bool:
+        """`for image in torch.chunk(batch, n)` (or a name bound once to such pieces)."""
+        iterable = loop.iter if isinstance(loop, cst.For) else None
+        if type(iterable) is cst.Name:
+            binds = self.facts.scopes.bindings_seen(iterable.value, loop)  # type: ignore[union-attr]
+            return len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and self._pieces(binds[0].value)
+        return self._pieces(iterable)
 
     def _pieces(self, expr: Optional[cst.BaseExpression]) -> bool:
         """`torch.chunk(x, n)`, `x.split(k)`, `x.unbind(0)`: the pieces of one tensor."""

@@ -24,6 +24,15 @@ _WHY = {
 }
 
 
+def _on_self(target: cst.BaseExpression) -> bool:
+    """`self.x`, `self.x[k]`, `self.a.b`: rooted at the instance, below it."""
+    if type(target) not in (cst.Attribute, cst.Subscript):
+        return False
+    while type(target) in (cst.Attribute, cst.Subscript):
+        target = target.value  # type: ignore[attr-defined]
+    return type(target) is cst.Name and target.value == "self"  # type: ignore[attr-defined]
+
+
 def _named(loop: Loop) -> str:
     """How a message names a loop: `for x in xs`, `while ...`."""
     if isinstance(loop, cst.For):
@@ -381,11 +390,13 @@ class EvalWithoutNoGrad(Rule):
             "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.fc = torch.nn.Linear(784, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n\n"
             "    def predict(self, loader):\n        self.eval()\n        preds = []\n        for x in loader:\n"
-            "            preds.append(self(x.cuda()).argmax(1))\n        return torch.cat(preds)\n",
+            "            preds.append(self(x.cuda()).argmax(1))\n        return torch.cat(preds)\n\n"
+            "model = Classifier()\nprint(model.predict(test_loader))\n",
             "import torch\nclass Classifier(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
             "        self.fc = torch.nn.Linear(784, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n\n"
             "    @torch.no_grad()\n    def predict(self, loader):\n        self.eval()\n        preds = []\n"
-            "        for x in loader:\n            preds.append(self(x.cuda()).argmax(1))\n        return torch.cat(preds)\n",
+            "        for x in loader:\n            preds.append(self(x.cuda()).argmax(1))\n        return torch.cat(preds)\n\n"
+            "model = Classifier()\nprint(model.predict(test_loader))\n",
         ),
         # ... through the layers it keeps in a list, one pass per label
         Invalid(
@@ -396,7 +407,8 @@ class EvalWithoutNoGrad(Rule):
             "            h = overlay(x, label)\n            goodness = []\n            for layer in self.layers:\n"
             "                h = layer(h)\n                goodness = goodness + [h.pow(2).mean(1)]\n"
             "            goodness_per_label += [sum(goodness).unsqueeze(1)]\n"
-            "        return torch.cat(goodness_per_label, 1).argmax(1)\n"
+            "        return torch.cat(goodness_per_label, 1).argmax(1)\n\n"
+            "net = Net([784, 500, 500])\nprint(net.predict(x).eq(y).float().mean().item())\n"
         ),
         # a script's test loop after its training loop, the two binding the same names (`outputs`):
         # the training loop binds its own before reading them; the model known by its optimizer
@@ -554,8 +566,9 @@ class EvalWithoutNoGrad(Rule):
         makes under no_grad."""
         facts = self.facts
         klass = facts.tree.class_of(node)
-        if klass is None or node.name.value in ("forward", "__call__") or node.name.value.startswith("__"):
-            return
+        if klass is None or node.decorators or node.name.value in ("forward", "__call__") or \
+                node.name.value.startswith("__"):
+            return  # (a decorated method: `@staticmethod`, `@torch.jit.export`... would not take one more above)
         returned = facts.scopes.returned(node)
         if not returned or any(not facts.values.graphless(value, value) for value in returned) or \
                 not facts.receivers.is_model_class(klass):  # (asked last: it may be a question to the project)
@@ -564,11 +577,16 @@ class EvalWithoutNoGrad(Rule):
                     if facts.tree.loops_around(call) and facts.values.carries_grad(call, call)]
         if not recorded:
             return
-        for site in facts.scopes.call_sites(node):
+        sites = facts.scopes.call_sites(node)
+        if not sites:
+            return  # called elsewhere, where it may run under no_grad already
+        for site in sites:
             caller = facts.tree.function_of(site)
             if facts.regions.grad_enabled(site) is False or caller is not None and \
                     facts.tree.class_of(caller) is not None and facts.receivers.is_model_class(facts.tree.class_of(caller)):
                 return  # run without grad, or by model code whose caller chose
+        if self._keeps_on_instance(node):
+            return  # `self.saved_log_probs.append(m.log_prob(a))`: the graph leaves through the instance
         if facts.roles.backwards_in(node.body) or facts.roles.steps_in(node.body) or facts.roles.asks_for_grad(node):
             return
         produced = {name for assign in facts.scopes.assigns_of(node) if facts.values.carries_grad(assign.value, assign)
@@ -579,6 +597,21 @@ class EvalWithoutNoGrad(Rule):
             f"`{node.name.value}` runs the model in a loop with autograd recording, yet returns only values without a "
             f"graph: no caller can backward through what it records, and every iteration's activations stay alive "
             f"as long as what is computed from them; decorate it with `@torch.no_grad()`"), self._decorate(node))
+
+    @staticmethod
+    def _keeps_on_instance(method: cst.FunctionDef) -> bool:
+        """The method stores or appends something on its instance (`self.x = ...`,
+        `self.items.append(...)`, `self.cache[k] = ...`)."""
+        for node in walk_scope(method.body):
+            if type(node) is cst.Assign and any(_on_self(t.target) for t in node.targets):  # type: ignore[attr-defined]
+                return True
+            if type(node) in (cst.AugAssign, cst.AnnAssign) and _on_self(node.target):  # type: ignore[attr-defined]
+                return True
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and _on_self(node.func.value):  # type: ignore[attr-defined]
+                if node.func.attr.value in ("append", "extend", "insert", "add", "appendleft", "update", "put",  # type: ignore[attr-defined]
+                                            "setdefault", "__setitem__"):
+                    return True
+        return False
 
     def _check_hf_hook(self, node: cst.FunctionDef) -> None:
         facts = self.facts
@@ -870,10 +903,20 @@ class EvalWithoutNoGrad(Rule):
             return any(id(n) in sites or type(n) is cst.Name and n.value in produced  # type: ignore[attr-defined]
                        for n in expression_nodes(expr))
 
+        def roots(target: cst.CSTNode) -> Set[str]:  # `logits[i]`, `out.x`: the name holding it
+            found = set()
+            for leaf in leaf_targets(target):
+                while type(leaf) in (cst.Attribute, cst.Subscript):
+                    leaf = leaf.value  # type: ignore[attr-defined]
+                if type(leaf) is cst.Name:
+                    found.add(leaf.value)  # type: ignore[attr-defined]
+            return found
+
         for node in walk_scope(loop):
             if isinstance(node, cst.Assign) and from_outputs(node.value):
-                produced.update(t.value for target in node.targets for t in leaf_targets(target.target)
-                                if type(t) is cst.Name)  # type: ignore[attr-defined]
+                produced.update(name for target in node.targets for name in roots(target.target))
+            elif isinstance(node, cst.AugAssign) and from_outputs(node.value):
+                produced.update(roots(node.target))  # `loss += criterion(model(x), y)`
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
                     node.func.attr.value in ("append", "extend", "insert") and isinstance(node.func.value, cst.Name) \
                     and any(from_outputs(arg.value) for arg in node.args):

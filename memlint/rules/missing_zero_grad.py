@@ -172,6 +172,21 @@ class MissingZeroGrad(Rule):
             "        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
             "        optimizer.zero_grad(set_to_none=True)\n",
         ),
+        # a model's own `fit` loop, which also casts itself (`self.float()`: torch's, no hook)
+        Invalid(
+            "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(4, 2)\n"
+            "        self.opt = torch.optim.SGD(self.parameters(), lr=0.1)\n    def forward(self, x):\n"
+            "        return self.fc(x)\n    def fit(self, loader):\n        for x, y in loader:\n"
+            "            loss = nn.functional.cross_entropy(self(x), y)\n            loss.backward()\n"
+            "            self.opt.step()\n            self.float()\n",
+            "import torch\nimport torch.nn as nn\nclass Net(nn.Module):\n    def __init__(self):\n"
+            "        super().__init__()\n        self.fc = nn.Linear(4, 2)\n"
+            "        self.opt = torch.optim.SGD(self.parameters(), lr=0.1)\n    def forward(self, x):\n"
+            "        return self.fc(x)\n    def fit(self, loader):\n        for x, y in loader:\n"
+            "            loss = nn.functional.cross_entropy(self(x), y)\n            loss.backward()\n"
+            "            self.opt.step()\n            self.opt.zero_grad(set_to_none=True)\n            self.float()\n",
+        ),
         # ... handed to a trainer class, which keeps it on the instance
         Invalid(
             "import torch\nclass Trainer:\n    def __init__(self, model, optimizer):\n        self.model = model\n"
@@ -254,14 +269,21 @@ class MissingZeroGrad(Rule):
     def _resets(facts: Facts, loop: Loop) -> bool:
         if any(facts.roles.resets_grads(call) for call, _ in facts.calls.calls_in(loop)):
             return True
-        if not facts.scopes.sees_lineage(loop) and any(
-                type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self" and  # type: ignore[attr-defined]
-                facts.scopes.resolve(call) is None for call, _ in facts.calls.calls_in(loop)):
-            return True  # `self.before_batch()`, inherited from a base class out of sight, may clear them
+        if any(call is site and type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self" and  # type: ignore[attr-defined]
+               facts.scopes.resolve(call) is None for call, site in facts.calls.calls_in(loop)) and \
+                not facts.scopes.sees_lineage(loop) and not MissingZeroGrad._in_model_class(facts, loop):
+            return True  # `self.before_batch()`, inherited from a trainer base class out of sight, may clear them
         if facts.roles.step_hooked:
             return True  # a hook on the step may clear the gradients
         roots = [loop, *facts.calls.functions_reached(loop)]
         return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.roles.zero_grads)
+
+    @staticmethod
+    def _in_model_class(facts: Facts, node: cst.CSTNode) -> bool:
+        """In a method of a model class: what it inherits is torch's (`self.float()`, `self.fc`), no hook."""
+        func = facts.tree.function_of(node)
+        klass = facts.tree.class_of(func) if func is not None else None
+        return klass is not None and facts.receivers.is_model_class(klass)
 
     def _fix(self, facts: Facts, loop: Loop, steps: List[Tuple[OptimizerStep, cst.Call]],
              backwards: List[Tuple[Backward, cst.Call]]) -> Optional[Fix]:

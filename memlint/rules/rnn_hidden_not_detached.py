@@ -85,6 +85,17 @@ class RnnHiddenNotDetached(Rule):
         "import torch\nclass Streamer:\n    def __init__(self, model):\n        self.model = model\n        self.state = None\n\n"
         "    def push(self, x):\n        out, self.state = self.model(x, self.state)\n        return out.argmax(-1)\n\n"
         "    def run(self, chunks):\n        return [self.push(c.cuda()) for c in chunks]\n",
+        # ... a trainer whose model (code out of sight) may detach the state it returns, or whose
+        # caller resets the state before each step
+        "import torch\nclass Trainer:\n    def train_step(self, data, target):\n"
+        "        loss, self.mems = self.model(data, target, self.mems)\n        self.optimizer.zero_grad()\n"
+        "        loss.backward()\n        self.optimizer.step()\n\n    def fit(self, loader):\n"
+        "        for data, target in loader:\n            self.train_step(data.cuda(), target.cuda())\n",
+        "import torch\nclass Trainer:\n    def __init__(self):\n        self.model = torch.nn.LSTM(8, 8)\n\n"
+        "    def train_step(self, x, y):\n        out, self.hidden = self.model(x, self.hidden)\n"
+        "        loss = (out - y).pow(2).mean()\n        self.optimizer.zero_grad()\n        loss.backward()\n"
+        "        self.optimizer.step()\n\ntrainer = Trainer()\nfor x, y in loader:\n    trainer.hidden = None\n"
+        "    trainer.train_step(x.cuda(), y.cuda())\n",
         # ... a trainer that detaches the state after each step
         "import torch\nclass Trainer:\n    def step(self, x, y):\n        out, self.hidden = self.model(x, self.hidden)\n"
         "        loss = torch.nn.functional.mse_loss(out, y)\n        self.opt.zero_grad()\n        loss.backward()\n"
@@ -112,8 +123,8 @@ class RnnHiddenNotDetached(Rule):
     )
     INVALID = (
         # a trainer's step keeps the state on the instance, run every step from its loop
-        Invalid("import torch\nclass Trainer:\n    def __init__(self, model, opt):\n        self.model, self.opt = model, opt\n"
-                "        self.hidden = None\n\n    def step(self, x, y):\n"
+        Invalid("import torch\nclass Trainer:\n    def __init__(self, opt):\n        self.model = torch.nn.GRU(8, 8)\n"
+                "        self.opt = opt\n        self.hidden = None\n\n    def step(self, x, y):\n"
                 "        out, self.hidden = self.model(x, self.hidden)\n"
                 "        loss = torch.nn.functional.mse_loss(out, y)\n        self.opt.zero_grad()\n"
                 "        loss.backward()\n        self.opt.step()\n\n    def fit(self, loader):\n"
@@ -255,10 +266,12 @@ class RnnHiddenNotDetached(Rule):
                 return
         if facts.receivers.is_model_class(klass):  # (what the class is, asked late: it may go to the project)
             where = "on the module and fed back into every forward"
-        else:  # a trainer's step method that backwards, run every step
+        else:  # a trainer's step method that backwards, run every step, with a recurrent module it can see
             method = facts.tree.function_of(node)
-            if method is None or not facts.roles.backwards_in(method.body) or facts.per_step(node) is None:
-                return
+            if method is None or not facts.roles.backwards_in(method.body) or facts.per_step(node) is None or \
+                    facts.receivers.constructor_of(call.func) not in _TENSOR_STATE | _TUPLE_STATE or \
+                    self._assigned_outside(klass, [leaf.attr.value for leaf in state]):  # type: ignore[attr-defined]
+                return  # (a model of unknown code may detach the state it returns: Transformer-XL's memories)
             where = "on the instance and fed back into every step's forward"
         text = ", ".join(f"`{dotted_name(leaf)}`" for leaf in state)
         self.report(call, (
@@ -266,6 +279,17 @@ class RnnHiddenNotDetached(Rule):
             f"each call's graph to all the previous ones: backward() then fails on the freed graph or, with "
             f"retain_graph=True, keeps the whole history and memory grows every step; detach it in each "
             f"forward or reset it between sequences (this truncates backpropagation there)"))
+
+    def _assigned_outside(self, klass: cst.ClassDef, attrs: List[str]) -> bool:
+        """Code outside the class binds one of these attributes of an instance (`trainer.hidden =
+        None` before each step)."""
+        for assign in self.facts.scopes.assigns:
+            if self.facts.tree.contains(klass, assign):
+                continue
+            if any(type(leaf) is cst.Attribute and leaf.attr.value in attrs  # type: ignore[attr-defined]
+                   for target in assign.targets for leaf in leaf_targets(target.target)):
+                return True
+        return False
 
     @staticmethod
     def _reset_elsewhere(klass: cst.ClassDef, node: cst.Assign, attr: str) -> bool:
