@@ -38,6 +38,9 @@ from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name
 from memlint.analysis.values import Values
 
+# Calls that start a framework's training, which backwards for the script (`create_supervised_trainer(...)`)
+_FRAMEWORK_TRAINER = re.compile(
+    r"^(ignite\.engine(\.\w+)*\.create_supervised_trainer|(pytorch_lightning|lightning|transformers|trl)(\.\w+)*\.\w*Trainer)$")
 _EVAL_FUNCTION = re.compile(
     r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
     r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
@@ -125,7 +128,8 @@ class Phase:
                     return None  # samples handed back with their graph: the caller may train on them
                 return "named"
             func = self.tree.function_of(func)
-        if not self.roles.backwards and not self.roles.optimizer_steps and self._inference_signs and (
+        if not self.roles.backwards and not self.roles.optimizer_steps and not self._framework_trains and \
+                self._inference_signs and (
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
                                          and not self.scopes.returned(scope))
                 or (isinstance(scope, cst.FunctionDef) and self._runs_as_script and
@@ -143,6 +147,17 @@ class Phase:
                     {dotted_name(test.left), dotted_name(test.comparisons[0].comparator)} == {"__name__"} | {None} and \
                     any(isinstance(side, cst.SimpleString) and side.evaluated_value == "__main__"
                         for side in (test.left, test.comparisons[0].comparator)):
+                return True
+        return False
+
+    @cached_property
+    def _framework_trains(self) -> bool:
+        """The module trains through a framework that backwards for it: Ignite's
+        `create_supervised_trainer`, a Lightning or HF `Trainer` (`trainer.fit(...)`,
+        `trainer.train()`)."""
+        for call in self.scopes.calls:
+            qualified = self.names.call_name(call) or ""
+            if _FRAMEWORK_TRAINER.match(qualified):
                 return True
         return False
 

@@ -17,11 +17,25 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 Loop = Union[cst.For, cst.While]
+_FEW_EXAMPLES = 16  # a literal range shorter than this runs a demo's few examples, not an evaluation
 _WHY = {
     "eval-mode": "after `.eval()`",
     "named": "in an evaluation function",
     "script": "in an inference script that never calls backward",
 }
+
+
+def _few_literal(loop: Loop) -> bool:
+    """`for i in range(10)`, `for name in ("a", "b")`: a handful of iterations the code spells,
+    a demo's few examples, not an evaluation over a data set."""
+    iterable = loop.iter if type(loop) is cst.For else None  # type: ignore[attr-defined]
+    if type(iterable) in (cst.Tuple, cst.List):
+        return True
+    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name or iterable.func.value != "range" or \
+            not iterable.args or any(type(a.value) is not cst.Integer for a in iterable.args):  # type: ignore[attr-defined]
+        return False
+    bounds = [int(a.value.value, 0) for a in iterable.args]  # type: ignore[attr-defined]
+    return (bounds[0] if len(bounds) == 1 else bounds[1] - bounds[0]) < _FEW_EXAMPLES
 
 
 def _on_self(target: cst.BaseExpression) -> bool:
@@ -164,6 +178,9 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a demo's ten examples, one by one, after training
+        "import torch\nmodel.eval()\nimages, labels = next(iter(val_loader))\nfor i in range(0, 10):\n"
+        "    ps = torch.exp(model(images[i].unsqueeze(0)))\n    print(ps.argmax().item(), labels[i].item())\n",
         # a demo's loop over three settings, each built, trained once and run once more
         "import torch\nif __name__ == \"__main__\":\n    for bins in (0, 2, 10):\n        net = Net(bins)\n"
         "        loss = net(images, actions=actions)\n        loss.backward()\n        pred = net(images)\n"
@@ -832,7 +849,7 @@ class EvalWithoutNoGrad(Rule):
 
     def _find(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
         facts = self.facts
-        if facts.values.requires_grad_off or facts.phase.is_training(loop):
+        if facts.values.requires_grad_off or facts.phase.is_training(loop) or _few_literal(loop):
             return None
         if any(not facts.phase.is_training(outer) and facts.phase.eval_evidence(outer) is not None
                for outer in facts.tree.loops_around(loop)):
