@@ -507,6 +507,8 @@ class Values:
             return []
         method = self.scopes.resolve(call)
         if method is None:
+            if not self.project.names or not self.names.imports_from(self.project.knows):
+                return []  # linted alone, or nothing of the project imported: no class of another module here
             dotted = self.scopes.instance_method_name(call, self.names)
             if dotted is None or not self.project.knows(dotted):
                 return []
