@@ -491,6 +491,17 @@ class Values:
         return self._arguments_into_self(call, lambda method: self.kept_parameters(method)[0 if graph else 1],
                                          lambda dotted: self.project.keeps(dotted, graph))
 
+    def may_keep_arguments(self, call: cst.Call) -> bool:
+        """Whether `call` may be of a method that keeps what it is passed: one of this module
+        that appends to its instance, or, where the module imports from the project, one of
+        another module's class (`kept_arguments` tells which arguments)."""
+        if type(call.func) is not cst.Attribute:
+            return False
+        method = self.scopes.resolve(call)
+        if method is not None:
+            return bool(self._appends_to_self(method))
+        return bool(self.project.names) and self.names.imports_from(self.project.knows)
+
     def accumulated_arguments(self, call: cst.Call) -> List[cst.Arg]:
         """The arguments of `call` that the method it calls on an instance adds, with their
         graph, into a running sum that instance keeps (`meter.update(loss, n)`, whose method does

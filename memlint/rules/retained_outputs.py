@@ -398,10 +398,13 @@ class RetainedOutputs(Rule):
         if not isinstance(func, cst.Attribute) or not node.args:
             return
         facts = self.facts
+        storing = func.attr.value in _STORING
+        if not storing and not facts.values.may_keep_arguments(node):
+            return  # (asked before the grad mode: most method calls keep nothing)
         grad = facts.regions.grad_enabled(node)
         if grad is None:
             return
-        if func.attr.value in _STORING:
+        if storing:
             container, values = _root(func.value), [node.args[-1]]
         else:  # `acc.update(pred)`: a method of this module that appends its argument to `self`
             container, values = func.value, facts.values.kept_arguments(node, graph=grad)
