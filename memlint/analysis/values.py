@@ -161,6 +161,7 @@ class Values:
         self._self_appends: Dict[int, List[Tuple[cst.Call, cst.BaseExpression]]] = {}
         self._kept: Dict[int, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {}  # id(method) -> kept_parameters
         self._accumulated: Dict[int, Tuple[str, ...]] = {}  # id(method) -> accumulated_parameters
+        self._sums: Dict[int, List[Tuple[cst.CSTNode, cst.BaseExpression]]] = {}  # id(method) -> its running sums
 
     def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
@@ -491,15 +492,16 @@ class Values:
         return self._arguments_into_self(call, lambda method: self.kept_parameters(method)[0 if graph else 1],
                                          lambda dotted: self.project.keeps(dotted, graph))
 
-    def may_keep_arguments(self, call: cst.Call) -> bool:
-        """Whether `call` may be of a method that keeps what it is passed: one of this module
-        that appends to its instance, or, where the module imports from the project, one of
-        another module's class (`kept_arguments` tells which arguments)."""
+    def may_keep_arguments(self, call: cst.Call, summed: bool = False) -> bool:
+        """Whether `call` may be of a method that keeps what it is passed (appends it to its
+        instance; with `summed`, adds it into a running sum there): one of this module that
+        does, or, where the module imports from the project, one of another module's class
+        (`kept_arguments` and `accumulated_arguments` tell which arguments)."""
         if type(call.func) is not cst.Attribute:
             return False
         method = self.scopes.resolve(call)
         if method is not None:
-            return bool(self._appends_to_self(method))
+            return bool(self._accumulates_into_self(method) if summed else self._appends_to_self(method))
         return bool(self.project.names) and self.names.imports_from(self.project.knows)
 
     def accumulated_arguments(self, call: cst.Call) -> List[cst.Arg]:
@@ -560,8 +562,13 @@ class Values:
     def _accumulates_into_self(self, method: cst.FunctionDef) -> List[Tuple[cst.CSTNode, cst.BaseExpression]]:
         """(statement, what it adds) for each running sum `method` keeps on its instance:
         `self.sum += val * n`, `self.totals[k] = self.totals[k] + v`; not one that a backward
-        of this module reads (`self.total.backward()`: gradient accumulation on purpose)."""
+        of this module reads (`self.total.backward()`: gradient accumulation on purpose). Found
+        once a method."""
+        known = self._sums.get(id(method))
+        if known is not None:
+            return known
         found: List[Tuple[cst.CSTNode, cst.BaseExpression]] = []
+        self._sums[id(method)] = found
         for statement in self.tree.walk_scope(method.body):
             kind = type(statement)
             if kind is cst.AugAssign and type(statement.operator) is cst.AddAssign:  # type: ignore[attr-defined]

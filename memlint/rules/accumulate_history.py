@@ -385,8 +385,8 @@ class AccumulateHistory(Rule):
             return  # (identity, not ABC isinstance: every call of the module passes here)
         facts = self.facts
         statement = facts.tree.parent(node)
-        if type(statement) is not cst.Expr or not facts.tree.loops_around(node) or \
-                facts.regions.grad_enabled(node) is not True:
+        if type(statement) is not cst.Expr or not facts.values.may_keep_arguments(node, summed=True) or \
+                not facts.tree.loops_around(node) or facts.regions.grad_enabled(node) is not True:
             return  # (its result unused: nothing the call returns can be backwarded)
         holder = _root(func.value)  # type: ignore[attr-defined]
         loop = facts.tree.loops_around(node)[0]
