@@ -366,6 +366,14 @@ def test_a_meter_of_another_module_that_sums_its_argument_accumulates_the_graph(
     assert ("train.py", 8, "MEM201") not in lint(tmp_path)
 
 
+def test_a_meter_of_a_module_imported_whole_accumulates_the_graph(tmp_path):
+    whole = {"meters.py": METER["imagenet/meters.py"],
+             "train.py": METER["imagenet/train.py"].replace("from .meters import AverageMeter", "import meters")
+             .replace("AverageMeter(\"Loss\")", "meters.AverageMeter(\"Loss\")")}
+    tree(tmp_path, whole)
+    assert ("train.py", 8, "MEM201") in lint(tmp_path)
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
     paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER})
     whole = set(lint(tmp_path))

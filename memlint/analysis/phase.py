@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Optional
+from typing import Optional, Set
 
 import libcst as cst
 
@@ -38,9 +38,8 @@ from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name
 from memlint.analysis.values import Values
 
-# Calls that start a framework's training, which backwards for the script (`create_supervised_trainer(...)`)
-_FRAMEWORK_TRAINER = re.compile(
-    r"^(ignite\.engine(\.\w+)*\.create_supervised_trainer|(pytorch_lightning|lightning|transformers|trl)(\.\w+)*\.\w*Trainer)$")
+# A framework's trainer, which backwards for the script that fits it
+_FRAMEWORK_TRAINER = re.compile(r"^(pytorch_lightning|lightning|transformers|trl)(\.\w+)*\.\w*Trainer$")
 _EVAL_FUNCTION = re.compile(
     r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
     r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
@@ -153,11 +152,20 @@ class Phase:
     @cached_property
     def _framework_trains(self) -> bool:
         """The module trains through a framework that backwards for it: Ignite's
-        `create_supervised_trainer`, a Lightning or HF `Trainer` (`trainer.fit(...)`,
-        `trainer.train()`)."""
+        `create_supervised_trainer`, or a Lightning or HF `Trainer` it fits or trains
+        (`trainer.fit(...)`, `Trainer(...).train()`; not one built only to evaluate)."""
+        trainers: Set[str] = set()
+        for assign in self.scopes.assigns:
+            if type(assign.value) is cst.Call and _FRAMEWORK_TRAINER.match(self.names.call_name(assign.value) or ""):
+                trainers.update(dotted_name(t.target) or "" for t in assign.targets)
         for call in self.scopes.calls:
             qualified = self.names.call_name(call) or ""
-            if _FRAMEWORK_TRAINER.match(qualified):
+            if qualified.startswith("ignite.") and qualified.endswith("create_supervised_trainer"):
+                return True
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value in ("fit", "train") and (  # type: ignore[attr-defined]
+                    dotted_name(func.value) in trainers or  # type: ignore[attr-defined]
+                    _FRAMEWORK_TRAINER.match(self.names.call_name(func.value) or "")):  # type: ignore[attr-defined, arg-type]
                 return True
         return False
 

@@ -502,7 +502,15 @@ class Values:
         method = self.scopes.resolve(call)
         if method is not None:
             return bool(self._accumulates_into_self(method) if summed else self._appends_to_self(method))
-        return bool(self.project.names) and self.names.imports_from(self.project.knows)
+        return self._imports_project
+
+    @cached_property
+    def _imports_project(self) -> bool:
+        """The module imports a module of the project, or something of one (`import meters`,
+        `from pkg.meters import AverageMeter`)."""
+        project = self.project
+        return bool(project.names) and any(full in project.names or project.knows(full)
+                                           for full in self.names.absolute_imports().values())
 
     def accumulated_arguments(self, call: cst.Call) -> List[cst.Arg]:
         """The arguments of `call` that the method it calls on an instance adds, with their
@@ -520,7 +528,7 @@ class Values:
             return []
         method = self.scopes.resolve(call)
         if method is None:
-            if not self.project.names or not self.names.imports_from(self.project.knows):
+            if not self._imports_project:
                 return []  # linted alone, or nothing of the project imported: no class of another module here
             dotted = self.scopes.instance_method_name(call, self.names)
             if dotted is None or not self.project.knows(dotted):

@@ -17,6 +17,7 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 Loop = Union[cst.For, cst.While]
+_CONSUMING_BUILTINS = frozenset({"list", "tuple", "set", "dict", "sum", "min", "max", "sorted", "any", "all"})
 _FEW_EXAMPLES = 16  # a literal range shorter than this runs a demo's few examples, not an evaluation
 _WHY = {
     "eval-mode": "after `.eval()`",
@@ -179,6 +180,9 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a generator passed on lazily (`enumerate`), run where it is consumed, under no_grad
+        "import torch\nmodel.eval()\nbatches = enumerate(model(x) for x in test_loader)\nwith torch.no_grad():\n"
+        "    for i, out in batches:\n        print(i, out.argmax(1))\n",
         # a demo's ten examples, one by one, after training
         "import torch\nmodel.eval()\nimages, labels = next(iter(val_loader))\nfor i in range(0, 10):\n"
         "    ps = torch.exp(model(images[i].unsqueeze(0)))\n    print(ps.argmax().item(), labels[i].item())\n",
@@ -396,6 +400,20 @@ class EvalWithoutNoGrad(Rule):
         "        return self.net(obs).softmax(-1)\n",
     )
     INVALID = (
+        # an evaluation over two loaders named in a tuple: the loop over the loader is reported
+        Invalid(
+            "import torch\n\ndef evaluate(model, val_loader, test_loader):\n    model.eval()\n"
+            "    for split, loader in ((\"val\", val_loader), (\"test\", test_loader)):\n        outs = []\n"
+            "        for x, y in loader:\n            outs.append(model(x.cuda()))\n"
+            "        print(split, torch.cat(outs).argmax(1).eq(y).float().mean())\n"
+        ),
+        # a metric pass in a loop over a data set of any name
+        Invalid(
+            "import torch\n\ndef run_epoch(model, train_data, opt, criterion):\n    for x, y in train_data:\n"
+            "        yhat = model(x)\n        yhat_raw = model.inference(x)\n        loss = criterion(yhat, y)\n"
+            "        l1 = torch.nn.functional.l1_loss(yhat_raw, y).item()\n        loss.backward()\n"
+            "        opt.step()\n        opt.zero_grad()\n"
+        ),
         # an evaluation loop written as a comprehension over the loader
         Invalid(
             "import torch\n\ndef predict(model, loader):\n    model.eval()\n"
@@ -616,6 +634,18 @@ class EvalWithoutNoGrad(Rule):
             f"graph: no caller can backward through what it records, and every iteration's activations stay alive "
             f"as long as what is computed from them; decorate it with `@torch.no_grad()`"), self._decorate(node))
 
+    def _consumed_here(self, generator: cst.GeneratorExp) -> bool:
+        """The generator is the argument of a call that runs it through at once: `torch.cat`,
+        `list`, `sum`, `max`... (not `map`, `enumerate`, `zip`, `islice`, which pass it on lazily)."""
+        arg = self.facts.tree.parent(generator)
+        call = self.facts.tree.parent(arg) if type(arg) is cst.Arg else None
+        if type(call) is not cst.Call:
+            return False
+        func = call.func  # type: ignore[attr-defined]
+        if type(func) is cst.Name and self.facts.names.qualified_name(func) is None:
+            return func.value in _CONSUMING_BUILTINS  # type: ignore[attr-defined]
+        return (self.facts.names.call_name(call) or "").startswith("torch.")  # type: ignore[arg-type]
+
     @staticmethod
     def _keeps_on_instance(method: cst.FunctionDef) -> bool:
         """The method stores or appends something on its instance (`self.x = ...`,
@@ -706,8 +736,8 @@ class EvalWithoutNoGrad(Rule):
         if type(node.for_in.iter) not in (cst.Name, cst.Attribute) or \
                 not LOADER_NAME.search(last_part(dotted_name(node.for_in.iter) or "")):
             return  # (over a data set: many batches, each keeping its graph)
-        if type(node) is cst.GeneratorExp and type(facts.tree.parent(node)) is not cst.Arg:
-            return  # a generator kept for later runs where it is consumed, not in this statement
+        if type(node) is cst.GeneratorExp and not self._consumed_here(node):
+            return  # a generator kept for later (or wrapped lazily: `map`, `enumerate`) runs where it is consumed
         forwards = [call for call in expression_nodes(node.elt) if type(call) is cst.Call and
                     facts.roles.is_forward(call) and not self._runs_without_grad(call)]  # type: ignore[arg-type]
         if not forwards or facts.regions.grad_enabled(node) is not True or facts.values.requires_grad_off:
@@ -777,7 +807,7 @@ class EvalWithoutNoGrad(Rule):
         scope = facts.tree.scope_of(loop)
         if not names or any(type(leaf) is not cst.Name for leaf in leaves) or self._runs_without_grad(forward) or \
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
-                self._leaves_by_the_side(loop, forward) or not self._steps_many(loop) or facts.per_step(node) is None:
+                self._leaves_by_the_side(loop, forward) or _few_literal(loop) or facts.per_step(node) is None:
             return  # (how often, asked last: it may go to the project)
         statement = facts.tree.statement_around(node)
         fix = None
@@ -790,13 +820,6 @@ class EvalWithoutNoGrad(Rule):
             f"graph keeps this pass's activations alive as long as its output is bound; wrap the statement in "
             f"`with torch.no_grad():`"),
             fix)
-
-    def _steps_many(self, loop: Loop) -> bool:
-        """The loop repeats its step many times (a `while`, a data loader, a long range), not
-        once per entry of a short list of settings (`for bins in (0, 2, 10):` in a demo)."""
-        facts = self.facts
-        return type(loop) is cst.While or facts.steps.iterates_loader(loop) or \
-            facts.syncs.many(loop.iter, loop)  # type: ignore[attr-defined]
 
     def _trained_forward(self, loop: Loop, metric: cst.Call) -> bool:
         """Another forward of the loop whose output reaches its backward: the step trains through it,
@@ -852,9 +875,9 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         if facts.values.requires_grad_off or facts.phase.is_training(loop) or _few_literal(loop):
             return None
-        if any(not facts.phase.is_training(outer) and facts.phase.eval_evidence(outer) is not None
-               for outer in facts.tree.loops_around(loop)):
-            return None  # the outermost evaluation loop is the one to wrap
+        if any(not facts.phase.is_training(outer) and not _few_literal(outer) and
+               facts.phase.eval_evidence(outer) is not None for outer in facts.tree.loops_around(loop)):
+            return None  # the outermost evaluation loop is the one to wrap (not a few settings around it)
         forwards = [pair for pair in self._forwards(loop) if not self._reported_in_helper(pair)]
         if not forwards:
             return None
