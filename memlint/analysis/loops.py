@@ -176,6 +176,21 @@ class LoopFacts:
         )
 
 
+# A `range` the code spells shorter than this runs a few times: a handful of examples or
+# settings, not many steps.
+FEW_ITERATIONS = 16
+
+
+def range_span(call: cst.Call) -> Optional[int]:
+    """How many times `range(...)` runs where its bounds are integer literals (`range(10)`,
+    `range(2, 8)`); None otherwise."""
+    bounds = [arg.value for arg in call.args]
+    if not bounds or any(type(b) is not cst.Integer for b in bounds):
+        return None
+    values = [int(b.value, 0) for b in bounds]  # type: ignore[attr-defined]
+    return values[0] if len(values) == 1 else values[1] - values[0]
+
+
 def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> Optional[Loop]:
     """The innermost loop whose body holds the last ancestor, within the same function scope."""
     for index in range(len(ancestors) - 2, -1, -1):

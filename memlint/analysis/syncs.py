@@ -43,6 +43,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import SCALAR_METHODS, SIZE_METHODS, target_names
+from memlint.analysis.loops import FEW_ITERATIONS, range_span
 from memlint.analysis.purity import Purity
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import Roles
@@ -85,7 +86,6 @@ _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parame
 _PARAMETER_ITERABLES = frozenset({"parameters", "named_parameters", "buffers", "named_buffers"})
 _NAMED_TENSORS = {"named_parameters": "parameters", "named_buffers": "buffers"}  # (name, tensor) pairs: the tensors
 _FEW_METHODS = frozenset({"items", "values", "keys"})
-_SMALL_RANGE = 16
 _MAX_DEPTH = 6  # in one expression
 _MAX_NAMES = 8  # names followed to their values, one inside another
 
@@ -951,12 +951,8 @@ class Syncs:
                     return False
             if isinstance(func, cst.Name) and self.names.qualified_name(func) is None:
                 if func.value == "range":
-                    bounds = [a.value for a in iterable.args]
-                    if all(isinstance(b, cst.Integer) for b in bounds) and bounds:
-                        values = [int(b.value, 0) for b in bounds]  # type: ignore[attr-defined]
-                        span = values[0] if len(values) == 1 else values[1] - values[0]
-                        return span >= _SMALL_RANGE
-                    return bool(bounds)
+                    span = range_span(iterable)
+                    return span >= FEW_ITERATIONS if span is not None else bool(iterable.args)
                 if func.value in ("zip", "enumerate", "reversed"):
                     return bool(iterable.args) and any(self.many(a.value, at) for a in iterable.args
                                                        if a.keyword is None)

@@ -482,6 +482,20 @@ def dotted_name(expr: cst.BaseExpression) -> "str | None":
     return ".".join(reversed(parts))
 
 
+def holder(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """What holds an entry: `self.stats` for `self.stats["loss"]` (subscripts taken off)."""
+    while type(expr) is cst.Subscript:
+        expr = expr.value  # type: ignore[attr-defined]
+    return expr
+
+
+def root_name(expr: cst.BaseExpression) -> Optional[str]:
+    """The name an attribute or item chain starts from: `self` for `self.totals[k].x`."""
+    while type(expr) is cst.Attribute or type(expr) is cst.Subscript:
+        expr = expr.value  # type: ignore[attr-defined]
+    return expr.value if type(expr) is cst.Name else None  # type: ignore[attr-defined]
+
+
 def last_part(dotted: Optional[str]) -> str:
     """`step` for `self.opt.step`; "" for None."""
     return dotted.rsplit(".", 1)[-1] if dotted else ""

@@ -56,7 +56,7 @@ from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeIndex, argument, children, dotted_name,
-                                   expression_nodes, last_part, literal_bool, walk_scope)
+                                   expression_nodes, holder, last_part, literal_bool, root_name, walk_scope)
 
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
@@ -110,19 +110,6 @@ def _moves_off_device(call: cst.Call) -> bool:
     method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
     return method == "cpu" or method == "to" and any(
         isinstance(a.value, cst.SimpleString) and a.value.value.strip("'\"").startswith("cpu") for a in call.args)
-
-
-def _unsubscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`self.totals` for `self.totals[k]`: what holds the entry."""
-    while type(expr) is cst.Subscript:
-        expr = expr.value  # type: ignore[attr-defined]
-    return expr
-
-
-def _rooted_at_self(expr: cst.BaseExpression) -> bool:
-    while isinstance(expr, (cst.Attribute, cst.Subscript)):
-        expr = expr.value
-    return isinstance(expr, cst.Name) and expr.value == "self"
 
 
 def _stores_into_container(target: cst.CSTNode) -> bool:
@@ -593,8 +580,8 @@ class Values:
                     continue
             else:
                 continue
-            if _rooted_at_self(target) and type(target) is not cst.Name and \
-                    not self.attribute_backwarded(dotted_name(_unsubscripted(target)) or ""):
+            if root_name(target) == "self" and type(target) is not cst.Name and \
+                    not self.attribute_backwarded(dotted_name(holder(target)) or ""):
                 found.append((statement, added))
         return found
 
@@ -619,7 +606,7 @@ class Values:
         if found is None:
             found = [(node, node.args[-1].value) for node in self.scopes.calls_of(method)
                      if type(node.func) is cst.Attribute and node.args
-                     and node.func.attr.value in _APPENDING and _rooted_at_self(node.func.value)]
+                     and node.func.attr.value in _APPENDING and root_name(node.func.value) == "self"]
             self._self_appends[id(method)] = found
         return found
 

@@ -9,23 +9,10 @@ import libcst as cst
 from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_SUMMED_STEP
 from memlint.analysis.loops import innermost_loop
-from memlint.analysis.tree import dotted_name
+from memlint.analysis.tree import dotted_name, holder, root_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import detach_before_move, detached, show
-
-
-def _root(target: cst.BaseExpression) -> Optional[str]:
-    while isinstance(target, (cst.Attribute, cst.Subscript)):
-        target = target.value
-    return target.value if isinstance(target, cst.Name) else None
-
-
-def _base(target: cst.BaseExpression) -> cst.BaseExpression:
-    """`self.stats` for `self.stats["loss"]`: the attribute chain that holds the accumulator."""
-    while type(target) is cst.Subscript:
-        target = target.value
-    return target
 
 
 def _same_entry(expr: cst.BaseExpression, target: cst.BaseExpression) -> bool:
@@ -388,7 +375,7 @@ class AccumulateHistory(Rule):
         if type(statement) is not cst.Expr or not facts.values.may_keep_arguments(node, summed=True) or \
                 not facts.tree.loops_around(node) or facts.regions.grad_enabled(node) is not True:
             return  # (its result unused: nothing the call returns can be backwarded)
-        holder = _root(func.value)  # type: ignore[attr-defined]
+        holder = root_name(func.value)  # type: ignore[attr-defined]
         loop = facts.tree.loops_around(node)[0]
         if holder is None or holder != "self" and facts.values.reset_in_iteration(loop, holder, node):
             return  # a meter made afresh every iteration
@@ -420,7 +407,7 @@ class AccumulateHistory(Rule):
         if len(node.targets) != 1:
             return
         target = node.targets[0].target
-        text = dotted_name(_base(target))
+        text = dotted_name(holder(target))
         if text is None:
             return
         if type(value) is cst.BinaryOperation and type(value.operator) is cst.Add:
@@ -447,21 +434,21 @@ class AccumulateHistory(Rule):
             return
         facts = self.facts
         loops = facts.tree.loops_around(node)
-        root = _root(target)
+        root = root_name(target)
         if not loops or root is None or facts.regions.grad_enabled(node) is not True:
             return
         if not facts.values.carries_grad(value, node):
             return
-        if (isinstance(target, cst.Name) or isinstance(_base(target), cst.Name)) and \
+        if (isinstance(target, cst.Name) or isinstance(holder(target), cst.Name)) and \
                 facts.values.reset_in_iteration(loops[0], root, node):
             return  # `total = 0` or `terms = {}` in the iteration: nothing outlives it
         scope = facts.tree.scope_of(node)
         accumulator = {root} if isinstance(target, cst.Name) else {root, dotted_name(target) or root}
         if facts.values.reaches_backward(scope, accumulator) or facts.values.handed_to_backward(scope, {root}):
             return  # backwarded, or handed to what may backward it (`balancer.backward(terms)`)
-        if not isinstance(target, cst.Name) and facts.values.attribute_backwarded(dotted_name(_base(target)) or ""):
+        if not isinstance(target, cst.Name) and facts.values.attribute_backwarded(dotted_name(holder(target)) or ""):
             return  # `self.total` backwarded by another method
-        local = isinstance(_base(target), cst.Name)  # `total`, `stats["loss"]`; not `self.total`
+        local = isinstance(holder(target), cst.Name)  # `total`, `stats["loss"]`; not `self.total`
         if local and facts.values.leaves_scope(scope, {root}, besides=node) and (
                 facts.phase.in_training_function(node) or facts.phase.eval_evidence(loops[0]) is None) and \
                 not facts.values.backwarded_in(value, loops[0]):

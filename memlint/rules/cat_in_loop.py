@@ -8,13 +8,12 @@ from typing import List, Optional, Set
 import libcst as cst
 
 from memlint.analysis.dataflow import Use, sources_of
-from memlint.analysis.loops import Loop, LoopFacts
+from memlint.analysis.loops import FEW_ITERATIONS, Loop, LoopFacts, range_span
 from memlint.analysis.tree import TreeIndex, argument, children, dotted_name
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
 _CAT = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
-_FEW = 16  # a loop over a literal range shorter than this grows nothing worth a rewrite
 
 
 @dataclass(frozen=True)
@@ -322,11 +321,10 @@ class CatInLoop(Rule):
                 iterable.func.attr.value in ("items", "values", "keys"):
             return True
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
-            bounds = [a.value for a in iterable.args]
-            if bounds and all(isinstance(b, cst.Integer) for b in bounds):
-                values = [int(b.value, 0) for b in bounds]  # type: ignore[attr-defined]
-                return (values[0] if len(values) == 1 else values[1] - values[0]) < _FEW
-            return any("self." in cst.Module([]).code_for_node(b) for b in bounds)
+            span = range_span(iterable)
+            if span is not None:
+                return span < FEW_ITERATIONS
+            return any("self." in cst.Module([]).code_for_node(a.value) for a in iterable.args)
         dotted = dotted_name(iterable) or ""
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
             dotted = dotted_name(iterable.func.value) or ""  # self.blocks.children()

@@ -9,16 +9,16 @@ import libcst as cst
 
 from memlint.analysis.dataflow import leaf_targets, target_names
 from memlint.analysis.figures import over_dataset
+from memlint.analysis.loops import FEW_ITERATIONS, range_span
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
-from memlint.analysis.tree import dotted_name, expression_nodes, last_part, walk_scope
+from memlint.analysis.tree import dotted_name, expression_nodes, last_part, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 Loop = Union[cst.For, cst.While]
 _CONSUMING_BUILTINS = frozenset({"list", "tuple", "set", "dict", "sum", "min", "max", "sorted", "any", "all"})
-_FEW_EXAMPLES = 16  # a literal range shorter than this runs a demo's few examples, not an evaluation
 _WHY = {
     "eval-mode": "after `.eval()`",
     "named": "in an evaluation function",
@@ -32,20 +32,15 @@ def _few_literal(loop: Loop) -> bool:
     iterable = loop.iter if type(loop) is cst.For else None  # type: ignore[attr-defined]
     if type(iterable) in (cst.Tuple, cst.List):
         return True
-    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name or iterable.func.value != "range" or \
-            not iterable.args or any(type(a.value) is not cst.Integer for a in iterable.args):  # type: ignore[attr-defined]
+    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name or iterable.func.value != "range":  # type: ignore[attr-defined]
         return False
-    bounds = [int(a.value.value, 0) for a in iterable.args]  # type: ignore[attr-defined]
-    return (bounds[0] if len(bounds) == 1 else bounds[1] - bounds[0]) < _FEW_EXAMPLES
+    span = range_span(iterable)  # type: ignore[arg-type]
+    return span is not None and span < FEW_ITERATIONS
 
 
 def _on_self(target: cst.BaseExpression) -> bool:
     """`self.x`, `self.x[k]`, `self.a.b`: rooted at the instance, below it."""
-    if type(target) not in (cst.Attribute, cst.Subscript):
-        return False
-    while type(target) in (cst.Attribute, cst.Subscript):
-        target = target.value  # type: ignore[attr-defined]
-    return type(target) is cst.Name and target.value == "self"  # type: ignore[attr-defined]
+    return type(target) in (cst.Attribute, cst.Subscript) and root_name(target) == "self"
 
 
 def _named(loop: Loop) -> str:
@@ -945,13 +940,7 @@ class EvalWithoutNoGrad(Rule):
                        for n in expression_nodes(expr))
 
         def roots(target: cst.CSTNode) -> Set[str]:  # `logits[i]`, `out.x`: the name holding it
-            found = set()
-            for leaf in leaf_targets(target):
-                while type(leaf) in (cst.Attribute, cst.Subscript):
-                    leaf = leaf.value  # type: ignore[attr-defined]
-                if type(leaf) is cst.Name:
-                    found.add(leaf.value)  # type: ignore[attr-defined]
-            return found
+            return {name for leaf in leaf_targets(target) for name in (root_name(leaf),) if name}  # type: ignore[arg-type]
 
         for node in walk_scope(loop):
             if isinstance(node, cst.Assign) and from_outputs(node.value):
