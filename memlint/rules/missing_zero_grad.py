@@ -271,19 +271,12 @@ class MissingZeroGrad(Rule):
             return True
         if any(call is site and type(call.func) is cst.Attribute and dotted_name(call.func.value) == "self" and  # type: ignore[attr-defined]
                facts.scopes.resolve(call) is None for call, site in facts.calls.calls_in(loop)) and \
-                not facts.scopes.sees_lineage(loop) and not MissingZeroGrad._in_model_class(facts, loop):
+                not facts.scopes.sees_lineage(loop) and not facts.in_model_code(loop):
             return True  # `self.before_batch()`, inherited from a trainer base class out of sight, may clear them
         if facts.roles.step_hooked:
             return True  # a hook on the step may clear the gradients
         roots = [loop, *facts.calls.functions_reached(loop)]
         return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.roles.zero_grads)
-
-    @staticmethod
-    def _in_model_class(facts: Facts, node: cst.CSTNode) -> bool:
-        """In a method of a model class: what it inherits is torch's (`self.float()`, `self.fc`), no hook."""
-        func = facts.tree.function_of(node)
-        klass = facts.tree.class_of(func) if func is not None else None
-        return klass is not None and facts.receivers.is_model_class(klass)
 
     def _fix(self, facts: Facts, loop: Loop, steps: List[Tuple[OptimizerStep, cst.Call]],
              backwards: List[Tuple[Backward, cst.Call]]) -> Optional[Fix]:
