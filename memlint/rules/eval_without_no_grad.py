@@ -593,8 +593,8 @@ class EvalWithoutNoGrad(Rule):
         """A model's method that runs it in a loop with autograd recording and returns only what
         carries no graph (`goodness.argmax(1)`, a list of `.item()`s): no caller can backward
         through what it records, so its grad mode is not the caller's to choose. Not `forward`,
-        nor a method another model method calls (model code), nor one every call of this module
-        makes under no_grad."""
+        nor a method model code calls, nor one a call of this module makes under no_grad or that
+        only other modules call (they may run it under no_grad)."""
         facts = self.facts
         klass = facts.tree.class_of(node)
         if klass is None or node.decorators or node.name.value in ("forward", "__call__") or \
@@ -604,18 +604,13 @@ class EvalWithoutNoGrad(Rule):
         if not returned or any(not facts.values.graphless(value, value) for value in returned) or \
                 not facts.receivers.is_model_class(klass):  # (asked last: it may be a question to the project)
             return
+        sites = facts.scopes.call_sites(node)
+        if not sites or any(facts.regions.grad_enabled(site) is False or facts.in_model_code(site) for site in sites):
+            return  # called elsewhere, run without grad, or by model code whose caller chose
         recorded = [call for call in facts.scopes.calls_of(node)
                     if facts.tree.loops_around(call) and facts.values.carries_grad(call, call)]
         if not recorded:
             return
-        sites = facts.scopes.call_sites(node)
-        if not sites:
-            return  # called elsewhere, where it may run under no_grad already
-        for site in sites:
-            caller = facts.tree.function_of(site)
-            if facts.regions.grad_enabled(site) is False or caller is not None and \
-                    facts.tree.class_of(caller) is not None and facts.receivers.is_model_class(facts.tree.class_of(caller)):
-                return  # run without grad, or by model code whose caller chose
         if self._keeps_on_instance(node):
             return  # `self.saved_log_probs.append(m.log_prob(a))`: the graph leaves through the instance
         if facts.roles.backwards_in(node.body) or facts.roles.steps_in(node.body) or facts.roles.asks_for_grad(node):
