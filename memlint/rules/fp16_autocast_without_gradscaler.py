@@ -291,7 +291,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
         message = (f"this loss is computed under float16 autocast ({where}) and backwarded without a GradScaler: "
                    f"gradients smaller than ~6e-8 (float16's smallest subnormal) become exactly zero; scale the loss "
                    f"with {scaler}, or autocast to bfloat16")
-        self.report(node, message, self._fix(facts, backward, loops) if loops else None)
+        self.report(node, message, self._fix(facts, backward, loops, unread) if loops else None)
 
     @staticmethod
     def _fp16_region(facts: Facts, backward: Backward, root: cst.CSTNode) -> Optional[Autocast]:
@@ -315,7 +315,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
                 return autocast
         return None
 
-    def _fix(self, facts: Facts, backward: Backward, loops: List[cst.CSTNode]) -> Optional[Fix]:
+    def _fix(self, facts: Facts, backward: Backward, loops: List[cst.CSTNode],
+             unread: Optional[str]) -> Optional[Fix]:
+        """`unread`: the scaler the module made and never used, which the fix goes through."""
         loop = loops[0]
         func = backward.call.func
         tree = facts.tree
@@ -349,7 +351,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
             return None  # gradients read while still scaled
         optimizer = step.call.func.value  # type: ignore[attr-defined]
         edits: List[Edit] = []
-        scaler = self._unread_scaler(loop)
+        scaler = unread
         fresh = scaler is None  # a scaler made before the loop, not the one the module made and forgot
         if not fresh:
             made = show(facts.roles.unread_grad_scalers[scaler])  # type: ignore[index]

@@ -54,9 +54,10 @@ class RetainGraphInLoop(Rule):
 
     ## When it is not reported
     Several backward calls per iteration through a shared graph (GAN updates, multi-loss
-    steps) where only those before the last keep it, or where they run in different branches, loops that do not run a forward (Jacobian/Hessian rows of one graph), per-term
-    backwards that read or reset the gradients in between (gradient surgery, per-task
-    gradients), and `retain_graph` given a variable.
+    steps) where only those before the last keep it, or where they run in different branches;
+    a loop that backwards through a graph built before it; loops that do not run a forward
+    (Jacobian/Hessian rows of one graph); per-term backwards that read or reset the gradients
+    in between (gradient surgery, per-task gradients); and `retain_graph` given a variable.
 
     ## Fix
     None automatic: detach the carried state (MEM206) and drop `retain_graph=True`.
