@@ -324,24 +324,46 @@ class Steps:
         return self.project.external_often(func.name.value)
 
 
-def _counts(test: cst.BaseExpression) -> bool:
-    """A condition on an iteration counter: a `%`, or a counter compared with a number."""
-    if isinstance(test, cst.BooleanOperation):
-        if isinstance(test.operator, cst.And):
-            return _counts(test.left) or _counts(test.right)
-        return _counts(test.left) and _counts(test.right)
-    if isinstance(test, cst.Comparison):
-        parts = [test.left, *(c.comparator for c in test.comparisons)]
-        if any(isinstance(p, cst.BinaryOperation) and isinstance(p.operator, cst.Modulo) for p in parts):
-            return True
-        numbers = [p for p in parts if isinstance(p, cst.Integer)]
-        counters = [p for p in parts if _COUNTER.search(last_part(dotted_name(p)))]
-        return bool(numbers and counters)
-    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
-        return True  # `if not step % 10`
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _counts(test.expression)
-    return False
+def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:
+    """A condition on an iteration counter that holds on few iterations: a `%` tested for zero
+    (`if step % 10 == 0:`, `if not step % 10:`), or a counter compared with a number so that
+    it holds below or at it (`if i == 0:`, `if batch_idx < 3:`). Not one that holds on most
+    iterations: `if step % 50:` and `if step % 50 != 0:` skip one step in fifty, `if i > 0:`
+    and `if i != 0:` skip the first. `negated`: under a `not`."""
+    kind = type(test)
+    if kind is cst.BooleanOperation:
+        conjunction = (type(test.operator) is cst.And) != negated  # `not (a or b)` is `not a and not b`
+        left, right = _counts(test.left, negated), _counts(test.right, negated)
+        return left or right if conjunction else left and right
+    if kind is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _counts(test.expression, not negated)
+    if kind is cst.BinaryOperation and type(test.operator) is cst.Modulo:
+        return negated  # `if step % 10:` holds on nine steps of ten, `if not step % 10:` on one
+    if kind is not cst.Comparison:
+        return False
+    parts = [test.left, *(c.comparator for c in test.comparisons)]
+    few = _holds_on_few(test) != negated
+    if any(type(p) is cst.BinaryOperation and type(p.operator) is cst.Modulo for p in parts):
+        return few
+    numbers = [p for p in parts if type(p) is cst.Integer]
+    counters = [p for p in parts if _COUNTER.search(last_part(dotted_name(p)))]
+    return bool(numbers and counters) and few
+
+
+def _holds_on_few(test: cst.Comparison) -> bool:
+    """Whether a comparison of a counter (or a counter's `%`) with a number holds on few of its
+    values: `==`, `<`, `<=` with the counter on the left (mirrored on the right), against `!=`,
+    `>` and `>=`, which hold on all but a few. A chain (`0 < i < 3`) is taken as few."""
+    if len(test.comparisons) != 1:
+        return True
+    operator = type(test.comparisons[0].operator)
+    if operator is cst.NotEqual or operator is cst.IsNot:
+        return False
+    if operator in (cst.GreaterThan, cst.GreaterThanEqual):
+        return type(test.left) is cst.Integer  # `3 > i` is `i < 3`
+    if operator in (cst.LessThan, cst.LessThanEqual):
+        return type(test.left) is not cst.Integer
+    return True
 
 
 def _bounded(branch: cst.CSTNode) -> bool:

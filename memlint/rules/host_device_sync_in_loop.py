@@ -233,6 +233,19 @@ class HostDeviceSyncInLoop(Rule):
         "        for epoch in range(epochs):\n            criterion(self.model(x), y).backward()\n"
         "            optimizer.step()\n            val = self.evaluate(x, y)\n            if epoch % 10 == 0:\n"
         "                print(val)\n",
+        # ... read under a condition that holds on most steps: `% N` not tested for zero, `!= 0`
+        "import torch\n\ndef evaluate(model, x, y):\n    model.eval()\n    with torch.no_grad():\n"
+        "        loss = criterion(model(x), y)\n    return loss.item()\n\n"
+        "def train_step(epoch, model, x, y, print_every=10):\n    model.train()\n    optimizer.zero_grad()\n"
+        "    criterion(model(x), y).backward()\n    optimizer.step()\n    val_loss = evaluate(model, x, y)\n"
+        "    if epoch % print_every:\n        print(epoch, val_loss)\n\n"
+        "model = model.to(device)\nfor epoch in range(epochs):\n    train_step(epoch, model, x, y)\n",
+        "import torch\n\ndef evaluate(model, x, y):\n    model.eval()\n    with torch.no_grad():\n"
+        "        loss = criterion(model(x), y)\n    return loss.item()\n\n"
+        "def train_step(epoch, model, x, y, print_every=10):\n    model.train()\n    optimizer.zero_grad()\n"
+        "    criterion(model(x), y).backward()\n    optimizer.step()\n    val_loss = evaluate(model, x, y)\n"
+        "    if epoch % print_every != 0 or epoch > 0:\n        print(epoch, val_loss)\n\n"
+        "model = model.to(device)\nfor epoch in range(epochs):\n    train_step(epoch, model, x, y)\n",
         # ... one that trains: the step itself, whose loss is logged every 100 steps
         "import torch\n\ndef run_batch(model, x, y):\n    loss = criterion(model(x), y)\n    loss.backward()\n"
         "    optimizer.step()\n    return loss.item()\n\nmodel = model.to(device)\nfor i, (x, y) in enumerate(loader):\n"
