@@ -374,6 +374,36 @@ def test_a_meter_of_a_module_imported_whole_accumulates_the_graph(tmp_path):
     assert ("train.py", 8, "MEM201") in lint(tmp_path)
 
 
+HELPER_OUTPUT = {
+    "helpers.py": """\
+        import torch
+
+        def logits_of(model, x):
+            return model(x) * 2.0
+        """,
+    "train.py": """\
+        import torch
+        from helpers import logits_of
+
+        kept = []
+        for x, y in loader:
+            logits = logits_of(model, x)
+            criterion(logits, y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            kept.append(logits)
+        """,
+}
+
+
+@pytest.mark.parametrize("imported", ["from helpers import logits_of", "import helpers", "import helpers as h"])
+def test_a_helper_of_a_module_imported_whole_returns_its_graph_as_one_imported_by_name(tmp_path, imported):
+    call = {"import helpers": "helpers.logits_of", "import helpers as h": "h.logits_of"}.get(imported, "logits_of")
+    tree(tmp_path, {**HELPER_OUTPUT, "train.py": HELPER_OUTPUT["train.py"]
+                    .replace("from helpers import logits_of", imported).replace("logits_of(model", f"{call}(model")})
+    assert ("train.py", 10, "MEM202") in lint(tmp_path)
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
     paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER})
     whole = set(lint(tmp_path))

@@ -12,7 +12,7 @@ import, is dropped: when unsure, no API is named and no rule fires.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -91,7 +91,6 @@ class TorchNames:
         }
         self._relative = {local: full for local, full in relative.items()
                           if local not in ambiguous and local not in rebound}
-        self._imports_known: Optional[bool] = None
         self._imports = {local: tuple(imports[local]) for local in self._aliases}
         # id(expression) -> (the expression, its name): every rule asks of every call, so each
         # is answered once; holding the expression keeps its id from being reused for another
@@ -134,12 +133,6 @@ class TorchNames:
         if full is None:
             return None
         return f"{full}.{rest}" if rest else full
-
-    def imports_from(self, known: Callable[[str], bool]) -> bool:
-        """Whether any name this module imports is one `known` accepts (answered once)."""
-        if self._imports_known is None:
-            self._imports_known = any(known(full) for full in (*self._aliases.values(), *self._relative.values()))
-        return self._imports_known
 
     def absolute_imports(self) -> Dict[str, str]:
         """Every local name imported, with the absolute name it stands for."""

@@ -256,7 +256,7 @@ class Values:
 
     def project_callee(self, call: cst.Call) -> Optional[str]:
         """The absolute name of what `call` calls when another module of the project may define it."""
-        if not self.project.names or not self.names.imports_from(self.project.knows):
+        if not self._imports_project:
             return None  # linted alone, or nothing of the project imported
         func = call.func
         dotted = self.names.absolute_name(dotted_name(func)) if type(func) in (cst.Name, cst.Attribute) else None
