@@ -370,6 +370,11 @@ class HostDeviceSyncInLoop(Rule):
             "    if epoch % print_every == 0:\n        print(epoch, train_loss, train_acc, val_loss, val_acc)\n\n"
             "model = model.to(device)\nfor epoch in range(epochs):\n    train_step(epoch, model, x, y, train_mask, val_mask)\n"
         ),
+        # a comprehension's name is its own, whatever the loop around it binds to the same name
+        Invalid(
+            "import torch\nmodel = model.cuda()\nfor x, y in loader:\n    out = model(x.cuda())\n"
+            "    for i in range(4):\n        words = [int(i) for i in out.argmax(-1)]\n"
+        ),
         # a per-parameter helper called every step
         Invalid(
             "import torch\n\ndef grad_norm(model):\n    total = 0.0\n    for p in model.parameters():\n"
