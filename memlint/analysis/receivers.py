@@ -20,7 +20,7 @@ named:
   a class whose methods are model code (a module class, one defining `forward`, or one deriving
   from an `...Encoder`, `...Model`, `...Layer`-like base);
   `constructor_of(expr)`: the class a model was built from (`torch.nn.GRU`);
-- `loss_objects`: names bound to a `torch.nn.*Loss()`.
+- `loss_objects`: names bound to a `torch.nn.*Loss()`, moved or not.
 
 Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
 `forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
@@ -149,10 +149,10 @@ class Receivers:
 
     @cached_property
     def loss_objects(self) -> FrozenSet[str]:
+        """Names bound to a `torch.nn.*Loss()`, moved or not (`nn.CrossEntropyLoss().to(device)`)."""
         return frozenset(
-            dotted for assign in self.scopes.assigns if isinstance(assign.value, cst.Call)
-            and (self.names.call_name(assign.value) or "").startswith("torch.nn.")
-            and (self.names.call_name(assign.value) or "").endswith("Loss")
+            dotted for assign in self.scopes.assigns
+            if is_loss_class(self.names.call_name(_unmoved(assign.value)) or "")
             for dotted in (dotted_name(t.target) for t in assign.targets) if dotted is not None)
 
     def _find_optimizers(self) -> Set[str]:
@@ -464,3 +464,17 @@ class ModuleClasses:
             return False
         absolute = self._names.absolute_name(dotted)  # a class of another module of the project
         return absolute is not None and self._project.knows(absolute) and self._project.is_module(absolute)
+
+
+def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The module a chain of moves starts from: `nn.MSELoss()` of `nn.MSELoss().to(device).cuda()`."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and \
+            value.func.attr.value in ("to", "cuda") and type(value.func.value) is cst.Call:  # type: ignore[attr-defined]
+        value = value.func.value  # type: ignore[attr-defined]
+    return value
+
+
+def is_loss_class(qualified: str) -> bool:
+    """A loss module class of torch (`torch.nn.CrossEntropyLoss`, `torch.nn.modules.loss.MSELoss`)."""
+    return qualified.startswith("torch.nn.") and qualified.endswith("Loss")
+

@@ -43,7 +43,7 @@ import libcst as cst
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import sources_of
 from memlint.analysis.memo import per_node
-from memlint.analysis.receivers import GRAD_SCALER, LOSS_NAME, Receivers
+from memlint.analysis.receivers import GRAD_SCALER, LOSS_NAME, Receivers, is_loss_class
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part, literal_bool
@@ -237,8 +237,7 @@ class Roles:
             return True
         func = call.func
         if type(func) is cst.Call:  # nn.CrossEntropyLoss()(out, y)
-            inner = self.names.call_name(func) or ""
-            return inner.startswith("torch.nn.") and inner.endswith("Loss")
+            return is_loss_class(self.names.call_name(func) or "")
         dotted = dotted_name(func)
         if dotted is None or qualified:
             return False

@@ -145,6 +145,17 @@ class BackwardUnderAutocast(Rule):
             "import torch\nwith torch.autocast(\"cuda\", dtype=torch.bfloat16):\n    loss = model(x).sum()\n"
             "    loss.backward()\n    acc = model(x2).argmax(-1)\nopt.step()\n"
         ),
+        # a loss module moved to the device is a loss still
+        Invalid(
+            "import torch\nclass Bench:\n    def __init__(self, device):\n"
+            "        self.loss = torch.nn.CrossEntropyLoss().to(device)\n\n    def step(self, x, y):\n"
+            "        with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n            out = self.model(x)\n"
+            "            self.loss(out, y).backward()\n        self.optimizer.step()\n",
+            "import torch\nclass Bench:\n    def __init__(self, device):\n"
+            "        self.loss = torch.nn.CrossEntropyLoss().to(device)\n\n    def step(self, x, y):\n"
+            "        with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n            out = self.model(x)\n"
+            "        self.loss(out, y).backward()\n        self.optimizer.step()\n",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
