@@ -350,6 +350,18 @@ def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:
     return bool(numbers and counters) and few
 
 
+def skips_one_in_n(test: cst.BaseExpression) -> bool:
+    """`if step % 50:` or `if step % 50 != 0:`: a test on a counter's remainder that holds on
+    every step but one in N, the periodic `== 0` turned over (a slip where it guards a log)."""
+    if type(test) is cst.Comparison:
+        if len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.NotEqual or \
+                type(test.comparisons[0].comparator) is not cst.Integer or test.comparisons[0].comparator.value != "0":
+            return False
+        test = test.left
+    return type(test) is cst.BinaryOperation and type(test.operator) is cst.Modulo and \
+        bool(_COUNTER.search(last_part(dotted_name(test.left))))
+
+
 def _holds_on_few(test: cst.Comparison) -> bool:
     """Whether a comparison of a counter (or a counter's `%`) with a number holds on few of its
     values: `==`, `<`, `<=` with the counter on the left (mirrored on the right), against `!=`,

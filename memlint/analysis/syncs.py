@@ -132,6 +132,21 @@ def _compared(expr: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cs
     return expr.left, comparison.comparator  # type: ignore[attr-defined]
 
 
+def _shown(call: cst.Call) -> List[cst.BaseExpression]:
+    """The values a print formats: its positional arguments, and the expressions of an f-string."""
+    shown: List[cst.BaseExpression] = []
+    for arg in call.args:
+        if arg.keyword is not None or arg.star:
+            continue
+        value = arg.value
+        if type(value) is cst.FormattedString:
+            shown += [part.expression for part in value.parts  # type: ignore[attr-defined]
+                      if type(part) is cst.FormattedStringExpression]
+        else:
+            shown.append(value)
+    return shown
+
+
 def _printed_name(value: cst.BaseExpression) -> str:
     """The name a printed value goes by: `acc` for `acc`, `acc[0]` and `acc.mean()`; none for
     `(a * g.float()).mean()`."""
@@ -297,20 +312,26 @@ class Syncs:
         if type(func) is not cst.Name or func.value != "print" or self.names.qualified_name(func) is not None or \
                 self.scopes.bindings_seen("print", call):  # type: ignore[attr-defined]
             return None
-        shown: List[cst.BaseExpression] = []
-        for arg in call.args:
-            if arg.keyword is not None or arg.star:
-                continue
-            value = arg.value
-            if type(value) is cst.FormattedString:
-                shown += [part.expression for part in value.parts  # type: ignore[attr-defined]
-                          if type(part) is cst.FormattedStringExpression]
-            else:
-                shown.append(value)
-        for value in shown:
+        for value in _shown(call):
             if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call) and \
                     not _LOSS_NAME.search(_printed_name(value)) and \
                     self.is_tensor(value, call) and self.on_device(value, call):  # type: ignore[attr-defined]
+                return value
+        return None
+
+    def logged(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """What a log line reads from the GPU, losses included: a GPU tensor that `print(...)`
+        or a `.print(...)` (Accelerate's, Fabric's) formats, or a value it reads back itself
+        (`loss.item()`); None when it reads none."""
+        func = call.func
+        if not (type(func) is cst.Name and func.value == "print" or
+                type(func) is cst.Attribute and func.attr.value == "print"):  # type: ignore[attr-defined]
+            return None
+        for value in _shown(call):
+            if type(value) is cst.Call and may_sync(value) and self.sync(value) is not None:  # type: ignore[arg-type]
+                return value
+            if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call) and \
+                    self.is_tensor(value, call) and self.on_device(value, call):
                 return value
         return None
 

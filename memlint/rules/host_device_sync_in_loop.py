@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
+from memlint.analysis.steps import skips_one_in_n
 from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -13,6 +14,7 @@ from memlint.rules._code import show
 _IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
 # Statements under which a print is meant: a flag, a periodic test, a handler
 _CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
+_SCOPE_ENDS = (cst.FunctionDef, cst.For, cst.While)  # where the search for a condition around a log stops
 _WHAT = {
     "item": "copies one number to the host",
     "tolist": "copies the tensor to the host",
@@ -81,6 +83,11 @@ class HostDeviceSyncInLoop(Rule):
     `print("gradient:", (variance * gradient.float()).mean())`): formatting the tensor copies it
     to the host. Not a printed loss (the price of logging, like its
     `.item()`), a shape, or a print under a condition (a flag, every N steps).
+
+    And a log meant for one step in N under a test that holds on all the others: `if step %
+    50:` (or `% 50 != 0`) where `if step % 50 == 0:` was meant, over a print of the loss (a
+    GPU tensor formatted, or its `.item()`), reads the GPU back on 49 steps of 50. No fix:
+    which steps to log is the author's to say.
 
     And an evaluation that runs every step only for a periodic log: a helper that runs the
     model and returns values read back to the host (`return loss.item(), acc.item()`), called on
@@ -246,6 +253,10 @@ class HostDeviceSyncInLoop(Rule):
         "    criterion(model(x), y).backward()\n    optimizer.step()\n    val_loss = evaluate(model, x, y)\n"
         "    if epoch % print_every != 0 or epoch > 0:\n        print(epoch, val_loss)\n\n"
         "model = model.to(device)\nfor epoch in range(epochs):\n    train_step(epoch, model, x, y)\n",
+        # a log every N steps, or one under a remainder that is no counter's, or one of no GPU value
+        "import torch\nmodel = model.to(device)\nfor step, batch in enumerate(loader):\n    outputs = model(**batch)\n"
+        "    loss = outputs.loss\n    accelerator.backward(loss)\n    if not step % 50:\n        accelerator.print(f\"loss {loss}\")\n"
+        "    if dim % 2:\n        print(loss)\n    if step % 50:\n        print(f\"step {step}\")\n    optimizer.step()\n",
         # ... one that trains: the step itself, whose loss is logged every 100 steps
         "import torch\n\ndef run_batch(model, x, y):\n    loss = criterion(model(x), y)\n    loss.backward()\n"
         "    optimizer.step()\n    return loss.item()\n\nmodel = model.to(device)\nfor i, (x, y) in enumerate(loader):\n"
@@ -375,6 +386,12 @@ class HostDeviceSyncInLoop(Rule):
             "import torch\nmodel = model.cuda()\nfor x, y in loader:\n    out = model(x.cuda())\n"
             "    for i in range(4):\n        words = [int(i) for i in out.argmax(-1)]\n"
         ),
+        # a log meant for one step in N, under a test that holds on the others
+        Invalid(
+            "import torch\nmodel = model.to(device)\nfor step, batch in enumerate(loader):\n    outputs = model(**batch)\n"
+            "    loss = outputs.loss\n    accelerator.backward(loss)\n    if step % 50:\n        accelerator.print(f\"step {step} loss {loss}\")\n"
+            "    optimizer.step()\n    optimizer.zero_grad()\n"
+        ),
         # a per-parameter helper called every step
         Invalid(
             "import torch\n\ndef grad_norm(model):\n    total = 0.0\n    for p in model.parameters():\n"
@@ -443,6 +460,9 @@ class HostDeviceSyncInLoop(Rule):
         func = node.func
         if type(func) is cst.Name and func.value == "print":  # type: ignore[attr-defined]
             self._printed(node)
+            self._logged_on_most_steps(node)
+        elif type(func) is cst.Attribute and func.attr.value == "print":  # type: ignore[attr-defined]
+            self._logged_on_most_steps(node)  # `accelerator.print(...)`
         elif may_sync(node):
             self._check(node, self.facts.syncs.sync(node) or self.facts.syncs.implicit(node))
         else:
@@ -485,6 +505,25 @@ class HostDeviceSyncInLoop(Rule):
         self.report(node, (
             f"`print(...)` formats `{show(value)}`, a GPU tensor, on every step: it copies the tensor to the host "
             f"and makes the host wait for the GPU each time; remove it, or print under a condition every N steps"))
+
+    def _logged_on_most_steps(self, node: cst.Call) -> None:
+        """`if step % 50: print(f"loss {loss}")`: a log meant for one step in N, under a test
+        that holds on all the others, reads the GPU back on almost every step."""
+        facts = self.facts
+        guard = next((a for a in facts.tree.ancestors(node) if type(a) in _CONDITIONAL or type(a) in _SCOPE_ENDS), None)
+        if type(guard) is not cst.If or id(guard) in self._logged or not skips_one_in_n(guard.test) or \
+                not facts.tree.contains(guard.body, node):  # type: ignore[union-attr]
+            return
+        value = facts.syncs.logged(node)
+        if value is None or not facts.device_code or facts.per_step(node) is None:  # (asked last: the project)
+            return
+        self._logged.add(id(guard))
+        test = guard.test  # type: ignore[union-attr]
+        remainder = test.left if type(test) is cst.Comparison else test
+        self.report(test, (
+            f"`if {show(test)}:` holds on every step but one in N, so the log under it reads `{show(value)}` back "
+            f"from the GPU, and makes the host wait, on almost every step; a log every N steps is "
+            f"`if {show(remainder)} == 0:`"))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         self._check(node, self.facts.syncs.implicit(node))
