@@ -217,6 +217,13 @@ class EvalWithoutNoGrad(Rule):
         "    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):\n"
         "        with torch.no_grad():\n            outputs = model(**inputs)\n"
         "        return outputs.loss, outputs.logits, inputs[\"labels\"]\n",
+        # ... or one that calls, under no_grad, the helper its training calls with grad (TRL's trainers)
+        "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
+        "    def batch_loss(self, model, batch):\n        return model(batch[\"input_ids\"]).logits.logsumexp(-1).mean()\n\n"
+        "    def compute_loss(self, model, inputs, return_outputs=False):\n        return self.batch_loss(model, inputs)\n\n"
+        "    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):\n"
+        "        with torch.no_grad():\n            loss = self.batch_loss(model, inputs)\n"
+        "        return loss.detach(), None, None\n",
         "import torch\nimport lightning as L\n\nclass Lit(L.LightningModule):\n    def validation_step(self, batch, i):\n"
         "        self.log(\"val\", self.model(batch).mean())\n",
         "import torch\nmodel.eval()\nwith torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
@@ -653,7 +660,7 @@ class EvalWithoutNoGrad(Rule):
 
     def _check_hf_hook(self, node: cst.FunctionDef) -> None:
         facts = self.facts
-        runs = [call for call, _ in facts.calls.calls_in(node.body)
+        runs = [call for call, _ in facts.calls.calls_in(node.body, recording=True)  # (not through a no_grad call)
                 if (facts.roles.is_forward(call) or dotted_name(call.func) == "self.compute_loss")
                 and facts.regions.grad_enabled(call) is not False]
         if not runs or facts.roles.backwards_in(node.body) or facts.roles.asks_for_grad(node):
