@@ -404,15 +404,56 @@ def test_a_helper_of_a_module_imported_whole_returns_its_graph_as_one_imported_b
     assert ("train.py", 10, "MEM202") in lint(tmp_path)
 
 
+CACHE_HELPER = {
+    "pkg/__init__.py": "",
+    "pkg/utils.py": """\
+        import torch
+        from transformers.utils import is_torch_npu_available
+
+        def empty_cache():
+            \"\"\"Empties the cache of the device there is.\"\"\"
+            if is_torch_npu_available():
+                torch.npu.empty_cache()
+            else:
+                torch.cuda.empty_cache()
+
+        def phase_end():
+            torch.cuda.empty_cache()
+            print("phase done")
+        """,
+    "pkg/trainer.py": """\
+        import torch
+        from transformers import Trainer
+        from .utils import empty_cache, phase_end
+
+        class MyTrainer(Trainer):
+            def compute_loss(self, model, inputs, return_outputs=False):
+                loss = model(**inputs).loss
+                empty_cache()
+                phase_end()
+                return loss
+        """,
+}
+
+
+def test_a_helper_of_another_module_that_only_empties_the_cache_is_reported_where_a_step_calls_it(tmp_path):
+    tree(tmp_path, CACHE_HELPER)
+    found = [f for f in lint(tmp_path) if f[2] == "MEM501"]
+    assert ("trainer.py", 8, "MEM501") in found  # `empty_cache()`: the call goes
+    assert ("utils.py", 9, "MEM501") not in found  # the wrapper stays for its other callers
+    assert ("trainer.py", 9, "MEM501") not in found  # `phase_end()` does more: its own body is what runs
+    assert not [f for f in lint(tmp_path, tmp_path / "pkg/trainer.py") if f[2] == "MEM501"]  # alone: not known
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
-    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER})
+    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER})
     whole = set(lint(tmp_path))
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path
 
 
 def test_jobs_and_the_cache_give_what_one_cold_run_gives(tmp_path):
-    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER})
+    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER})
     cold = lint(tmp_path / "src")
     assert lint(tmp_path / "src", jobs=2) == cold
     assert lint(tmp_path / "src", cache=tmp_path / "cache") == cold

@@ -385,6 +385,14 @@ class ProjectView:
             return found is not None and (found.returns_graph if graph else found.returns_output)
         return self._ask(f"returns-{'graph' if graph else 'output'} {dotted}", answer, False, False)  # type: ignore[return-value]
 
+    def empties_cache(self, dotted: str) -> bool:
+        """Whether the project's function `dotted` does nothing but empty the allocator's cache
+        (memlint.analysis.cache)."""
+        def answer(project: Project) -> bool:
+            found = project.function(self.root, dotted)
+            return found is not None and found.empties_cache
+        return self._ask(f"empties-cache {dotted}", answer, False, False)  # type: ignore[return-value]
+
     def keeps(self, dotted: str, graph: bool) -> Dict[str, int]:
         """The parameters that the project's method `dotted` appends to its instance, with their
         graph (`graph`) or as device tensors: each name with its position among the arguments a

@@ -19,11 +19,12 @@ file's text, and read by memlint.analysis.project:
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 
 import libcst as cst
 
+from memlint.analysis.cache import only_empties_cache
 from memlint.analysis.tree import dotted_name
 
 if TYPE_CHECKING:
@@ -40,18 +41,19 @@ class FunctionSummary:
     returns_graph: bool = False  # returns a value carrying an autograd graph
     returns_output: bool = False  # returns a model's output (on its device, whatever the grad mode)
     accumulates_graph: Tuple[str, ...] = ()  # parameters added with their graph into a sum the instance keeps
+    empties_cache: bool = False  # does nothing but empty the allocator's cache (memlint.analysis.cache)
 
     def to_json(self) -> list:
         return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
-                self.returns_output, list(self.accumulates_graph)]
+                self.returns_output, list(self.accumulates_graph), self.empties_cache]
 
     @classmethod
     def from_json(cls, data: list) -> "FunctionSummary":
-        params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph = data
-        if not isinstance(returns_graph, bool) or not isinstance(returns_output, bool):
+        params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph, empties_cache = data
+        if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache)):
             raise ValueError("not a function summary")
         return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output,
-                   _names(accumulates_graph))
+                   _names(accumulates_graph), empties_cache)
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,8 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     classes: Dict[str, ClassSummary] = {}
     for statement in module.body:
         if isinstance(statement, cst.FunctionDef) and imported:
-            functions[statement.name.value] = _function(facts, statement)
+            functions[statement.name.value] = replace(_function(facts, statement),
+                                                      empties_cache=only_empties_cache(statement, names.call_name))
         elif isinstance(statement, cst.ClassDef):
             bases = tuple(base for base in (_base_name(facts, b.value) for b in statement.bases) if base)
             methods = {s.name.value: _function(facts, s) if imported else FunctionSummary(_params(s))

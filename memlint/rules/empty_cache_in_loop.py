@@ -7,13 +7,11 @@ from typing import Optional
 
 import libcst as cst
 
+from memlint.analysis.cache import DEVICE_TEST, EMPTY_CACHE, only_empties_cache
 from memlint.analysis.often import INNER
 from memlint.findings import Fix, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
-_EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.xpu.empty_cache", "torch.mps.empty_cache"})
-# A condition that only asks whether a device is there: the call still runs every step.
-_DEVICE_TEST = re.compile(r"cuda|device|gpu|is_available|xpu|mps", re.IGNORECASE)
 # Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
 _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
 
@@ -93,6 +91,9 @@ class EmptyCacheInLoop(Rule):
         # a `policy` method of a class that is no SimulEval agent: how often it runs is not known
         "import torch\nclass Planner:\n    def policy(self, states):\n        action = self.net(states)\n"
         "        torch.cuda.empty_cache()\n        return action\n",
+        # a helper that empties the cache under a condition on a counter: not every step
+        "import torch\n\ndef maybe_free():\n    if state.step % 100 == 0:\n        torch.cuda.empty_cache()\n\n"
+        "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n    maybe_free()\n",
     )
     INVALID = (
         Invalid(
@@ -133,22 +134,47 @@ class EmptyCacheInLoop(Rule):
             "    def update_states_read(self, states):\n        self.encode(states)\n\n"
             "    def encode(self, states):\n        states.encoder_states = self.model.encoder(states.source)\n",
         ),
+        # a helper that only empties the cache, called every step: the call goes, the helper stays
+        Invalid(
+            "import torch\n\ndef free():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n\n"
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n    free()\nfree()\n",
+            "import torch\n\ndef free():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n\n"
+            "for x in loader:\n    model(x).sum().backward()\n    opt.step()\nfree()\n",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         facts = self.facts
-        if facts.names.call_name(node) not in _EMPTY_CACHE:
+        if facts.names.call_name(node) in EMPTY_CACHE:
+            function = facts.tree.function_of(node)
+            if function is not None and facts.tree.scope_of(function) is facts.tree.module and \
+                    only_empties_cache(function, facts.names.call_name):
+                return  # a helper that only wraps it: reported where it is called
+            shown = "torch.cuda.empty_cache()"
+        elif not node.args and self._calls_cache_helper(node):
+            shown = cst.Module([]).code_for_node(node)
+        else:
             return
         often = facts.per_step(node)
         if often is None or self._guarded(node):
             return
-        how = "inner" if often == INNER else "step"
-        where = "several times per step" if how == "inner" else "on every step"
+        where = "several times per step" if often == INNER else "on every step"
         self.report(node, (
-            f"`torch.cuda.empty_cache()` runs {where}: it hands every cached block back to the driver, so the "
+            f"`{shown}` runs {where}: it hands every cached block back to the driver, so the "
             f"next step must allocate (and the free must wait for) all its memory again - slower, and no lower "
             f"a peak, since the allocator frees its cache by itself before it runs out; remove it"),
-            self._fix(node))
+            self._fix(node, shown))
+
+    def _calls_cache_helper(self, node: cst.Call) -> bool:
+        """`empty_cache()`, a function of this module or another of the project that does nothing
+        but empty the cache (memlint.analysis.cache)."""
+        facts = self.facts
+        target = facts.scopes.resolve(node)
+        if target is not None:
+            return facts.tree.scope_of(target) is facts.tree.module and \
+                only_empties_cache(target, facts.names.call_name)
+        dotted = facts.values.project_callee(node)
+        return dotted is not None and facts.project.empties_cache(dotted)
 
     def _guarded(self, node: cst.Call) -> bool:
         """In an except or finally block, a try that catches OOM errors, or under a condition
@@ -167,14 +193,14 @@ class EmptyCacheInLoop(Rule):
                     for handler in ancestor.handlers):
                 return True
             if isinstance(ancestor, cst.If) and child is not ancestor.test and \
-                    not _DEVICE_TEST.search(cst.Module([]).code_for_node(ancestor.test)):
+                    not DEVICE_TEST.search(cst.Module([]).code_for_node(ancestor.test)):
                 return True
             if isinstance(ancestor, cst.IfExp):
                 return True
             child = ancestor
         return False
 
-    def _fix(self, node: cst.Call) -> Optional[Fix]:
+    def _fix(self, node: cst.Call, shown: str) -> Optional[Fix]:
         tree = self.facts.tree
         statement = tree.statement_of(node)
         if statement is None:
@@ -188,5 +214,5 @@ class EmptyCacheInLoop(Rule):
                 target = owner  # `if torch.cuda.is_available(): torch.cuda.empty_cache()`
                 body, _ = tree.siblings(owner)
         if len(body) > 1:
-            return Fix((Remove(target),), Safety.SAFE, "remove `torch.cuda.empty_cache()`")  # type: ignore[arg-type]
-        return Fix((Replace(target, cst.parse_statement("pass")),), Safety.SAFE, "remove `torch.cuda.empty_cache()`")
+            return Fix((Remove(target),), Safety.SAFE, f"remove `{shown}`")  # type: ignore[arg-type]
+        return Fix((Replace(target, cst.parse_statement("pass")),), Safety.SAFE, f"remove `{shown}`")
