@@ -700,10 +700,9 @@ def test_a_number_for_torch_where_is_written_only_where_the_torch_takes_one(targ
     assert (result == source) is not fixed
 
 
-@pytest.mark.parametrize("fill,number,safe", [("torch.ones_like(e) * 0.5", "0.5", True),
-                                              ("torch.zeros_like(e)", "0", False),
-                                              ("torch.full_like(e, -1)", "-1", False)])
-def test_each_fill_of_one_number_becomes_that_number_safely_only_where_it_promotes_alike(fill, number, safe):
+@pytest.mark.parametrize("fill,number,safe", [("torch.ones_like(e) * -1e9", "-1e9", True),
+                                              ("torch.full_like(e, -100000)", "-100000", False)])
+def test_each_masking_fill_becomes_that_number_safely_only_where_it_promotes_alike(fill, number, safe):
     source = textwrap.dedent(WHERE_OPERAND).replace("-9e15 * torch.ones_like(e)", fill)
     (finding,) = check(source, "t.py", [RULES["MEM102"]]).findings
     assert finding.fix is not None and (finding.fix.safety is Safety.SAFE) is safe
@@ -711,12 +710,19 @@ def test_each_fill_of_one_number_becomes_that_number_safely_only_where_it_promot
     assert f"torch.where(adj > 0, e, {number})" in result
 
 
+@pytest.mark.parametrize("fill", ["torch.zeros_like(e)", "torch.ones_like(e)", "torch.full_like(e, -100)",
+                                  "torch.ones_like(e) * 0.5", "-1 * torch.ones_like(e)"])
+def test_a_fill_that_masks_no_scores_is_left_alone(fill):
+    source = textwrap.dedent(WHERE_OPERAND).replace("-9e15 * torch.ones_like(e)", fill)
+    assert not check(source, "t.py", [RULES["MEM102"]]).findings
+
+
 def test_a_bool_tensor_keeps_its_dtype_only_with_the_tensor_of_its_number():
-    """Why `zeros_like` is an unsafe fix: against the number 0, torch.where promotes bool to int64."""
+    """Why `full_like` is an unsafe fix: against the number, torch.where promotes bool to int64."""
     torch = pytest.importorskip("torch")
     mask, kept = torch.tensor([True, False]), torch.tensor([True, True])
-    assert torch.where(mask, kept, torch.zeros_like(kept)).dtype == torch.bool
-    assert torch.where(mask, kept, 0).dtype == torch.int64
+    assert torch.where(mask, kept, torch.full_like(kept, -100000)).dtype == torch.bool
+    assert torch.where(mask, kept, -100000).dtype == torch.int64
     assert torch.where(mask, kept, -9e16 * torch.ones_like(kept)).dtype == torch.where(mask, kept, -9e16).dtype
 
 

@@ -440,6 +440,8 @@ class Hoisting:
         if klass is None:
             return None
         name, assign = found
+        if self._one_number(assign.value):
+            return None  # `torch.tensor(1.0, device=x.device)`: a scalar, no buffer worth its keep
         computation = self.purity.of(assign.value)
         if not computation.pure or not computation.placed:
             return None
@@ -460,6 +462,14 @@ class Hoisting:
         if any(use.nested and use.name == name for use in flow.uses):
             return None
         return Hoistable(statement, name, assign.value, computation, None)  # type: ignore[arg-type]
+
+    def _one_number(self, value: cst.BaseExpression) -> bool:
+        """`torch.tensor(1.0, ...)`, `torch.scalar_tensor(0)`: a tensor of one number, made from
+        a literal. Rebuilt per call it costs one tiny copy, nothing a maintainer would change."""
+        if type(value) is not cst.Call or not value.args:
+            return False
+        name = self.names.call_name(value)
+        return name == "torch.scalar_tensor" or name == "torch.tensor" and _plain_number(value.args[0].value)
 
     def _settled_attributes(self, klass: cst.ClassDef) -> FrozenSet[str]:
         """Attributes of `self` assigned in `__init__` and nowhere else in the module (found

@@ -19,6 +19,24 @@ from memlint.torch_target import TorchVersion
 
 # `torch.where(cond, x, number)`: a number as an operand, with numbers' type promotion
 _WHERE_TAKES_NUMBERS = TorchVersion(1, 12)
+# A fill this far below zero masks scores out before a softmax (`-9e15 * torch.ones_like(e)`).
+_MASKING_FILL = -1e4
+
+
+def _masking_fill(number: cst.BaseExpression) -> bool:
+    """Whether `number` is a large negative literal, the fill of an attention mask: its tensor
+    is as large as the scores (nodes x nodes, heads x tokens x tokens). A fill of zeros, ones or
+    a label (`-100`) masks log-probabilities, timesteps or token ids, usually a small tensor
+    beside the step's forward, whose one allocation no maintainer changes."""
+    if type(number) is not cst.UnaryOperation or type(number.operator) is not cst.Minus:  # type: ignore[attr-defined]
+        return False
+    literal = number.expression  # type: ignore[attr-defined]
+    if type(literal) not in (cst.Float, cst.Integer):
+        return False
+    try:
+        return -float(literal.evaluated_value) <= _MASKING_FILL  # type: ignore[attr-defined]
+    except (ValueError, OverflowError):
+        return False
 
 
 class LoopInvariantGpuOp(Rule):
@@ -30,10 +48,14 @@ class LoopInvariantGpuOp(Rule):
     `torch.tril(...)`, `w.to(device)`, `A @ B`) from inputs that never change in the loop, also
     when it is computed by a pure helper of the same file called with unchanging arguments
     (reported at the call). Also finds such work in a module's `forward`, whose inputs are only
-    constants and attributes set in `__init__`: it is rebuilt on every call, that is every step.
-    And a tensor of one number shaped like another, built every step only to be an operand of
-    `torch.where` (`zero_vec = -9e15 * torch.ones_like(e)`, `torch.where(adj > 0, e, zero_vec)`):
-    `torch.where` takes the number itself.
+    constants and attributes set in `__init__`: it is rebuilt on every call, that is every step
+    (not a tensor of one literal number: `torch.tensor(1.0, device=x.device)`). And a tensor
+    of one number shaped like another, built every step only to be an operand of `torch.where` (`zero_vec = -9e15 * torch.ones_like(e)`, `torch.where(adj > 0, e, zero_vec)`):
+    `torch.where` takes the number itself. Only for a masking fill, a number of -1e4 or below:
+    its tensor is as large as the attention scores it masks. A fill of zeros or of a label
+    (`torch.zeros_like(log_probs)`, `torch.full_like(ids, -100)`) is left alone: read on real
+    trainers, such masks were timesteps, token ids and top-k log-probabilities, small beside
+    the step's forward, and no maintainer would change them.
 
     ## Why is this bad?
     Every iteration allocates the tensor again and launches the kernels (or the host-to-device
@@ -77,9 +99,8 @@ class LoopInvariantGpuOp(Rule):
     ## Fix safety
     `torch.where` with a number, for `c * torch.ones_like(x)`: safe, on torch 1.12 and later
     (`torch.where` promotes the number as the product did; the fix is held back for an older
-    `target-torch`). For `torch.zeros_like(x)`, `torch.ones_like(x)` and `torch.full_like(x, n)`:
-    unsafe, since they keep `x`'s dtype where the number promotes: a bool `x` gives an int64
-    result. The tensor must be shaped like the other operand as it is at the call, and read
+    `target-torch`). For `torch.full_like(x, n)`: unsafe, since it keeps `x`'s dtype where the
+    number promotes: a bool `x` gives an int64 result. The tensor must be shaped like the other operand as it is at the call, and read
     nowhere else.
 
     Hoisting, in a loop: safe, the value is computed by the same pure operations from the same
@@ -105,6 +126,15 @@ class LoopInvariantGpuOp(Rule):
         "        e = self.scores(h)\n        floor = -9e15 * torch.ones_like(e)\n"
         "        return torch.where(adj > 0, e, floor), floor\n",
         "import torch\nfor x in loader:\n    out = model(x)\n    kept = torch.where(out > 0, out, torch.full_like(out, 0.5))\n",
+        # a tensor of one literal number in `forward`: one tiny copy per call, no buffer worth its keep
+        "import torch\nclass Loss(torch.nn.Module):\n    def __init__(self, eps):\n        super().__init__()\n"
+        "        self.eps = eps\n\n    def forward(self, x):\n        ratios = torch.tensor(1.0, device=x.device)\n"
+        "        return x.mean() * ratios\n",
+        # a mask of zeros or of a label: a small tensor beside the step's forward
+        "import torch\nfor x in loader:\n    out = model(x)\n    kept = torch.where(out > 0, out, torch.zeros_like(out))\n"
+        "    kept.sum().backward()\n",
+        "import torch\nfor ids, labels in loader:\n    loss = model(ids, labels=torch.where(labels == pad, torch.full_like(labels, -100), labels))\n"
+        "    loss.backward()\n",
         "import torch\nfor x in loader:\n    out = model(x)\n"
         "    kept = torch.where(out > 0, out, torch.zeros_like(out, dtype=torch.float32))\n",
         # an epoch loop (it calls the step loop): the work repeats once per epoch, not per step
@@ -170,12 +200,6 @@ class LoopInvariantGpuOp(Rule):
             "        attention = torch.where(adj > 0, e, -9e15)\n        return torch.softmax(attention, dim=1) @ h\n",
         ),
         Invalid(
-            "import torch\nfor x in loader:\n    out = model(x)\n    kept = torch.where(out > 0, out, torch.zeros_like(out))\n"
-            "    kept.sum().backward()\n",
-            "import torch\nfor x in loader:\n    out = model(x)\n    kept = torch.where(out > 0, out, 0)\n"
-            "    kept.sum().backward()\n",
-        ),
-        Invalid(
             "import torch\nfor step in range(100):\n    eye = torch.eye(512, device=device)\n"
             "    loss = model(x @ eye).sum()\n    loss.backward()\n",
             "import torch\neye = torch.eye(512, device=device)\nfor step in range(100):\n"
@@ -226,6 +250,8 @@ class LoopInvariantGpuOp(Rule):
             if found is None or type(other) is not cst.Name:
                 continue
             number, like, exact, statement = found
+            if not _masking_fill(number):
+                return  # a mask of zeros or labels: most often a small tensor, not worth a change
             if type(like) is not cst.Name or like.value != other.value or statement is not None and \
                     facts.scopes.in_effect(other.value, statement) != facts.scopes.in_effect(other.value, node):
                 continue  # shaped like another tensor, or like `other` before it was bound again
