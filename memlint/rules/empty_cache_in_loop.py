@@ -51,7 +51,9 @@ class EmptyCacheInLoop(Rule):
     ```
 
     ## When it is not reported
-    In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
+    Right after a `del` (`del logits` then `torch.cuda.empty_cache()`: a large tensor let go and
+    its memory handed back on purpose, as RL trainers do between a step's generation, reference
+    and policy forwards). In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
     after an OOM), between steps (an epoch loop, a loop over runs or evaluation phases, epoch
     hooks), under a condition other than a device check (`if step % 100 == 0:`, `if i == 0:`),
     and where it cannot be told that the code runs per step.
@@ -94,6 +96,10 @@ class EmptyCacheInLoop(Rule):
         # a helper that empties the cache under a condition on a counter: not every step
         "import torch\n\ndef maybe_free():\n    if state.step % 100 == 0:\n        torch.cuda.empty_cache()\n\n"
         "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n    maybe_free()\n",
+        # right after a `del`: a large tensor let go on purpose, between the phases of a step
+        "import torch\nfor batch in loader:\n    logits = policy(batch)\n    logprobs = logits.log_softmax(-1)\n"
+        "    del logits\n    torch.cuda.empty_cache()\n    ref = reference(batch)\n    loss(logprobs, ref).backward()\n"
+        "    optimizer.step()\n",
     )
     INVALID = (
         Invalid(
@@ -155,6 +161,8 @@ class EmptyCacheInLoop(Rule):
             shown = cst.Module([]).code_for_node(node)
         else:
             return
+        if self._after_del(node):
+            return
         often = facts.per_step(node)
         if often is None or self._guarded(node):
             return
@@ -175,6 +183,18 @@ class EmptyCacheInLoop(Rule):
                 only_empties_cache(target, facts.names.call_name)
         dotted = facts.values.project_callee(node)
         return dotted is not None and facts.project.empties_cache(dotted)
+
+    def _after_del(self, node: cst.Call) -> bool:
+        """The statement right before the call deletes names (`del logits; torch.cuda.empty_cache()`):
+        a large tensor let go and its memory handed back on purpose, between the phases of a step
+        (an RL step's generation, reference and policy forwards), a choice made knowingly."""
+        tree = self.facts.tree
+        statement = tree.statement_of(node)
+        if statement is None:
+            return False
+        body, position = tree.siblings(statement)
+        before = body[position - 1] if position > 0 else None
+        return type(before) is cst.SimpleStatementLine and type(before.body[-1]) is cst.Del  # type: ignore[attr-defined]
 
     def _guarded(self, node: cst.Call) -> bool:
         """In an except or finally block, a try that catches OOM errors, or under a condition
