@@ -12,6 +12,7 @@ Both questions decide whether rewriting code inside a loop keeps its behaviour:
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Counter as CounterType
@@ -189,6 +190,24 @@ def range_span(call: cst.Call) -> Optional[int]:
         return None
     values = [int(b.value, 0) for b in bounds]  # type: ignore[attr-defined]
     return values[0] if len(values) == 1 else values[1] - values[0]
+
+
+# The parts of a model held as a collection: `self.unet.encoder_hid_proj.image_projection_layers`.
+_MODEL_PARTS = re.compile(r"(^|_)(layers|blocks|heads|experts|adapters|stages)$")
+
+
+def over_model_parts(loop: cst.CSTNode) -> bool:
+    """A `for` over a collection of a model's parts (an attribute named like its layers,
+    directly or through `zip`/`enumerate`): it runs once per part, a fixed handful of times
+    whatever the data, so what it keeps per iteration does not grow with the run."""
+    if type(loop) is not cst.For:
+        return False
+    iterables = [loop.iter]  # type: ignore[attr-defined]
+    if type(loop.iter) is cst.Call and type(loop.iter.func) is cst.Name and \
+            loop.iter.func.value in ("zip", "enumerate"):  # type: ignore[attr-defined]
+        iterables = [arg.value for arg in loop.iter.args]  # type: ignore[attr-defined]
+    return any(type(item) is cst.Attribute and bool(_MODEL_PARTS.search(item.attr.value))  # type: ignore[attr-defined]
+               for item in iterables)
 
 
 def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> Optional[Loop]:

@@ -6,6 +6,7 @@ from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
+from memlint.analysis.loops import over_model_parts
 from memlint.analysis.often import BOUNDARY, INNER, STEP, intrinsic_often
 from memlint.analysis.tree import argument, dotted_name, last_part
 from memlint.findings import Fix, Replace, Safety
@@ -82,6 +83,7 @@ class RetainedOutputs(Rule):
     Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`),
     collected inside a forward or loss function that returns them, already detached ones,
     `generate()` results, values moved to the CPU in a grad-free loop, lists emptied at epoch end,
+    grad-free loops over a model's parts (`for layer in self.layers`, a handful of iterations),
     grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
     tensors are on the CPU; a docstring that speaks of a GPU is not code), and
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
@@ -238,6 +240,10 @@ class RetainedOutputs(Rule):
         "    return torch.stack(frames) if keep_all else x\n",
         # the list is made anew every iteration
         "import torch\nfor x in loader:\n    parts = []\n    parts.append(model(x))\n    print(len(parts))\n",
+        # a grad-free loop over a model's parts (one per IP adapter): a handful of tensors, not a growth
+        "import torch\ndevice = \"cuda\"\n\n@torch.no_grad()\ndef embed(self, images):\n    embeds = []\n"
+        "    for image, layer in zip(images, self.image_projection_layers):\n"
+        "        embeds.append(self.encoder(image.to(device)))\n    return None\n",
     )
     INVALID = (
         # collected and returned: a caller elsewhere may backward it, so the fix is unsafe
@@ -421,9 +427,9 @@ class RetainedOutputs(Rule):
             values = [a for a in values if facts.values.carries_grad(a.value, node)]
             if values:
                 self._graph_kept(node, container, dotted, values, region)
-        elif loops and facts.device_code and isinstance(container, cst.Name):
+        elif loops and facts.device_code and isinstance(container, cst.Name) and not over_model_parts(loops[0]):
             values = [a for a in values if facts.values.holds_output(a.value, node)]
-            loop = facts.tree.loops_around(node)[0]
+            loop = loops[0]
             use = facts.values.use_after_loop(loop, container.value)
             if values and use is not None and self._outlives_loop(node, container, dotted):
                 self._device_kept(node, container, values, use)
