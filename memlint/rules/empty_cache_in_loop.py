@@ -9,6 +9,7 @@ import libcst as cst
 
 from memlint.analysis.cache import DEVICE_TEST, EMPTY_CACHE, only_empties_cache
 from memlint.analysis.often import INNER
+from memlint.analysis.tree import dotted_name, last_part
 from memlint.findings import Fix, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -53,7 +54,8 @@ class EmptyCacheInLoop(Rule):
     ## When it is not reported
     Right after a `del` (`del logits` then `torch.cuda.empty_cache()`: a large tensor let go and
     its memory handed back on purpose, as RL trainers do between a step's generation, reference
-    and policy forwards). In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
+    and policy forwards), and in a function that also generates sequences (a rollout: its KV
+    caches take memory in shapes the forwards after it do not reuse). In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
     after an OOM), between steps (an epoch loop, a loop over runs or evaluation phases, epoch
     hooks), under a condition other than a device check (`if step % 100 == 0:`, `if i == 0:`),
     and where it cannot be told that the code runs per step.
@@ -100,6 +102,9 @@ class EmptyCacheInLoop(Rule):
         "import torch\nfor batch in loader:\n    logits = policy(batch)\n    logprobs = logits.log_softmax(-1)\n"
         "    del logits\n    torch.cuda.empty_cache()\n    ref = reference(batch)\n    loss(logprobs, ref).backward()\n"
         "    optimizer.step()\n",
+        # in a rollout that generates: the KV caches' blocks go back before the forwards that follow
+        "import torch\nfor prompts in loader:\n    sequences = policy.generate(prompts)\n    torch.cuda.empty_cache()\n"
+        "    loss(policy(sequences)).backward()\n    optimizer.step()\n",
     )
     INVALID = (
         Invalid(
@@ -161,7 +166,7 @@ class EmptyCacheInLoop(Rule):
             shown = cst.Module([]).code_for_node(node)
         else:
             return
-        if self._after_del(node):
+        if self._after_del(node) or self._beside_generation(node):
             return
         often = facts.per_step(node)
         if often is None or self._guarded(node):
@@ -195,6 +200,16 @@ class EmptyCacheInLoop(Rule):
         body, position = tree.siblings(statement)
         before = body[position - 1] if position > 0 else None
         return type(before) is cst.SimpleStatementLine and type(before.body[-1]) is cst.Del  # type: ignore[attr-defined]
+
+    def _beside_generation(self, node: cst.Call) -> bool:
+        """The function that empties the cache also generates sequences (`self.generate_trajectory(...)`,
+        `model.generate(...)`): between a generation, whose KV caches take memory in shapes no
+        other phase reuses, and the forwards that follow, handing the blocks back is deliberate."""
+        facts = self.facts
+        scope = facts.tree.scope_of(node)
+        return any(type(call.func) in (cst.Name, cst.Attribute) and
+                   (last_part(dotted_name(call.func)) or "").startswith("generate")
+                   for call in facts.scopes.calls_of(scope))
 
     def _guarded(self, node: cst.Call) -> bool:
         """In an except or finally block, a try that catches OOM errors, or under a condition
