@@ -22,6 +22,8 @@ named:
   `constructor_of(expr)`: the class a model was built from (`torch.nn.GRU`);
 - `loss_objects`: names bound to a `torch.nn.*Loss()`, moved or not.
 
+A name that holds an HF `pipeline(...)` is no model (HF runs it under no_grad), however it is named.
+
 Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
 `forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
 `parameters_owners`), MEM206 (`constructor_of`).
@@ -48,6 +50,8 @@ _OPTIMIZER_NAME = re.compile(
     r"^(opt|optim|optimizer|optimiser)s?(_\w+)?$|_(opt|optim|optimizer|optimiser)$|^opt_?[a-z]$|^optimizer\w*$",
     re.IGNORECASE)
 _NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
+# HF's inference pipelines: calling one runs its model under no_grad.
+_PIPELINES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline"})
 _MODEL_NAME = re.compile(
     r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
     r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
@@ -380,12 +384,36 @@ class Receivers:
             return False  # a class or a function: calling it makes (or loads) a model, it does not run one
         if LOSS_NAME.search(last):
             return False
+        if type(expr) is cst.Name and self._holds_pipeline(expr, 0):
+            return False  # `generator = pipeline("text-generation", ...)`: HF runs it without grad
         if _MODEL_NAME.search(last) or type(expr) is cst.Name and self._iterates_models(expr):
             return True
         receiver = dotted[:-len(last)].rstrip(".")
         if receiver in ("", "self"):
             return bool(_MODEL_COMPOUND.search(last))
         return isinstance(expr, cst.Attribute) and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
+
+    def _holds_pipeline(self, name: cst.Name, depth: int) -> bool:
+        """`name` surely holds an HF `pipeline(...)`: every binding of it there is one, made in
+        place, returned by a function of this module, or passed to the parameter it is by every
+        call of its function (followed two calls deep)."""
+        binds = self.scopes.bindings_seen(name.value, name)
+        return bool(binds) and depth <= 2 and all(self._pipeline_binding(bind, depth) for bind in binds)
+
+    def _pipeline_binding(self, bind, depth: int) -> bool:  # type: ignore[no-untyped-def]
+        if bind.kind == "param":
+            passed = self.scopes.arguments_for(bind.node)
+            return bool(passed) and all(type(value) is cst.Name and self._holds_pipeline(value, depth + 1)
+                                        for _, value in passed)  # type: ignore[union-attr]
+        value = bind.value
+        if bind.kind != "assign" or not bind.whole or type(value) is not cst.Call:
+            return False
+        if self.names.call_name(value) in _PIPELINES:
+            return True
+        target = self.scopes.resolve(value)
+        returned = self.scopes.returned(target) if target is not None else []
+        return bool(returned) and depth < 2 and all(
+            type(r) is cst.Name and self._holds_pipeline(r, depth + 1) for r in returned)
 
     def _iterates_models(self, name: cst.Name) -> bool:
         """`layer` in `for layer in self.layers` (or `for i, layer in enumerate(self.layers)`),

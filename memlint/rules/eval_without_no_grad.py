@@ -217,6 +217,13 @@ class EvalWithoutNoGrad(Rule):
         "    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):\n"
         "        with torch.no_grad():\n            outputs = model(**inputs)\n"
         "        return outputs.loss, outputs.logits, inputs[\"labels\"]\n",
+        # an HF pipeline (it runs its model under no_grad), handed through helpers
+        "from transformers import AutoModelForCausalLM, pipeline\n\ndef get_generator(path):\n"
+        "    model = AutoModelForCausalLM.from_pretrained(path).half()\n"
+        "    generator = pipeline(\"text-generation\", model=model, device=\"cuda:0\")\n    return generator\n\n"
+        "def respond(generator, prompt):\n    return generator(prompt, max_new_tokens=64)\n\n"
+        "def main():\n    generator = get_generator(\"gpt2\")\n    while True:\n        prompt = input(\"> \")\n"
+        "        print(respond(generator, prompt))\n",
         # ... or one that calls, under no_grad, the helper its training calls with grad (TRL's trainers)
         "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
         "    def batch_loss(self, model, batch):\n        return model(batch[\"input_ids\"]).logits.logsumexp(-1).mean()\n\n"
