@@ -82,6 +82,9 @@ _OUTPUT_FIELDS = frozenset({"logits", "loss", "last_hidden_state", "pooler_outpu
 _GATHERS = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes", "all_gather", "all_reduce"})
 _ACCELERATOR = re.compile(r"(^|\.)(accelerator|fabric)$", re.IGNORECASE)
 _LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
+# tqdm's progress bars: `trange(n)` runs as `range(n)`; `tqdm(x)` as `x`.
+_PROGRESS_RANGES = frozenset({"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange", "tqdm.std.trange"})
+_PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _PARAMETER_ITERABLES = frozenset({"parameters", "named_parameters", "buffers", "named_buffers"})
 _NAMED_TENSORS = {"named_parameters": "parameters", "named_buffers": "buffers"}  # (name, tensor) pairs: the tensors
@@ -974,8 +977,16 @@ class Syncs:
 
     def many(self, iterable: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Iterating `iterable` runs many times (see the module docstring)."""
+        if type(iterable) is cst.NamedExpr:  # `for _ in (pbar := trange(n)):`
+            return self.many(iterable.value, at)  # type: ignore[attr-defined]
         if isinstance(iterable, cst.Call):
             func = iterable.func
+            progress = self.names.qualified_name(func) or ""
+            if progress in _PROGRESS_RANGES:  # `trange(n)`: a range with a progress bar
+                span = range_span(iterable)
+                return span >= FEW_ITERATIONS if span is not None else bool(iterable.args)
+            if progress in _PROGRESS_BARS and iterable.args:  # `tqdm(loader)`: what it wraps
+                return self.many(iterable.args[0].value, at)
             if isinstance(func, cst.Attribute):
                 if func.attr.value in _PARAMETER_ITERABLES:
                     return True

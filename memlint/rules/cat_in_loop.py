@@ -108,7 +108,9 @@ class CatInLoop(Rule):
     Loops over a model's layers (`for layer in self.layers`), a dict's items or a short literal
     range (dense connections, padding: the growth is the design); loops not known to run many
     times (not a data loader, a tensor, a `range` or a `while`, and no forward in them); a
-    `while` loop that grows it until it is long enough; autoregressive decoding, where the
+    `while` loop that grows it until it is long enough; a mask grown by a column of flags per
+    step (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`: a few bytes a step); autoregressive
+    decoding, where the
     model reads the whole sequence every step (its forward costs far more than copying a few
     token ids); a loop that reads the accumulator back
     every iteration outside a step; an accumulator bound elsewhere in the loop too, and
@@ -171,6 +173,13 @@ class CatInLoop(Rule):
         "import torch\nfor x in loader:\n    acc = torch.cat((acc, x))\n    acc = acc[-100:]\n",
         # a list kept and concatenated once: the recommended form
         "import torch\nparts = []\nfor x in loader:\n    parts.append(model(x))\nout = torch.cat(parts)\n",
+        # a mask grown by a column of flags per step: a few bytes beside the step's forward
+        "import torch\n\ndef generate(model, tokens, max_new_tokens, bsz, eos):\n"
+        "    stop_mask = torch.ones(bsz, 1, dtype=torch.int32, device=tokens.device)\n"
+        "    done = torch.zeros(bsz, dtype=torch.bool, device=tokens.device)\n    for _ in range(max_new_tokens):\n"
+        "        stop_mask = torch.cat([stop_mask, ~done.reshape(bsz, 1)], dim=-1)\n        logits = model(tokens)[:, -1]\n"
+        "        nxt = logits.argmax(-1)\n        done = done | (nxt == eos)\n"
+        "        tokens = torch.cat([tokens, nxt[:, None]], dim=-1)\n    return tokens, stop_mask\n",
     )
     INVALID = (
         # the first piece taken whole by an `if`, the rest concatenated in its `else`
@@ -215,6 +224,19 @@ class CatInLoop(Rule):
             "import torch\nfor x in loader:\n    feats = torch.cat([feats, model(x)], 0)\n"
             "    spread = torch.cdist(feats, feats).mean()\n"
         ),
+        # a decoding loop over a progress bar (`trange`, bound by a walrus): the logits no forward reads
+        Invalid(
+            "import torch\nfrom tqdm import trange\n\ndef generate(model, tokens, n):\n"
+            "    kept = model(tokens)[:, -1:]\n    for _ in (pbar := trange(n)):\n"
+            "        nxt, logits = step(model, tokens)\n"
+            "        tokens = torch.cat([tokens, nxt], dim=-1)\n"
+            "        kept = torch.cat([kept, logits], dim=1)\n    return tokens, kept\n",
+            "import torch\nfrom tqdm import trange\n\ndef generate(model, tokens, n):\n"
+            "    kept = model(tokens)[:, -1:]\n    kept_parts = [kept]\n"
+            "    for _ in (pbar := trange(n)):\n        nxt, logits = step(model, tokens)\n"
+            "        tokens = torch.cat([tokens, nxt], dim=-1)\n        kept_parts.append(logits)\n"
+            "    kept = torch.cat(kept_parts, dim=1)\n    return tokens, kept\n",
+        ),
     )
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -222,7 +244,7 @@ class CatInLoop(Rule):
         if growth is None:
             return
         loops = self.facts.tree.loops_around(node)
-        if not loops or self._designed(loops[0]):
+        if not loops or self._designed(loops[0]) or _a_mask(growth.piece):
             return
         if self.facts.in_model_code(loops[0]) and not (type(loops[0]) is cst.While or
                                                        self.facts.steps.iterates_loader(loops[0])):
@@ -404,3 +426,22 @@ class CatInLoop(Rule):
             candidate = f"{name}_parts{number}"
             number += 1
         return candidate
+
+
+_RESHAPES = frozenset({"reshape", "view", "unsqueeze", "bool", "int", "long", "to"})
+
+
+def _a_mask(piece: cst.BaseExpression) -> bool:
+    """A piece of flags (`~done.reshape(bsz, 1)`, `(tokens == eos).unsqueeze(1)`): a bit or a
+    word per sequence and step, whose copying is nothing beside the step that computes it."""
+    while True:
+        if type(piece) is cst.Call and type(piece.func) is cst.Attribute and \
+                piece.func.attr.value in _RESHAPES:  # type: ignore[attr-defined]
+            piece = piece.func.value  # type: ignore[attr-defined]
+        elif type(piece) is cst.Subscript:
+            piece = piece.value  # type: ignore[attr-defined]
+        else:
+            break
+    return type(piece) is cst.Comparison or \
+        type(piece) is cst.UnaryOperation and type(piece.operator) in (cst.BitInvert, cst.Not)  # type: ignore[attr-defined]
+
