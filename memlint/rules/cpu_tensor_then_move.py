@@ -27,6 +27,14 @@ _CASTS = frozenset({"float", "half", "double", "bfloat16", "long", "int", "bool"
 _RECORDERS = ("torch.jit.", "torch.onnx.", "torch.fx.", "torch.export.")
 
 
+def _from_numbers(computation) -> bool:  # type: ignore[no-untyped-def]
+    """The computation's inputs are numbers, not tensors: each is used where only a number
+    goes (a size, `math.log(n)`), or, used as an operand too (`torch.arange(half) / half`),
+    also as such a number in the same computation."""
+    numbers = {item.dotted for item in computation.inputs if not item.as_tensor}
+    return all(not item.as_tensor or item.dotted in numbers for item in computation.inputs)
+
+
 def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
     return cst.Arg(value=value, keyword=cst.Name(name),
                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
@@ -461,6 +469,15 @@ class CpuTensorThenMove(Rule):
             "import torch\nfor x, y in loader:\n    lam = torch.distributions.Beta(0.4, 0.4).sample((x.size(0), 1))\n"
             "    lam = lam.to(device)\n    model(lam * x + (1 - lam) * x.flip(0), y).backward()\n"
         ),
+        # a computation of factories and numbers, a name used as a size and an operand both (no fix)
+        Invalid(
+            "import math\nimport torch\n\ndef timestep_embedding(timesteps, dim, max_period=10000):\n    half = dim // 2\n"
+            "    freqs = torch.exp(-math.log(max_period) * torch.arange(0, half, dtype=torch.float32) / half)"
+            ".to(device=timesteps.device)\n    args = timesteps[:, None].float() * freqs[None]\n"
+            "    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)\n\n"
+            "class UNet(torch.nn.Module):\n    def forward(self, x, t):\n"
+            "        return self.body(x, self.embed(timestep_embedding(t, self.channels)))\n"
+        ),
     )
 
     def _per_step(self, node: cst.CSTNode) -> bool:
@@ -495,8 +512,7 @@ class CpuTensorThenMove(Rule):
             return
         computation = self.facts.purity.of(core)
         if computation.pure and computation.factories and not computation.placed and \
-                not any(item.as_tensor for item in computation.inputs) and \
-                not any(_has_device(call) for call in computation.factories):
+                _from_numbers(computation) and not any(_has_device(call) for call in computation.factories):
             if self._per_step(node):
                 self.report(node, self._message(None, move))
             return
@@ -597,7 +613,7 @@ class CpuTensorThenMove(Rule):
                 if made is None:
                     computation = facts.purity.of(binding.value)
                     if computation.pure and computation.factories and not computation.placed and \
-                            not any(item.as_tensor for item in computation.inputs):
+                            _from_numbers(computation):
                         made = facts.names.call_name(computation.factories[0])
                 if made is None:
                     drawn = facts.distributions.host_draw(binding.value)
