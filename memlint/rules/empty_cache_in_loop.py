@@ -22,7 +22,10 @@ class EmptyCacheInLoop(Rule):
     ## What it does
     Finds `torch.cuda.empty_cache()` that runs on every training or inference step: in the body
     of the step loop, or in a function every step calls (`forward`, Lightning's
-    `training_step` or batch hooks, a helper of the same file called from the loop).
+    `training_step` or batch hooks, a helper of the same file called from the loop). And the
+    call of a helper that does nothing but empty the cache (TRL's `empty_cache()`, which picks
+    the device), of this module or of another module linted with it, made every step: reported
+    at the call, not in the helper.
 
     ## Why is this bad?
     PyTorch keeps freed blocks in its caching allocator so the next step can reuse them without
@@ -61,7 +64,10 @@ class EmptyCacheInLoop(Rule):
     and where it cannot be told that the code runs per step.
 
     ## Fix
-    Removes the call (with an `if` around it that only checks for the device).
+    Removes the call (with an `if` around it that only checks for the device). The call of a
+    helper that only empties the cache goes, the helper stays for its other callers, and so
+    does its import (another module may import the name through this one): where the call was
+    its only use, a checker of unused imports will point at it.
 
     ## Fix safety
     Safe: emptying the cache changes how much memory the process reserves from the driver,
