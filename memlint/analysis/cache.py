@@ -12,26 +12,58 @@ wrappers (memlint.analysis.summary), so a call of one from another module is kno
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
+from memlint.analysis.tree import dotted_name, last_part
+
 EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.xpu.empty_cache", "torch.mps.empty_cache",
                          "torch.npu.empty_cache", "torch.mlu.empty_cache"})
-# A condition that only asks which device is there: what it guards still runs every time.
-DEVICE_TEST = re.compile(r"cuda|device|gpu|is_available|xpu|mps|npu|mlu", re.IGNORECASE)
+_DEVICE_WORDS = frozenset({"cuda", "gpu", "xpu", "mps", "npu", "mlu", "device"})
+_AVAILABILITY = re.compile(r"(^|_)available$|^is_cuda$|^is_(cuda|gpu|xpu|mps|npu|mlu)\w*$")
+
+
+def picks_device(test: cst.BaseExpression) -> bool:
+    """Whether a condition only asks which device is there, so that what it guards still runs
+    every time: `torch.cuda.is_available()`, `is_torch_npu_available()`, `x.is_cuda`, a flag
+    named for a device (`args.cuda`, `use_gpu`), `device.type == "cuda"`, joined by `and`,
+    `or`, `not`. Not a test of memory (`torch.cuda.memory_reserved() > limit`) or of the
+    data (`inputs.shape[1] > 4096`)."""
+    kind = type(test)
+    if kind is cst.BooleanOperation:
+        return picks_device(test.left) and picks_device(test.right)  # type: ignore[attr-defined]
+    if kind is cst.UnaryOperation and type(test.operator) is cst.Not:  # type: ignore[attr-defined]
+        return picks_device(test.expression)  # type: ignore[attr-defined]
+    if kind is cst.Call:
+        return bool(_AVAILABILITY.search(last_part(dotted_name(test.func)) or ""))  # type: ignore[attr-defined]
+    if kind is cst.Comparison:  # `device.type == "cuda"`, `args.device != "cpu"`
+        sides = [test.left, *(c.comparator for c in test.comparisons)]  # type: ignore[attr-defined]
+        return any(type(side) is cst.SimpleString for side in sides) and \
+            any(_names_device(side) for side in sides if type(side) is not cst.SimpleString)
+    return _names_device(test)
+
+
+def _names_device(expr: cst.BaseExpression) -> bool:
+    """A name or attribute whose last part names a device (`args.cuda`, `use_gpu`, `x.is_cuda`,
+    `device.type`)."""
+    if type(expr) not in (cst.Name, cst.Attribute):
+        return False
+    parts = (dotted_name(expr) or "").lower().split(".")
+    words = set(parts[-1].split("_")) | (set(parts[-2].split("_")) if len(parts) > 1 and parts[-1] == "type" else set())
+    return bool(words & _DEVICE_WORDS)
 
 
 def only_empties_cache(func: cst.FunctionDef, call_name: Callable[[cst.CSTNode], Optional[str]]) -> bool:
     """Whether `func` takes no parameters and its body only empties the allocator's cache
     (`call_name`: the qualified name a call means): calls of `EMPTY_CACHE` (at least one), under
-    conditions that pick the device (`DEVICE_TEST`), with a docstring, `pass` or a bare `return`. Anything else
+    conditions that pick the device (`picks_device`), with a docstring, `pass` or a bare `return`. Anything else
     (a `gc.collect()`, a log, a synchronise, a counter) is a reason to keep the call."""
     params = func.params
     if params.params or params.posonly_params or params.kwonly_params or \
             isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None:
         return False
-    return _empties(func.body.body, call_name) > 0
+    return _empties(_lines(func.body), call_name) > 0
 
 
 def _empties(statements, call_name: Callable[[cst.CSTNode], Optional[str]]) -> int:  # type: ignore[no-untyped-def]
@@ -39,18 +71,18 @@ def _empties(statements, call_name: Callable[[cst.CSTNode], Optional[str]]) -> i
     count = 0
     for statement in statements:
         if type(statement) is cst.If:
-            if not _picks_device(statement):
+            if not picks_device(statement.test):
                 return 0
-            inner = _empties(statement.body.body, call_name)
+            inner = _empties(_lines(statement.body), call_name)
             orelse = statement.orelse
             while type(orelse) is cst.If:  # elif
-                found = _empties(orelse.body.body, call_name) if _picks_device(orelse) else 0
+                found = _empties(_lines(orelse.body), call_name) if picks_device(orelse.test) else 0
                 if not found:
                     return 0
                 inner += found
                 orelse = orelse.orelse
             if orelse is not None:
-                found = _empties(orelse.body.body, call_name)  # type: ignore[union-attr]
+                found = _empties(_lines(orelse.body), call_name)  # type: ignore[union-attr]
                 if not found:
                     return 0
                 inner += found
@@ -76,6 +108,9 @@ def _empties(statements, call_name: Callable[[cst.CSTNode], Optional[str]]) -> i
     return count
 
 
-def _picks_device(branch: cst.If) -> bool:
-    return bool(DEVICE_TEST.search(cst.Module([]).code_for_node(branch.test)))
+def _lines(block: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
+    """The statements of a block, a one-line suite (`def free(): torch.cuda.empty_cache()`) as one line."""
+    if type(block) is cst.SimpleStatementSuite:
+        return [cst.SimpleStatementLine(body=block.body)]  # type: ignore[attr-defined]
+    return block.body  # type: ignore[attr-defined,return-value]
 

@@ -7,11 +7,12 @@ from typing import Optional
 
 import libcst as cst
 
-from memlint.analysis.cache import DEVICE_TEST, EMPTY_CACHE, only_empties_cache
+from memlint.analysis.cache import EMPTY_CACHE, only_empties_cache, picks_device
 from memlint.analysis.often import INNER
 from memlint.analysis.tree import dotted_name, last_part
 from memlint.findings import Fix, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
+from memlint.rules._code import show
 
 # Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
 _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
@@ -55,10 +56,11 @@ class EmptyCacheInLoop(Rule):
     ```
 
     ## When it is not reported
-    Right after a `del` (`del logits` then `torch.cuda.empty_cache()`: a large tensor let go and
-    its memory handed back on purpose, as RL trainers do between a step's generation, reference
-    and policy forwards), and in a function that also generates sequences (a rollout: its KV
-    caches take memory in shapes the forwards after it do not reuse). In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
+    Right after a `del`, with more of the step after it (`del logits`, then
+    `torch.cuda.empty_cache()`, then the reference model: a large tensor let go and its memory
+    handed back on purpose, as RL trainers do between a step's generation, reference and
+    policy forwards; not as the step's last statement), and in a function that also generates sequences (`model.generate(...)`,
+    a rollout: its KV caches take memory in shapes the forwards after it do not reuse). In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
     after an OOM), between steps (an epoch loop, a loop over runs or evaluation phases, epoch
     hooks), under a condition other than a device check (`if step % 100 == 0:`, `if i == 0:`),
     and where it cannot be told that the code runs per step.
@@ -106,11 +108,15 @@ class EmptyCacheInLoop(Rule):
         "for x in loader:\n    model(x).sum().backward()\n    opt.step()\n    maybe_free()\n",
         # right after a `del`: a large tensor let go on purpose, between the phases of a step
         "import torch\nfor batch in loader:\n    logits = policy(batch)\n    logprobs = logits.log_softmax(-1)\n"
-        "    del logits\n    torch.cuda.empty_cache()\n    ref = reference(batch)\n    loss(logprobs, ref).backward()\n"
+        "    del logits\n    torch.cuda.empty_cache()\n    ref = ref_model(batch)\n    loss(logprobs, ref).backward()\n"
         "    optimizer.step()\n",
         # in a rollout that generates: the KV caches' blocks go back before the forwards that follow
         "import torch\nfor prompts in loader:\n    sequences = policy.generate(prompts)\n    torch.cuda.empty_cache()\n"
         "    loss(policy(sequences)).backward()\n    optimizer.step()\n",
+        # under a test of the data or of memory: not every step
+        "import torch\nfor inputs in loader:\n    model(inputs.cuda()).sum().backward()\n    opt.step()\n"
+        "    if inputs.shape[1] > 4096:\n        torch.cuda.empty_cache()\n"
+        "    if torch.cuda.memory_reserved() > limit:\n        torch.cuda.empty_cache()\n",
     )
     INVALID = (
         Invalid(
@@ -158,6 +164,20 @@ class EmptyCacheInLoop(Rule):
             "import torch\n\ndef free():\n    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n\n"
             "for x in loader:\n    model(x).sum().backward()\n    opt.step()\nfree()\n",
         ),
+        # `del` then empty_cache as the step's last statement: only the next step follows
+        Invalid(
+            "import torch\nfor x, y in loader:\n    out = model(x.cuda())\n    loss = criterion(out, y.cuda())\n"
+            "    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n    del out, loss\n"
+            "    torch.cuda.empty_cache()\n",
+            "import torch\nfor x, y in loader:\n    out = model(x.cuda())\n    loss = criterion(out, y.cuda())\n"
+            "    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n    del out, loss\n",
+        ),
+        # under a device test, in a loop whose data is named `inputs`: every step still
+        Invalid(
+            "import torch\nfor inputs in loader:\n    model(inputs.cuda()).sum().backward()\n    opt.step()\n"
+            "    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n",
+            "import torch\nfor inputs in loader:\n    model(inputs.cuda()).sum().backward()\n    opt.step()\n",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -167,12 +187,12 @@ class EmptyCacheInLoop(Rule):
             if function is not None and facts.tree.scope_of(function) is facts.tree.module and \
                     only_empties_cache(function, facts.names.call_name):
                 return  # a helper that only wraps it: reported where it is called
-            shown = "torch.cuda.empty_cache()"
+            shown = f"{show(node.func)}()"
         elif not node.args and self._calls_cache_helper(node):
             shown = cst.Module([]).code_for_node(node)
         else:
             return
-        if self._after_del(node) or self._beside_generation(node):
+        if self._between_phases(node) or self._beside_generation(node):
             return
         often = facts.per_step(node)
         if often is None or self._guarded(node):
@@ -195,27 +215,49 @@ class EmptyCacheInLoop(Rule):
         dotted = facts.values.project_callee(node)
         return dotted is not None and facts.project.empties_cache(dotted)
 
-    def _after_del(self, node: cst.Call) -> bool:
-        """The statement right before the call deletes names (`del logits; torch.cuda.empty_cache()`):
-        a large tensor let go and its memory handed back on purpose, between the phases of a step
-        (an RL step's generation, reference and policy forwards), a choice made knowingly."""
+    def _between_phases(self, node: cst.Call) -> bool:
+        """`del logits; torch.cuda.empty_cache()` with more of the step after it (the reference
+        model's forward, the loss, its backward): a large tensor let go and its memory handed
+        back on purpose between the phases of a step, as RL trainers do. Not as the step's last
+        statement (`del out, loss; torch.cuda.empty_cache()` at the end of the loop body), where
+        only the next step follows."""
         tree = self.facts.tree
-        statement = tree.statement_of(node)
+        statement: Optional[cst.CSTNode] = tree.statement_of(node)
         if statement is None:
             return False
+        block = tree.parent(statement)
+        owner = tree.parent(block) if block is not None else None
+        if type(owner) is cst.If and len(block.body) == 1 and picks_device(owner.test):  # type: ignore[union-attr,attr-defined]
+            statement = owner  # `if torch.cuda.is_available(): torch.cuda.empty_cache()`
         body, position = tree.siblings(statement)
         before = body[position - 1] if position > 0 else None
-        return type(before) is cst.SimpleStatementLine and type(before.body[-1]) is cst.Del  # type: ignore[attr-defined]
+        return type(before) is cst.SimpleStatementLine and type(before.body[-1]) is cst.Del and \
+            position < len(body) - 1  # type: ignore[attr-defined]
 
     def _beside_generation(self, node: cst.Call) -> bool:
-        """The function that empties the cache also generates sequences (`self.generate_trajectory(...)`,
-        `model.generate(...)`): between a generation, whose KV caches take memory in shapes no
-        other phase reuses, and the forwards that follow, handing the blocks back is deliberate."""
+        """The iteration (or, outside a loop, the function) that empties the cache also
+        generates sequences (`model.generate(...)`, or a method of this module named
+        `generate...` that does): between a generation, whose
+        KV caches take memory in shapes no other phase reuses, and the forwards that follow,
+        handing the blocks back is deliberate."""
         facts = self.facts
+        loops = facts.tree.loops_around(node)
         scope = facts.tree.scope_of(node)
-        return any(type(call.func) in (cst.Name, cst.Attribute) and
-                   (last_part(dotted_name(call.func)) or "").startswith("generate")
-                   for call in facts.scopes.calls_of(scope))
+        if loops:  # the iteration it runs in
+            calls = [call for call, _ in facts.calls.calls_in(loops[0].body, follow=False)]  # type: ignore[attr-defined]
+        elif scope is not facts.tree.module:
+            calls = facts.scopes.calls_of(scope)
+        else:
+            return False
+        for call in calls:
+            if facts.roles.is_generate(call):
+                return True
+            target = facts.scopes.resolve(call)
+            if target is not None and target.name.value.startswith("generate") and \
+                    any(facts.roles.is_generate(inner) or facts.roles.is_forward(inner) or
+                        last_part(dotted_name(inner.func)) == "generate" for inner in facts.scopes.calls_of(target)):
+                return True
+        return False
 
     def _guarded(self, node: cst.Call) -> bool:
         """In an except or finally block, a try that catches OOM errors, or under a condition
@@ -234,7 +276,7 @@ class EmptyCacheInLoop(Rule):
                     for handler in ancestor.handlers):
                 return True
             if isinstance(ancestor, cst.If) and child is not ancestor.test and \
-                    not DEVICE_TEST.search(cst.Module([]).code_for_node(ancestor.test)):
+                    not picks_device(ancestor.test):
                 return True
             if isinstance(ancestor, cst.IfExp):
                 return True
