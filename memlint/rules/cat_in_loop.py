@@ -237,6 +237,20 @@ class CatInLoop(Rule):
             "        tokens = torch.cat([tokens, nxt], dim=-1)\n        kept_parts.append(logits)\n"
             "    kept = torch.cat(kept_parts, dim=1)\n    return tokens, kept\n",
         ),
+        # flags concatenated along the batch over a whole loader: they grow with the data
+        Invalid(
+            "import torch\n\ndevice = \"cuda\"\nmodel = model.to(device)\n"
+            "correct = torch.empty(0, dtype=torch.bool, device=device)\nwith torch.no_grad():\n"
+            "    for x, y in loader:\n        pred = model(x.to(device)).argmax(-1)\n"
+            "        correct = torch.cat([correct, pred == y.to(device)])\n"
+            "print(correct.float().mean())\n",
+            "import torch\n\ndevice = \"cuda\"\nmodel = model.to(device)\n"
+            "correct = torch.empty(0, dtype=torch.bool, device=device)\nwith torch.no_grad():\n"
+            "    correct_parts = [correct]\n    for x, y in loader:\n"
+            "        pred = model(x.to(device)).argmax(-1)\n"
+            "        correct_parts.append(pred == y.to(device))\n"
+            "    correct = torch.cat(correct_parts)\nprint(correct.float().mean())\n",
+        ),
     )
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -244,7 +258,7 @@ class CatInLoop(Rule):
         if growth is None:
             return
         loops = self.facts.tree.loops_around(node)
-        if not loops or self._designed(loops[0]) or _a_mask(growth.piece):
+        if not loops or self._designed(loops[0]) or _a_column_of_flags(growth):
             return
         if self.facts.in_model_code(loops[0]) and not (type(loops[0]) is cst.While or
                                                        self.facts.steps.iterates_loader(loops[0])):
@@ -428,20 +442,33 @@ class CatInLoop(Rule):
         return candidate
 
 
-_RESHAPES = frozenset({"reshape", "view", "unsqueeze", "bool", "int", "long", "to"})
+_COLUMN_SHAPERS = frozenset({"reshape", "view", "unsqueeze"})
+_CASTS = frozenset({"bool", "int", "long", "to"})
 
 
-def _a_mask(piece: cst.BaseExpression) -> bool:
-    """A piece of flags (`~done.reshape(bsz, 1)`, `(tokens == eos).unsqueeze(1)`): a bit or a
-    word per sequence and step, whose copying is nothing beside the step that computes it."""
-    while True:
-        if type(piece) is cst.Call and type(piece.func) is cst.Attribute and \
-                piece.func.attr.value in _RESHAPES:  # type: ignore[attr-defined]
+def _a_column_of_flags(growth: _Growth) -> bool:
+    """A mask grown by one column of flags per step along its last dimension
+    (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`, `(tok == eos).unsqueeze(1)` with
+    `dim=1`): a bit or a word per sequence and step, whose copying is nothing beside the step
+    that computes it. Not flags concatenated along the batch (`torch.cat([correct, pred == y])`
+    over a validation loader), which grow with the data."""
+    dim = growth.dim
+    if not (type(dim) is cst.Integer and dim.value == "1" or type(dim) is cst.UnaryOperation and
+            type(dim.operator) is cst.Minus and type(dim.expression) is cst.Integer and dim.expression.value == "1"):  # type: ignore[attr-defined]
+        return False
+    piece, shaped, flags = growth.piece, False, False
+    while True:  # `~done.reshape(bsz, 1)`, `(tok == eos).unsqueeze(1).int()`, `flags[:, None]`
+        kind = type(piece)
+        if kind is cst.Call and type(piece.func) is cst.Attribute and \
+                piece.func.attr.value in _COLUMN_SHAPERS | _CASTS:  # type: ignore[attr-defined]
+            shaped = shaped or piece.func.attr.value in _COLUMN_SHAPERS  # type: ignore[attr-defined]
             piece = piece.func.value  # type: ignore[attr-defined]
-        elif type(piece) is cst.Subscript:
+        elif kind is cst.Subscript:
+            shaped = True
             piece = piece.value  # type: ignore[attr-defined]
+        elif kind is cst.UnaryOperation and type(piece.operator) in (cst.BitInvert, cst.Not):  # type: ignore[attr-defined]
+            flags = True
+            piece = piece.expression  # type: ignore[attr-defined]
         else:
             break
-    return type(piece) is cst.Comparison or \
-        type(piece) is cst.UnaryOperation and type(piece.operator) in (cst.BitInvert, cst.Not)  # type: ignore[attr-defined]
-
+    return shaped and (flags or type(piece) is cst.Comparison)
