@@ -701,6 +701,7 @@ def test_a_number_for_torch_where_is_written_only_where_the_torch_takes_one(targ
 
 
 @pytest.mark.parametrize("fill,number,safe", [("torch.ones_like(e) * -1e9", "-1e9", True),
+                                              ('float("-inf") * torch.ones_like(e)', 'float("-inf")', True),
                                               ("torch.full_like(e, -100000)", "-100000", False)])
 def test_each_masking_fill_becomes_that_number_safely_only_where_it_promotes_alike(fill, number, safe):
     source = textwrap.dedent(WHERE_OPERAND).replace("-9e15 * torch.ones_like(e)", fill)

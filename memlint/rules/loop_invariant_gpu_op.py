@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import List, Optional, Set, Tuple
 
 import libcst as cst
@@ -19,24 +20,38 @@ from memlint.torch_target import TorchVersion
 
 # `torch.where(cond, x, number)`: a number as an operand, with numbers' type promotion
 _WHERE_TAKES_NUMBERS = TorchVersion(1, 12)
-# A fill this far below zero masks scores out before a softmax (`-9e15 * torch.ones_like(e)`).
-_MASKING_FILL = -1e4
+# A fill this far from zero masks scores out (before a softmax, a min): `-9e15 * torch.ones_like(e)`.
+_MASKING_FILL = 1e4
 
 
 def _masking_fill(number: cst.BaseExpression) -> bool:
-    """Whether `number` is a large negative literal, the fill of an attention mask: its tensor
-    is as large as the scores (nodes x nodes, heads x tokens x tokens). A fill of zeros, ones or
-    a label (`-100`) masks log-probabilities, timesteps or token ids, usually a small tensor
-    beside the step's forward, whose one allocation no maintainer changes."""
-    if type(number) is not cst.UnaryOperation or type(number.operator) is not cst.Minus:  # type: ignore[attr-defined]
-        return False
-    literal = number.expression  # type: ignore[attr-defined]
-    if type(literal) not in (cst.Float, cst.Integer):
-        return False
+    """Whether `number` is a masking fill, a literal of magnitude 1e4 or more or an infinity
+    (`-9e15`, `float("-inf")`, `-math.inf`): its tensor is as large as the scores it masks
+    (nodes x nodes, heads x tokens x tokens). A fill of zeros, ones or a label (`-100`) masks
+    log-probabilities, timesteps or token ids, usually a small tensor beside the step's
+    forward, whose one allocation no maintainer changes."""
+    value = _literal_value(number)
+    return value is not None and abs(value) >= _MASKING_FILL
+
+
+def _literal_value(number: cst.BaseExpression) -> Optional[float]:
+    """The value of a number written as a literal, `float("inf")`, `math.inf` (any module's
+    `inf`), with a sign; None for anything else."""
+    kind = type(number)
+    if kind is cst.UnaryOperation and type(number.operator) in (cst.Minus, cst.Plus):  # type: ignore[attr-defined]
+        inner = _literal_value(number.expression)  # type: ignore[attr-defined]
+        return None if inner is None else -inner if type(number.operator) is cst.Minus else inner  # type: ignore[attr-defined]
     try:
-        return -float(literal.evaluated_value) <= _MASKING_FILL  # type: ignore[attr-defined]
-    except (ValueError, OverflowError):
-        return False
+        if kind in (cst.Float, cst.Integer):
+            return float(number.evaluated_value)  # type: ignore[attr-defined]
+        if kind is cst.Attribute and number.attr.value == "inf":  # type: ignore[attr-defined]
+            return math.inf
+        if kind is cst.Call and type(number.func) is cst.Name and number.func.value == "float" and \
+                len(number.args) == 1 and type(number.args[0].value) is cst.SimpleString:  # type: ignore[attr-defined]
+            return float(number.args[0].value.evaluated_value)  # type: ignore[attr-defined]
+    except (ValueError, OverflowError, TypeError):
+        return None
+    return None
 
 
 class LoopInvariantGpuOp(Rule):
@@ -51,8 +66,8 @@ class LoopInvariantGpuOp(Rule):
     constants and attributes set in `__init__`: it is rebuilt on every call, that is every step
     (not a tensor of one literal number: `torch.tensor(1.0, device=x.device)`). And a tensor
     of one number shaped like another, built every step only to be an operand of `torch.where` (`zero_vec = -9e15 * torch.ones_like(e)`, `torch.where(adj > 0, e, zero_vec)`):
-    `torch.where` takes the number itself. Only for a masking fill, a number of -1e4 or below:
-    its tensor is as large as the attention scores it masks. A fill of zeros or of a label
+    `torch.where` takes the number itself. Only for a masking fill, a number of magnitude 1e4 or
+    more or an infinity (`-9e15`, `float("-inf")`): its tensor is as large as the scores it masks. A fill of zeros or of a label
     (`torch.zeros_like(log_probs)`, `torch.full_like(ids, -100)`) is left alone: read on real
     trainers, such masks were timesteps, token ids and top-k log-probabilities, small beside
     the step's forward, and no maintainer would change them.
