@@ -27,12 +27,11 @@ _CASTS = frozenset({"float", "half", "double", "bfloat16", "long", "int", "bool"
 _RECORDERS = ("torch.jit.", "torch.onnx.", "torch.fx.", "torch.export.")
 
 
-def _from_numbers(computation) -> bool:  # type: ignore[no-untyped-def]
-    """The computation's inputs are numbers, not tensors: each is used where only a number
-    goes (a size, `math.log(n)`), or, used as an operand too (`torch.arange(half) / half`),
-    also as such a number in the same computation."""
-    numbers = {item.dotted for item in computation.inputs if not item.as_tensor}
-    return all(not item.as_tensor or item.dotted in numbers for item in computation.inputs)
+def _counts(value: cst.BaseExpression) -> bool:
+    """A whole number by its making: a literal, a floor division, `len(...)` or `int(...)`."""
+    kind = type(value)
+    return kind is cst.Integer or kind is cst.BinaryOperation and type(value.operator) is cst.FloorDivide or \
+        kind is cst.Call and type(value.func) is cst.Name and value.func.value in ("len", "int")  # type: ignore[attr-defined]
 
 
 def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
@@ -512,7 +511,7 @@ class CpuTensorThenMove(Rule):
             return
         computation = self.facts.purity.of(core)
         if computation.pure and computation.factories and not computation.placed and \
-                _from_numbers(computation) and not any(_has_device(call) for call in computation.factories):
+                self._from_numbers(computation) and not any(_has_device(call) for call in computation.factories):
             if self._per_step(node):
                 self.report(node, self._message(None, move))
             return
@@ -527,6 +526,18 @@ class CpuTensorThenMove(Rule):
                 buffer = self.facts.hoisting.host_buffer(helper)
                 if buffer is not None:
                     self._filled_from_device(node, buffer.writes, self._buffer_message(helper, buffer.factory))
+
+    def _from_numbers(self, computation) -> bool:  # type: ignore[no-untyped-def]
+        """The computation's inputs are numbers, not tensors: each is used only where a number
+        goes (a size, `math.log(n)`), or is a name bound to a whole number there (`half = dim //
+        2`, then `torch.arange(half) / half`)."""
+        return all(not item.as_tensor or type(item.node) is cst.Name and self._a_number(item.node)
+                   for item in computation.inputs)
+
+    def _a_number(self, name: cst.Name) -> bool:
+        binds = self.facts.scopes.in_effect(name.value, name)
+        return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and _counts(b.value)
+                                   for b in binds)
 
     def _number_assigned(self, node: cst.Call) -> bool:
         """`x[x != x] = torch.tensor(-math.inf).to(x)`: a tensor of one number made on the host
@@ -613,7 +624,7 @@ class CpuTensorThenMove(Rule):
                 if made is None:
                     computation = facts.purity.of(binding.value)
                     if computation.pure and computation.factories and not computation.placed and \
-                            _from_numbers(computation):
+                            self._from_numbers(computation):
                         made = facts.names.call_name(computation.factories[0])
                 if made is None:
                     drawn = facts.distributions.host_draw(binding.value)
