@@ -384,7 +384,7 @@ class Receivers:
             return False  # a class or a function: calling it makes (or loads) a model, it does not run one
         if LOSS_NAME.search(last):
             return False
-        if type(expr) is cst.Name and self._holds_pipeline(expr, 0):
+        if type(expr) is cst.Name and self._holds_pipeline(expr, 0) or self._pipeline_attribute(expr, dotted):
             return False  # `generator = pipeline("text-generation", ...)`: HF runs it without grad
         if _MODEL_NAME.search(last) or type(expr) is cst.Name and self._iterates_models(expr):
             return True
@@ -399,6 +399,16 @@ class Receivers:
         call of its function (followed two calls deep)."""
         binds = self.scopes.bindings_seen(name.value, name)
         return bool(binds) and depth <= 2 and all(self._pipeline_binding(bind, depth) for bind in binds)
+
+    def _pipeline_attribute(self, expr: cst.BaseExpression, dotted: str) -> bool:
+        """`self.generator` (or `bot.generator`, `bot = Chatbot(...)`), where every assignment
+        to it in the class is an HF `pipeline(...)`."""
+        if dotted.count(".") != 1 or type(expr) is not cst.Attribute or type(expr.value) is not cst.Name:
+            return False
+        owner = expr.value
+        klass = self.scopes.enclosing_class(expr) if owner.value == "self" else self.scopes.instance_class(owner)
+        values = self.scopes.attribute_values(klass, expr.attr.value) if klass is not None else []
+        return bool(values) and all(type(v) is cst.Call and self.names.call_name(v) in _PIPELINES for v in values)
 
     def _pipeline_binding(self, bind, depth: int) -> bool:  # type: ignore[no-untyped-def]
         if bind.kind == "param":

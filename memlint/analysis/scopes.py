@@ -292,7 +292,7 @@ class Scopes:
                     return method
                 klass = self._attribute_class(call, func.attr.value)  # `self.model(x)`
                 return self._method(klass, "__call__") or self._method(klass, "forward")
-            return self._method(self._instance_class(func.value), func.attr.value)
+            return self._method(self.instance_class(func.value), func.attr.value)
         if isinstance(func, cst.Attribute) and dotted_name(func.value) is not None and \
                 (dotted_name(func.value) or "").count(".") == 1 and (dotted_name(func.value) or "").startswith("self."):
             return self._method(self._attribute_class(call, (dotted_name(func.value) or "")[5:]), func.attr.value)
@@ -342,7 +342,7 @@ class Scopes:
             method = tree.function_of(method)
         return tree.class_of(method) if method is not None else None
 
-    def _instance_class(self, name: cst.Name) -> Optional[cst.ClassDef]:
+    def instance_class(self, name: cst.Name) -> Optional[cst.ClassDef]:
         """The class of this module that `name` surely holds an instance of: every binding it
         can have there is `name = Class(...)` (`acc = Accuracy()`)."""
         binds = self.bindings_seen(name.value, name)

@@ -58,6 +58,7 @@ _BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassD
 _COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batch_?i(dx)?|\w*_(step|steps|iter|"
                       r"iters|iteration|idx|epoch|count|counter))$|^(step|iter|iteration|epoch)_?\w*$", re.IGNORECASE)
 _LOOPS = frozenset({cst.For, cst.While})
+_FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step % 2`), not a slip
 
 
 class Steps:
@@ -351,15 +352,23 @@ def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:
 
 
 def skips_one_in_n(test: cst.BaseExpression) -> bool:
-    """`if step % 50:` or `if step % 50 != 0:`: a test on a counter's remainder that holds on
-    every step but one in N, the periodic `== 0` turned over (a slip where it guards a log)."""
+    """`if step % 50:` or `if (step + 1) % 50 != 0:`: a test on a counter's remainder that
+    holds on every step but one in N, the periodic `== 0` turned over (a slip where it guards a
+    log). N is a name (`args.log_every`) or at least 10: `step % 2` holds on every other step."""
     if type(test) is cst.Comparison:
         if len(test.comparisons) != 1 or type(test.comparisons[0].operator) is not cst.NotEqual or \
                 type(test.comparisons[0].comparator) is not cst.Integer or test.comparisons[0].comparator.value != "0":
             return False
         test = test.left
-    return type(test) is cst.BinaryOperation and type(test.operator) is cst.Modulo and \
-        bool(_COUNTER.search(last_part(dotted_name(test.left))))
+    if type(test) is not cst.BinaryOperation or type(test.operator) is not cst.Modulo:
+        return False
+    counter, every = test.left, test.right  # type: ignore[attr-defined]
+    if type(counter) is cst.BinaryOperation and type(counter.operator) in (cst.Add, cst.Subtract) and \
+            type(counter.right) is cst.Integer:  # `(step + 1) % 50`
+        counter = counter.left  # type: ignore[attr-defined]
+    if type(every) is cst.Integer and int(every.value, 0) < _FEW_STEPS:  # type: ignore[attr-defined]
+        return False
+    return bool(_COUNTER.search(last_part(dotted_name(counter))))
 
 
 def _holds_on_few(test: cst.Comparison) -> bool:

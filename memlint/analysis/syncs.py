@@ -315,12 +315,8 @@ class Syncs:
         if type(func) is not cst.Name or func.value != "print" or self.names.qualified_name(func) is not None or \
                 self.scopes.bindings_seen("print", call):  # type: ignore[attr-defined]
             return None
-        for value in _shown(call):
-            if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call) and \
-                    not _LOSS_NAME.search(_printed_name(value)) and \
-                    self.is_tensor(value, call) and self.on_device(value, call):  # type: ignore[attr-defined]
-                return value
-        return None
+        return next((value for value in _shown(call)
+                     if not _LOSS_NAME.search(_printed_name(value)) and self._formats_device_tensor(value, call)), None)
 
     def logged(self, call: cst.Call) -> Optional[cst.BaseExpression]:
         """What a log line reads from the GPU, losses included: a GPU tensor that `print(...)`
@@ -330,13 +326,13 @@ class Syncs:
         if not (type(func) is cst.Name and func.value == "print" or
                 type(func) is cst.Attribute and func.attr.value == "print"):  # type: ignore[attr-defined]
             return None
-        for value in _shown(call):
-            if type(value) is cst.Call and may_sync(value) and self.sync(value) is not None:  # type: ignore[arg-type]
-                return value
-            if type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call) and \
-                    self.is_tensor(value, call) and self.on_device(value, call):
-                return value
-        return None
+        return next((value for value in _shown(call)
+                     if type(value) is cst.Call and may_sync(value) and self.sync(value) is not None  # type: ignore[arg-type]
+                     or self._formats_device_tensor(value, call)), None)
+
+    def _formats_device_tensor(self, value: cst.BaseExpression, call: cst.Call) -> bool:
+        """A value a print formats (a name, attribute, item or call's result) that is a GPU tensor."""
+        return type(value) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call) and self._device_tensor(value, call)
 
     def reads_back(self, func: cst.FunctionDef) -> bool:
         """A function of this module that runs a model and returns only values it copies to the
@@ -982,9 +978,10 @@ class Syncs:
         if isinstance(iterable, cst.Call):
             func = iterable.func
             progress = self.names.qualified_name(func) or ""
-            if progress in _PROGRESS_RANGES:  # `trange(n)`: a range with a progress bar
-                span = range_span(iterable)
-                return span >= FEW_ITERATIONS if span is not None else bool(iterable.args)
+            if progress in _PROGRESS_RANGES:  # `trange(n, desc=...)`: a range with a progress bar
+                bounds = iterable.with_changes(args=[a for a in iterable.args if a.keyword is None])
+                span = range_span(bounds)
+                return span >= FEW_ITERATIONS if span is not None else bool(bounds.args)
             if progress in _PROGRESS_BARS and iterable.args:  # `tqdm(loader)`: what it wraps
                 return self.many(iterable.args[0].value, at)
             if isinstance(func, cst.Attribute):

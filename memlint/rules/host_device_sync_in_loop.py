@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
+from memlint.analysis.often import STEP
 from memlint.analysis.steps import skips_one_in_n
 from memlint.analysis.syncs import may_sync
 from memlint.rule import Claim, Invalid, Rule
@@ -257,6 +258,11 @@ class HostDeviceSyncInLoop(Rule):
         "import torch\nmodel = model.to(device)\nfor step, batch in enumerate(loader):\n    outputs = model(**batch)\n"
         "    loss = outputs.loss\n    accelerator.backward(loss)\n    if not step % 50:\n        accelerator.print(f\"loss {loss}\")\n"
         "    if dim % 2:\n        print(loss)\n    if step % 50:\n        print(f\"step {step}\")\n    optimizer.step()\n",
+        # an HF pipeline's output (lists of dicts of strings), through an attribute of an instance
+        "import torch\nfrom transformers import pipeline\n\nclass Chatbot:\n    def __init__(self, path):\n"
+        "        self.generator = pipeline(\"text-generation\", model=path, device=\"cuda:0\")\n\n"
+        "def main():\n    bot = Chatbot(\"gpt2\")\n    while True:\n        prompt = input(\"> \")\n"
+        "        answer = bot.generator(prompt, max_new_tokens=64)\n        print(answer[0][\"generated_text\"])\n",
         # ... one that trains: the step itself, whose loss is logged every 100 steps
         "import torch\n\ndef run_batch(model, x, y):\n    loss = criterion(model(x), y)\n    loss.backward()\n"
         "    optimizer.step()\n    return loss.item()\n\nmodel = model.to(device)\nfor i, (x, y) in enumerate(loader):\n"
@@ -511,12 +517,13 @@ class HostDeviceSyncInLoop(Rule):
         that holds on all the others, reads the GPU back on almost every step."""
         facts = self.facts
         guard = next((a for a in facts.tree.ancestors(node) if type(a) in _CONDITIONAL or type(a) in _SCOPE_ENDS), None)
-        if type(guard) is not cst.If or id(guard) in self._logged or not skips_one_in_n(guard.test) or \
-                not facts.tree.contains(guard.body, node):  # type: ignore[union-attr]
-            return
+        if type(guard) is not cst.If or id(guard) in self._logged or guard.orelse is not None or \
+                not skips_one_in_n(guard.test) or not facts.tree.contains(guard.body, node) or \
+                not _only_logs(guard):  # type: ignore[union-attr]
+            return  # (an `else` that logs too, or a body that steers the step: a choice, not a slip)
         value = facts.syncs.logged(node)
-        if value is None or not facts.device_code or facts.per_step(node) is None:  # (asked last: the project)
-            return
+        if value is None or not facts.device_code or facts.per_step(node) != STEP:  # (asked last: the project)
+            return  # (per item of a loop in the step: its own finding)
         self._logged.add(id(guard))
         test = guard.test  # type: ignore[union-attr]
         remainder = test.left if type(test) is cst.Comparison else test
@@ -559,3 +566,13 @@ class HostDeviceSyncInLoop(Rule):
             f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
             f"`{show(iterable)}`, many times per step; compute on the device and read the result once "
             f"(e.g. `(a == b).sum().item()`, `torch.stack(values).tolist()`), or every N steps"))
+
+
+def _only_logs(branch: cst.If) -> bool:
+    """The branch does nothing but call (`print(...)`, `logger.info(...)`): no `continue`, no
+    assignment, nothing that steers the step (`if step % accum != 0: ...; continue`)."""
+    body = branch.body.body if type(branch.body) is cst.IndentedBlock else [branch.body]  # type: ignore[attr-defined]
+    return all(type(line) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) and
+               all(type(small) is cst.Expr and type(small.value) is cst.Call for small in line.body)  # type: ignore[attr-defined]
+               for line in body)
+

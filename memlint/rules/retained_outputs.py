@@ -427,7 +427,7 @@ class RetainedOutputs(Rule):
             values = [a for a in values if facts.values.carries_grad(a.value, node)]
             if values:
                 self._graph_kept(node, container, dotted, values, region)
-        elif loops and facts.device_code and isinstance(container, cst.Name) and not over_model_parts(loops[0]):
+        elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)):
             values = [a for a in values if facts.values.holds_output(a.value, node)]
             loop = loops[0]
             use = facts.values.use_after_loop(loop, container.value)
