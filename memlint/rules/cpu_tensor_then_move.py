@@ -286,6 +286,10 @@ class CpuTensorThenMove(Rule):
         "        lengths = torch.empty(len(hyps), dtype=torch.long)\n        for i, hyp in enumerate(hyps):\n"
         "            lengths[i] = len(hyp) + 1\n        sample[\"lengths\"] = lengths.to(sample[\"tokens\"].device)\n"
         "        return model(sample)\n",
+        # a computation of a factory and a tensor on the host (`lengths`): `device=` on the factory would mix devices
+        "import torch\ndevice = torch.device(\"cuda\")\nmodel = model.to(device)\nfor x, lengths in loader:\n"
+        "    mask = (torch.arange(lengths.size(0))[:, None] < lengths[None, :]).to(device)\n"
+        "    model(x.to(device), mask).sum().backward()\n    optimizer.step()\n",
     )
     INVALID = (
         # moved to the batch's device, the batch moved in a tuple assignment first
