@@ -16,42 +16,37 @@ from typing import Callable, Optional, Sequence
 
 import libcst as cst
 
-from memlint.analysis.tree import dotted_name, last_part
+from memlint.analysis.tree import walk
 
 EMPTY_CACHE = frozenset({"torch.cuda.empty_cache", "torch.xpu.empty_cache", "torch.mps.empty_cache",
                          "torch.npu.empty_cache", "torch.mlu.empty_cache"})
-_DEVICE_WORDS = frozenset({"cuda", "gpu", "xpu", "mps", "npu", "mlu", "device"})
-_AVAILABILITY = re.compile(r"(^|_)available$|^is_cuda$|^is_(cuda|gpu|xpu|mps|npu|mlu)\w*$")
+_DEVICE_WORDS = frozenset({"cuda", "gpu", "gpus", "xpu", "mps", "npu", "mlu", "device", "devices", "cpu",
+                           "accelerator"})
+_MEMORY_WORDS = frozenset({"memory", "mem", "reserved", "allocated", "free", "oom", "low", "enough", "usage",
+                           "utilization", "pressure"})
+_WORD = re.compile(r"[a-z]+")
 
 
 def picks_device(test: cst.BaseExpression) -> bool:
     """Whether a condition only asks which device is there, so that what it guards still runs
-    every time: `torch.cuda.is_available()`, `is_torch_npu_available()`, `x.is_cuda`, a flag
-    named for a device (`args.cuda`, `use_gpu`), `device.type == "cuda"`, joined by `and`,
-    `or`, `not`. Not a test of memory (`torch.cuda.memory_reserved() > limit`) or of the
-    data (`inputs.shape[1] > 4096`)."""
+    every time: its names and strings speak of a device (`torch.cuda.is_available()`,
+    `is_torch_npu_available()`, `args.n_gpu > 0`, `device.type == "cuda"`, `"cuda" in
+    str(device)`) and of nothing of memory. Not a test of memory (`torch.cuda.memory_reserved()
+    > limit`, `is_gpu_memory_low()`) or of the data (`inputs.shape[1] > 4096`); every part of
+    an `and` or `or` so (`step % 100 == 0 and torch.cuda.is_available()` is a periodic test)."""
     kind = type(test)
     if kind is cst.BooleanOperation:
         return picks_device(test.left) and picks_device(test.right)  # type: ignore[attr-defined]
     if kind is cst.UnaryOperation and type(test.operator) is cst.Not:  # type: ignore[attr-defined]
         return picks_device(test.expression)  # type: ignore[attr-defined]
-    if kind is cst.Call:
-        return bool(_AVAILABILITY.search(last_part(dotted_name(test.func)) or ""))  # type: ignore[attr-defined]
-    if kind is cst.Comparison:  # `device.type == "cuda"`, `args.device != "cpu"`
-        sides = [test.left, *(c.comparator for c in test.comparisons)]  # type: ignore[attr-defined]
-        return any(type(side) is cst.SimpleString for side in sides) and \
-            any(_names_device(side) for side in sides if type(side) is not cst.SimpleString)
-    return _names_device(test)
-
-
-def _names_device(expr: cst.BaseExpression) -> bool:
-    """A name or attribute whose last part names a device (`args.cuda`, `use_gpu`, `x.is_cuda`,
-    `device.type`)."""
-    if type(expr) not in (cst.Name, cst.Attribute):
-        return False
-    parts = (dotted_name(expr) or "").lower().split(".")
-    words = set(parts[-1].split("_")) | (set(parts[-2].split("_")) if len(parts) > 1 and parts[-1] == "type" else set())
-    return bool(words & _DEVICE_WORDS)
+    words = set()
+    for node in walk(test):
+        kind = type(node)
+        if kind is cst.Name:
+            words.update(_WORD.findall(node.value.lower()))  # type: ignore[attr-defined]
+        elif kind is cst.SimpleString:
+            words.update(_WORD.findall(node.value.lower()))  # type: ignore[attr-defined]
+    return bool(words & _DEVICE_WORDS) and not words & _MEMORY_WORDS
 
 
 def only_empties_cache(func: cst.FunctionDef, call_name: Callable[[cst.CSTNode], Optional[str]]) -> bool:

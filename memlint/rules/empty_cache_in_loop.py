@@ -9,7 +9,7 @@ import libcst as cst
 
 from memlint.analysis.cache import EMPTY_CACHE, only_empties_cache, picks_device
 from memlint.analysis.often import INNER
-from memlint.analysis.tree import dotted_name, last_part
+from memlint.analysis.tree import dotted_name, last_part, walk
 from memlint.findings import Fix, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -178,6 +178,15 @@ class EmptyCacheInLoop(Rule):
             "    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n",
             "import torch\nfor inputs in loader:\n    model(inputs.cuda()).sum().backward()\n    opt.step()\n",
         ),
+        # ... followed by a log line and a counter: the step's end still
+        Invalid(
+            "import torch\nfor step, (x, y) in enumerate(loader):\n    loss = criterion(model(x.cuda()), y.cuda())\n"
+            "    loss.backward()\n    optimizer.step()\n    del loss\n    torch.cuda.empty_cache()\n"
+            "    logger.info(\"step %d done\", step)\n    step += 1\n",
+            "import torch\nfor step, (x, y) in enumerate(loader):\n    loss = criterion(model(x.cuda()), y.cuda())\n"
+            "    loss.backward()\n    optimizer.step()\n    del loss\n"
+            "    logger.info(\"step %d done\", step)\n    step += 1\n",
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -216,30 +225,31 @@ class EmptyCacheInLoop(Rule):
         return dotted is not None and facts.project.empties_cache(dotted)
 
     def _between_phases(self, node: cst.Call) -> bool:
-        """`del logits; torch.cuda.empty_cache()` with more of the step after it (the reference
-        model's forward, the loss, its backward): a large tensor let go and its memory handed
-        back on purpose between the phases of a step, as RL trainers do. Not as the step's last
-        statement (`del out, loss; torch.cuda.empty_cache()` at the end of the loop body), where
-        only the next step follows."""
+        """`del logits; torch.cuda.empty_cache()`, then more of the step's work in the same
+        block (`_works`): a large tensor let go and its memory handed back on purpose between
+        the phases of a step, as RL trainers do (the reference model runs next). Not at a step's
+        end (`del out, loss; torch.cuda.empty_cache()`, then a log line, a counter or nothing)."""
         tree = self.facts.tree
-        statement: Optional[cst.CSTNode] = tree.statement_of(node)
+        line = tree.parent(tree.parent(node))  # the Expr's line, or a one-line suite
+        statement = tree.statement_of(node)
+        owner = tree.parent(tree.parent(statement) if statement is not None else line)
+        if type(owner) is cst.If and picks_device(owner.test) and owner.orelse is None and \
+                (type(line) is cst.SimpleStatementSuite or len(owner.body.body) == 1):  # type: ignore[attr-defined]
+            statement = owner  # `if torch.cuda.is_available(): torch.cuda.empty_cache()`, either layout
         if statement is None:
             return False
-        block = tree.parent(statement)
-        owner = tree.parent(block) if block is not None else None
-        if type(owner) is cst.If and len(block.body) == 1 and picks_device(owner.test):  # type: ignore[union-attr,attr-defined]
-            statement = owner  # `if torch.cuda.is_available(): torch.cuda.empty_cache()`
         body, position = tree.siblings(statement)
         before = body[position - 1] if position > 0 else None
-        return type(before) is cst.SimpleStatementLine and type(before.body[-1]) is cst.Del and \
-            position < len(body) - 1  # type: ignore[attr-defined]
+        if type(before) is not cst.SimpleStatementLine or type(before.body[-1]) is not cst.Del:  # type: ignore[attr-defined]
+            return False
+        return any(_works(later) for later in body[position + 1:])
 
     def _beside_generation(self, node: cst.Call) -> bool:
         """The iteration (or, outside a loop, the function) that empties the cache also
-        generates sequences (`model.generate(...)`, or a method of this module named
-        `generate...` that does): between a generation, whose
-        KV caches take memory in shapes no other phase reuses, and the forwards that follow,
-        handing the blocks back is deliberate."""
+        generates sequences on every run, not under a periodic test (`model.generate(...)`, or
+        a method of this module named `generate...` that calls one): between a generation,
+        whose KV caches take memory in shapes no other phase reuses, and the forwards that
+        follow, handing the blocks back is deliberate."""
         facts = self.facts
         loops = facts.tree.loops_around(node)
         scope = facts.tree.scope_of(node)
@@ -249,15 +259,16 @@ class EmptyCacheInLoop(Rule):
             calls = facts.scopes.calls_of(scope)
         else:
             return False
-        for call in calls:
-            if facts.roles.is_generate(call):
-                return True
-            target = facts.scopes.resolve(call)
-            if target is not None and target.name.value.startswith("generate") and \
-                    any(facts.roles.is_generate(inner) or facts.roles.is_forward(inner) or
-                        last_part(dotted_name(inner.func)) == "generate" for inner in facts.scopes.calls_of(target)):
-                return True
-        return False
+        return any(not facts.steps.periodic(call) and self._generates(call) for call in calls)
+
+    def _generates(self, call: cst.Call) -> bool:
+        facts = self.facts
+        if facts.roles.is_generate(call):
+            return True
+        target = facts.scopes.resolve(call)
+        return target is not None and target.name.value.startswith("generate") and any(
+            facts.roles.is_generate(inner) or last_part(dotted_name(inner.func)) == "generate"
+            for inner in facts.scopes.calls_of(target))
 
     def _guarded(self, node: cst.Call) -> bool:
         """In an except or finally block, a try that catches OOM errors, or under a condition
@@ -299,3 +310,26 @@ class EmptyCacheInLoop(Rule):
         if len(body) > 1:
             return Fix((Remove(target),), Safety.SAFE, f"remove `{shown}`")  # type: ignore[arg-type]
         return Fix((Replace(target, cst.parse_statement("pass")),), Safety.SAFE, f"remove `{shown}`")
+
+
+# Calls that log or count, not work of the step: what may follow `del ...; empty_cache()` at its end.
+_BOOKKEEPING = frozenset({"print", "info", "debug", "warning", "log", "log_dict", "update", "set_postfix",
+                          "set_description", "write", "add_scalar", "collect", "flush"})
+
+
+def _works(statement: cst.CSTNode) -> bool:
+    """The statement does some of the step's work: it binds or stores a computed value
+    (`ref = ref_model(x)`, `masks[i] = ...`) or calls something other than a log, a progress
+    bar or a collector. Not a `return`, a `continue`, a counter (`step += 1`) or a log line."""
+    if type(statement) is cst.SimpleStatementLine and type(statement.body[0]) in (cst.Return, cst.Continue, cst.Break):  # type: ignore[attr-defined]
+        return False  # what it returns was computed before
+    for node in walk(statement):
+        kind = type(node)
+        if kind is cst.Assign and any(type(n) is cst.Call for n in walk(node.value)):  # type: ignore[attr-defined]
+            return True
+        if kind is cst.Assign and any(type(t.target) is cst.Subscript for t in node.targets):  # type: ignore[attr-defined]
+            return True
+        if kind is cst.Call and last_part(dotted_name(node.func)) not in _BOOKKEEPING:  # type: ignore[attr-defined]
+            return True
+    return False
+
