@@ -27,13 +27,6 @@ _CASTS = frozenset({"float", "half", "double", "bfloat16", "long", "int", "bool"
 _RECORDERS = ("torch.jit.", "torch.onnx.", "torch.fx.", "torch.export.")
 
 
-def _counts(value: cst.BaseExpression) -> bool:
-    """A whole number by its making: a literal, a floor division, `len(...)` or `int(...)`."""
-    kind = type(value)
-    return kind is cst.Integer or kind is cst.BinaryOperation and type(value.operator) is cst.FloorDivide or \
-        kind is cst.Call and type(value.func) is cst.Name and value.func.value in ("len", "int")  # type: ignore[attr-defined]
-
-
 def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
     return cst.Arg(value=value, keyword=cst.Name(name),
                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
@@ -533,15 +526,36 @@ class CpuTensorThenMove(Rule):
 
     def _from_numbers(self, computation) -> bool:  # type: ignore[no-untyped-def]
         """The computation's inputs are numbers, not tensors: each is used only where a number
-        goes (a size, `math.log(n)`), or is a name bound to a whole number there (`half = dim //
-        2`, then `torch.arange(half) / half`)."""
-        return all(not item.as_tensor or type(item.node) is cst.Name and self._a_number(item.node)
+        goes (a size, `math.log(n)`); or, used as an operand too, it is also passed itself as a
+        factory's size in the same computation (`torch.arange(half) / half`), or is a name bound
+        to a whole number there (`n = x.size(0)`, `half = n // 2`). A tensor whose size is
+        taken (`lengths.size(0)`) is still a tensor."""
+        tree = self.facts.tree
+        sizes = {item.dotted for item in computation.inputs
+                 if not item.as_tensor and type(tree.parent(item.node)) is cst.Arg}
+        return all(not item.as_tensor or item.dotted in sizes or type(item.node) is cst.Name and self._a_number(item.node)
                    for item in computation.inputs)
 
-    def _a_number(self, name: cst.Name) -> bool:
+    def _a_number(self, name: cst.Name, depth: int = 0) -> bool:
+        """`name` is bound there only to whole numbers: literals, `len()`, `int()`, a size
+        (`x.size(0)`, `x.shape[1]`), or arithmetic of those (`half = n // 2`)."""
         binds = self.facts.scopes.in_effect(name.value, name)
-        return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and _counts(b.value)
-                                   for b in binds)
+        return bool(binds) and depth < 3 and all(
+            b.kind == "assign" and b.whole and b.value is not None and self._whole(b.value, depth) for b in binds)
+
+    def _whole(self, value: cst.BaseExpression, depth: int) -> bool:
+        kind = type(value)
+        if kind is cst.Integer:
+            return True
+        if kind is cst.Name:
+            return self._a_number(value, depth + 1)  # type: ignore[arg-type]
+        if kind is cst.BinaryOperation and type(value.operator) in (cst.FloorDivide, cst.Add, cst.Subtract, cst.Multiply):  # type: ignore[attr-defined]
+            return self._whole(value.left, depth) and self._whole(value.right, depth)  # type: ignore[attr-defined]
+        if kind is cst.Call and type(value.func) is cst.Name:  # type: ignore[attr-defined]
+            return value.func.value in ("len", "int")  # type: ignore[attr-defined]
+        if kind is cst.Call and type(value.func) is cst.Attribute:  # `x.size(0)`
+            return value.func.attr.value == "size" and bool(value.args)  # type: ignore[attr-defined]
+        return kind is cst.Subscript and type(value.value) is cst.Attribute and value.value.attr.value == "shape"  # type: ignore[attr-defined]
 
     def _number_assigned(self, node: cst.Call) -> bool:
         """`x[x != x] = torch.tensor(-math.inf).to(x)`: a tensor of one number made on the host
