@@ -9,7 +9,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import Use, sources_of
 from memlint.analysis.loops import FEW_ITERATIONS, Loop, LoopFacts, range_span
-from memlint.analysis.tree import TreeIndex, argument, children, dotted_name
+from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -258,7 +258,7 @@ class CatInLoop(Rule):
         if growth is None:
             return
         loops = self.facts.tree.loops_around(node)
-        if not loops or self._designed(loops[0]) or _a_column_of_flags(growth):
+        if not loops or self._designed(loops[0]) or _a_column_of_flags(growth, loops[0]):
             return
         if self.facts.in_model_code(loops[0]) and not (type(loops[0]) is cst.While or
                                                        self.facts.steps.iterates_loader(loops[0])):
@@ -442,33 +442,53 @@ class CatInLoop(Rule):
         return candidate
 
 
-_COLUMN_SHAPERS = frozenset({"reshape", "view", "unsqueeze"})
-_CASTS = frozenset({"bool", "int", "long", "to"})
+_FLAG_CASTS = frozenset({"bool", "int", "long", "float", "to"})
 
 
-def _a_column_of_flags(growth: _Growth) -> bool:
-    """A mask grown by one column of flags per step along its last dimension
-    (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`, `(tok == eos).unsqueeze(1)` with
-    `dim=1`): a bit or a word per sequence and step, whose copying is nothing beside the step
-    that computes it. Not flags concatenated along the batch (`torch.cat([correct, pred == y])`
-    over a validation loader), which grow with the data."""
+def _a_column_of_flags(growth: _Growth, loop: cst.CSTNode) -> bool:
+    """A mask grown by one column of flags per token of a decoding loop, along its last
+    dimension (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`, `(tok == eos).unsqueeze(-1)`
+    with `dim=1`, in a loop over `range(max_new_tokens)`): a bit or a word per sequence and
+    step, whose copying is nothing beside the step that computes it. Not flags concatenated
+    along the batch or flattened (`(pred == y).view(-1)`), nor in a loop over data, where
+    they grow with the data."""
     dim = growth.dim
     if not (type(dim) is cst.Integer and dim.value == "1" or type(dim) is cst.UnaryOperation and
             type(dim.operator) is cst.Minus and type(dim.expression) is cst.Integer and dim.expression.value == "1"):  # type: ignore[attr-defined]
         return False
-    piece, shaped, flags = growth.piece, False, False
+    iterable = loop.iter if type(loop) is cst.For else None  # type: ignore[attr-defined]
+    if type(iterable) is cst.NamedExpr:  # `(pbar := trange(n))`
+        iterable = iterable.value  # type: ignore[attr-defined]
+    if not (type(loop) is cst.While or type(iterable) is cst.Call and
+            last_part(dotted_name(iterable.func)) in ("range", "trange")):  # type: ignore[attr-defined]
+        return False
+    piece, column, flags = growth.piece, False, False
     while True:  # `~done.reshape(bsz, 1)`, `(tok == eos).unsqueeze(1).int()`, `flags[:, None]`
         kind = type(piece)
-        if kind is cst.Call and type(piece.func) is cst.Attribute and \
-                piece.func.attr.value in _COLUMN_SHAPERS | _CASTS:  # type: ignore[attr-defined]
-            shaped = shaped or piece.func.attr.value in _COLUMN_SHAPERS  # type: ignore[attr-defined]
+        if kind is cst.Call and type(piece.func) is cst.Attribute and piece.func.attr.value in _FLAG_CASTS:  # type: ignore[attr-defined]
             piece = piece.func.value  # type: ignore[attr-defined]
-        elif kind is cst.Subscript:
-            shaped = True
-            piece = piece.value  # type: ignore[attr-defined]
+        elif kind is cst.Call and type(piece.func) is cst.Attribute and _to_a_column(piece):  # type: ignore[attr-defined]
+            column, piece = True, piece.func.value  # type: ignore[attr-defined]
+        elif kind is cst.Subscript and any(type(e.slice) is cst.Index and type(e.slice.value) is cst.Name and  # type: ignore[attr-defined]
+                                           e.slice.value.value == "None" for e in piece.slice):  # type: ignore[attr-defined]
+            column, piece = True, piece.value  # type: ignore[attr-defined]
         elif kind is cst.UnaryOperation and type(piece.operator) in (cst.BitInvert, cst.Not):  # type: ignore[attr-defined]
-            flags = True
-            piece = piece.expression  # type: ignore[attr-defined]
+            flags, piece = True, piece.expression  # type: ignore[attr-defined]
         else:
             break
-    return shaped and (flags or type(piece) is cst.Comparison)
+    return column and (flags or type(piece) is cst.Comparison)
+
+
+def _to_a_column(call: cst.Call) -> bool:
+    """`.reshape(bsz, 1)`, `.view(-1, 1)`, `.unsqueeze(-1)` / `.unsqueeze(1)`: one column."""
+    method = call.func.attr.value  # type: ignore[attr-defined]
+    args = [a.value for a in call.args if a.keyword is None]
+    if not args:
+        return False
+    last = args[-1]
+    one = type(last) is cst.Integer and last.value == "1"  # type: ignore[attr-defined]
+    minus_one = type(last) is cst.UnaryOperation and type(last.expression) is cst.Integer and \
+        last.expression.value == "1"  # type: ignore[attr-defined]
+    if method in ("reshape", "view"):
+        return len(args) >= 2 and one
+    return method == "unsqueeze" and (one or minus_one)
