@@ -363,9 +363,11 @@ def skips_one_in_n(test: cst.BaseExpression) -> bool:
     if type(test) is not cst.BinaryOperation or type(test.operator) is not cst.Modulo:
         return False
     counter, every = test.left, test.right  # type: ignore[attr-defined]
-    if type(counter) is cst.BinaryOperation and type(counter.operator) in (cst.Add, cst.Subtract) and \
-            type(counter.right) is cst.Integer:  # `(step + 1) % 50`
-        counter = counter.left  # type: ignore[attr-defined]
+    if type(counter) is cst.BinaryOperation and type(counter.operator) in (cst.Add, cst.Subtract):
+        if type(counter.right) is cst.Integer:  # `(step + 1) % 50`
+            counter = counter.left  # type: ignore[attr-defined]
+        elif type(counter.left) is cst.Integer:  # `(1 + step) % 50`
+            counter = counter.right  # type: ignore[attr-defined]
     if type(every) is cst.Integer and int(every.value, 0) < _FEW_STEPS:  # type: ignore[attr-defined]
         return False
     return bool(_COUNTER.search(last_part(dotted_name(counter))))

@@ -9,6 +9,7 @@ import libcst as cst
 from memlint.analysis.often import STEP
 from memlint.analysis.steps import skips_one_in_n
 from memlint.analysis.syncs import may_sync
+from memlint.analysis.tree import walk
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
@@ -87,8 +88,10 @@ class HostDeviceSyncInLoop(Rule):
 
     And a log meant for one step in N under a test that holds on all the others: `if step %
     50:` (or `% 50 != 0`) where `if step % 50 == 0:` was meant, over a print of the loss (a
-    GPU tensor formatted, or its `.item()`), reads the GPU back on 49 steps of 50. No fix:
-    which steps to log is the author's to say.
+    GPU tensor formatted, or its `.item()`), reads the GPU back on 49 steps of 50. Only where N
+    is a name or 10 or more (`step % 2` is every other step), the `if` has no `else`, and its
+    branch steers nothing (no `continue`, no backward or optimizer step: `if step % accum != 0:`
+    is gradient accumulation). No fix: which steps to log is the author's to say.
 
     And an evaluation that runs every step only for a periodic log: a helper that runs the
     model and returns values read back to the host (`return loss.item(), acc.item()`), called on
@@ -520,8 +523,10 @@ class HostDeviceSyncInLoop(Rule):
         if type(guard) is not cst.If or id(guard) in self._logged or guard.orelse is not None or \
                 not skips_one_in_n(guard.test) or not facts.tree.contains(guard.body, node) or \
                 not _only_logs(guard):  # type: ignore[union-attr]
-            return  # (an `else` that logs too, or a body that steers the step: a choice, not a slip)
-        value = facts.syncs.logged(node)
+            return  # (an `else` too, or a body that steers the step: a choice, not a slip)
+        value = facts.syncs.logged(node) or next(  # a value the branch reads back for the log (`avg = loss.item()`)
+            (call for call in walk(guard.body) if type(call) is cst.Call and may_sync(call)  # type: ignore[union-attr]
+             and facts.syncs.sync(call) is not None), None)
         if value is None or not facts.device_code or facts.per_step(node) != STEP:  # (asked last: the project)
             return  # (per item of a loop in the step: its own finding)
         self._logged.add(id(guard))
@@ -569,10 +574,14 @@ class HostDeviceSyncInLoop(Rule):
 
 
 def _only_logs(branch: cst.If) -> bool:
-    """The branch does nothing but call (`print(...)`, `logger.info(...)`): no `continue`, no
-    assignment, nothing that steers the step (`if step % accum != 0: ...; continue`)."""
-    body = branch.body.body if type(branch.body) is cst.IndentedBlock else [branch.body]  # type: ignore[attr-defined]
-    return all(type(line) in (cst.SimpleStatementLine, cst.SimpleStatementSuite) and
-               all(type(small) is cst.Expr and type(small.value) is cst.Call for small in line.body)  # type: ignore[attr-defined]
-               for line in body)
-
+    """The branch logs and does nothing that steers the step: no `continue`, `break`, `return`
+    or `raise` (`if step % accum != 0: ...; continue` is gradient accumulation), and no
+    backward, optimizer step or gradient reset."""
+    for node in walk(branch.body):
+        kind = type(node)
+        if kind in (cst.Continue, cst.Break, cst.Return, cst.Raise):
+            return False
+        if kind is cst.Call and type(node.func) is cst.Attribute and \
+                node.func.attr.value in ("backward", "step", "zero_grad"):  # type: ignore[attr-defined]
+            return False
+    return True

@@ -26,12 +26,14 @@ _MASKING_FILL = 1e4
 
 def _masking_fill(number: cst.BaseExpression) -> bool:
     """Whether `number` is a masking fill, a literal of magnitude 1e4 or more or an infinity
-    (`-9e15`, `float("-inf")`, `-math.inf`): its tensor is as large as the scores it masks
+    (`-9e15`, `float("-inf")`, `-math.inf`; not a large whole number, a token id: `50256`): its tensor is as large as the scores it masks
     (nodes x nodes, heads x tokens x tokens). A fill of zeros, ones or a label (`-100`) masks
     log-probabilities, timesteps or token ids, usually a small tensor beside the step's
     forward, whose one allocation no maintainer changes."""
     value = _literal_value(number)
-    return value is not None and abs(value) >= _MASKING_FILL
+    if value is None or abs(value) < _MASKING_FILL:
+        return False
+    return value < 0 or math.isinf(value) or type(number) is not cst.Integer  # (a large whole number is a token id)
 
 
 def _literal_value(number: cst.BaseExpression) -> Optional[float]:
