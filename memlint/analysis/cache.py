@@ -1,5 +1,6 @@
 """Calls that hand the caching allocator's blocks back to the driver: `torch.cuda.empty_cache()`
-(and its XPU and MPS twins), and the helpers that do nothing else.
+(and its XPU, MPS, NPU and MLU twins), the helpers that do nothing else, and the conditions
+that only pick the device (under them, the call still runs every time).
 
 Projects wrap the call to pick the device (`def empty_cache(): if is_torch_npu_available():
 torch.npu.empty_cache() else: torch.cuda.empty_cache()`) and call the wrapper from their
@@ -39,13 +40,8 @@ def picks_device(test: cst.BaseExpression) -> bool:
         return picks_device(test.left) and picks_device(test.right)  # type: ignore[attr-defined]
     if kind is cst.UnaryOperation and type(test.operator) is cst.Not:  # type: ignore[attr-defined]
         return picks_device(test.expression)  # type: ignore[attr-defined]
-    words = set()
-    for node in walk(test):
-        kind = type(node)
-        if kind is cst.Name:
-            words.update(_WORD.findall(node.value.lower()))  # type: ignore[attr-defined]
-        elif kind is cst.SimpleString:
-            words.update(_WORD.findall(node.value.lower()))  # type: ignore[attr-defined]
+    words = {word for node in walk(test) if type(node) in (cst.Name, cst.SimpleString)
+             for word in _WORD.findall(node.value.lower())}  # type: ignore[attr-defined]
     return bool(words & _DEVICE_WORDS) and not words & _MEMORY_WORDS
 
 
