@@ -44,6 +44,8 @@ def _step_part(facts: Facts, stmt: cst.CSTNode) -> bool:
     return False
 
 
+_CPU_ONLY = frozenset({"cpu"})  # an autocast region that runs on the CPU alone
+
 class BackwardUnderAutocast(Rule):
     """
     ## What it does
@@ -73,7 +75,9 @@ class BackwardUnderAutocast(Rule):
 
     ## When it is not reported
     A backward that does not train (no optimizer step can follow it: a unit test documenting
-    autocast) or is meant to fail (`pytest.raises`), and autocast with `enabled=False`.
+    autocast) or is meant to fail (`pytest.raises`), autocast with `enabled=False`, and a CPU
+    autocast (`torch.cpu.amp.autocast`, `torch.autocast("cpu")`: no device memory at stake, and
+    its backward's gradients are the same).
 
     ## Fix
     Moves the backward and what follows it out of the block, when those are the block's last
@@ -112,6 +116,11 @@ class BackwardUnderAutocast(Rule):
         "    with torch.autocast(\"cpu\", dtype=torch.bfloat16):\n        loss = layer(torch.ones(1, 2)).mean()\n"
         "        loss.backward()\n        assert layer.weight.grad is not None\n"
         "        with pytest.raises(RuntimeError):\n            loss.backward()\n",
+        # a CPU autocast (IPEX's bf16 training): no device memory at stake
+        "import torch\nfor x in loader:\n    with torch.cpu.amp.autocast(dtype=torch.bfloat16):\n"
+        "        loss = model(x).mean()\n        loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n",
+        "import torch\nfor x in loader:\n    with torch.autocast(\"cpu\", dtype=torch.bfloat16):\n"
+        "        loss = model(x).mean()\n        loss.backward()\n    optimizer.step()\n",
     )
     INVALID = (
         Invalid(
@@ -171,8 +180,8 @@ class BackwardUnderAutocast(Rule):
         if not facts.phase.backward_trains(node):
             return  # a unit test documenting autocast, a backward meant to fail: not a training step
         autocast = facts.regions.autocast_at(node)
-        if autocast is None or autocast.enabled is False:
-            return
+        if autocast is None or autocast.enabled is False or facts.regions.autocast_devices(autocast) == _CPU_ONLY:
+            return  # (a CPU autocast: no device memory, and its backward's gradients are the same)
         self.report(node, fix=self._fix(facts, node, autocast.region.node))
 
     @staticmethod
