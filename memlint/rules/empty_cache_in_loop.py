@@ -230,12 +230,7 @@ class EmptyCacheInLoop(Rule):
         the phases of a step, as RL trainers do (the reference model runs next). Not at a step's
         end (`del out, loss; torch.cuda.empty_cache()`, then a log line, a counter or nothing)."""
         tree = self.facts.tree
-        line = tree.parent(tree.parent(node))  # the Expr's line, or a one-line suite
-        statement = tree.statement_of(node)
-        owner = tree.parent(tree.parent(statement) if statement is not None else line)
-        if type(owner) is cst.If and picks_device(owner.test) and owner.orelse is None and \
-                (type(line) is cst.SimpleStatementSuite or len(owner.body.body) == 1):  # type: ignore[attr-defined]
-            statement = owner  # `if torch.cuda.is_available(): torch.cuda.empty_cache()`, either layout
+        statement = self._holder(node)
         if statement is None:
             return False
         body, position = tree.siblings(statement)
@@ -294,22 +289,30 @@ class EmptyCacheInLoop(Rule):
             child = ancestor
         return False
 
-    def _fix(self, node: cst.Call, shown: str) -> Optional[Fix]:
+    def _holder(self, node: cst.Call) -> Optional[cst.CSTNode]:
+        """The statement that holds the call: its own line, or the `if` around it that only
+        picks the device and holds nothing else (`if torch.cuda.is_available():
+        torch.cuda.empty_cache()`, on one line or two)."""
         tree = self.facts.tree
         statement = tree.statement_of(node)
-        if statement is None:
+        block = tree.parent(statement) if statement is not None else tree.parent(tree.parent(node))
+        alone = block is not None and len(getattr(block, "body", ())) == 1 and \
+            (statement is not None or type(block) is cst.SimpleStatementSuite)
+        owner = tree.parent(block) if block is not None else None
+        if alone and type(owner) is cst.If and owner.orelse is None and owner.body is block and \
+                picks_device(owner.test):  # type: ignore[attr-defined]
+            return owner
+        return statement
+
+    def _fix(self, node: cst.Call, shown: str) -> Optional[Fix]:
+        tree = self.facts.tree
+        if tree.statement_of(node) is None:
             return None
-        body, _ = tree.siblings(statement)
-        target: cst.CSTNode = statement
-        if len(body) == 1:
-            block = tree.parent(statement)
-            owner = tree.parent(block) if block is not None else None
-            if isinstance(owner, cst.If) and owner.orelse is None and owner.body is block:
-                target = owner  # `if torch.cuda.is_available(): torch.cuda.empty_cache()`
-                body, _ = tree.siblings(owner)
+        target = self._holder(node)
+        body, _ = tree.siblings(target)  # type: ignore[arg-type]
         if len(body) > 1:
             return Fix((Remove(target),), Safety.SAFE, f"remove `{shown}`")  # type: ignore[arg-type]
-        return Fix((Replace(target, cst.parse_statement("pass")),), Safety.SAFE, f"remove `{shown}`")
+        return Fix((Replace(target, cst.parse_statement("pass")),), Safety.SAFE, f"remove `{shown}`")  # type: ignore[arg-type]
 
 
 # Calls that log or count, not work of the step: what may follow `del ...; empty_cache()` at its end.
