@@ -452,9 +452,7 @@ def _a_column_of_flags(growth: _Growth, loop: cst.CSTNode) -> bool:
     step, whose copying is nothing beside the step that computes it. Not flags concatenated
     along the batch or flattened (`(pred == y).view(-1)`), nor in a loop over data, where
     they grow with the data."""
-    dim = growth.dim
-    if not (type(dim) is cst.Integer and dim.value == "1" or type(dim) is cst.UnaryOperation and
-            type(dim.operator) is cst.Minus and type(dim.expression) is cst.Integer and dim.expression.value == "1"):  # type: ignore[attr-defined]
+    if growth.dim is None or _unit(growth.dim) is None:
         return False
     iterable = loop.iter if type(loop) is cst.For else None  # type: ignore[attr-defined]
     if type(iterable) is cst.NamedExpr:  # `(pbar := trange(n))`
@@ -485,10 +483,16 @@ def _to_a_column(call: cst.Call) -> bool:
     args = [a.value for a in call.args if a.keyword is None]
     if not args:
         return False
-    last = args[-1]
-    one = type(last) is cst.Integer and last.value == "1"  # type: ignore[attr-defined]
-    minus_one = type(last) is cst.UnaryOperation and type(last.expression) is cst.Integer and \
-        last.expression.value == "1"  # type: ignore[attr-defined]
+    unit = _unit(args[-1])
     if method in ("reshape", "view"):
-        return len(args) >= 2 and one
-    return method == "unsqueeze" and (one or minus_one)
+        return len(args) >= 2 and unit == 1
+    return method == "unsqueeze" and unit is not None
+
+
+def _unit(expr: cst.BaseExpression) -> Optional[int]:
+    """1 for `1`, -1 for `-1` (a dimension counted from either end), None for anything else."""
+    if type(expr) is cst.Integer and expr.value == "1":  # type: ignore[attr-defined]
+        return 1
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus and _unit(expr.expression) == 1:  # type: ignore[attr-defined]
+        return -1
+    return None
