@@ -82,7 +82,7 @@ _OUTPUT_FIELDS = frozenset({"logits", "loss", "last_hidden_state", "pooler_outpu
 _GATHERS = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes", "all_gather", "all_reduce"})
 _ACCELERATOR = re.compile(r"(^|\.)(accelerator|fabric)$", re.IGNORECASE)
 _LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
-# tqdm's progress bars: `trange(n)` runs as `range(n)`; `tqdm(x)` as `x`.
+# tqdm's progress bars: `trange(n)` runs as `range(n)` (`Syncs.many`); `tqdm(x)` as `x`.
 _PROGRESS_RANGES = frozenset({"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange", "tqdm.std.trange"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
 _PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -977,22 +977,20 @@ class Syncs:
             return self.many(iterable.value, at)  # type: ignore[attr-defined]
         if isinstance(iterable, cst.Call):
             func = iterable.func
-            progress = self.names.qualified_name(func) or ""
-            if progress in _PROGRESS_RANGES:  # `trange(n, desc=...)`: a range with a progress bar
-                bounds = iterable.with_changes(args=[a for a in iterable.args if a.keyword is None])
-                span = range_span(bounds)
-                return span >= FEW_ITERATIONS if span is not None else bool(bounds.args)
-            if progress in _PROGRESS_BARS and iterable.args:  # `tqdm(loader)`: what it wraps
+            qualified = self.names.qualified_name(func)
+            if qualified in _PROGRESS_RANGES or qualified is None and type(func) is cst.Name and func.value == "range":
+                if any(a.keyword is not None for a in iterable.args):  # `trange(n, desc=...)`: no bound
+                    iterable = iterable.with_changes(args=[a for a in iterable.args if a.keyword is None])
+                span = range_span(iterable)
+                return span >= FEW_ITERATIONS if span is not None else bool(iterable.args)
+            if qualified in _PROGRESS_BARS and iterable.args:  # `tqdm(loader)`: what it wraps
                 return self.many(iterable.args[0].value, at)
             if isinstance(func, cst.Attribute):
                 if func.attr.value in _PARAMETER_ITERABLES:
                     return True
                 if func.attr.value in _FEW_METHODS:
                     return False
-            if isinstance(func, cst.Name) and self.names.qualified_name(func) is None:
-                if func.value == "range":
-                    span = range_span(iterable)
-                    return span >= FEW_ITERATIONS if span is not None else bool(iterable.args)
+            if isinstance(func, cst.Name) and qualified is None:
                 if func.value in ("zip", "enumerate", "reversed"):
                     return bool(iterable.args) and any(self.many(a.value, at) for a in iterable.args
                                                        if a.keyword is None)
