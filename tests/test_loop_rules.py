@@ -127,6 +127,20 @@ class Net(torch.nn.Module):
     def on_train_epoch_end(self):
         done = 1                             # BOUNDARY
 
+def sample_tiles(latents, views):
+    for i, t in enumerate(self.scheduler.timesteps):
+        merged = 1                           # STEP: one denoising step an iteration
+        for view in views:
+            tile = unet(latents[view], t)    # INNER: a view per forward, several per step
+        latents = merge(latents)
+
+def train_per_noise_level(loader):
+    for t in timesteps:
+        for x in loader:
+            model(x, t).sum().backward()
+            opt.step()
+        level_done = 1                       # BOUNDARY: a schedule that trains is an epoch loop
+
 setup = 1                                    # unknown
 """
 
@@ -134,7 +148,7 @@ setup = 1                                    # unknown
 @pytest.mark.parametrize("target,expected", [
     ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
     ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
-    ("micro_loss", INNER), ("engine_out", STEP),
+    ("micro_loss", INNER), ("engine_out", STEP), ("merged", STEP), ("tile", INNER), ("level_done", BOUNDARY),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)

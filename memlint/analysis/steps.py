@@ -10,9 +10,12 @@ has no loop of its own, one decorated to run without grad included: a sampler's
   handed to Ignite's `Engine`, a SimulEval agent's `policy` and other per-action hooks, a
   function called from a step, in this module or, through the
   project, in another: memlint.analysis.project; Lightning's batch hooks: `on_train_batch_end`
-  ...); in the loop of a generator that a step loop iterates (it runs in step with it);
+  ...); in the loop of a generator that a step loop iterates (it runs in step with it); in
+  the body of a tiled or multi-view sampler's loop over its schedule (`for t in timesteps:`
+  around a loop over views that runs the UNet), one denoising step an iteration;
 - `INNER`: more than once per step: in a loop (or comprehension) that does no step work of its
-  own inside a step, or inside a function that runs per step; in the loop of micro-batches of
+  own inside a step, or inside a function that runs per step; in a loop inside a sampler's
+  denoising step (a view's forward, the step's work split); in the loop of micro-batches of
   gradient accumulation (it backwards; the loop around it steps the optimizer, or, in a
   function that runs once per step, its caller does);
 - `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
@@ -59,6 +62,9 @@ _COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batc
                       r"iters|iteration|idx|epoch|count|counter))$|^(step|iter|iteration|epoch)_?\w*$", re.IGNORECASE)
 _LOOPS = frozenset({cst.For, cst.While})
 _FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step % 2`), not a slip
+# What a diffusion sampler's schedule is named: a loop over it runs one denoising step an iteration.
+_SCHEDULE = re.compile(r"^(timesteps|sigmas)$")
+_WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip", "reversed", "progress_bar"})
 
 
 class Steps:
@@ -78,6 +84,7 @@ class Steps:
         self._function_holds: Dict[int, bool] = {}
         self._own_steps: Dict[int, bool] = {}  # id(function) -> it runs steps of its own (`_runs_its_own_steps`)
         self._yields: Dict[int, bool] = {}
+        self._samplers: Dict[int, bool] = {}  # id(loop) -> a sampler's loop over its schedule (`_denoises`)
         self._functions: Dict[int, Optional[str]] = {}
 
     # -- loops -------------------------------------------------------------------------------
@@ -171,6 +178,9 @@ class Steps:
         repeated = self._in_comprehension(node, loops[0] if loops else None)
         if loops:
             innermost = loops[0]
+            sampling = [loop for loop in loops if self._denoises(loop)]
+            if sampling:  # a tiled or multi-view sampler: each view's forward is a piece of one step
+                return STEP if sampling[0] is innermost and not repeated else INNER
             if self.does_step_work(innermost):
                 if self.calls_step_loop(innermost) and not self._trains_itself(innermost):
                     return BOUNDARY
@@ -186,6 +196,22 @@ class Steps:
         elif not repeated and self._runs_its_own_steps(node):
             return BOUNDARY
         return REPEATED if repeated else CALLER
+
+    def _denoises(self, loop: cst.CSTNode) -> bool:
+        """`for i, t in enumerate(self.scheduler.timesteps):` around a loop over tiles or views
+        that runs the model (diffusers' tiled and panorama samplers): each iteration is one
+        denoising step, and the loop inside it runs the pieces of that step, though it does the
+        step's work. Not a loop that trains (a backward under it), nor one that runs the model
+        itself: that is a step loop already, whatever it nests."""
+        found = self._samplers.get(id(loop))
+        if found is None:
+            iterable = getattr(loop, "iter", None)
+            while type(iterable) is cst.Call and iterable.args and last_part(dotted_name(iterable.func)) in _WRAPPERS:
+                iterable = iterable.args[0].value  # type: ignore[attr-defined]
+            found = iterable is not None and bool(_SCHEDULE.match(last_part(dotted_name(iterable)))) and \
+                not self.does_step_work(loop) and self.holds_step_loop(loop) and not self.roles.backwards_in(loop)
+            self._samplers[id(loop)] = found
+        return found
 
     def _runs_its_own_steps(self, node: cst.CSTNode) -> bool:
         """`node` is outside any loop of a function that runs steps of its own and is not a step

@@ -113,6 +113,9 @@ class EmptyCacheInLoop(Rule):
         # in a rollout that generates: the KV caches' blocks go back before the forwards that follow
         "import torch\nfor prompts in loader:\n    sequences = policy.generate(prompts)\n    torch.cuda.empty_cache()\n"
         "    loss(policy(sequences)).backward()\n    optimizer.step()\n",
+        # between the levels of a noise schedule that trains at each: once per level
+        "import torch\nfor t in timesteps:\n    for x in loader:\n        model(x, t).sum().backward()\n"
+        "        opt.step()\n    torch.cuda.empty_cache()\n",
         # under a test of the data or of memory: not every step
         "import torch\nfor inputs in loader:\n    model(inputs.cuda()).sum().backward()\n    opt.step()\n"
         "    if inputs.shape[1] > 4096:\n        torch.cuda.empty_cache()\n"
@@ -177,6 +180,23 @@ class EmptyCacheInLoop(Rule):
             "import torch\nfor inputs in loader:\n    model(inputs.cuda()).sum().backward()\n    opt.step()\n"
             "    if torch.cuda.is_available():\n        torch.cuda.empty_cache()\n",
             "import torch\nfor inputs in loader:\n    model(inputs.cuda()).sum().backward()\n    opt.step()\n",
+        ),
+        # a tiled sampler: the loop over views runs the UNet, but each timestep is the step
+        Invalid(
+            "import torch\n\nclass Tiles:\n    def merge(self, outs):\n        merged = outs.mean(0)\n"
+            "        torch.cuda.empty_cache()\n        return merged\n\n"
+            "class Pipeline:\n    def __init__(self, unet):\n        self.unet = unet\n        self.tiles = Tiles()\n\n"
+            "    def __call__(self, latents, views):\n"
+            "        for i, t in enumerate(self.scheduler.timesteps):\n            grid = []\n"
+            "            for view in views:\n                grid.append(self.unet(latents[view], t))\n"
+            "            latents = self.tiles.merge(torch.stack(grid))\n        return latents\n",
+            "import torch\n\nclass Tiles:\n    def merge(self, outs):\n        merged = outs.mean(0)\n"
+            "        return merged\n\n"
+            "class Pipeline:\n    def __init__(self, unet):\n        self.unet = unet\n        self.tiles = Tiles()\n\n"
+            "    def __call__(self, latents, views):\n"
+            "        for i, t in enumerate(self.scheduler.timesteps):\n            grid = []\n"
+            "            for view in views:\n                grid.append(self.unet(latents[view], t))\n"
+            "            latents = self.tiles.merge(torch.stack(grid))\n        return latents\n",
         ),
         # ... followed by a log line and a counter: the step's end still
         Invalid(
