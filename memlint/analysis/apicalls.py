@@ -19,7 +19,8 @@ whether the argument is given there:
 call of a model or an optimizer (not of a learning-rate scheduler or a GradScaler, whose state
 holds no tensors), directly or through the names bound from it in the same scope
 (`ckpt = torch.load(p); model.load_state_dict(ckpt["model"])`), or at a call of the function
-that returns it.
+that returns it, or in a function of this module they are passed to (`Unet.from_config(config,
+state_dict)`, a class method that builds the model and loads it).
 
 `reads_buffer(call)`: the call's first argument is an in-memory buffer (`io.BytesIO(...)`, or a
 name bound only to one): objects the program itself serialized, e.g. to send between processes.
@@ -116,14 +117,37 @@ class ApiCalls:
                 break
         scope = tree.scope_of(call)
         names = self.bound_from(call)
-        found = [other for other in scopes.calls if _loads_state(other) and tree.scope_of(other) is scope
-                 and any(sources_of(arg.value) & names for arg in other.args)]
+        found = self._loads_of(scope, names, depth)
         if found:
             return found
         if isinstance(scope, cst.FunctionDef) and depth < _WRAPPER_DEPTH and any(
                 tree.contains(value, call) or sources_of(value) & names for value in scopes.returned(scope)):
             return [loader for site in scopes.call_sites(scope) for loader in self.state_loads(site, depth + 1)]
         return []
+
+    def _loads_of(self, scope: cst.CSTNode, names: Set[str], depth: int) -> List[cst.Call]:
+        """The `.load_state_dict(...)` calls that `names` of `scope` reach: an argument of one in
+        `scope`, or of a function of this module they are passed to (`Unet.from_config_and_state_dict(config,
+        state_dict)`, which builds the model and loads it), wrappers of wrappers followed."""
+        tree, scopes = self.tree, self.scopes
+        found: List[cst.Call] = []
+        for other in scopes.calls_of(scope):
+            if _loads_state(other):
+                if any(sources_of(arg.value) & names for arg in other.args):
+                    found.append(other)
+                continue
+            if depth >= _WRAPPER_DEPTH or not any(sources_of(arg.value) & names for arg in other.args):
+                continue
+            target = scopes.resolve(other)
+            if target is None or tree.contains(target, other):
+                continue
+            on_class = type(other.func) is cst.Attribute and type(other.func.value) is cst.Name and \
+                other.func.value.value in scopes.classes  # type: ignore[attr-defined]
+            passed = {parameter for arg, parameter in _parameters_given(other, target, on_class)
+                      if sources_of(arg.value) & names}
+            if passed:
+                found.extend(self._loads_of(target, derived(scopes.flows(target), passed), depth + 1))
+        return found
 
     def bound_from(self, call: cst.Call, follow: bool = True) -> Set[str]:
         """The names of the call's scope bound from what it returns, and (`follow`) from those in turn."""
@@ -265,6 +289,28 @@ class ApiCalls:
                 known[id(forwarding[0])] = forwarding[1]
                 found.append(forwarding)
         return found
+
+
+def _parameters_given(call: cst.Call, target: cst.FunctionDef, on_class: bool) -> List[Tuple[cst.Arg, str]]:
+    """Each argument of `call` with the parameter of `target` it binds: by keyword, or by
+    position after a method's `self` or a class method's `cls` (`on_class`: called on its class
+    by name, where a plain method's first argument is the instance: `Net.forward(net, x)`)."""
+    params = [p.name.value for p in (*target.params.posonly_params, *target.params.params)]
+    decorators = {dotted_name(d.decorator) for d in target.decorators}
+    if "staticmethod" not in decorators and params and (
+            "classmethod" in decorators or type(call.func) is cst.Attribute and params[0] == "self" and not on_class):
+        params = params[1:]
+    named = params + [p.name.value for p in target.params.kwonly_params]
+    given: List[Tuple[cst.Arg, str]] = []
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            if arg.keyword.value in named:
+                given.append((arg, arg.keyword.value))
+        elif position < len(params):
+            given.append((arg, params[position]))
+    return given
 
 
 def _loads_state(call: cst.Call) -> bool:

@@ -470,9 +470,18 @@ class Checkpoints:
             if first is not None and dotted_name(_chain_base(first)) == dotted:
                 return "same"
             name = last_part(dotted_name(base.func))
-            if name[:1].isupper() or name in _BUILDERS:
+            if name[:1].isupper() or name in _BUILDERS or self._builds_own_class(base):
                 return True  # a module is built on the CPU
         return None
+
+    def _builds_own_class(self, call: cst.Call) -> bool:
+        """`klass(**config)` in a class method, whose first parameter is its class."""
+        func = self.tree.function_of(call)
+        if func is None or type(call.func) is not cst.Name or \
+                not any(dotted_name(d.decorator) == "classmethod" for d in func.decorators):
+            return False
+        params = func.params.posonly_params or func.params.params
+        return bool(params) and params[0].name.value == call.func.value  # type: ignore[attr-defined]
 
 
 def _plain(expr: cst.BaseExpression) -> bool:

@@ -292,6 +292,9 @@ class Scopes:
                     return method
                 klass = self._attribute_class(call, func.attr.value)  # `self.model(x)`
                 return self._method(klass, "__call__") or self._method(klass, "forward")
+            klass = self.classes.get(func.value.value)
+            if klass is not None and not self.bindings_seen(func.value.value, call):
+                return self._method(klass, func.attr.value)  # `Unet.from_config(...)`: a class or static method
             return self._method(self.instance_class(func.value), func.attr.value)
         if isinstance(func, cst.Attribute) and dotted_name(func.value) is not None and \
                 (dotted_name(func.value) or "").count(".") == 1 and (dotted_name(func.value) or "").startswith("self."):

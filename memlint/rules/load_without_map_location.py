@@ -8,6 +8,7 @@ import libcst as cst
 
 from memlint.analysis.apicalls import ABSENT, ApiSite
 from memlint.analysis.checkpoints import Load
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import with_keyword
@@ -46,7 +47,9 @@ class TorchLoadWithoutMapLocation(Rule):
     - Other loads (data sets, statistics, objects sent between processes: their tensors are as
       often saved on the CPU), the state of a learning-rate scheduler or a GradScaler (numbers,
       not tensors), loads in tests (functions named `test...`: a test loads what it saved, where
-      it chose), and modules that use `torch_xla` (`xm.save` writes CPU tensors).
+      it chose), and modules written for TPUs: they import `torch_xla` unconditionally, or
+      save with it (`xm.save` writes CPU tensors). Not a module that imports it only where it
+      is available (diffusers' pipelines, for `xm.mark_step()`): it runs on GPUs too.
 
     ## Why it is opt-in
     Read finding by finding on real code (docs/real-code.md), 5 of 15 were worth a change: where
@@ -90,6 +93,9 @@ class TorchLoadWithoutMapLocation(Rule):
         "import torch\nstate = torch.load(path, map_location=device)\nmodel.load_state_dict(state)\n",
         "import torch\nmodel.load_state_dict(torch.load(path, lambda storage, loc: storage))\n",  # by position
         "import torch\nmodel.load_state_dict(torch.load(path, **load_kwargs))\n",  # may carry it
+        # handed to a function that reads it but loads nothing into a model
+        "import torch\n\ndef show(state, path):\n    print(sorted(state), path)\n\n"
+        "class Net(torch.nn.Module):\n    def report(self, path):\n        show(torch.load(path)[\"model\"], path)\n",
         # a framework loading its own checkpoints
         "import torch\nmodel = Model.load_from_checkpoint(path)\naccelerator.load_state(folder)\n",
         # the alias and the partial already map
@@ -106,6 +112,10 @@ class TorchLoadWithoutMapLocation(Rule):
         "import torch\n\ndef test_roundtrip(tmp_path):\n    torch.save(model.state_dict(), tmp_path / \"m.pt\")\n"
         "    model.load_state_dict(torch.load(tmp_path / \"m.pt\"))\n",
         "import torch\nimport torch_xla.core.xla_model as xm\nmodel.load_state_dict(torch.load(path))\n",
+        "import torch\n\ndef restore(model, path):\n    import torch_xla.core.xla_model as xm\n"
+        "    model.load_state_dict(torch.load(path))\n    xm.mark_step()\n",
+        "import torch\ntry:\n    import torch_xla.core.xla_model as xm\nexcept ImportError:\n    xm = None\n"
+        "xm.save(model.state_dict(), path)\nmodel.load_state_dict(torch.load(path))\n",
         # the same module saves this checkpoint from the CPU: a copy moved there, a model moved
         # there before saving, fairseq's `move_to_cpu`, FSDP's full state dict offloaded
         "import torch\ntorch.save({k: v.cpu() for k, v in model.state_dict().items()}, \"ckpt.pt\")\n"
@@ -130,6 +140,24 @@ class TorchLoadWithoutMapLocation(Rule):
         Invalid("import torch\ncheckpoint = torch.load(args.resume)\nmodel.load_state_dict(checkpoint[\"model\"])\n",
                 "import torch\ncheckpoint = torch.load(args.resume, map_location=\"cpu\")\n"
                 "model.load_state_dict(checkpoint[\"model\"])\n"),
+        # handed to a class method of this module that builds the model and loads it
+        Invalid("import torch\n\nclass Unet(torch.nn.Module):\n    @classmethod\n"
+                "    def from_state(klass, config, state_dict):\n        unet = klass(**config)\n"
+                "        unet.load_state_dict(state_dict)\n        return unet\n\n    @classmethod\n"
+                "    def hydrate(klass, path):\n        pkg = torch.load(path)\n"
+                "        config, state_dict = pkg[\"config\"], pkg[\"state_dict\"]\n"
+                "        return Unet.from_state(config, state_dict)\n",
+                "import torch\n\nclass Unet(torch.nn.Module):\n    @classmethod\n"
+                "    def from_state(klass, config, state_dict):\n        unet = klass(**config)\n"
+                "        unet.load_state_dict(state_dict)\n        return unet\n\n    @classmethod\n"
+                "    def hydrate(klass, path):\n        pkg = torch.load(path, map_location=\"cpu\")\n"
+                "        config, state_dict = pkg[\"config\"], pkg[\"state_dict\"]\n"
+                "        return Unet.from_state(config, state_dict)\n"),
+        # torch_xla imported only where it is available: a GPU pipeline still
+        Invalid("import torch\nif is_torch_xla_available():\n    import torch_xla.core.xla_model as xm\n"
+                "model.load_state_dict(torch.load(path))\n",
+                "import torch\nif is_torch_xla_available():\n    import torch_xla.core.xla_model as xm\n"
+                "model.load_state_dict(torch.load(path, map_location=\"cpu\"))\n"),
         Invalid("from torch import load, save\nsave(net.cuda().state_dict(), \"model.pt\")\n"
                 "net.load_state_dict(load(\"model.pt\"))\n",
                 "from torch import load, save\nsave(net.cuda().state_dict(), \"model.pt\")\n"
@@ -168,7 +196,7 @@ class TorchLoadWithoutMapLocation(Rule):
         self._sites: Optional[Dict[int, ApiSite]] = None
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self._sites is None and self.facts.names.imports("torch_xla"):
+        if self._sites is None and self._on_tpu():
             self._sites = {}  # on TPU, `xm.save` writes CPU tensors: loading puts nothing on an accelerator
         if self._sites is None:
             apicalls = self.facts.apicalls
@@ -194,6 +222,23 @@ class TorchLoadWithoutMapLocation(Rule):
         self.report(node, f"{where} without `{site.keyword}` puts the tensors of {what} back on that GPU (in every "
                           f"process, the same one), {then}; load with `map_location=\"cpu\"`", fix)
 
+    def _on_tpu(self) -> bool:
+        """The module is written for TPUs: it imports `torch_xla` whatever the machine (at its
+        top, or in the functions that use it), or saves with it (`xm.save`). One that imports
+        it only where it is available (diffusers' pipelines, for `xm.mark_step()`) runs on GPUs too."""
+        facts = self.facts
+        if not facts.names.imports("torch_xla"):
+            return False
+        tree = facts.tree
+        for node, _ in tree.listed:
+            kind = type(node)
+            if kind is cst.Call and (facts.names.call_name(node) or "").startswith("torch_xla.") and \
+                    last_part(dotted_name(node.func)) == "save":  # type: ignore[attr-defined]
+                return True
+            if (kind is cst.Import or kind is cst.ImportFrom) and _imports_xla(node) and not _where_available(node, tree):
+                return True
+        return False
+
     def _saved_from_gpu(self, load: Load) -> Optional[bool]:
         """True: the project saves what `load` reads from a GPU (somewhere); False: only from
         the CPU; None: the project does not say (a checkpoint from elsewhere)."""
@@ -207,3 +252,22 @@ class TorchLoadWithoutMapLocation(Rule):
             if "cpu" in kinds:
                 return False
         return False if own else None
+
+
+def _where_available(node: cst.CSTNode, tree: TreeIndex) -> bool:
+    """An import under an `if` or a `try` of its own scope (`if is_torch_xla_available(): import
+    torch_xla...`): made where the package is installed, not needed."""
+    for ancestor in tree.ancestors(node):
+        kind = type(ancestor)
+        if kind is cst.If or kind is cst.Try:
+            return True
+        if kind in NEW_SCOPES:
+            return False
+    return False
+
+
+def _imports_xla(node: cst.CSTNode) -> bool:
+    """`import torch_xla.core.xla_model as xm`, `from torch_xla.core import xla_model`."""
+    if type(node) is cst.ImportFrom:
+        return (dotted_name(node.module) or "").split(".")[0] == "torch_xla"  # type: ignore[attr-defined]
+    return any((dotted_name(alias.name) or "").split(".")[0] == "torch_xla" for alias in node.names)  # type: ignore[attr-defined]
