@@ -16,18 +16,23 @@ Asked as `facts.guards`:
   `torch.cuda.device_count() > 1`, `x.is_cuda`, `device.type == "cuda"` for a device chosen
   by such a test) are not a choice.
 
-Asked by MEM601.
+`a_setting(test)`: the test reads settings alone, the same on every step: a flag of the
+instance or of the parsed configuration (`if self.use_liger_loss:`, `if not args.fp16:`), not
+one about memory (`if args.empty_cache:` is the user asking for it).
+
+Asked by MEM601 (`chosen`) and MEM501 (`a_setting`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional
 
 import libcst as cst
 
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, literal_bool
+from memlint.analysis.tree import TreeIndex, dotted_name, literal_bool
 
 # Calls that only ask what hardware there is.
 HARDWARE_CALLS = frozenset({
@@ -40,6 +45,10 @@ _PLACEMENT = frozenset({"is_cuda", "is_xpu", "is_mps", "is_cpu"})  # `x.is_cuda`
 _DEVICE = frozenset({"torch.device"})
 _MAX_DEPTH = 4  # names followed to their values this deep
 _FUNCTION_DEPTH = 2  # call sites of call sites
+
+# Where settings are read from: the instance, the parsed command line, a configuration.
+_SETTINGS = frozenset({"self", "args", "opt", "opts", "config", "cfg", "conf", "hparams", "flags", "FLAGS"})
+_ABOUT_MEMORY = re.compile(r"cache|mem|empty|free|offload|low", re.IGNORECASE)
 
 # What a condition depends on, from the least to the most telling.
 _LITERAL, _HARDWARE, _CHOICE = 0, 1, 2
@@ -125,3 +134,17 @@ class Guards:
             return _CHOICE  # a parameter, a loop variable, a name from elsewhere
         found = max(self._depends_on(b.value, b.node, depth + 1) for b in binds)
         return _CHOICE if found == _LITERAL else found
+
+
+def a_setting(test: cst.BaseExpression) -> bool:
+    """A test of flags alone (see the module docstring): `self.use_liger_loss`,
+    `self.args.batch_eval_metrics`, `not args.fp16`, joined by `and` / `or`."""
+    kind = type(test)
+    if kind is cst.UnaryOperation and type(test.operator) is cst.Not:  # type: ignore[attr-defined]
+        return a_setting(test.expression)  # type: ignore[attr-defined]
+    if kind is cst.BooleanOperation:
+        return a_setting(test.left) and a_setting(test.right)  # type: ignore[attr-defined]
+    if kind is not cst.Attribute:
+        return False
+    dotted = dotted_name(test)
+    return dotted is not None and dotted.split(".")[0] in _SETTINGS and not _ABOUT_MEMORY.search(dotted)

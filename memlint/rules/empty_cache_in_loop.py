@@ -8,6 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from memlint.analysis.cache import EMPTY_CACHE, only_empties_cache, picks_device
+from memlint.analysis.guards import a_setting
 from memlint.analysis.often import INNER
 from memlint.analysis.tree import dotted_name, last_part, walk
 from memlint.findings import Fix, Remove, Replace, Safety
@@ -62,8 +63,10 @@ class EmptyCacheInLoop(Rule):
     policy forwards; not as the step's last statement), and in a function that also generates sequences (`model.generate(...)`,
     a rollout: its KV caches take memory in shapes the forwards after it do not reuse). In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
     after an OOM), between steps (an epoch loop, a loop over runs or evaluation phases, epoch
-    hooks), under a condition other than a device check (`if step % 100 == 0:`, `if i == 0:`),
-    and where it cannot be told that the code runs per step.
+    hooks), under a condition other than a device check or a flag of the settings (`if step %
+    100 == 0:`, `if i == 0:`; `if self.args.batch_eval_metrics:` holds alike on every step, and
+    is reported, but not a flag about memory, `if args.empty_cache:`, which asks for it), and
+    where it cannot be told that the code runs per step.
 
     ## Fix
     Removes the call (with an `if` around it that only checks for the device). The call of a
@@ -113,6 +116,9 @@ class EmptyCacheInLoop(Rule):
         # in a rollout that generates: the KV caches' blocks go back before the forwards that follow
         "import torch\nfor prompts in loader:\n    sequences = policy.generate(prompts)\n    torch.cuda.empty_cache()\n"
         "    loss(policy(sequences)).backward()\n    optimizer.step()\n",
+        # under a flag the user sets to empty the cache: what they asked for
+        "import torch\nfor x, y in loader:\n    model(x).sum().backward()\n    opt.step()\n"
+        "    if args.empty_cache_each_step:\n        torch.cuda.empty_cache()\n",
         # between the levels of a noise schedule that trains at each: once per level
         "import torch\nfor t in timesteps:\n    for x in loader:\n        model(x, t).sum().backward()\n"
         "        opt.step()\n    torch.cuda.empty_cache()\n",
@@ -197,6 +203,25 @@ class EmptyCacheInLoop(Rule):
             "        for i, t in enumerate(self.scheduler.timesteps):\n            grid = []\n"
             "            for view in views:\n                grid.append(self.unet(latents[view], t))\n"
             "            latents = self.tiles.merge(torch.stack(grid))\n        return latents\n",
+        ),
+        # under a flag of the settings: it holds alike on every step
+        Invalid(
+            "import torch\nfor step, batch in enumerate(loader):\n    logits = model(batch)\n"
+            "    if self.args.batch_eval_metrics:\n        metrics(logits)\n        del logits\n"
+            "        torch.cuda.empty_cache()\n",
+            "import torch\nfor step, batch in enumerate(loader):\n    logits = model(batch)\n"
+            "    if self.args.batch_eval_metrics:\n        metrics(logits)\n        del logits\n",
+        ),
+        # `del` then empty_cache, then only the returns of an HF Trainer's compute_loss
+        Invalid(
+            "import torch\nfrom transformers import Trainer\n\nclass Distiller(Trainer):\n"
+            "    def compute_loss(self, model, inputs, return_outputs=False):\n        hidden = model(**inputs)\n"
+            "        loss = self.loss_fn(hidden)\n        del hidden\n        torch.cuda.empty_cache()\n"
+            "        if return_outputs:\n            return loss, Output(loss=loss)\n        else:\n            return loss\n",
+            "import torch\nfrom transformers import Trainer\n\nclass Distiller(Trainer):\n"
+            "    def compute_loss(self, model, inputs, return_outputs=False):\n        hidden = model(**inputs)\n"
+            "        loss = self.loss_fn(hidden)\n        del hidden\n"
+            "        if return_outputs:\n            return loss, Output(loss=loss)\n        else:\n            return loss\n",
         ),
         # ... followed by a log line and a counter: the step's end still
         Invalid(
@@ -287,7 +312,8 @@ class EmptyCacheInLoop(Rule):
 
     def _guarded(self, node: cst.Call) -> bool:
         """In an except or finally block, a try that catches OOM errors, or under a condition
-        that is not a device check (between the call and its loop or function)."""
+        that is not a device check nor a flag of the settings, which holds alike on every
+        step (between the call and its loop or function)."""
         child: cst.CSTNode = node
         for ancestor in self.facts.tree.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.For, cst.While)):
@@ -302,7 +328,7 @@ class EmptyCacheInLoop(Rule):
                     for handler in ancestor.handlers):
                 return True
             if isinstance(ancestor, cst.If) and child is not ancestor.test and \
-                    not picks_device(ancestor.test):
+                    not picks_device(ancestor.test) and not a_setting(ancestor.test):
                 return True
             if isinstance(ancestor, cst.IfExp):
                 return True
@@ -344,7 +370,7 @@ def _works(statement: cst.CSTNode) -> bool:
     """The statement does some of the step's work: it binds or stores a computed value
     (`ref = ref_model(x)`, `masks[i] = ...`) or calls something other than a log, a progress
     bar or a collector. Not a `return`, a `continue`, a counter (`step += 1`) or a log line."""
-    if type(statement) is cst.SimpleStatementLine and type(statement.body[0]) in (cst.Return, cst.Continue, cst.Break):  # type: ignore[attr-defined]
+    if _returns(statement):
         return False  # what it returns was computed before
     for node in walk(statement):
         kind = type(node)
@@ -356,3 +382,15 @@ def _works(statement: cst.CSTNode) -> bool:
             return True
     return False
 
+
+def _returns(statement: Optional[cst.CSTNode]) -> bool:
+    """A `return`, `continue` or `break`, or an `if` each of whose branches is one
+    (`if return_outputs: return loss, outputs` / `else: return loss`): the step's end."""
+    kind = type(statement)
+    if kind is cst.SimpleStatementLine:
+        return type(statement.body[0]) in (cst.Return, cst.Continue, cst.Break)  # type: ignore[union-attr]
+    if kind is cst.If or kind is cst.Else:
+        body = statement.body.body  # type: ignore[union-attr]
+        return len(body) == 1 and (_returns(body[0]) or type(body[0]) in (cst.Return, cst.Continue, cst.Break)) and (kind is cst.Else or statement.orelse is None  # type: ignore[union-attr]
+                                                         or _returns(statement.orelse))  # type: ignore[union-attr]
+    return False
