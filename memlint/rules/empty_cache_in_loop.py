@@ -15,6 +15,7 @@ from memlint.findings import Fix, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
+_STAGED = 3  # places that empty the cache in one module, from which on they are a plan (`_staged`)
 # Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
 _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
 
@@ -60,7 +61,8 @@ class EmptyCacheInLoop(Rule):
     Right after a `del`, with more of the step after it (`del logits`, then
     `torch.cuda.empty_cache()`, then the reference model: a large tensor let go and its memory
     handed back on purpose, as RL trainers do between a step's generation, reference and
-    policy forwards; not as the step's last statement), and in a function that also generates sequences (`model.generate(...)`,
+    policy forwards; not as the step's last statement), in a module that empties the cache in
+    three places or more (a plan of memory staged by hand, kept or dropped as a whole), and in a function that also generates sequences (`model.generate(...)`,
     a rollout: its KV caches take memory in shapes the forwards after it do not reuse). In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
     after an OOM), between steps (an epoch loop, a loop over runs or evaluation phases, epoch
     hooks), under a condition other than a device check or a flag of the settings (`if step %
@@ -116,6 +118,10 @@ class EmptyCacheInLoop(Rule):
         # in a rollout that generates: the KV caches' blocks go back before the forwards that follow
         "import torch\nfor prompts in loader:\n    sequences = policy.generate(prompts)\n    torch.cuda.empty_cache()\n"
         "    loss(policy(sequences)).backward()\n    optimizer.step()\n",
+        # one of the places a staged plan empties the cache between a step's phases
+        "import torch\n\ndef step(batch):\n    torch.cuda.empty_cache()\n    out = rollout(policy, batch)\n"
+        "    torch.cuda.empty_cache()\n    ref = ref_model(out)\n    torch.cuda.empty_cache()\n"
+        "    loss(policy(out), ref).backward()\n    opt.step()\n\nfor batch in loader:\n    step(batch)\n",
         # under a flag the user sets to empty the cache: what they asked for
         "import torch\nfor x, y in loader:\n    model(x).sum().backward()\n    opt.step()\n"
         "    if args.empty_cache_each_step:\n        torch.cuda.empty_cache()\n",
@@ -234,6 +240,10 @@ class EmptyCacheInLoop(Rule):
         ),
     )
 
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._staging: Optional[bool] = None  # the module's calls are a staged plan (`_staged`)
+
     def visit_Call(self, node: cst.Call) -> None:
         facts = self.facts
         if facts.names.call_name(node) in EMPTY_CACHE:
@@ -246,7 +256,7 @@ class EmptyCacheInLoop(Rule):
             shown = cst.Module([]).code_for_node(node)
         else:
             return
-        if self._between_phases(node) or self._beside_generation(node):
+        if self._between_phases(node) or self._beside_generation(node) or self._staged():
             return
         often = facts.per_step(node)
         if often is None or self._guarded(node):
@@ -257,6 +267,17 @@ class EmptyCacheInLoop(Rule):
             f"next step must allocate (and the free must wait for) all its memory again - slower, and no lower "
             f"a peak, since the allocator frees its cache by itself before it runs out; remove it"),
             self._fix(node, shown))
+
+    def _staged(self) -> bool:
+        """The module empties the cache in `_STAGED` places or more (`torch.cuda.empty_cache()`
+        or a helper named `empty_cache`): more than a train and an evaluation path, a plan of
+        memory staged by hand across a step's phases (an RL recipe's generation, reference,
+        policy and backward), whose calls a maintainer keeps or drops together, not one by one."""
+        if self._staging is None:
+            facts = self.facts
+            self._staging = sum(1 for call in facts.scopes.calls if facts.names.call_name(call) in EMPTY_CACHE or
+                                not call.args and last_part(dotted_name(call.func)) == "empty_cache") >= _STAGED
+        return self._staging
 
     def _calls_cache_helper(self, node: cst.Call) -> bool:
         """`empty_cache()`, a function of this module or another of the project that does nothing
