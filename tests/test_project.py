@@ -243,6 +243,39 @@ def test_a_class_the_project_cannot_trace_is_judged_by_its_name(tmp_path):
     assert "Settings" not in facts.receivers.module_classes
 
 
+OPENMMLAB = {
+    "depther/__init__.py": "",
+    "depther/base.py": """\
+        import torch
+        from mmcv.runner import BaseModule
+
+        class BaseDepther(BaseModule):
+            pass
+        """,
+    "depther/encoder_decoder.py": """\
+        import torch
+        from .base import BaseDepther
+
+        class DepthEncoderDecoder(BaseDepther):
+            def encode_decode(self, img):
+                return self.decode_head(self.backbone(img))
+
+            def slide_inference(self, img, crops):
+                preds = img.new_zeros(img.shape)
+                for crop in crops:
+                    preds += self.encode_decode(img[crop])
+                return preds
+        """,
+}
+
+
+def test_a_class_deriving_from_openmmlab_base_module_in_another_module_is_a_module(tmp_path):
+    paths = tree(tmp_path, OPENMMLAB)
+    facts = facts_in_project(paths, tmp_path / "depther/encoder_decoder.py")
+    assert "DepthEncoderDecoder" in facts.receivers.module_classes
+    assert not [f for f in lint(tmp_path) if f[2] == "MEM203"]  # its caller owns grad mode
+
+
 def test_only_the_classes_a_finding_hangs_on_are_asked_about(tmp_path):
     """Whether a class is an nn.Module is asked of the project only for a class something asks
     about: a file is linted again when an answer it got changes, so an answer nobody needed

@@ -55,8 +55,14 @@ def is_simuleval_agent(klass: cst.ClassDef, qualified_name: Callable[[cst.BaseEx
 MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 
 
+# OpenMMLab's model packages (`mmseg.models.segmentors.base.BaseSegmentor`, mmdet's detectors):
+# every class there is an nn.Module.
+OPENMMLAB_MODELS = re.compile(r"^mm\w+\.models\.")
+
+
 def is_module_base_name(name: str) -> bool:
     """A base class, by the name it is imported as, whose subclasses are nn.Modules: anything of
-    `torch.nn` or transformers, Lightning's module, a `Module` or `PreTrainedModel`."""
+    `torch.nn` or transformers, Lightning's module, a `Module`, OpenMMLab's `BaseModule`
+    (mmcv, mmengine) and the classes of its model packages, a `PreTrainedModel`."""
     return name.startswith(("torch.nn.", "transformers.")) or bool(LIGHTNING_BASES.search(name)) or \
-        last_part(name) in ("Module", "PreTrainedModel")
+        bool(OPENMMLAB_MODELS.match(name)) or last_part(name) in ("Module", "BaseModule", "PreTrainedModel")

@@ -175,6 +175,12 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a method of an OpenMMLab model (mmseg's segmentors are nn.Modules): its caller owns grad mode
+        "import torch\nfrom mmseg.models.segmentors.base import BaseSegmentor\n\nclass Segmentor(BaseSegmentor):\n"
+        "    def encode_decode(self, img):\n        return self.decode_head(self.backbone(img))\n\n"
+        "    def aug_test(self, imgs):\n        logit = self.encode_decode(imgs[0])\n"
+        "        for i in range(1, len(imgs)):\n            logit += self.encode_decode(imgs[i])\n"
+        "        return logit.argmax(dim=1)\n",
         # a generator passed on lazily (`enumerate`), run where it is consumed, under no_grad
         "import torch\nmodel.eval()\nbatches = enumerate(model(x) for x in test_loader)\nwith torch.no_grad():\n"
         "    for i, out in batches:\n        print(i, out.argmax(1))\n",
