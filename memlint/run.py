@@ -20,8 +20,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
-from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, project_files,
-                                      same_answers)
+from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_packages,
+                                      project_files, same_answers)
 from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry, file_key, text_digest
 from memlint.config import AnyConfig, forget_folders
@@ -152,6 +152,7 @@ class _Task:
     options: Options
     target: Optional[TorchVersion]  # the oldest torch its fixes must run on
     summarize: bool = False
+    place: Optional[Tuple[str, str]] = None  # its root and module name in the project (memlint.analysis.project)
 
 
 def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer],
@@ -183,7 +184,7 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
     timer = Timer() if task.options.profile else None
     source = task.source
     fixing = task.options.fix or task.options.diff
-    view = ProjectView(project, names, str(task.path), imported)
+    view = ProjectView(project, names, str(task.path), imported, task.place)
     try:
         if is_notebook(task.path):
             outcome = _lint_notebook(source, task.display, task.rules, task.options, task.target, view)
@@ -388,6 +389,12 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         if ready is not None:
             prepared.append(ready)
         outcomes.append(outcome)
+    if names:  # what the project's imports say of the modules in folders without an `__init__.py`
+        modules = namespace_packages(modules, {str(p.task.path): p.task.source.text for p in prepared
+                                               if str(p.task.path) in modules})
+        names = frozenset(name for _, name in modules.values())
+        for p in prepared:
+            p.task = replace(p.task, place=modules.get(str(p.task.path)))
     try:
         if cache is not None:  # what the cache found in this very project stands
             key = _project_key(modules, names, prepared, lambda p: True)

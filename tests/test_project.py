@@ -478,15 +478,44 @@ def test_a_helper_of_another_module_that_only_empties_the_cache_is_reported_wher
     assert not [f for f in lint(tmp_path, tmp_path / "pkg/trainer.py") if f[2] == "MEM501"]  # alone: not known
 
 
+NAMESPACE = {  # folders without an `__init__.py`, imported from the folder above `ldm/`
+    "ldm/modules/util.py": """\
+        import math
+        import torch
+
+        def timestep_embedding(timesteps, dim):
+            half = dim // 2
+            freqs = torch.exp(-math.log(10000) * torch.arange(half, dtype=torch.float32) / half).to(timesteps.device)
+            return timesteps[:, None].float() * freqs[None]
+        """,
+    "ldm/models/unet.py": """\
+        import torch
+        from ldm.modules.util import (
+            timestep_embedding,
+        )
+
+        class UNet(torch.nn.Module):
+            def forward(self, x, t):
+                return self.body(x, timestep_embedding(t, 128))
+        """,
+}
+
+
+def test_a_module_of_a_namespace_package_is_the_one_the_project_imports(tmp_path):
+    tree(tmp_path, NAMESPACE)
+    assert ("util.py", 6, "MEM103") in lint(tmp_path)  # the UNet's forward calls it every step
+    assert not lint(tmp_path, tmp_path / "ldm/modules/util.py")  # alone: how often it runs is not known
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
-    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER})
+    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE})
     whole = set(lint(tmp_path))
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path
 
 
 def test_jobs_and_the_cache_give_what_one_cold_run_gives(tmp_path):
-    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER})
+    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE})
     cold = lint(tmp_path / "src")
     assert lint(tmp_path / "src", jobs=2) == cold
     assert lint(tmp_path / "src", cache=tmp_path / "cache") == cold

@@ -19,7 +19,9 @@ in its function), and the project answers, from all the summaries, what one modu
 
 Module names come from the files' places: a folder with an `__init__.py` is a package, and the
 first folder up without one is the root the module is imported from (`src/pkg/mod.py` is
-`pkg.mod`; a script next to `utils.py` imports it as `utils`). An import resolves to a module of
+`pkg.mod`; a script next to `utils.py` imports it as `utils`), unless the project's imports
+name it through folders without one (a namespace package: `ldm/modules/util.py` imported as
+`ldm.modules.util`). An import resolves to a module of
 the same root first, else to the one module of that name under any root.
 
 Every question a file's analysis asks is recorded with its answer (`ProjectView.asked`). Linted
@@ -77,6 +79,7 @@ class Project:
         (`project_files`); `summaries`: those that could be summarised, by path; `imported`: the
         modules that another module imports (`imported_modules`)."""
         self.names = frozenset(name for _, name in modules.values())
+        self.places = modules  # path -> (root, name)
         self.imported = imported
         self._modules: Dict[Tuple[str, str], ModuleSummary] = {}
         self._roots_of: Dict[str, List[str]] = {}
@@ -290,13 +293,16 @@ class ProjectView:
     spells them (absolute, after its imports), each recorded with its answer."""
 
     def __init__(self, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
-                 path: Optional[str] = None, imported: FrozenSet[str] = frozenset()) -> None:
+                 path: Optional[str] = None, imported: FrozenSet[str] = frozenset(),
+                 place: Optional[Tuple[str, str]] = None) -> None:
         """`names`: the project's module names (known from the paths before any summary is);
-        `path`: this module's file (None: a source linted on its own, no module of a project)."""
+        `path`: this module's file (None: a source linted on its own, no module of a project);
+        `place`: its root and name in the project, where not where `module_name` puts it
+        (`namespace_packages`)."""
         self.project = project
         self.names = names
         # where the module is imported from, and its dotted name
-        self.root, self.name = module_name(path) if path is not None and names else ("", "")
+        self.root, self.name = (place or module_name(path)) if path is not None and names else ("", "")
         self.is_package = path is not None and os.path.basename(path) == "__init__.py"
         self.imported = not names or self.name in imported  # another module may import it
         self.asked: Dict[str, Answer] = {}
@@ -448,7 +454,8 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
 
 def answers(project: Optional[Project], path: str, asked: Dict[str, Answer]) -> Dict[str, Answer]:
     """What `asked` (questions a file's analysis asked) gets from `project` now."""
-    view = ProjectView(project, project.names if project is not None else frozenset(), path)
+    view = ProjectView(project, project.names if project is not None else frozenset(), path,
+                       place=project.places.get(path) if project is not None else None)
     for question in asked:
         kind, _, subject = question.partition(" ")
         ask = _QUESTIONS.get(kind)
@@ -490,6 +497,27 @@ def imported_modules(sources: Dict[str, str], modules: Dict[str, Tuple[str, str]
             found.update(f"{base}.{part.split()[0]}" for part in names.strip("()").replace("\n", " ").split(",")
                          if part.strip())
     return frozenset(found)
+
+
+def namespace_packages(modules: Dict[str, Tuple[str, str]], sources: Dict[str, str]) -> Dict[str, Tuple[str, str]]:
+    """`modules` with the names that the project's own imports give modules of folders without
+    an `__init__.py` (namespace packages: `from ldm.modules.diffusionmodules.util import f`, run
+    from the folder above `ldm/`): a module `util` rooted at `.../ldm/modules/diffusionmodules`
+    is `ldm.modules.diffusionmodules.util` rooted at the folder above `ldm`, when an import
+    names it so. A name imported no way leaves its module as `module_name` placed it."""
+    by_name: Dict[str, List[str]] = {}
+    for path, (_, name) in modules.items():
+        by_name.setdefault(name, []).append(path)
+    renamed = dict(modules)
+    for dotted in sorted(imported_modules(sources, modules)):
+        parts = dotted.split(".")
+        for cut in range(1, len(parts)):
+            for path in by_name.get(".".join(parts[cut:]), ()):
+                root, name = modules[path]
+                folders = os.path.join(*parts[:cut])
+                if root.endswith(os.sep + folders) and renamed[path] == modules[path]:  # the first import names it
+                    renamed[path] = (root[:-len(folders) - 1], dotted)
+    return renamed
 
 
 def project_files(paths: Sequence[Path]) -> Dict[str, Tuple[str, str]]:
