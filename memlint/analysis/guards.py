@@ -16,9 +16,10 @@ Asked as `facts.guards`:
   `torch.cuda.device_count() > 1`, `x.is_cuda`, `device.type == "cuda"` for a device chosen
   by such a test) are not a choice.
 
-`a_setting(test)`: the test reads settings alone, the same on every step: a flag of the
-instance or of the parsed configuration (`if self.use_liger_loss:`, `if not args.fp16:`), not
-one about memory (`if args.empty_cache:` is the user asking for it).
+`a_setting(test)`: the test reads settings alone, the same on every step: a flag of the parsed
+configuration (`if not args.fp16:`, `if self.args.batch_eval_metrics:`) or a switch of the
+instance (`if self.use_liger_loss:`), not the state a trainer keeps (`self.control.should_log`)
+nor a flag about memory (`if args.empty_cache:` is the user asking for it).
 
 Asked by MEM601 (`chosen`) and MEM501 (`a_setting`).
 """
@@ -46,8 +47,10 @@ _DEVICE = frozenset({"torch.device"})
 _MAX_DEPTH = 4  # names followed to their values this deep
 _FUNCTION_DEPTH = 2  # call sites of call sites
 
-# Where settings are read from: the instance, the parsed command line, a configuration.
-_SETTINGS = frozenset({"self", "args", "opt", "opts", "config", "cfg", "conf", "hparams", "flags", "FLAGS"})
+# Where settings are read from: the parsed command line or a configuration, also as the
+# instance keeps it (`self.args.x`); and the instance's own switches (`self.use_liger_loss`).
+_SETTINGS = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "flags", "FLAGS"})
+_SWITCH = re.compile(r"^(use|enable|with)_|_enabled$")
 _ABOUT_MEMORY = re.compile(r"cache|mem|empty|free|offload|low", re.IGNORECASE)
 
 # What a condition depends on, from the least to the most telling.
@@ -137,8 +140,9 @@ class Guards:
 
 
 def a_setting(test: cst.BaseExpression) -> bool:
-    """A test of flags alone (see the module docstring): `self.use_liger_loss`,
-    `self.args.batch_eval_metrics`, `not args.fp16`, joined by `and` / `or`."""
+    """A test of flags alone (see the module docstring): `args.fp16`, `self.args.batch_eval_metrics`,
+    an instance's switch (`self.use_liger_loss`, `self.ema_enabled`), negated or joined by `and` /
+    `or`. Not the state a trainer keeps (`self.control.should_log`, `self.is_last_step`)."""
     kind = type(test)
     if kind is cst.UnaryOperation and type(test.operator) is cst.Not:  # type: ignore[attr-defined]
         return a_setting(test.expression)  # type: ignore[attr-defined]
@@ -146,5 +150,9 @@ def a_setting(test: cst.BaseExpression) -> bool:
         return a_setting(test.left) and a_setting(test.right)  # type: ignore[attr-defined]
     if kind is not cst.Attribute:
         return False
-    dotted = dotted_name(test)
-    return dotted is not None and dotted.split(".")[0] in _SETTINGS and not _ABOUT_MEMORY.search(dotted)
+    parts = (dotted_name(test) or "").split(".")
+    if parts[0] == "self":
+        if len(parts) == 2:  # the instance's own switch
+            return bool(_SWITCH.search(parts[1])) and not _ABOUT_MEMORY.search(parts[1])
+        parts = parts[1:]  # the settings it keeps (`self.args.x`), not its state (`self.control.should_log`)
+    return parts[0] in _SETTINGS and not _ABOUT_MEMORY.search(".".join(parts))

@@ -122,6 +122,9 @@ class EmptyCacheInLoop(Rule):
         "import torch\n\ndef step(batch):\n    torch.cuda.empty_cache()\n    out = rollout(policy, batch)\n"
         "    torch.cuda.empty_cache()\n    ref = ref_model(out)\n    torch.cuda.empty_cache()\n"
         "    loss(policy(out), ref).backward()\n    opt.step()\n\nfor batch in loader:\n    step(batch)\n",
+        # under a flag the trainer sets now and then (HF's `control`): not every step
+        "import torch\nfor step, batch in enumerate(loader):\n    model(batch).sum().backward()\n    opt.step()\n"
+        "    if self.control.should_evaluate:\n        torch.cuda.empty_cache()\n",
         # under a flag the user sets to empty the cache: what they asked for
         "import torch\nfor x, y in loader:\n    model(x).sum().backward()\n    opt.step()\n"
         "    if args.empty_cache_each_step:\n        torch.cuda.empty_cache()\n",
