@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
-from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_packages,
+from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_names,
                                       project_files, same_answers)
 from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry, file_key, text_digest
@@ -152,7 +152,6 @@ class _Task:
     options: Options
     target: Optional[TorchVersion]  # the oldest torch its fixes must run on
     summarize: bool = False
-    place: Optional[Tuple[str, str]] = None  # its root and module name in the project (memlint.analysis.project)
 
 
 def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer],
@@ -184,7 +183,7 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
     timer = Timer() if task.options.profile else None
     source = task.source
     fixing = task.options.fix or task.options.diff
-    view = ProjectView(project, names, str(task.path), imported, task.place)
+    view = ProjectView(project, names, str(task.path), imported)
     try:
         if is_notebook(task.path):
             outcome = _lint_notebook(source, task.display, task.rules, task.options, task.target, view)
@@ -349,6 +348,7 @@ def _project_key(modules: Dict[str, Tuple[str, str]], names: FrozenSet[str], pre
         p = files.get(path)
         summary = [p.key, p.digest] if p is not None and path in modules and summarised(p) else None
         rows.append([path, *modules.get(path, module_name(path)), summary])
+    rows.append(sorted(names))  # with the other names of namespace packages' modules
     return text_digest(json.dumps(rows))
 
 
@@ -374,7 +374,8 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     outcomes: List[FileOutcome] = []
     items = list(discover(paths, config, options.force_exclude, options.require_files))
     modules = project_files([item for item in items if not isinstance(item, BadPath)])
-    names = frozenset(name for _, name in modules.values()) if len(modules) > 1 else frozenset()
+    names: FrozenSet[str] = frozenset()
+    aliases: Dict[str, Tuple[str, str]] = {}
     prepared: List[_Prepared] = []
     for item in items:
         if isinstance(item, BadPath):
@@ -389,12 +390,9 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         if ready is not None:
             prepared.append(ready)
         outcomes.append(outcome)
-    if names:  # what the project's imports say of the modules in folders without an `__init__.py`
-        modules = namespace_packages(modules, {str(p.task.path): p.task.source.text for p in prepared
-                                               if str(p.task.path) in modules})
-        names = frozenset(name for _, name in modules.values())
-        for p in prepared:
-            p.task = replace(p.task, place=modules.get(str(p.task.path)))
+    if len(modules) > 1:  # a project: its modules' names, and the longer ones its imports give some
+        aliases = namespace_names(modules, _sources(prepared, modules))
+        names = frozenset(name for _, name in modules.values()) | frozenset(aliases)
     try:
         if cache is not None:  # what the cache found in this very project stands
             key = _project_key(modules, names, prepared, lambda p: True)
@@ -402,11 +400,16 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
                 if p.entry is not None and p.entry.project == key:
                     _take(outcomes, p, options)
         if not all(p.settled for p in prepared):
-            _lint_project(prepared, outcomes, modules, names, options, cache, notices)
+            _lint_project(prepared, outcomes, modules, names, aliases, options, cache, notices)
     finally:
         if cache is not None:
             cache.save()
     return outcomes
+
+
+def _sources(prepared: Sequence[_Prepared], modules: Dict[str, Tuple[str, str]]) -> Dict[str, str]:
+    """The texts of the project's modules, by path."""
+    return {str(p.task.path): p.task.source.text for p in prepared if str(p.task.path) in modules}
 
 
 def _take(outcomes: List[FileOutcome], p: _Prepared, options: Options) -> None:
@@ -420,17 +423,18 @@ def _take(outcomes: List[FileOutcome], p: _Prepared, options: Options) -> None:
 
 
 def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], modules: Dict[str, Tuple[str, str]],
-                  names: FrozenSet[str], options: Options, cache: Optional[Cache],
+                  names: FrozenSet[str], aliases: Dict[str, Tuple[str, str]], options: Options, cache: Optional[Cache],
                   notices: Optional[List[str]]) -> None:
     """Settle the files the cache did not: summarise the project's modules (from the cache,
     else in the first phase), then keep what stands and lint the rest knowing the project."""
-    sources = {str(p.task.path): p.task.source.text for p in prepared if str(p.task.path) in modules}
+    sources = _sources(prepared, modules)
     imported = imported_modules(sources, modules) if names else frozenset()
+    imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
     if cache is not None and names:
         for p in prepared:
             path = str(p.task.path)
             if path in sources:
-                p.summary = cache.get_summary(p.key, _summary_key(modules[path], imported), p.digest)
+                p.summary = cache.get_summary(p.key, _summary_key(modules[path], imported, names), p.digest)
 
     # The first phase: every module of the project whose summary is not in the cache, linted alone.
     first = [p for p in prepared if names and p.summary is None and str(p.task.path) in modules]
@@ -442,7 +446,7 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
         p.summary = outcome.summary
         found[p.index] = outcome
     project = Project(modules, {str(p.task.path): p.summary for p in prepared
-                                if p.summary is not None}, imported) if names else None
+                                if p.summary is not None}, imported, aliases) if names else None
     key = _project_key(modules, names, prepared, lambda p: p.summary is not None) if cache is not None else ""
 
     # What stands: a first lint whose questions get the same answers now, a cached result likewise.
@@ -467,7 +471,7 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     if cache is not None:
         for p in first:
             if p.summary is not None:
-                cache.put_summary(p.key, _summary_key(modules[str(p.task.path)], imported), p.digest, p.summary)
+                cache.put_summary(p.key, _summary_key(modules[str(p.task.path)], imported, names), p.digest, p.summary)
     lint = partial(_lint, project=project, names=names)
     rewritten: List[str] = []
 
@@ -500,10 +504,11 @@ def _keep(cache: Optional[Cache], p: _Prepared, outcome: FileOutcome, key: str) 
         cache.put(p.key, digest, replace(entry, diffs=diffs, project=key))
 
 
-def _summary_key(module: Tuple[str, str], imported: FrozenSet[str]) -> Tuple[str, ...]:
-    """What a module's summary depends on besides its text: its root and name, and whether
-    another file of the project imports it (memlint.analysis.summary.summarize)."""
-    return (*module, "imported" if module[1] in imported else "not imported")
+def _summary_key(module: Tuple[str, str], imported: FrozenSet[str], names: FrozenSet[str]) -> Tuple[str, ...]:
+    """What a module's summary depends on besides its text: its root and name, whether
+    another file of the project imports it (memlint.analysis.summary.summarize), and the
+    project's module names (a call is summarised as the project's when its name is one)."""
+    return (*module, "imported" if module[1] in imported else "not imported", text_digest(json.dumps(sorted(names))))
 
 
 def _settle(outcomes: List[FileOutcome], index: int, outcome: FileOutcome) -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from memlint.analysis import Facts
 from memlint.analysis.often import INNER, STEP
-from memlint.analysis.project import Project, ProjectView, imported_modules, module_name, project_files
+from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_names,
+                                      project_files)
 from memlint.analysis.summary import ModuleSummary
 from memlint.config import Config, Selection
 from memlint.engine import check
@@ -47,14 +48,17 @@ def lint(top: Path, *paths: Path, jobs: int = 1, cache: Optional[Path] = None) -
 def facts_in_project(paths: List[Path], path: Path) -> Facts:
     """The facts of `path` as a run over `paths` sees them once every summary is known."""
     modules = project_files(paths)
-    names = frozenset(name for _, name in modules.values())
-    imported = imported_modules({str(p): p.read_text() for p in paths}, modules)
+    sources = {str(p): p.read_text() for p in paths}
+    aliases = namespace_names(modules, sources)
+    names = frozenset(name for _, name in modules.values()) | frozenset(aliases)
+    imported = imported_modules(sources, modules)
+    imported |= frozenset(aliases[name][1] for name in imported if name in aliases)
     summaries: Dict[str, ModuleSummary] = {}
     for each in paths:
         checked = check(each.read_text(), str(each), list(registry().values()),
                         project=ProjectView(None, names, str(each), imported), summarize=True)
         summaries[str(each)] = checked.summary  # type: ignore[assignment]
-    view = ProjectView(Project(modules, summaries), names, str(path))
+    view = ProjectView(Project(modules, summaries, imported, aliases), names, str(path))
     return Facts(cst.parse_module(path.read_text()), project=view)
 
 
@@ -505,6 +509,48 @@ def test_a_module_of_a_namespace_package_is_the_one_the_project_imports(tmp_path
     tree(tmp_path, NAMESPACE)
     assert ("util.py", 6, "MEM103") in lint(tmp_path)  # the UNet's forward calls it every step
     assert not lint(tmp_path, tmp_path / "ldm/modules/util.py")  # alone: how often it runs is not known
+
+
+@pytest.mark.parametrize("layout", [
+    {  # a neighbour imports it relatively, another module by its longer name
+        "ldm/modules/util.py": NAMESPACE["ldm/modules/util.py"],
+        "ldm/modules/attention.py": """\
+            import torch
+            from .util import timestep_embedding
+
+            class Block(torch.nn.Module):
+                def forward(self, x, t):
+                    return self.body(x, timestep_embedding(t, 128))
+            """,
+        "ldm/models/other.py": "from ldm.modules.util import timestep_embedding\n",
+    },
+    {  # a package under a folder without `__init__.py`, imported through that folder by a script
+        "src/pkg/__init__.py": "",
+        "src/pkg/util.py": NAMESPACE["ldm/modules/util.py"],
+        "src/pkg/model.py": """\
+            import torch
+            from .util import timestep_embedding
+
+            class Block(torch.nn.Module):
+                def forward(self, x, t):
+                    return self.body(x, timestep_embedding(t, 128))
+            """,
+        "scripts/train.py": "from src.pkg.model import Block\n",
+    },
+])
+def test_a_namespace_name_leaves_the_names_the_neighbours_use(tmp_path, layout):
+    paths = tree(tmp_path, layout)
+    assert ("util.py", 6, "MEM103") in lint(tmp_path)
+    for path in paths:
+        assert set(lint(tmp_path, path)) <= set(lint(tmp_path)), path
+
+
+def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_path):
+    tree(tmp_path, NAMESPACE)
+    cache = tmp_path / "cache"
+    assert lint(tmp_path, cache=cache) == lint(tmp_path)
+    (tmp_path / "ldm/models/unet.py").write_text("import torch\n\nclass UNet(torch.nn.Module):\n    pass\n")
+    assert lint(tmp_path, cache=cache) == lint(tmp_path) == []  # nothing calls it per step now
 
 
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):

@@ -19,10 +19,11 @@ in its function), and the project answers, from all the summaries, what one modu
 
 Module names come from the files' places: a folder with an `__init__.py` is a package, and the
 first folder up without one is the root the module is imported from (`src/pkg/mod.py` is
-`pkg.mod`; a script next to `utils.py` imports it as `utils`), unless the project's imports
-name it through folders without one (a namespace package: `ldm/modules/util.py` imported as
-`ldm.modules.util`). An import resolves to a module of
-the same root first, else to the one module of that name under any root.
+`pkg.mod`; a script next to `utils.py` imports it as `utils`). An import resolves to a module of
+the same root first, else to the one module of that name under any root. A module in folders
+without an `__init__.py` (a namespace package) answers also to the longer name the project's
+imports give it (`ldm/modules/util.py`, `util` to its neighbours, is `ldm.modules.util` to a
+module that imports it from the folder above `ldm/`).
 
 Every question a file's analysis asks is recorded with its answer (`ProjectView.asked`). Linted
 with no project (one file alone, or before the summaries are known), every answer is the one a
@@ -74,12 +75,13 @@ class Project:
     """The summaries of every module being linted, and the answers drawn from them."""
 
     def __init__(self, modules: Dict[str, Tuple[str, str]], summaries: Dict[str, ModuleSummary],
-                 imported: FrozenSet[str] = frozenset()) -> None:
+                 imported: FrozenSet[str] = frozenset(), aliases: Optional[Dict[str, Tuple[str, str]]] = None) -> None:
         """`modules`: (root, name) of every Python file of the project, by path
         (`project_files`); `summaries`: those that could be summarised, by path; `imported`: the
-        modules that another module imports (`imported_modules`)."""
-        self.names = frozenset(name for _, name in modules.values())
-        self.places = modules  # path -> (root, name)
+        modules that another module imports (`imported_modules`); `aliases`: the other names of
+        modules in namespace packages (`namespace_names`)."""
+        self.aliases = aliases or {}
+        self.names = frozenset(name for _, name in modules.values()) | frozenset(self.aliases)
         self.imported = imported
         self._modules: Dict[Tuple[str, str], ModuleSummary] = {}
         self._roots_of: Dict[str, List[str]] = {}
@@ -96,7 +98,8 @@ class Project:
     def _module(self, root: str, name: str) -> Optional[Tuple[str, str]]:
         roots = self._roots_of.get(name)
         if not roots:
-            return None
+            known = self.aliases.get(name)  # a namespace package's module, by the name imports give it
+            return known if known in self._modules else None
         if root in roots:
             return (root, name)
         return (roots[0], name) if len(roots) == 1 else None
@@ -293,16 +296,13 @@ class ProjectView:
     spells them (absolute, after its imports), each recorded with its answer."""
 
     def __init__(self, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
-                 path: Optional[str] = None, imported: FrozenSet[str] = frozenset(),
-                 place: Optional[Tuple[str, str]] = None) -> None:
+                 path: Optional[str] = None, imported: FrozenSet[str] = frozenset()) -> None:
         """`names`: the project's module names (known from the paths before any summary is);
-        `path`: this module's file (None: a source linted on its own, no module of a project);
-        `place`: its root and name in the project, where not where `module_name` puts it
-        (`namespace_packages`)."""
+        `path`: this module's file (None: a source linted on its own, no module of a project)."""
         self.project = project
         self.names = names
         # where the module is imported from, and its dotted name
-        self.root, self.name = (place or module_name(path)) if path is not None and names else ("", "")
+        self.root, self.name = module_name(path) if path is not None and names else ("", "")
         self.is_package = path is not None and os.path.basename(path) == "__init__.py"
         self.imported = not names or self.name in imported  # another module may import it
         self.asked: Dict[str, Answer] = {}
@@ -454,8 +454,7 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
 
 def answers(project: Optional[Project], path: str, asked: Dict[str, Answer]) -> Dict[str, Answer]:
     """What `asked` (questions a file's analysis asked) gets from `project` now."""
-    view = ProjectView(project, project.names if project is not None else frozenset(), path,
-                       place=project.places.get(path) if project is not None else None)
+    view = ProjectView(project, project.names if project is not None else frozenset(), path)
     for question in asked:
         kind, _, subject = question.partition(" ")
         ask = _QUESTIONS.get(kind)
@@ -499,25 +498,27 @@ def imported_modules(sources: Dict[str, str], modules: Dict[str, Tuple[str, str]
     return frozenset(found)
 
 
-def namespace_packages(modules: Dict[str, Tuple[str, str]], sources: Dict[str, str]) -> Dict[str, Tuple[str, str]]:
-    """`modules` with the names that the project's own imports give modules of folders without
-    an `__init__.py` (namespace packages: `from ldm.modules.diffusionmodules.util import f`, run
-    from the folder above `ldm/`): a module `util` rooted at `.../ldm/modules/diffusionmodules`
-    is `ldm.modules.diffusionmodules.util` rooted at the folder above `ldm`, when an import
-    names it so. A name imported no way leaves its module as `module_name` placed it."""
-    by_name: Dict[str, List[str]] = {}
-    for path, (_, name) in modules.items():
-        by_name.setdefault(name, []).append(path)
-    renamed = dict(modules)
+def namespace_names(modules: Dict[str, Tuple[str, str]], sources: Dict[str, str]) -> Dict[str, Tuple[str, str]]:
+    """The other names the project's own imports give its modules through folders without an
+    `__init__.py` (namespace packages), each with the (root, name) of the module it names:
+    `from ldm.modules.diffusionmodules.util import f`, run from the folder above `ldm/`, names
+    the module `diffusionmodules.util` rooted at `.../ldm/modules`. Every module of that root is
+    then also `ldm.modules.<its name>`, and keeps its own name, which its relative imports and
+    its neighbours' imports use. A root reached through two prefixes takes the first in order."""
+    by_name: Dict[str, List[Tuple[str, str]]] = {}
+    for root, name in modules.values():
+        by_name.setdefault(name, []).append((root, name))
+    prefixes: Dict[str, str] = {}  # root -> the dotted folders that lead to it
     for dotted in sorted(imported_modules(sources, modules)):
         parts = dotted.split(".")
         for cut in range(1, len(parts)):
-            for path in by_name.get(".".join(parts[cut:]), ()):
-                root, name = modules[path]
-                folders = os.path.join(*parts[:cut])
-                if root.endswith(os.sep + folders) and renamed[path] == modules[path]:  # the first import names it
-                    renamed[path] = (root[:-len(folders) - 1], dotted)
-    return renamed
+            folders = os.path.join(*parts[:cut])
+            for root, _ in by_name.get(".".join(parts[cut:]), ()):
+                if root.endswith(os.sep + folders) and not any(
+                        os.path.isfile(os.path.join(root[:-len(folders) - 1], *parts[:k], "__init__.py"))
+                        for k in range(1, cut + 1)):
+                    prefixes.setdefault(root, ".".join(parts[:cut]))
+    return {f"{prefixes[root]}.{name}": (root, name) for root, name in set(modules.values()) if root in prefixes}
 
 
 def project_files(paths: Sequence[Path]) -> Dict[str, Tuple[str, str]]:
