@@ -64,6 +64,7 @@ _LOOPS = frozenset({cst.For, cst.While})
 _FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step % 2`), not a slip
 # What a diffusion sampler's schedule is named: a loop over it runs one denoising step an iteration.
 _SCHEDULE = re.compile(r"^(timesteps|sigmas)$")
+# Calls a loop's iterable is wrapped in that leave its items (`enumerate(tqdm(loader))`).
 _WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip", "reversed", "progress_bar"})
 
 
@@ -121,10 +122,7 @@ class Steps:
         """`for batch in loader`, `enumerate(tqdm(train_loader))`, `self.train_dataloader()`."""
         if not isinstance(loop, cst.For):
             return False
-        iterable = loop.iter
-        while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
-                iterable.func.value in ("enumerate", "tqdm", "iter", "zip") and iterable.args:
-            iterable = iterable.args[0].value
+        iterable = _unwrapped(loop.iter)
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
                 iterable.func.attr.value.endswith("dataloader"):
             return True  # self.train_dataloader()
@@ -202,14 +200,14 @@ class Steps:
         that runs the model (diffusers' tiled and panorama samplers): each iteration is one
         denoising step, and the loop inside it runs the pieces of that step, though it does the
         step's work. Not a loop that trains (a backward under it), nor one that runs the model
-        itself: that is a step loop already, whatever it nests."""
+        itself (a step loop already, whatever it nests), nor one around a loop over a data
+        loader (an evaluation at each noise level: a pass over the data per level)."""
         found = self._samplers.get(id(loop))
         if found is None:
-            iterable = getattr(loop, "iter", None)
-            while type(iterable) is cst.Call and iterable.args and last_part(dotted_name(iterable.func)) in _WRAPPERS:
-                iterable = iterable.args[0].value  # type: ignore[attr-defined]
-            found = iterable is not None and bool(_SCHEDULE.match(last_part(dotted_name(iterable)))) and \
-                not self.does_step_work(loop) and self.holds_step_loop(loop) and not self.roles.backwards_in(loop)
+            found = type(loop) is cst.For and bool(_SCHEDULE.match(last_part(dotted_name(_unwrapped(loop.iter))))) \
+                and not self.does_step_work(loop) and not self.roles.backwards_in(loop) and any(
+                    type(inner) is cst.For and self.does_step_work(inner) and not self.iterates_loader(inner)
+                    for inner in self.tree.walk_scope(loop.body))  # type: ignore[attr-defined]
             self._samplers[id(loop)] = found
         return found
 
@@ -349,6 +347,14 @@ class Steps:
         if self.tree.scope_of(func) is not self.tree.module:
             return None
         return self.project.external_often(func.name.value)
+
+
+def _unwrapped(iterable: cst.BaseExpression) -> cst.BaseExpression:
+    """What a loop iterates inside the calls that wrap it (`_WRAPPERS`): `loader` for
+    `enumerate(tqdm(loader))`, `timesteps` for `self.progress_bar(timesteps)`."""
+    while type(iterable) is cst.Call and iterable.args and last_part(dotted_name(iterable.func)) in _WRAPPERS:  # type: ignore[attr-defined]
+        iterable = iterable.args[0].value  # type: ignore[attr-defined]
+    return iterable
 
 
 def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:

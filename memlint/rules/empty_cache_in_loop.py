@@ -10,11 +10,12 @@ import libcst as cst
 from memlint.analysis.cache import EMPTY_CACHE, only_empties_cache, picks_device
 from memlint.analysis.guards import a_setting
 from memlint.analysis.often import INNER
-from memlint.analysis.tree import dotted_name, last_part, walk
+from memlint.analysis.tree import NEW_SCOPES, dotted_name, last_part, walk
 from memlint.findings import Fix, Remove, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
+_READS = frozenset({"item", "float", "int", "detach", "cpu", "tolist", "numpy", "mean", "sum", "tuple", "list", "dict"})
 _STAGED = 3  # places that empty the cache in one module, from which on they are a plan (`_staged`)
 # Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
 _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
@@ -122,6 +123,16 @@ class EmptyCacheInLoop(Rule):
         "import torch\n\ndef step(batch):\n    torch.cuda.empty_cache()\n    out = rollout(policy, batch)\n"
         "    torch.cuda.empty_cache()\n    ref = ref_model(out)\n    torch.cuda.empty_cache()\n"
         "    loss(policy(out), ref).backward()\n    opt.step()\n\nfor batch in loader:\n    step(batch)\n",
+        # an evaluation at each noise level: once per pass over the test set
+        "import torch\n\n@torch.no_grad()\ndef robustness(model, test_loader, sigmas):\n    for sigma in sigmas:\n"
+        "        for x, y in test_loader:\n            model(x + sigma * torch.randn_like(x)).argmax(1)\n"
+        "        torch.cuda.empty_cache()\n",
+        # `del`, empty_cache, then a return that runs the teacher: between the step's phases
+        "import torch\nfrom transformers import Trainer\n\nclass Distiller(Trainer):\n"
+        "    def compute_loss(self, model, inputs, return_outputs=False):\n        hidden = model(**inputs)\n"
+        "        loss = self.loss_fn(hidden)\n        del hidden\n        torch.cuda.empty_cache()\n"
+        "        if self.teacher is not None:\n            return self.distill(self.teacher(**inputs), loss)\n"
+        "        else:\n            return loss\n",
         # under a flag the trainer sets now and then (HF's `control`): not every step
         "import torch\nfor step, batch in enumerate(loader):\n    model(batch).sum().backward()\n    opt.step()\n"
         "    if self.control.should_evaluate:\n        torch.cuda.empty_cache()\n",
@@ -221,6 +232,37 @@ class EmptyCacheInLoop(Rule):
             "import torch\nfor step, batch in enumerate(loader):\n    logits = model(batch)\n"
             "    if self.args.batch_eval_metrics:\n        metrics(logits)\n        del logits\n",
         ),
+        # a per-step call beside an OOM handler's and an evaluation's: no staged plan
+        Invalid(
+            "import torch\n\ndef train(loader):\n    for x in loader:\n        try:\n"
+            "            model(x).sum().backward()\n            opt.step()\n"
+            "        except torch.cuda.OutOfMemoryError:\n            torch.cuda.empty_cache()\n            continue\n"
+            "        torch.cuda.empty_cache()\n\ndef evaluate(loader):\n    with torch.no_grad():\n"
+            "        for x in loader:\n            model(x)\n    torch.cuda.empty_cache()\n",
+            "import torch\n\ndef train(loader):\n    for x in loader:\n        try:\n"
+            "            model(x).sum().backward()\n            opt.step()\n"
+            "        except torch.cuda.OutOfMemoryError:\n            torch.cuda.empty_cache()\n            continue\n"
+            "\ndef evaluate(loader):\n    with torch.no_grad():\n"
+            "        for x in loader:\n            model(x)\n    torch.cuda.empty_cache()\n",
+        ),
+        # a device-picking helper's own calls are not places of a plan: its call every step is reported
+        Invalid(
+            "import torch\n\ndef empty_cache():\n    if is_torch_npu_available():\n        torch.npu.empty_cache()\n"
+            "    else:\n        torch.cuda.empty_cache()\n\ndef train(loader):\n    for x in loader:\n"
+            "        model(x).sum().backward()\n        opt.step()\n        empty_cache()\n",
+            "import torch\n\ndef empty_cache():\n    if is_torch_npu_available():\n        torch.npu.empty_cache()\n"
+            "    else:\n        torch.cuda.empty_cache()\n\ndef train(loader):\n    for x in loader:\n"
+            "        model(x).sum().backward()\n        opt.step()\n",
+        ),
+        # under the instance's switch for one loss: every step of a run that uses it
+        Invalid(
+            "import torch\nfrom transformers import Trainer\n\nclass Distiller(Trainer):\n"
+            "    def compute_loss(self, model, inputs, return_outputs=False):\n        loss = model(**inputs).loss\n"
+            "        if self.use_liger_loss:\n            torch.cuda.empty_cache()\n        return loss\n",
+            "import torch\nfrom transformers import Trainer\n\nclass Distiller(Trainer):\n"
+            "    def compute_loss(self, model, inputs, return_outputs=False):\n        loss = model(**inputs).loss\n"
+            "        if self.use_liger_loss:\n            pass\n        return loss\n",
+        ),
         # `del` then empty_cache, then only the returns of an HF Trainer's compute_loss
         Invalid(
             "import torch\nfrom transformers import Trainer\n\nclass Distiller(Trainer):\n"
@@ -249,15 +291,8 @@ class EmptyCacheInLoop(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         facts = self.facts
-        if facts.names.call_name(node) in EMPTY_CACHE:
-            function = facts.tree.function_of(node)
-            if function is not None and facts.tree.scope_of(function) is facts.tree.module and \
-                    only_empties_cache(function, facts.names.call_name):
-                return  # a helper that only wraps it: reported where it is called
-            shown = f"{show(node.func)}()"
-        elif not node.args and self._calls_cache_helper(node):
-            shown = cst.Module([]).code_for_node(node)
-        else:
+        shown = self._empties(node)
+        if shown is None:
             return
         if self._between_phases(node) or self._beside_generation(node) or self._staged():
             return
@@ -273,14 +308,29 @@ class EmptyCacheInLoop(Rule):
 
     def _staged(self) -> bool:
         """The module empties the cache in `_STAGED` places or more (`torch.cuda.empty_cache()`
-        or a helper named `empty_cache`): more than a train and an evaluation path, a plan of
+        or a helper that only empties it, called; not in the helper, nor in recovery from an
+        out-of-memory error): more than a train and an evaluation path, a plan of
         memory staged by hand across a step's phases (an RL recipe's generation, reference,
         policy and backward), whose calls a maintainer keeps or drops together, not one by one."""
         if self._staging is None:
-            facts = self.facts
-            self._staging = sum(1 for call in facts.scopes.calls if facts.names.call_name(call) in EMPTY_CACHE or
-                                not call.args and last_part(dotted_name(call.func)) == "empty_cache") >= _STAGED
+            self._staging = sum(1 for call in self.facts.scopes.calls if self._empties(call) is not None and
+                                not self._recovers(call)) >= _STAGED
         return self._staging
+
+    def _empties(self, node: cst.Call) -> Optional[str]:
+        """How the call is shown when it empties the cache where it is made: the call itself,
+        or a call of a helper that only empties it; None for another call, and for the call
+        inside such a helper (reported where the helper is called)."""
+        facts = self.facts
+        if facts.names.call_name(node) in EMPTY_CACHE:
+            function = facts.tree.function_of(node)
+            if function is not None and facts.tree.scope_of(function) is facts.tree.module and \
+                    only_empties_cache(function, facts.names.call_name):
+                return None
+            return f"{show(node.func)}()"
+        if not node.args and self._calls_cache_helper(node):
+            return cst.Module([]).code_for_node(node)
+        return None
 
     def _calls_cache_helper(self, node: cst.Call) -> bool:
         """`empty_cache()`, a function of this module or another of the project that does nothing
@@ -338,6 +388,8 @@ class EmptyCacheInLoop(Rule):
         """In an except or finally block, a try that catches OOM errors, or under a condition
         that is not a device check nor a flag of the settings, which holds alike on every
         step (between the call and its loop or function)."""
+        if self._recovers(node):
+            return True
         child: cst.CSTNode = node
         for ancestor in self.facts.tree.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.For, cst.While)):
@@ -345,16 +397,26 @@ class EmptyCacheInLoop(Rule):
                     return True  # in a loop's else, or its header
                 if not isinstance(ancestor, (cst.For, cst.While)):
                     return False
+            if isinstance(ancestor, cst.If) and child is not ancestor.test and \
+                    not picks_device(ancestor.test) and not a_setting(ancestor.test):
+                return True
+            if isinstance(ancestor, cst.IfExp):
+                return True
+            child = ancestor
+        return False
+
+    def _recovers(self, node: cst.Call) -> bool:
+        """In an except or finally block, or a try that catches OOM errors, within its function:
+        recovery after an out-of-memory error."""
+        child: cst.CSTNode = node
+        for ancestor in self.facts.tree.ancestors(node):
+            if type(ancestor) in NEW_SCOPES:
+                return False
             if isinstance(ancestor, (cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
                 return True
             if isinstance(ancestor, (cst.Try, cst.TryStar)) and child is ancestor.body and any(
                     handler.type is None or _CATCHES_OOM.search(cst.Module([]).code_for_node(handler.type))
                     for handler in ancestor.handlers):
-                return True
-            if isinstance(ancestor, cst.If) and child is not ancestor.test and \
-                    not picks_device(ancestor.test) and not a_setting(ancestor.test):
-                return True
-            if isinstance(ancestor, cst.IfExp):
                 return True
             child = ancestor
         return False
@@ -408,13 +470,26 @@ def _works(statement: cst.CSTNode) -> bool:
 
 
 def _returns(statement: Optional[cst.CSTNode]) -> bool:
-    """A `return`, `continue` or `break`, or an `if` each of whose branches is one
-    (`if return_outputs: return loss, outputs` / `else: return loss`): the step's end."""
+    """A `return`, `continue` or `break` of what was computed before, or an `if` whose
+    branches (its `else` too, where it has one) are each one (`if return_outputs: return loss,
+    Output(loss=loss)` / `else: return loss`): the step's end. Not a return that runs more of
+    the step (`return self.distill(self.teacher(**inputs), loss)`): only outputs are built
+    there, by classes (`ModelOutput(...)`), or values read (`loss.item()`, `float(loss)`)."""
     kind = type(statement)
-    if kind is cst.SimpleStatementLine:
-        return type(statement.body[0]) in (cst.Return, cst.Continue, cst.Break)  # type: ignore[union-attr]
+    if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+        small = statement.body[0]  # type: ignore[union-attr]
+        return type(small) in (cst.Return, cst.Continue, cst.Break) and not any(
+            type(node) is cst.Call and _runs_more(last_part(dotted_name(node.func)))  # type: ignore[attr-defined]
+            for node in walk(small))
     if kind is cst.If or kind is cst.Else:
-        body = statement.body.body  # type: ignore[union-attr]
-        return len(body) == 1 and (_returns(body[0]) or type(body[0]) in (cst.Return, cst.Continue, cst.Break)) and (kind is cst.Else or statement.orelse is None  # type: ignore[union-attr]
-                                                         or _returns(statement.orelse))  # type: ignore[union-attr]
+        body = statement.body  # type: ignore[union-attr]
+        lines = body.body if type(body) is cst.IndentedBlock else [body]
+        return len(lines) == 1 and _returns(lines[0]) and (
+            kind is cst.Else or statement.orelse is None or _returns(statement.orelse))  # type: ignore[union-attr]
     return False
+
+
+def _runs_more(called: str) -> bool:
+    """A call in a return that runs more of the step: not a class building the output
+    (`ModelOutput(...)`), nor a read of a value (`_READS`)."""
+    return not called[:1].isupper() and called not in _READS
