@@ -159,3 +159,27 @@ def test_a_name_spelled_with_compatibility_characters_is_the_name_python_reads()
     assert ast.parse(source).body[1].value.func.attr == "KLDivLoss"  # type: ignore[attr-defined]
     for path in ("x.py", "tests/test_x.py"):
         assert check(source, path, [RULES["MEM503"]]).findings == []
+
+
+HYDRATE = """
+import torch
+
+class {name}{bases}:
+    @classmethod
+    def from_state(cls, config, state):
+        made = cls(**config)
+        made.load_state_dict(state)
+        return made
+
+    @classmethod
+    def hydrate(cls, path):
+        pkg = torch.load(path)
+        return {name}.from_state(pkg["config"], pkg["state"])
+"""
+
+
+def test_a_model_its_class_method_builds_is_on_the_cpu_when_loaded():
+    model = check(HYDRATE.format(name="Unet", bases="(torch.nn.Module)"), "m.py", [RULES["MEM502"]]).findings
+    vocab = check(HYDRATE.format(name="Vocab", bases=""), "m.py", [RULES["MEM502"]]).findings
+    assert [f.code for f in model] == ["MEM502"] and "still on the CPU" in model[0].message
+    assert "still on the CPU" not in "".join(f.message for f in vocab)  # no model: nothing said of where it is

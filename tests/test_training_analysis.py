@@ -6,8 +6,10 @@ from __future__ import annotations
 import textwrap
 
 import libcst as cst
+import pytest
 
 from memlint.analysis import Facts
+from memlint.analysis.guards import a_setting
 from memlint.analysis.tree import walk
 
 
@@ -441,3 +443,59 @@ def test_a_tuple_of_values_gives_each_name_its_own():
     assert not f.syncs.on_device(name_at(f, "y", "b = y.float()"), name_at(f, "y", "b = y.float()"))
     func = first(f, cst.FunctionDef)
     assert [b.whole for b in f.scopes.bindings(func, "x") if b.kind == "assign"] == [False]
+
+
+BINDINGS = textwrap.dedent("""
+    import torch
+
+    class Base(torch.nn.Module):
+        def forward(self, x, device="cpu"):
+            return x
+
+        @classmethod
+        def build(cls, config, state):
+            return cls(**config)
+
+        @staticmethod
+        def merge(config, state):
+            return config
+
+    class Child(Base):
+        def forward(self, x, device="cpu"):
+            a = Base.forward(self, x, device)
+            b = self.build(x, device)
+            c = Base.build(x, state=device)
+            d = Base.merge(x, device)
+            return a
+    """)
+
+
+def _calls(facts: Facts, name: str) -> list:
+    return [c for c in facts.scopes.calls if cst.Module([]).code_for_node(c.func).endswith(name)]
+
+
+def test_arguments_bind_to_parameters_as_python_binds_them():
+    facts = Facts(cst.parse_module(BINDINGS))
+    base = {f.name.value: f for f in facts.scopes.classes["Base"].body.body}
+    shown = cst.Module([]).code_for_node
+
+    def bound(call: cst.Call) -> list:
+        return [(shown(arg.value), name) for arg, name in facts.scopes.parameters_given(call, facts.scopes.resolve(call))]
+
+    assert bound(_calls(facts, "Base.forward")[0]) == [("self", "self"), ("x", "x"), ("device", "device")]
+    assert bound(_calls(facts, "self.build")[0]) == [("x", "config"), ("device", "state")]
+    assert bound(_calls(facts, "Base.build")[0]) == [("x", "config"), ("device", "state")]
+    assert bound(_calls(facts, "Base.merge")[0]) == [("x", "config"), ("device", "state")]
+    x = base["forward"].params.params[1]
+    assert [(shown(site), shown(value)) for site, value in facts.scopes.arguments_for(x)] == \
+        [("Base.forward(self, x, device)", "x")]
+
+
+@pytest.mark.parametrize("test,setting", [
+    ("args.fp16", True), ("not args.fp16", True), ("self.args.batch_eval_metrics", True),
+    ("self.use_liger_loss", True), ("self.ema_enabled and cfg.train", True), ("args.freeze_backbone", True),
+    ("self.control.should_evaluate", False), ("self.first_step", False), ("args.empty_cache", False),
+    ("self.use_low_mem", False), ("step % 10 == 0", False), ("args.fp16 or is_last", False),
+])
+def test_a_setting_is_a_flag_of_the_configuration_not_of_the_state(test, setting):
+    assert a_setting(cst.parse_expression(test)) is setting

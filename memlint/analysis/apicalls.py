@@ -141,9 +141,7 @@ class ApiCalls:
             target = scopes.resolve(other)
             if target is None or tree.contains(target, other):
                 continue
-            on_class = type(other.func) is cst.Attribute and type(other.func.value) is cst.Name and \
-                other.func.value.value in scopes.classes  # type: ignore[attr-defined]
-            passed = {parameter for arg, parameter in _parameters_given(other, target, on_class)
+            passed = {parameter for arg, parameter in scopes.parameters_given(other, target)
                       if sources_of(arg.value) & names}
             if passed:
                 found.extend(self._loads_of(target, derived(scopes.flows(target), passed), depth + 1))
@@ -289,28 +287,6 @@ class ApiCalls:
                 known[id(forwarding[0])] = forwarding[1]
                 found.append(forwarding)
         return found
-
-
-def _parameters_given(call: cst.Call, target: cst.FunctionDef, on_class: bool) -> List[Tuple[cst.Arg, str]]:
-    """Each argument of `call` with the parameter of `target` it binds: by keyword, or by
-    position after a method's `self` or a class method's `cls` (`on_class`: called on its class
-    by name, where a plain method's first argument is the instance: `Net.forward(net, x)`)."""
-    params = [p.name.value for p in (*target.params.posonly_params, *target.params.params)]
-    decorators = {dotted_name(d.decorator) for d in target.decorators}
-    if "staticmethod" not in decorators and params and (
-            "classmethod" in decorators or type(call.func) is cst.Attribute and params[0] == "self" and not on_class):
-        params = params[1:]
-    named = params + [p.name.value for p in target.params.kwonly_params]
-    given: List[Tuple[cst.Arg, str]] = []
-    for position, arg in enumerate(call.args):
-        if arg.star:
-            break
-        if arg.keyword is not None:
-            if arg.keyword.value in named:
-                given.append((arg, arg.keyword.value))
-        elif position < len(params):
-            given.append((arg, params[position]))
-    return given
 
 
 def _loads_state(call: cst.Call) -> bool:

@@ -26,6 +26,13 @@ _DEVICE_WORDS = frozenset({"cuda", "gpu", "gpus", "xpu", "mps", "npu", "mlu", "d
 _MEMORY_WORDS = frozenset({"memory", "mem", "reserved", "allocated", "free", "oom", "low", "enough", "usage",
                            "utilization", "pressure"})
 _WORD = re.compile(r"[a-z]+")
+_ABOUT_MEMORY = _MEMORY_WORDS | {"cache", "empty", "offload", "gc"}
+
+
+def speaks_of_memory(name: str) -> bool:
+    """A name that speaks of memory or its cache, word by word (`args.empty_cache`,
+    `low_mem`, `offload_optimizer`; not `freeze_backbone` nor `allow_tf32`)."""
+    return bool(set(_WORD.findall(name.lower())) & _ABOUT_MEMORY)
 
 
 def picks_device(test: cst.BaseExpression) -> bool:

@@ -475,9 +475,11 @@ class Checkpoints:
         return None
 
     def _builds_own_class(self, call: cst.Call) -> bool:
-        """`klass(**config)` in a class method, whose first parameter is its class."""
+        """`klass(**config)` in a class method of a model class, whose first parameter is its class."""
         func = self.tree.function_of(call)
-        if func is None or type(call.func) is not cst.Name or \
+        klass = self.tree.class_of(func) if func is not None else None
+        if func is None or klass is None or type(call.func) is not cst.Name or \
+                klass.name.value not in self.receivers.module_classes or \
                 not any(dotted_name(d.decorator) == "classmethod" for d in func.decorators):
             return False
         params = func.params.posonly_params or func.params.params

@@ -55,9 +55,10 @@ def is_simuleval_agent(klass: cst.ClassDef, qualified_name: Callable[[cst.BaseEx
 MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 
 
-# OpenMMLab's model packages (`mmseg.models.segmentors.base.BaseSegmentor`, mmdet's detectors):
-# every class there is an nn.Module.
-OPENMMLAB_MODELS = re.compile(r"^mm\w+\.models\.")
+# OpenMMLab's model packages (`mmseg.models.segmentors.base.BaseSegmentor`, mmdet's detectors,
+# `mmengine.model.BaseModel`): their classes are nn.Modules, but for the helpers they keep beside
+# (mmdet's assigners and coders in `task_modules`, `utils`, the registries in `builder`).
+OPENMMLAB_MODELS = re.compile(r"^(mm\w+\.models\.(?!task_modules\.|utils\.|builder\.)|mmengine\.model\.)")
 
 
 def is_module_base_name(name: str) -> bool:

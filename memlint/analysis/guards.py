@@ -31,6 +31,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from memlint.analysis.cache import speaks_of_memory
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, literal_bool
@@ -51,7 +52,6 @@ _FUNCTION_DEPTH = 2  # call sites of call sites
 # instance keeps it (`self.args.x`); and the instance's own switches (`self.use_liger_loss`).
 _SETTINGS = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "flags", "FLAGS"})
 _SWITCH = re.compile(r"^(use|enable|with)_|_enabled$")
-_ABOUT_MEMORY = re.compile(r"cache|mem|empty|free|offload|low", re.IGNORECASE)
 
 # What a condition depends on, from the least to the most telling.
 _LITERAL, _HARDWARE, _CHOICE = 0, 1, 2
@@ -153,6 +153,6 @@ def a_setting(test: cst.BaseExpression) -> bool:
     parts = (dotted_name(test) or "").split(".")
     if parts[0] == "self":
         if len(parts) == 2:  # the instance's own switch
-            return bool(_SWITCH.search(parts[1])) and not _ABOUT_MEMORY.search(parts[1])
+            return bool(_SWITCH.search(parts[1])) and not speaks_of_memory(parts[1])
         parts = parts[1:]  # the settings it keeps (`self.args.x`), not its state (`self.control.should_log`)
-    return parts[0] in _SETTINGS and not _ABOUT_MEMORY.search(".".join(parts))
+    return parts[0] in _SETTINGS and not speaks_of_memory(".".join(parts))

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
-from memlint.analysis.tree import Scope, TreeIndex, argument, dotted_name
+from memlint.analysis.tree import Scope, TreeIndex, dotted_name
 
 if TYPE_CHECKING:
     from memlint.analysis.torchnames import TorchNames
@@ -292,9 +292,8 @@ class Scopes:
                     return method
                 klass = self._attribute_class(call, func.attr.value)  # `self.model(x)`
                 return self._method(klass, "__call__") or self._method(klass, "forward")
-            klass = self.classes.get(func.value.value)
-            if klass is not None and not self.bindings_seen(func.value.value, call):
-                return self._method(klass, func.attr.value)  # `Unet.from_config(...)`: a class or static method
+            if self.on_class(call):  # `Unet.from_config(...)`: a class or static method
+                return self._method(self.classes[func.value.value], func.attr.value)
             return self._method(self.instance_class(func.value), func.attr.value)
         if isinstance(func, cst.Attribute) and dotted_name(func.value) is not None and \
                 (dotted_name(func.value) or "").count(".") == 1 and (dotted_name(func.value) or "").startswith("self."):
@@ -502,17 +501,13 @@ class Scopes:
 
     def arguments_for(self, param: cst.Param) -> Optional[List[Tuple[cst.Call, Optional[cst.BaseExpression]]]]:
         """What each call of the function in this module passes for `param`, by keyword or by
-        position (a method's `self` is not passed), None where a call passes nothing for it (its
-        default applies); None for them all when a call may pass it through `*args` / `**kwargs`,
-        or when `param` is a lambda's."""
+        position (`parameters_given`), None where a call passes nothing for it (its default
+        applies); None for them all when a call may pass it through `*args` / `**kwargs`, or
+        when `param` is a lambda's."""
         func = self.tree.scope_of(param)
         if type(func) is not cst.FunctionDef:
             return None
-        positional = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]  # type: ignore[attr-defined]
-        if self.tree.class_of(func) is not None and positional[:1] in (["self"], ["cls"]):  # type: ignore[arg-type]
-            positional = positional[1:]
         name = param.name.value
-        index = positional.index(name) if name in positional else None
         passed: List[Tuple[cst.Call, Optional[cst.BaseExpression]]] = []
         sites = self.call_sites(func)  # type: ignore[arg-type]
         klass = self.tree.class_of(func)
@@ -521,6 +516,35 @@ class Scopes:
         for site in sites:
             if any(a.star for a in site.args):
                 return None
-            found = argument(site, name, index)
+            found = next((arg for arg, given in self.parameters_given(site, func) if given == name), None)  # type: ignore[arg-type]
             passed.append((site, None if found is None else found.value))
         return passed
+
+    def parameters_given(self, call: cst.Call, func: cst.FunctionDef) -> List[Tuple[cst.Arg, str]]:
+        """Each argument of `call` (up to the first `*args` / `**kwargs`) with the parameter of
+        `func` it binds: by keyword, or by position after a method's instance or a class
+        method's class, which the call does not pass; a method called on its class by name
+        (`Base.forward(self, x)`) is passed its instance first."""
+        params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+        decorators = {dotted_name(d.decorator) for d in func.decorators}
+        bound = self.tree.class_of(func) is not None and "staticmethod" not in decorators and (
+            "classmethod" in decorators or not self.on_class(call))
+        if bound:
+            params = params[1:]
+        named = set(params) | {p.name.value for p in func.params.kwonly_params}
+        given: List[Tuple[cst.Arg, str]] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if arg.keyword is not None:
+                if arg.keyword.value in named:
+                    given.append((arg, arg.keyword.value))
+            elif position < len(params):
+                given.append((arg, params[position]))
+        return given
+
+    def on_class(self, call: cst.Call) -> bool:
+        """`Unet.from_config(...)`: a method called on a class of this module by its name."""
+        func = call.func
+        return type(func) is cst.Attribute and type(func.value) is cst.Name and \
+            func.value.value in self.classes and not self.bindings_seen(func.value.value, call)  # type: ignore[attr-defined]
