@@ -511,30 +511,26 @@ def test_a_module_of_a_namespace_package_is_the_one_the_project_imports(tmp_path
     assert not lint(tmp_path, tmp_path / "ldm/modules/util.py")  # alone: how often it runs is not known
 
 
+NEIGHBOUR = """\
+    import torch
+    from .util import timestep_embedding
+
+    class Block(torch.nn.Module):
+        def forward(self, x, t):
+            return self.body(x, timestep_embedding(t, 128))
+    """
+
+
 @pytest.mark.parametrize("layout", [
     {  # a neighbour imports it relatively, another module by its longer name
         "ldm/modules/util.py": NAMESPACE["ldm/modules/util.py"],
-        "ldm/modules/attention.py": """\
-            import torch
-            from .util import timestep_embedding
-
-            class Block(torch.nn.Module):
-                def forward(self, x, t):
-                    return self.body(x, timestep_embedding(t, 128))
-            """,
+        "ldm/modules/attention.py": NEIGHBOUR,
         "ldm/models/other.py": "from ldm.modules.util import timestep_embedding\n",
     },
     {  # a package under a folder without `__init__.py`, imported through that folder by a script
         "src/pkg/__init__.py": "",
         "src/pkg/util.py": NAMESPACE["ldm/modules/util.py"],
-        "src/pkg/model.py": """\
-            import torch
-            from .util import timestep_embedding
-
-            class Block(torch.nn.Module):
-                def forward(self, x, t):
-                    return self.body(x, timestep_embedding(t, 128))
-            """,
+        "src/pkg/model.py": NEIGHBOUR,
         "scripts/train.py": "from src.pkg.model import Block\n",
     },
 ])
