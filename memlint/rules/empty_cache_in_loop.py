@@ -59,17 +59,25 @@ class EmptyCacheInLoop(Rule):
     ```
 
     ## When it is not reported
-    Right after a `del`, with more of the step after it (`del logits`, then
-    `torch.cuda.empty_cache()`, then the reference model: a large tensor let go and its memory
-    handed back on purpose, as RL trainers do between a step's generation, reference and
-    policy forwards; not as the step's last statement), in a module that empties the cache in
-    three places or more (a plan of memory staged by hand, kept or dropped as a whole), and in a function that also generates sequences (`model.generate(...)`,
-    a rollout: its KV caches take memory in shapes the forwards after it do not reuse). In an `except` or `finally` block or in a `try` that catches an out-of-memory error (recovery
-    after an OOM), between steps (an epoch loop, a loop over runs or evaluation phases, epoch
-    hooks), under a condition other than a device check or a flag of the settings (`if step %
-    100 == 0:`, `if i == 0:`; `if self.args.batch_eval_metrics:` holds alike on every step, and
-    is reported, but not a flag about memory, `if args.empty_cache:`, which asks for it), and
-    where it cannot be told that the code runs per step.
+    - Right after a `del`, with more of the step after it (`del logits`, then
+      `torch.cuda.empty_cache()`, then the reference model): a large tensor let go and its
+      memory handed back on purpose, as RL trainers do between a step's generation, reference
+      and policy forwards. Not as the step's last statement, nor before returns that only hand
+      back what was computed.
+    - In a function that also generates sequences (`model.generate(...)`, a rollout): its KV
+      caches take memory in shapes the forwards after it do not reuse.
+    - In a module that empties the cache in three places or more, besides the helpers that do
+      only that and the recovery from an OOM: a plan of memory staged by hand, kept or dropped
+      as a whole.
+    - In an `except` or `finally` block, or in a `try` that catches an out-of-memory error
+      (recovery after an OOM).
+    - Between steps: an epoch loop, a loop over runs, evaluation phases or noise levels, epoch
+      hooks.
+    - Under a condition other than a device check or a flag of the settings (`if step % 100 ==
+      0:`, `if i == 0:`, `if self.control.should_evaluate:`). A flag of the settings holds alike
+      on every step (`if self.args.batch_eval_metrics:`, `if self.use_liger_loss:`) and is
+      reported, but not a flag about memory (`if args.empty_cache:` asks for it).
+    - Where it cannot be told that the code runs per step.
 
     ## Fix
     Removes the call (with an `if` around it that only checks for the device). The call of a
