@@ -183,3 +183,11 @@ def test_a_model_its_class_method_builds_is_on_the_cpu_when_loaded():
     vocab = check(HYDRATE.format(name="Vocab", bases=""), "m.py", [RULES["MEM502"]]).findings
     assert [f.code for f in model] == ["MEM502"] and "still on the CPU" in model[0].message
     assert "still on the CPU" not in "".join(f.message for f in vocab)  # no model: nothing said of where it is
+
+
+def test_a_load_passed_inline_to_a_function_that_loads_it_is_followed():
+    inline = HYDRATE.format(name="Unet", bases="(torch.nn.Module)").replace(
+        "        pkg = torch.load(path)\n        return Unet.from_state(pkg[\"config\"], pkg[\"state\"])",
+        "        return Unet.from_state(config_of(path), torch.load(path))")
+    assert "torch.load(path))" in inline
+    assert [f.code for f in check(inline, "m.py", [RULES["MEM502"]]).findings] == ["MEM502"]

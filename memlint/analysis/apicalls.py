@@ -113,6 +113,12 @@ class ApiCalls:
                 owner = tree.parent(ancestor)
                 if isinstance(owner, cst.Call) and _loads_state(owner):
                     return [owner]
+                target = scopes.resolve(owner) if isinstance(owner, cst.Call) and depth < _WRAPPER_DEPTH else None
+                passed = {name for arg, name in scopes.parameters_given(owner, target)  # type: ignore[arg-type]
+                          if arg is ancestor} if target is not None else set()
+                inside = self._loads_of(target, derived(scopes.flows(target), passed), depth + 1) if passed else []  # type: ignore[arg-type]
+                if inside:  # `Unet.from_parts(config, torch.load(path))`
+                    return inside
             if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
                 break
         scope = tree.scope_of(call)
