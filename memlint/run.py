@@ -375,7 +375,7 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     items = list(discover(paths, config, options.force_exclude, options.require_files))
     modules = project_files([item for item in items if not isinstance(item, BadPath)])
     names: FrozenSet[str] = frozenset()
-    aliases: Dict[str, Tuple[str, str]] = {}
+    imported: FrozenSet[str] = frozenset()
     prepared: List[_Prepared] = []
     for item in items:
         if isinstance(item, BadPath):
@@ -390,9 +390,12 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         if ready is not None:
             prepared.append(ready)
         outcomes.append(outcome)
+    aliases: Dict[str, Tuple[str, str]] = {}
     if len(modules) > 1:  # a project: its modules' names, and the longer ones its imports give some
-        aliases = namespace_names(modules, _sources(prepared, modules))
+        imported = imported_modules(_sources(prepared, modules), modules)
+        aliases = namespace_names(modules, imported)
         names = frozenset(name for _, name in modules.values()) | frozenset(aliases)
+        imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
     try:
         if cache is not None:  # what the cache found in this very project stands
             key = _project_key(modules, names, prepared, lambda p: True)
@@ -400,7 +403,7 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
                 if p.entry is not None and p.entry.project == key:
                     _take(outcomes, p, options)
         if not all(p.settled for p in prepared):
-            _lint_project(prepared, outcomes, modules, names, aliases, options, cache, notices)
+            _lint_project(prepared, outcomes, modules, names, aliases, imported, options, cache, notices)
     finally:
         if cache is not None:
             cache.save()
@@ -423,17 +426,15 @@ def _take(outcomes: List[FileOutcome], p: _Prepared, options: Options) -> None:
 
 
 def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], modules: Dict[str, Tuple[str, str]],
-                  names: FrozenSet[str], aliases: Dict[str, Tuple[str, str]], options: Options, cache: Optional[Cache],
+                  names: FrozenSet[str], aliases: Dict[str, Tuple[str, str]], imported: FrozenSet[str],
+                  options: Options, cache: Optional[Cache],
                   notices: Optional[List[str]]) -> None:
     """Settle the files the cache did not: summarise the project's modules (from the cache,
     else in the first phase), then keep what stands and lint the rest knowing the project."""
-    sources = _sources(prepared, modules)
-    imported = imported_modules(sources, modules) if names else frozenset()
-    imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
     if cache is not None and names:
         for p in prepared:
             path = str(p.task.path)
-            if path in sources:
+            if path in modules:
                 p.summary = cache.get_summary(p.key, _summary_key(modules[path], imported, names), p.digest)
 
     # The first phase: every module of the project whose summary is not in the cache, linted alone.

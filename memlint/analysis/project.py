@@ -498,9 +498,10 @@ def imported_modules(sources: Dict[str, str], modules: Dict[str, Tuple[str, str]
     return frozenset(found)
 
 
-def namespace_names(modules: Dict[str, Tuple[str, str]], sources: Dict[str, str]) -> Dict[str, Tuple[str, str]]:
-    """The other names the project's own imports give its modules through folders without an
-    `__init__.py` (namespace packages), each with the (root, name) of the module it names:
+def namespace_names(modules: Dict[str, Tuple[str, str]], imported: FrozenSet[str]) -> Dict[str, Tuple[str, str]]:
+    """The other names the project's own imports (`imported`: `imported_modules`) give its
+    modules through folders without an `__init__.py` (namespace packages), each with the
+    (root, name) of the module it names:
     `from ldm.modules.diffusionmodules.util import f`, run from the folder above `ldm/`, names
     the module `diffusionmodules.util` rooted at `.../ldm/modules`. Every module of that root is
     then also `ldm.modules.<its name>`, and keeps its own name, which its relative imports and
@@ -509,11 +510,11 @@ def namespace_names(modules: Dict[str, Tuple[str, str]], sources: Dict[str, str]
     for root, name in modules.values():
         by_name.setdefault(name, []).append((root, name))
     prefixes: Dict[str, str] = {}  # root -> the dotted folders that lead to it
-    for dotted in sorted(imported_modules(sources, modules)):
+    for dotted in sorted(imported):
         parts = dotted.split(".")
         for cut in range(1, len(parts)):
-            folders = os.path.join(*parts[:cut])
             for root, _ in by_name.get(".".join(parts[cut:]), ()):
+                folders = os.path.join(*parts[:cut])
                 if root.endswith(os.sep + folders) and not any(
                         os.path.isfile(os.path.join(root[:-len(folders) - 1], *parts[:k], "__init__.py"))
                         for k in range(1, cut + 1)):
