@@ -348,7 +348,6 @@ def _project_key(modules: Dict[str, Tuple[str, str]], names: FrozenSet[str], pre
         p = files.get(path)
         summary = [p.key, p.digest] if p is not None and path in modules and summarised(p) else None
         rows.append([path, *modules.get(path, module_name(path)), summary])
-    rows.append(sorted(names))  # with the other names of namespace packages' modules
     return text_digest(json.dumps(rows))
 
 
@@ -374,8 +373,7 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     outcomes: List[FileOutcome] = []
     items = list(discover(paths, config, options.force_exclude, options.require_files))
     modules = project_files([item for item in items if not isinstance(item, BadPath)])
-    names: FrozenSet[str] = frozenset()
-    imported: FrozenSet[str] = frozenset()
+    names = frozenset(name for _, name in modules.values()) if len(modules) > 1 else frozenset()
     prepared: List[_Prepared] = []
     for item in items:
         if isinstance(item, BadPath):
@@ -390,12 +388,6 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
         if ready is not None:
             prepared.append(ready)
         outcomes.append(outcome)
-    aliases: Dict[str, Tuple[str, str]] = {}
-    if len(modules) > 1:  # a project: its modules' names, and the longer ones its imports give some
-        imported = imported_modules(_sources(prepared, modules), modules)
-        aliases = namespace_names(modules, imported)
-        names = frozenset(name for _, name in modules.values()) | frozenset(aliases)
-        imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
     try:
         if cache is not None:  # what the cache found in this very project stands
             key = _project_key(modules, names, prepared, lambda p: True)
@@ -403,7 +395,7 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
                 if p.entry is not None and p.entry.project == key:
                     _take(outcomes, p, options)
         if not all(p.settled for p in prepared):
-            _lint_project(prepared, outcomes, modules, names, aliases, imported, options, cache, notices)
+            _lint_project(prepared, outcomes, modules, names, options, cache, notices)
     finally:
         if cache is not None:
             cache.save()
@@ -426,11 +418,15 @@ def _take(outcomes: List[FileOutcome], p: _Prepared, options: Options) -> None:
 
 
 def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], modules: Dict[str, Tuple[str, str]],
-                  names: FrozenSet[str], aliases: Dict[str, Tuple[str, str]], imported: FrozenSet[str],
-                  options: Options, cache: Optional[Cache],
+                  names: FrozenSet[str], options: Options, cache: Optional[Cache],
                   notices: Optional[List[str]]) -> None:
     """Settle the files the cache did not: summarise the project's modules (from the cache,
-    else in the first phase), then keep what stands and lint the rest knowing the project."""
+    else in the first phase), then keep what stands and lint the rest knowing the project.
+    The names of its modules get the longer ones its imports give some (namespace packages)."""
+    imported = imported_modules(_sources(prepared, modules), modules) if names else frozenset()
+    aliases = namespace_names(modules, imported) if names else {}
+    names |= frozenset(aliases)
+    imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
     if cache is not None and names:
         for p in prepared:
             path = str(p.task.path)
