@@ -134,6 +134,12 @@ def sample_tiles(latents, views):
             tile = unet(latents[view], t)    # INNER: a view per forward, several per step
         latents = merge(latents)
 
+def sample_views(latents, views):
+    for sigma in self.progress_bar(self.scheduler.sigmas):
+        for view in views:
+            unet(latents[view], sigma)
+        blended = 1                          # STEP: a schedule of sigmas, through a progress bar
+
 def train_per_noise_level(loader):
     for t in timesteps:
         for x in loader:
@@ -149,6 +155,7 @@ setup = 1                                    # unknown
     ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
     ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
     ("micro_loss", INNER), ("engine_out", STEP), ("merged", STEP), ("tile", INNER), ("level_done", BOUNDARY),
+    ("blended", STEP),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)

@@ -49,9 +49,9 @@ def facts_in_project(paths: List[Path], path: Path) -> Facts:
     """The facts of `path` as a run over `paths` sees them once every summary is known."""
     modules = project_files(paths)
     sources = {str(p): p.read_text() for p in paths}
-    aliases = namespace_names(modules, sources)
-    names = frozenset(name for _, name in modules.values()) | frozenset(aliases)
     imported = imported_modules(sources, modules)
+    aliases = namespace_names(modules, imported)
+    names = frozenset(name for _, name in modules.values()) | frozenset(aliases)
     imported |= frozenset(aliases[name][1] for name in imported if name in aliases)
     summaries: Dict[str, ModuleSummary] = {}
     for each in paths:
@@ -532,6 +532,15 @@ NEIGHBOUR = """\
         "src/pkg/util.py": NAMESPACE["ldm/modules/util.py"],
         "src/pkg/model.py": NEIGHBOUR,
         "scripts/train.py": "from src.pkg.model import Block\n",
+    },
+    {  # reached two ways: from the repository's top, and from the folder above `ldm/` by a script
+        "stable/ldm/modules/util.py": NAMESPACE["ldm/modules/util.py"],
+        "stable/ldm/models/unet.py": NAMESPACE["ldm/models/unet.py"].replace("from ldm.", "from stable.ldm."),
+        "stable/scripts/sample.py": "from ldm.modules.util import timestep_embedding\n",
+    },
+    {  # a folder without `__init__.py` inside a regular package
+        "ldm/__init__.py": "",
+        **NAMESPACE,
     },
 ])
 def test_a_namespace_name_leaves_the_names_the_neighbours_use(tmp_path, layout):

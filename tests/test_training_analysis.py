@@ -496,6 +496,7 @@ def test_arguments_bind_to_parameters_as_python_binds_them():
     ("self.use_liger_loss", True), ("self.ema_enabled and cfg.train", True), ("args.freeze_backbone", True),
     ("self.control.should_evaluate", False), ("self.first_step", False), ("args.empty_cache", False),
     ("self.use_low_mem", False), ("step % 10 == 0", False), ("args.fp16 or is_last", False),
+    ("args.lowvram", False), ("cfg.medvram", False), ("args.allow_tf32", True),
 ])
 def test_a_setting_is_a_flag_of_the_configuration_not_of_the_state(test, setting):
     assert a_setting(cst.parse_expression(test)) is setting

@@ -26,7 +26,7 @@ _DEVICE_WORDS = frozenset({"cuda", "gpu", "gpus", "xpu", "mps", "npu", "mlu", "d
 _MEMORY_WORDS = frozenset({"memory", "mem", "reserved", "allocated", "free", "oom", "low", "enough", "usage",
                            "utilization", "pressure"})
 _WORD = re.compile(r"[a-z]+")
-_ABOUT_MEMORY = _MEMORY_WORDS | {"cache", "empty", "offload", "gc"}
+_ABOUT_MEMORY = _MEMORY_WORDS | {"cache", "empty", "offload", "gc", "vram", "lowvram", "lowmem", "medvram"}
 
 
 def speaks_of_memory(name: str) -> bool:

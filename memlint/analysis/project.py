@@ -501,25 +501,24 @@ def imported_modules(sources: Dict[str, str], modules: Dict[str, Tuple[str, str]
 def namespace_names(modules: Dict[str, Tuple[str, str]], imported: FrozenSet[str]) -> Dict[str, Tuple[str, str]]:
     """The other names the project's own imports (`imported`: `imported_modules`) give its
     modules through folders without an `__init__.py` (namespace packages), each with the
-    (root, name) of the module it names:
-    `from ldm.modules.diffusionmodules.util import f`, run from the folder above `ldm/`, names
-    the module `diffusionmodules.util` rooted at `.../ldm/modules`. Every module of that root is
-    then also `ldm.modules.<its name>`, and keeps its own name, which its relative imports and
-    its neighbours' imports use. A root reached through two prefixes takes the first in order."""
-    by_name: Dict[str, List[Tuple[str, str]]] = {}
+    (root, name) of the module it names: `from ldm.modules.diffusionmodules.util import f`,
+    run from the folder above `ldm/`, names the module `diffusionmodules.util` rooted at
+    `.../ldm/modules`. Every module of that root is then also `ldm.modules.<its name>`, and
+    keeps its own name, which its relative imports and its neighbours' imports use; a root
+    the imports reach through several folders (`ldm.modules`, `stable.ldm.modules`) answers
+    to each."""
+    by_name: Dict[str, List[str]] = {}
     for root, name in modules.values():
-        by_name.setdefault(name, []).append((root, name))
-    prefixes: Dict[str, str] = {}  # root -> the dotted folders that lead to it
-    for dotted in sorted(imported):
+        by_name.setdefault(name, []).append(root)
+    prefixes: Dict[str, Set[str]] = {}  # root -> the dotted folders that lead to it
+    for dotted in imported:
         parts = dotted.split(".")
         for cut in range(1, len(parts)):
-            for root, _ in by_name.get(".".join(parts[cut:]), ()):
-                folders = os.path.join(*parts[:cut])
-                if root.endswith(os.sep + folders) and not any(
-                        os.path.isfile(os.path.join(root[:-len(folders) - 1], *parts[:k], "__init__.py"))
-                        for k in range(1, cut + 1)):
-                    prefixes.setdefault(root, ".".join(parts[:cut]))
-    return {f"{prefixes[root]}.{name}": (root, name) for root, name in set(modules.values()) if root in prefixes}
+            for root in by_name.get(".".join(parts[cut:]), ()):
+                if root.endswith(os.sep + os.path.join(*parts[:cut])):
+                    prefixes.setdefault(root, set()).add(".".join(parts[:cut]))
+    return {f"{prefix}.{name}": (root, name) for root, name in sorted(set(modules.values())) if root in prefixes
+            for prefix in sorted(prefixes[root])}
 
 
 def project_files(paths: Sequence[Path]) -> Dict[str, Tuple[str, str]]:

@@ -316,19 +316,19 @@ class EmptyCacheInLoop(Rule):
 
     def _staged(self) -> bool:
         """The module empties the cache in `_STAGED` places or more (`torch.cuda.empty_cache()`
-        or a helper that only empties it, called; not in the helper, nor in recovery from an
-        out-of-memory error): more than a train and an evaluation path, a plan of
+        or a helper of this module that only empties it, called; not in the helper, nor in
+        recovery from an out-of-memory error; the same count linted alone or in the project): more than a train and an evaluation path, a plan of
         memory staged by hand across a step's phases (an RL recipe's generation, reference,
         policy and backward), whose calls a maintainer keeps or drops together, not one by one."""
         if self._staging is None:
-            self._staging = sum(1 for call in self.facts.scopes.calls if self._empties(call) is not None and
-                                not self._recovers(call)) >= _STAGED
+            self._staging = sum(1 for call in self.facts.scopes.calls if self._empties(call, project=False) is not None
+                                and not self._recovers(call)) >= _STAGED
         return self._staging
 
-    def _empties(self, node: cst.Call) -> Optional[str]:
+    def _empties(self, node: cst.Call, project: bool = True) -> Optional[str]:
         """How the call is shown when it empties the cache where it is made: the call itself,
-        or a call of a helper that only empties it; None for another call, and for the call
-        inside such a helper (reported where the helper is called)."""
+        or a call of a helper that only empties it (`project`: of another module too); None for
+        another call, and for the call inside such a helper (reported where the helper is called)."""
         facts = self.facts
         if facts.names.call_name(node) in EMPTY_CACHE:
             function = facts.tree.function_of(node)
@@ -336,18 +336,20 @@ class EmptyCacheInLoop(Rule):
                     only_empties_cache(function, facts.names.call_name):
                 return None
             return f"{show(node.func)}()"
-        if not node.args and self._calls_cache_helper(node):
+        if not node.args and self._calls_cache_helper(node, project):
             return cst.Module([]).code_for_node(node)
         return None
 
-    def _calls_cache_helper(self, node: cst.Call) -> bool:
-        """`empty_cache()`, a function of this module or another of the project that does nothing
-        but empty the cache (memlint.analysis.cache)."""
+    def _calls_cache_helper(self, node: cst.Call, project: bool = True) -> bool:
+        """`empty_cache()`, a function of this module or (`project`) another of the project that
+        does nothing but empty the cache (memlint.analysis.cache)."""
         facts = self.facts
         target = facts.scopes.resolve(node)
         if target is not None:
             return facts.tree.scope_of(target) is facts.tree.module and \
                 only_empties_cache(target, facts.names.call_name)
+        if not project:
+            return False
         dotted = facts.values.project_callee(node)
         return dotted is not None and facts.project.empties_cache(dotted)
 
