@@ -402,11 +402,6 @@ def run(paths: Sequence[str], config: AnyConfig, registry: Mapping[str, Type[Rul
     return outcomes
 
 
-def _sources(prepared: Sequence[_Prepared], modules: Dict[str, Tuple[str, str]]) -> Dict[str, str]:
-    """The texts of the project's modules, by path."""
-    return {str(p.task.path): p.task.source.text for p in prepared if str(p.task.path) in modules}
-
-
 def _take(outcomes: List[FileOutcome], p: _Prepared, options: Options) -> None:
     """Put the outcome of a file's cache entry in its place, where it says all the options want."""
     assert p.entry is not None
@@ -423,15 +418,17 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     """Settle the files the cache did not: summarise the project's modules (from the cache,
     else in the first phase), then keep what stands and lint the rest knowing the project.
     The names of its modules get the longer ones its imports give some (namespace packages)."""
-    imported = imported_modules(_sources(prepared, modules), modules) if names else frozenset()
+    sources = {str(p.task.path): p.task.source.text for p in prepared if str(p.task.path) in modules}
+    imported = imported_modules(sources, modules) if names else frozenset()
     aliases = namespace_names(modules, imported) if names else {}
     names |= frozenset(aliases)
     imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
+    named = text_digest(json.dumps(sorted(names)))  # what every summary's key holds of the names
     if cache is not None and names:
         for p in prepared:
             path = str(p.task.path)
-            if path in modules:
-                p.summary = cache.get_summary(p.key, _summary_key(modules[path], imported, names), p.digest)
+            if path in sources:
+                p.summary = cache.get_summary(p.key, _summary_key(modules[path], imported, named), p.digest)
 
     # The first phase: every module of the project whose summary is not in the cache, linted alone.
     first = [p for p in prepared if names and p.summary is None and str(p.task.path) in modules]
@@ -468,7 +465,7 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     if cache is not None:
         for p in first:
             if p.summary is not None:
-                cache.put_summary(p.key, _summary_key(modules[str(p.task.path)], imported, names), p.digest, p.summary)
+                cache.put_summary(p.key, _summary_key(modules[str(p.task.path)], imported, named), p.digest, p.summary)
     lint = partial(_lint, project=project, names=names)
     rewritten: List[str] = []
 
@@ -501,11 +498,12 @@ def _keep(cache: Optional[Cache], p: _Prepared, outcome: FileOutcome, key: str) 
         cache.put(p.key, digest, replace(entry, diffs=diffs, project=key))
 
 
-def _summary_key(module: Tuple[str, str], imported: FrozenSet[str], names: FrozenSet[str]) -> Tuple[str, ...]:
+def _summary_key(module: Tuple[str, str], imported: FrozenSet[str], named: str) -> Tuple[str, ...]:
     """What a module's summary depends on besides its text: its root and name, whether
     another file of the project imports it (memlint.analysis.summary.summarize), and the
-    project's module names (a call is summarised as the project's when its name is one)."""
-    return (*module, "imported" if module[1] in imported else "not imported", text_digest(json.dumps(sorted(names))))
+    digest of the project's module names (`named`: a call is summarised as the project's when
+    its name is one)."""
+    return (*module, "imported" if module[1] in imported else "not imported", named)
 
 
 def _settle(outcomes: List[FileOutcome], index: int, outcome: FileOutcome) -> None:
