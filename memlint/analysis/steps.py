@@ -176,9 +176,9 @@ class Steps:
         repeated = self._in_comprehension(node, loops[0] if loops else None)
         if loops:
             innermost = loops[0]
-            sampling = [loop for loop in loops if self._denoises(loop)]
-            if sampling:  # a tiled or multi-view sampler: each view's forward is a piece of one step
-                return STEP if sampling[0] is innermost and not repeated else INNER
+            sampler = next((loop for loop in loops if self._denoises(loop)), None)
+            if sampler is not None:  # a tiled or multi-view sampler: each view's forward is a piece of one step
+                return STEP if sampler is innermost and not repeated else INNER
             if self.does_step_work(innermost):
                 if self.calls_step_loop(innermost) and not self._trains_itself(innermost):
                     return BOUNDARY

@@ -315,11 +315,12 @@ class EmptyCacheInLoop(Rule):
             self._fix(node, shown))
 
     def _staged(self) -> bool:
-        """The module empties the cache in `_STAGED` places or more (`torch.cuda.empty_cache()`
-        or a helper of this module that only empties it, called; not in the helper, nor in
-        recovery from an out-of-memory error; the same count linted alone or in the project): more than a train and an evaluation path, a plan of
-        memory staged by hand across a step's phases (an RL recipe's generation, reference,
-        policy and backward), whose calls a maintainer keeps or drops together, not one by one."""
+        """The module empties the cache in `_STAGED` places or more: `torch.cuda.empty_cache()`,
+        or a call of a helper of this module that only empties it (not the helper's own call,
+        not in recovery from an out-of-memory error; the same count alone as in the project).
+        More than a train and an evaluation path: a plan of memory staged by hand across a
+        step's phases (an RL recipe's generation, reference, policy and backward), whose calls
+        a maintainer keeps or drops together, not one by one."""
         if self._staging is None:
             self._staging = sum(1 for call in self.facts.scopes.calls if self._empties(call, project=False) is not None
                                 and not self._recovers(call)) >= _STAGED
