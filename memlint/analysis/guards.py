@@ -16,12 +16,17 @@ Asked as `facts.guards`:
   `torch.cuda.device_count() > 1`, `x.is_cuda`, `device.type == "cuda"` for a device chosen
   by such a test) are not a choice.
 
+- `exclusive(a, b)`: `a` and `b` never run in one pass through their function: one only where
+  a flag holds, the other only where it fails, the flag tested twice and not rebound between
+  (`if use_amp: <autocast forward> else: <plain forward>`, then `if use_amp: scaler(loss)
+  else: loss.backward()`).
+
 `a_setting(test)`: the test reads settings alone, the same on every step: a flag of the parsed
 configuration (`if not args.fp16:`, `if self.args.batch_eval_metrics:`) or a switch of the
 instance (`if self.use_liger_loss:`), not the state a trainer keeps (`self.control.should_log`)
 nor a flag about memory (`if args.empty_cache:` is the user asking for it).
 
-Asked by MEM601 (`chosen`) and MEM501 (`a_setting`).
+Asked by MEM601 (`chosen`), MEM501 (`a_setting`) and MEM401 (`exclusive`).
 """
 
 from __future__ import annotations
@@ -92,6 +97,46 @@ class Guards:
             sites = self.scopes.call_sites(func)
             self._chosen[key] = bool(sites) and all(self.chosen(site, depth + 1) for site in sites)
         return self._chosen[key]
+
+    def exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+        """Whether `a` and `b` never both run (see the module docstring)."""
+        scope = self.tree.scope_of(a)
+        if self.tree.scope_of(b) is not scope:
+            return False
+        sides = self._flag_sides(a)
+        first = min(self.tree.order(a), self.tree.order(b))
+        return any(sides.get(flag) is (not holds) and self._fixed(flag, scope, first)
+                   for flag, holds in self._flag_sides(b).items())
+
+    def _flag_sides(self, node: cst.CSTNode) -> Dict[str, bool]:
+        """The flags (a name or an attribute, tested alone or negated) of the `if` statements
+        around `node` in its function, each with whether `node` runs where it holds."""
+        sides: Dict[str, bool] = {}
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if type(ancestor) is cst.If and child is not ancestor.test:
+                test, holds = ancestor.test, child is ancestor.body
+                while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+                    test, holds = test.expression, not holds
+                flag = dotted_name(test) if type(test) in (cst.Name, cst.Attribute) else None
+                if flag is not None:
+                    sides.setdefault(flag, holds)
+            child = ancestor
+        return sides
+
+    def _fixed(self, flag: str, scope: cst.CSTNode, first: int) -> bool:
+        """`flag` keeps its value through `scope` from position `first` on: its name is a
+        parameter, bound outside, or bound once before `first` and outside any loop, and no
+        assignment in `scope` sets the attribute it reads."""
+        tree = self.tree
+        binds = [b for b in self.scopes.bindings(scope, flag.split(".")[0]) if b.kind != "param"]  # type: ignore[arg-type]
+        if binds and (len(binds) > 1 or binds[0].kind != "assign" or tree.order(binds[0].node) > first
+                      or tree.loops_around(binds[0].node)):
+            return False
+        return "." not in flag or not any(dotted_name(t.target) == flag for assign in self.scopes.assigns_of(scope)  # type: ignore[arg-type]
+                                          for t in assign.targets)
 
     def _depends_on(self, expr: Optional[cst.BaseExpression], at: cst.CSTNode, depth: int) -> int:
         """_LITERAL, _HARDWARE or _CHOICE: the most telling thing `expr` reads."""

@@ -2,8 +2,9 @@
 
 Asked as `facts.phase`:
 
-- `is_training(node)`: a loop (usually) that backwards or steps an optimizer, itself or through
-  a helper (memlint.analysis.roles), or runs in a training function (`in_training_function`):
+- `is_training(node)`: a loop (usually) that backwards, steps an optimizer or clears its
+  gradients, itself or through a helper (memlint.analysis.roles), or runs in a training
+  function (`in_training_function`):
   inside `accelerator.accumulate`, Lightning's `training_step`, the `forward` of a module class,
   or a function whose result its caller backwards by convention (`TRAINING_FUNCTIONS`:
   `compute_loss`, `train_step`, ...);
@@ -64,10 +65,11 @@ class Phase:
         self.values = values
 
     def is_training(self, node: cst.CSTNode) -> bool:
-        """Whether `node` (a loop, usually) trains: it backwards or steps an optimizer, itself or
-        through a helper, or runs inside Lightning's `training_step`, `accelerator.accumulate`,
-        or a function whose result callers backward by convention (`compute_loss`, `forward`)."""
-        if self.roles.backwards_in(node) or self.roles.steps_in(node):
+        """Whether `node` (a loop, usually) trains: it backwards, steps an optimizer or clears its
+        gradients, itself or through a helper, or runs inside Lightning's `training_step`,
+        `accelerator.accumulate`, or a function whose result callers backward by convention
+        (`compute_loss`, `forward`)."""
+        if self.roles.backwards_in(node) or self.roles.steps_in(node) or self.roles.optimizer_resets_in(node):
             return True
         return self.in_training_function(node)
 
@@ -127,7 +129,8 @@ class Phase:
                     return None  # samples handed back with their graph: the caller may train on them
                 return "named"
             func = self.tree.function_of(func)
-        if not self.roles.backwards and not self.roles.optimizer_steps and not self._framework_trains and \
+        if not self.roles.backwards and not self.roles.optimizer_steps and not self._resets_optimizer and \
+                not self._framework_trains and \
                 self._inference_signs and (
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
                                          and not self.scopes.returned(scope))
@@ -148,6 +151,12 @@ class Phase:
                         for side in (test.left, test.comparisons[0].comparator)):
                 return True
         return False
+
+    @cached_property
+    def _resets_optimizer(self) -> bool:
+        """The module clears an optimizer's gradients somewhere: it trains, even where a helper
+        object backwards and steps for it (`loss_scaler(loss, optimizer)`)."""
+        return any(z.is_optimizer for z in self.roles.zero_grads)
 
     @cached_property
     def _framework_trains(self) -> bool:

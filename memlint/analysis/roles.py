@@ -20,7 +20,7 @@ Asked as `facts.roles`, for every call of the module:
   optimizer's step), `asks_for_grad(node)` (code that needs autograd on: `torch.autograd.grad`,
   `requires_grad_()`, `enable_grad()`);
 - under a node, helpers followed (memlint.analysis.calls), each with its call site in the node:
-  `backwards_in`, `steps_in`, `forwards_in`; anywhere under a node, nested functions included,
+  `backwards_in`, `steps_in`, `forwards_in`, `optimizer_resets_in`; anywhere under a node, nested functions included,
   helpers not followed: `backwards_under`, `steps_under` (a binary search, not a scan);
   `backwards_of(scope)`: the backwards a scope runs itself; `backwarded_attributes`: the
   attributes a backward backwards (`self.total`).
@@ -142,6 +142,7 @@ class Roles:
             s for s in map(self._optimizer_step, scopes.calls) if s is not None]
         self._step_of = {id(s.call): s for s in self.optimizer_steps}
         self.zero_grads: List[ZeroGrad] = self._find_zero_grads()
+        self._optimizer_resets = {id(z.node) for z in self.zero_grads if z.is_optimizer}
         self._grad_reads: Dict[int, Tuple[List[cst.Attribute], List[int]]] = {}
 
     def _backward(self, call: cst.Call) -> Optional[Backward]:
@@ -453,6 +454,12 @@ class Roles:
     def steps_in(self, node: cst.CSTNode, follow: bool = True) -> List[Tuple[OptimizerStep, cst.Call]]:
         return [(self._step_of[id(call)], site) for call, site in self.calls.calls_in(node, follow)
                 if id(call) in self._step_of]
+
+    def optimizer_resets_in(self, node: cst.CSTNode, follow: bool = True) -> bool:
+        """An optimizer's `zero_grad()` under `node` (or in a helper it calls): only training
+        clears an optimizer's gradients, even where the backward and the step are out of sight
+        (`loss_scaler(loss, optimizer)`, an object whose `__call__` does both)."""
+        return any(id(call) in self._optimizer_resets for call, _ in self.calls.calls_in(node, follow))
 
     def forwards_in(self, node: cst.CSTNode, follow: bool = True,
                     recording: bool = False) -> List[Tuple[cst.Call, cst.Call]]:

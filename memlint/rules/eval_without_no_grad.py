@@ -309,6 +309,14 @@ class EvalWithoutNoGrad(Rule):
         "if __name__ == \"__main__\":\n    model = torch.load(\"m.pt\")\n"
         "    for loss in steps(model, loader, torch.optim.SGD(model.parameters(), lr=0.1)):\n"
         "        print(loss)\n",
+        # a script that trains through an object that backwards and steps for it (timm's
+        # `NativeScaler`): clearing the optimizer's gradients says it trains
+        "import torch\n\n\ndef train_one_epoch(model, loader, optimizer, loss_scaler):\n    model.train()\n"
+        "    for x, y in loader:\n        loss_scaler(criterion(model(x), y), optimizer)\n"
+        "        optimizer.zero_grad()\n\n\ndef main(model, loader, optimizer, loss_scaler, epochs):\n"
+        "    model.load_state_dict(torch.load(\"m.pt\", map_location=\"cpu\"))\n    for epoch in range(epochs):\n"
+        "        train_one_epoch(model, loader, optimizer, loss_scaler)\n\n\n"
+        "if __name__ == \"__main__\":\n    main(*setup())\n",
         # a script that trains somewhere: nothing says its other methods only evaluate
         "import torch\n\n\nclass Runner:\n    def __init__(self, path):\n"
         "        self.model = torch.load(path)\n\n    def fit(self, loader):\n        for x, y in loader:\n"

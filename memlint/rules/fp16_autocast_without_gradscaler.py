@@ -73,7 +73,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     `GradScaler` anywhere, `accelerator.backward` / Lightning / DeepSpeed (they scale for you),
     an autocast whose device cannot be told (`device_type=` a parameter without a default), and
     a backward that does not train: no optimizer step can follow it (a unit test looking at
-    gradients or documenting autocast) or it is meant to fail (`pytest.raises`). A benchmark
+    gradients or documenting autocast) or it is meant to fail (`pytest.raises`). A plain backward
+    that runs only where the flag choosing the autocast fails (`if use_amp:` an autocast forward,
+    later `if use_amp:` a scaler object's call, `else: loss.backward()`). A benchmark
     module (`bench.py`, `benchmark_*.py`, a file right inside `benchmarks/`): it trains only to time
     the steps, and keeps no weights.
 
@@ -160,6 +162,12 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "    def fit(self, loader):\n        for x, y in loader:\n            with self.ctx:\n"
         "                loss = self.model(x, y)\n                loss.backward()\n            self.opt.step()\n"
         "            self.opt.zero_grad()\n",
+        # the plain backward runs only where the autocast does not: the same flag chose the forward
+        "import torch\n\ndef train(model, loader, opt, use_amp, loss_scaler):\n    for x, y in loader:\n"
+        "        if use_amp:\n            with torch.autocast(\"cuda\"):\n                loss = criterion(model(x), y)\n"
+        "        else:\n            loss = criterion(model(x), y)\n        if use_amp:\n"
+        "            loss_scaler(loss, opt)\n        else:\n            loss.backward()\n            opt.step()\n"
+        "        opt.zero_grad()\n",
         # a backward meant to fail
         "import pytest\nimport torch\ndef check_frozen(layer, x, opt):\n    with torch.autocast(\"cuda\"):\n"
         "        loss = layer(x).mean()\n    with pytest.raises(RuntimeError):\n        loss.backward()\n    opt.step()\n",
@@ -258,6 +266,20 @@ class Fp16AutocastWithoutGradScaler(Rule):
             "    with torch.autocast(DEVICE.type):\n        loss = criterion(model(x.to(DEVICE)), y)\n"
             "    scaler.scale(loss).backward()\n    scaler.step(opt)\n    scaler.update()\n    opt.zero_grad()\n",
         ),
+        # the plain backward runs where another flag fails: fp16 with the scaler turned off
+        Invalid(
+            "import torch\n\ndef train(model, loader, opt, use_amp, use_scaler):\n    for x, y in loader:\n"
+            "        if use_amp:\n            with torch.autocast(\"cuda\"):\n                loss = criterion(model(x), y)\n"
+            "        else:\n            loss = criterion(model(x), y)\n        if use_scaler:\n"
+            "            scaled_step(loss, opt)\n        else:\n            loss.backward()\n            opt.step()\n"
+            "        opt.zero_grad()\n",
+            "import torch\n\ndef train(model, loader, opt, use_amp, use_scaler):\n"
+            "    scaler = torch.amp.GradScaler(\"cuda\")\n    for x, y in loader:\n"
+            "        if use_amp:\n            with torch.autocast(\"cuda\"):\n                loss = criterion(model(x), y)\n"
+            "        else:\n            loss = criterion(model(x), y)\n        if use_scaler:\n"
+            "            scaled_step(loss, opt)\n        else:\n            scaler.scale(loss).backward()\n"
+            "            scaler.step(opt)\n            scaler.update()\n        opt.zero_grad()\n",
+        ),
         # the deprecated spelling, the step in a helper: reported without a fix
         Invalid(
             "import torch\n\ndef update():\n    opt.step()\n\nwhile True:\n    with torch.cuda.amp.autocast():\n"
@@ -309,7 +331,8 @@ class Fp16AutocastWithoutGradScaler(Rule):
             body = region.body.body
             if not body or facts.regions.grad_enabled(body[0]) is not True:
                 continue  # inference under no_grad
-            feeds = tree.contains(region, backward.call) or any(tree.contains(region, n) for n in nodes) or any(
+            feeds = tree.contains(region, backward.call) or any(
+                tree.contains(region, n) and not facts.guards.exclusive(n, backward.call) for n in nodes) or any(
                 tree.contains(f, region) and facts.values.returns_grad(f) for f in functions)
             if feeds:
                 return autocast
