@@ -26,8 +26,9 @@ Asked as `facts.syncs`:
   stands on there; MEM103 asks it of a tensor it knows only by the move into it);
 - `repeats_over(node)`: the iterable of the innermost loop or comprehension around `node` in
   its function (None for `while` loops), and `many(iterable, at)`: whether iterating it runs
-  many times: a model's parameters, a tensor's elements, a `range` that is not a small literal,
-  `zip` / `enumerate` of such (not a dict's `.items()`, not a literal tuple);
+  many times: a model's parameters (also handed over as an argument, known by the gradient
+  the loop reads of each), a tensor's elements, a `range` that is not a small literal, `zip` /
+  `enumerate` of such (not a dict's `.items()`, not a literal tuple);
 - `reads_back(func)`: a function that runs a model and returns only values copied to the host;
 - `printed(call)`: the GPU tensor (not a loss) a builtin `print` formats, which waits for it:
   a name, an item, or a tensor computed in the call (`print((v * g.float()).mean())`).
@@ -712,14 +713,15 @@ class Syncs:
         return None
 
     def _iterates_tensors(self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
-        """Each element of `iterable` is a tensor: the elements of a tensor or of `.parameters()`."""
+        """Each element of `iterable` is a tensor: the elements of a tensor or of `.parameters()`,
+        or of anything whose elements' gradients the loop reads."""
         if isinstance(iterable, cst.Call):
             func = iterable.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "buffers"):
                 return True
             if isinstance(func, cst.Name) and func.value == "zip":
                 return all(self._iterates_tensors(a.value, at, depth + 1) for a in iterable.args)
-        return self.is_tensor(iterable, at, depth + 1)
+        return self.is_tensor(iterable, at, depth + 1) or self._reads_grads_of_elements(iterable)
 
     def in_module_method(self, at: cst.CSTNode) -> bool:
         """`at` runs in a method of an `nn.Module` class: its tensors are on the module's device
@@ -996,4 +998,16 @@ class Syncs:
                                                        if a.keyword is None)
         if isinstance(iterable, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             return False
-        return self.is_tensor(iterable, at)
+        return self.is_tensor(iterable, at) or self._reads_grads_of_elements(iterable)
+
+    def _reads_grads_of_elements(self, iterable: cst.BaseExpression) -> bool:
+        """The loop over `iterable` reads the gradient of each element (`for p in parameters:
+        p.grad.norm()`): what it walks are a model's parameters, however they were handed over
+        (a grad-norm helper's `parameters` argument)."""
+        loop = self.tree.parent(iterable)
+        if type(loop) is not cst.For or loop.iter is not iterable:  # type: ignore[union-attr]
+            return False
+        names = target_names(loop.target)  # type: ignore[union-attr]
+        return any(type(node) is cst.Attribute and node.attr.value == "grad" and  # type: ignore[attr-defined]
+                   type(node.value) is cst.Name and node.value.value in names  # type: ignore[attr-defined]
+                   for node in walk(loop.body))  # type: ignore[union-attr]

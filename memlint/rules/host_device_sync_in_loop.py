@@ -308,6 +308,12 @@ class HostDeviceSyncInLoop(Rule):
         # NumPy values: no device involved
         "import numpy as np, torch\nmodel = model.to(device)\nfor x, y in loader:\n    out = model(x)\n"
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
+        # the same grad-norm helper, called once after training
+        "import torch\n\ndef get_grad_norm(parameters, norm_type=2):\n    total = 0\n"
+        "    for p in parameters:\n        total += p.grad.norm(norm_type).item() ** norm_type\n"
+        "    return total ** (1.0 / norm_type)\n\n"
+        "model = model.cuda()\nfor x, y in loader:\n    criterion(model(x), y).backward()\n    opt.step()\n"
+        "    opt.zero_grad()\nprint(get_grad_norm(model.parameters()))\n",
     )
     INVALID = (
         # a gradient norm read per parameter on every step (`named_parameters()` yields tensors)
@@ -407,6 +413,15 @@ class HostDeviceSyncInLoop(Rule):
             "        total += p.grad.norm().item() ** 2\n    return total ** 0.5\n\n"
             "model = model.cuda()\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
             "    print(grad_norm(model))\n    opt.step()\n"
+        ),
+        # a grad-norm helper handed the parameters (known by the gradient it reads of each), every step
+        Invalid(
+            "import torch\n\ndef get_grad_norm(parameters, norm_type=2):\n"
+            "    parameters = [p for p in parameters if p.grad is not None]\n    total = 0\n"
+            "    for p in parameters:\n        total += p.grad.norm(norm_type).item() ** norm_type\n"
+            "    return total ** (1.0 / norm_type)\n\n"
+            "model = model.cuda()\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
+            "    norm = get_grad_norm(model.parameters())\n    opt.step()\n"
         ),
         # a leftover print of a GPU tensor, on every forward or every batch
         Invalid(
