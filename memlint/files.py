@@ -3,7 +3,11 @@
 A file named on the command line is always linted (with `--force-exclude`, unless `exclude`
 names it); files found by walking a folder are skipped when a .gitignore (of the folder or any
 parent up to the repository root) or the `exclude` setting says so, and folders such as .git,
-.venv and build are never entered.
+.venv and build are never entered. Nor is code a project carries but does not own: a folder
+named for it (`third_party`, `vendor`, ...), or a project of its own (with a `setup.py`,
+`setup.cfg` or `pyproject.toml`) inside a folder of dependencies (`dependencies/AutoGPTQ`,
+`external/taming`). Its maintainers would not take changes to a copy; name the folder on the
+command line to lint it.
 
 The walk stays inside the folder it was given: symbolic links to folders are not entered,
 links to files outside it are not followed, and FIFOs, sockets and devices are not source. A
@@ -29,6 +33,10 @@ SKIPPED_FOLDERS = frozenset({
     ".ipynb_checkpoints",
 })
 SOURCE_SUFFIXES = (".py", ".ipynb")
+# Folders of code copied from elsewhere, and folders holding other projects
+VENDORED_FOLDERS = frozenset({"third_party", "third-party", "thirdparty", "3rdparty", "vendor", "vendored", "_vendor"})
+DEPENDENCY_FOLDERS = VENDORED_FOLDERS | {"dependencies", "deps", "external", "externals", "extern"}
+_PROJECT_FILES = ("setup.py", "setup.cfg", "pyproject.toml")
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,8 @@ def _source_file(entry: os.DirEntry, root: str) -> Union[Path, BadPath, None]:
 
 @dataclass
 class _Tally:
-    """What a walk passed over: source files and folders that .gitignore or `exclude` hide."""
+    """What a walk passed over: source files and folders that .gitignore or `exclude` hide, and
+    vendored folders."""
 
     hidden: int = 0
 
@@ -143,7 +152,7 @@ def _walk(root: Path, config: AnyConfig, tally: _Tally) -> Iterator[Union[Path, 
             if entry.is_dir(follow_symlinks=False):
                 if entry.name in SKIPPED_FOLDERS:
                     continue
-                if _ignored(path, True, inherited) or config.is_excluded(path):
+                if _ignored(path, True, inherited) or config.is_excluded(path) or _vendored(folder, entry.name):
                     tally.hidden += 1
                     continue
                 problems = []
@@ -160,16 +169,31 @@ def _walk(root: Path, config: AnyConfig, tally: _Tally) -> Iterator[Union[Path, 
         stack.extend(reversed(subfolders))
 
 
+def _vendored(folder: Path, name: str) -> bool:
+    """The subfolder `name` of `folder` holds code copied from elsewhere (see the module docstring)."""
+    if name in VENDORED_FOLDERS:
+        return True
+    return folder.name in DEPENDENCY_FOLDERS and any(os.path.isfile(folder / name / f) for f in _PROJECT_FILES)
+
+
+def _in_vendored(path: Path) -> bool:
+    """A file named as it lies in the project (`dependencies/AutoGPTQ/x.py`, as pre-commit names
+    staged files) sits in a vendored folder; folders above the path as given do not count."""
+    parts = Path(os.path.normpath(path)).parts[:-1]
+    return any(_vendored(Path(*parts[:i]) if i else Path("."), parts[i]) for i in range(len(parts))
+               if parts[i] not in ("..", "/"))
+
+
 def _nothing_found(folder: Path, tally: _Tally) -> BadPath:
     if tally.hidden:
-        return BadPath(folder, "no Python file found (all are ignored by .gitignore or `exclude`)")
+        return BadPath(folder, "no Python file found (all are ignored by .gitignore or `exclude`, or vendored)")
     return BadPath(folder, "no Python file found")
 
 
 def discover(paths: Sequence[str], config: AnyConfig, force_exclude: bool = False,
              require_files: bool = False) -> Iterator[Union[Path, BadPath]]:
-    """The files to lint; with `force_exclude`, `exclude` applies to files named on the command
-    line too (pre-commit names every staged file). With `require_files`, a folder named in
+    """The files to lint; with `force_exclude`, `exclude` and the vendored folders apply to
+    files named on the command line too (pre-commit names every staged file). With `require_files`, a folder named in
     `paths` in which no file is found is an error (a typo, or a tree all ignored, must not pass)."""
     seen = set()
     warned = set()  # a .gitignore above several named folders: one warning
@@ -180,7 +204,7 @@ def discover(paths: Sequence[str], config: AnyConfig, force_exclude: bool = Fals
         except OSError as error:
             yield BadPath(path, _reason(path, error))
             continue
-        if force_exclude and not os.path.isdir(path) and config.is_excluded(path):
+        if force_exclude and not os.path.isdir(path) and (config.is_excluded(path) or _in_vendored(path)):
             continue
         tally = _Tally()
         found = _walk(path, config, tally) if os.path.isdir(path) else iter((path,))

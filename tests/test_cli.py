@@ -273,6 +273,26 @@ def test_folders_are_walked_honouring_gitignore_and_skipping_environments(tmp_pa
     assert "MEM101" in memlint(tmp_path, "generated/train.py").stdout
 
 
+def test_vendored_code_is_not_walked_unless_named(tmp_path):
+    write(tmp_path, "train.py", BAD)
+    write(tmp_path, "third_party/clip/model.py", BAD)
+    write(tmp_path, "inference/dependencies/AutoGPTQ/setup.py", "from setuptools import setup\nsetup()\n")
+    write(tmp_path, "inference/dependencies/AutoGPTQ/examples/train.py", BAD)
+    # the project's own code in folders of those names is still linted
+    write(tmp_path, "inference/dependencies/pin.py", BAD)
+    write(tmp_path, "lightning/trainer/setup.py", BAD)
+    result = memlint(tmp_path, ".")
+    reported = sorted({line.split(":")[0] for line in result.stdout.splitlines() if ": MEM" in line})
+    assert reported == [os.path.join("inference", "dependencies", "pin.py"),
+                        os.path.join("lightning", "trainer", "setup.py"), "train.py"]
+    # as pre-commit names staged files, with --force-exclude: the vendored one is skipped
+    staged = memlint(tmp_path, "--force-exclude", "train.py", "inference/dependencies/AutoGPTQ/examples/train.py")
+    assert "train.py:" in staged.stdout and "AutoGPTQ" not in staged.stdout
+    # a vendored folder named on the command line is linted
+    named = memlint(tmp_path, "inference/dependencies/AutoGPTQ")
+    assert os.path.join("examples", "train.py") in named.stdout and "MEM101" in named.stdout
+
+
 def test_pyproject_configuration(tmp_path):
     write(tmp_path, "pyproject.toml", textwrap.dedent("""\
         [tool.memlint]

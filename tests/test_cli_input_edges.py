@@ -62,7 +62,7 @@ def test_a_folder_all_gitignored_by_a_parent_is_an_error_not_a_pass(tmp_path):
     result = memlint(tmp_path / "src", ".")
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        ".: error: no Python file found (all are ignored by .gitignore or `exclude`)"]
+        ".: error: no Python file found (all are ignored by .gitignore or `exclude`, or vendored)"]
     assert "All checks passed!" not in result.stdout
 
 
