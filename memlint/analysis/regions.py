@@ -10,7 +10,8 @@ Asked as `facts.regions`:
   (`autocasts_for(roots, node)`: those under some roots or around a node);
   `accumulate_regions`: `with accelerator.accumulate(...)`;
 - at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`,
-  `expects_error` (inside `pytest.raises` / `assertRaises`), and
+  `expects_error` (inside `pytest.raises` / `assertRaises`), `flops_counted`
+  (inside `FlopCounterMode()`: run to be counted), and
   `grad_enabled`: whether autograd records there, from the regions around it, its function's
   decorators (`grad_enabled_by_decorator`: `@torch.no_grad()`, Lightning's `validation_step`-style
   hooks, which Lightning runs without grad) and, for a helper, the grad mode at its call sites.
@@ -27,8 +28,9 @@ Asked as `facts.regions`:
 
 Asked by: values (a forward carries grad only where grad is enabled), calls (helpers that run
 without grad are not followed), phase (`accelerator.accumulate`, Lightning's training_step),
-MEM201, MEM202, MEM203, MEM206 (`grad_enabled`), MEM301 (`in_accumulate`, `accumulate_regions`),
-MEM401 (`autocasts`, `autocast_devices`, `autocast_dtypes`, `grad_enabled`), MEM404 (`autocast_at`).
+MEM201, MEM202, MEM203, MEM206 (`grad_enabled`; MEM203 `flops_counted` too), MEM301
+(`in_accumulate`, `accumulate_regions`), MEM401 (`autocasts`, `autocast_devices`,
+`autocast_dtypes`, `grad_enabled`), MEM404 (`autocast_at`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ _GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
 _NO_OP_CONTEXTS = frozenset({"contextlib.nullcontext", "contextlib.suppress"})
 _AUTOCAST = frozenset({"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast",
                        "torch.cpu.amp.autocast", "torch.amp.autocast_mode.autocast"})
+# Contexts that count the operations run inside them: a forward there is run to be counted. (Not
+# a profiler: an evaluation profiled with grad on measures the graph it should not keep.)
+_FLOP_COUNTERS = frozenset({"torch.utils.flop_counter.FlopCounterMode"})
 _DTYPE_ALIASES = {"torch.half": "torch.float16", "torch.bfloat16": "torch.bfloat16",
                   "torch.float": "torch.float32"}
 # dtypes as strings name them (`getattr(torch, "float16")`, a table's keys)
@@ -107,6 +112,7 @@ class Regions:
         self._grad_region_of: Dict[int, Region] = {}  # id(With) -> innermost grad item
         self._accumulate_withs: Set[int] = set()
         self._raises_withs: Set[int] = set()  # `with pytest.raises(...)`, `with self.assertRaises(...)`
+        self._flop_counting_withs: Set[int] = set()  # `with FlopCounterMode():`
         self._toggles: Set[int] = set()  # scopes with a bare set_grad_enabled(...) statement
         self._memo_enabled: Dict[int, Optional[bool]] = {}
         for node in scopes.withs:
@@ -122,6 +128,8 @@ class Regions:
         call = item.item
         if isinstance(call, cst.Call) and _RAISES.search(last_part(dotted_name(call.func))):
             self._raises_withs.add(id(node))
+        if self._counts_flops(call, node):
+            self._flop_counting_withs.add(id(node))
         if not isinstance(call, cst.Call):
             qualified = self.names.qualified_name(call)
             if qualified in _GRAD_OFF:  # `with torch.no_grad:` is an error, but mean it kindly
@@ -374,6 +382,19 @@ class Regions:
     def expects_error(self, node: cst.CSTNode) -> bool:
         """Inside `with pytest.raises(...)` / `with self.assertRaises(...)`: meant to fail."""
         return any(isinstance(a, cst.With) and id(a) in self._raises_withs for a in self.tree.ancestors(node))
+
+    def flops_counted(self, node: cst.CSTNode) -> bool:
+        """Inside a context that counts the operations run in it (`with FlopCounterMode():`, also
+        bound to a name first): code run to be counted."""
+        return any(isinstance(a, cst.With) and id(a) in self._flop_counting_withs for a in self.tree.ancestors(node))
+
+    def _counts_flops(self, context: cst.BaseExpression, at: cst.With) -> bool:
+        """`context` is a counting context's call, or a name every value in effect of which is one."""
+        if type(context) is cst.Name:
+            binds = self.scopes.in_effect(context.value, at)
+            return bool(binds) and all(b.kind == "assign" and b.whole and type(b.value) is cst.Call and
+                                       self.names.call_name(b.value) in _FLOP_COUNTERS for b in binds)  # type: ignore[arg-type]
+        return type(context) is cst.Call and self.names.call_name(context) in _FLOP_COUNTERS  # type: ignore[arg-type]
 
     def in_accumulate(self, node: cst.CSTNode) -> bool:
         """Inside `with accelerator.accumulate(model):`."""

@@ -141,7 +141,8 @@ class EvalWithoutNoGrad(Rule):
     method, turns grad off itself (`torch.set_grad_enabled(False)`, in a method or at the top of
     its module), or whose hook hands the model's output to another object it holds, which may
     backward it (`self.trainer.update(logits)`). A model reached only through a call made under
-    no_grad. A model reached through a helper whose own evaluation loop runs it is reported
+    no_grad. A forward run to count its operations (under `FlopCounterMode()`, as a profiling
+    script does once per model). A model reached through a helper whose own evaluation loop runs it is reported
     there, once. A forward of a method this module decorates to run without grad
     (`@torch.no_grad() def inference`). In a training loop, a forward whose output (or
     anything made from it) is backwarded, returned, stored in an attribute or item, or passed
@@ -309,6 +310,13 @@ class EvalWithoutNoGrad(Rule):
         "if __name__ == \"__main__\":\n    model = torch.load(\"m.pt\")\n"
         "    for loss in steps(model, loader, torch.optim.SGD(model.parameters(), lr=0.1)):\n"
         "        print(loss)\n",
+        # a forward run to count its operations, once per model of a profiling script
+        "import sys\nimport torch\nfrom torch.utils.flop_counter import FlopCounterMode\n\n\ndef flops(model, size):\n"
+        "    counter = FlopCounterMode()\n    with counter:\n        model(torch.ones(size, device=\"cuda\"))\n"
+        "    return counter.get_total_flops()\n\n\ndef main(names):\n    for name in names:\n"
+        "        model = create_model(name).cuda()\n        model.eval()\n"
+        "        print(name, flops(model, (1, 3, 224, 224)))\n\n\n"
+        "if __name__ == \"__main__\":\n    main(sys.argv[1:])\n",
         # a script that trains through an object that backwards and steps for it (timm's
         # `NativeScaler`): clearing the optimizer's gradients says it trains
         "import torch\n\n\ndef train_one_epoch(model, loader, optimizer, loss_scaler):\n    model.train()\n"
@@ -939,7 +947,7 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         found = [(call, site) for call, site in facts.roles.forwards_in(loop, recording=True)
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True
-                 and not self._runs_without_grad(call)]
+                 and not self._runs_without_grad(call) and not facts.regions.flops_counted(call)]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
     def _models_ask_for_grad(self) -> bool:
