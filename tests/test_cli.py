@@ -254,6 +254,10 @@ def test_noqa_on_the_first_line_of_a_multiline_statement_and_file_level(tmp_path
     assert "in_string.py:4:5: MEM101" in result.stdout
 
 
+def _files_reported(result) -> list:
+    return sorted({line.split(":")[0] for line in result.stdout.splitlines() if ": MEM" in line})
+
+
 def test_folders_are_walked_honouring_gitignore_and_skipping_environments(tmp_path):
     (tmp_path / ".git").mkdir()
     write(tmp_path, ".gitignore", "generated/\n*_tmp.py\n")
@@ -266,9 +270,7 @@ def test_folders_are_walked_honouring_gitignore_and_skipping_environments(tmp_pa
     write(tmp_path, "venv/lib/site.py", BAD)
     write(tmp_path, "build/lib/train.py", BAD)
     write(tmp_path, "notes.txt", BAD)
-    result = memlint(tmp_path, ".")
-    reported = sorted({line.split(":")[0] for line in result.stdout.splitlines() if ": MEM" in line})
-    assert reported == [os.path.join("src", "train.py")]
+    assert _files_reported(memlint(tmp_path, ".")) == [os.path.join("src", "train.py")]
     # a file named explicitly is linted even when ignored
     assert "MEM101" in memlint(tmp_path, "generated/train.py").stdout
 
@@ -281,10 +283,8 @@ def test_vendored_code_is_not_walked_unless_named(tmp_path):
     # the project's own code in folders of those names is still linted
     write(tmp_path, "inference/dependencies/pin.py", BAD)
     write(tmp_path, "lightning/trainer/setup.py", BAD)
-    result = memlint(tmp_path, ".")
-    reported = sorted({line.split(":")[0] for line in result.stdout.splitlines() if ": MEM" in line})
-    assert reported == [os.path.join("inference", "dependencies", "pin.py"),
-                        os.path.join("lightning", "trainer", "setup.py"), "train.py"]
+    assert _files_reported(memlint(tmp_path, ".")) == [
+        os.path.join("inference", "dependencies", "pin.py"), os.path.join("lightning", "trainer", "setup.py"), "train.py"]
     # as pre-commit names staged files, with --force-exclude: the vendored one is skipped
     staged = memlint(tmp_path, "--force-exclude", "train.py", "inference/dependencies/AutoGPTQ/examples/train.py")
     assert "train.py:" in staged.stdout and "AutoGPTQ" not in staged.stdout
