@@ -1008,6 +1008,5 @@ class Syncs:
         if type(loop) is not cst.For or loop.iter is not iterable:  # type: ignore[union-attr]
             return False
         names = target_names(loop.target)  # type: ignore[union-attr]
-        return any(type(node) is cst.Attribute and node.attr.value == "grad" and  # type: ignore[attr-defined]
-                   type(node.value) is cst.Name and node.value.value in names  # type: ignore[attr-defined]
-                   for node in walk(loop.body))  # type: ignore[union-attr]
+        return any(type(read.value) is cst.Name and read.value.value in names  # type: ignore[attr-defined]
+                   for read in self.roles.grad_reads(loop.body))  # type: ignore[union-attr]
