@@ -47,9 +47,12 @@ DETERMINISTIC_FACTORIES = frozenset({
 # Factories whose memory is left uninitialised: placing them is free, but their content is no value.
 UNINITIALISED_FACTORIES = frozenset({"torch.empty", "torch.empty_like"})
 RANDOM_FACTORIES = frozenset({
-    "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.normal", "torch.bernoulli",
-    "torch.multinomial", "torch.poisson", "torch.rand_like", "torch.randn_like", "torch.randint_like",
+    "torch.rand", "torch.randn", "torch.randint", "torch.randperm", "torch.normal", "torch.rand_like",
+    "torch.randn_like", "torch.randint_like",
 })
+# Draws from the distribution a tensor holds: random, made where that tensor lives, and given no
+# `device=` (no factory: `torch.multinomial(probs, 1, device=...)` is a TypeError).
+RANDOM_DRAWS = frozenset({"torch.multinomial", "torch.bernoulli", "torch.poisson"})
 # Tensors made from host data: pure only when that data is a constant.
 _FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor"})
 _NEW_FROM_RECEIVER = frozenset({"new_tensor", "new_zeros", "new_ones", "new_full"})
@@ -407,6 +410,10 @@ class _Walk:
                     return
                 self.placed = self.placed or purity._placed_by_keyword(call)
                 self.args(call, qualified.endswith("_like"))
+                return
+            if qualified in RANDOM_DRAWS:
+                self.random = True
+                self.args(call, True)
                 return
             if qualified in _FROM_DATA:
                 data = argument(call, "data", 0)

@@ -805,7 +805,12 @@ class Syncs:
                     return self.on_host(where[0], at, depth + 1)  # (to another tensor's device), not to a dtype
             return self.on_host(func.value, at, depth + 1)  # type: ignore[arg-type]
         if self.purity.factory(expr) is not None:  # type: ignore[arg-type]
-            return argument(expr, "device") is None  # (made without a device: on the host)
+            if argument(expr, "device") is not None:
+                return False
+            if qualified.endswith("_like"):  # made where its model tensor lives
+                model = argument(expr, "input", 0)  # type: ignore[arg-type]
+                return model is not None and self.on_host(model.value, at, depth + 1)
+            return True  # (made without a device: on the host)
         return bool(_TENSOR_FUNCTION.match(qualified)) and \
             self._host_operands([a.value for a in expr.args if a.keyword is None], at, depth)  # type: ignore[attr-defined]
 

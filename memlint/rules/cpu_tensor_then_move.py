@@ -144,6 +144,10 @@ class CpuTensorThenMove(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # a draw from the distribution a tensor holds is made where that tensor lives, and takes
+        # no `device=` (`torch.multinomial(w, 1, device=...)` is a TypeError)
+        "import torch\nmodel = model.cuda()\nfor x, w in loader:\n    out = model(x.cuda())\n"
+        "    picks = torch.multinomial(w, 1).cuda()\n    drop = torch.bernoulli(w).to(out)\n",
         # one-off setup: the copy runs once, not every step
         "import torch\nmask = torch.ones(8, 8).bool().cuda()\nfor x in loader:\n    model(x, mask)\n",
         "import torch\ndef build(device):\n    return torch.zeros(3).to(device)\n",

@@ -468,6 +468,15 @@ class HostDeviceSyncInLoop(Rule):
             "            seen = []\n            for i in range(tokens.size(0)):\n"
             "                seen.append(set(tokens[i].tolist()))\n            tokens[:, step + 1] = lprobs.argmax(-1)\n"
         ),
+        # a negative drawn for each example of the batch in a module's forward, read one by one
+        # (a draw is made where its weights live: on the device)
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n\nclass Contrastive(torch.nn.Module):\n"
+            "    def forward(self, image, text):\n        emb = self.encoder(image.to(self.device))\n"
+            "        with torch.no_grad():\n            weights = F.softmax(emb @ text.T, dim=1)\n        negatives = []\n"
+            "        for b in range(image.size(0)):\n            idx = torch.multinomial(weights[b], 1).item()\n"
+            "            negatives.append(emb[idx])\n        return torch.stack(negatives)\n"
+        ),
         # element by element where one .tolist() would do
         Invalid(
             "import torch\nmodel.to(device)\nfor batch in loader:\n    ids = model(batch).argmax(-1)\n"
