@@ -550,6 +550,54 @@ def test_a_namespace_name_leaves_the_names_the_neighbours_use(tmp_path, layout):
         assert set(lint(tmp_path, path)) <= set(lint(tmp_path)), path
 
 
+DEVICE_CALLER = {  # a trainer that names the device, a mixed-precision helper of another module that does not
+    "pkg/__init__.py": "",
+    "pkg/mixed.py": """\
+        import torch
+
+        class MixedPrecision:
+            def __init__(self, model):
+                self.params = list(model.parameters())
+
+            def optimize(self, opt):
+                print(self.grad_norm())
+                opt.step()
+
+            def grad_norm(self):
+                total = 0.0
+                for p in self.params:
+                    total += p.grad.norm().item() ** 2
+                return total ** 0.5
+        """,
+    "pkg/train.py": """\
+        import torch
+        from pkg.mixed import MixedPrecision
+
+        class TrainLoop:
+            def __init__(self, model, opt, data):
+                self.model = model.to(torch.device("cuda"))
+                self.mixed = MixedPrecision(self.model)
+                self.opt, self.data = opt, data
+
+            def run_loop(self):
+                while True:
+                    self.run_step(next(self.data))
+
+            def run_step(self, batch):
+                self.opt.zero_grad()
+                for i in range(0, len(batch), 4):
+                    self.model(batch[i:i + 4]).mean().backward()
+                self.mixed.optimize(self.opt)
+        """,
+}
+
+
+def test_a_helper_of_another_module_gets_its_tensors_on_the_device_its_callers_name(tmp_path):
+    tree(tmp_path, DEVICE_CALLER)
+    assert ("mixed.py", 14, "MEM105") in lint(tmp_path)  # a sync per parameter, on every step
+    assert not [f for f in lint(tmp_path, tmp_path / "pkg/mixed.py") if f[2] == "MEM105"]  # alone: no device
+
+
 def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_path):
     tree(tmp_path, NAMESPACE)
     cache = tmp_path / "cache"
@@ -559,14 +607,16 @@ def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_p
 
 
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
-    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE})
+    paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
+                                 **DEVICE_CALLER})
     whole = set(lint(tmp_path))
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path
 
 
 def test_jobs_and_the_cache_give_what_one_cold_run_gives(tmp_path):
-    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE})
+    tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
+                            **DEVICE_CALLER})
     cold = lint(tmp_path / "src")
     assert lint(tmp_path / "src", jobs=2) == cold
     assert lint(tmp_path / "src", cache=tmp_path / "cache") == cold

@@ -343,7 +343,14 @@ class Facts:
     @cached_property
     def device_code(self) -> bool:
         """The module puts tensors on an accelerator (a `.item()` on the CPU waits for nothing, a
-        list of CPU tensors costs no GPU memory): a name of its code speaks of a device (`device`,
+        list of CPU tensors costs no GPU memory): its own code names one (`names_device`), or a
+        module of the project that does calls into it (a trainer's helpers in another file).
+        The project is asked last: most modules that need the answer name a device themselves."""
+        return self.names_device or self.project.called_from_device_code()
+
+    @cached_property
+    def names_device(self) -> bool:
+        """The module's own code names a device: a name of its code speaks of a device (`device`,
         `cuda`, `args.gpu`, `target_device`, `to_device`), is a framework's object that places
         tensors (`fabric`) or the base of a framework's class whose steps run with the batch moved
         to the device (fairseq's tasks, Lightning's modules); or it writes a device as a string

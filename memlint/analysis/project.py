@@ -93,6 +93,7 @@ class Project:
         self._often: Dict[Tuple[str, str, str], Optional[str]] = {}
         self._incoming: Optional[Dict[Tuple[str, str, str], List[Tuple[Tuple[str, str, str], str]]]] = None
         self._subclasses: Optional[Dict[Tuple[str, str, str], List[Tuple[str, str, str]]]] = None
+        self._device_called: Optional[Set[Tuple[str, str]]] = None
 
     # -- finding things --------------------------------------------------------------------
     def _module(self, root: str, name: str) -> Optional[Tuple[str, str]]:
@@ -203,6 +204,16 @@ class Project:
         target = (root, module, qualified)
         return combine({at_site(kind, self._often_of(caller))
                         for caller, kind in self._incoming_edges().get(target, ()) if caller[:2] != target[:2]})
+
+    def called_from_device_code(self, root: str, module: str) -> bool:
+        """Whether a module of the project whose code names a device calls a function of
+        `module` (guided-diffusion's `train_util` moving batches to `dist_util.dev()` and calling
+        `fp16_util`'s trainer, whose own code names no device)."""
+        if self._device_called is None:
+            self._device_called = {target[:2] for target, callers in self._incoming_edges().items()
+                                   if any(caller[:2] != target[:2] and self._modules[caller[:2]].device
+                                          for caller, _ in callers)}
+        return (root, module) in self._device_called
 
     def saved(self, files: FrozenSet[str]) -> List[List[str]]:
         """How the project's modules save files of these names: [where from ("cpu", "gpu"),
@@ -348,6 +359,12 @@ class ProjectView:
             often = project.external_often(self.root, self.name, qualified)
             return often if often in (STEP, INNER) else None
         return self._ask(f"often {qualified}", answer, None, None)  # type: ignore[return-value]
+
+    def called_from_device_code(self) -> bool:
+        """Whether another module of the project that names a device calls into this one
+        (memlint.analysis.project.Project.called_from_device_code)."""
+        return self._ask("device callers", lambda p: p.called_from_device_code(self.root, self.name),
+                         False, False)  # type: ignore[return-value]
 
     def is_module(self, dotted: str) -> bool:
         """Whether the project's class `dotted` (as this module imports it) is an nn.Module:

@@ -17,9 +17,13 @@ has no loop of its own, one decorated to run without grad included: a sampler's
   own inside a step, or inside a function that runs per step; in a loop inside a sampler's
   denoising step (a view's forward, the step's work split); in the loop of micro-batches of
   gradient accumulation (it backwards; the loop around it steps the optimizer, or, in a
-  function that runs once per step, its caller does);
+  function that runs once per step, its caller does); in a loop that computes a loss but runs
+  no model, neither backwards nor steps, in a function that is a step by its name (a
+  `forward` scoring each codebook);
 - `BOUNDARY`: between steps: in a loop whose body holds a step loop (an epoch loop, a loop over
-  runs or evaluation phases), also through the helpers it calls, whatever else it runs; under
+  runs or evaluation phases), also through the helpers it calls, whatever else it runs (not a
+  helper that clears the gradients and then backwards micro-batch after micro-batch without
+  stepping: a call of it is one step, so the loop calling it is a step loop); under
   a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`), in the body
   of a test that fills an empty cache (`if self.mask is None: self.mask = ...`), or under a
   count its body raises towards a bound (`if shown < 3: shown += 1`: a few times in all); outside the
@@ -83,6 +87,7 @@ class Steps:
         self._work: Dict[int, bool] = {}
         self._holds: Dict[int, bool] = {}
         self._function_holds: Dict[int, bool] = {}
+        self._one_step: Dict[int, bool] = {}  # id(function) -> a call of it is one step of micro-batches
         self._own_steps: Dict[int, bool] = {}  # id(function) -> it runs steps of its own (`_runs_its_own_steps`)
         self._yields: Dict[int, bool] = {}
         self._samplers: Dict[int, bool] = {}  # id(loop) -> a sampler's loop over its schedule (`_denoises`)
@@ -96,9 +101,10 @@ class Steps:
         if found is None:
             # a sampler's steps run the model in `@torch.no_grad()` helpers; an epoch loop that
             # also samples once after its own step loop stays an epoch loop
+            self._work[id(loop)] = False  # (a loop reached again through the helpers it calls decides nothing)
             found = self.iterates_loader(loop) or self._runs_step_call(loop, through_no_grad=False) or (
                 not self._step_loop_under(loop.body, loop)  # type: ignore[attr-defined]
-                and self._runs_step_call(loop, through_no_grad=True))
+                and self._runs_step_call(loop, through_no_grad=True)) or self._calls_one_step(loop)
             self._work[id(loop)] = found
         return found
 
@@ -116,6 +122,35 @@ class Steps:
         if call is site:
             return self.tree.loops_around(call)[:1] == [loop]
         return not self.tree.loops_around(call) and self.tree.loops_around(site)[:1] == [loop]
+
+    def _calls_one_step(self, loop: cst.CSTNode) -> bool:
+        """`loop` calls, once per iteration, a function that runs one step of micro-batches
+        (`_one_step_per_call`), itself or through a helper without a loop of its own."""
+        return any(self._owned(loop, call, site) and self._one_step_per_call(self.scopes.resolve(call))
+                   for call, site in self.calls.calls_in(loop))
+
+    def _one_step_per_call(self, func: Optional[cst.FunctionDef]) -> bool:
+        """`func` clears the gradients, then backwards micro-batch after micro-batch and steps no
+        optimizer (guided-diffusion's `forward_backward`: `zero_grad()`, then a backward per
+        slice of the batch): its loops accumulate one step's gradient, so a call of it is one
+        step, and the loop that calls it is a step loop, not an epoch loop."""
+        if func is None:
+            return False
+        found = self._one_step.get(id(func))
+        if found is None:
+            self._one_step[id(func)] = False  # a recursive call decides nothing
+            roles = self.roles
+            loops = [node for node in self.tree.walk_scope(func.body)
+                     if type(node) in _LOOPS and self.does_step_work(node)]
+            found = bool(loops) and all(
+                roles.backwards_in(loop) and not roles.steps_in(loop) and not self._resets_in(loop) for loop in loops) \
+                and any(roles.resets_grads(call) and not any(self.tree.contains(loop, call) for loop in loops)
+                        for call, _ in self.calls.calls_in(func.body, follow=False))
+            self._one_step[id(func)] = found
+        return found
+
+    def _resets_in(self, node: cst.CSTNode) -> bool:
+        return any(self.roles.resets_grads(call) for call, _ in self.calls.calls_in(node))
 
     @staticmethod
     def iterates_loader(loop: cst.CSTNode) -> bool:
@@ -151,7 +186,7 @@ class Steps:
         found = self._function_holds.get(id(func))
         if found is None:
             self._function_holds[id(func)] = False
-            found = self._step_loop_under(func.body, None)
+            found = self._step_loop_under(func.body, None) and not self._one_step_per_call(func)
             self._function_holds[id(func)] = found
         return found
 
@@ -182,7 +217,8 @@ class Steps:
             if self.does_step_work(innermost):
                 if self.calls_step_loop(innermost) and not self._trains_itself(innermost):
                     return BOUNDARY
-                return INNER if repeated or self._micro_step(innermost, loops[1:]) else STEP
+                return INNER if repeated or self._micro_step(innermost, loops[1:]) or \
+                    self._part_of_a_step(innermost, loops[1:]) else STEP
             if self.holds_step_loop(innermost):
                 return BOUNDARY
             for outer in loops[1:]:
@@ -243,6 +279,20 @@ class Steps:
         """`node` runs once per micro-batch of gradient accumulation (see `_micro_step`)."""
         loops = self.tree.loops_around(node)
         return bool(loops) and self.does_step_work(loops[0]) and self._micro_step(loops[0], loops[1:])
+
+    def _part_of_a_step(self, loop: cst.CSTNode, outer: List[cst.CSTNode]) -> bool:
+        """`loop` computes a loss once per iteration, but runs no model, neither backwards nor
+        steps, in a function that is one step by its very name (a module's `forward` scoring
+        each codebook, a `compute_loss` over its heads): each iteration is a piece of the step.
+        (A loop that runs the model, a refinement loop in a `forward`, stays a loop of steps:
+        one wait per forward costs little beside it.)"""
+        roles = self.roles
+        if outer or roles.backwards_in(loop) or roles.steps_in(loop) or roles.forwards_in(loop):
+            return False
+        func = self.tree.function_of(loop)
+        klass = self.tree.class_of(func) if func is not None else None
+        return func is not None and intrinsic_often(
+            func.name.value, klass is not None and klass.name.value in self.receivers.module_classes) == STEP
 
     def _micro_step(self, loop: cst.CSTNode, outer: List[cst.CSTNode]) -> bool:
         """`loop` runs forwards and backwards but steps no optimizer, and the loop around it

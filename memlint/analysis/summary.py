@@ -13,7 +13,9 @@ file's text, and read by memlint.analysis.project:
   CPU and what objects they write (memlint.analysis.checkpoints);
 - `calls`: every call of a function of the project (this module's, or one it imports from a
   project module, or a method on `self`) from a module-level function or method, or from the
-  module's own code, with how often the call runs in its function (memlint.analysis.often).
+  module's own code, with how often the call runs in its function (memlint.analysis.often);
+- `device`: the module's own code names a device (`Facts.names_device`): the helpers it calls
+  in other modules get their tensors there.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ class ModuleSummary:
     classes: Dict[str, ClassSummary]
     calls: Tuple[Edge, ...]
     saves: Tuple[SavedFile, ...] = ()
+    device: bool = False
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -133,18 +136,19 @@ class ModuleSummary:
         return {"name": self.name, "imports": self.imports,
                 "functions": {k: v.to_json() for k, v in self.functions.items()},
                 "classes": {k: v.to_json() for k, v in self.classes.items()},
-                "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves]}
+                "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves],
+                "device": self.device}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
-        imports = data["imports"]
-        if not isinstance(imports, dict):
+        imports, device = data["imports"], data.get("device", False)
+        if not isinstance(imports, dict) or not isinstance(device, bool):
             raise ValueError("not a module summary")
         return cls(_name(data["name"]), {_name(k): _name(v) for k, v in imports.items()},
                    {_name(k): FunctionSummary.from_json(v) for k, v in data["functions"].items()},
                    {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
                    tuple(Edge.from_json(e) for e in data["calls"]),
-                   tuple(SavedFile.from_json(s) for s in data.get("saves", [])))
+                   tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device)
 
 
 def _name(value: object) -> str:
@@ -179,7 +183,7 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods)
     return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
-                         _saved_files(facts))
+                         _saved_files(facts), facts.names_device)
 
 
 def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:

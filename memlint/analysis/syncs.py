@@ -77,6 +77,14 @@ _NOT_TENSOR_METHODS = frozenset(SCALAR_METHODS | {"numpy", "type", "equal", "all
 # give is a tensor. Integer casts are torch's too, but they mostly read lengths and masks, often
 # on the host: those are left to what their value is known to be.
 _TENSOR_CASTS = frozenset({"float", "half", "double", "bfloat16"})
+# Methods only a tensor has (a NumPy array, a list, a number have none of them): what they are
+# called on, and what they give, is a tensor.
+_TENSOR_ONLY_METHODS = frozenset({"contiguous", "masked_fill", "masked_fill_", "unsqueeze", "permute", "detach",
+                                  "type_as", "view_as", "expand_as", "index_select", "masked_select",
+                                  "new_zeros", "new_ones", "new_full", "new_empty"})
+# Methods that give a view or a copy of a tensor with the same values: a mask stays a mask.
+_MASK_VIEWS = frozenset({"contiguous", "view", "reshape", "flatten", "squeeze", "unsqueeze", "transpose",
+                         "permute", "bool", "clone", "detach"})
 # What a model's output holds as tensors, by name (HF's ModelOutput: `out.logits`)
 _OUTPUT_FIELDS = frozenset({"logits", "loss", "last_hidden_state", "pooler_output", "start_logits", "end_logits"})
 # An accelerator's collectives, which give back tensors shaped like the ones they are handed
@@ -471,6 +479,8 @@ class Syncs:
         if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_CASTS and not call.args and \
                 not self.roles.receivers.is_model(func.value):
             return True  # `g.float()` (not of a model: `model.half()` gives the model)
+        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_ONLY_METHODS:
+            return True  # `labels.masked_fill(...)`, `x.contiguous()`
         if isinstance(func, cst.Attribute) and (func.attr.value not in _NOT_TENSOR_METHODS or
                                                 func.attr.value == "type" and call.args):
             return self.is_tensor(func.value, at, depth + 1)
@@ -631,10 +641,16 @@ class Syncs:
         return None
 
     def _mask(self, index: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
-        """A boolean mask of device tensors: a comparison, `&`, `|` or `~` of them, or a name
-        bound to one (`mask = (x > 0) & keep`, then `x[mask]`)."""
+        """A boolean mask of device tensors: a comparison, `&`, `|` or `~` of them, a view or a
+        slice of one (`mask[..., k].contiguous().view(-1)`), or a name bound to one (`mask =
+        (x > 0) & keep`, then `x[mask]`)."""
         if isinstance(index, cst.Comparison):
             return self._device_tensor(index.left, at)
+        if type(index) is cst.Call and type(index.func) is cst.Attribute and \
+                index.func.attr.value in _MASK_VIEWS:  # type: ignore[attr-defined]
+            return self._mask(index.func.value, at, depth)  # type: ignore[attr-defined]
+        if type(index) is cst.Subscript:  # any part of a boolean tensor is boolean
+            return self._mask(index.value, at, depth)  # type: ignore[attr-defined]
         if isinstance(index, cst.BinaryOperation) and isinstance(index.operator, (cst.BitAnd, cst.BitOr)):
             return self._mask(index.left, at, depth) or self._mask(index.right, at, depth)
         if isinstance(index, cst.UnaryOperation) and isinstance(index.operator, cst.BitInvert):
@@ -833,12 +849,15 @@ class Syncs:
             return source is not None and self.on_host(source, bind.node)
         return bind.kind == "assign" and bind.whole and self.on_host(bind.value, bind.node)
 
-    def loop_syncs(self, loop: cst.CSTNode, besides: cst.CSTNode, moves: bool = True, calls: bool = True) -> bool:
+    def loop_syncs(self, loop: cst.CSTNode, besides: cst.CSTNode, moves: bool = True, calls: bool = True,
+                   masks: bool = True) -> bool:
         """`loop` already makes the host wait for the device on every iteration, besides the
-        wait `besides` (in its body or the helpers it calls): a sync no call asks for (a boolean
-        mask, a GPU value as an `if` condition: `implicit`); with `calls`, a sync call
-        (`print(loss.item())`, `next_word.item()` in decoding); with `moves`, a move to the
-        device (`batch.to(device)`: a copy from pageable host memory waits)."""
+        wait `besides` (in its body or the helpers it calls): a sync no call asks for (a GPU
+        value as an `if` condition, and with `masks` a boolean mask: `implicit`); with `calls`, a
+        sync call (`print(loss.item())`, `next_word.item()` in decoding); with `moves`, a move to
+        the device (`batch.to(device)`: a copy from pageable host memory waits). Without
+        `masks`, the masks of a loop do not excuse each other: one fix (a loss that ignores the
+        masked positions) removes them all."""
         found = self._loop_syncs.get(id(loop))
         if found is None:
             found = [(node, self._waits(node)) for node in self.tree.walk_scope(loop.body)]  # type: ignore[attr-defined]
@@ -847,6 +866,7 @@ class Syncs:
             self._loop_syncs[id(loop)] = found
         wanted = {"implicit", *(("move",) if moves else ()), *(("call",) if calls else ())}
         return any(how in wanted and node is not besides
+                   and (masks or how != "implicit" or self.implicit(node) != "mask")
                    and (how == "implicit" or not self.tree.contains(besides, node))  # (`x[mask].item()`: two waits)
                    and getattr(node, "test", None) is not besides  # (an `if` whose condition is `besides`)
                    and not self._reads_elements(node, loop)

@@ -107,7 +107,9 @@ class HostDeviceSyncInLoop(Rule):
 
     ## When it is not reported
     A loop whose iterations wait for the device anyway (a boolean mask, a GPU value tested in an
-    `if`, a copy of the batch to the device): one more wait there changes little. Waits that
+    `if`, a copy of the batch to the device): one more wait there changes little. (Masks do not
+    excuse each other: a loss per codebook that selects its valid positions twice with one mask
+    waits twice, and a loss that ignores those positions waits for none.) Waits that
     each read one element by the loop's own variable do not count: reading the tensor once
     before the loop removes them with the one reported. One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
     a literal tuple or a short literal range (a few losses), in a `while` loop, in a loop that is
@@ -308,6 +310,21 @@ class HostDeviceSyncInLoop(Rule):
         # NumPy values: no device involved
         "import numpy as np, torch\nmodel = model.to(device)\nfor x, y in loader:\n    out = model(x)\n"
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
+        # the same loss per codebook, its masked positions ignored by the loss: no mask, no wait
+        "import torch\nfrom torch.nn import CrossEntropyLoss\n\nclass Decoder(torch.nn.Module):\n"
+        "    def forward(self, input_ids, labels):\n        logits = self.heads(self.body(input_ids))\n"
+        "        loss = torch.zeros([], device=self.device)\n"
+        "        labels = labels.masked_fill(input_ids == self.eos_token_id, -100)\n"
+        "        for k in range(self.num_codebooks):\n"
+        "            logits_k = logits[:, k].contiguous().view(-1, logits.shape[-1])\n"
+        "            loss += CrossEntropyLoss(ignore_index=-100)(logits_k, labels[..., k].contiguous().view(-1))\n"
+        "        return loss\n",
+        # a refinement loop in a forward that runs the decoder at every pass: one wait per forward
+        "import torch\n\nclass Refiner(torch.nn.Module):\n    def forward(self, tokens, target):\n"
+        "        outs = []\n        for t in range(self.passes):\n"
+        "            out = self.decoder(tokens.to(self.device))\n            outs.append(out)\n"
+        "            noisy = torch.rand(tokens.size(0), device=tokens.device) < self.ratio\n"
+        "            tokens[noisy] = target[noisy]\n        return outs\n",
         # the same grad-norm helper, called once after training
         "import torch\n\ndef get_grad_norm(parameters, norm_type=2):\n    total = 0\n"
         "    for p in parameters:\n        total += p.grad.norm(norm_type).item() ** norm_type\n"
@@ -468,6 +485,34 @@ class HostDeviceSyncInLoop(Rule):
             "            seen = []\n            for i in range(tokens.size(0)):\n"
             "                seen.append(set(tokens[i].tolist()))\n            tokens[:, step + 1] = lprobs.argmax(-1)\n"
         ),
+        # a trainer whose step clears the gradients, backwards micro-batch after micro-batch in a
+        # helper and then reads every parameter's norm: the `while` loop is the step loop, though
+        # the optimizer steps out of sight (in a mixed-precision helper of another module)
+        Invalid(
+            "import torch\n\nclass TrainLoop:\n    def run_loop(self):\n        while True:\n"
+            "            self.run_step(next(self.data))\n\n    def run_step(self, batch):\n"
+            "        self.forward_backward(batch)\n        print(self.grad_norm())\n        self.mixed.optimize(self.opt)\n\n"
+            "    def forward_backward(self, batch):\n        self.opt.zero_grad()\n"
+            "        for i in range(0, len(batch), self.microbatch):\n"
+            "            loss = self.model(batch[i:i + self.microbatch].to(self.device)).mean()\n"
+            "            loss.backward()\n\n    def grad_norm(self):\n        total = 0.0\n"
+            "        for p in self.model.parameters():\n            total += p.grad.norm().item() ** 2\n"
+            "        return total ** 0.5\n"
+        ),
+        # a loss per codebook in a module's forward, each selecting its valid positions with a
+        # boolean mask (a view of one built from comparisons): a wait per codebook, per mask
+        Invalid(
+            "import torch\nfrom torch.nn import CrossEntropyLoss\n\nclass Decoder(torch.nn.Module):\n"
+            "    def forward(self, input_ids, labels):\n        logits = self.heads(self.body(input_ids))\n"
+            "        loss = torch.zeros([], device=self.device)\n"
+            "        labels = labels.masked_fill(labels == self.bos_token_id, -100)\n"
+            "        mask = (input_ids != self.eos_token_id) & (labels != -100)\n"
+            "        for k in range(self.num_codebooks):\n"
+            "            logits_k = logits[:, k].contiguous().view(-1, logits.shape[-1])\n"
+            "            mask_k = mask[..., k].contiguous().view(-1)\n"
+            "            labels_k = labels[..., k].contiguous().view(-1)\n"
+            "            loss += CrossEntropyLoss()(logits_k[mask_k], labels_k[mask_k])\n        return loss\n"
+        ),
         # a negative drawn for each example of the batch in a module's forward, read one by one
         # (a draw is made where its weights live: on the device)
         Invalid(
@@ -577,7 +622,8 @@ class HostDeviceSyncInLoop(Rule):
         loop = facts.tree.loops_around(node)
         # the iteration waits for the device anyway (a sync call counts beside a sync no call asks
         # for; beside a sync call, only those and copies in, which reading values once cannot remove)
-        if loop and facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT):  # (`if`: its test)
+        if loop and facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT,  # (`if`: its test)
+                                           masks=kind != "mask"):
             return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
