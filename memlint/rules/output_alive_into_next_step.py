@@ -103,7 +103,11 @@ class OutputAliveIntoNextStep(Rule):
 
     Outputs that backward keeps anyway: log-probabilities read by `nll_loss`, an output
     backwarded itself, or read by anything but a cross-entropy, a softmax, a log-softmax,
-    its loss field or a plain value (`.shape`, `.argmax(-1)`). Outputs read after the
+    its loss field or a plain value (`.shape`, `.argmax(-1)`): a fused cross-entropy of
+    another library (lit_gpt's, flash-attn's) saves the logits for backward and writes their
+    gradient into them, so deleting the name frees nothing (`bench/fused_loss_logits.py` on
+    an H200, 1,000 MiB of logits: 8,160.6 MiB at the peak bound, deleted after the loss or
+    at the end of the step, where torch's cross-entropy gives 10,160.5 and 9,160.5 MiB). Outputs read after the
     backward (accuracy from the logits), after the loop, in the next iteration, or by a
     nested function. A module that compiles a model (`torch.compile`, `model.compile()`):
     the compiled backward keeps the logits itself (nanoGPT's GPT-2 124M, compiled, on an H200:
