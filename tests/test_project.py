@@ -596,6 +596,9 @@ def test_a_helper_of_another_module_gets_its_tensors_on_the_device_its_callers_n
     tree(tmp_path, DEVICE_CALLER)
     assert ("mixed.py", 14, "MEM105") in lint(tmp_path)  # a sync per parameter, on every step
     assert not [f for f in lint(tmp_path, tmp_path / "pkg/mixed.py") if f[2] == "MEM105"]  # alone: no device
+    train = tmp_path / "pkg/train.py"
+    train.write_text(train.read_text().replace('model.to(torch.device("cuda"))', "model"))
+    assert not [f for f in lint(tmp_path) if f[2] == "MEM105"]  # a project on the CPU: its reads wait for nothing
 
 
 def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_path):

@@ -310,6 +310,15 @@ class HostDeviceSyncInLoop(Rule):
         # NumPy values: no device involved
         "import numpy as np, torch\nmodel = model.to(device)\nfor x, y in loader:\n    out = model(x)\n"
         "    arr = out.detach().cpu().numpy()\n    for i in range(len(arr)):\n        print(arr[i].item())\n",
+        # ... where the helper clears the gradients in its loop, each iteration is a step of its
+        # own: the loop calling it runs between steps, and reads the norms once per epoch
+        "import torch\n\nclass TrainLoop:\n    def run(self):\n        for epoch in range(self.epochs):\n"
+        "            self.train_epoch()\n            print(self.grad_norm())\n\n    def train_epoch(self):\n"
+        "        for i in range(0, len(self.data), self.batch):\n            self.opt.zero_grad()\n"
+        "            self.model(self.data[i:i + self.batch].to(self.device)).mean().backward()\n"
+        "            self.mixed.optimize(self.opt)\n\n    def grad_norm(self):\n        total = 0.0\n"
+        "        for p in self.model.parameters():\n            total += p.grad.norm().item() ** 2\n"
+        "        return total ** 0.5\n",
         # the same loss per codebook, its masked positions ignored by the loss: no mask, no wait
         "import torch\nfrom torch.nn import CrossEntropyLoss\n\nclass Decoder(torch.nn.Module):\n"
         "    def forward(self, input_ids, labels):\n        logits = self.heads(self.body(input_ids))\n"
