@@ -216,7 +216,14 @@ def compiles(source: str, path: str) -> None:
     parser alone accepts code CPython rejects (1,000 nested brackets, newer grammar), and such
     a file must neither pass as clean nor be rewritten. Compiling costs a tenth of a LibCST parse."""
     with _python_verdict():
-        compile(source, path, "exec", dont_inherit=True)
+        compile(source, path, "exec", _grammar(path), dont_inherit=True)
+
+
+def _grammar(path: str) -> int:
+    """The compile flags of the code at `path`: a notebook's cells may `await` (and `async for`,
+    `async with`) at their top level, which Jupyter runs in its event loop and plain Python
+    rejects; anywhere else, none."""
+    return ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if path.endswith(".ipynb") else 0
 
 
 def compiles_to_ast(source: str, path: str) -> Optional[ast.Module]:
@@ -227,10 +234,10 @@ def compiles_to_ast(source: str, path: str) -> Optional[ast.Module]:
     kept (None)."""
     with _python_verdict():
         try:
-            module = compile(source, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-            compile(module, path, "exec", dont_inherit=True)
+            module = compile(source, path, "exec", ast.PyCF_ONLY_AST | _grammar(path), dont_inherit=True)
+            compile(module, path, "exec", _grammar(path), dont_inherit=True)
         except RecursionError:
-            compile(source, path, "exec", dont_inherit=True)
+            compile(source, path, "exec", _grammar(path), dont_inherit=True)
             return None
         return module
 

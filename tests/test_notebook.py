@@ -230,6 +230,24 @@ def test_a_cell_that_does_not_parse_is_reported_and_the_others_are_linted(tmp_pa
     assert before == path.read_text(encoding="utf-8")
 
 
+def test_a_cell_that_awaits_at_its_top_level_is_python_in_a_notebook_and_nowhere_else(tmp_path):
+    """Jupyter runs a cell's top-level `await` (and `async for`) in its event loop: an agent
+    or a client library's demo does; the notebook is linted and fixed like any other."""
+    data = study()
+    data["cells"].insert(3, code("reply = await client.chat(prompt)\nasync for chunk in stream:\n    print(chunk)"))
+    path = save(tmp_path, "nb.ipynb", data)
+    result = memlint(tmp_path, "nb.ipynb")
+    assert (result.returncode, result.stderr) == (1, ""), result.stderr
+    assert result.stdout.startswith("nb.ipynb:cell 6:3:5: MEM101")
+    assert memlint(tmp_path, "--fix", "nb.ipynb").returncode == 0
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    assert "".join(cells[5]["source"]) == TRAIN_FIXED
+    assert "".join(cells[3]["source"]).startswith("reply = await client.chat(prompt)\n")
+    (tmp_path / "script.py").write_text("reply = await client.chat(prompt)\n", encoding="utf-8")
+    script = memlint(tmp_path, "script.py")
+    assert script.returncode == 2 and "'await' outside function" in script.stderr
+
+
 @pytest.mark.parametrize("content,words", [
     ('{"cells": [', "not a notebook: invalid JSON"),
     ("[1, 2]", "not a notebook: no list of cells"),
