@@ -74,7 +74,8 @@ class HostDeviceSyncInLoop(Rule):
 
     Also the syncs no call asks for: a GPU value as a slice bound (`out[i, :n]`), a boolean mask
     of GPU values as an index (the result's size is read on the host), a GPU value as an `if`
-    condition, Python's `max`/`min`/`sum` over a GPU tensor. And once per micro-batch of gradient
+    condition, Python's `max`/`min`/`sum` over a GPU tensor (a loop of its own, one wait per
+    element: reported wherever it runs every step, `min(starts)` for `starts.min()`). And once per micro-batch of gradient
     accumulation (`total += loss.item()` in the inner loop of micro-batches, whose outer loop
     steps the optimizer; or a loop that backwards in a function run once per step, whose caller
     steps: a fairseq task's `train_step` over its language pairs), however few the micro-batches.
@@ -334,6 +335,10 @@ class HostDeviceSyncInLoop(Rule):
         "            out = self.decoder(tokens.to(self.device))\n            outs.append(out)\n"
         "            noisy = torch.rand(tokens.size(0), device=tokens.device) < self.ratio\n"
         "            tokens[noisy] = target[noisy]\n        return outs\n",
+        # builtin reductions of a list of lengths and of a list of losses: no tensor is iterated
+        "import torch\n\nclass Heads(torch.nn.Module):\n    def forward(self, ids, lengths):\n"
+        "        ids = ids.to(self.device)\n        losses = [self.head(ids[:, k]).mean() for k in range(4)]\n"
+        "        return sum(losses) / min(lengths)\n",
         # the same grad-norm helper, called once after training
         "import torch\n\ndef get_grad_norm(parameters, norm_type=2):\n    total = 0\n"
         "    for p in parameters:\n        total += p.grad.norm(norm_type).item() ** norm_type\n"
@@ -531,6 +536,12 @@ class HostDeviceSyncInLoop(Rule):
             "        for b in range(image.size(0)):\n            idx = torch.multinomial(weights[b], 1).item()\n"
             "            negatives.append(emb[idx])\n        return torch.stack(negatives)\n"
         ),
+        # a builtin reduction of a GPU tensor, in every forward: the builtin is the loop
+        Invalid(
+            "import torch\n\nclass Delay(torch.nn.Module):\n    def forward(self, ids):\n"
+            "        ids = ids.to(self.device)\n        starts = (ids[:, 0] == -1).nonzero()[:, 1]\n"
+            "        first = min(starts)\n        return self.decoder(ids[:, :first])\n"
+        ),
         # element by element where one .tolist() would do
         Invalid(
             "import torch\nmodel.to(device)\nfor batch in loader:\n    ids = model(batch).argmax(-1)\n"
@@ -625,21 +636,30 @@ class HostDeviceSyncInLoop(Rule):
         facts = self.facts
         if kind is None:
             return
-        iterable = facts.syncs.repeats_over(node)
-        if iterable is None or not (facts.syncs.many(iterable, node) or facts.steps.accumulates(node)):
-            return
-        loop = facts.tree.loops_around(node)
-        # the iteration waits for the device anyway (a sync call counts beside a sync no call asks
-        # for; beside a sync call, only those and copies in, which reading values once cannot remove)
-        if loop and facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT,  # (`if`: its test)
-                                           masks=kind != "mask"):
-            return
+        if kind == "iterate":  # `min(t)`: the builtin is the loop, once per element wherever it runs
+            iterable = node.args[0].value  # type: ignore[attr-defined]
+        else:
+            iterable = facts.syncs.repeats_over(node)
+            if iterable is None or not (facts.syncs.many(iterable, node) or facts.steps.accumulates(node)):
+                return
+            loop = facts.tree.loops_around(node)
+            # the iteration waits for the device anyway (a sync call counts beside a sync no call asks
+            # for; beside a sync call, only those and copies in, which reading values once cannot remove)
+            if loop and facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT,  # (`if`: its test)
+                                               masks=kind != "mask"):
+                return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
         if not facts.device_code or id(iterable) in self._repeated or \
-                facts.per_step(node, inner=True) is None:
+                facts.per_step(node, inner=kind != "iterate") is None:
             return  # (how often is asked last: the answer may come from the project)
         self._repeated.add(id(iterable))
+        if kind == "iterate":
+            self.report(node, (
+                f"`{show(node)}` reads `{show(iterable)}`, a GPU tensor, on the host element by element: one wait "
+                f"for the GPU per element, on every step; `{show(iterable)}.{show(node.func)}()` reduces it on the "  # type: ignore[attr-defined]
+                f"device in one kernel"))
+            return
         if facts.steps.accumulates(node):
             self.report(node, (
                 f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per micro-batch of "
