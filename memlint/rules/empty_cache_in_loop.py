@@ -76,7 +76,9 @@ class EmptyCacheInLoop(Rule):
     - Under a condition other than a device check or a flag of the settings (`if step % 100 ==
       0:`, `if i == 0:`, `if self.control.should_evaluate:`). A flag of the settings holds alike
       on every step (`if self.args.batch_eval_metrics:`, `if self.use_liger_loss:`) and is
-      reported, but not a flag about memory (`if args.empty_cache:` asks for it).
+      reported, but not a flag about memory (`if args.empty_cache:` asks for it). Also in a
+      helper called under such a condition (`if self.iteration_step == self.initial_iter_step:`,
+      a counter found equal to anything: one step).
     - Where it cannot be told that the code runs per step.
 
     ## Fix
@@ -144,6 +146,12 @@ class EmptyCacheInLoop(Rule):
         # under a flag the trainer sets now and then (HF's `control`): not every step
         "import torch\nfor step, batch in enumerate(loader):\n    model(batch).sum().backward()\n    opt.step()\n"
         "    if self.control.should_evaluate:\n        torch.cuda.empty_cache()\n",
+        # in a helper that a step calls only when its counter equals where training resumed: once
+        "import torch\n\ndef states_to_device(state):\n    torch.cuda.empty_cache()\n    for key in state:\n"
+        "        state[key] = state[key].cuda()\n\nclass Trainer:\n    def train_step(self, batch):\n"
+        "        self.model(batch.cuda()).mean().backward()\n"
+        "        if self.iteration_step == self.initial_iter_step:\n"
+        "            states_to_device(self.optimizer.state)\n        self.optimizer.step()\n",
         # under a flag the user sets to empty the cache: what they asked for
         "import torch\nfor x, y in loader:\n    model(x).sum().backward()\n    opt.step()\n"
         "    if args.empty_cache_each_step:\n        torch.cuda.empty_cache()\n",
