@@ -601,6 +601,48 @@ def test_a_helper_of_another_module_gets_its_tensors_on_the_device_its_callers_n
     assert not [f for f in lint(tmp_path) if f[2] == "MEM105"]  # a project on the CPU: its reads wait for nothing
 
 
+NESTED_STEP = {
+    "ijepa/__init__.py": "",
+    "ijepa/logging.py": """\
+        import torch
+
+        def grad_logger(named_params):
+            norms = []
+            for name, p in named_params:
+                if p.grad is not None:
+                    norms.append(float(torch.norm(p.grad)))
+            return norms
+        """,
+    "ijepa/train.py": """\
+        import torch
+        from ijepa.logging import grad_logger
+
+        def main(encoder, loader, optimizer, epochs):
+            encoder = encoder.to(torch.device("cuda"))
+            for epoch in range(epochs):
+                for x in loader:
+                    def train_step():
+                        loss = encoder(x.cuda()).mean()
+                        loss.backward()
+                        optimizer.step()
+                        stats = grad_logger(encoder.named_parameters())
+                        optimizer.zero_grad()
+                        return float(loss), stats
+                    (loss, stats), elapsed = gpu_timer(train_step)
+        """,
+}
+
+
+def test_a_helper_called_from_a_step_function_nested_in_another_one_runs_per_step(tmp_path):
+    """A closure named as a step (`def train_step():` in the batch loop, handed to a timer) is a
+    step wherever it is defined: what it calls in another module runs every step."""
+    tree(tmp_path, NESTED_STEP)
+    assert ("logging.py", 7, "MEM105") in lint(tmp_path)  # a sync per parameter, on every step
+    train = tmp_path / "ijepa/train.py"
+    train.write_text(train.read_text().replace("train_step", "timed"))
+    assert not [f for f in lint(tmp_path) if f[2] == "MEM105"]  # a closure named for nothing: who calls it decides
+
+
 def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_path):
     tree(tmp_path, NAMESPACE)
     cache = tmp_path / "cache"
@@ -611,7 +653,7 @@ def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_p
 
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
     paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
-                                 **DEVICE_CALLER})
+                                 **DEVICE_CALLER, **NESTED_STEP})
     whole = set(lint(tmp_path))
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path
@@ -619,7 +661,7 @@ def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
 
 def test_jobs_and_the_cache_give_what_one_cold_run_gives(tmp_path):
     tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
-                            **DEVICE_CALLER})
+                            **DEVICE_CALLER, **NESTED_STEP})
     cold = lint(tmp_path / "src")
     assert lint(tmp_path / "src", jobs=2) == cold
     assert lint(tmp_path / "src", cache=tmp_path / "cache") == cold

@@ -14,6 +14,8 @@ file's text, and read by memlint.analysis.project:
 - `calls`: every call of a function of the project (this module's, or one it imports from a
   project module, or a method on `self`) from a module-level function or method, or from the
   module's own code, with how often the call runs in its function (memlint.analysis.often);
+  a call in a function nested in one counts as the outer function's, where the nested
+  function tells how often it runs by itself;
 - `device`: the module's own code names a device (`Facts.names_device`): the helpers it calls
   in other modules get their tensors there.
 """
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 import libcst as cst
 
 from memlint.analysis.cache import only_empties_cache
+from memlint.analysis.often import BOUNDARY, INNER, STEP, at_site, intrinsic_often
 from memlint.analysis.tree import dotted_name
 
 if TYPE_CHECKING:
@@ -273,20 +276,23 @@ def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
 
 def _edges(facts: "Facts") -> List[Edge]:
     """Every call of a function of the project that a module-level function or method, or the
-    module's own code, makes (calls in nested functions and lambdas are not followed)."""
+    module's own code, makes; in nested functions, only the calls `_nested_caller` can place
+    (lambdas are not followed)."""
     tree, scopes = facts.tree, facts.scopes
     found: List[Edge] = []
     for call in scopes.calls:
         scope = tree.scope_of(call)
         caller = _qualified(facts, scope)
-        if caller is None:
-            continue
         kind = None
+        if caller is None:
+            caller, kind = _nested_caller(facts, scope, call)
+            if caller is None:
+                continue
         target = scopes.resolve(call)
         if target is not None:
             callee = _qualified(facts, target)
             if callee:
-                kind = facts.steps.site(call)
+                kind = kind or facts.steps.site(call)
                 found.append(Edge(caller, callee, kind, local=True))
         func = call.func
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
@@ -298,8 +304,25 @@ def _edges(facts: "Facts") -> List[Edge]:
         if target is None:
             dotted = facts.values.project_callee(call)
             if dotted is not None:
-                found.append(Edge(caller, dotted, facts.steps.site(call)))
+                found.append(Edge(caller, dotted, kind or facts.steps.site(call)))
     return found
+
+
+def _nested_caller(facts: "Facts", scope: cst.CSTNode, call: cst.Call) -> Tuple[Optional[str], Optional[str]]:
+    """A call in a function nested in a module-level one (ijepa's `def train_step():` inside
+    `main`'s batch loop, handed to a timer): the outer function as its caller, with how often
+    the call runs when the nested function tells by itself (its loops, or its name: a
+    `train_step` is a step). (None, None) when it does not: how often a closure runs depends
+    on who calls it, which this module's summary cannot know."""
+    tree = facts.tree
+    outer = scope
+    while isinstance(outer, cst.FunctionDef) and _qualified(facts, outer) is None:
+        outer = tree.scope_of(outer)
+    caller = _qualified(facts, outer) if outer is not scope and isinstance(scope, cst.FunctionDef) else None
+    if caller is None:
+        return None, None
+    often = at_site(facts.steps.site(call), intrinsic_often(scope.name.value, False))  # type: ignore[attr-defined]
+    return (caller, often) if often in (STEP, INNER, BOUNDARY) else (None, None)
 
 
 def _qualified(facts: "Facts", scope: cst.CSTNode) -> Optional[str]:
