@@ -25,6 +25,7 @@ _POSITIONAL = {
     "custom_bwd": (),
 }
 _DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
+_HANDED = frozenset({"autocast", "GradScaler"})  # APIs handed on uncalled, to be called later (`_handed_on`)
 # the torch release whose torch.amp has the replacement (`torch.amp.autocast`: 1.12, when the
 # `torch.amp` namespace came; the same class was `torch.autocast` from 1.10)
 _SINCE = {api: SINCE[f"{_NEW}.{api}"] for api in _POSITIONAL}
@@ -82,7 +83,8 @@ class _Site:
             args = _new_args(self.api, call.args)
             return None if args is None else (call, call.with_changes(func=func, args=args))
         decorator = self.reference.parent
-        assert isinstance(decorator, cst.Decorator)
+        if not isinstance(decorator, cst.Decorator):
+            return None  # handed on uncalled (`_handed_on`): no call to rewrite here
         return decorator, decorator.with_changes(decorator=cst.Call(func, [_device_type()]))
 
 
@@ -99,7 +101,9 @@ class DeprecatedCudaAmpApi(Rule):
     ## What it does
     Finds calls of `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`,
     `torch.cuda.amp.custom_fwd` and `torch.cuda.amp.custom_bwd` (also imported with
-    `from torch.cuda.amp import ...`), each at its call site.
+    `from torch.cuda.amp import ...`), each at its call site; also `torch.cuda.amp.autocast` or
+    `GradScaler` handed on uncalled, to be called later (`autocast = torch.cuda.amp.autocast if
+    fp16 else nullcontext`, then `with autocast():`), where it is picked.
 
     ## Why is this bad?
     Since torch 2.4 they are deprecated aliases of `torch.amp.autocast("cuda", ...)`,
@@ -135,7 +139,9 @@ class DeprecatedCudaAmpApi(Rule):
     A bare `@torch.cuda.amp.custom_fwd` becomes `@torch.amp.custom_fwd(device_type="cuda")`.
     Names imported with `from torch.cuda.amp import ...` are imported from `torch.amp` instead
     when every use of them is rewritten, so no import is left unused; otherwise the site is
-    reported without a fix unless `torch` itself is imported.
+    reported without a fix unless `torch` itself is imported. An API handed on has no fix: its
+    replacement is `functools.partial(torch.amp.autocast, "cuda")`, which takes the same
+    keywords but not the same positional arguments, so the calls elsewhere must be read.
 
     ## Fix safety
     Safe: the deprecated functions are thin wrappers that call exactly these. The replacement
@@ -185,6 +191,8 @@ class DeprecatedCudaAmpApi(Rule):
         # something else called autocast
         "import torch\nfrom mylib import autocast\nwith autocast():\n    y = model(x)\n",
         "import torch\nwith torch.cpu.amp.autocast():\n    y = model(x)\n",
+        # a type tested, not an API called: the old class is still what old code makes
+        "import torch\ndef unscaled(scaler):\n    return not isinstance(scaler, torch.cuda.amp.GradScaler)\n",
     )
     INVALID = (
         Invalid(
@@ -234,6 +242,12 @@ class DeprecatedCudaAmpApi(Rule):
         ),
         # the name is also used another way: the import must stay, so there is no fix
         Invalid("from torch.cuda.amp import GradScaler\nscaler = GradScaler()\nassert isinstance(scaler, GradScaler)\n"),
+        # the API handed on, called later (`with autocast():`): reported where it is picked, no fix
+        Invalid(
+            "import torch\nfrom contextlib import nullcontext\n\ndef train(model, loader, config):\n"
+            "    autocast = torch.cuda.amp.autocast if config.use_fp16 else nullcontext\n"
+            "    for x in loader:\n        with autocast():\n            loss = model(x)\n"
+        ),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
@@ -250,6 +264,13 @@ class DeprecatedCudaAmpApi(Rule):
             name = self.facts.names.qualified_name(node.decorator)
             if name is not None and name.rpartition(".")[0] == _OLD and name.rpartition(".")[2] in _DECORATORS:
                 self._report(node.decorator)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        """`torch.cuda.amp.autocast if use_fp16 else nullcontext`: the API handed on, to be called
+        later (`with autocast():`), where it warns all the same."""
+        if node.attr.value in _HANDED and _handed_on(node, self.facts.tree.parent(node)) and \
+                self.facts.names.qualified_name(node) == f"{_OLD}.{node.attr.value}":
+            self._report(node)
 
     def _report(self, node: cst.CSTNode) -> None:
         if self._plan is None:
@@ -272,6 +293,11 @@ class DeprecatedCudaAmpApi(Rule):
                               "(or behind a version flag)")
             return
         namespace = "torch" if site.api == "autocast" and self._before(_SINCE["autocast"]) else "torch.amp"
+        if site.reference.call is None and not isinstance(site.reference.parent, cst.Decorator):
+            self.report(node, f"{what} is deprecated since torch 2.4: handed on here, it warns (a FutureWarning) "
+                              f"where it is called; hand on `functools.partial({namespace}.{site.api}, {_CUDA})` "
+                              "instead, called with keywords (its positional parameters differ)")
+            return
         self.report(node, f"{deprecated}; call `{_call(f'{namespace}.{site.api}')}` with the same arguments, "
                           "as keywords", fix)
 
@@ -281,7 +307,8 @@ class DeprecatedCudaAmpApi(Rule):
         for api in _POSITIONAL:
             for reference in self.facts.references(f"{_OLD}.{api}"):
                 called = reference.call is not None
-                bare = isinstance(reference.parent, cst.Decorator) and api in _DECORATORS
+                bare = isinstance(reference.parent, cst.Decorator) and api in _DECORATORS or \
+                    api in _HANDED and _handed_on(reference.node, reference.parent)
                 if (called or bare) and not self._compatibility(reference, api):
                     sites.append(_Site(reference, api))
         by_head: Dict[str, List[_Site]] = {}
@@ -366,6 +393,15 @@ class DeprecatedCudaAmpApi(Rule):
             description=f"call `torch.amp.{site.api}` with device \"cuda\", arguments as keywords",
             min_torch=max(_SINCE[api] for api in {site.api, *apis}),
         )
+
+
+def _handed_on(node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> bool:
+    """The API is a value bound or picked to be called later: a branch of a conditional
+    expression (`torch.cuda.amp.autocast if fp16 else nullcontext`) or the value of an
+    assignment (`autocast = torch.cuda.amp.autocast`). Not a type tested with `isinstance`."""
+    if isinstance(parent, cst.IfExp):
+        return parent.body is node or parent.orelse is node
+    return isinstance(parent, cst.Assign) and parent.value is node
 
 
 def _call(api: str) -> str:
