@@ -718,6 +718,9 @@ class Values:
         region = self.regions.region_at(call)
         if region is not None and region.grad_enabled is False:
             return True
+        handed = [a.value for a in call.args if sources_of(a.value) & tainted]
+        if handed and all(self._detached_at(value, call) for value in handed):
+            return True  # `preds = preds.detach()`, then `task.add(preds)`: the name no longer holds the graph
         func = call.func
         if type(func) is cst.Name and func.value in _READING_BUILTINS and self.names.qualified_name(func) is None:
             return True
@@ -731,6 +734,15 @@ class Values:
         receiver = func.value
         return func.attr.value in _APPENDING and type(receiver) is cst.Name and \
             any(b.kind == "assign" for b in self.scopes.bindings(scope, receiver.value))  # type: ignore[attr-defined]
+
+    def _detached_at(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`value` is a name whose binding in effect at `at` surely carries no graph (the last
+        of `preds = model(x)`, `preds = preds.detach()`), whatever it held before."""
+        if type(value) is not cst.Name:
+            return False
+        binds = self.scopes.in_effect(value.value, at)  # type: ignore[attr-defined]
+        return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
+                                   self.graphless(b.value, b.node) for b in binds)
 
     def _may_backward(self, call: cst.Call) -> bool:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,

@@ -118,6 +118,13 @@ class EvalWithoutNoGrad(Rule):
     [model(x).argmax(1) for x, _ in loader]` after `.eval()`), or a generator expression
     consumed in the same call (`torch.cat(model(x) for x in loader)`).
 
+    And a predictor: a class that is no model, whose `__init__` puts its model in eval mode
+    (`self.model.eval()`), and whose method (`__call__`, `predict`) runs it with grad on and
+    hands back or on only what carries no graph (`preds.detach()`), nothing in the class
+    backwarding or asking for gradients: each call's peak holds a whole forward's activations
+    for nothing. Not one its callers in this module run under no_grad, nor one only other
+    modules call.
+
     And a model's own method (not `forward`) that runs it in a loop with autograd recording and
     returns only values that carry no graph (`preds.argmax(1)`, a `torch.cat` of those): model
     code runs in the grad mode its caller chose, but no caller can backward through what this
@@ -429,8 +436,48 @@ class EvalWithoutNoGrad(Rule):
         # a `policy` method of a class that is no SimulEval agent
         "import torch\n\n\nclass Agent:\n    def policy(self, obs):\n"
         "        return self.net(obs).softmax(-1)\n",
+        # a predictor that hands its predictions back with their graph: a caller may train on them
+        "import torch\n\n\nclass Predictor:\n    def __init__(self, model):\n        self.model = model\n"
+        "        self.model.eval()\n\n    def __call__(self, frames):\n        return self.model(frames.cuda())\n\n\n"
+        "class Demo:\n    def __init__(self, model):\n        self.predictor = Predictor(model)\n\n"
+        "    def put(self, task):\n        task.preds = self.predictor(task.frames).cpu()\n",
+        # ... one whose class backwards (a saliency map, from the gradient of the score)
+        "import torch\n\n\nclass Saliency:\n    def __init__(self, model):\n        self.model = model\n"
+        "        self.model.eval()\n\n    def score(self, frames):\n        return self.model(frames.cuda()).max()\n\n"
+        "    def __call__(self, frames):\n        frames.requires_grad_(True)\n        self.score(frames).backward()\n"
+        "        return frames.grad.abs().detach()\n\n\nclass Demo:\n    def __init__(self, model):\n"
+        "        self.saliency = Saliency(model)\n\n    def put(self, task):\n"
+        "        task.map = self.saliency(task.frames)\n",
+        # ... one that detaches its predictions on one branch only: the other hands the graph on
+        "import torch\n\n\nclass Predictor:\n    def __init__(self, model):\n        self.model = model\n"
+        "        self.model.eval()\n\n    def __call__(self, task):\n        preds = self.model(task.frames.cuda())\n"
+        "        if task.offline:\n            preds = preds.detach()\n        task.add_action_preds(preds)\n"
+        "        return task\n\n\nclass Demo:\n    def __init__(self, model):\n        self.predictor = Predictor(model)\n\n"
+        "    def put(self, task):\n        return self.predictor(task)\n",
+        # ... one its only caller runs under no_grad
+        "import torch\n\n\nclass Predictor:\n    def __init__(self, model):\n        self.model = model\n"
+        "        self.model.eval()\n\n    def __call__(self, task):\n        task.preds = self.model(task.frames.cuda()).detach()\n"
+        "        return task\n\n\nclass Demo:\n    def __init__(self, model):\n        self.predictor = Predictor(model)\n\n"
+        "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # a predictor: its model put in eval mode by `__init__`, run per call with grad on, its
+        # predictions handed on detached (the name rebound before they leave)
+        Invalid(
+            "import torch\n\n\nclass Predictor:\n    def __init__(self, cfg):\n        self.model = build_model(cfg)\n"
+            "        self.model.eval()\n\n    def __call__(self, task):\n        preds = self.model(task.frames.cuda())\n"
+            "        preds = preds.cpu()\n        preds = preds.detach()\n        task.add_action_preds(preds)\n"
+            "        return task\n\n\nclass ActionPredictor:\n    def __init__(self, cfg):\n"
+            "        self.predictor = Predictor(cfg)\n\n    def put(self, task):\n"
+            "        self.queue.append(self.predictor(task))\n",
+            "import torch\n\n\nclass Predictor:\n    def __init__(self, cfg):\n        self.model = build_model(cfg)\n"
+            "        self.model.eval()\n\n    @torch.no_grad()\n    def __call__(self, task):\n"
+            "        preds = self.model(task.frames.cuda())\n"
+            "        preds = preds.cpu()\n        preds = preds.detach()\n        task.add_action_preds(preds)\n"
+            "        return task\n\n\nclass ActionPredictor:\n    def __init__(self, cfg):\n"
+            "        self.predictor = Predictor(cfg)\n\n    def put(self, task):\n"
+            "        self.queue.append(self.predictor(task))\n",
+        ),
         # an evaluation over two loaders named in a tuple: the loop over the loader is reported
         Invalid(
             "import torch\n\ndef evaluate(model, val_loader, test_loader):\n    model.eval()\n"
@@ -624,6 +671,7 @@ class EvalWithoutNoGrad(Rule):
             self._check_simuleval_hook(node)
         else:
             self._check_inference_method(node)
+            self._check_predictor(node)
 
     def _check_inference_method(self, node: cst.FunctionDef) -> None:
         """A model's method that runs it in a loop with autograd recording and returns only what
@@ -659,6 +707,67 @@ class EvalWithoutNoGrad(Rule):
             f"`{node.name.value}` runs the model in a loop with autograd recording, yet returns only values without a "
             f"graph: no caller can backward through what it records, and every iteration's activations stay alive "
             f"as long as what is computed from them; decorate it with `@torch.no_grad()`"), self._decorate(node))
+
+    def _check_predictor(self, node: cst.FunctionDef) -> None:
+        """A predictor: a class that is no model, whose `__init__` puts its model in eval mode
+        (`self.model.eval()`), and whose method runs it with autograd recording, returning and
+        keeping only what carries no graph (SlowFast's demo `Predictor.__call__`, which hands
+        on `preds.detach()`). Nothing in the class backwards or asks for gradients, so no caller
+        can backward through what a call records: each call's peak holds the activations of a
+        whole forward for nothing. Not a method no call of this module makes with grad on (its
+        callers elsewhere may turn grad off)."""
+        facts = self.facts
+        klass = facts.tree.class_of(node)
+        if klass is None or node.decorators or node.name.value == "__init__":
+            return
+        evaluated = self._evaluated_in_init(klass)
+        if not evaluated:
+            return
+        runs = [call for call in facts.scopes.calls_of(node)
+                if dotted_name(call.func) in evaluated and facts.regions.grad_enabled(call) is not False]
+        if not runs or facts.receivers.is_model_class(klass):
+            return
+        params = {p.name.value for p in node.params.params}
+        if any(not facts.values.graphless(value, value) and not (  # the caller's own object, handed back
+                type(value) is cst.Name and value.value in params and not facts.values.carries_grad(value, value))
+               for value in facts.scopes.returned(node)):
+            return  # a caller may train on what it returns
+        sites = facts.scopes.call_sites(node)
+        if not sites or any(facts.regions.grad_enabled(site) is False for site in sites):
+            return
+        methods = [m for m in klass.body.body if isinstance(m, cst.FunctionDef)]
+        if any(facts.roles.backwards_in(m.body) or facts.roles.steps_in(m.body) or facts.roles.asks_for_grad(m)
+               for m in methods) or facts.roles.asks_for_grad(facts.tree.module):
+            return
+        produced = {name for assign in facts.scopes.assigns_of(node) if facts.values.carries_grad(assign.value, assign)
+                    for target in assign.targets for name in target_names(target.target)}
+        if not facts.values.kept_from_backward(node, produced, returns=True):
+            return
+        self.report(runs[0], (
+            f"`{show(runs[0].func)}` runs in `{node.name.value}` with autograd recording, though `__init__` put it in "
+            f"eval mode and nothing in `{klass.name.value}` backwards or hands a graph on: every call saves the "
+            f"activations of a whole forward for a backward that never comes; decorate `{node.name.value}` with "
+            f"`@torch.no_grad()`"), self._decorate(node))
+
+    @staticmethod
+    def _evaluated_in_init(klass: cst.ClassDef) -> FrozenSet[str]:
+        """The attributes `__init__` puts in eval mode: `self.model.eval()`, `self.model =
+        build(cfg).eval()`."""
+        init = next((m for m in klass.body.body if isinstance(m, cst.FunctionDef) and m.name.value == "__init__"), None)
+        found: Set[str] = set()
+        for statement in init.body.body if init is not None and type(init.body) is cst.IndentedBlock else ():
+            if type(statement) is not cst.SimpleStatementLine:
+                continue
+            for small in statement.body:  # type: ignore[attr-defined]
+                value = small.value if type(small) in (cst.Expr, cst.Assign) else None
+                if type(value) is not cst.Call or type(value.func) is not cst.Attribute or \
+                        value.func.attr.value != "eval" or value.args:  # type: ignore[attr-defined]
+                    continue
+                if type(small) is cst.Expr:
+                    found.add(dotted_name(value.func.value) or "")  # type: ignore[attr-defined]
+                else:
+                    found.update(dotted_name(t.target) or "" for t in small.targets)  # type: ignore[attr-defined]
+        return frozenset(name for name in found if name.startswith("self."))
 
     def _consumed_here(self, generator: cst.GeneratorExp) -> bool:
         """The generator is the argument of a call that runs it through at once: `torch.cat`,
