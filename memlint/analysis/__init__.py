@@ -275,12 +275,15 @@ class Facts:
     def per_step(self, node: cst.CSTNode, inner: bool = False) -> Optional[str]:
         """How often `node` runs when it is every step (STEP) or more (INNER; with `inner`, only
         that), in code worth changing for a per-step cost: None in tests (test functions and
-        classes), in setup and demos, between steps (memlint.analysis.steps)."""
+        classes), in setup and demos, between steps (memlint.analysis.steps), and in code that
+        never runs as written (memlint.analysis.guards: `dead`)."""
         often = self.steps.how_often(node)
         if often != INNER and (inner or often != STEP):
             return None
         if in_test_code(self.tree, node):
             return None  # (test modules are left alone by the engine: memlint.rule.Rule.IN_TESTS)
+        if self.guards.dead(node):
+            return None  # `if debug and ...:` after `debug = False`: it never runs
         return often
 
     def read_only_periodically(self, assign: cst.Assign) -> Optional[cst.CSTNode]:

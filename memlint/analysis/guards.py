@@ -16,6 +16,8 @@ Asked as `facts.guards`:
   `torch.cuda.device_count() > 1`, `x.is_cuda`, `device.type == "cuda"` for a device chosen
   by such a test) are not a choice.
 
+- `dead(node)`: the node is in the body of an `if` whose test is surely false as written
+  (`debug = False`, then `if debug and ...:`): it never runs;
 - `exclusive(a, b)`: `a` and `b` never run in one pass through their function: one only where
   a flag holds, the other only where it fails, the flag tested twice and not rebound between
   (`if use_amp: <autocast forward> else: <plain forward>`, then `if use_amp: scaler(loss)
@@ -26,7 +28,8 @@ configuration (`if not args.fp16:`, `if self.args.batch_eval_metrics:`) or a swi
 instance (`if self.use_liger_loss:`), not the state a trainer keeps (`self.control.should_log`)
 nor a flag about memory (`if args.empty_cache:` is the user asking for it).
 
-Asked by MEM601 (`chosen`), MEM501 (`a_setting`) and MEM401 (`exclusive`).
+Asked by MEM601 (`chosen`), MEM501 (`a_setting`), MEM401 (`exclusive`) and every rule of a
+per-step cost (`dead`, through `Facts.per_step`).
 """
 
 from __future__ import annotations
@@ -97,6 +100,37 @@ class Guards:
             sites = self.scopes.call_sites(func)
             self._chosen[key] = bool(sites) and all(self.chosen(site, depth + 1) for site in sites)
         return self._chosen[key]
+
+    def dead(self, node: cst.CSTNode) -> bool:
+        """`node` never runs as written: it is in the body of an `if` (or a conditional
+        expression) of its function whose test is surely false (`if False:`; `distributed_loss
+        = False`, then `if distributed_loss and ...:`)."""
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body and \
+                    self._surely_false(ancestor.test, ancestor.test, 0):
+                return True
+            child = ancestor
+        return False
+
+    def _surely_false(self, test: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """`False`, `None`, `0`, a conjunction with such a part, or a name whose every binding
+        in effect at `at` is one (a switch set off in the code)."""
+        kind = type(test)
+        if kind is cst.Name:
+            if test.value in ("False", "None"):  # type: ignore[attr-defined]
+                return True
+            binds = self.scopes.in_effect(test.value, at) if depth < _MAX_DEPTH else []  # type: ignore[attr-defined]
+            return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
+                                       self._surely_false(b.value, b.node, depth + 1) for b in binds)
+        if kind is cst.Integer:
+            return test.value == "0"  # type: ignore[attr-defined]
+        if kind is cst.BooleanOperation:
+            left, right = (self._surely_false(part, at, depth) for part in (test.left, test.right))  # type: ignore[attr-defined]
+            return left or right if type(test.operator) is cst.And else left and right  # type: ignore[attr-defined]
+        return False
 
     def exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """Whether `a` and `b` never both run (see the module docstring)."""

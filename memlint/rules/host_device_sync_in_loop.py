@@ -112,11 +112,13 @@ class HostDeviceSyncInLoop(Rule):
     excuse each other: a loss per codebook that selects its valid positions twice with one mask
     waits twice, and a loss that ignores those positions waits for none.) Waits that
     each read one element by the loop's own variable do not count: reading the tensor once
-    before the loop removes them with the one reported. One sync per step (`loss.item()` for logging), a sync in a loop over a dict's `.items()`,
-    a literal tuple or a short literal range (a few losses), in a `while` loop, in a loop that is
-    itself the step (autoregressive decoding reads one token per step), between steps (epoch
-    loops), on values not known to be tensors, and in files whose code names no device (`device`,
-    `cuda`, `args.gpu`, a device string, a framework that runs on one; a docstring's words do not count).
+    before the loop removes them with the one reported. One sync per step (`loss.item()` for
+    logging), a sync in a loop over a dict's `.items()`, a literal tuple or a short literal range
+    (a few losses), in a `while` loop, in a loop that is itself the step (autoregressive decoding
+    reads one token per step), between steps (epoch loops), in a branch switched off in the code
+    (`debug = False`, then `if debug and ...:`), on values not known to be tensors, and in files
+    whose code names no device (`device`, `cuda`, `args.gpu`, a device string, a framework that
+    runs on one; a docstring's words do not count).
 
     ## Fix
     None automatic: compute on the device (`(preds == y).sum()`, `torch.stack(norms)`) and
@@ -335,6 +337,12 @@ class HostDeviceSyncInLoop(Rule):
         "            out = self.decoder(tokens.to(self.device))\n            outs.append(out)\n"
         "            noisy = torch.rand(tokens.size(0), device=tokens.device) < self.ratio\n"
         "            tokens[noisy] = target[noisy]\n        return outs\n",
+        # a branch switched off in the code (`distributed_loss = False`): it never runs
+        "import torch\n\nclass SimCLR(torch.nn.Module):\n    def forward(self, x):\n"
+        "        q = self.backbone(x.to(self.device))\n        distributed_loss = False\n"
+        "        if distributed_loss and self.world_size > 1:\n            loss = 0.0\n"
+        "            for k in range(q.size(0)):\n                loss += q[k].sum().item()\n"
+        "            return loss\n        return q.sum()\n",
         # builtin reductions of a list of lengths and of a list of losses: no tensor is iterated
         "import torch\n\nclass Heads(torch.nn.Module):\n    def forward(self, ids, lengths):\n"
         "        ids = ids.to(self.device)\n        losses = [self.head(ids[:, k]).mean() for k in range(4)]\n"
