@@ -699,9 +699,7 @@ class EvalWithoutNoGrad(Rule):
             return  # `self.saved_log_probs.append(m.log_prob(a))`: the graph leaves through the instance
         if facts.roles.backwards_in(node.body) or facts.roles.steps_in(node.body) or facts.roles.asks_for_grad(node):
             return
-        produced = {name for assign in facts.scopes.assigns_of(node) if facts.values.carries_grad(assign.value, assign)
-                    for target in assign.targets for name in target_names(target.target)}
-        if not facts.values.kept_from_backward(node, produced, returns=True):
+        if not self._graph_stays_in(node):
             return
         self.report(recorded[0], (
             f"`{node.name.value}` runs the model in a loop with autograd recording, yet returns only values without a "
@@ -735,19 +733,28 @@ class EvalWithoutNoGrad(Rule):
         sites = facts.scopes.call_sites(node)
         if not sites or any(facts.regions.grad_enabled(site) is False for site in sites):
             return
-        methods = [m for m in klass.body.body if isinstance(m, cst.FunctionDef)]
-        if any(facts.roles.backwards_in(m.body) or facts.roles.steps_in(m.body) or facts.roles.asks_for_grad(m)
-               for m in methods) or facts.roles.asks_for_grad(facts.tree.module):
-            return
-        produced = {name for assign in facts.scopes.assigns_of(node) if facts.values.carries_grad(assign.value, assign)
-                    for target in assign.targets for name in target_names(target.target)}
-        if not facts.values.kept_from_backward(node, produced, returns=True):
+        if self._learns(klass) or not self._graph_stays_in(node):
             return
         self.report(runs[0], (
             f"`{show(runs[0].func)}` runs in `{node.name.value}` with autograd recording, though `__init__` put it in "
             f"eval mode and nothing in `{klass.name.value}` backwards or hands a graph on: every call saves the "
             f"activations of a whole forward for a backward that never comes; decorate `{node.name.value}` with "
             f"`@torch.no_grad()`"), self._decorate(node))
+
+    def _learns(self, klass: cst.ClassDef) -> bool:
+        """A method of the class backwards, steps an optimizer or asks for gradients, or the
+        module asks for them: what its model records may be wanted."""
+        roles = self.facts.roles
+        return any(roles.backwards_in(m.body) or roles.steps_in(m.body) or roles.asks_for_grad(m)
+                   for m in klass.body.body if isinstance(m, cst.FunctionDef)) or roles.asks_for_grad(self.facts.tree.module)
+
+    def _graph_stays_in(self, method: cst.FunctionDef) -> bool:
+        """Nothing the method computes with a graph leaves it for what might backward it (a
+        store, a collaborator's call; what it returns was checked by the caller)."""
+        facts = self.facts
+        produced = {name for assign in facts.scopes.assigns_of(method) if facts.values.carries_grad(assign.value, assign)
+                    for target in assign.targets for name in target_names(target.target)}
+        return facts.values.kept_from_backward(method, produced, returns=True)
 
     @staticmethod
     def _evaluated_in_init(klass: cst.ClassDef) -> FrozenSet[str]:
@@ -816,9 +823,7 @@ class EvalWithoutNoGrad(Rule):
         klass = facts.tree.class_of(node)
         if klass is None or facts.receivers.is_model_class(klass):
             return
-        methods = [m for m in klass.body.body if isinstance(m, cst.FunctionDef)]
-        if any(facts.roles.backwards_in(m.body) or facts.roles.asks_for_grad(m) for m in methods) or \
-                facts.roles.asks_for_grad(facts.tree.module) or self._hands_to_collaborator(node):
+        if self._learns(klass) or self._hands_to_collaborator(node):
             return  # it learns, or hands its outputs to what may (`self.trainer.update(logits)`)
         runs = [(call, site) for call, site in facts.roles.forwards_in(node.body, recording=True)
                 if facts.regions.grad_enabled(call) is not False and id(call) not in self._hooks_reported]
