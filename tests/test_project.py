@@ -643,6 +643,39 @@ def test_a_helper_called_from_a_step_function_nested_in_another_one_runs_per_ste
     assert not [f for f in lint(tmp_path) if f[2] == "MEM105"]  # a closure named for nothing: who calls it decides
 
 
+VERSIONED_CLASS = {
+    "hooks/__init__.py": "",
+    "hooks/clip.py": """\
+        import torch
+
+        def clip_grads(params):
+            for p in params:
+                print(p.grad.cuda().norm().item())
+        """,
+    "hooks/optimizer.py": """\
+        import torch
+        from hooks.clip import clip_grads
+
+        if torch.__version__ >= "1.6":
+            class Fp16OptimizerHook:
+                def after_train_iter(self, runner):
+                    runner.outputs["loss"].backward()
+                    clip_grads(runner.model.parameters())
+        else:
+            class Fp16OptimizerHook:
+                def after_train_iter(self, runner):
+                    clip_grads(runner.model.parameters())
+        """,
+}
+
+
+def test_a_class_defined_under_a_module_level_condition_calls_into_the_project_without_a_crash(tmp_path):
+    """mmcv defines its fp16 hook once per torch version, under an `if`: a module's summary
+    holds only its top-level classes, so such a class is asked about by name and not found."""
+    tree(tmp_path, VERSIONED_CLASS)
+    assert lint(tmp_path) == lint(tmp_path, jobs=2)  # (a KeyError before, in the project's reading)
+
+
 def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_path):
     tree(tmp_path, NAMESPACE)
     cache = tmp_path / "cache"

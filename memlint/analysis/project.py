@@ -244,7 +244,12 @@ class Project:
         return result
 
     def _is_module(self, key: Tuple[str, str], klass: str) -> bool:
+        """Whether the class `klass` of the module `key` is an nn.Module. A class its summary does
+        not hold (defined under a module-level `if` or `try`, as mmcv defines its fp16 hooks once
+        per torch version) is not known to be one."""
         summary = self._modules[key]
+        if klass not in summary.classes:
+            return False
         if summary.classes[klass].module:
             return True
         return any(self._modules[ref[:2]].classes[ref[2]].module or any(
