@@ -485,6 +485,9 @@ class Regions:
         if qualified is not None:
             return frozenset({_DTYPE_ALIASES.get(qualified, qualified)})
         if isinstance(expr, cst.IfExp) and depth < 8:
+            on_cuda = _holds_on_cuda(expr.test)
+            if on_cuda is not None:  # `torch.bfloat16 if device.type == "cuda" else torch.float16`
+                return self._dtype_values(expr.body if on_cuda else expr.orelse, depth + 1)
             body, orelse = self._dtype_values(expr.body, depth + 1), self._dtype_values(expr.orelse, depth + 1)
             return None if body is None or orelse is None else body | orelse
         if isinstance(expr, cst.Name) and depth < 8:
@@ -537,3 +540,26 @@ class Regions:
         if any(device not in defaults for device in devices):
             return None
         return frozenset(defaults[device] for device in devices)
+
+
+def _holds_on_cuda(test: cst.BaseExpression) -> Optional[bool]:
+    """Whether a test of a device's type holds where it is CUDA: True for `device.type ==
+    "cuda"` or `device_type in ["cuda", "cpu"]`, False for `!=` and `not in`; None for any
+    other test. Only the branch it picks on CUDA decides the dtypes on the GPU."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    left, comparison = test.left, test.comparisons[0]
+    subject = last_part(dotted_name(left) or "")
+    if subject not in ("type", "device_type"):
+        return None
+    operator, against = type(comparison.operator), comparison.comparator
+    names = [against] if type(against) is cst.SimpleString else \
+        [e.value for e in against.elements] if type(against) in (cst.List, cst.Tuple, cst.Set) else []  # type: ignore[attr-defined]
+    if not names or not all(type(n) is cst.SimpleString for n in names):
+        return None
+    cuda = any(n.value.strip("'\"") == "cuda" for n in names)  # type: ignore[attr-defined]
+    if operator in (cst.Equal, cst.In):
+        return cuda
+    if operator in (cst.NotEqual, cst.NotIn):
+        return not cuda
+    return None

@@ -68,7 +68,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     ```
 
     ## When it is not reported
-    bfloat16 autocast (also through a variable assigned once, and the CPU's default), autocast
+    bfloat16 autocast (also through a variable assigned once, and the CPU's default; float16
+    picked only where the device is not CUDA: `torch.bfloat16 if device.type in ["cuda", "cpu"]
+    else torch.float16`, the float16 for Apple's MPS), autocast
     used only for inference or under `no_grad`, `enabled=False`, a module that makes or uses a
     `GradScaler` anywhere, `accelerator.backward` / Lightning / DeepSpeed (they scale for you),
     an autocast whose device cannot be told (`device_type=` a parameter without a default), and
@@ -137,6 +139,11 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "    loss.backward()\n    opt.step()\n",
         "import torch\nfor batch in loader:\n    with torch.autocast(\"cuda\"):\n        loss = model(**batch).loss\n"
         "    accelerator.backward(loss)\n    opt.step()\n",
+        # float16 picked only where the device is not CUDA (Apple's MPS): bfloat16 on the GPU
+        "import torch\ndevice = torch.device(\"cuda\" if torch.cuda.is_available() else \"mps\")\n"
+        "for x in loader:\n    ctx = torch.autocast(device_type=device.type,\n"
+        "                         dtype=torch.bfloat16 if device.type in [\"cuda\", \"cpu\"] else torch.float16)\n"
+        "    with ctx:\n        loss = model(x.to(device)).sum()\n    loss.backward()\n    opt.step()\n",
         # the device is a parameter: unknown
         "import torch\ndef train(model, loader, opt, device_type):\n    for x in loader:\n"
         "        with torch.autocast(device_type):\n            loss = model(x).sum()\n"
