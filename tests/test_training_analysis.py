@@ -110,6 +110,27 @@ def test_models_and_forwards():
     assert f.roles.is_generate(calls["model.generate"])
 
 
+def test_pipelines_and_hub_code_record_no_graph_where_it_can_be_told():
+    """spaCy's pipeline is no torch model; a sentence-transformers model's `encode` runs under
+    no_grad; an embedder loaded with `trust_remote_code=True` has an `encode` from the hub,
+    whose grad mode is out of sight. Their calls are no forwards; an encoder's `encode` is."""
+    f = facts("""
+        import spacy
+        from sentence_transformers import SentenceTransformer
+        from transformers import AutoModel
+        SPACY_MODEL = spacy.load("en_core_web_lg")
+        sim_model = SentenceTransformer("all-MiniLM-L6-v2")
+        a = SPACY_MODEL(text); b = sim_model.encode(texts)
+    """)
+    calls = {code(c.func): c for c in f.scopes.calls}
+    for name in ("SPACY_MODEL", "sim_model.encode"):
+        assert not f.roles.is_forward(calls[name]), name
+    local = "import torch\nmodel = AutoModel.from_pretrained(name{})\nout = model.encode(batch)\n"
+    for trust, forward in (("", True), (", trust_remote_code=True", False)):
+        g = facts(local.format(trust))
+        assert g.roles.is_forward(call_named(g, "model.encode(batch)")) is forward, trust
+
+
 def test_losses():
     f = facts("""
         import torch.nn as nn

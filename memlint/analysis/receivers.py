@@ -50,8 +50,11 @@ _OPTIMIZER_NAME = re.compile(
     r"^(opt|optim|optimizer|optimiser)s?(_\w+)?$|_(opt|optim|optimizer|optimiser)$|^opt_?[a-z]$|^optimizer\w*$",
     re.IGNORECASE)
 _NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
-# HF's inference pipelines: calling one runs its model under no_grad.
-_PIPELINES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline"})
+# What makes a pipeline that records no graph when run: HF's inference pipelines (their model
+# runs under no_grad), spaCy's (no torch), sentence-transformers' models, run through `encode`
+# (under no_grad, returning arrays).
+_PIPELINES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline", "spacy.load", "spacy.blank",
+                        "sentence_transformers.SentenceTransformer"})
 _MODEL_NAME = re.compile(
     r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
     r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
@@ -385,7 +388,7 @@ class Receivers:
         if LOSS_NAME.search(last):
             return False
         if type(expr) is cst.Name and self._holds_pipeline(expr, 0) or self._pipeline_attribute(expr, dotted):
-            return False  # `generator = pipeline("text-generation", ...)`: HF runs it without grad
+            return False  # `generator = pipeline("text-generation", ...)`, `nlp = spacy.load(...)`: no graph
         if _MODEL_NAME.search(last) or type(expr) is cst.Name and self._iterates_models(expr):
             return True
         receiver = dotted[:-len(last)].rstrip(".")
@@ -394,7 +397,8 @@ class Receivers:
         return isinstance(expr, cst.Attribute) and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
 
     def _holds_pipeline(self, name: cst.Name, depth: int) -> bool:
-        """`name` surely holds an HF `pipeline(...)`: every binding of it there is one, made in
+        """`name` surely holds a pipeline that records no graph (`_PIPELINES`: HF's
+        `pipeline(...)`, spaCy's, a sentence-transformers model): every binding of it there is one, made in
         place, returned by a function of this module, or passed to the parameter it is by every
         call of its function (followed two calls deep)."""
         binds = self.scopes.bindings_seen(name.value, name)

@@ -213,7 +213,8 @@ class Roles:
     def is_forward(self, call: cst.Call) -> bool:
         """A call of a model: `model(x)`, `self.net(x)`, `model(**batch)`, `model.forward(x)`,
         and its computing methods (`model.encode(x)`, `model.decode(z)`, `model.forward_features(x)`).
-        Not `model.generate(...)` (HF runs it without grad)."""
+        Not `model.generate(...)` (HF runs it without grad), nor a computing method other than a
+        forward in a module that loads code from the hub (`_loads_remote_code`)."""
         func = call.func
         target = self.scopes.resolve(call)
         if target is not None and target.name.value == "__call__":
@@ -224,8 +225,21 @@ class Roles:
             return False  # a helper of this module named like a model (`self.optimize_model(m)`): followed instead
         if type(func) is cst.Attribute and _FORWARD_METHOD.match(func.attr.value) and \
                 self.receivers.is_model(func.value):
-            return True
+            return func.attr.value.startswith("forward") or not self._loads_remote_code
         return self.receivers.is_model(func)
+
+    @cached_property
+    def _loads_remote_code(self) -> bool:
+        """The module loads a model with `trust_remote_code=True`: its methods other than
+        `forward` (an embedder's `encode`, often decorated `@torch.no_grad()` there) are code
+        from the hub, whose grad mode cannot be read here."""
+        for call in self.scopes.calls:
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value == "from_pretrained":
+                trust = argument(call, "trust_remote_code")
+                if trust is not None and literal_bool(trust.value) is not False:
+                    return True
+        return False
 
     def is_generate(self, call: cst.Call) -> bool:
         func = call.func

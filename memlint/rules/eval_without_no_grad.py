@@ -133,6 +133,10 @@ class EvalWithoutNoGrad(Rule):
     makes under no_grad, or one that keeps or hands on what it computes.
 
     ## When it is not reported
+    Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
+    sentence-transformers model's `encode`), and a model's computing methods other than
+    `forward` in a module that loads code from the hub (`trust_remote_code=True`: an
+    embedder's `encode` there is often decorated `@torch.no_grad()`, out of sight).
     Loops with a backward or an optimizer step (training, gradient accumulation), loops inside
     `training_step`, `compute_loss`, `forward` or `accelerator.accumulate`, Lightning's
     `validation_step` (Lightning disables grad), functions decorated `@torch.no_grad()` or
@@ -436,6 +440,11 @@ class EvalWithoutNoGrad(Rule):
         # a `policy` method of a class that is no SimulEval agent
         "import torch\n\n\nclass Agent:\n    def policy(self, obs):\n"
         "        return self.net(obs).softmax(-1)\n",
+        # an embedder from the hub: its `encode` is remote code, its grad mode unknown here
+        "import torch\nfrom transformers import AutoModel\n\n\ndef index(name, batches):\n"
+        "    model = AutoModel.from_pretrained(name, trust_remote_code=True)\n    model.eval()\n"
+        "    model.cuda()\n    out = []\n    for batch in batches:\n"
+        "        out.append(model.encode(batch, instruction=\"query: \").cpu())\n    return out\n",
         # a predictor that hands its predictions back with their graph: a caller may train on them
         "import torch\n\n\nclass Predictor:\n    def __init__(self, model):\n        self.model = model\n"
         "        self.model.eval()\n\n    def __call__(self, frames):\n        return self.model(frames.cuda())\n\n\n"
