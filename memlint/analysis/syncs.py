@@ -498,7 +498,9 @@ class Syncs:
             return self._tensors.decided(key, self._iterates_tensors(comprehension, at, depth))
         result = bool(binds)
         for bind in binds:
-            if bind.value is None:
+            if bind.kind == "param":
+                result = self._annotated_tensor(bind.node)
+            elif bind.value is None:
                 result = False
             elif bind.kind == "for":
                 source = element_source(bind.node.target, bind.value, name)  # type: ignore[attr-defined]
@@ -582,7 +584,11 @@ class Syncs:
 
     def _binds_device_value(self, bind: "Binding", name: str, depth: int) -> bool:
         """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`),
-        or `name += <a device tensor>` (or added to while on the device)."""
+        or `name += <a device tensor>` (or added to while on the device), or a parameter declared
+        a tensor that every call of its function in this module passes one on the device."""
+        if bind.kind == "param":
+            passed = self._passed_tensors(bind)
+            return bool(passed) and all(self.on_device(value, site, _MAX_DEPTH - 1) for site, value in passed)
         if bind.value is None:
             return False
         if bind.kind == "for":
@@ -595,6 +601,21 @@ class Syncs:
         if gathered is not None:  # gathered across processes on the device
             return self.on_device(gathered, bind.node, depth + 1)
         return bind.kind == "assign" and bind.whole and self.on_device(bind.value, bind.node, depth + 1)
+
+    def _passed_tensors(self, bind: "Binding") -> List[Tuple[cst.Call, cst.BaseExpression]]:
+        """What every call of its function in this module passes for a parameter declared a
+        tensor (`_annotated_tensor`), each with its call; empty when one passes nothing (its
+        default) or the parameter is not declared one."""
+        passed = self.scopes.arguments_for(bind.node) if self._annotated_tensor(bind.node) else None  # type: ignore[arg-type]
+        if not passed or any(value is None for _, value in passed):
+            return []
+        return passed  # type: ignore[return-value]
+
+    def _annotated_tensor(self, param: cst.CSTNode) -> bool:
+        """A parameter its author declared a tensor (`prev_input_ids: Tensor`, `x: torch.LongTensor`)."""
+        annotation = param.annotation if type(param) is cst.Param else None  # type: ignore[attr-defined]
+        qualified = self.names.qualified_name(annotation.annotation) if annotation is not None else None
+        return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")
 
     def _gathered(self, bind: "Binding", name: str) -> Optional[cst.BaseExpression]:
         """What `name` holds gathered from the processes by an accelerator (`preds, refs =
@@ -838,7 +859,11 @@ class Syncs:
 
     def _binds_host_copy(self, bind: "Binding", name: str) -> bool:
         """`name = <a host copy>`, or `for name in <a host copy>` (through `zip`/`enumerate`), or
-        `name += <a number or a host tensor>` while on the host."""
+        `name += <a number or a host tensor>` while on the host, or a parameter declared a tensor
+        that every call of its function in this module passes one on the host."""
+        if bind.kind == "param":
+            passed = self._passed_tensors(bind)
+            return bool(passed) and all(self.on_host(value, site, _MAX_DEPTH - 1) for site, value in passed)
         if bind.value is None:
             return False
         if bind.kind == "aug":

@@ -116,7 +116,9 @@ class HostDeviceSyncInLoop(Rule):
     logging), a sync in a loop over a dict's `.items()`, a literal tuple or a short literal range
     (a few losses), in a `while` loop, in a loop that is itself the step (autoregressive decoding
     reads one token per step), between steps (epoch loops), in a branch switched off in the code
-    (`debug = False`, then `if debug and ...:`), on values not known to be tensors, and in files
+    (`debug = False`, then `if debug and ...:`), on values not known to be tensors (a helper's
+    parameter is one where it is declared a tensor, `ids: Tensor`, and on the host where every
+    call of the helper in the module passes a host copy), and in files
     whose code names no device (`device`, `cuda`, `args.gpu`, a device string, a framework that
     runs on one; a docstring's words do not count).
 
@@ -337,6 +339,13 @@ class HostDeviceSyncInLoop(Rule):
         "            out = self.decoder(tokens.to(self.device))\n            outs.append(out)\n"
         "            noisy = torch.rand(tokens.size(0), device=tokens.device) < self.ratio\n"
         "            tokens[noisy] = target[noisy]\n        return outs\n",
+        # the same helper passed a host copy of the history: its reads wait for nothing
+        "import torch\nfrom torch import Tensor\n\n\ndef banned_ngrams(prev_input_ids: Tensor, num_hypos: int):\n"
+        "    banned = []\n    for idx in range(num_hypos):\n"
+        "        banned.append(set(prev_input_ids[idx].tolist()))\n    return banned\n\n\n"
+        "def beam(model, query, steps, device):\n    history = query.to(device)\n    for i in range(steps):\n"
+        "        logits = model(history)\n        banned = banned_ngrams(history.cpu(), history.size(0))\n"
+        "        history = torch.cat((history, logits.argmax(-1, keepdim=True)), dim=1)\n",
         # a branch switched off in the code (`distributed_loss = False`): it never runs
         "import torch\n\nclass SimCLR(torch.nn.Module):\n    def forward(self, x):\n"
         "        q = self.backbone(x.to(self.device))\n        distributed_loss = False\n"
@@ -543,6 +552,16 @@ class HostDeviceSyncInLoop(Rule):
             "        with torch.no_grad():\n            weights = F.softmax(emb @ text.T, dim=1)\n        negatives = []\n"
             "        for b in range(image.size(0)):\n            idx = torch.multinomial(weights[b], 1).item()\n"
             "            negatives.append(emb[idx])\n        return torch.stack(negatives)\n"
+        ),
+        # a helper's parameter declared a tensor, passed the decoding loop's GPU history: read
+        # per hypothesis on every decoding step
+        Invalid(
+            "import torch\nfrom torch import Tensor\n\n\ndef banned_ngrams(prev_input_ids: Tensor, num_hypos: int):\n"
+            "    banned = []\n    for idx in range(num_hypos):\n"
+            "        banned.append(set(prev_input_ids[idx].tolist()))\n    return banned\n\n\n"
+            "def beam(model, query, steps, device):\n    history = query.to(device)\n    for i in range(steps):\n"
+            "        logits = model(history)\n        banned = banned_ngrams(history, history.size(0))\n"
+            "        history = torch.cat((history, logits.argmax(-1, keepdim=True)), dim=1)\n"
         ),
         # a builtin reduction of a GPU tensor, in every forward: the builtin is the loop
         Invalid(
