@@ -48,6 +48,7 @@ _CHANGES_FACTORIES = frozenset({
     "torch.cuda.set_device", "torch.set_default_device",
 })
 _MAX_DEPTH = 4
+_TINY_TABLE = 4096  # elements: a table rebuilt per forward below this is one small kernel, not worth a buffer
 # Builtins that never write into their arguments.
 _HARMLESS_BUILTINS = frozenset({"print", "len", "range", "int", "float", "bool", "str", "repr", "isinstance",
                                 "min", "max", "abs", "round", "enumerate", "zip", "tuple", "list", "sum"})
@@ -440,8 +441,8 @@ class Hoisting:
         if klass is None:
             return None
         name, assign = found
-        if self._one_number(assign.value):
-            return None  # `torch.tensor(1.0, device=x.device)`: a scalar, no buffer worth its keep
+        if self._one_number(assign.value) or self._tiny_table(assign.value):
+            return None  # `torch.tensor(1.0, device=x.device)`, `torch.eye(3, ...)`: no buffer worth its keep
         computation = self.purity.of(assign.value)
         if not computation.pure or not computation.placed:
             return None
@@ -470,6 +471,28 @@ class Hoisting:
             return False
         name = self.names.call_name(value)
         return name == "torch.scalar_tensor" or name == "torch.tensor" and _plain_number(value.args[0].value)
+
+    def _tiny_table(self, value: cst.BaseExpression) -> bool:
+        """A factory of a shape given in literal integers under `_TINY_TABLE` elements (`torch.eye(3,
+        device=d)`, `torch.zeros(2, 4)`): rebuilt per call it costs one launch of a kernel that
+        writes a few values, nothing a maintainer would register a buffer for."""
+        if type(value) is not cst.Call or self.purity.factory(value) is None:  # type: ignore[arg-type]
+            return False
+        name = self.names.call_name(value) or ""  # type: ignore[arg-type]
+        sizes = [a.value for a in value.args if a.keyword is None]  # type: ignore[attr-defined]
+        dims: List[int] = []
+        for size in sizes[:2] if name == "torch.eye" else sizes:
+            parts = [e.value for e in size.elements] if isinstance(size, (cst.Tuple, cst.List)) else [size]
+            for part in parts:
+                if type(part) is not cst.Integer:
+                    return False
+                dims.append(int(part.value, 0))  # type: ignore[attr-defined]
+        if name == "torch.eye" and len(dims) == 1:
+            dims.append(dims[0])  # `eye(n)` is n x n
+        count = 1
+        for dim in dims:
+            count *= dim
+        return bool(dims) and name != "torch.arange" and count < _TINY_TABLE
 
     def _settled_attributes(self, klass: cst.ClassDef) -> FrozenSet[str]:
         """Attributes of `self` assigned in `__init__` and nowhere else in the module (found

@@ -102,7 +102,9 @@ class LoopInvariantGpuOp(Rule):
     tensor (it may require grad), an attribute stored in the loop, a statement under `if`,
     `with` or `try` in the loop (hoisting would leave that context), a value changed in place
     or kept beyond its iteration, work on the CPU only, and `torch.set_default_dtype` or
-    `torch.cuda.set_device` in the loop: not reported.
+    `torch.cuda.set_device` in the loop: not reported. In `forward`, neither a tensor of one
+    number nor a table of a literal shape under 4,096 elements (`torch.eye(3, device=x.device)`,
+    stylegan3's augmentation matrices): one small kernel per call, no buffer worth its keep.
 
     ## Fix
     Moves the statement to just before the loop (the call of a pure helper too: the helper is
@@ -191,6 +193,9 @@ class LoopInvariantGpuOp(Rule):
         # forward: the size comes from the input
         "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        t = x.size(1)\n"
         "        mask = torch.ones(t, t, device=x.device).tril()\n        return x @ mask\n",
+        # a table of literal size too small to keep: one launch writing nine values
+        "import torch\nclass Augment(torch.nn.Module):\n    def forward(self, images):\n"
+        "        eye = torch.eye(3, device=images.device)\n        return self.warp(images, eye)\n",
     )
     INVALID = (
         # normalisation constants made on every step, the batch normalised with them and rebound
