@@ -112,7 +112,8 @@ class CatInLoop(Rule):
     step (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`: a few bytes a step); autoregressive
     decoding, where the
     model reads the whole sequence every step (its forward costs far more than copying a few
-    token ids); a loop that reads the accumulator back
+    token ids), or where the pieces are the token ids each step picks (`torch.multinomial`,
+    `topk`'s indices, `argmax`) beside a forward; a loop that reads the accumulator back
     every iteration outside a step; an accumulator bound elsewhere in the loop too, and
     concatenations of more than two tensors.
 
@@ -153,6 +154,14 @@ class CatInLoop(Rule):
         "import torch\n\n@torch.no_grad()\ndef embed(model, loader, device, keep_all):\n"
         "    feats = torch.empty(0, 16, device=device)\n    for x, _ in loader:\n        f = model(x.to(device))\n"
         "        feats = torch.cat([feats, f]) if keep_all else f\n    return feats\n",
+        # decoding with a cache: the model reads only the last token, the ids it picks are kept by
+        # `torch.cat` (a few integers a step beside its forward)
+        "import torch\n\n@torch.no_grad()\ndef sample(model, x, steps, greedy):\n    out = x\n    past = None\n"
+        "    for n in range(steps):\n        logits, past = model(x, past=past)\n"
+        "        probs = torch.softmax(logits[:, -1], dim=-1)\n        if greedy:\n"
+        "            _, x = torch.topk(probs, k=1, dim=-1)\n        else:\n"
+        "            x = torch.multinomial(probs, num_samples=1)\n        out = torch.cat((out, x), dim=1)\n"
+        "    return out\n",
         # decoding: each step's forward reads the whole sequence; copying its ids is nothing beside it
         "import torch\nwith torch.no_grad():\n    for i in range(args.words):\n        out = model(ids)\n"
         "        nxt = out[-1].argmax().view(1, 1)\n        ids = torch.cat([ids, nxt], 0)\n",
@@ -273,6 +282,8 @@ class CatInLoop(Rule):
         steps = self.facts.steps.does_step_work(loop)
         if not steps and not self._long(loop):
             return  # a loop of unknown length over a few items: nothing worth a rewrite
+        if steps and self._picked_tokens(growth.piece, loop):
+            return  # a decoding step's picked token ids: a few integers a step beside a forward
         reads = [use for use in facts.flow.uses if use.name == growth.name and not use.store
                  and use.node is not self._acc_node(growth)
                  and not (growth.first is not None and self.facts.tree.contains(growth.first, use.node))]
@@ -295,6 +306,27 @@ class CatInLoop(Rule):
         if isinstance(loop, cst.While):
             return True
         return self.facts.steps.iterates_loader(loop) or self.facts.syncs.many(loop.iter, loop)
+
+    def _picked_tokens(self, piece: cst.BaseExpression, loop: Loop) -> bool:
+        """The piece is the token ids a decoding step picks (`x = torch.multinomial(probs, 1)`,
+        `_, x = torch.topk(probs, k=1)`, `logits.argmax(-1)`), bound so in the loop: one integer
+        per sequence a step, nothing a maintainer would rewrite beside the step's forward."""
+        if type(piece) is not cst.Name:
+            return False
+        binds = [b for b in self.facts.scopes.bindings_seen(piece.value, piece) if self.facts.tree.contains(loop, b.node)]
+        return bool(binds) and all(b.kind == "assign" and self._picks(b.value, piece.value, b) for b in binds)
+
+    def _picks(self, value: Optional[cst.BaseExpression], name: str, bind) -> bool:  # type: ignore[no-untyped-def]
+        if type(value) is not cst.Call:
+            return False
+        func = value.func  # type: ignore[attr-defined]
+        called = last_part(self.facts.names.call_name(value) or dotted_name(func) or "")  # type: ignore[arg-type]
+        if called in ("multinomial", "argmax"):
+            return bind.whole
+        if called == "topk" and not bind.whole:  # `_, x = torch.topk(...)`: the indices
+            targets = bind.node.targets[0].target.elements if type(bind.node) is cst.Assign else ()
+            return len(targets) == 2 and type(targets[1].value) is cst.Name and targets[1].value.value == name
+        return False
 
     def _fed_to_the_model(self, loop: cst.CSTNode, name: str) -> bool:
         """A forward in the loop reads the accumulator (or a slice of it): autoregressive decoding,
