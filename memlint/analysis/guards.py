@@ -35,7 +35,8 @@ per-step cost (`dead`, through `Facts.per_step`).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional
+from functools import cached_property
+from typing import Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
@@ -122,6 +123,8 @@ class Guards:
         if kind is cst.Name:
             if test.value in ("False", "None"):  # type: ignore[attr-defined]
                 return True
+            if test.value in self._declared_global:  # type: ignore[attr-defined]
+                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function)
             binds = self.scopes.in_effect(test.value, at) if depth < _MAX_DEPTH else []  # type: ignore[attr-defined]
             return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
                                        self._surely_false(b.value, b.node, depth + 1) for b in binds)
@@ -131,6 +134,12 @@ class Guards:
             left, right = (self._surely_false(part, at, depth) for part in (test.left, test.right))  # type: ignore[attr-defined]
             return left or right if type(test.operator) is cst.And else left and right  # type: ignore[attr-defined]
         return False
+
+    @cached_property
+    def _declared_global(self) -> FrozenSet[str]:
+        """The names some function of the module declares `global` (and may rebind)."""
+        return frozenset(item.name.value for node in self.tree.nodes if type(node) is cst.Global
+                         for item in node.names)  # type: ignore[attr-defined]
 
     def exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:
         """Whether `a` and `b` never both run (see the module docstring)."""

@@ -48,6 +48,9 @@ _CHANGES_FACTORIES = frozenset({
     "torch.cuda.set_device", "torch.set_default_device",
 })
 _MAX_DEPTH = 4
+# Factories whose positional arguments are the shape (`torch.full`: its first one)
+_SHAPED_BY_ARGUMENTS = frozenset({"torch.eye", "torch.zeros", "torch.ones", "torch.empty", "torch.full",
+                                  "torch.rand", "torch.randn"})
 _TINY_TABLE = 4096  # elements: a table rebuilt per forward below this is one small kernel, not worth a buffer
 # Builtins that never write into their arguments.
 _HARMLESS_BUILTINS = frozenset({"print", "len", "range", "int", "float", "bool", "str", "repr", "isinstance",
@@ -479,7 +482,10 @@ class Hoisting:
         if type(value) is not cst.Call or self.purity.factory(value) is None:  # type: ignore[arg-type]
             return False
         name = self.names.call_name(value) or ""  # type: ignore[arg-type]
+        if name not in _SHAPED_BY_ARGUMENTS:
+            return False
         sizes = [a.value for a in value.args if a.keyword is None]  # type: ignore[attr-defined]
+        sizes = sizes[:1] if name == "torch.full" else sizes  # (its second is the fill value)
         dims: List[int] = []
         for size in sizes[:2] if name == "torch.eye" else sizes:
             parts = [e.value for e in size.elements] if isinstance(size, (cst.Tuple, cst.List)) else [size]
@@ -492,7 +498,7 @@ class Hoisting:
         count = 1
         for dim in dims:
             count *= dim
-        return bool(dims) and name != "torch.arange" and count < _TINY_TABLE
+        return bool(dims) and count < _TINY_TABLE
 
     def _settled_attributes(self, klass: cst.ClassDef) -> FrozenSet[str]:
         """Attributes of `self` assigned in `__init__` and nowhere else in the module (found

@@ -237,7 +237,7 @@ class Roles:
             func = call.func
             if type(func) is cst.Attribute and func.attr.value == "from_pretrained":
                 trust = argument(call, "trust_remote_code")
-                if trust is not None and literal_bool(trust.value) is not False:
+                if trust is not None and literal_bool(trust.value) is True:
                     return True
         return False
 

@@ -410,8 +410,8 @@ def _unwrapped(iterable: cst.BaseExpression) -> cst.BaseExpression:
 def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:
     """A condition on an iteration counter that holds on few iterations: a `%` tested for zero
     (`if step % 10 == 0:`, `if not step % 10:`), or a counter compared with a number so that
-    it holds below or at it (`if i == 0:`, `if batch_idx < 3:`), or found equal to anything
-    (`if step == start_step:`: the counter takes that value once). Not one that holds on most
+    it holds below or at it (`if i == 0:`, `if batch_idx < 3:`), or found equal to another
+    counter (`if step == start_step:`: it takes that value once; not `if y[i] == target_idx:`). Not one that holds on most
     iterations: `if step % 50:` and `if step % 50 != 0:` skip one step in fifty, `if i > 0:`
     and `if i != 0:` skip the first. `negated`: under a `not`."""
     kind = type(test)
@@ -431,7 +431,7 @@ def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:
         return few
     numbers = [p for p in parts if type(p) is cst.Integer]
     counters = [p for p in parts if _COUNTER.search(last_part(dotted_name(p)))]
-    if counters and len(test.comparisons) == 1 and type(test.comparisons[0].operator) is cst.Equal:
+    if len(counters) == len(parts) == 2 and type(test.comparisons[0].operator) is cst.Equal:
         return not negated  # `if self.iteration_step == self.initial_iter_step:`: one value, one iteration
     return bool(numbers and counters) and few
 

@@ -612,8 +612,11 @@ class Syncs:
         return passed  # type: ignore[return-value]
 
     def _annotated_tensor(self, param: cst.CSTNode) -> bool:
-        """A parameter its author declared a tensor (`prev_input_ids: Tensor`, `x: torch.LongTensor`)."""
-        annotation = param.annotation if type(param) is cst.Param else None  # type: ignore[attr-defined]
+        """A parameter of a function that is no module's method, declared a tensor by its author
+        (`prev_input_ids: Tensor`, `x: torch.LongTensor`)."""
+        if type(param) is not cst.Param or self.in_module_method(param):
+            return False  # (a module's method takes every tensor for the device's: a CPU `lengths` too)
+        annotation = param.annotation  # type: ignore[attr-defined]
         qualified = self.names.qualified_name(annotation.annotation) if annotation is not None else None
         return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")
 

@@ -309,10 +309,11 @@ class CatInLoop(Rule):
 
     def _picked_tokens(self, piece: cst.BaseExpression, loop: Loop) -> bool:
         """The piece is the token ids a decoding step picks (`x = torch.multinomial(probs, 1)`,
-        `_, x = torch.topk(probs, k=1)`, `logits.argmax(-1)`), bound so in the loop: one integer
-        per sequence a step, nothing a maintainer would rewrite beside the step's forward."""
-        if type(piece) is not cst.Name:
-            return False
+        `_, x = torch.topk(probs, k=1)`, `logits.argmax(-1)`), bound so in the loop and fed back
+        to the model: one integer per sequence a step, nothing a maintainer would rewrite beside
+        the step's forward. Not predictions collected over a data set."""
+        if type(piece) is not cst.Name or not self._fed_to_the_model(loop, piece.value):
+            return False  # (ids a decoding step feeds back to its model, not predictions collected)
         binds = [b for b in self.facts.scopes.bindings_seen(piece.value, piece) if self.facts.tree.contains(loop, b.node)]
         return bool(binds) and all(b.kind == "assign" and self._picks(b.value, piece.value, b) for b in binds)
 
@@ -323,9 +324,10 @@ class CatInLoop(Rule):
         called = last_part(self.facts.names.call_name(value) or dotted_name(func) or "")  # type: ignore[arg-type]
         if called in ("multinomial", "argmax"):
             return bind.whole
-        if called == "topk" and not bind.whole:  # `_, x = torch.topk(...)`: the indices
-            targets = bind.node.targets[0].target.elements if type(bind.node) is cst.Assign else ()
-            return len(targets) == 2 and type(targets[1].value) is cst.Name and targets[1].value.value == name
+        if called == "topk" and not bind.whole and type(bind.node) is cst.Assign:  # `_, x = torch.topk(...)`
+            return any(type(t.target) in (cst.Tuple, cst.List) and len(t.target.elements) == 2 and
+                       type(t.target.elements[1].value) is cst.Name and t.target.elements[1].value.value == name
+                       for t in bind.node.targets)  # (the indices)
         return False
 
     def _fed_to_the_model(self, loop: cst.CSTNode, name: str) -> bool:

@@ -721,8 +721,9 @@ class EvalWithoutNoGrad(Rule):
         keeping only what carries no graph (SlowFast's demo `Predictor.__call__`, which hands
         on `preds.detach()`). Nothing in the class backwards or asks for gradients, so no caller
         can backward through what a call records: each call's peak holds the activations of a
-        whole forward for nothing. Not a method no call of this module makes with grad on (its
-        callers elsewhere may turn grad off)."""
+        whole forward for nothing. Not a method no call of this module makes with grad on. (A
+        caller in another module that turns grad off around this module's caller is not seen:
+        the decorator is then redundant, not harmful.)"""
         facts = self.facts
         klass = facts.tree.class_of(node)
         if klass is None or node.decorators or node.name.value == "__init__":

@@ -74,8 +74,8 @@ class HostDeviceSyncInLoop(Rule):
 
     Also the syncs no call asks for: a GPU value as a slice bound (`out[i, :n]`), a boolean mask
     of GPU values as an index (the result's size is read on the host), a GPU value as an `if`
-    condition, Python's `max`/`min`/`sum` over a GPU tensor (a loop of its own, one wait per
-    element: reported wherever it runs every step, `min(starts)` for `starts.min()`). And once per micro-batch of gradient
+    condition, Python's `max`/`min` over a GPU tensor (a loop of its own, one wait per element:
+    reported wherever it runs every step, `min(starts)` for `starts.min()`). And once per micro-batch of gradient
     accumulation (`total += loss.item()` in the inner loop of micro-batches, whose outer loop
     steps the optimizer; or a loop that backwards in a function run once per step, whose caller
     steps: a fairseq task's `train_step` over its language pairs), however few the micro-batches.
@@ -664,6 +664,8 @@ class HostDeviceSyncInLoop(Rule):
         if kind is None:
             return
         if kind == "iterate":  # `min(t)`: the builtin is the loop, once per element wherever it runs
+            if node.func.value == "sum":  # type: ignore[attr-defined]
+                return  # (adds 0-dim tensors on the device: launches, no wait)
             iterable = node.args[0].value  # type: ignore[attr-defined]
         else:
             iterable = facts.syncs.repeats_over(node)
