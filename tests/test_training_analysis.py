@@ -126,7 +126,7 @@ def test_pipelines_and_hub_code_record_no_graph_where_it_can_be_told():
     for name in ("SPACY_MODEL", "sim_model.encode"):
         assert not f.roles.is_forward(calls[name]), name
     local = "import torch\nmodel = AutoModel.from_pretrained(name{})\nout = model.encode(batch)\n"
-    for trust, forward in (("", True), (", trust_remote_code=True", False)):
+    for trust, forward in (("", True), (", trust_remote_code=True", False), (", trust_remote_code=args.remote", True)):
         g = facts(local.format(trust))
         assert g.roles.is_forward(call_named(g, "model.encode(batch)")) is forward, trust
 

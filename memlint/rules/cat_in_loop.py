@@ -162,6 +162,11 @@ class CatInLoop(Rule):
         "            _, x = torch.topk(probs, k=1, dim=-1)\n        else:\n"
         "            x = torch.multinomial(probs, num_samples=1)\n        out = torch.cat((out, x), dim=1)\n"
         "    return out\n",
+        # ... picked with a chained assignment (`picked = _, x = torch.topk(...)`)
+        "import torch\n\n@torch.no_grad()\ndef sample(model, x, steps):\n    out = x\n    past = None\n"
+        "    for n in range(steps):\n        logits, past = model(x, past=past)\n"
+        "        picked = _, x = torch.topk(logits[:, -1], k=1, dim=-1)\n        out = torch.cat((out, x), dim=1)\n"
+        "    return out\n",
         # decoding: each step's forward reads the whole sequence; copying its ids is nothing beside it
         "import torch\nwith torch.no_grad():\n    for i in range(args.words):\n        out = model(ids)\n"
         "        nxt = out[-1].argmax().view(1, 1)\n        ids = torch.cat([ids, nxt], 0)\n",
@@ -191,6 +196,13 @@ class CatInLoop(Rule):
         "        tokens = torch.cat([tokens, nxt[:, None]], dim=-1)\n    return tokens, stop_mask\n",
     )
     INVALID = (
+        # predictions (an argmax) collected over a data set: not ids fed back to the model
+        Invalid(
+            "import torch\n\n@torch.no_grad()\ndef predict(model, loader, device):\n    model.eval()\n"
+            "    all_preds = torch.empty(0, dtype=torch.long, device=device)\n    for x, y in loader:\n"
+            "        logits = model(x.to(device))\n        preds = logits.argmax(-1)\n"
+            "        all_preds = torch.cat([all_preds, preds])\n    return all_preds\n"
+        ),
         # the first piece taken whole by an `if`, the rest concatenated in its `else`
         Invalid(
             "import torch\n\ndef embed(model, texts, tokenizer, device):\n    model.eval()\n    embeddings = None\n"

@@ -346,6 +346,13 @@ class HostDeviceSyncInLoop(Rule):
         "def beam(model, query, steps, device):\n    history = query.to(device)\n    for i in range(steps):\n"
         "        logits = model(history)\n        banned = banned_ngrams(history.cpu(), history.size(0))\n"
         "        history = torch.cat((history, logits.argmax(-1, keepdim=True)), dim=1)\n",
+        # the lengths `pack_padded_sequence` takes on the CPU, declared a tensor in a module's forward
+        "import torch\nfrom torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence\n\n"
+        "class Encoder(torch.nn.Module):\n    def forward(self, tokens: torch.Tensor, lengths: torch.Tensor):\n"
+        "        emb = self.embed(tokens.to(self.device))\n"
+        "        packed = pack_padded_sequence(emb, lengths, batch_first=True, enforce_sorted=False)\n"
+        "        out, _ = self.rnn(packed)\n"
+        "        out, _ = pad_packed_sequence(out, batch_first=True, total_length=max(lengths))\n        return out\n",
         # a branch switched off in the code (`distributed_loss = False`): it never runs
         "import torch\n\nclass SimCLR(torch.nn.Module):\n    def forward(self, x):\n"
         "        q = self.backbone(x.to(self.device))\n        distributed_loss = False\n"
@@ -562,6 +569,21 @@ class HostDeviceSyncInLoop(Rule):
             "def beam(model, query, steps, device):\n    history = query.to(device)\n    for i in range(steps):\n"
             "        logits = model(history)\n        banned = banned_ngrams(history, history.size(0))\n"
             "        history = torch.cat((history, logits.argmax(-1, keepdim=True)), dim=1)\n"
+        ),
+        # a test of an element against a counter-named value holds on many elements, not once
+        Invalid(
+            "import torch\n\ndef train(model, loader, opt, device, target_idx):\n    for x, y in loader:\n"
+            "        out = model(x.to(device))\n        out.sum().backward()\n        opt.step()\n"
+            "        opt.zero_grad()\n        hits = 0\n        for i in range(out.size(0)):\n"
+            "            if y[i] == target_idx:\n                hits += out[i].argmax().item()\n"
+        ),
+        # a module-level switch some function turns on through `global`: not off
+        Invalid(
+            "import torch\n\nVERBOSE = False\n\ndef configure(args):\n    global VERBOSE\n"
+            "    VERBOSE = args.verbose\n\ndef train(model, loader, opt, device):\n    for x in loader:\n"
+            "        out = model(x.to(device))\n        if VERBOSE:\n            for k in range(out.size(0)):\n"
+            "                print(out[k].sum().item())\n        out.sum().backward()\n        opt.step()\n"
+            "        opt.zero_grad()\n"
         ),
         # a builtin reduction of a GPU tensor, in every forward: the builtin is the loop
         Invalid(

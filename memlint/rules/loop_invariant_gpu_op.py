@@ -198,6 +198,11 @@ class LoopInvariantGpuOp(Rule):
         "        eye = torch.eye(3, device=images.device)\n        return self.warp(images, eye)\n",
     )
     INVALID = (
+        # a large table whose fill value is a literal 0: its shape, not its arguments, is its size
+        Invalid(
+            "import torch\nclass Masker(torch.nn.Module):\n    def forward(self, x):\n"
+            "        mask = torch.full((2048, 2048), 0, device=x.device)\n        return self.net(x, mask)\n"
+        ),
         # normalisation constants made on every step, the batch normalised with them and rebound
         # (the loop's own target is bound afresh each iteration: nothing of the previous one is kept)
         Invalid(
