@@ -479,11 +479,9 @@ class Hoisting:
         """A factory of a shape given in literal integers under `_TINY_TABLE` elements (`torch.eye(3,
         device=d)`, `torch.zeros(2, 4)`): rebuilt per call it costs one launch of a kernel that
         writes a few values, nothing a maintainer would register a buffer for."""
-        if type(value) is not cst.Call or self.purity.factory(value) is None:  # type: ignore[arg-type]
+        if type(value) is not cst.Call or self.names.call_name(value) not in _SHAPED_BY_ARGUMENTS:  # type: ignore[arg-type]
             return False
-        name = self.names.call_name(value) or ""  # type: ignore[arg-type]
-        if name not in _SHAPED_BY_ARGUMENTS:
-            return False
+        name = self.names.call_name(value)  # type: ignore[arg-type]
         sizes = [a.value for a in value.args if a.keyword is None]  # type: ignore[attr-defined]
         sizes = sizes[:1] if name == "torch.full" else sizes  # (its second is the fill value)
         dims: List[int] = []
