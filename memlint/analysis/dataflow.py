@@ -130,6 +130,19 @@ def leaf_targets(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield target
 
 
+def unpacked_position(statement: cst.CSTNode, name: str) -> Optional[int]:
+    """Where `name` sits in the tuple an assignment unpacks (`a, b = f()`: `b` at 1; also in
+    a chained one, `pair = a, b = f()`)."""
+    if not isinstance(statement, cst.Assign):
+        return None
+    for target in statement.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            for position, element in enumerate(target.target.elements):
+                if isinstance(element.value, cst.Name) and element.value.value == name:
+                    return position
+    return None
+
+
 def target_names(target: cst.CSTNode) -> Set[str]:
     """Plain names a target binds."""
     return {leaf.value for leaf in leaf_targets(target) if isinstance(leaf, cst.Name)}

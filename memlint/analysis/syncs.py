@@ -43,7 +43,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import SCALAR_METHODS, SIZE_METHODS, target_names
+from memlint.analysis.dataflow import SCALAR_METHODS, SIZE_METHODS, target_names, unpacked_position
 from memlint.analysis.loops import FEW_ITERATIONS, range_span
 from memlint.analysis.purity import Purity
 from memlint.analysis.regions import Regions
@@ -117,19 +117,6 @@ def may_sync(call: cst.Call) -> bool:
     func = call.func
     return type(func) is cst.Attribute and func.attr.value in _SYNC_METHODS or \
         type(func) is cst.Name and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS)
-
-
-def _position(statement: cst.CSTNode, name: str) -> Optional[int]:
-    """Where `name` sits in the tuple an assignment unpacks (`a, b = f()`: `b` at 1)."""
-    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
-        return None
-    target = statement.targets[0].target
-    if not isinstance(target, (cst.Tuple, cst.List)):
-        return None
-    for position, element in enumerate(target.elements):
-        if isinstance(element.value, cst.Name) and element.value.value == name:
-            return position
-    return None
 
 
 def _compared(expr: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
@@ -230,7 +217,7 @@ def _unpacked(bind: Binding, name: str) -> Optional[cst.BaseExpression]:
     if type(target) not in (cst.Tuple, cst.List) or len(target.elements) != len(elements) or \
             any(type(e) is not cst.Element for e in target.elements):  # type: ignore[union-attr]
         return None
-    position = _position(bind.node, name)
+    position = unpacked_position(bind.node, name)
     return elements[position].value if position is not None else None
 
 
@@ -513,8 +500,8 @@ class Syncs:
                 gathered = self._gathered(bind, name) or _unpacked(bind, name)
                 if gathered is not None:
                     result = self.is_tensor(gathered, bind.node, depth + 1)
-                elif not bind.whole and isinstance(value, cst.Call) and _position(bind.node, name) is not None and \
-                        self._returns_tensors(self.scopes.resolve(value), _position(bind.node, name), depth + 1):
+                elif not bind.whole and isinstance(value, cst.Call) and unpacked_position(bind.node, name) is not None and \
+                        self._returns_tensors(self.scopes.resolve(value), unpacked_position(bind.node, name), depth + 1):
                     result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
                 elif not bind.whole and type(value) is cst.Name and self._hook_batch_field(bind, name):
                     result = True  # `imgs, _ = batch` in a Lightning step hook
@@ -535,7 +522,7 @@ class Syncs:
         """`name` is a field of the batch a Lightning step hook is given, unpacked by position
         (`imgs, _ = batch` in `training_step(self, batch, batch_idx)`): the data loader's
         collation stacked it into a tensor, and Lightning moved it to the module's device."""
-        position = _position(bind.node, name)
+        position = unpacked_position(bind.node, name)
         hook = self.regions.lightning_step_hook(bind.node)
         if position is None or hook is None or \
                 type(bind.node.targets[0].target.elements[position]) is not cst.Element:  # type: ignore[attr-defined]
@@ -632,7 +619,7 @@ class Syncs:
         handed = value.args[0].value  # type: ignore[attr-defined]
         if bind.whole:
             return handed
-        position = _position(bind.node, name)
+        position = unpacked_position(bind.node, name)
         if position is None or type(handed) not in (cst.Tuple, cst.List) or \
                 len(handed.elements) <= position:  # type: ignore[attr-defined]
             return None

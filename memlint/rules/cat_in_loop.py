@@ -7,7 +7,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from memlint.analysis.dataflow import Use, sources_of
+from memlint.analysis.dataflow import Use, sources_of, unpacked_position
 from memlint.analysis.loops import FEW_ITERATIONS, Loop, LoopFacts, range_span
 from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
@@ -336,10 +336,8 @@ class CatInLoop(Rule):
         called = last_part(self.facts.names.call_name(value) or dotted_name(func) or "")  # type: ignore[arg-type]
         if called in ("multinomial", "argmax"):
             return bind.whole
-        if called == "topk" and not bind.whole and type(bind.node) is cst.Assign:  # `_, x = torch.topk(...)`
-            return any(type(t.target) in (cst.Tuple, cst.List) and len(t.target.elements) == 2 and
-                       type(t.target.elements[1].value) is cst.Name and t.target.elements[1].value.value == name
-                       for t in bind.node.targets)  # (the indices)
+        if called == "topk" and not bind.whole:  # `_, x = torch.topk(...)`: the indices
+            return unpacked_position(bind.node, name) == 1
         return False
 
     def _fed_to_the_model(self, loop: cst.CSTNode, name: str) -> bool:
