@@ -20,6 +20,7 @@ Asked as `facts.syncs`:
 - `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
   (module code runs on the module's device), or made by a model, a loss, a move
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
+  a tensor's `.grad` (a gradient is where backward ran: the device, in device code);
   not a copy on the host (`.cpu()`); `on_host(expr, at)`: it is such a copy, or made on the host
   (a factory given no device), or taken or computed from those alone;
 - `in_module_method(at)`: `at` runs in a method of an `nn.Module` class (the fact `on_device`
@@ -28,7 +29,12 @@ Asked as `facts.syncs`:
   its function (None for `while` loops), and `many(iterable, at)`: whether iterating it runs
   many times: a model's parameters (also handed over as an argument, known by the gradient
   the loop reads of each), a tensor's elements, a `range` that is not a small literal, `zip` /
-  `enumerate` of such (not a dict's `.items()`, not a literal tuple);
+  `enumerate` of such (not a dict's `.items()`, not a literal tuple); `over_parameters(iterable)`:
+  it walks a model's parameters (whose per-element waits one foreach kernel removes together);
+- `implicit(node)`: the wait a node makes with no call asking for it (a slice bound, a mask,
+  an `if` test or a `not` of a device tensor, Python's `max`/`min` over one), and
+  `truth_tested(call)`: the device tensor that `any(...)`/`all(...)` tests per element of a
+  comprehension;
 - `reads_back(func)`: a function that runs a model and returns only values copied to the host;
 - `printed(call)`: the GPU tensor (not a loss) a builtin `print` formats, which waits for it:
   a name, an item, or a tensor computed in the call (`print((v * g.float()).mean())`).
@@ -629,7 +635,8 @@ class Syncs:
         """The host-device sync that `node` makes without calling for one: a device tensor as a
         slice bound (`x[:n]`, "slice"), a boolean mask of device tensors as an index (`x[x > 0]`:
         the result's size is read from the device, "mask"), a device tensor as an `if` or
-        `while` condition ("condition"), Python's `max`/`min`/`sum` over a device tensor, which reads
+        `while` condition, or under a `not` elsewhere (`any(not g.isfinite().all() for g in
+        grads)`: "condition"), Python's `max`/`min`/`sum` over a device tensor, which reads
         it element by element ("iterate")."""
         if type(node) is cst.Subscript:
             for element in node.slice:  # type: ignore[attr-defined]
@@ -643,6 +650,8 @@ class Syncs:
             return None
         if type(node) is cst.If or type(node) is cst.While:
             return "condition" if self._condition_on_device(node.test, node) else None  # type: ignore[attr-defined]
+        if type(node) is cst.UnaryOperation and type(node.operator) is cst.Not and not self._in_test(node):  # type: ignore[attr-defined]
+            return "condition" if self._device_tensor(node.expression, node) else None  # type: ignore[attr-defined]
         if type(node) is cst.Call and self._sized_by_data(node):  # type: ignore[arg-type]
             return "mask"
         if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _READS_ELEMENTS and \
@@ -650,6 +659,33 @@ class Syncs:
                 self._device_tensor(node.args[0].value, node):  # type: ignore[attr-defined]
             return "iterate"
         return None
+
+    def _in_test(self, node: cst.CSTNode) -> bool:
+        """`node` is part of an `if` or `while` test (through `not`, `and`, `or`): the test's
+        own sync, found there."""
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            kind = type(ancestor)
+            if (kind is cst.If or kind is cst.While) and ancestor.test is child:  # type: ignore[attr-defined]
+                return True
+            if kind is not cst.UnaryOperation and kind is not cst.BooleanOperation:
+                return False
+            child = ancestor
+        return False
+
+    def truth_tested(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """The device tensor that Python's `any(...)` or `all(...)` tests for truth once per
+        element of the comprehension it is given (`any(torch.isnan(p.grad).any() for p in
+        params)`: one wait per parameter); None otherwise."""
+        func = call.func
+        if type(func) is not cst.Name or func.value not in ("any", "all") or len(call.args) != 1 or \
+                self.names.qualified_name(func) is not None:  # type: ignore[attr-defined]
+            return None
+        given = call.args[0].value
+        if type(given) not in (cst.GeneratorExp, cst.ListComp) or given.for_in.inner_for_in is not None:  # type: ignore[attr-defined]
+            return None
+        element = given.elt  # type: ignore[attr-defined]
+        return element if type(element) is not cst.UnaryOperation and self._device_tensor(element, element) else None
 
     def _mask(self, index: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """A boolean mask of device tensors: a comparison, `&`, `|` or `~` of them, a view or a
@@ -771,7 +807,9 @@ class Syncs:
                 known = self._placed.decided(key, bool(binds) and all(  # (names followed: counted in _Bindings)
                     self._binds_device_value(b, expr.value, 0) for b in binds))
             return known
-        if isinstance(expr, cst.Attribute) and (expr.attr.value in ("grad", "data", "T", "mT") or
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
+            return self.is_tensor(expr, at)  # a gradient is where backward ran: the device, in device code
+        if isinstance(expr, cst.Attribute) and (expr.attr.value in ("data", "T", "mT") or
                                                 type(expr.value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS):
             return self.on_device(expr.value, at, depth + 1)
         if isinstance(expr, cst.Subscript):
@@ -1040,13 +1078,28 @@ class Syncs:
             return False
         return self.is_tensor(iterable, at) or self._reads_grads_of_elements(iterable)
 
+    def over_parameters(self, iterable: cst.BaseExpression) -> bool:
+        """Iterating `iterable` walks a model's parameters (`model.named_parameters()`, or a list
+        whose elements' gradients the loop reads): nothing in such a loop needs its values on
+        the host one by one (a foreach or stacked kernel does the work of every wait in it)."""
+        func = iterable.func if type(iterable) is cst.Call else None  # type: ignore[attr-defined]
+        if type(func) is cst.Attribute and func.attr.value in _PARAMETER_ITERABLES:  # type: ignore[attr-defined]
+            return True
+        return self._reads_grads_of_elements(iterable)
+
     def _reads_grads_of_elements(self, iterable: cst.BaseExpression) -> bool:
         """The loop over `iterable` reads the gradient of each element (`for p in parameters:
         p.grad.norm()`): what it walks are a model's parameters, however they were handed over
-        (a grad-norm helper's `parameters` argument)."""
+        (a grad-norm helper's `parameters` argument; also a comprehension's: `any(not
+        p.grad.isfinite().all() for p in self.model_params)`)."""
         loop = self.tree.parent(iterable)
-        if type(loop) is not cst.For or loop.iter is not iterable:  # type: ignore[union-attr]
+        if type(loop) is cst.For and loop.iter is iterable:  # type: ignore[union-attr]
+            body = loop.body  # type: ignore[union-attr]
+        elif type(loop) is cst.CompFor and loop.iter is iterable and loop.inner_for_in is None and \
+                type(self.tree.parent(loop)) in (cst.ListComp, cst.SetComp, cst.GeneratorExp):  # type: ignore[union-attr]
+            body = self.tree.parent(loop).elt  # type: ignore[union-attr]
+        else:
             return False
         names = target_names(loop.target)  # type: ignore[union-attr]
         return any(type(read.value) is cst.Name and read.value.value in names  # type: ignore[attr-defined]
-                   for read in self.roles.grad_reads(loop.body))  # type: ignore[union-attr]
+                   for read in self.roles.grad_reads(body))

@@ -74,7 +74,9 @@ class HostDeviceSyncInLoop(Rule):
 
     Also the syncs no call asks for: a GPU value as a slice bound (`out[i, :n]`), a boolean mask
     of GPU values as an index (the result's size is read on the host), a GPU value as an `if`
-    condition, Python's `max`/`min` over a GPU tensor (a loop of its own, one wait per element:
+    condition or under a `not`, Python's `any`/`all` over a comprehension of GPU tests
+    (`any(torch.isnan(p.grad).any() for p in model.parameters())`: one wait per parameter),
+    Python's `max`/`min` over a GPU tensor (a loop of its own, one wait per element:
     reported wherever it runs every step, `min(starts)` for `starts.min()`). And once per micro-batch of gradient
     accumulation (`total += loss.item()` in the inner loop of micro-batches, whose outer loop
     steps the optimizer; or a loop that backwards in a function run once per step, whose caller
@@ -110,7 +112,9 @@ class HostDeviceSyncInLoop(Rule):
     A loop whose iterations wait for the device anyway (a boolean mask, a GPU value tested in an
     `if`, a copy of the batch to the device): one more wait there changes little. (Masks do not
     excuse each other: a loss per codebook that selects its valid positions twice with one mask
-    waits twice, and a loss that ignores those positions waits for none.) Waits that
+    waits twice, and a loss that ignores those positions waits for none; nor do the waits of a
+    loop over a model's parameters: a clipping helper's `.item()` and its `if clip_coef < 1:`
+    both go with one foreach kernel.) Waits that
     each read one element by the loop's own variable do not count: reading the tensor once
     before the loop removes them with the one reported. One sync per step (`loss.item()` for
     logging), a sync in a loop over a dict's `.items()`, a literal tuple or a short literal range
@@ -369,6 +373,14 @@ class HostDeviceSyncInLoop(Rule):
         "    return total ** (1.0 / norm_type)\n\n"
         "model = model.cuda()\nfor x, y in loader:\n    criterion(model(x), y).backward()\n    opt.step()\n"
         "    opt.zero_grad()\nprint(get_grad_norm(model.parameters()))\n",
+        # gradients tested once per step, stacked on the device; `requires_grad` and `is None` are no tensors
+        "import torch\nmodel = model.cuda()\nfor x, y in loader:\n    criterion(model(x), y).backward()\n"
+        "    if all(p.grad is not None for p in model.parameters()) and any(p.requires_grad for p in model.parameters()):\n"
+        "        finite = torch.stack([torch.isfinite(p.grad).all() for p in model.parameters()]).all()\n"
+        "        if not finite:\n            continue\n    opt.step()\n",
+        # `not` of host values, one per element
+        "import torch\nmodel = model.cuda()\nfor x in loader:\n    out = model(x.cuda())\n"
+        "    flags = [not bad for bad in torch.isnan(out.cpu())]\n",
     )
     INVALID = (
         # a gradient norm read per parameter on every step (`named_parameters()` yields tensors)
@@ -596,6 +608,34 @@ class HostDeviceSyncInLoop(Rule):
             "import torch\nmodel.to(device)\nfor batch in loader:\n    ids = model(batch).argmax(-1)\n"
             "    words = [vocab[int(t)] for t in ids]\n"
         ),
+        # a gradient is where backward ran: `not` of one, tested per parameter on every step
+        Invalid(
+            "import torch\nmodel = model.cuda()\nfor x, y in loader:\n    criterion(model(x), y).backward()\n"
+            "    for p in model.parameters():\n        if not torch.isfinite(p.grad).all():\n"
+            "            p.grad.zero_()\n    opt.step()\n"
+        ),
+        # ... Python's `any` over a comprehension of GPU tests, in a trainer's fp16 step, its list
+        # of parameters known by the gradients the comprehension reads
+        Invalid(
+            "import torch\n\nclass Trainer:\n    def run(self):\n        for batch in self.loader:\n"
+            "            self.model(batch.to(self.device)).mean().backward()\n            self.optimize()\n\n"
+            "    def optimize(self):\n        if any(not torch.isfinite(p.grad).all() for p in self.params):\n"
+            "            self.scale /= 2\n            return\n        self.opt.step()\n"
+        ),
+        Invalid(
+            "import torch\nmodel = model.cuda()\nfor x, y in loader:\n    criterion(model(x), y).backward()\n"
+            "    if any(torch.isnan(p.grad).any() for p in model.parameters()):\n        continue\n    opt.step()\n"
+        ),
+        # a clipping helper's two waits per parameter: neither excuses the other
+        Invalid(
+            "import torch\n\ndef clip_gradients(model, clip):\n    norms = []\n"
+            "    for name, p in model.named_parameters():\n        if p.grad is not None:\n"
+            "            param_norm = p.grad.data.norm(2)\n            norms.append(param_norm.item())\n"
+            "            clip_coef = clip / (param_norm + 1e-6)\n            if clip_coef < 1:\n"
+            "                p.grad.data.mul_(clip_coef)\n    return norms\n\n"
+            "model = model.cuda()\nfor x in loader:\n    model(x).mean().backward()\n    clip_gradients(model, 3.0)\n"
+            "    opt.step()\n"
+        ),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
@@ -613,6 +653,9 @@ class HostDeviceSyncInLoop(Rule):
         elif may_sync(node):
             self._check(node, self.facts.syncs.sync(node) or self.facts.syncs.implicit(node))
         else:
+            tested = self.facts.syncs.truth_tested(node)
+            if tested is not None:
+                self._check(tested, "condition")
             self._read_back_for_a_log(node)
 
     def _read_back_for_a_log(self, node: cst.Call) -> None:
@@ -681,6 +724,10 @@ class HostDeviceSyncInLoop(Rule):
     def visit_If(self, node: cst.If) -> None:
         self._check(node, self.facts.syncs.implicit(node), node.test)
 
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        if type(node.operator) is cst.Not:
+            self._check(node, self.facts.syncs.implicit(node))
+
     def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
         facts = self.facts
         if kind is None:
@@ -696,8 +743,9 @@ class HostDeviceSyncInLoop(Rule):
             loop = facts.tree.loops_around(node)
             # the iteration waits for the device anyway (a sync call counts beside a sync no call asks
             # for; beside a sync call, only those and copies in, which reading values once cannot remove)
-            if loop and facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT,  # (`if`: its test)
-                                               masks=kind != "mask"):
+            if loop and not facts.syncs.over_parameters(iterable) and \
+                    facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT,  # (`if`: its test)
+                                           masks=kind != "mask"):
                 return
         if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
             return
