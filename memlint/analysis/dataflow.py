@@ -136,7 +136,8 @@ def unpacked_position(statement: cst.CSTNode, name: str) -> Optional[int]:
     if not isinstance(statement, cst.Assign):
         return None
     for target in statement.targets:
-        if isinstance(target.target, (cst.Tuple, cst.List)):
+        if isinstance(target.target, (cst.Tuple, cst.List)) and \
+                not any(isinstance(e, cst.StarredElement) for e in target.target.elements):  # (`a, *rest, b`)
             for position, element in enumerate(target.target.elements):
                 if isinstance(element.value, cst.Name) and element.value.value == name:
                     return position

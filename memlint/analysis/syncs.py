@@ -76,6 +76,9 @@ _NOT_TENSOR_FUNCTIONS = frozenset({
     "torch.equal", "torch.allclose", "torch.initial_seed", "torch.get_rng_state", "torch.typename",
 })
 # Tensor methods whose result is not a tensor (or not a new one worth following).
+# Predicates of torch and of tensors (`torch.is_autocast_enabled()`, `t.is_complex()`): they
+# give Python bools, read from the host's state or the tensor's metadata.
+_PREDICATE = re.compile(r"^(is|are|has)_\w+$")
 _NOT_TENSOR_METHODS = frozenset(SCALAR_METHODS | {"numpy", "type", "equal", "allclose", "is_floating_point",
                                                   "register_hook", "backward", "keys", "values", "items",
                                                   "get", "pop", "format", "split_with_sizes"})
@@ -461,8 +464,9 @@ class Syncs:
     def _call_is_tensor(self, call: cst.Call, at: cst.CSTNode, depth: int) -> bool:
         qualified = self.names.call_name(call)
         if qualified is not None:
+            last = qualified.split(".")[-1]
             return bool(_TENSOR_FUNCTION.match(qualified)) and qualified not in _NOT_TENSOR_FUNCTIONS and \
-                not qualified.split(".")[-1][:1].isupper()
+                not last[:1].isupper() and not _PREDICATE.match(last)
         if self.roles.is_forward(call) or self.roles.is_loss(call):
             return True
         helper = self.scopes.resolve(call)
@@ -474,6 +478,8 @@ class Syncs:
             return True  # `g.float()` (not of a model: `model.half()` gives the model)
         if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_ONLY_METHODS:
             return True  # `labels.masked_fill(...)`, `x.contiguous()`
+        if isinstance(func, cst.Attribute) and _PREDICATE.match(func.attr.value):
+            return False  # `h.is_complex()`, `x.has_names()`: a Python bool
         if isinstance(func, cst.Attribute) and (func.attr.value not in _NOT_TENSOR_METHODS or
                                                 func.attr.value == "type" and call.args):
             return self.is_tensor(func.value, at, depth + 1)
@@ -530,9 +536,9 @@ class Syncs:
         collation stacked it into a tensor, and Lightning moved it to the module's device."""
         position = unpacked_position(bind.node, name)
         hook = self.regions.lightning_step_hook(bind.node)
-        if position is None or hook is None or \
+        if position is None or hook is None or len(bind.node.targets) != 1 or \
                 type(bind.node.targets[0].target.elements[position]) is not cst.Element:  # type: ignore[attr-defined]
-            return False
+            return False  # (not `pair = imgs, labels = batch`: one target, one field)
         params = hook.params.params
         batch = bind.value.value  # type: ignore[union-attr]
         return len(params) > 1 and params[1].name.value == batch and \
@@ -679,13 +685,16 @@ class Syncs:
         params)`: one wait per parameter); None otherwise."""
         func = call.func
         if type(func) is not cst.Name or func.value not in ("any", "all") or len(call.args) != 1 or \
-                self.names.qualified_name(func) is not None:  # type: ignore[attr-defined]
-            return None
+                call.args[0].star or call.args[0].keyword is not None or \
+                self.names.qualified_name(func) is not None or self.scopes.bindings_seen(func.value, call):  # type: ignore[attr-defined]
+            return None  # (the builtin, not a function of the module's own named so)
         given = call.args[0].value
         if type(given) not in (cst.GeneratorExp, cst.ListComp) or given.for_in.inner_for_in is not None:  # type: ignore[attr-defined]
             return None
         element = given.elt  # type: ignore[attr-defined]
-        return element if type(element) is not cst.UnaryOperation and self._device_tensor(element, element) else None
+        if type(element) is cst.UnaryOperation and type(element.operator) is cst.Not:  # type: ignore[attr-defined]
+            return None  # (the `not`'s own wait: `implicit`)
+        return element if self._device_tensor(element, element) else None
 
     def _mask(self, index: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """A boolean mask of device tensors: a comparison, `&`, `|` or `~` of them, a view or a
@@ -807,8 +816,9 @@ class Syncs:
                 known = self._placed.decided(key, bool(binds) and all(  # (names followed: counted in _Bindings)
                     self._binds_device_value(b, expr.value, 0) for b in binds))
             return known
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":
-            return self.is_tensor(expr, at)  # a gradient is where backward ran: the device, in device code
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":  # where its tensor is, else where
+            return self.on_device(expr.value, at, depth + 1) or \
+                self.is_tensor(expr, at) and not self.on_host(expr.value, at)  # backward ran: the device
         if isinstance(expr, cst.Attribute) and (expr.attr.value in ("data", "T", "mT") or
                                                 type(expr.value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS):
             return self.on_device(expr.value, at, depth + 1)
@@ -852,6 +862,8 @@ class Syncs:
             return known
         if kind is cst.Subscript:
             return self.on_host(expr.value, at, depth + 1)  # type: ignore[attr-defined]
+        if kind is cst.ListComp:  # a list of host copies (`[p.detach().cpu() for p in params]`)
+            return self.on_host(expr.elt, expr.elt, depth + 1)  # type: ignore[attr-defined]
         if kind is cst.BinaryOperation:
             return self._host_operands([expr.left, expr.right], at, depth)  # type: ignore[attr-defined]
         if kind is not cst.Call:

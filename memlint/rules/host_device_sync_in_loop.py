@@ -378,6 +378,30 @@ class HostDeviceSyncInLoop(Rule):
         "    if all(p.grad is not None for p in model.parameters()) and any(p.requires_grad for p in model.parameters()):\n"
         "        finite = torch.stack([torch.isfinite(p.grad).all() for p in model.parameters()]).all()\n"
         "        if not finite:\n            continue\n    opt.step()\n",
+        # a gradient of a tensor kept on the host; torch's predicates, a Python bool each; a
+        # function of the module's own named `all`
+        "import torch\ndevice = torch.device(\"cuda\")\nmodel = Net().to(device)\n"
+        "temperature = torch.ones(num_classes, requires_grad=True)\nfor x, y in loader:\n"
+        "    criterion(model(x.to(device)).cpu() / temperature, y).backward()\n"
+        "    for c in range(num_classes):\n        if temperature.grad[c] == 0:\n"
+        "            temperature.grad[c] = 1e-3\n"
+        "    for i in range(self.num_layers):\n        x = layers[i](x, upcast=not torch.is_autocast_enabled())\n"
+        "    if any(p.grad.is_complex() for p in model.parameters()):\n        raise TypeError\n",
+        "import torch\n\ndef all(tensors):\n    return torch.stack([torch.isfinite(t).all() for t in tensors]).all()\n\n"
+        "model = model.cuda()\nfor x, y in loader:\n    criterion(model(x.cuda()), y.cuda()).backward()\n"
+        "    finite = all(p.grad for p in model.parameters())\n    opt.step()\n",
+        # a starred unpacking: `weight` is the helper's last value (a number), not its third
+        "import torch\nimport torch.nn.functional as F\n\nclass Net(torch.nn.Module):\n"
+        "    def _view(self, x, y, i):\n        logits = self.heads[i](x)\n        loss = F.cross_entropy(logits, y)\n"
+        "        return loss, logits, torch.softmax(logits, -1), self.weights[i]\n\n"
+        "    def forward(self, x, y):\n        total = 0\n        for i in range(self.n_views):\n"
+        "            loss, *_, weight = self._view(x, y, i)\n            if weight > 0:\n"
+        "                total = total + weight * loss\n        return total\n",
+        # a Lightning step unpacking its batch twice over (`pair = imgs, labels = batch`)
+        "import torch\nimport pytorch_lightning as pl\n\nclass Classifier(pl.LightningModule):\n"
+        "    def training_step(self, batch, batch_idx):\n        pair = imgs, labels = batch\n        loss = 0\n"
+        "        for head in range(self.num_heads):\n            if labels[:, head].sum() > 0:\n"
+        "                loss = loss + self.loss(self.model(imgs)[head], labels[:, head])\n        return loss\n",
         # `not` of host values, one per element
         "import torch\nmodel = model.cuda()\nfor x in loader:\n    out = model(x.cuda())\n"
         "    flags = [not bad for bad in torch.isnan(out.cpu())]\n",
@@ -626,7 +650,8 @@ class HostDeviceSyncInLoop(Rule):
             "import torch\nmodel = model.cuda()\nfor x, y in loader:\n    criterion(model(x), y).backward()\n"
             "    if any(torch.isnan(p.grad).any() for p in model.parameters()):\n        continue\n    opt.step()\n"
         ),
-        # a clipping helper's two waits per parameter: neither excuses the other
+        # a clipping helper's two waits per parameter (its `if` tests a gradient's value, on the
+        # device): the waits of a loop over parameters do not excuse each other
         Invalid(
             "import torch\n\ndef clip_gradients(model, clip):\n    norms = []\n"
             "    for name, p in model.named_parameters():\n        if p.grad is not None:\n"
