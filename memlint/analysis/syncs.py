@@ -512,8 +512,9 @@ class Syncs:
                 gathered = self._gathered(bind, name) or _unpacked(bind, name)
                 if gathered is not None:
                     result = self.is_tensor(gathered, bind.node, depth + 1)
-                elif not bind.whole and isinstance(value, cst.Call) and unpacked_position(bind.node, name) is not None and \
-                        self._returns_tensors(self.scopes.resolve(value), unpacked_position(bind.node, name), depth + 1):
+                elif not bind.whole and isinstance(value, cst.Call) and \
+                        (position := unpacked_position(bind.node, name)) is not None and \
+                        self._returns_tensors(self.scopes.resolve(value), position, depth + 1):
                     result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
                 elif not bind.whole and type(value) is cst.Name and self._hook_batch_field(bind, name):
                     result = True  # `imgs, _ = batch` in a Lightning step hook
@@ -1077,18 +1078,15 @@ class Syncs:
                 return span >= FEW_ITERATIONS if span is not None else bool(iterable.args)
             if qualified in _PROGRESS_BARS and iterable.args:  # `tqdm(loader)`: what it wraps
                 return self.many(iterable.args[0].value, at)
-            if isinstance(func, cst.Attribute):
-                if func.attr.value in _PARAMETER_ITERABLES:
-                    return True
-                if func.attr.value in _FEW_METHODS:
-                    return False
+            if isinstance(func, cst.Attribute) and func.attr.value in _FEW_METHODS:
+                return False
             if isinstance(func, cst.Name) and qualified is None:
                 if func.value in ("zip", "enumerate", "reversed"):
                     return bool(iterable.args) and any(self.many(a.value, at) for a in iterable.args
                                                        if a.keyword is None)
         if isinstance(iterable, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
             return False
-        return self.is_tensor(iterable, at) or self._reads_grads_of_elements(iterable)
+        return self.is_tensor(iterable, at) or self.over_parameters(iterable)
 
     def over_parameters(self, iterable: cst.BaseExpression) -> bool:
         """Iterating `iterable` walks a model's parameters (`model.named_parameters()`, or a list
