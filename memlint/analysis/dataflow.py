@@ -118,6 +118,13 @@ def sources_of(expr: cst.CSTNode) -> Set[str]:
     return found
 
 
+def conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """The parts of an `and` chain (`a and b and c`), or the test itself."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:  # type: ignore[attr-defined]
+        return conjuncts(test.left) + conjuncts(test.right)  # type: ignore[attr-defined]
+    return [test]
+
+
 def leaf_targets(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The names, attributes and subscripts an assignment target stores into (`a, (b.c, *d[0])`)."""
     kind = type(target)  # identity, not ABC isinstance (memlint.analysis.tree): every target passes here

@@ -7,7 +7,8 @@ Asked as `facts.guards`:
 
 - `tests(node)`: the tests of the `if` statements and conditional expressions around a node in
   its function (or the module), the innermost first; an `elif` or `else` branch counts the
-  tests before it too (they were false);
+  tests before it too (they were false); `holding(node)`: the conditions that surely hold
+  there (each part of an `and` test whose true branch holds the node);
 - `chosen(node)`: the node runs only because of something other than the hardware: a test
   reads a command-line argument, a configuration, an environment variable, a parameter, an
   attribute or a module-level setting (`num_gpus = 1; if num_gpus > 1:` is a setting, and dead
@@ -28,8 +29,8 @@ configuration (`if not args.fp16:`, `if self.args.batch_eval_metrics:`) or a swi
 instance (`if self.use_liger_loss:`), not the state a trainer keeps (`self.control.should_log`)
 nor a flag about memory (`if args.empty_cache:` is the user asking for it).
 
-Asked by MEM601 (`chosen`), MEM501 (`a_setting`), MEM401 (`exclusive`) and every rule of a
-per-step cost (`dead`, through `Facts.per_step`).
+Asked by MEM601 (`chosen`), MEM501 (`a_setting`), MEM401 (`exclusive`), MEM602 (`holding`)
+and every rule of a per-step cost (`dead`, through `Facts.per_step`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from typing import Dict, FrozenSet, List, Optional
 import libcst as cst
 
 from memlint.analysis.cache import speaks_of_memory
+from memlint.analysis.dataflow import conjuncts
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, literal_bool
@@ -84,6 +86,20 @@ class Guards:
                 break
             if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
                 found.append(ancestor.test)
+            child = ancestor
+        return found
+
+    def holding(self, node: cst.CSTNode) -> List[cst.BaseExpression]:
+        """The conditions that surely hold where `node` runs, within its function: each part of
+        the `and` test of every `if` (or conditional expression) whose true branch holds it
+        (`if self.with_cp and x.requires_grad:` gives both parts), the innermost first."""
+        found: List[cst.BaseExpression] = []
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                break
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body:
+                found.extend(conjuncts(ancestor.test))
             child = ancestor
         return found
 

@@ -47,6 +47,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Union
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
+from memlint.analysis.dataflow import conjuncts
 from memlint.analysis.frameworks import SIMULEVAL_ACTION_HOOKS, is_simuleval_agent
 from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
 from memlint.analysis.project import ProjectView
@@ -480,7 +481,7 @@ def _bounded(branch: cst.CSTNode) -> bool:
     if type(branch) is not cst.If:
         return False
     limited = set()
-    for part in _conjuncts(branch.test):  # type: ignore[attr-defined]
+    for part in conjuncts(branch.test):  # type: ignore[attr-defined]
         if type(part) is cst.Comparison and len(part.comparisons) == 1 and type(part.left) is cst.Name and \
                 type(part.comparisons[0].operator) in (cst.LessThan, cst.LessThanEqual) and \
                 type(part.comparisons[0].comparator) is cst.Integer:
@@ -489,13 +490,6 @@ def _bounded(branch: cst.CSTNode) -> bool:
     return any(type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and
                type(small.target) is cst.Name and small.target.value in limited  # type: ignore[attr-defined]
                for line in body if type(line) is cst.SimpleStatementLine for small in line.body)  # type: ignore[attr-defined]
-
-
-def _conjuncts(test: cst.BaseExpression) -> List[cst.BaseExpression]:
-    """The parts of an `and` chain (`a and b and c`), or the test itself."""
-    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:  # type: ignore[attr-defined]
-        return _conjuncts(test.left) + _conjuncts(test.right)  # type: ignore[attr-defined]
-    return [test]
 
 
 def _fills_cache(branch: cst.CSTNode, tree: TreeIndex) -> bool:

@@ -7,6 +7,7 @@ from typing import Dict, Optional, Tuple
 import libcst as cst
 
 from memlint.analysis.apicalls import ABSENT, ApiSite
+from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import with_keyword
@@ -30,7 +31,9 @@ class CheckpointWithoutUseReentrant(Rule):
     Finds `torch.utils.checkpoint.checkpoint(...)` and `checkpoint_sequential(...)` called
     without `use_reentrant`, under any import spelling, through a module-level alias or
     `functools.partial`, and through a function of the same module that passes its `**kwargs`
-    (or a `use_reentrant` parameter left at None) on to them: then its call is reported.
+    (or a `use_reentrant` parameter left at None) on to them: then its call is reported. Not
+    where a test around the call says a tensor it hands the block requires grad (OpenMMLab's
+    `if self.with_cp and x.requires_grad:`): there the block's parameters get their gradients.
 
     ## Why is this bad?
     Left out, `use_reentrant` is True, the old implementation, and torch warns that this default
@@ -92,6 +95,13 @@ class CheckpointWithoutUseReentrant(Rule):
         "from .helpers import checkpoint\nx = checkpoint(block, x)\n",
         "import deepspeed\nx = deepspeed.checkpointing.checkpoint(block, x)\n",
         "import torch\ntorch.save(model.state_dict(), checkpoint_path)\ncheckpoint = torch.load(checkpoint_path)\n",
+        # an input of the block requires grad wherever the reentrant checkpoint runs (OpenMMLab's
+        # idiom): its output does too, and the parameters get their gradients
+        "import torch.utils.checkpoint as cp\n\nclass Block(nn.Module):\n    def forward(self, x):\n"
+        "        if self.with_cp and x.requires_grad:\n            out = cp.checkpoint(self._inner_forward, x)\n"
+        "        else:\n            out = self._inner_forward(x)\n        return out\n",
+        "from torch.utils.checkpoint import checkpoint\n"
+        "h = checkpoint(self.layer, h, mask) if h.requires_grad else self.layer(h, mask)\n",
     )
     INVALID = (
         Invalid("from torch.utils.checkpoint import checkpoint\nx = checkpoint(block, x)\n",
@@ -101,6 +111,18 @@ class CheckpointWithoutUseReentrant(Rule):
         Invalid("from torch.utils.checkpoint import checkpoint_sequential\ny = checkpoint_sequential(layers, 4, x)\n",
                 "from torch.utils.checkpoint import checkpoint_sequential\n"
                 "y = checkpoint_sequential(layers, 4, x, use_reentrant=False)\n"),
+        # the test that holds is about another tensor, or says no input requires grad
+        Invalid("import torch.utils.checkpoint as cp\n\nclass Block(nn.Module):\n    def forward(self, x, y):\n"
+                "        if self.with_cp and y.requires_grad:\n            return cp.checkpoint(self.inner, x)\n"
+                "        if not x.requires_grad:\n            return cp.checkpoint(self.inner, x)\n"
+                "        if x.requires_grad:\n            pass\n        else:\n"
+                "            return cp.checkpoint(self.inner, x)\n        return self.inner(x)\n",
+                "import torch.utils.checkpoint as cp\n\nclass Block(nn.Module):\n    def forward(self, x, y):\n"
+                "        if self.with_cp and y.requires_grad:\n"
+                "            return cp.checkpoint(self.inner, x, use_reentrant=False)\n"
+                "        if not x.requires_grad:\n            return cp.checkpoint(self.inner, x, use_reentrant=False)\n"
+                "        if x.requires_grad:\n            pass\n        else:\n"
+                "            return cp.checkpoint(self.inner, x, use_reentrant=False)\n        return self.inner(x)\n"),
         # a wrapper that passes **kwargs on: its call is where the keyword is missing
         Invalid("from torch.utils.checkpoint import checkpoint\n\ndef ckpt(fn, *args, **kwargs):\n"
                 "    return checkpoint(fn, *args, **kwargs)\n\nfor blk in blocks:\n    x = ckpt(blk, x)\n",
@@ -122,9 +144,19 @@ class CheckpointWithoutUseReentrant(Rule):
         if found is None:
             return
         site, api = found
+        if self._input_requires_grad(node):
+            return
         where = "`checkpoint`" if not site.via else f"`{site.via}` (it calls `checkpoint`)"
         fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("False"))),), Safety.UNSAFE,
                   f"use the non-reentrant checkpoint: `{site.keyword}=False`", min_torch=USE_REENTRANT_SINCE[api])
         self.report(node, f"{where} without `{site.keyword}` runs the reentrant version: when no input of "
                           "the block requires grad, its parameters get no gradient; pass `use_reentrant=False`",
                     fix)
+
+    def _input_requires_grad(self, call: cst.Call) -> bool:
+        """A test around the call says a tensor it hands the block requires grad (OpenMMLab's
+        `if self.with_cp and x.requires_grad: out = cp.checkpoint(_inner_forward, x)`): the
+        block's output then requires grad, and its parameters get theirs."""
+        handed = {dotted_name(arg.value) for arg in call.args[1:] if arg.keyword is None and not arg.star} - {None}
+        return any(type(test) is cst.Attribute and test.attr.value == "requires_grad" and  # type: ignore[attr-defined]
+                   dotted_name(test.value) in handed for test in self.facts.guards.holding(call))  # type: ignore[attr-defined]
