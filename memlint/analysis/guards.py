@@ -7,8 +7,8 @@ Asked as `facts.guards`:
 
 - `tests(node)`: the tests of the `if` statements and conditional expressions around a node in
   its function (or the module), the innermost first; an `elif` or `else` branch counts the
-  tests before it too (they were false); `holding(node)`: the conditions that surely hold
-  there (each part of an `and` test whose true branch holds the node);
+  tests before it too (they were false); `holding(node)`: the conditions found true on the way
+  there (each part of an `and` test whose true branch holds the node, with that branch);
 - `chosen(node)`: the node runs only because of something other than the hardware: a test
   reads a command-line argument, a configuration, an environment variable, a parameter, an
   attribute or a module-level setting (`num_gpus = 1; if num_gpus > 1:` is a setting, and dead
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, List, Optional
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -89,17 +89,19 @@ class Guards:
             child = ancestor
         return found
 
-    def holding(self, node: cst.CSTNode) -> List[cst.BaseExpression]:
-        """The conditions that surely hold where `node` runs, within its function: each part of
+    def holding(self, node: cst.CSTNode) -> List[Tuple[cst.BaseExpression, cst.CSTNode]]:
+        """The conditions found true on the way to `node`, within its function: each part of
         the `and` test of every `if` (or conditional expression) whose true branch holds it
-        (`if self.with_cp and x.requires_grad:` gives both parts), the innermost first."""
-        found: List[cst.BaseExpression] = []
+        (`if self.with_cp and x.requires_grad:` gives both parts), with that branch, the
+        innermost first. They held when tested: whether they still hold at `node` depends on
+        what the branch rebinds before it, which the asker checks."""
+        found: List[Tuple[cst.BaseExpression, cst.CSTNode]] = []
         child = node
         for ancestor in self.tree.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 break
             if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body:
-                found.extend(conjuncts(ancestor.test))
+                found.extend((part, child) for part in conjuncts(ancestor.test))
             child = ancestor
         return found
 

@@ -7,7 +7,7 @@ from typing import Dict, Optional, Tuple
 import libcst as cst
 
 from memlint.analysis.apicalls import ABSENT, ApiSite
-from memlint.analysis.tree import dotted_name
+from memlint.analysis.dataflow import target_names
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import with_keyword
@@ -33,7 +33,8 @@ class CheckpointWithoutUseReentrant(Rule):
     `functools.partial`, and through a function of the same module that passes its `**kwargs`
     (or a `use_reentrant` parameter left at None) on to them: then its call is reported. Not
     where a test around the call says a tensor it hands the block requires grad (OpenMMLab's
-    `if self.with_cp and x.requires_grad:`): there the block's parameters get their gradients.
+    `if self.with_cp and x.requires_grad:`, the tensor not rebound before the call): there the
+    block's parameters get their gradients, and the harm the finding names cannot happen.
 
     ## Why is this bad?
     Left out, `use_reentrant` is True, the old implementation, and torch warns that this default
@@ -123,6 +124,28 @@ class CheckpointWithoutUseReentrant(Rule):
                 "        if not x.requires_grad:\n            return cp.checkpoint(self.inner, x, use_reentrant=False)\n"
                 "        if x.requires_grad:\n            pass\n        else:\n"
                 "            return cp.checkpoint(self.inner, x, use_reentrant=False)\n        return self.inner(x)\n"),
+        # ... or about a name the branch rebinds before the call (a frozen stem under no_grad),
+        # a comprehension's own name, or `checkpoint_sequential`'s segments
+        Invalid("import torch\nfrom torch.utils.checkpoint import checkpoint, checkpoint_sequential\n\n"
+                "def forward(self, x, chunks, segments):\n    if self.with_cp and x.requires_grad:\n"
+                "        with torch.no_grad():\n            x = self.stem(x)\n        x = checkpoint(self.layer, x)\n"
+                "    if x.requires_grad:\n        outs = [checkpoint(self.layer, x) for x in chunks]\n"
+                "    if segments.requires_grad:\n        x = checkpoint_sequential(self.layers, segments, x)\n"
+                "    return x\n",
+                "import torch\nfrom torch.utils.checkpoint import checkpoint, checkpoint_sequential\n\n"
+                "def forward(self, x, chunks, segments):\n    if self.with_cp and x.requires_grad:\n"
+                "        with torch.no_grad():\n            x = self.stem(x)\n"
+                "        x = checkpoint(self.layer, x, use_reentrant=False)\n"
+                "    if x.requires_grad:\n        outs = [checkpoint(self.layer, x, use_reentrant=False) for x in chunks]\n"
+                "    if segments.requires_grad:\n"
+                "        x = checkpoint_sequential(self.layers, segments, x, use_reentrant=False)\n"
+                "    return x\n"),
+        # ... or about what a wrapper is handed, which need not reach the block
+        Invalid("from torch.utils.checkpoint import checkpoint\n\ndef ckpt(fn, x, mask, **kwargs):\n"
+                "    return checkpoint(fn, x, **kwargs) * mask\n\nif mask.requires_grad:\n    y = ckpt(blk, x, mask)\n",
+                "from torch.utils.checkpoint import checkpoint\n\ndef ckpt(fn, x, mask, **kwargs):\n"
+                "    return checkpoint(fn, x, **kwargs) * mask\n\nif mask.requires_grad:\n"
+                "    y = ckpt(blk, x, mask, use_reentrant=False)\n"),
         # a wrapper that passes **kwargs on: its call is where the keyword is missing
         Invalid("from torch.utils.checkpoint import checkpoint\n\ndef ckpt(fn, *args, **kwargs):\n"
                 "    return checkpoint(fn, *args, **kwargs)\n\nfor blk in blocks:\n    x = ckpt(blk, x)\n",
@@ -144,7 +167,7 @@ class CheckpointWithoutUseReentrant(Rule):
         if found is None:
             return
         site, api = found
-        if self._input_requires_grad(node):
+        if not site.via and self._input_requires_grad(node, api):
             return
         where = "`checkpoint`" if not site.via else f"`{site.via}` (it calls `checkpoint`)"
         fix = Fix((Replace(node, with_keyword(node, site.keyword, cst.Name("False"))),), Safety.UNSAFE,
@@ -153,10 +176,37 @@ class CheckpointWithoutUseReentrant(Rule):
                           "the block requires grad, its parameters get no gradient; pass `use_reentrant=False`",
                     fix)
 
-    def _input_requires_grad(self, call: cst.Call) -> bool:
+    def _input_requires_grad(self, call: cst.Call, api: str) -> bool:
         """A test around the call says a tensor it hands the block requires grad (OpenMMLab's
         `if self.with_cp and x.requires_grad: out = cp.checkpoint(_inner_forward, x)`): the
-        block's output then requires grad, and its parameters get theirs."""
-        handed = {dotted_name(arg.value) for arg in call.args[1:] if arg.keyword is None and not arg.star} - {None}
-        return any(type(test) is cst.Attribute and test.attr.value == "requires_grad" and  # type: ignore[attr-defined]
-                   dotted_name(test.value) in handed for test in self.facts.guards.holding(call))  # type: ignore[attr-defined]
+        block's output then requires grad, and its parameters get theirs. Only a name handed
+        by position to the API itself (what a wrapper hands on is its own affair), and only
+        the value the test saw: not rebound in the branch before the call (`x = frozen(x)`
+        under no_grad), nor a comprehension's own name."""
+        skipped = 1 if api == "torch.utils.checkpoint.checkpoint" else 2  # (the function; the segments)
+        handed = {arg.value.value for arg in call.args[skipped:]  # type: ignore[attr-defined]
+                  if arg.keyword is None and not arg.star and type(arg.value) is cst.Name}
+        facts = self.facts
+        for test, branch in facts.guards.holding(call):
+            if type(test) is not cst.Attribute or test.attr.value != "requires_grad" or \
+                    type(test.value) is not cst.Name or test.value.value not in handed:  # type: ignore[attr-defined]
+                continue
+            name = test.value.value  # type: ignore[attr-defined]
+            if not any(facts.tree.contains(branch, bind.node) for bind in facts.scopes.in_effect(name, call)) and \
+                    not self._bound_by_comprehension(name, call, branch):
+                return True
+        return False
+
+    def _bound_by_comprehension(self, name: str, call: cst.Call, branch: cst.CSTNode) -> bool:
+        """A comprehension between `branch` and `call` binds `name` (`[checkpoint(blk, x) for
+        x in chunks]` under `if x.requires_grad:`): the call sees its own `x`."""
+        for ancestor in self.facts.tree.ancestors(call):
+            if type(ancestor) in (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp):
+                clause = ancestor.for_in  # type: ignore[attr-defined]
+                while clause is not None:
+                    if name in target_names(clause.target):
+                        return True
+                    clause = clause.inner_for_in
+            if ancestor is branch:  # (a conditional expression's branch may be the comprehension)
+                return False
+        return False
