@@ -9,6 +9,8 @@ module's inventory in source order. Asked as `facts.scopes`:
   `xs.append(v)` flows v into xs); `bindings_seen(name, at)` looks in enclosing scopes too;
   `in_effect(name, at)` keeps only those that may be the one seen at `at`;
   `every_binding()` runs over all of them; `flows(scope)` says what each is computed from;
+  `comprehension_clause(name, at)`: the `for` clause of a comprehension around `at` that binds
+  the name seen there (a comprehension's names are its own);
 - `resolve(call)`: the function or method of this module a call calls (a def in an enclosing
   scope, `self.method` through the class and its bases, `self(...)` its `__call__` or an
   nn.Module's `forward`, `acc.update(...)` when `acc` surely holds an instance of a class of
@@ -35,8 +37,8 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import Flow, leaf_targets, sources_of
-from memlint.analysis.tree import Scope, TreeIndex, dotted_name
+from memlint.analysis.dataflow import Flow, leaf_targets, sources_of, target_names
+from memlint.analysis.tree import NEW_SCOPES, OWN_SCOPE_EXPRESSIONS, Scope, TreeIndex, dotted_name
 
 if TYPE_CHECKING:
     from memlint.analysis.torchnames import TorchNames
@@ -335,6 +337,23 @@ class Scopes:
         found = {attr: next(iter(built)) if len(built) == 1 else None for attr, built in kinds.items()}
         self._attribute_classes[id(klass)] = found
         return found
+
+    def comprehension_clause(self, name: str, at: cst.CSTNode) -> Optional[cst.CompFor]:
+        """The `for` clause of a comprehension around `at` whose target binds the `name` seen
+        there: a comprehension's names are its own, whatever the function binds to the same
+        name (`for i in range(n): [int(i) for i in ids]`), except in the iterable of that
+        clause or an earlier one, which runs before the name is bound."""
+        for ancestor in self.tree.ancestors(at):
+            kind = type(ancestor)
+            if kind in NEW_SCOPES:
+                return None
+            if kind in OWN_SCOPE_EXPRESSIONS:  # (a lambda stopped the search above)
+                clause: Optional[cst.CompFor] = ancestor.for_in  # type: ignore[attr-defined]
+                while clause is not None and not self.tree.contains(clause.iter, at):
+                    if name in target_names(clause.target):
+                        return clause
+                    clause = clause.inner_for_in
+        return None
 
     def enclosing_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
         """The class of the method `node` runs in (through nested functions)."""

@@ -57,7 +57,7 @@ from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.steps import LOADER_NAME
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import NEW_SCOPES, OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, last_part, walk
+from memlint.analysis.tree import OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, last_part, walk
 
 # What only a tensor has: a field read like this is one
 _TENSOR_ATTRIBUTES = frozenset({"shape", "size", "device", "dtype", "dim", "ndim", "numel"})
@@ -577,7 +577,7 @@ class Syncs:
     def _bindings_at(self, name: str, at: cst.CSTNode) -> List[Binding]:
         """The bindings of `name` that may be the one seen at `at`; else, the target of a loop
         around `at`."""
-        if self._comprehension_clause(name, at) is not None:
+        if self.scopes.comprehension_clause(name, at) is not None:
             return []  # the comprehension's own name (`_comprehension_target`)
         return self.scopes.in_effect(name, at) or [
             b for b in self.scopes.bindings_seen(name, at) if b.kind == "for" and self.tree.contains(b.node, at)]
@@ -765,25 +765,8 @@ class Syncs:
     def _comprehension_target(self, name: str, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         """What the `for` of the comprehension around `at` that binds `name` takes it from
         (`element_source`: its iterable, or the one an unpacked element comes from)."""
-        clause = self._comprehension_clause(name, at)
+        clause = self.scopes.comprehension_clause(name, at)
         return element_source(clause.target, clause.iter, name) if clause is not None else None
-
-    def _comprehension_clause(self, name: str, at: cst.CSTNode) -> Optional[cst.CompFor]:
-        """The `for` clause of a comprehension around `at` whose target binds the `name` seen
-        there: a comprehension's names are its own, whatever the function binds to the same
-        name (`for i in range(n): [int(i) for i in ids]`), except in the iterable of that
-        clause or an earlier one, which runs before the name is bound."""
-        for ancestor in self.tree.ancestors(at):
-            kind = type(ancestor)
-            if kind in NEW_SCOPES:
-                return None
-            if kind in OWN_SCOPE_EXPRESSIONS:  # (a lambda stopped the search above)
-                clause: Optional[cst.CompFor] = ancestor.for_in  # type: ignore[attr-defined]
-                while clause is not None and not self.tree.contains(clause.iter, at):
-                    if name in target_names(clause.target):
-                        return clause
-                    clause = clause.inner_for_in
-        return None
 
     def _iterates_tensors(self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """Each element of `iterable` is a tensor: the elements of a tensor or of `.parameters()`,

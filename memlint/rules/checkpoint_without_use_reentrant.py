@@ -7,7 +7,6 @@ from typing import Dict, Optional, Tuple
 import libcst as cst
 
 from memlint.analysis.apicalls import ABSENT, ApiSite
-from memlint.analysis.dataflow import target_names
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import with_keyword
@@ -193,20 +192,7 @@ class CheckpointWithoutUseReentrant(Rule):
                 continue
             name = test.value.value  # type: ignore[attr-defined]
             if not any(facts.tree.contains(branch, bind.node) for bind in facts.scopes.in_effect(name, call)) and \
-                    not self._bound_by_comprehension(name, call, branch):
-                return True
+                    facts.scopes.comprehension_clause(name, call) is facts.scopes.comprehension_clause(name, test):
+                return True  # (the same binding: not `[checkpoint(blk, x) for x in chunks]`, a comprehension's own)
         return False
 
-    def _bound_by_comprehension(self, name: str, call: cst.Call, branch: cst.CSTNode) -> bool:
-        """A comprehension between `branch` and `call` binds `name` (`[checkpoint(blk, x) for
-        x in chunks]` under `if x.requires_grad:`): the call sees its own `x`."""
-        for ancestor in self.facts.tree.ancestors(call):
-            if type(ancestor) in (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp):
-                clause = ancestor.for_in  # type: ignore[attr-defined]
-                while clause is not None:
-                    if name in target_names(clause.target):
-                        return True
-                    clause = clause.inner_for_in
-            if ancestor is branch:  # (a conditional expression's branch may be the comprehension)
-                return False
-        return False
