@@ -63,6 +63,7 @@ _FUNCTION_DEPTH = 2  # call sites of call sites
 # instance keeps it (`self.args.x`); and the instance's own switches (`self.use_liger_loss`).
 _SETTINGS = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "flags", "FLAGS"})
 _SWITCH = re.compile(r"^(use|enable|with)_|_enabled$")
+_LOGGING = re.compile(r"debug|verbose|log|print|trace|profil", re.IGNORECASE)  # modes of a log, not of the code
 
 # What a condition depends on, from the least to the most telling.
 _LITERAL, _HARDWARE, _CHOICE = 0, 1, 2
@@ -243,6 +244,23 @@ class Guards:
             return _CHOICE  # a parameter, a loop variable, a name from elsewhere
         found = max(self._depends_on(b.value, b.node, depth + 1) for b in binds)
         return _CHOICE if found == _LITERAL else found
+
+
+def selects_a_mode(test: cst.BaseExpression) -> bool:
+    """`args.train_impl == "kto"`, `cfg.loss in ("dpo", "ipo")`: a name or attribute compared with
+    the name of a way the code can run. It picks the algorithm, not whether to log; unless the
+    name speaks of logging (`args.log_level == "debug"`)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or dotted_name(test.left) is None:  # type: ignore[attr-defined]
+        return False
+    comparison = test.comparisons[0]  # type: ignore[attr-defined]
+    if type(comparison.operator) is cst.Equal:
+        named = [comparison.comparator]
+    elif type(comparison.operator) is cst.In and type(comparison.comparator) in (cst.Tuple, cst.List, cst.Set):
+        named = [element.value for element in comparison.comparator.elements]
+    else:
+        return False
+    return bool(named) and all(type(name) is cst.SimpleString and not _LOGGING.search(name.evaluated_value)  # type: ignore[attr-defined]
+                               for name in named)
 
 
 def a_setting(test: cst.BaseExpression) -> bool:

@@ -512,7 +512,7 @@ class Scopes:
             stack.extend(self.classes[base] for base in bases)  # type: ignore[index]
         return True
 
-    def _constructions(self, klass: cst.ClassDef) -> List[cst.Call]:
+    def constructions(self, klass: cst.ClassDef) -> List[cst.Call]:
         """The calls of this module that make an instance of `klass` by its name (`Trainer(...)`)."""
         name = klass.name.value
         return [call for call in self.calls if type(call.func) is cst.Name and call.func.value == name  # type: ignore[attr-defined]
@@ -531,7 +531,7 @@ class Scopes:
         sites = self.call_sites(func)  # type: ignore[arg-type]
         klass = self.tree.class_of(func)
         if klass is not None and func.name.value == "__init__":  # type: ignore[attr-defined]
-            sites = [*sites, *self._constructions(klass)]  # `Trainer(model, optimizer)` calls `__init__`
+            sites = [*sites, *self.constructions(klass)]  # `Trainer(model, optimizer)` calls `__init__`
         for site in sites:
             if any(a.star for a in site.args):
                 return None

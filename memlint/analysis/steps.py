@@ -50,6 +50,7 @@ from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import conjuncts
 from memlint.analysis.frameworks import SIMULEVAL_ACTION_HOOKS, is_simuleval_agent
 from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
+from memlint.analysis.layers import Layers
 from memlint.analysis.project import ProjectView
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
@@ -93,6 +94,7 @@ class Steps:
         self._yields: Dict[int, bool] = {}
         self._samplers: Dict[int, bool] = {}  # id(loop) -> a sampler's loop over its schedule (`_denoises`)
         self._functions: Dict[int, Optional[str]] = {}
+        self.layers = Layers(tree, scopes, receivers)
 
     # -- loops -------------------------------------------------------------------------------
     def does_step_work(self, loop: cst.CSTNode) -> bool:
@@ -362,6 +364,8 @@ class Steps:
         self._functions[key] = None  # a recursive call does not decide
         klass = self.tree.class_of(func)
         result = intrinsic_often(func.name.value, klass is not None and klass.name.value in self.receivers.module_classes)
+        if result == STEP and func.name.value == "forward" and self.layers.is_layer(klass):  # type: ignore[arg-type]
+            result = INNER  # a layer's forward: once per layer, on every step
         if result is None and func.name.value in self._engine_steps:
             result = STEP  # Ignite's Engine calls its process function once per batch
         if result is None and klass is not None and func.name.value in SIMULEVAL_ACTION_HOOKS and \
@@ -372,6 +376,16 @@ class Steps:
                               self._external(func, klass)])
         self._functions[key] = result
         return result
+
+    def layer_forward(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The `forward` `node` runs in, outside any loop of it, when its class is a layer
+        (memlint.analysis.layers): it runs once per layer on every step."""
+        func = self.tree.function_of(node)
+        if func is None or func.name.value != "forward" or self.tree.loops_around(node):
+            return None
+        klass = self.tree.class_of(func)
+        return func if klass is not None and klass.name.value in self.receivers.module_classes and \
+            self.layers.is_layer(klass) else None
 
     @cached_property
     def _engine_steps(self) -> FrozenSet[str]:

@@ -100,6 +100,7 @@ _OUTPUT_FIELDS = frozenset({"logits", "loss", "last_hidden_state", "pooler_outpu
 _GATHERS = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes", "all_gather", "all_reduce"})
 _ACCELERATOR = re.compile(r"(^|\.)(accelerator|fabric)$", re.IGNORECASE)
 _LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
+_SIZES = re.compile(r"len|size|count|num|shape", re.IGNORECASE)  # a parameter holding lengths, often on the host
 # tqdm's progress bars: `trange(n)` runs as `range(n)` (`Syncs.many`); `tqdm(x)` as `x`.
 _PROGRESS_RANGES = frozenset({"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange", "tqdm.std.trange"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
@@ -163,6 +164,20 @@ def _printed_name(value: cst.BaseExpression) -> str:
         if type(value) is cst.Attribute and type(value.value) is not cst.Name:  # type: ignore[attr-defined]
             value = value.value  # type: ignore[attr-defined]
     return dotted_name(value) or ""
+
+
+def _empty_dict(value: Optional[cst.BaseExpression]) -> bool:
+    """`{}` or `dict()`."""
+    return type(value) is cst.Dict and not value.elements or \
+        type(value) is cst.Call and dotted_name(value.func) == "dict" and not value.args  # type: ignore[attr-defined]
+
+
+def _key_name(target: cst.Subscript) -> str:
+    """The key a store into a dict names (`"kl"` for `metrics["kl"] = ...`); empty for others."""
+    keys = target.slice
+    if len(keys) == 1 and type(keys[0].slice) is cst.Index and type(keys[0].slice.value) is cst.SimpleString:  # type: ignore[attr-defined]
+        return keys[0].slice.value.evaluated_value  # type: ignore[attr-defined,return-value]
+    return ""
 
 
 def _to_host(expr: cst.BaseExpression) -> bool:
@@ -311,17 +326,42 @@ class Syncs:
             return func.value
         return None
 
-    def printed(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+    def printed(self, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, str]]:
         """The GPU tensor a builtin `print(...)` formats (an argument, or a value in an
         f-string argument), which copies it to the host and waits for the kernels that make
-        it; None when it prints none, or only losses (a loss printed per step is the price of
-        logging, like its `.item()`)."""
+        it, or a dict of them, with what it is ("a GPU tensor", "a dict of GPU tensors"); None
+        when it prints none, or only losses (a loss printed per step is the price of logging,
+        like its `.item()`)."""
         func = call.func
         if type(func) is not cst.Name or func.value != "print" or self.names.qualified_name(func) is not None or \
                 self.scopes.bindings_seen("print", call):  # type: ignore[attr-defined]
             return None
-        return next((value for value in _shown(call)
-                     if not _LOSS_NAME.search(_printed_name(value)) and self._formats_device_tensor(value, call)), None)
+        for value in _shown(call):
+            if _LOSS_NAME.search(_printed_name(value)):
+                continue
+            if self._formats_device_tensor(value, call):
+                return value, "a GPU tensor"
+            if self._filled_with_device_tensors(value, call):
+                return value, "a dict of GPU tensors"
+        return None
+
+    def _filled_with_device_tensors(self, value: cst.BaseExpression, call: cst.Call) -> bool:
+        """A dict its function makes empty and fills with GPU tensors other than losses
+        (`metrics = {}`, then `metrics["kl"] = (logp - ref).mean()`): printing it formats, and
+        copies to the host, every one of them."""
+        if type(value) is not cst.Name:
+            return False
+        name = value.value  # type: ignore[attr-defined]
+        binds = self._bindings_at(name, call)
+        if not binds or not all(bind.kind == "assign" and bind.whole and _empty_dict(bind.value) for bind in binds):
+            return False
+        for assign in self.scopes.assigns_of(self.tree.scope_of(call)):
+            stored = [target.target for target in assign.targets]
+            if any(type(target) is cst.Subscript and dotted_name(target.value) == name and  # type: ignore[attr-defined]
+                   not _LOSS_NAME.search(_key_name(target)) for target in stored) and \
+                    not _LOSS_NAME.search(_printed_name(assign.value)) and self._device_tensor(assign.value, assign):
+                return True
+        return False
 
     def logged(self, call: cst.Call) -> Optional[cst.BaseExpression]:
         """What a log line reads from the GPU, losses included: a GPU tensor that `print(...)`
@@ -612,10 +652,13 @@ class Syncs:
         return passed  # type: ignore[return-value]
 
     def _annotated_tensor(self, param: cst.CSTNode) -> bool:
-        """A parameter of a function that is no module's method, declared a tensor by its author
-        (`prev_input_ids: Tensor`, `x: torch.LongTensor`)."""
-        if type(param) is not cst.Param or self.in_module_method(param):
-            return False  # (a module's method takes every tensor for the device's: a CPU `lengths` too)
+        """A parameter declared a tensor by its author (`prev_input_ids: Tensor`, `x:
+        torch.LongTensor`). In a module's method, where every tensor is taken for the device's,
+        not one whose name says it holds lengths or sizes (`lengths: Tensor`, which
+        `pack_padded_sequence` takes on the host)."""
+        if type(param) is not cst.Param or \
+                self.in_module_method(param) and _SIZES.search(param.name.value):  # type: ignore[attr-defined]
+            return False
         annotation = param.annotation  # type: ignore[attr-defined]
         qualified = self.names.qualified_name(annotation.annotation) if annotation is not None else None
         return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")

@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
+from memlint.analysis.guards import selects_a_mode
 from memlint.analysis.often import STEP
 from memlint.analysis.steps import skips_one_in_n
 from memlint.analysis.syncs import may_sync
@@ -86,8 +87,20 @@ class HostDeviceSyncInLoop(Rule):
     `print(predictions)` in an evaluation loop, `print(self.index)` in a `forward`, or a value
     computed in the print in a helper a sampler's `@torch.no_grad()` step calls every timestep:
     `print("gradient:", (variance * gradient.float()).mean())`): formatting the tensor copies it
-    to the host. Not a printed loss (the price of logging, like its
-    `.item()`), a shape, or a print under a condition (a flag, every N steps).
+    to the host. Also a dict the step fills with GPU tensors and prints whole (`metrics["kl"] =
+    (logp - ref).mean()`, then `print(metrics)`: one wait per value), and a print in one mode of
+    the step (`elif args.train_impl == "kto":` around the model's work picks the algorithm, not
+    whether to log). Not a printed loss (the price of logging, like its
+    `.item()`), a dict of losses, a shape, or a print under a condition (a flag, every N steps, a
+    debugging mode: `if args.mode == "debug":`).
+
+    And a wait in the `forward` of a class the model builds once per layer (`nn.ModuleList(Block()
+    for _ in range(n))`, a KV cache each block builds or is given): `input_pos.max().item()` in a
+    KV cache's forward waits once per layer on every generated token, where the position it
+    needs is a Python number the caller already has. Reported once per forward. A tensor
+    parameter of a module's method is taken for the device's (`input_pos: Tensor`), unless its
+    name says it holds lengths or sizes (`lengths: Tensor`, which `pack_padded_sequence` takes
+    on the host).
 
     And a log meant for one step in N under a test that holds on all the others: `if step %
     50:` (or `% 50 != 0`) where `if step % 50 == 0:` was meant, over a print of the loss (a
@@ -405,6 +418,32 @@ class HostDeviceSyncInLoop(Rule):
         # `not` of host values, one per element
         "import torch\nmodel = model.cuda()\nfor x in loader:\n    out = model(x.cuda())\n"
         "    flags = [not bad for bad in torch.isnan(out.cpu())]\n",
+        # a KV cache the model builds once, not once per layer: one wait per step
+        "import torch\nfrom torch import nn\n\nclass KVCache(nn.Module):\n    def __init__(self, device=None):\n"
+        "        super().__init__()\n        self.register_buffer(\"k\", torch.zeros(1, 8, 64, 8, device=device))\n\n"
+        "    def forward(self, input_pos: torch.Tensor, k: torch.Tensor):\n        self.k.index_copy_(2, input_pos, k)\n"
+        "        return self.k[:, :, :input_pos.max().item() + 1]\n\nclass GPT(nn.Module):\n"
+        "    def __init__(self, n_layer):\n        super().__init__()\n        self.cache = KVCache()\n"
+        "        self.h = nn.ModuleList(nn.Linear(8, 8) for _ in range(n_layer))\n",
+        # ... a model a script builds in a loop (a sweep over sizes): no layer of another model
+        "import torch\nfrom torch import nn\n\nclass GPT(nn.Module):\n"
+        "    def forward(self, input_pos: torch.Tensor, x: torch.Tensor):\n"
+        "        return self.body(x)[:, :input_pos.max().item() + 1]\n\n"
+        "for n_layer in (2, 4, 8):\n    model = GPT(n_layer).cuda()\n",
+        # ... a layer whose lengths are read: `lengths` is the host's, as pack_padded_sequence wants it
+        "import torch\nfrom torch import nn\n\nclass Encoder(nn.Module):\n"
+        "    def forward(self, x: torch.Tensor, lengths: torch.Tensor):\n"
+        "        return self.rnn(x[:, :lengths.max().item()])\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.layers = nn.ModuleList([Encoder() for _ in range(4)])\n\n"
+        "model = Model().cuda()\n",
+        # a dict of losses printed, or a dict printed in a debugging mode or under a flag
+        "import torch\nmodel = model.to(device)\nfor x, y in loader:\n    logs = {}\n    out = model(x)\n"
+        "    logs[\"loss\"] = criterion(out, y)\n    print(logs)\n    logs[\"loss\"].backward()\n",
+        "import torch\n\ndef forward_step(batch, model, args):\n    metrics = {}\n    if args.mode == \"debug\":\n"
+        "        out = model(batch.to(args.device))\n        metrics[\"kl\"] = out.mean()\n        print(metrics)\n"
+        "    else:\n        out = model(batch.to(args.device))\n    if args.verbose:\n        print(metrics)\n"
+        "    return out.sum()\n\n"
+        "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
         # a gradient norm read per parameter on every step (`named_parameters()` yields tensors)
@@ -661,6 +700,38 @@ class HostDeviceSyncInLoop(Rule):
             "model = model.cuda()\nfor x in loader:\n    model(x).mean().backward()\n    clip_gradients(model, 3.0)\n"
             "    opt.step()\n"
         ),
+        # a leftover print of a dict of GPU metrics, in one mode of a trainer's step (`elif
+        # args.train_impl == "kto":` picks the algorithm, not whether to log)
+        Invalid(
+            "import torch\n\ndef forward_step(batch, model, args):\n    metrics = {}\n"
+            "    if args.train_impl == \"normal\":\n        loss = model(batch.to(args.device)).mean()\n"
+            "    elif args.train_impl == \"kto\":\n        out = model(batch.to(args.device))\n"
+            "        with torch.no_grad():\n            metrics[\"policy_logp\"] = out.sum(-1).mean()\n"
+            "            metrics[\"kl\"] = out.mean()\n            print(metrics)\n        loss = out.mean()\n"
+            "    return loss, metrics\n\nfor step in range(steps):\n"
+            "    loss, metrics = forward_step(next(data), model, args)\n    loss.backward()\n"
+        ),
+        # a wait in the forward of a KV cache that each layer of the model holds: once per layer
+        # per generated token
+        Invalid(
+            "import torch\nfrom torch import nn\n\nclass KVCache(nn.Module):\n    def __init__(self, device=None):\n"
+            "        super().__init__()\n        self.register_buffer(\"k\", torch.zeros(1, 8, 64, 8, device=device))\n\n"
+            "    def forward(self, input_pos: torch.Tensor, k: torch.Tensor):\n        self.k.index_copy_(2, input_pos, k)\n"
+            "        return self.k[:, :, :input_pos.max().item() + 1]\n\nclass Attention(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.kv_cache = KVCache()\n\n"
+            "class GPT(nn.Module):\n    def __init__(self, n_layer):\n        super().__init__()\n"
+            "        self.h = nn.ModuleList(Attention() for _ in range(n_layer))\n"
+        ),
+        # ... one each layer builds when the model asks it to, layer by layer
+        Invalid(
+            "import torch\nfrom torch import nn\n\nclass KVCache(nn.Module):\n    def __init__(self, device=None):\n"
+            "        super().__init__()\n        self.register_buffer(\"k\", torch.zeros(1, 8, 64, 8, device=device))\n\n"
+            "    def forward(self, input_pos: torch.Tensor, k: torch.Tensor):\n        self.k.index_copy_(2, input_pos, k)\n"
+            "        return self.k[:, :, :input_pos.max().item() + 1]\n\nclass Attention(nn.Module):\n"
+            "    def build_kv_cache(self):\n        return KVCache()\n\n"
+            "class GPT(nn.Module):\n    def set_kv_cache(self):\n        for block in self.h:\n"
+            "            block.kv_cache = block.build_kv_cache()\n"
+        ),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
@@ -708,18 +779,30 @@ class HostDeviceSyncInLoop(Rule):
         facts = self.facts
         if not facts.device_code:
             return
+        child: cst.CSTNode = node
         for ancestor in facts.tree.ancestors(node):
             kind = type(ancestor)
+            if kind is cst.If and child is not ancestor.test and selects_a_mode(ancestor.test) and \
+                    self._runs_a_model(child):  # type: ignore[attr-defined]
+                child = ancestor
+                continue  # `elif args.train_impl == "kto":` around the model's work: a mode, not a log
             if kind in _CONDITIONAL:
                 return  # a verbosity flag, a periodic log, a handler: printed on purpose
             if kind is cst.FunctionDef or kind is cst.For or kind is cst.While:
                 break
-        value = facts.syncs.printed(node)
-        if value is None or facts.per_step(node) is None:  # (asked last: the answer may come from the project)
+            child = ancestor
+        printed = facts.syncs.printed(node)
+        if printed is None or facts.per_step(node) is None:  # (asked last: the answer may come from the project)
             return
+        value, what = printed
+        copied = "the tensor" if what == "a GPU tensor" else "each tensor"
         self.report(node, (
-            f"`print(...)` formats `{show(value)}`, a GPU tensor, on every step: it copies the tensor to the host "
+            f"`print(...)` formats `{show(value)}`, {what}, on every step: it copies {copied} to the host "
             f"and makes the host wait for the GPU each time; remove it, or print under a condition every N steps"))
+
+    def _runs_a_model(self, branch: cst.CSTNode) -> bool:
+        is_forward = self.facts.roles.is_forward
+        return any(type(call) is cst.Call and is_forward(call) for call in walk(branch))  # type: ignore[arg-type]
 
     def _logged_on_most_steps(self, node: cst.Call) -> None:
         """`if step % 50: print(f"loss {loss}")`: a log meant for one step in N, under a test
@@ -763,7 +846,10 @@ class HostDeviceSyncInLoop(Rule):
             iterable = node.args[0].value  # type: ignore[attr-defined]
         else:
             iterable = facts.syncs.repeats_over(node)
-            if iterable is None or not (facts.syncs.many(iterable, node) or facts.steps.accumulates(node)):
+            if iterable is None:
+                self._in_a_layer(node, kind, shown)
+                return
+            if not (facts.syncs.many(iterable, node) or facts.steps.accumulates(node)):
                 return
             loop = facts.tree.loops_around(node)
             # the iteration waits for the device anyway (a sync call counts beside a sync no call asks
@@ -794,6 +880,23 @@ class HostDeviceSyncInLoop(Rule):
             f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU once per item of "
             f"`{show(iterable)}`, many times per step; compute on the device and read the result once "
             f"(e.g. `(a == b).sum().item()`, `torch.stack(values).tolist()`), or every N steps"))
+
+
+    def _in_a_layer(self, node: cst.CSTNode, kind: str, shown: Optional[cst.CSTNode]) -> None:
+        """A wait in the `forward` of a class the model builds once per layer (a KV cache's
+        `input_pos.max().item()`): paid once per layer, on every step or generated token."""
+        facts = self.facts
+        layer = facts.steps.layer_forward(node)
+        if layer is None or not facts.device_code or id(layer) in self._repeated or \
+                any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)) or \
+                facts.per_step(node, inner=True) is None:
+            return
+        self._repeated.add(id(layer))  # one finding per forward: one value kept on the host removes them all
+        klass = facts.tree.class_of(layer).name.value  # type: ignore[union-attr]
+        self.report(node, (
+            f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU in `{klass}.forward`, "
+            f"which runs once per layer (this module builds a `{klass}` for each), on every step; keep the "
+            f"value on the host where it is made (a Python number passed down), or compute on the device"))
 
 
 def _only_logs(branch: cst.If) -> bool:
