@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
+from memlint.analysis.dataflow import conjuncts
 from memlint.analysis.guards import selects_a_mode
 from memlint.analysis.often import STEP
 from memlint.analysis.steps import skips_one_in_n
@@ -97,7 +98,9 @@ class HostDeviceSyncInLoop(Rule):
     And a wait in the `forward` of a class the model builds once per layer (`nn.ModuleList(Block()
     for _ in range(n))`, a KV cache each block builds or is given): `input_pos.max().item()` in a
     KV cache's forward waits once per layer on every generated token, where the position it
-    needs is a Python number the caller already has. Reported once per forward. A tensor
+    needs is a Python number the caller already has. Reported once per forward, and not under a
+    test of a dtype (`if x.dtype == torch.float16 and torch.isinf(x).any():` runs in half
+    precision only, the caller's choice). A tensor
     parameter of a module's method is taken for the device's (`input_pos: Tensor`), unless its
     name says it holds lengths or sizes (`lengths: Tensor`, which `pack_padded_sequence` takes
     on the host).
@@ -436,6 +439,12 @@ class HostDeviceSyncInLoop(Rule):
         "        return self.rnn(x[:, :lengths.max().item()])\n\nclass Model(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n        self.layers = nn.ModuleList([Encoder() for _ in range(4)])\n\n"
         "model = Model().cuda()\n",
+        # ... a layer's check that runs in half precision only (T5's clamp): the precision is the caller's choice
+        "import torch\nfrom torch import nn\n\nclass Block(nn.Module):\n    def forward(self, x: torch.Tensor):\n"
+        "        x = self.ff(x)\n        if x.dtype == torch.float16 and torch.isinf(x).any():\n"
+        "            x = x.clamp(-6e4, 6e4)\n        return x\n\nclass Stack(nn.Module):\n"
+        "    def __init__(self, n):\n        super().__init__()\n        self.blocks = nn.ModuleList(Block() for _ in range(n))\n\n"
+        "model = Stack(12).cuda()\n",
         # a dict of losses printed, or a dict printed in a debugging mode or under a flag
         "import torch\nmodel = model.to(device)\nfor x, y in loader:\n    logs = {}\n    out = model(x)\n"
         "    logs[\"loss\"] = criterion(out, y)\n    print(logs)\n    logs[\"loss\"].backward()\n",
@@ -889,7 +898,7 @@ class HostDeviceSyncInLoop(Rule):
         layer = facts.steps.layer_forward(node)
         if layer is None or not facts.device_code or id(layer) in self._repeated or \
                 any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)) or \
-                facts.per_step(node, inner=True) is None:
+                self._under_a_dtype_test(node) or facts.per_step(node, inner=True) is None:
             return
         self._repeated.add(id(layer))  # one finding per forward: one value kept on the host removes them all
         klass = facts.tree.class_of(layer).name.value  # type: ignore[union-attr]
@@ -897,6 +906,19 @@ class HostDeviceSyncInLoop(Rule):
             f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU in `{klass}.forward`, "
             f"which runs once per layer (this module builds a `{klass}` for each), on every step; keep the "
             f"value on the host where it is made (a Python number passed down), or compute on the device"))
+
+
+    def _under_a_dtype_test(self, node: cst.CSTNode) -> bool:
+        """`if x.dtype == torch.float16 and torch.isinf(x).any():`: a check that runs only in one
+        precision (T5's clamp in half precision), whether the model ever runs in it is the
+        caller's choice."""
+        tests = [part for part, _ in self.facts.guards.holding(node)]
+        if type(node) is cst.If:
+            tests += conjuncts(node.test)  # type: ignore[attr-defined]
+        return any(type(test) is cst.Comparison and any(
+            type(side) is cst.Attribute and side.attr.value == "dtype"  # type: ignore[attr-defined]
+            for side in (test.left, *(c.comparator for c in test.comparisons)))  # type: ignore[attr-defined]
+            for test in tests)
 
 
 def _only_logs(branch: cst.If) -> bool:
