@@ -753,3 +753,90 @@ def test_a_tensor_the_operand_was_shaped_like_before_it_was_bound_again_is_left_
         "        return torch.where", "        e = e.t()\n        return torch.where")
     assert "e = e.t()" in source
     assert not check(source, "t.py", [RULES["MEM102"]]).findings
+
+
+@pytest.mark.parametrize("test", ['args.impl == b"kto"', 'args.impl in (b"a", b"b")'])
+def test_a_bytes_literal_compared_with_a_setting_is_no_mode_and_no_crash(test):
+    source = f"""\
+        import torch
+        model = model.cuda()
+        for x in loader:
+            if {test}:
+                out = model(x.cuda())
+                print(out)
+            out.sum().backward()
+        """
+    assert _found(source, "MEM105") == []
+
+
+def test_a_dict_printed_before_it_is_filled_or_filled_on_another_path_is_not_a_dict_of_gpu_tensors():
+    filled_later = """\
+        import torch
+        model = model.cuda()
+        for x, y in loader:
+            metrics = {}
+            out = model(x.cuda())
+            print(metrics)
+            metrics["acc"] = (out.argmax(-1) == y.cuda()).float().mean()
+            crit(out, y.cuda()).backward()
+        """
+    assert _found(filled_later, "MEM105") == []
+    other_path = """\
+        import torch
+        model = model.cuda()
+        for x, y in loader:
+            metrics = {}
+            out = model(x.cuda())
+            if evaluate:
+                metrics["acc"] = (out.argmax(-1) == y.cuda()).float().mean()
+                continue
+            print(metrics)
+            crit(out, y.cuda()).backward()
+        """
+    assert _found(other_path, "MEM105") == []
+    bytes_key = """\
+        import torch
+        model = model.cuda()
+        for x, y in loader:
+            metrics = {}
+            out = model(x.cuda())
+            metrics[b"acc"] = (out.argmax(-1) == y.cuda()).float().mean()
+            print(metrics)
+            crit(out, y.cuda()).backward()
+        """
+    assert len(_found(bytes_key, "MEM105")) == 1  # read without a crash, and printed whole
+
+
+def test_a_setting_about_logging_compared_with_a_name_is_no_mode():
+    source = """\
+        import torch
+        model = model.cuda()
+        for x in loader:
+            if args.log_level == "all":
+                out = model(x.cuda())
+                print(out)
+            model(x.cuda()).sum().backward()
+        """
+    assert _found(source, "MEM105") == []
+    assert len(_found(source.replace("args.log_level", "args.train_impl"), "MEM105")) == 1
+
+
+@pytest.mark.parametrize("name, reported", [("cu_seqlens", True), ("seq_lens", False), ("num_tokens", False)])
+def test_a_layer_parameter_is_a_host_size_only_where_a_part_of_its_name_says_so(name, reported):
+    source = f"""\
+        import torch
+        from torch import nn
+
+        class Attention(nn.Module):
+            def forward(self, x: torch.Tensor, {name}: torch.Tensor):
+                longest = ({name}[1:] - {name}[:-1]).max().item()
+                return self.attend(x, {name}, longest)
+
+        class Model(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.layers = nn.ModuleList([Attention() for _ in range(n)])
+
+        model = Model(4).cuda()
+        """
+    assert bool(_found(source, "MEM105")) is reported

@@ -249,7 +249,7 @@ class Guards:
 def selects_a_mode(test: cst.BaseExpression) -> bool:
     """`args.train_impl == "kto"`, `cfg.loss in ("dpo", "ipo")`: a name or attribute compared with
     the name of a way the code can run. It picks the algorithm, not whether to log; unless the
-    name speaks of logging (`args.log_level == "debug"`)."""
+    setting or the name speaks of logging (`args.log_level == "all"`, `args.mode == "debug"`)."""
     if type(test) is not cst.Comparison or len(test.comparisons) != 1 or dotted_name(test.left) is None:  # type: ignore[attr-defined]
         return False
     comparison = test.comparisons[0]  # type: ignore[attr-defined]
@@ -259,8 +259,15 @@ def selects_a_mode(test: cst.BaseExpression) -> bool:
         named = [element.value for element in comparison.comparator.elements]
     else:
         return False
-    return bool(named) and all(type(name) is cst.SimpleString and not _LOGGING.search(name.evaluated_value)  # type: ignore[attr-defined]
-                               for name in named)
+    return bool(named) and not speaks_of_logging(dotted_name(test.left) or "") and all(  # type: ignore[attr-defined]
+        type(name) is cst.SimpleString and isinstance(name.evaluated_value, str)  # type: ignore[attr-defined]
+        and not speaks_of_logging(name.evaluated_value) for name in named)  # type: ignore[attr-defined]
+
+
+def speaks_of_logging(name: str) -> bool:
+    """A name or a value of a setting about what the code shows, not what it computes
+    (`args.log_level`, `"debug"`, `self.verbose`)."""
+    return bool(_LOGGING.search(name))
 
 
 def a_setting(test: cst.BaseExpression) -> bool:

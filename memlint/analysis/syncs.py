@@ -100,7 +100,10 @@ _OUTPUT_FIELDS = frozenset({"logits", "loss", "last_hidden_state", "pooler_outpu
 _GATHERS = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes", "all_gather", "all_reduce"})
 _ACCELERATOR = re.compile(r"(^|\.)(accelerator|fabric)$", re.IGNORECASE)
 _LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
-_SIZES = re.compile(r"len|size|count|num|shape", re.IGNORECASE)  # a parameter holding lengths, often on the host
+# A parameter holding lengths or sizes (a part of its name: `lengths`, `seq_lens`, `num_tokens`),
+# often on the host; not `cu_seqlens` (flash-attention's offsets, on the device) nor `discount`.
+_SIZES = re.compile(r"(^|_)(len|lens|length|lengths|size|sizes|count|counts|num|shape|shapes)(_|$)|(^|_)num_",
+                    re.IGNORECASE)
 # tqdm's progress bars: `trange(n)` runs as `range(n)` (`Syncs.many`); `tqdm(x)` as `x`.
 _PROGRESS_RANGES = frozenset({"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange", "tqdm.std.trange"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
@@ -176,7 +179,8 @@ def _key_name(target: cst.Subscript) -> str:
     """The key a store into a dict names (`"kl"` for `metrics["kl"] = ...`); empty for others."""
     keys = target.slice
     if len(keys) == 1 and type(keys[0].slice) is cst.Index and type(keys[0].slice.value) is cst.SimpleString:  # type: ignore[attr-defined]
-        return keys[0].slice.value.evaluated_value  # type: ignore[attr-defined,return-value]
+        key = keys[0].slice.value.evaluated_value  # type: ignore[attr-defined]
+        return key if isinstance(key, str) else ""  # (not a bytes key)
     return ""
 
 
@@ -356,6 +360,9 @@ class Syncs:
         if not binds or not all(bind.kind == "assign" and bind.whole and _empty_dict(bind.value) for bind in binds):
             return False
         for assign in self.scopes.assigns_of(self.tree.scope_of(call)):
+            block = self.tree.parent(self.tree.parent(assign))  # (the block of its statement line)
+            if self.tree.order(assign) > self.tree.order(call) or block is None or not self.tree.contains(block, call):
+                continue  # a store after the print, or in a branch the print need not follow
             stored = [target.target for target in assign.targets]
             if any(type(target) is cst.Subscript and dotted_name(target.value) == name and  # type: ignore[attr-defined]
                    not _LOSS_NAME.search(_key_name(target)) for target in stored) and \

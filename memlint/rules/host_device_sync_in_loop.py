@@ -7,11 +7,11 @@ from typing import Optional, Set
 import libcst as cst
 
 from memlint.analysis.dataflow import conjuncts
-from memlint.analysis.guards import selects_a_mode
+from memlint.analysis.guards import selects_a_mode, speaks_of_logging
 from memlint.analysis.often import STEP
 from memlint.analysis.steps import skips_one_in_n
 from memlint.analysis.syncs import may_sync
-from memlint.analysis.tree import walk
+from memlint.analysis.tree import dotted_name, walk
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
@@ -100,7 +100,9 @@ class HostDeviceSyncInLoop(Rule):
     KV cache's forward waits once per layer on every generated token, where the position it
     needs is a Python number the caller already has. Reported once per forward, and not under a
     test of a dtype (`if x.dtype == torch.float16 and torch.isinf(x).any():` runs in half
-    precision only, the caller's choice). A tensor
+    precision only, the caller's choice) or of a debugging setting (`if self.debug:`). Only the
+    forward's own body: not a helper it calls, a forward a layer inherits, or a layer built by a
+    factory function (memlint.analysis.layers says which classes are layers). A tensor
     parameter of a module's method is taken for the device's (`input_pos: Tensor`), unless its
     name says it holds lengths or sizes (`lengths: Tensor`, which `pack_padded_sequence` takes
     on the host).
@@ -433,6 +435,17 @@ class HostDeviceSyncInLoop(Rule):
         "    def forward(self, input_pos: torch.Tensor, x: torch.Tensor):\n"
         "        return self.body(x)[:, :input_pos.max().item() + 1]\n\n"
         "for n_layer in (2, 4, 8):\n    model = GPT(n_layer).cuda()\n",
+        # ... a metric per split of the data (one runs per step), and a cache a model's own method
+        # builds, whose name a loop over callbacks happens to call
+        "import torch\nfrom torch import nn\n\nclass Accuracy(nn.Module):\n"
+        "    def forward(self, preds: torch.Tensor, y: torch.Tensor):\n        return (preds == y).sum().item()\n\n"
+        "class KVCache(nn.Module):\n    def forward(self, input_pos: torch.Tensor, k: torch.Tensor):\n"
+        "        return k[:, :, :input_pos.max().item() + 1]\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.metrics = nn.ModuleDict({split: Accuracy() for split in (\"train\", \"val\")})\n\n"
+        "    def setup(self):\n        self.cache = KVCache()\n\n    def forward(self, x):\n"
+        "        for callback in self.callbacks:\n            callback.setup()\n        return self.body(x)\n\n"
+        "model = Model().cuda()\n",
         # ... a layer whose lengths are read: `lengths` is the host's, as pack_padded_sequence wants it
         "import torch\nfrom torch import nn\n\nclass Encoder(nn.Module):\n"
         "    def forward(self, x: torch.Tensor, lengths: torch.Tensor):\n"
@@ -738,7 +751,9 @@ class HostDeviceSyncInLoop(Rule):
             "    def forward(self, input_pos: torch.Tensor, k: torch.Tensor):\n        self.k.index_copy_(2, input_pos, k)\n"
             "        return self.k[:, :, :input_pos.max().item() + 1]\n\nclass Attention(nn.Module):\n"
             "    def build_kv_cache(self):\n        return KVCache()\n\n"
-            "class GPT(nn.Module):\n    def set_kv_cache(self):\n        for block in self.h:\n"
+            "class GPT(nn.Module):\n    def __init__(self, n_layer):\n        super().__init__()\n"
+            "        self.h = nn.ModuleList([Attention() for _ in range(n_layer)])\n\n"
+            "    def set_kv_cache(self):\n        for block in self.h:\n"
             "            block.kv_cache = block.build_kv_cache()\n"
         ),
     )
@@ -898,27 +913,27 @@ class HostDeviceSyncInLoop(Rule):
         layer = facts.steps.layer_forward(node)
         if layer is None or not facts.device_code or id(layer) in self._repeated or \
                 any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)) or \
-                self._under_a_dtype_test(node) or facts.per_step(node, inner=True) is None:
+                self._under_a_choice(node) or facts.per_step(node, inner=True) is None:
             return
         self._repeated.add(id(layer))  # one finding per forward: one value kept on the host removes them all
         klass = facts.tree.class_of(layer).name.value  # type: ignore[union-attr]
         self.report(node, (
             f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU in `{klass}.forward`, "
-            f"which runs once per layer (this module builds a `{klass}` for each), on every step; keep the "
-            f"value on the host where it is made (a Python number passed down), or compute on the device"))
+            f"which runs once per layer (this module builds one `{klass}` per layer), on every step; read the "
+            f"value once per step outside the layers and pass it down, or keep the work on the device"))
 
 
-    def _under_a_dtype_test(self, node: cst.CSTNode) -> bool:
-        """`if x.dtype == torch.float16 and torch.isinf(x).any():`: a check that runs only in one
-        precision (T5's clamp in half precision), whether the model ever runs in it is the
-        caller's choice."""
+    def _under_a_choice(self, node: cst.CSTNode) -> bool:
+        """A wait a layer makes only where its caller chose so: under a test of a dtype (`if
+        x.dtype == torch.float16 and torch.isinf(x).any():`, T5's clamp in half precision) or of
+        a debugging setting (`if self.debug:`)."""
         tests = [part for part, _ in self.facts.guards.holding(node)]
         if type(node) is cst.If:
             tests += conjuncts(node.test)  # type: ignore[attr-defined]
         return any(type(test) is cst.Comparison and any(
             type(side) is cst.Attribute and side.attr.value == "dtype"  # type: ignore[attr-defined]
             for side in (test.left, *(c.comparator for c in test.comparisons)))  # type: ignore[attr-defined]
-            for test in tests)
+            or speaks_of_logging(dotted_name(test) or "") for test in tests)
 
 
 def _only_logs(branch: cst.If) -> bool:
