@@ -840,3 +840,84 @@ def test_a_layer_parameter_is_a_host_size_only_where_a_part_of_its_name_says_so(
         model = Model(4).cuda()
         """
     assert bool(_found(source, "MEM105")) is reported
+
+
+_LAYER_SYNC = """\
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def forward(self, x: torch.Tensor):
+            {wait}
+            return self.ff(x)
+
+    class Model(nn.Module):
+        def __init__(self, n, classes):
+            super().__init__()
+    {build}
+
+    model = Model(4, [3, 5]).cuda()
+    """
+
+
+@pytest.mark.parametrize("build, reported", [
+    ("        self.layers = nn.ModuleList([Block() for _ in range(n)])", True),
+    ("        self.layers = nn.ModuleList()\n        for i in range(n):\n            layer = Block()\n"
+     "            self.layers.append(layer)", True),  # Swin's, timm's
+    ("        self.blocks = []\n        for i in range(n):\n            self.blocks.extend([Block()])", True),
+    ("        self.heads = nn.ModuleList([Block() for c in classes])", False),  # one head per class: alternatives
+    ("        for split in ('train', 'val'):\n            self.metrics.append(Block())", False),
+    ("        for i in range(n):\n            self.block = Block()", False),  # the last one is kept
+])
+def test_a_layer_is_one_of_a_count_of_modules_built_in_turn(build, reported):
+    source = textwrap.dedent(_LAYER_SYNC).format(wait="n = x.abs().max().item()", build=build)
+    assert bool(_found(source, "MEM105")) is reported
+
+
+def test_a_cache_each_layer_of_a_loop_is_given_is_a_layer():
+    """gpt-fast: `for layer in self.layers: layer.attention.kv_cache = KVCache(...)`."""
+    source = """\
+        import torch
+        from torch import nn
+
+        class KVCache(nn.Module):
+            def forward(self, input_pos: torch.Tensor, k: torch.Tensor):
+                return k[:, :, :input_pos.max().item() + 1]
+
+        class Transformer(nn.Module):
+            def setup_caches(self, batch, length):
+                for layer in self.layers:
+                    layer.attention.kv_cache = KVCache(batch, length)
+
+        model = Transformer().cuda()
+        """
+    assert len(_found(source, "MEM105")) == 1
+    assert _found(source.replace("layer.attention.kv_cache =", "self.cache ="), "MEM105") == []
+
+
+@pytest.mark.parametrize("test, reported", [
+    ("x.dtype == torch.float16 and torch.isinf(x).any()", False),  # half precision only: the caller's choice
+    ("x.dtype != torch.float16 and torch.isnan(x).any()", True),  # every other precision
+    ("self.debug_checks and torch.isnan(x).any()", False),
+    ("self.return_logits and torch.isnan(x).any()", True),  # `logits` is no log
+])
+def test_a_layer_wait_under_a_choice_of_its_caller_is_left_alone(test, reported):
+    source = textwrap.dedent(_LAYER_SYNC).format(
+        wait=f"if {test}:\n                raise ValueError('bad values')",
+        build="        self.layers = nn.ModuleList([Block() for _ in range(n)])")
+    assert bool(_found(source, "MEM105")) is reported
+
+
+def test_a_dict_filled_under_a_with_before_its_print_is_printed_filled():
+    source = """\
+        import torch
+        model = model.cuda()
+        for x, y in loader:
+            logs = {}
+            out = model(x.cuda())
+            with torch.no_grad():
+                logs["acc"] = (out.argmax(-1) == y.cuda()).float().mean()
+            print(logs)
+            crit(out, y.cuda()).backward()
+        """
+    assert len(_found(source, "MEM105")) == 1

@@ -21,7 +21,6 @@ from memlint.analysis.project import (Project, ProjectView, imported_modules, mo
 from memlint.analysis.summary import ModuleSummary
 from memlint.config import Config, Selection
 from memlint.engine import check
-from memlint.findings import Safety
 from memlint.rules import registry
 from memlint.run import Options, run
 
@@ -677,60 +676,6 @@ def test_a_class_defined_under_a_module_level_condition_calls_into_the_project_w
     assert lint(tmp_path) == lint(tmp_path, jobs=2)  # (a KeyError before, in the project's reading)
 
 
-VISUALIZER = {
-    "vis/__init__.py": "",
-    "vis/utils.py": """\
-        import torch
-
-        class GetActivations:
-            def __init__(self, model):
-                self.model = model
-                self.model.eval()
-
-            def get_activations(self, inputs):
-                preds = self.model(inputs)
-                return self.hooks, preds
-        """,
-    "tools/visualization.py": """\
-        import torch
-        from vis.utils import GetActivations
-
-        def run_visualization(model, loader):
-            model_vis = GetActivations(model)
-            for inputs, labels in loader:
-                activations, preds = model_vis.get_activations(inputs.cuda())
-                plot(activations, [p.cpu() for p in preds])
-        """,
-}
-
-
-def test_a_visualizer_returning_its_output_to_callers_that_never_train_runs_without_grad(tmp_path):
-    """SlowFast's `get_activations` returns its model's output with its graph: only where every
-    caller in the project is in a module that never backwards (what it hands back is plotted)."""
-    tree(tmp_path, VISUALIZER)
-    assert ("utils.py", 9, "MEM203") in lint(tmp_path)
-    assert not [f for f in lint(tmp_path, tmp_path / "vis/utils.py") if f[2] == "MEM203"]  # alone: a caller may train
-    script = tmp_path / "tools/visualization.py"
-    script.write_text(script.read_text() + "\ndef tune(model_vis, x, opt):\n    model_vis.get_activations(x)[1].sum().backward()\n")
-    assert not [f for f in lint(tmp_path) if f[0] == "utils.py"]  # a caller trains on what it returns
-
-
-def test_a_visualizer_called_from_a_module_others_import_is_left_alone(tmp_path):
-    """The caller may hand the output on to a module that trains: a summary does not follow it."""
-    tree(tmp_path, VISUALIZER)
-    (tmp_path / "tools/train.py").write_text("import torch\nfrom visualization import run_visualization\n")
-    assert not [f for f in lint(tmp_path) if f[0] == "utils.py"]
-
-
-def test_the_visualizer_fix_is_offered_as_unsafe(tmp_path):
-    """A call of the method the project cannot resolve (on a parameter) may still train on it."""
-    tree(tmp_path, VISUALIZER)
-    config = Config(root=tmp_path, selection=Selection(select=["MEM203"]))
-    outcomes = run([str(tmp_path)], config, registry(), Options(jobs=1))
-    [finding] = [f for o in outcomes for f in o.findings if o.display.endswith("utils.py")]
-    assert finding.fix is not None and finding.fix.safety is Safety.UNSAFE
-
-
 def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_path):
     tree(tmp_path, NAMESPACE)
     cache = tmp_path / "cache"
@@ -741,7 +686,7 @@ def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_p
 
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
     paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
-                                 **DEVICE_CALLER, **NESTED_STEP, **VISUALIZER})
+                                 **DEVICE_CALLER, **NESTED_STEP})
     whole = set(lint(tmp_path))
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path
@@ -749,7 +694,7 @@ def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
 
 def test_jobs_and_the_cache_give_what_one_cold_run_gives(tmp_path):
     tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
-                            **DEVICE_CALLER, **NESTED_STEP, **VISUALIZER})
+                            **DEVICE_CALLER, **NESTED_STEP})
     cold = lint(tmp_path / "src")
     assert lint(tmp_path / "src", jobs=2) == cold
     assert lint(tmp_path / "src", cache=tmp_path / "cache") == cold

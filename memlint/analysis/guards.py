@@ -63,7 +63,8 @@ _FUNCTION_DEPTH = 2  # call sites of call sites
 # instance keeps it (`self.args.x`); and the instance's own switches (`self.use_liger_loss`).
 _SETTINGS = frozenset({"args", "opt", "opts", "config", "cfg", "conf", "hparams", "flags", "FLAGS"})
 _SWITCH = re.compile(r"^(use|enable|with)_|_enabled$")
-_LOGGING = re.compile(r"debug|verbose|log|print|trace|profil", re.IGNORECASE)  # modes of a log, not of the code
+# Parts of a setting's name or value that speak of what is shown, not computed (and `debug...`)
+_LOGGING = frozenset({"verbose", "verbosity", "log", "logging", "print", "trace", "tracing", "profile", "profiling"})
 
 # What a condition depends on, from the least to the most telling.
 _LITERAL, _HARDWARE, _CHOICE = 0, 1, 2
@@ -266,8 +267,8 @@ def selects_a_mode(test: cst.BaseExpression) -> bool:
 
 def speaks_of_logging(name: str) -> bool:
     """A name or a value of a setting about what the code shows, not what it computes
-    (`args.log_level`, `"debug"`, `self.verbose`)."""
-    return bool(_LOGGING.search(name))
+    (`args.log_level`, `"debug"`, `self.verbose`), by a part of it (not `logits`, `catalog`)."""
+    return any(part.startswith("debug") or part in _LOGGING for part in re.split(r"[\W_]+", name.lower()))
 
 
 def a_setting(test: cst.BaseExpression) -> bool:

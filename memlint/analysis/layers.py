@@ -6,12 +6,15 @@ host-device wait there (a KV cache's `input_pos.max().item()`) is paid once per 
 or generated token. A module class is a layer where, in a method of a module class, this module
 builds one
 
-- per element of a list, set or generator comprehension (`[Block(c) for _ in range(n)]`), or
-  per iteration of a loop that appends it (`layers.append(Block(c))`, `self.add_module(name,
-  Block(c))`): a sequence of layers, each run in turn. Not a dict of alternatives
-  (`nn.ModuleDict({split: Accuracy() for split in splits})`: one runs per step), nor one built
-  in a loop's iterable (evaluated once), nor one a loop binds to a name or an attribute (the
+- per element of a list, set or generator comprehension over a count (`[Block(c) for _ in
+  range(n)]`), or per iteration of a loop over a count that appends it (`layers.append(Block(c))`,
+  `layer = Block(c); self.add_module(name, layer)`): a sequence of layers, each run in turn. Not
+  alternatives, one of which runs per step: a dict (`nn.ModuleDict({split: Accuracy() for split
+  in splits})`) or a list over named things (`[Head(c) for c in classes]`); nor one built in a
+  loop's iterable (evaluated once), nor one a loop binds to a name or an attribute it keeps (the
   last one is kept);
+- in a loop over a module's elements, as an attribute of the element (`for layer in
+  self.layers: layer.attention.kv_cache = KVCache(...)`, gpt-fast's);
 - in `__init__` of a layer (`self.attn = CausalSelfAttention(config)` in a block);
 - in a method of a layer that a method of a module class calls on each element of a loop
   (`for block in self.h: block.attn.kv_cache = block.attn.build_kv_cache(...)`).
@@ -32,10 +35,10 @@ import libcst as cst
 
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
-from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, walk
 
 _SEQUENCES = (cst.ListComp, cst.SetComp, cst.GeneratorExp)  # comprehensions of layers run in turn
-_ADDS = frozenset({"append", "add_module", "insert"})  # a loop adding one more layer each iteration
+_ADDS = frozenset({"append", "add_module", "insert", "extend"})  # a loop adding one more layer each iteration
 
 
 class Layers:
@@ -80,24 +83,44 @@ class Layers:
         return func if klass is not None and klass.name.value in self.receivers.module_classes else None
 
     def _one_per_iteration(self, construction: cst.Call) -> bool:
-        """`construction` makes one more element of a sequence each time round: the element of
-        a list, set or generator comprehension, or what a loop's body appends."""
+        """`construction` makes one more element of a sequence each time round a count of layers
+        (`range(n_layer)`): the element of a list, set or generator comprehension, or what a
+        loop's body appends, itself or by the name it binds (`layer = Block(); layers.append(layer)`);
+        or, in a loop over a module's elements, an attribute of the element (`layer.attention.kv_cache
+        = KVCache(...)`, gpt-fast's)."""
         child: cst.CSTNode = construction
         for ancestor in self.tree.ancestors(construction):
             kind = type(ancestor)
-            if kind in NEW_SCOPES:
-                return False
+            if kind in NEW_SCOPES or kind is cst.DictComp:
+                return False  # (a dict: alternatives by key)
             if kind in _SEQUENCES:
-                return child is ancestor.elt  # type: ignore[attr-defined]
-            if kind is cst.DictComp:
-                return False  # alternatives by key
-            if kind is cst.Arg and type(self.tree.parent(ancestor)) is cst.Call:
-                call = self.tree.parent(ancestor)
-                func = call.func  # type: ignore[union-attr]
-                if type(func) is cst.Attribute and func.attr.value in _ADDS:
-                    return bool(self.tree.loops_around(call))  # type: ignore[arg-type]
+                return child is ancestor.elt and _counts_layers(ancestor.for_in.iter)  # type: ignore[attr-defined]
+            if kind is cst.Arg and _adds(self.tree.parent(ancestor)):
+                return self._in_a_count(ancestor)
+            if kind is cst.Assign and ancestor.value is child:  # type: ignore[attr-defined]
+                return self._bound_per_iteration(ancestor)  # type: ignore[arg-type]
             child = ancestor
         return False
+
+    def _in_a_count(self, node: cst.CSTNode) -> bool:
+        loops = self.tree.loops_around(node)
+        return bool(loops) and type(loops[0]) is cst.For and _counts_layers(loops[0].iter)  # type: ignore[attr-defined]
+
+    def _bound_per_iteration(self, assign: cst.Assign) -> bool:
+        """`layer = Block(...)` then `self.layers.append(layer)` in a loop over a count of layers;
+        `block.attn.kv_cache = KVCache(...)` in a loop over the blocks."""
+        loops = self.tree.loops_around(assign)
+        if not loops or type(loops[0]) is not cst.For or len(assign.targets) != 1:
+            return False
+        loop, target = loops[0], assign.targets[0].target
+        if type(target) is cst.Attribute:
+            root = (dotted_name(target) or "").split(".")[0]
+            return root in _target_names(loop.target) and "." in (dotted_name(target) or "")  # type: ignore[attr-defined]
+        if type(target) is not cst.Name or not _counts_layers(loop.iter):  # type: ignore[attr-defined]
+            return False
+        return any(type(node) is cst.Call and _adds(node) and any(
+            type(arg.value) is cst.Name and arg.value.value == target.value for arg in node.args)  # type: ignore[attr-defined]
+            for node in walk(loop.body))  # type: ignore[attr-defined]
 
     @cached_property
     def _called_per_element(self) -> FrozenSet[str]:
@@ -113,6 +136,23 @@ class Layers:
                    for loop in self.tree.loops_around(call)):
                 found.add(func.attr.value)
         return frozenset(found)
+
+
+def _adds(node: Optional[cst.CSTNode]) -> bool:
+    """`layers.append(...)`, `self.add_module(name, ...)`, `blocks.extend([...])`, `insert`."""
+    return type(node) is cst.Call and type(node.func) is cst.Attribute and \
+        node.func.attr.value in _ADDS  # type: ignore[attr-defined]
+
+
+def _counts_layers(iterable: cst.BaseExpression) -> bool:
+    """`range(n_layer)`, also through `enumerate`, `zip` or `reversed`: a count, where a loop
+    over named things (`for split in splits`, `for c in classes`) builds alternatives."""
+    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name:  # type: ignore[attr-defined]
+        return False
+    name = iterable.func.value  # type: ignore[attr-defined]
+    if name == "range":
+        return True
+    return name in ("enumerate", "zip", "reversed") and any(_counts_layers(arg.value) for arg in iterable.args)  # type: ignore[attr-defined]
 
 
 def _target_names(target: cst.BaseExpression) -> FrozenSet[str]:

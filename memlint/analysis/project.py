@@ -205,16 +205,6 @@ class Project:
         return combine({at_site(kind, self._often_of(caller))
                         for caller, kind in self._incoming_edges().get(target, ()) if caller[:2] != target[:2]})
 
-    def callers_train(self, root: str, module: str, qualified: str) -> bool:
-        """Whether a caller of the function `qualified` of `module` may train on what it
-        returns: one in a module that backwards or steps somewhere, in module-level code, or in
-        a module that others import (it may hand the value on: a summary does not follow a
-        value through another module's function); also when no caller is known."""
-        incoming = self._incoming_edges().get((root, module, qualified), ())
-        return not incoming or any(
-            self._modules[(caller_root, caller_module)].trains or not caller or caller_module in self.imported
-            for (caller_root, caller_module, caller), _ in incoming)
-
     def called_from_device_code(self, root: str, module: str) -> bool:
         """Whether a module of the project whose code names a device calls a function of
         `module` (guided-diffusion's `train_util` moving batches to `dist_util.dev()` and calling
@@ -374,12 +364,6 @@ class ProjectView:
             often = project.external_often(self.root, self.name, qualified)
             return often if often in (STEP, INNER) else None
         return self._ask(f"often {qualified}", answer, None, None)  # type: ignore[return-value]
-
-    def callers_train(self, qualified: str) -> bool:
-        """Whether a caller of this module's function `qualified` may train on what it returns
-        (memlint.analysis.project.Project.callers_train); alone, a module cannot know: it may."""
-        return self._ask(f"callers-train {qualified}", lambda p: p.callers_train(self.root, self.name, qualified),
-                         True, True)  # type: ignore[return-value]
 
     def called_from_device_code(self) -> bool:
         """Whether another module of the project that names a device calls into this one

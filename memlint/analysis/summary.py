@@ -17,9 +17,7 @@ file's text, and read by memlint.analysis.project:
   a call in a function nested in one counts as the outer function's, where the nested
   function tells how often it runs by itself;
 - `device`: the module's own code names a device (`Facts.names_device`): the helpers it calls
-  in other modules get their tensors there;
-- `trains`: the module's code backwards or steps an optimizer somewhere, so what its code is
-  handed may be trained on (a module without torch is not looked into: it may).
+  in other modules get their tensors there.
 """
 
 from __future__ import annotations
@@ -131,7 +129,6 @@ class ModuleSummary:
     calls: Tuple[Edge, ...]
     saves: Tuple[SavedFile, ...] = ()
     device: bool = False
-    trains: bool = True  # its code backwards or steps an optimizer somewhere (not known: it may)
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -143,18 +140,18 @@ class ModuleSummary:
                 "functions": {k: v.to_json() for k, v in self.functions.items()},
                 "classes": {k: v.to_json() for k, v in self.classes.items()},
                 "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves],
-                "device": self.device, "trains": self.trains}
+                "device": self.device}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
-        imports, device, trains = data["imports"], data.get("device", False), data.get("trains", True)
-        if not isinstance(imports, dict) or not isinstance(device, bool) or not isinstance(trains, bool):
+        imports, device = data["imports"], data.get("device", False)
+        if not isinstance(imports, dict) or not isinstance(device, bool):
             raise ValueError("not a module summary")
         return cls(_name(data["name"]), {_name(k): _name(v) for k, v in imports.items()},
                    {_name(k): FunctionSummary.from_json(v) for k, v in data["functions"].items()},
                    {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
                    tuple(Edge.from_json(e) for e in data["calls"]),
-                   tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device, trains)
+                   tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device)
 
 
 def _name(value: object) -> str:
@@ -189,8 +186,7 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods)
     return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
-                         _saved_files(facts), facts.names_device,
-                         bool(facts.roles.backwards) or bool(facts.roles.optimizer_steps))
+                         _saved_files(facts), facts.names_device)
 
 
 def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:

@@ -100,10 +100,7 @@ _OUTPUT_FIELDS = frozenset({"logits", "loss", "last_hidden_state", "pooler_outpu
 _GATHERS = frozenset({"gather", "gather_for_metrics", "reduce", "pad_across_processes", "all_gather", "all_reduce"})
 _ACCELERATOR = re.compile(r"(^|\.)(accelerator|fabric)$", re.IGNORECASE)
 _LOSS_NAME = re.compile(r"loss", re.IGNORECASE)
-# A parameter holding lengths or sizes (a part of its name: `lengths`, `seq_lens`, `num_tokens`),
-# often on the host; not `cu_seqlens` (flash-attention's offsets, on the device) nor `discount`.
-_SIZES = re.compile(r"(^|_)(len|lens|length|lengths|size|sizes|count|counts|num|shape|shapes)(_|$)|(^|_)num_",
-                    re.IGNORECASE)
+_SIZES = frozenset({"size", "sizes", "count", "counts", "num", "shape", "shapes"})
 # tqdm's progress bars: `trange(n)` runs as `range(n)` (`Syncs.many`); `tqdm(x)` as `x`.
 _PROGRESS_RANGES = frozenset({"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange", "tqdm.std.trange"})
 _PROGRESS_BARS = frozenset({"tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "tqdm.std.tqdm"})
@@ -167,6 +164,15 @@ def _printed_name(value: cst.BaseExpression) -> str:
         if type(value) is cst.Attribute and type(value.value) is not cst.Name:  # type: ignore[attr-defined]
             value = value.value  # type: ignore[attr-defined]
     return dotted_name(value) or ""
+
+
+def _holds_sizes(name: str) -> bool:
+    """A parameter holding lengths or sizes, often on the host, by a part of its name
+    (`lengths`, `seq_lens`, `ilens`, `seqlen`, `num_tokens`); not flash-attention's cumulative
+    offsets (`cu_seqlens`, on the device) nor `discount`."""
+    parts = name.lower().split("_")
+    return parts[0] != "cu" and any(part in _SIZES or part.endswith(("len", "lens", "length", "lengths"))
+                                    for part in parts)
 
 
 def _empty_dict(value: Optional[cst.BaseExpression]) -> bool:
@@ -361,6 +367,8 @@ class Syncs:
             return False
         for assign in self.scopes.assigns_of(self.tree.scope_of(call)):
             block = self.tree.parent(self.tree.parent(assign))  # (the block of its statement line)
+            while block is not None and type(self.tree.parent(block)) is cst.With:  # a `with` runs its body
+                block = self.tree.parent(self.tree.parent(block))
             if self.tree.order(assign) > self.tree.order(call) or block is None or not self.tree.contains(block, call):
                 continue  # a store after the print, or in a branch the print need not follow
             stored = [target.target for target in assign.targets]
@@ -664,7 +672,7 @@ class Syncs:
         not one whose name says it holds lengths or sizes (`lengths: Tensor`, which
         `pack_padded_sequence` takes on the host)."""
         if type(param) is not cst.Param or \
-                self.in_module_method(param) and _SIZES.search(param.name.value):  # type: ignore[attr-defined]
+                self.in_module_method(param) and _holds_sizes(param.name.value):  # type: ignore[attr-defined]
             return False
         annotation = param.annotation  # type: ignore[attr-defined]
         qualified = self.names.qualified_name(annotation.annotation) if annotation is not None else None

@@ -721,12 +721,9 @@ class EvalWithoutNoGrad(Rule):
         keeping only what carries no graph (SlowFast's demo `Predictor.__call__`, which hands
         on `preds.detach()`). Nothing in the class backwards or asks for gradients, so no caller
         can backward through what a call records: each call's peak holds the activations of a
-        whole forward for nothing. Not a method no call of this module makes with grad on. One
-        that returns the output (SlowFast's visualizer's `get_activations`, `return activations,
-        preds`) only where other modules alone call it, none of which trains (the project's
-        summaries: `callers_train`); its fix is unsafe, since a call the project cannot resolve
-        (the method called on a parameter) may hand the output to a module that does. (A caller in another module that turns grad off around
-        this module's caller is not seen: the decorator is then redundant, not harmful.)"""
+        whole forward for nothing. Not a method no call of this module makes with grad on. (A
+        caller in another module that turns grad off around this module's caller is not seen:
+        the decorator is then redundant, not harmful.)"""
         facts = self.facts
         klass = facts.tree.class_of(node)
         if klass is None or node.decorators or node.name.value == "__init__":
@@ -739,25 +736,20 @@ class EvalWithoutNoGrad(Rule):
         if not runs or facts.receivers.is_model_class(klass):
             return
         params = {p.name.value for p in node.params.params}
+        if any(not facts.values.graphless(value, value) and not (  # the caller's own object, handed back
+                type(value) is cst.Name and value.value in params and not facts.values.carries_grad(value, value))
+               for value in facts.scopes.returned(node)):
+            return  # a caller may train on what it returns
         sites = facts.scopes.call_sites(node)
-        hands_graph = any(not facts.values.graphless(value, value) and not (  # the caller's own object, handed back
-            type(value) is cst.Name and value.value in params and not facts.values.carries_grad(value, value))
-            for value in facts.scopes.returned(node))
-        if hands_graph:
-            if sites or facts.tree.scope_of(klass) is not facts.tree.module or \
-                    facts.project.callers_train(f"{klass.name.value}.{node.name.value}"):
-                return  # a caller may train on what it returns
-        elif not sites or any(facts.regions.grad_enabled(site) is False for site in sites):
+        if not sites or any(facts.regions.grad_enabled(site) is False for site in sites):
             return
         if self._learns(klass) or not self._graph_stays_in(node):
             return
-        why = "and none of its callers in the project trains on what it returns" if hands_graph else \
-            "or hands a graph on"
         self.report(runs[0], (
             f"`{show(runs[0].func)}` runs in `{node.name.value}` with autograd recording, though `__init__` put it in "
-            f"eval mode and nothing in `{klass.name.value}` backwards {why}: every call saves the "
+            f"eval mode and nothing in `{klass.name.value}` backwards or hands a graph on: every call saves the "
             f"activations of a whole forward for a backward that never comes; decorate `{node.name.value}` with "
-            f"`@torch.no_grad()`"), self._decorate(node, Safety.UNSAFE if hands_graph else Safety.SAFE))
+            f"`@torch.no_grad()`"), self._decorate(node))
 
     def _learns(self, klass: cst.ClassDef) -> bool:
         """A method of the class backwards, steps an optimizer or asks for gradients, or the
@@ -870,12 +862,12 @@ class EvalWithoutNoGrad(Rule):
                 return True
         return False
 
-    def _decorate(self, node: cst.FunctionDef, safety: Safety = Safety.SAFE) -> Optional[Fix]:
+    def _decorate(self, node: cst.FunctionDef) -> Optional[Fix]:
         no_grad = self.facts.names.local_name_for("torch.no_grad")
         if no_grad is None:
             return None
         decorator = cst.Decorator(cst.Call(cst.parse_expression(no_grad)))
-        return Fix((Replace(node, node.with_changes(decorators=[decorator, *node.decorators])),), safety,
+        return Fix((Replace(node, node.with_changes(decorators=[decorator, *node.decorators])),), Safety.SAFE,
                    f"decorate `{node.name.value}` with `@{no_grad}()`")
 
     def visit_For(self, node: cst.For) -> None:

@@ -930,9 +930,10 @@ class HostDeviceSyncInLoop(Rule):
         tests = [part for part, _ in self.facts.guards.holding(node)]
         if type(node) is cst.If:
             tests += conjuncts(node.test)  # type: ignore[attr-defined]
-        return any(type(test) is cst.Comparison and any(
+        return any(type(test) is cst.Comparison and len(test.comparisons) == 1 and  # type: ignore[attr-defined]
+                   type(test.comparisons[0].operator) in (cst.Equal, cst.Is, cst.In) and any(  # type: ignore[attr-defined]
             type(side) is cst.Attribute and side.attr.value == "dtype"  # type: ignore[attr-defined]
-            for side in (test.left, *(c.comparator for c in test.comparisons)))  # type: ignore[attr-defined]
+            for side in (test.left, test.comparisons[0].comparator))  # type: ignore[attr-defined]
             or speaks_of_logging(dotted_name(test) or "") for test in tests)
 
 
