@@ -99,13 +99,14 @@ class HostDeviceSyncInLoop(Rule):
     for _ in range(n))`, a KV cache each block builds or is given): `input_pos.max().item()` in a
     KV cache's forward waits once per layer on every generated token, where the position it
     needs is a Python number the caller already has. Reported once per forward, and not under a
-    test of a dtype (`if x.dtype == torch.float16 and torch.isinf(x).any():` runs in half
+    test that picks a dtype (`if x.dtype == torch.float16 and torch.isinf(x).any():` runs in half
     precision only, the caller's choice) or of a debugging setting (`if self.debug:`). Only the
     forward's own body: not a helper it calls, a forward a layer inherits, or a layer built by a
-    factory function (memlint.analysis.layers says which classes are layers). A tensor
-    parameter of a module's method is taken for the device's (`input_pos: Tensor`), unless its
-    name says it holds lengths or sizes (`lengths: Tensor`, which `pack_padded_sequence` takes
-    on the host).
+    factory function; and not alternatives of which one runs per step (a head per class, a
+    metric per split: memlint.analysis.layers says which classes are layers). A tensor
+    parameter of a module's method is taken for the device's (`input_pos: Tensor`), unless a
+    part of its name says it holds lengths or sizes (`lengths`, `seq_lens`, `ilens`, which
+    `pack_padded_sequence` takes on the host; not flash-attention's `cu_seqlens`).
 
     And a log meant for one step in N under a test that holds on all the others: `if step %
     50:` (or `% 50 != 0`) where `if step % 50 == 0:` was meant, over a print of the loss (a
