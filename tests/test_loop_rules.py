@@ -769,42 +769,20 @@ def test_a_bytes_literal_compared_with_a_setting_is_no_mode_and_no_crash(test):
     assert _found(source, "MEM105") == []
 
 
-def test_a_dict_printed_before_it_is_filled_or_filled_on_another_path_is_not_a_dict_of_gpu_tensors():
-    filled_later = """\
-        import torch
-        model = model.cuda()
-        for x, y in loader:
-            metrics = {}
-            out = model(x.cuda())
-            print(metrics)
-            metrics["acc"] = (out.argmax(-1) == y.cuda()).float().mean()
-            crit(out, y.cuda()).backward()
-        """
-    assert _found(filled_later, "MEM105") == []
-    other_path = """\
-        import torch
-        model = model.cuda()
-        for x, y in loader:
-            metrics = {}
-            out = model(x.cuda())
-            if evaluate:
-                metrics["acc"] = (out.argmax(-1) == y.cuda()).float().mean()
-                continue
-            print(metrics)
-            crit(out, y.cuda()).backward()
-        """
-    assert _found(other_path, "MEM105") == []
-    bytes_key = """\
-        import torch
-        model = model.cuda()
-        for x, y in loader:
-            metrics = {}
-            out = model(x.cuda())
-            metrics[b"acc"] = (out.argmax(-1) == y.cuda()).float().mean()
-            print(metrics)
-            crit(out, y.cuda()).backward()
-        """
-    assert len(_found(bytes_key, "MEM105")) == 1  # read without a crash, and printed whole
+_ACCURACY = '(out.argmax(-1) == y.cuda()).float().mean()'
+
+
+@pytest.mark.parametrize("body, reported", [
+    ([f'metrics["acc"] = {_ACCURACY}', 'print(metrics)'], True),
+    (['print(metrics)', f'metrics["acc"] = {_ACCURACY}'], False),  # printed before it is filled
+    (['if evaluate:', f'    metrics["acc"] = {_ACCURACY}', '    continue', 'print(metrics)'], False),  # another path
+    ([f'metrics[b"acc"] = {_ACCURACY}', 'print(metrics)'], True),  # a bytes key: read without a crash
+    (['with torch.no_grad():', f'    metrics["acc"] = {_ACCURACY}', 'print(metrics)'], True),  # a `with` runs its body
+])
+def test_a_dict_is_printed_with_gpu_tensors_only_where_they_are_stored_before_it_on_its_path(body, reported):
+    lines = ["import torch", "model = model.cuda()", "for x, y in loader:", "    metrics = {}",
+             "    out = model(x.cuda())", *("    " + line for line in body), "    crit(out, y.cuda()).backward()"]
+    assert bool(_found("\n".join(lines) + "\n", "MEM105")) is reported
 
 
 def test_a_setting_about_logging_compared_with_a_name_is_no_mode():
@@ -906,18 +884,3 @@ def test_a_layer_wait_under_a_choice_of_its_caller_is_left_alone(test, reported)
         wait=f"if {test}:\n                raise ValueError('bad values')",
         build="        self.layers = nn.ModuleList([Block() for _ in range(n)])")
     assert bool(_found(source, "MEM105")) is reported
-
-
-def test_a_dict_filled_under_a_with_before_its_print_is_printed_filled():
-    source = """\
-        import torch
-        model = model.cuda()
-        for x, y in loader:
-            logs = {}
-            out = model(x.cuda())
-            with torch.no_grad():
-                logs["acc"] = (out.argmax(-1) == y.cuda()).float().mean()
-            print(logs)
-            crit(out, y.cuda()).backward()
-        """
-    assert len(_found(source, "MEM105")) == 1
