@@ -884,3 +884,42 @@ def test_a_layer_wait_under_a_choice_of_its_caller_is_left_alone(test, reported)
         wait=f"if {test}:\n                raise ValueError('bad values')",
         build="        self.layers = nn.ModuleList([Block() for _ in range(n)])")
     assert bool(_found(source, "MEM105")) is reported
+
+
+def test_which_classes_are_layers_does_not_depend_on_their_order():
+    """A and B build each other in `__init__`; the model builds A per layer: both are layers."""
+    blocks = {
+        "A": "class A(nn.Module):\n    def __init__(self, depth):\n        super().__init__()\n"
+             "        self.inner = B(depth - 1) if depth else None\n\n"
+             "    def forward(self, x: torch.Tensor):\n        n = x.abs().max().item()\n        return x\n",
+        "B": "class B(nn.Module):\n    def __init__(self, depth):\n        super().__init__()\n"
+             "        self.inner = A(depth - 1) if depth else None\n\n"
+             "    def forward(self, x: torch.Tensor):\n        n = x.abs().max().item()\n        return x\n",
+    }
+    tail = ("class Model(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
+            "        self.layers = nn.ModuleList([A(2) for _ in range(n)])\n\nmodel = Model(4).cuda()\n")
+    for order in ("AB", "BA"):
+        source = "import torch\nfrom torch import nn\n\n" + "\n".join(blocks[c] for c in order) + "\n" + tail
+        assert len(_found(source, "MEM105")) == 2, order
+
+
+def test_a_class_built_in_a_loops_iterable_is_built_once():
+    source = """\
+        import torch
+        from torch import nn
+
+        class Backbone(nn.Module):
+            def forward(self, x: torch.Tensor):
+                n = x.abs().max().item()
+                return x
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                for name, child in Backbone().named_children():
+                    self.add_module(name, child)
+                self.trunk = nn.ModuleList([m for m in Backbone().children()])
+
+        model = Model().cuda()
+        """
+    assert _found(source, "MEM105") == []
