@@ -33,6 +33,7 @@ from typing import FrozenSet, Optional, Set
 
 import libcst as cst
 
+from memlint.analysis.dataflow import target_names
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, walk
@@ -114,8 +115,7 @@ class Layers:
             return False
         loop, target = loops[0], assign.targets[0].target
         if type(target) is cst.Attribute:
-            root = (dotted_name(target) or "").split(".")[0]
-            return root in _target_names(loop.target) and "." in (dotted_name(target) or "")  # type: ignore[attr-defined]
+            return (dotted_name(target) or "").split(".")[0] in target_names(loop.target)  # type: ignore[attr-defined]
         if type(target) is not cst.Name or not _counts_layers(loop.iter):  # type: ignore[attr-defined]
             return False
         return any(type(node) is cst.Call and _adds(node) and any(
@@ -132,7 +132,7 @@ class Layers:
             if type(func) is not cst.Attribute or self._module_method(call) is None:
                 continue
             root = (dotted_name(func.value) or "").split(".")[0]
-            if any(type(loop) is cst.For and root in _target_names(loop.target)  # type: ignore[attr-defined]
+            if any(type(loop) is cst.For and root in target_names(loop.target)  # type: ignore[attr-defined]
                    for loop in self.tree.loops_around(call)):
                 found.add(func.attr.value)
         return frozenset(found)
@@ -153,12 +153,3 @@ def _counts_layers(iterable: cst.BaseExpression) -> bool:
     if name == "range":
         return True
     return name in ("enumerate", "zip", "reversed") and any(_counts_layers(arg.value) for arg in iterable.args)  # type: ignore[attr-defined]
-
-
-def _target_names(target: cst.BaseExpression) -> FrozenSet[str]:
-    """The names a `for` target binds (`i, block` for `for i, block in enumerate(self.h)`)."""
-    if type(target) is cst.Name:
-        return frozenset({target.value})  # type: ignore[attr-defined]
-    if type(target) in (cst.Tuple, cst.List):
-        return frozenset(name for element in target.elements for name in _target_names(element.value))  # type: ignore[attr-defined]
-    return frozenset()

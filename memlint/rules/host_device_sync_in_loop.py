@@ -883,7 +883,7 @@ class HostDeviceSyncInLoop(Rule):
                     facts.syncs.loop_syncs(loop[0], shown or node, calls=kind in _IMPLICIT,  # (`if`: its test)
                                            masks=kind != "mask"):
                 return
-        if any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)):
+        if self._in_a_handler(node):
             return
         if not facts.device_code or id(iterable) in self._repeated or \
                 facts.per_step(node, inner=kind != "iterate") is None:
@@ -913,7 +913,7 @@ class HostDeviceSyncInLoop(Rule):
         facts = self.facts
         layer = facts.steps.layer_forward(node)
         if layer is None or not facts.device_code or id(layer) in self._repeated or \
-                any(isinstance(a, cst.ExceptHandler) for a in facts.tree.ancestors(node)) or \
+                self._in_a_handler(node) or \
                 self._under_a_choice(node) or facts.per_step(node, inner=True) is None:
             return
         self._repeated.add(id(layer))  # one finding per forward: one value kept on the host removes them all
@@ -923,6 +923,10 @@ class HostDeviceSyncInLoop(Rule):
             f"which runs once per layer (this module builds one `{klass}` per layer), on every step; read the "
             f"value once per step outside the layers and pass it down, or keep the work on the device"))
 
+
+    def _in_a_handler(self, node: cst.CSTNode) -> bool:
+        """`node` runs while an exception is handled: not on the step's normal path."""
+        return any(isinstance(a, cst.ExceptHandler) for a in self.facts.tree.ancestors(node))
 
     def _under_a_choice(self, node: cst.CSTNode) -> bool:
         """A wait a layer makes only where its caller chose so: under a test of a dtype (`if
