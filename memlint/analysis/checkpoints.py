@@ -47,7 +47,7 @@ from memlint.analysis.apicalls import ApiCalls
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, walk
+from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, string_key, walk
 
 SAVE = "torch.save"
 _SAFE_GLOBALS = "torch.serialization.safe_globals"
@@ -221,7 +221,7 @@ class Checkpoints:
             for target in assign.targets:
                 node = target.target
                 if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
-                    key = _subscript_key(node)
+                    key = string_key(node)
                     if key is not None:
                         found.add(key)
         return found
@@ -387,7 +387,7 @@ class Checkpoints:
         scope = self.tree.scope_of(call)
         for node in self.tree.walk_scope(scope):
             if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value in names:
-                key = _subscript_key(node)
+                key = string_key(node)
             elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
                     isinstance(node.func.value, cst.Name) and node.func.value.value in names and \
                     node.func.attr.value in ("get", "pop") and node.args:
@@ -530,12 +530,6 @@ def _string(expr: Optional[cst.BaseExpression]) -> Optional[str]:
     if isinstance(expr, cst.SimpleString):
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
-    return None
-
-
-def _subscript_key(node: cst.Subscript) -> Optional[str]:
-    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-        return _string(node.slice[0].slice.value)
     return None
 
 

@@ -67,6 +67,10 @@ _MODEL_COMPOUND = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|
 # `model.feature_extractor`, `self.model.text_encoder`: a part of a model, by name, only as an
 # attribute of a model (alone, `feature_extractor` is as likely HF's audio preprocessor)
 _SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|extractor)$", re.IGNORECASE)
+# A class whose instances prepare a model's inputs (HF's `AutoProcessor`, a pipeline's
+# `...ProcessorStep`, a tokenizer, a collator, a transform): calling one records no graph,
+# whatever the name that holds it (`encoder = RobometerEncoderProcessorStep(...)`).
+_PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast|Transforms?|Collator|FeatureExtractor)$")
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(
@@ -389,6 +393,8 @@ class Receivers:
             return False
         if type(expr) is cst.Name and self._holds_pipeline(expr, 0) or self._pipeline_attribute(expr, dotted):
             return False  # `generator = pipeline("text-generation", ...)`, `nlp = spacy.load(...)`: no graph
+        if type(expr) is cst.Name and self._holds_input_preparer(expr):
+            return False
         if _MODEL_NAME.search(last) or type(expr) is cst.Name and self._iterates_models(expr):
             return True
         receiver = dotted[:-len(last)].rstrip(".")
@@ -428,6 +434,26 @@ class Receivers:
         returned = self.scopes.returned(target) if target is not None else []
         return bool(returned) and depth < 2 and all(
             type(r) is cst.Name and self._holds_pipeline(r, depth + 1) for r in returned)
+
+    def _holds_input_preparer(self, name: cst.Name) -> bool:
+        """`name` is only ever an instance of a class that prepares inputs (`_PREPARES_INPUTS`):
+        made in place (`encoder = RobometerEncoderProcessorStep(...)`) or a parameter annotated
+        with it (`encoder: TOPRewardEncoderProcessorStep`). Not a class this module or, through
+        the project, another one knows to be an nn.Module."""
+        binds = self.scopes.bindings_seen(name.value, name)
+        return bool(binds) and all(self._prepares_inputs(bind) for bind in binds)
+
+    def _prepares_inputs(self, bind) -> bool:  # type: ignore[no-untyped-def]
+        if bind.kind == "param":
+            annotation = bind.node.annotation
+            made = annotation.annotation if annotation is not None else None
+        else:
+            made = bind.value.func if bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call else None
+        dotted = dotted_name(made) if made is not None else None
+        if dotted is None or not _PREPARES_INPUTS.search(last_part(dotted)) or dotted in self.module_classes:
+            return False
+        absolute = self.names.absolute_name(dotted)
+        return not (self.project.knows(absolute) and self.project.is_module(absolute))  # type: ignore[arg-type]
 
     def _iterates_models(self, name: cst.Name) -> bool:
         """`layer` in `for layer in self.layers` (or `for i, layer in enumerate(self.layers)`),

@@ -57,7 +57,8 @@ from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.steps import LOADER_NAME
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, last_part, walk
+from memlint.analysis.tree import (OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, last_part,
+                                   string_key, walk)
 
 # What only a tensor has: a field read like this is one
 _TENSOR_ATTRIBUTES = frozenset({"shape", "size", "device", "dtype", "dim", "ndim", "numel"})
@@ -179,15 +180,6 @@ def _empty_dict(value: Optional[cst.BaseExpression]) -> bool:
     """`{}` or `dict()`."""
     return type(value) is cst.Dict and not value.elements or \
         type(value) is cst.Call and dotted_name(value.func) == "dict" and not value.args  # type: ignore[attr-defined]
-
-
-def _key_name(target: cst.Subscript) -> str:
-    """The key a store into a dict names (`"kl"` for `metrics["kl"] = ...`); empty for others."""
-    keys = target.slice
-    if len(keys) == 1 and type(keys[0].slice) is cst.Index and type(keys[0].slice.value) is cst.SimpleString:  # type: ignore[attr-defined]
-        key = keys[0].slice.value.evaluated_value  # type: ignore[attr-defined]
-        return key if isinstance(key, str) else ""  # (not a bytes key)
-    return ""
 
 
 def _to_host(expr: cst.BaseExpression) -> bool:
@@ -373,7 +365,7 @@ class Syncs:
                 continue  # a store after the print, or in a branch the print need not follow
             stored = [target.target for target in assign.targets]
             if any(type(target) is cst.Subscript and dotted_name(target.value) == name and  # type: ignore[attr-defined]
-                   not _LOSS_NAME.search(_key_name(target)) for target in stored) and \
+                   not _LOSS_NAME.search(string_key(target) or "") for target in stored) and \
                     not _LOSS_NAME.search(_printed_name(assign.value)) and self._device_tensor(assign.value, assign):
                 return True
         return False

@@ -501,6 +501,16 @@ def last_part(dotted: Optional[str]) -> str:
     return dotted.rsplit(".", 1)[-1] if dotted else ""
 
 
+def string_key(node: cst.Subscript) -> Optional[str]:
+    """The string a subscript names (`"kl"` of `metrics["kl"]`); None for any other key (a
+    name, a slice, a bytes literal, several keys)."""
+    keys = node.slice
+    if len(keys) == 1 and type(keys[0].slice) is cst.Index and type(keys[0].slice.value) is cst.SimpleString:  # type: ignore[attr-defined]
+        key = keys[0].slice.value.evaluated_value  # type: ignore[attr-defined]
+        return key if isinstance(key, str) else None
+    return None
+
+
 def literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
     """True / False for the literal names, else None."""
     if isinstance(expr, cst.Name) and expr.value in ("True", "False"):

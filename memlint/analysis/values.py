@@ -56,7 +56,7 @@ from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeIndex, argument, children, dotted_name,
-                                   expression_nodes, holder, last_part, literal_bool, root_name, walk_scope)
+                                   expression_nodes, holder, last_part, literal_bool, root_name, string_key, walk_scope)
 
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
@@ -76,6 +76,9 @@ DETACHING_METHODS = frozenset(SCALAR_METHODS | {
 _VALUES_INDICES = frozenset({"max", "min", "topk", "sort", "kthvalue", "median", "mode", "nanmedian",
                              "cummax", "cummin"})
 DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad"})
+# A model's output field named as a metric that counts or compares (`out["accuracy"]`, `outputs.correct`):
+# computed through argmax or a comparison, it carries no graph, whatever the rest of the output does.
+_METRIC_FIELD = re.compile(r"^(acc|accuracy|(n|num)_?correct|correct|top\d+(_acc(uracy)?)?|precision|recall|f1)$")
 _NON_DIFF_TORCH = frozenset({
     "torch.argmax", "torch.argmin", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge",
     "torch.le", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.tensor",
@@ -194,10 +197,11 @@ class Values:
                 if node.value in trace.through or self._name_traces(node.value, at, trace):
                     return True
             elif isinstance(node, cst.Attribute):
-                if node.attr.value not in DETACHING_ATTRIBUTES:
+                if node.attr.value not in DETACHING_ATTRIBUTES and not (trace.graph and _METRIC_FIELD.match(node.attr.value)):
                     stack.append(node.value)
             elif isinstance(node, cst.Subscript):
-                stack.append(node.value)
+                if not (trace.graph and _METRIC_FIELD.match(string_key(node) or "")):
+                    stack.append(node.value)
             elif isinstance(node, cst.Call):
                 if self._call_traces(node, at, stack, trace):
                     return True

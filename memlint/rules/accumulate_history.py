@@ -90,7 +90,9 @@ class AccumulateHistory(Rule):
     ## When it is not reported
     Summing sub-losses that are backwarded afterwards (`loss += aux; loss.backward()`),
     returning the sum from a loss function (`compute_loss`, `training_step`, `forward`), values
-    already ended with `.item()`, `float()` or `.detach()`, and anything under
+    already ended with `.item()`, `float()` or `.detach()`, a field of a model's output named
+    as a metric that counts or compares (`out["accuracy"]`, `outputs.correct`: computed through
+    an argmax or a comparison, it has no graph), and anything under
     `torch.no_grad()` / `inference_mode()`, in a helper decorated with them, or in a function
     whose every call site in the module runs without grad (`self(...)` calls `__call__`). A
     method that backwards what it is given, or whose sum a backward reads (a helper that
@@ -113,6 +115,12 @@ class AccumulateHistory(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # a metric field of what the model returns: an accuracy has no graph (here a float already)
+        "import torch\nfor epoch in range(5):\n    total_loss = 0\n    total_accuracy = 0\n    for batch in loader:\n"
+        "        loss, output_dict = reward_model.forward(batch)\n        optimizer.zero_grad()\n        loss.backward()\n"
+        "        optimizer.step()\n        total_loss += loss.item()\n        total_accuracy += output_dict[\"accuracy\"]\n",
+        "import torch\ndef validate(model, loader):\n    model.eval()\n    hits = 0\n    for x, y in loader:\n"
+        "        out = model(x, labels=y)\n        hits += out.correct\n    return hits\n",
         # HF's own shape: the backwarded loss returned detached
         "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"
         "    def training_step(self, model, inputs, num_items_in_batch=None):\n"

@@ -134,7 +134,9 @@ class EvalWithoutNoGrad(Rule):
 
     ## When it is not reported
     Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
-    sentence-transformers model's `encode`), and a model's computing methods other than
+    sentence-transformers model's `encode`), an object that prepares inputs whatever its name
+    (`encoder = RobometerEncoderProcessorStep(...)`, a parameter annotated with a processor,
+    tokenizer, collator or transform class that is not an nn.Module), and a model's computing methods other than
     `forward` in a module that loads code from the hub (`trust_remote_code=True`: an
     embedder's `encode` there is often decorated `@torch.no_grad()`, out of sight).
     Loops with a backward or an optimizer step (training, gradient accumulation), loops inside
@@ -187,6 +189,15 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a preprocessing step named `encoder`: it tokenizes on the CPU, the model runs under no_grad
+        "import torch\nfrom .processor import RewardEncoderProcessorStep\n\ndef main(model, dataset):\n"
+        "    model.eval()\n    encoder = RewardEncoderProcessorStep(base_model_id='Qwen/Qwen3-VL-4B-Instruct')\n"
+        "    for frames in dataset:\n        encoded = encoder({'frames': frames})\n        with torch.no_grad():\n"
+        "            rewards = model.compute_reward(encoded)\n        print(rewards.cpu())\n",
+        "import torch\nfrom .processor import RewardEncoderProcessorStep\n\n"
+        "def progress(model, dataset, encoder: RewardEncoderProcessorStep):\n    model.eval()\n    for frames in dataset:\n"
+        "        encoded = encoder({'frames': frames})\n        with torch.no_grad():\n"
+        "            rewards = model.compute_reward(encoded)\n        print(rewards.cpu())\n",
         # a method of an OpenMMLab model (mmseg's segmentors are nn.Modules): its caller owns grad mode
         "import torch\nfrom mmseg.models.segmentors.base import BaseSegmentor\n\nclass Segmentor(BaseSegmentor):\n"
         "    def encode_decode(self, img):\n        return self.decode_head(self.backbone(img))\n\n"
@@ -470,6 +481,13 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # ... but a processor class of this module that is an nn.Module runs a network
+        Invalid(
+            "import torch\nimport torch.nn as nn\n\nclass FrameEncoderProcessor(nn.Module):\n"
+            "    def forward(self, frames):\n        return self.net(frames)\n\ndef main(model, dataset):\n"
+            "    model.eval()\n    encoder = FrameEncoderProcessor()\n    for frames in dataset:\n"
+            "        encoded = encoder(frames)\n        print(encoded.mean())\n"
+        ),
         # a predictor: its model put in eval mode by `__init__`, run per call with grad on, its
         # predictions handed on detached (the name rebound before they leave)
         Invalid(
