@@ -684,9 +684,35 @@ def test_an_import_edited_elsewhere_gives_a_warm_run_what_a_cold_run_gives(tmp_p
     assert lint(tmp_path, cache=cache) == lint(tmp_path) == []  # nothing calls it per step now
 
 
+# An nn.Module of another module named like an input preparer: whether `encoder` is a model
+# must not hang on the project (here its being one spares a loop over the model's stages).
+PREPARER = {
+    "stages/__init__.py": "",
+    "stages/proc.py": """\
+        import torch.nn as nn
+
+        class StageEncoderProcessor(nn.ModuleList):
+            def __init__(self, dims):
+                super().__init__(nn.Conv2d(d, d, 3, padding=1) for d in dims)
+        """,
+    "stages/run.py": """\
+        import torch
+        from .proc import StageEncoderProcessor
+
+        def pyramid(model, x, dims):
+            encoder = StageEncoderProcessor(dims)
+            trace = x
+            for stage in encoder:
+                out = model(stage(x))
+                trace = torch.cat([out, trace], dim=1)
+            return trace
+        """,
+}
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
     paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
-                                 **DEVICE_CALLER, **NESTED_STEP})
+                                 **DEVICE_CALLER, **NESTED_STEP, **PREPARER})
     whole = set(lint(tmp_path))
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path

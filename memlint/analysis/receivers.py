@@ -67,10 +67,11 @@ _MODEL_COMPOUND = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|
 # `model.feature_extractor`, `self.model.text_encoder`: a part of a model, by name, only as an
 # attribute of a model (alone, `feature_extractor` is as likely HF's audio preprocessor)
 _SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|extractor)$", re.IGNORECASE)
-# A class whose instances prepare a model's inputs (HF's `AutoProcessor`, a pipeline's
-# `...ProcessorStep`, a tokenizer, a collator, a transform): calling one records no graph,
-# whatever the name that holds it (`encoder = RobometerEncoderProcessorStep(...)`).
-_PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast|Transforms?|Collator|FeatureExtractor)$")
+# An imported class whose instances prepare a model's inputs (HF's `AutoProcessor`, a pipeline's
+# `...ProcessorStep`, a tokenizer, a collator): calling one records no graph, whatever the name
+# that holds it (`encoder = RobometerEncoderProcessorStep(...)`). Not `FeatureExtractor` or
+# `Transform`: users name their own networks so.
+_PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast|Collator)$")
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(
@@ -436,10 +437,13 @@ class Receivers:
             type(r) is cst.Name and self._holds_pipeline(r, depth + 1) for r in returned)
 
     def _holds_input_preparer(self, name: cst.Name) -> bool:
-        """`name` is only ever an instance of a class that prepares inputs (`_PREPARES_INPUTS`):
-        made in place (`encoder = RobometerEncoderProcessorStep(...)`) or a parameter annotated
-        with it (`encoder: TOPRewardEncoderProcessorStep`). Not a class this module or, through
-        the project, another one knows to be an nn.Module."""
+        """`name` is only ever an instance of an imported class that prepares inputs
+        (`_PREPARES_INPUTS`): made in place (`encoder = RobometerEncoderProcessorStep(...)`) or a
+        parameter annotated with it (`encoder: TOPRewardEncoderProcessorStep`). Not a class of
+        this module: its code is in sight, and it may run a network (a hook-based feature
+        extractor). The answer does not ask the project, so a file linted alone gets the same
+        one (where `is_model` holding spares a finding, as a loop over a model's layers does, an
+        answer the project alone could change would report more alone)."""
         binds = self.scopes.bindings_seen(name.value, name)
         return bool(binds) and all(self._prepares_inputs(bind) for bind in binds)
 
@@ -450,10 +454,8 @@ class Receivers:
         else:
             made = bind.value.func if bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call else None
         dotted = dotted_name(made) if made is not None else None
-        if dotted is None or not _PREPARES_INPUTS.search(last_part(dotted)) or dotted in self.module_classes:
-            return False
-        absolute = self.names.absolute_name(dotted)
-        return not (self.project.knows(absolute) and self.project.is_module(absolute))  # type: ignore[arg-type]
+        return dotted is not None and bool(_PREPARES_INPUTS.search(last_part(dotted))) and \
+            dotted.partition(".")[0] not in self.scopes.classes
 
     def _iterates_models(self, name: cst.Name) -> bool:
         """`layer` in `for layer in self.layers` (or `for i, layer in enumerate(self.layers)`),

@@ -99,6 +99,13 @@ _LOGGING_METHODS = frozenset({"log", "info", "debug", "warning", "add_scalar", "
 _HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "put", "format", "join"}
 
 
+def _names_a_metric(expr: cst.BaseExpression) -> bool:
+    """`out["accuracy"]`, `outputs.correct`: a field named as a metric that counts or compares."""
+    if type(expr) is cst.Subscript:
+        return bool(_METRIC_FIELD.match(string_key(expr) or ""))  # type: ignore[arg-type]
+    return type(expr) is cst.Attribute and bool(_METRIC_FIELD.match(expr.attr.value))  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
 class _Trace:
     """What a value is followed for: an autograd graph (`graph`), or a model output on its device
@@ -156,7 +163,11 @@ class Values:
     def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
         from a forward or loss computed in grad mode and no `.item()`, `float()`, `.detach()`,
-        `.tolist()`, `.numpy()` or `.data` ended it. `.cpu()` and `.to()` keep the graph."""
+        `.tolist()`, `.numpy()` or `.data` ended it. `.cpu()` and `.to()` keep the graph. A field
+        of an output named as a metric (`out["accuracy"]`) is taken as it is, not one read inside
+        a computation (`F.mse_loss(out["acc"], y)`: there `acc` may be an acceleration)."""
+        if _names_a_metric(expr):
+            return False
         return self._traces(expr, at if at is not None else expr, _Trace(graph=True))
 
     def graphless(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
@@ -197,11 +208,10 @@ class Values:
                 if node.value in trace.through or self._name_traces(node.value, at, trace):
                     return True
             elif isinstance(node, cst.Attribute):
-                if node.attr.value not in DETACHING_ATTRIBUTES and not (trace.graph and _METRIC_FIELD.match(node.attr.value)):
+                if node.attr.value not in DETACHING_ATTRIBUTES:
                     stack.append(node.value)
             elif isinstance(node, cst.Subscript):
-                if not (trace.graph and _METRIC_FIELD.match(string_key(node) or "")):
-                    stack.append(node.value)
+                stack.append(node.value)
             elif isinstance(node, cst.Call):
                 if self._call_traces(node, at, stack, trace):
                     return True

@@ -230,6 +230,15 @@ class AccumulateHistory(Rule):
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
     )
     INVALID = (
+        # a metric's name read inside a loss is no metric: `acc` here is an acceleration
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\ndef validate(model, loader):\n    model.eval()\n"
+            "    total = 0.0\n    for batch in loader:\n        out = model(batch['pos'], batch['vel'])\n"
+            "        loss = F.mse_loss(out['acc'], batch['target_acc'])\n        total += loss\n    return total\n",
+            "import torch\nimport torch.nn.functional as F\ndef validate(model, loader):\n    model.eval()\n"
+            "    total = 0.0\n    for batch in loader:\n        out = model(batch['pos'], batch['vel'])\n"
+            "        loss = F.mse_loss(out['acc'], batch['target_acc'])\n        total += loss.detach()\n    return total\n",
+        ),
         # an HF Trainer's training_step, overridden to return the backwarded loss undetached
         Invalid(
             "import torch\nfrom transformers import Trainer\n\nclass MyTrainer(Trainer):\n"

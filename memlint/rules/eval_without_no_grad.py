@@ -135,8 +135,8 @@ class EvalWithoutNoGrad(Rule):
     ## When it is not reported
     Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
     sentence-transformers model's `encode`), an object that prepares inputs whatever its name
-    (`encoder = RobometerEncoderProcessorStep(...)`, a parameter annotated with a processor,
-    tokenizer, collator or transform class that is not an nn.Module), and a model's computing methods other than
+    (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported
+    processor, tokenizer or collator class; one of this module is judged by its code), and a model's computing methods other than
     `forward` in a module that loads code from the hub (`trust_remote_code=True`: an
     embedder's `encode` there is often decorated `@torch.no_grad()`, out of sight).
     Loops with a backward or an optimizer step (training, gradient accumulation), loops inside
@@ -481,7 +481,13 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
-        # ... but a processor class of this module that is an nn.Module runs a network
+        # ... but a processor class of this module runs what its code runs: here a network
+        Invalid(
+            "import torch\n\nclass EmbeddingProcessor:\n    def __init__(self, model):\n        self.model = model\n\n"
+            "    def __call__(self, x):\n        return self.model(x)\n\ndef embed(backbone, loader):\n"
+            "    backbone.eval()\n    encoder = EmbeddingProcessor(backbone)\n    for x in loader:\n"
+            "        print(encoder(x).mean())\n"
+        ),
         Invalid(
             "import torch\nimport torch.nn as nn\n\nclass FrameEncoderProcessor(nn.Module):\n"
             "    def forward(self, frames):\n        return self.net(frames)\n\ndef main(model, dataset):\n"
