@@ -56,6 +56,17 @@ ANALYSIS_FRAMES = 15_000
 
 
 @contextmanager
+def _warnings_ignored() -> Iterator[None]:
+    """Warnings raised while a source is compiled or analysed are not memlint's to report:
+    an invalid escape in a string literal warns whenever LibCST evaluates the literal, and
+    under `-W error` (PYTHONWARNINGS=error, as some CI sets) that warning would be raised
+    out of whichever rule asked for the literal's value."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@contextmanager
 def _deep_enough() -> Iterator[None]:
     """Python's recursion limit raised to ANALYSIS_FRAMES while a tree is analysed, printed or
     fixed (a `+` chain of 500 terms is already too deep for the default), never while the
@@ -247,8 +258,7 @@ def _python_verdict() -> Iterator[None]:
     """What Python says of a source it compiles inside, as memlint's one-line error
     (SourceError); its SyntaxWarnings are not memlint's to report."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _warnings_ignored():
             yield
     except SyntaxError as error:
         where = f" (line {error.lineno}, column {error.offset})" if error.lineno else ""
@@ -360,7 +370,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
         # others beyond its imports and classes
         return Checked(source, None, [], summary=summarize_plain(python_ast or source, project.name, project.package)
                        if summarize else None)
-    with kept_from_collector() as settle, _deep_enough():
+    with kept_from_collector() as settle, _deep_enough(), _warnings_ignored():
         with clock("parse"):
             module = parse(source)
         settle()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import libcst as cst
 import pytest
 
@@ -99,6 +101,33 @@ def test_a_fix_that_does_not_parse_is_refused():
 def test_unparsable_source_is_a_source_error():
     with pytest.raises(SourceError, match="cannot parse"):
         check("import torch\nx = (\n", "t.py", list(registry().values()))
+
+
+# Invalid escapes where rules read a string's value: a device, a field of the output, a key.
+_INVALID_ESCAPES = (
+    'import torch\n'
+    'device = torch.device("cu\\da")\n'
+    'total = 0\n'
+    'for x, y in loader:\n'
+    '    out = model(x.to("c\\pu"))\n'
+    '    loss = out["lo\\ss"] + crit(out, y)\n'
+    '    loss.backward()\n'
+    '    total += loss\n'
+    '    print(metrics["\\d"])\n'
+)
+
+
+def test_warnings_turned_into_errors_do_not_stop_the_lint():
+    """Under `-W error` an invalid escape's warning is raised wherever a rule evaluates the
+    literal; memlint reads the file all the same, and reports what it reports without it."""
+    rules = list(registry().values())
+    plain = [(f.line, f.code) for f in check(_INVALID_ESCAPES, "t.py", rules).findings]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        strict = [(f.line, f.code) for f in check(_INVALID_ESCAPES, "t.py", rules).findings]
+        assert fix(_INVALID_ESCAPES, "t.py", rules).source != _INVALID_ESCAPES
+    assert (8, "MEM201") in plain
+    assert strict == plain
 
 
 def test_files_without_the_words_rules_need_are_not_parsed_by_libcst(monkeypatch):
