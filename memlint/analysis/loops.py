@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Counter as CounterType
-from typing import Callable, FrozenSet, Optional, Sequence, Set, Union
+from typing import TYPE_CHECKING, Callable, FrozenSet, Optional, Sequence, Set, Union
 
 import libcst as cst
 
@@ -24,6 +24,9 @@ from memlint.analysis.dataflow import (SIZE_METHODS, BlockFlow, Sink, block_flow
                                        sources_of, target_names)
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import children
+
+if TYPE_CHECKING:
+    from memlint.analysis.scopes import Scopes
 
 Loop = Union[cst.For, cst.While]
 
@@ -193,7 +196,7 @@ def range_span(call: cst.Call) -> Optional[int]:
 
 
 # The parts of a model held as a collection: `self.unet.encoder_hid_proj.image_projection_layers`.
-_MODEL_PARTS = re.compile(r"(^|_)(layers|blocks|heads|experts|adapters|stages)$")
+_MODEL_PARTS = re.compile(r"(^|_)(layers|blocks|heads|experts|adapters|stages|encoders|decoders)$")
 
 
 def over_model_parts(loop: cst.CSTNode) -> bool:
@@ -208,6 +211,24 @@ def over_model_parts(loop: cst.CSTNode) -> bool:
         iterables = [arg.value for arg in loop.iter.args]  # type: ignore[attr-defined]
     return any(type(item) is cst.Attribute and bool(_MODEL_PARTS.search(item.attr.value))  # type: ignore[attr-defined]
                for item in iterables)
+
+
+def one_per_model_part(name: str, at: cst.CSTNode, scopes: "Scopes") -> bool:
+    """A list made empty and filled only by loops over a model's parts (`for tokenizer,
+    text_encoder in zip(self.tokenizers, self.text_encoders): embs.append(...)`): it holds one
+    element per part, so a loop over `range(1, len(embs))` runs a fixed handful of times."""
+    binds = scopes.bindings_seen(name, at)
+    fills = [bind for bind in binds if bind.kind == "append"]
+    made = [bind.node for bind in binds if bind.kind != "append"]
+    if not fills or not all(type(node) is cst.Assign and type(node.value) is cst.List and not node.value.elements  # type: ignore[attr-defined]
+                            for node in made):
+        return False
+    tree = scopes.tree
+    for fill in fills:  # the loops that run between making the list and filling it
+        loops = [loop for loop in tree.loops_around(fill.node) if not any(tree.contains(loop, node) for node in made)]
+        if not loops or not all(map(over_model_parts, loops)):
+            return False
+    return True
 
 
 def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> Optional[Loop]:

@@ -8,7 +8,7 @@ from typing import List, Optional, Set
 import libcst as cst
 
 from memlint.analysis.dataflow import Use, sources_of, unpacked_position
-from memlint.analysis.loops import FEW_ITERATIONS, Loop, LoopFacts, range_span
+from memlint.analysis.loops import FEW_ITERATIONS, Loop, LoopFacts, one_per_model_part, range_span
 from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, last_part
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -105,8 +105,10 @@ class CatInLoop(Rule):
     ```
 
     ## When it is not reported
-    Loops over a model's layers (`for layer in self.layers`), a dict's items or a short literal
-    range (dense connections, padding: the growth is the design); loops not known to run many
+    Loops over a model's layers (`for layer in self.layers`), a dict's items, a short literal
+    range, or the indices of a list filled once per part of a model (`for i in range(1,
+    len(embs))`, one embedding per text encoder): dense connections, padding, features side
+    by side, the growth is the design; loops not known to run many
     times (not a data loader, a tensor, a `range` or a `while`, and no forward in them); a
     `while` loop that grows it until it is long enough; a mask grown by a column of flags per
     step (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`: a few bytes a step); autoregressive
@@ -187,6 +189,11 @@ class CatInLoop(Rule):
         "import torch\nfor x in loader:\n    acc = torch.cat((acc, x))\n    acc = acc[-100:]\n",
         # a list kept and concatenated once: the recommended form
         "import torch\nparts = []\nfor x in loader:\n    parts.append(model(x))\nout = torch.cat(parts)\n",
+        # one piece per text encoder of the model (SDXL's two): the list's length is the model's
+        "import torch\n\n@torch.no_grad()\ndef encode(self, prompt):\n    embs = []\n"
+        "    for tokenizer, text_encoder in zip(self.tokenizers, self.text_encoders):\n"
+        "        embs.append(text_encoder(tokenizer(prompt).cuda())[0])\n    emb = embs[0]\n"
+        "    for i in range(1, len(embs)):\n        emb = torch.cat([emb, embs[i]], dim=2)\n    return emb\n",
         # a mask grown by a column of flags per step: a few bytes beside the step's forward
         "import torch\n\ndef generate(model, tokens, max_new_tokens, bsz, eos):\n"
         "    stop_mask = torch.ones(bsz, 1, dtype=torch.int32, device=tokens.device)\n"
@@ -404,11 +411,19 @@ class CatInLoop(Rule):
             span = range_span(iterable)
             if span is not None:
                 return span < FEW_ITERATIONS
-            return any("self." in cst.Module([]).code_for_node(a.value) for a in iterable.args)
+            return any("self." in cst.Module([]).code_for_node(a.value) or self._counts_model_parts(a.value, loop)
+                       for a in iterable.args)
         dotted = dotted_name(iterable) or ""
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
             dotted = dotted_name(iterable.func.value) or ""  # self.blocks.children()
         return dotted.startswith("self.") or self.facts.receivers.is_model(iterable)
+
+    def _counts_model_parts(self, bound: cst.BaseExpression, loop: cst.For) -> bool:
+        """`len(embs)`, where `embs` holds one element per part of a model (one per text encoder)."""
+        if type(bound) is not cst.Call or type(bound.func) is not cst.Name or bound.func.value != "len" or \
+                len(bound.args) != 1 or type(bound.args[0].value) is not cst.Name:  # type: ignore[attr-defined]
+            return False
+        return one_per_model_part(bound.args[0].value.value, loop, self.facts.scopes)  # type: ignore[attr-defined]
 
     def _over_pieces(self, loop: Loop) -> bool:
         """`for image in torch.chunk(batch, n)` (or a name bound once to such pieces)."""

@@ -244,6 +244,11 @@ class RetainedOutputs(Rule):
         "import torch\ndevice = \"cuda\"\n\n@torch.no_grad()\ndef embed(self, images):\n    embeds = []\n"
         "    for image, layer in zip(images, self.image_projection_layers):\n"
         "        embeds.append(self.encoder(image.to(device)))\n    return None\n",
+        # ... and one per text encoder (SDXL's two), kept whether or not it is read after
+        "import torch\n\n@torch.no_grad()\ndef encode(self, prompt, negative):\n    embs, negs = [], []\n"
+        "    for tokenizer, text_encoder in zip(self.tokenizers, self.text_encoders):\n"
+        "        embs.append(text_encoder(tokenizer(prompt).cuda())[0])\n"
+        "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
         # collected and returned: a caller elsewhere may backward it, so the fix is unsafe
