@@ -147,6 +147,40 @@ def train_per_noise_level(loader):
             opt.step()
         level_done = 1                       # BOUNDARY: a schedule that trains is an epoch loop
 
+def sample_every(step, epoch):
+    if step == 0:
+        if not args.sample_at_first:
+            return
+    elif args.every_n_epochs is not None:
+        if epoch is None or epoch % args.every_n_epochs != 0:
+            return
+    elif step % args.every_n_steps != 0:
+        return
+    sampled = 1                              # BOUNDARY: past tests that leave unless a counter says so
+
+def tidy_every(step):
+    if step % 100 == 0:
+        return
+    tidied = 1                               # STEP: leaves on one step in a hundred only
+
+def check_every(step, x):
+    if x is None:
+        return
+    checked = 1                              # STEP: a test of the data, not of the step
+
+def log_in_loop(loader):
+    for i, x in enumerate(loader):
+        model(x).sum().backward()
+        if i % 50:
+            continue
+        logged_here = 1                      # BOUNDARY: the other iterations continue
+
+for step, x in enumerate(loader):
+    model(x).sum().backward()
+    sample_every(step, None)
+    tidy_every(step)
+    check_every(step, x)
+
 setup = 1                                    # unknown
 """
 
@@ -155,7 +189,7 @@ setup = 1                                    # unknown
     ("norm", INNER), ("loss", STEP), ("log", BOUNDARY), ("saved", BOUNDARY), ("done", BOUNDARY),
     ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
     ("micro_loss", INNER), ("engine_out", STEP), ("merged", STEP), ("tile", INNER), ("level_done", BOUNDARY),
-    ("blended", STEP),
+    ("blended", STEP), ("sampled", BOUNDARY), ("tidied", STEP), ("checked", STEP), ("logged_here", BOUNDARY),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)

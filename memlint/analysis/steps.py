@@ -24,7 +24,8 @@ has no loop of its own, one decorated to run without grad included: a sampler's
   runs or evaluation phases), also through the helpers it calls, whatever else it runs (not a
   helper that clears the gradients and then backwards micro-batch after micro-batch without
   stepping: a call of it is one step, so the loop calling it is a step loop); under
-  a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`), in the body
+  a condition on an iteration counter (`if step % 100 == 0:`, `if i == 0:`), or past a test
+  that leaves the function or the iteration unless one holds (`if step % every != 0: return`), in the body
   of a test that fills an empty cache (`if self.mask is None: self.mask = ...`), or under a
   count its body raises towards a bound (`if shown < 3: shown += 1`: a few times in all); outside the
   loops of a function that holds a step loop of its own (a beam search's setup before its
@@ -323,7 +324,25 @@ class Steps:
         the fill of an empty cache (`if self.mask is None: self.mask = ...`), or under a count
         the body raises towards a bound (`if shown < 3: shown += 1`), not under a flag that holds
         on every step (`if args.log:`)."""
-        return self.periodic_guard(node) is not None
+        return self.periodic_guard(node) is not None or self._past_rare_exit(node)
+
+    def _past_rare_exit(self, node: cst.CSTNode) -> bool:
+        """`node` comes after a statement of its loop body or function that every other way
+        leaves (a `return`, `continue`, `break` or `raise`) unless a counter condition holds:
+        `if step % args.sample_every != 0: return` at the top of a sampling helper, or
+        `if i % log_every: continue` in a loop."""
+        child = node
+        for ancestor in self.tree.ancestors(node):
+            kind = type(ancestor)
+            if kind in _BOUNDS:
+                return False
+            if kind is cst.IndentedBlock:
+                statements = ancestor.body  # type: ignore[attr-defined]
+                position = next(i for i, statement in enumerate(statements) if statement is child)
+                if any(_passed_rarely(statement) for statement in statements[:position]):
+                    return True
+            child = ancestor
+        return False
 
     def periodic_guard(self, node: cst.CSTNode) -> Optional[Union[cst.If, cst.IfExp]]:
         """The condition on a counter, or the cache test, that `node` runs under (`periodic`), or None."""
@@ -449,6 +468,38 @@ def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:
     if len(counters) == len(parts) == 2 and type(test.comparisons[0].operator) is cst.Equal:
         return not negated  # `if self.iteration_step == self.initial_iter_step:`: one value, one iteration
     return bool(numbers and counters) and few
+
+
+_EXITS = (cst.Return, cst.Continue, cst.Break, cst.Raise)
+
+
+def _passed_rarely(statement: cst.CSTNode) -> bool:
+    """Every way past an `if` statement that does not leave takes a branch on a counter that
+    holds on few iterations (`_counts`): `if steps % every != 0: return` (the way past is
+    `not (steps % every != 0)`), an `elif` chain, or an inner `if` of a branch that is passed rarely."""
+    if type(statement) is not cst.If:
+        return False
+    test = statement.test  # type: ignore[attr-defined]
+    if not (_leaves(statement.body) or _counts(test) or _block_passed_rarely(statement.body)):  # type: ignore[attr-defined]
+        return False
+    orelse = statement.orelse  # type: ignore[attr-defined]
+    if orelse is None:
+        return _counts(test, negated=True)
+    if type(orelse) is cst.If:
+        return _counts(test, negated=True) or _passed_rarely(orelse)
+    return _leaves(orelse.body) or _counts(test, negated=True) or _block_passed_rarely(orelse.body)
+
+
+def _block_passed_rarely(block: cst.BaseSuite) -> bool:
+    return type(block) is cst.IndentedBlock and any(_passed_rarely(statement) for statement in block.body)
+
+
+def _leaves(block: cst.BaseSuite) -> bool:
+    """A branch whose last statement returns, continues, breaks or raises."""
+    if type(block) is cst.SimpleStatementSuite:
+        return type(block.body[-1]) in _EXITS  # type: ignore[attr-defined]
+    last = block.body[-1] if block.body else None  # type: ignore[attr-defined]
+    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) in _EXITS  # type: ignore[union-attr]
 
 
 def skips_one_in_n(test: cst.BaseExpression) -> bool:

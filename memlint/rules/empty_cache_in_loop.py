@@ -65,7 +65,9 @@ class EmptyCacheInLoop(Rule):
       and policy forwards. Not as the step's last statement, nor before returns that only hand
       back what was computed.
     - In a function that also generates sequences (`model.generate(...)`, a rollout): its KV
-      caches take memory in shapes the forwards after it do not reuse.
+      caches take memory in shapes the forwards after it do not reuse. Likewise beside a
+      diffusion pipeline's whole sampling run (`pipe(prompt, num_inference_steps=30)`), before
+      its latents are decoded.
     - In a module that empties the cache in three places or more, besides the helpers that do
       only that and the recovery from an OOM: a plan of memory staged by hand, kept or dropped
       as a whole.
@@ -78,7 +80,8 @@ class EmptyCacheInLoop(Rule):
       on every step (`if self.args.batch_eval_metrics:`, `if self.use_liger_loss:`) and is
       reported, but not a flag about memory (`if args.empty_cache:` asks for it). Also in a
       helper called under such a condition (`if self.iteration_step == self.initial_iter_step:`,
-      a counter found equal to anything: one step).
+      a counter found equal to anything: one step), or past a test that leaves unless such a
+      condition holds (`if step % every != 0: return` at the top of a sampling helper).
     - Where it cannot be told that the code runs per step.
 
     ## Fix
@@ -162,8 +165,25 @@ class EmptyCacheInLoop(Rule):
         "import torch\nfor inputs in loader:\n    model(inputs.cuda()).sum().backward()\n    opt.step()\n"
         "    if inputs.shape[1] > 4096:\n        torch.cuda.empty_cache()\n"
         "    if torch.cuda.memory_reserved() > limit:\n        torch.cuda.empty_cache()\n",
+        # a helper that returns early unless the step is a multiple of the interval: one step in N
+        "import torch\n\ndef sample(pipe, prompt, step, every):\n    if step % every != 0:\n        return None\n"
+        "    with torch.no_grad():\n        image = pipe(prompt)\n    torch.cuda.empty_cache()\n    return image\n\n"
+        "for step, x in enumerate(loader):\n    model(x.cuda()).sum().backward()\n    opt.step()\n"
+        "    sample(pipe, prompt, step, 100)\n",
+        # after a diffusion pipeline's whole sampling run, before its latents are decoded
+        "import torch\n\ndef sample_images(pipe, vae, prompts):\n    for prompt in prompts:\n"
+        "        with torch.no_grad():\n            latents = pipe(prompt=prompt, num_inference_steps=30)\n"
+        "        torch.cuda.empty_cache()\n        vae.decode(latents)\n\n"
+        "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n    sample_images(pipe, vae, prompts)\n",
     )
     INVALID = (
+        # returning early on one step in N leaves the other steps emptying the cache
+        Invalid(
+            "import torch\n\ndef tidy(step):\n    if step % 100 == 0:\n        return\n    torch.cuda.empty_cache()\n\n"
+            "for step, x in enumerate(loader):\n    model(x.cuda()).sum().backward()\n    opt.step()\n    tidy(step)\n",
+            "import torch\n\ndef tidy(step):\n    if step % 100 == 0:\n        return\n\n"
+            "for step, x in enumerate(loader):\n    model(x.cuda()).sum().backward()\n    opt.step()\n    tidy(step)\n",
+        ),
         Invalid(
             "import torch\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n"
             "    optimizer.step()\n    torch.cuda.empty_cache()\n",
@@ -396,8 +416,9 @@ class EmptyCacheInLoop(Rule):
 
     def _generates(self, call: cst.Call) -> bool:
         facts = self.facts
-        if facts.roles.is_generate(call):
-            return True
+        if facts.roles.is_generate(call) or any(
+                arg.keyword is not None and arg.keyword.value == "num_inference_steps" for arg in call.args):
+            return True  # `model.generate(...)`, or a diffusion pipeline's whole sampling run
         target = facts.scopes.resolve(call)
         return target is not None and target.name.value.startswith("generate") and any(
             facts.roles.is_generate(inner) or last_part(dotted_name(inner.func)) == "generate"
