@@ -133,7 +133,10 @@ class EvalWithoutNoGrad(Rule):
     makes under no_grad, or one that keeps or hands on what it computes.
 
     ## When it is not reported
-    Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
+    An inference script whose code names no device (`device`, `cuda`, `device_map`, a device
+    string) and that no device code of the project calls: its model runs on the CPU
+    (`from_pretrained(...)` without a `device_map` loads it there), where what the graph
+    keeps is host memory, and a one-off script's at that. Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
     sentence-transformers model's `encode`), an object that prepares inputs whatever its name
     (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported
     processor, tokenizer or collator class; one of this module is judged by its code), and a model's computing methods other than
@@ -354,6 +357,12 @@ class EvalWithoutNoGrad(Rule):
         "    def features(self, clips):\n        for clip in clips:\n"
         "            print(self.model.feature_extractor(clip).norm().item())\n\n\n"
         "if __name__ == \"__main__\":\n    Runner(\"m.pt\").features(clips)\n",
+        # an inference script whose code names no device: its model runs on the CPU
+        "import torch\nimport torch.nn.functional as F\nimport transformers\n"
+        "model = transformers.GPT2LMHeadModel.from_pretrained('gpt2')\n"
+        "tok = transformers.GPT2Tokenizer.from_pretrained('gpt2')\nfor text in test_texts:\n"
+        "    toks = tok.encode(text, return_tensors='pt')\n    logits = F.log_softmax(model(toks)[0], dim=-1)\n"
+        "    print(float(logits.sum()))\n",
         # a function of a module that is no script (others may call it to train)
         "import torch\n\nmodel = torch.load(\"m.pt\")\n\n\ndef summarize(model, clips):\n"
         "    for clip in clips:\n        print(model.feature_extractor(clip).norm().item())\n",
@@ -605,10 +614,10 @@ class EvalWithoutNoGrad(Rule):
         ),
         # an inference script
         Invalid(
-            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
-            "for x in batches:\n    print(net(x).softmax(-1))\n",
-            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
-            "with no_grad():\n    for x in batches:\n        print(net(x).softmax(-1))\n",
+            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2).cuda()\nnet.load_state_dict(torch.load(path))\n"
+            "for x in batches:\n    print(net(x.cuda()).softmax(-1))\n",
+            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2).cuda()\nnet.load_state_dict(torch.load(path))\n"
+            "with no_grad():\n    for x in batches:\n        print(net(x.cuda()).softmax(-1))\n",
         ),
         # a generator: reported, no fix (a `with` around a yield leaks no-grad mode)
         Invalid("import torch\ndef predict(model, loader):\n    model.eval()\n    for x in loader:\n"
@@ -919,6 +928,7 @@ class EvalWithoutNoGrad(Rule):
         line = facts.tree.statement_around(node)
         why = facts.phase.eval_evidence(node)
         if type(line) is not cst.SimpleStatementLine or len(line.body) != 1 or why is None or \
+                why == "script" and not facts.device_code or \
                 any(facts.phase.is_training(loop) for loop in facts.tree.loops_around(node)):  # type: ignore[attr-defined]
             return
         scope = facts.tree.scope_of(line)
@@ -1056,7 +1066,8 @@ class EvalWithoutNoGrad(Rule):
         if not forwards:
             return None
         why = facts.phase.eval_evidence(loop)
-        if why is None or facts.roles.asks_for_grad(loop) or facts.values.hands_graph_away(loop):
+        if why is None or facts.roles.asks_for_grad(loop) or facts.values.hands_graph_away(loop) or \
+                why == "script" and not facts.device_code:
             return None
         if facts.in_model_code(loop):  # (asked late: what a class is may be a question to the project)
             return None
