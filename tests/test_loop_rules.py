@@ -175,6 +175,27 @@ def log_in_loop(loader):
             continue
         logged_here = 1                      # BOUNDARY: the other iterations continue
 
+def limited(loader):
+    for step, x in enumerate(loader):
+        if step >= 10000:
+            break
+        model(x).sum().backward()
+        limited_work = 1                     # STEP: a step limit holds on every step but the last
+
+def sharded(loader):
+    for i, x in enumerate(loader):
+        if i % world_size != rank:
+            continue
+        model(x).sum().backward()
+        shard_work = 1                       # STEP: each rank runs its share of the steps
+
+def skipped_before_the_work(loader):
+    for i, x in enumerate(loader):
+        if i % 50:
+            continue
+        model(x).sum().backward()
+        kept_work = 1                        # STEP: the iterations it runs are its steps
+
 for step, x in enumerate(loader):
     model(x).sum().backward()
     sample_every(step, None)
@@ -190,6 +211,7 @@ setup = 1                                    # unknown
     ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
     ("micro_loss", INNER), ("engine_out", STEP), ("merged", STEP), ("tile", INNER), ("level_done", BOUNDARY),
     ("blended", STEP), ("sampled", BOUNDARY), ("tidied", STEP), ("checked", STEP), ("logged_here", BOUNDARY),
+    ("limited_work", STEP), ("shard_work", STEP), ("kept_work", STEP),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)

@@ -327,22 +327,33 @@ class Steps:
         return self.periodic_guard(node) is not None or self._past_rare_exit(node)
 
     def _past_rare_exit(self, node: cst.CSTNode) -> bool:
-        """`node` comes after a statement of its loop body or function that every other way
-        leaves (a `return`, `continue`, `break` or `raise`) unless a counter condition holds:
-        `if step % args.sample_every != 0: return` at the top of a sampling helper, or
-        `if i % log_every: continue` in a loop."""
+        """`node` comes after a statement of its function or loop body that every other way
+        leaves (a `return`, `continue`, `break` or `raise`) unless a counter's remainder is zero:
+        `if step % args.sample_every != 0: return` at the top of a sampling helper. In a loop,
+        only a test after the step's own work (a forward, a backward, an optimizer step) counts:
+        `if i % world_size != rank: continue` before it shards the steps, and a step limit
+        (`if step >= max_steps: break`) holds on all steps but the last."""
+        guards: List[cst.CSTNode] = []
         child = node
         for ancestor in self.tree.ancestors(node):
             kind = type(ancestor)
             if kind in _BOUNDS:
-                return False
+                if kind is cst.For or kind is cst.While:
+                    return any(self._after_step_work(ancestor, guard) for guard in guards)
+                return bool(guards)
             if kind is cst.IndentedBlock:
                 statements = ancestor.body  # type: ignore[attr-defined]
                 position = next(i for i, statement in enumerate(statements) if statement is child)
-                if any(_passed_rarely(statement) for statement in statements[:position]):
-                    return True
+                guards.extend(statement for statement in statements[:position] if _passed_rarely(statement))
             child = ancestor
         return False
+
+    def _after_step_work(self, loop: cst.CSTNode, guard: cst.CSTNode) -> bool:
+        """The loop runs a forward, a backward or an optimizer step before `guard`."""
+        roles, tree = self.roles, self.tree
+        before = tree.order(guard)
+        return any(tree.order(site) < before for _, site in
+                   [*roles.forwards_in(loop), *roles.backwards_in(loop), *roles.steps_in(loop)])
 
     def periodic_guard(self, node: cst.CSTNode) -> Optional[Union[cst.If, cst.IfExp]]:
         """The condition on a counter, or the cache test, that `node` runs under (`periodic`), or None."""
@@ -474,9 +485,10 @@ _EXITS = (cst.Return, cst.Continue, cst.Break, cst.Raise)
 
 
 def _passed_rarely(statement: cst.CSTNode) -> bool:
-    """Every way past an `if` statement that does not leave takes a branch on a counter that
-    holds on few iterations (`_counts`): `if steps % every != 0: return` (the way past is
-    `not (steps % every != 0)`), an `elif` chain, or an inner `if` of a branch that is passed rarely."""
+    """Every way past an `if` statement that does not leave is rare: through a branch whose
+    test holds on few iterations (`_counts`: `if steps == 0:`), past a branch that leaves
+    unless a counter's remainder is zero (`if steps % every != 0: return`, `_zero_remainder`),
+    through an `elif` chain, or through an inner `if` of a branch that is passed rarely."""
     if type(statement) is not cst.If:
         return False
     test = statement.test  # type: ignore[attr-defined]
@@ -484,10 +496,35 @@ def _passed_rarely(statement: cst.CSTNode) -> bool:
         return False
     orelse = statement.orelse  # type: ignore[attr-defined]
     if orelse is None:
-        return _counts(test, negated=True)
+        return _zero_remainder(test, negated=True)
     if type(orelse) is cst.If:
-        return _counts(test, negated=True) or _passed_rarely(orelse)
-    return _leaves(orelse.body) or _counts(test, negated=True) or _block_passed_rarely(orelse.body)
+        return _zero_remainder(test, negated=True) or _passed_rarely(orelse)
+    return _leaves(orelse.body) or _zero_remainder(test, negated=True) or _block_passed_rarely(orelse.body)
+
+
+def _zero_remainder(test: cst.BaseExpression, negated: bool = False) -> bool:
+    """A test that holds only where a remainder is zero: `step % every == 0`, `not step % 10`,
+    or, `negated`, the way past `step % every != 0` or `step % 10`. Not a remainder compared
+    with anything else (`i % world_size != rank` shards the steps, each rank runs its share)."""
+    kind = type(test)
+    if kind is cst.BooleanOperation:
+        conjunction = (type(test.operator) is cst.And) != negated  # type: ignore[attr-defined]
+        left = _zero_remainder(test.left, negated)  # type: ignore[attr-defined]
+        right = _zero_remainder(test.right, negated)  # type: ignore[attr-defined]
+        return left or right if conjunction else left and right
+    if kind is cst.UnaryOperation and type(test.operator) is cst.Not:  # type: ignore[attr-defined]
+        return _zero_remainder(test.expression, not negated)  # type: ignore[attr-defined]
+    if kind is cst.BinaryOperation and type(test.operator) is cst.Modulo:  # type: ignore[attr-defined]
+        return negated  # `step % 10` holds where the remainder is not zero
+    if kind is not cst.Comparison or len(test.comparisons) != 1:  # type: ignore[attr-defined]
+        return False
+    comparison = test.comparisons[0]  # type: ignore[attr-defined]
+    sides = (test.left, comparison.comparator)  # type: ignore[attr-defined]
+    if not any(type(side) is cst.BinaryOperation and type(side.operator) is cst.Modulo for side in sides) or \
+            not any(type(side) is cst.Integer and int(side.value, 0) == 0 for side in sides):  # type: ignore[attr-defined]
+        return False
+    operator = type(comparison.operator)
+    return operator is cst.Equal and not negated or operator is cst.NotEqual and negated
 
 
 def _block_passed_rarely(block: cst.BaseSuite) -> bool:
