@@ -819,7 +819,7 @@ _EVALUATES_FOR_AN_IMPORTER = {
 
         class Runner:
             def __init__(self, path):
-                self.model = torch.load(path, weights_only=True).cuda()
+                self.model = torch.load(path, weights_only=True)
                 self.outputs = []
 
             def collect(self, batches):
@@ -871,7 +871,7 @@ def test_a_featurising_generator_of_a_script_nobody_imports_gets_its_inner_loop_
 
         class Codes:
             def __init__(self, path):
-                self.model = torch.load(path, weights_only=True).cuda()
+                self.model = torch.load(path, weights_only=True)
                 self.model.eval()
 
             def batches(self, clips):

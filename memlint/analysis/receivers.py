@@ -71,6 +71,8 @@ _SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|e
 # `...ProcessorStep`, a tokenizer, a collator): calling one records no graph, whatever the name
 # that holds it (`encoder = RobometerEncoderProcessorStep(...)`). Not `FeatureExtractor` or
 # `Transform`: users name their own networks so.
+# Keywords of `from_pretrained` that place the model on a device: `device_map="auto"`, a quantized load.
+_PLACES = re.compile(r"device|load_in_|quantization_config$")
 _PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast|Collator)$")
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
@@ -435,6 +437,27 @@ class Receivers:
         returned = self.scopes.returned(target) if target is not None else []
         return bool(returned) and depth < 2 and all(
             type(r) is cst.Name and self._holds_pipeline(r, depth + 1) for r in returned)
+
+    def loaded_on_the_cpu(self, model: cst.BaseExpression) -> bool:
+        """The model a call runs (`model` of `model(ids)` or `model.encode(x)`) is a name only ever
+        bound to `...from_pretrained(...)` with nothing that places it (`device_map`, a
+        quantized load), in a module that moves nothing (`.to(...)`, `.cuda()`): Transformers
+        loads it on the CPU, and there it stays."""
+        while type(model) is cst.Attribute:
+            model = model.value  # type: ignore[attr-defined]
+        if type(model) is not cst.Name or self._moves_anything:
+            return False
+        binds = self.scopes.bindings_seen(model.value, model)  # type: ignore[attr-defined]
+        return bool(binds) and all(
+            bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call and
+            type(bind.value.func) is cst.Attribute and bind.value.func.attr.value == "from_pretrained" and  # type: ignore[attr-defined]
+            not any(arg.keyword is not None and _PLACES.match(arg.keyword.value) for arg in bind.value.args)  # type: ignore[attr-defined]
+            for bind in binds)
+
+    @cached_property
+    def _moves_anything(self) -> bool:
+        return any(type(call.func) is cst.Attribute and call.func.attr.value in ("to", "cuda")  # type: ignore[attr-defined]
+                   for call in self.scopes.calls)
 
     def _holds_input_preparer(self, name: cst.Name) -> bool:
         """`name` is only ever an instance of an imported class that prepares inputs

@@ -133,10 +133,11 @@ class EvalWithoutNoGrad(Rule):
     makes under no_grad, or one that keeps or hands on what it computes.
 
     ## When it is not reported
-    An inference script whose code names no device (`device`, `cuda`, `device_map`, a device
-    string) and that no device code of the project calls: its model runs on the CPU
-    (`from_pretrained(...)` without a `device_map` loads it there), where what the graph
-    keeps is host memory, and a one-off script's at that. Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
+    An inference script whose models are loaded by `from_pretrained(...)` with nothing that
+    places them (no `device_map`, no quantized load), in a module that moves nothing (`.to`,
+    `.cuda`), names no device and that no device code of the project calls: the models run on
+    the CPU, where what the graph keeps is host memory, a one-off script's at that. A model
+    from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU. Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
     sentence-transformers model's `encode`), an object that prepares inputs whatever its name
     (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported
     processor, tokenizer or collator class; one of this module is judged by its code), and a model's computing methods other than
@@ -614,10 +615,19 @@ class EvalWithoutNoGrad(Rule):
         ),
         # an inference script
         Invalid(
-            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2).cuda()\nnet.load_state_dict(torch.load(path))\n"
-            "for x in batches:\n    print(net(x.cuda()).softmax(-1))\n",
-            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2).cuda()\nnet.load_state_dict(torch.load(path))\n"
-            "with no_grad():\n    for x in batches:\n        print(net(x.cuda()).softmax(-1))\n",
+            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
+            "for x in batches:\n    print(net(x).softmax(-1))\n",
+            "import torch\nfrom torch import no_grad\nnet = torch.nn.Linear(4, 2)\nnet.load_state_dict(torch.load(path))\n"
+            "with no_grad():\n    for x in batches:\n        print(net(x).softmax(-1))\n",
+        ),
+        # a script that names no device, whose model a quantized load puts on the GPU
+        Invalid(
+            "import torch\nfrom transformers import AutoModelForCausalLM\n"
+            "model = AutoModelForCausalLM.from_pretrained(name, load_in_8bit=True)\nfor ids in test_batches:\n"
+            "    logits = model(ids).logits\n    print(float(logits[0, -1].max()))\n",
+            "import torch\nfrom transformers import AutoModelForCausalLM\n"
+            "model = AutoModelForCausalLM.from_pretrained(name, load_in_8bit=True)\nwith torch.no_grad():\n"
+            "    for ids in test_batches:\n        logits = model(ids).logits\n        print(float(logits[0, -1].max()))\n",
         ),
         # a generator: reported, no fix (a `with` around a yield leaks no-grad mode)
         Invalid("import torch\ndef predict(model, loader):\n    model.eval()\n    for x in loader:\n"
@@ -819,6 +829,12 @@ class EvalWithoutNoGrad(Rule):
                     found.update(dotted_name(t.target) or "" for t in small.targets)  # type: ignore[attr-defined]
         return frozenset(name for name in found if name.startswith("self."))
 
+    def _on_the_cpu(self, forwards: List[cst.Call]) -> bool:
+        """Every model these forwards run was loaded on the CPU and stayed there, in a module
+        that names no device (memlint.analysis.receivers: `loaded_on_the_cpu`)."""
+        facts = self.facts
+        return not facts.device_code and all(facts.receivers.loaded_on_the_cpu(call.func) for call in forwards)
+
     def _consumed_here(self, generator: cst.GeneratorExp) -> bool:
         """The generator is the argument of a call that runs it through at once: `torch.cat`,
         `list`, `sum`, `max`... (not `map`, `enumerate`, `zip`, `islice`, which pass it on lazily)."""
@@ -928,7 +944,7 @@ class EvalWithoutNoGrad(Rule):
         line = facts.tree.statement_around(node)
         why = facts.phase.eval_evidence(node)
         if type(line) is not cst.SimpleStatementLine or len(line.body) != 1 or why is None or \
-                why == "script" and not facts.device_code or \
+                why == "script" and self._on_the_cpu(forwards) or \
                 any(facts.phase.is_training(loop) for loop in facts.tree.loops_around(node)):  # type: ignore[attr-defined]
             return
         scope = facts.tree.scope_of(line)
@@ -1067,7 +1083,7 @@ class EvalWithoutNoGrad(Rule):
             return None
         why = facts.phase.eval_evidence(loop)
         if why is None or facts.roles.asks_for_grad(loop) or facts.values.hands_graph_away(loop) or \
-                why == "script" and not facts.device_code:
+                why == "script" and self._on_the_cpu([call for call, _ in forwards]):
             return None
         if facts.in_model_code(loop):  # (asked late: what a class is may be a question to the project)
             return None
