@@ -219,6 +219,9 @@ def one_per_model_part(name: str, at: cst.CSTNode, scopes: "Scopes") -> bool:
     element per part, so a loop over `range(1, len(embs))` runs a fixed handful of times."""
     binds = scopes.bindings_seen(name, at)
     fills = [bind for bind in binds if bind.kind == "append"]
+    if any(type(fill.node) is not cst.Call or type(fill.node.func) is not cst.Attribute or  # type: ignore[attr-defined]
+           fill.node.func.attr.value != "append" for fill in fills):  # type: ignore[attr-defined]
+        return False  # (`extend` adds any number a part)
     made = [bind.node for bind in binds if bind.kind != "append"]
     if not fills or not all(type(node) is cst.Assign and type(node.value) is cst.List and not node.value.elements  # type: ignore[attr-defined]
                             for node in made):

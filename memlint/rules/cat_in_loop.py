@@ -203,6 +203,14 @@ class CatInLoop(Rule):
         "        tokens = torch.cat([tokens, nxt[:, None]], dim=-1)\n    return tokens, stop_mask\n",
     )
     INVALID = (
+        # one piece per text encoder, but gathered over the whole data set
+        Invalid(
+            "import torch\n\n@torch.no_grad()\ndef embed_all(self, loader):\n    out = torch.empty(0, device='cuda')\n"
+            "    for batch in loader:\n        embs = []\n"
+            "        for tokenizer, text_encoder in zip(self.tokenizers, self.text_encoders):\n"
+            "            embs.append(text_encoder(tokenizer(batch).cuda())[0])\n"
+            "        for i in range(len(embs)):\n            out = torch.cat([out, embs[i]])\n    return out\n"
+        ),
         # predictions (an argmax) collected over a data set: not ids fed back to the model
         Invalid(
             "import torch\n\n@torch.no_grad()\ndef predict(model, loader, device):\n    model.eval()\n"
@@ -419,9 +427,11 @@ class CatInLoop(Rule):
         return dotted.startswith("self.") or self.facts.receivers.is_model(iterable)
 
     def _counts_model_parts(self, bound: cst.BaseExpression, loop: cst.For) -> bool:
-        """`len(embs)`, where `embs` holds one element per part of a model (one per text encoder)."""
+        """`len(embs)`, where `embs` holds one element per part of a model (one per text encoder),
+        in a loop no other loop holds: around it, the accumulator could grow with the data."""
         if type(bound) is not cst.Call or type(bound.func) is not cst.Name or bound.func.value != "len" or \
-                len(bound.args) != 1 or type(bound.args[0].value) is not cst.Name:  # type: ignore[attr-defined]
+                len(bound.args) != 1 or type(bound.args[0].value) is not cst.Name or \
+                self.facts.tree.loops_around(loop):  # type: ignore[attr-defined]
             return False
         return one_per_model_part(bound.args[0].value.value, loop, self.facts.scopes)  # type: ignore[attr-defined]
 

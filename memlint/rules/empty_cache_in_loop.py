@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import re
 from typing import Optional
 
@@ -16,9 +17,19 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 _READS = frozenset({"item", "float", "int", "detach", "cpu", "tolist", "numpy", "mean", "sum", "tuple", "list", "dict"})
+_BUILTINS = frozenset(dir(builtins))
 _STAGED = 3  # places that empty the cache in one module, from which on they are a plan (`_staged`)
 # Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
 _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
+
+
+def _samples(call: cst.Call) -> bool:
+    """A diffusion pipeline's whole sampling run: `pipe(prompt, num_inference_steps=30)`, a
+    call (not of a builtin: `dict(num_inference_steps=n)` only gathers settings) that says
+    how many denoising steps to run."""
+    if type(call.func) is cst.Name and call.func.value in _BUILTINS:
+        return False
+    return any(arg.keyword is not None and arg.keyword.value == "num_inference_steps" for arg in call.args)
 
 
 class EmptyCacheInLoop(Rule):
@@ -177,6 +188,15 @@ class EmptyCacheInLoop(Rule):
         "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n    sample_images(pipe, vae, prompts)\n",
     )
     INVALID = (
+        # settings gathered for a pipeline every step; the pipeline runs every 500 steps
+        Invalid(
+            "import torch\nfor step, batch in enumerate(loader):\n    model(batch.cuda()).sum().backward()\n    opt.step()\n"
+            "    torch.cuda.empty_cache()\n    sample_kwargs = dict(num_inference_steps=30)\n    if step % 500 == 0:\n"
+            "        pipeline(prompt, **sample_kwargs)\n",
+            "import torch\nfor step, batch in enumerate(loader):\n    model(batch.cuda()).sum().backward()\n    opt.step()\n"
+            "    sample_kwargs = dict(num_inference_steps=30)\n    if step % 500 == 0:\n"
+            "        pipeline(prompt, **sample_kwargs)\n",
+        ),
         # returning early on one step in N leaves the other steps emptying the cache
         Invalid(
             "import torch\n\ndef tidy(step):\n    if step % 100 == 0:\n        return\n    torch.cuda.empty_cache()\n\n"
@@ -416,9 +436,8 @@ class EmptyCacheInLoop(Rule):
 
     def _generates(self, call: cst.Call) -> bool:
         facts = self.facts
-        if facts.roles.is_generate(call) or any(
-                arg.keyword is not None and arg.keyword.value == "num_inference_steps" for arg in call.args):
-            return True  # `model.generate(...)`, or a diffusion pipeline's whole sampling run
+        if facts.roles.is_generate(call) or _samples(call):
+            return True
         target = facts.scopes.resolve(call)
         return target is not None and target.name.value.startswith("generate") and any(
             facts.roles.is_generate(inner) or last_part(dotted_name(inner.func)) == "generate"
