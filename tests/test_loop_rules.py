@@ -189,6 +189,14 @@ def sharded(loader):
         model(x).sum().backward()
         shard_work = 1                       # STEP: each rank runs its share of the steps
 
+def accumulated(loader):
+    for step, x in enumerate(loader):
+        model(x).sum().backward()
+        if (step + 1) % accum != 0:
+            continue
+        opt.step()
+        stepped = 1                          # STEP: past the accumulation guard comes the optimizer step
+
 def skipped_before_the_work(loader):
     for i, x in enumerate(loader):
         if i % 50:
@@ -211,7 +219,7 @@ setup = 1                                    # unknown
     ("setup", None), ("logged", BOUNDARY), ("shown", STEP), ("sample", BOUNDARY), ("made", STEP),
     ("micro_loss", INNER), ("engine_out", STEP), ("merged", STEP), ("tile", INNER), ("level_done", BOUNDARY),
     ("blended", STEP), ("sampled", BOUNDARY), ("tidied", STEP), ("checked", STEP), ("logged_here", BOUNDARY),
-    ("limited_work", STEP), ("shard_work", STEP), ("kept_work", STEP),
+    ("limited_work", STEP), ("shard_work", STEP), ("kept_work", STEP), ("stepped", STEP),
 ])
 def test_how_often_code_runs_per_step(target, expected):
     module, facts = _facts(STEPS)

@@ -438,21 +438,38 @@ class Receivers:
         return bool(returned) and depth < 2 and all(
             type(r) is cst.Name and self._holds_pipeline(r, depth + 1) for r in returned)
 
-    def loaded_on_the_cpu(self, model: cst.BaseExpression) -> bool:
+    def loaded_on_the_cpu(self, model: cst.BaseExpression, seen: FrozenSet[str] = frozenset()) -> bool:
         """The model a call runs (`model` of `model(ids)` or `model.encode(x)`) is a name only ever
         bound to `...from_pretrained(...)` with nothing that places it (`device_map`, a
         quantized load), in a module that moves nothing (`.to(...)`, `.cuda()`): Transformers
         loads it on the CPU, and there it stays."""
         while type(model) is cst.Attribute:
             model = model.value  # type: ignore[attr-defined]
-        if type(model) is not cst.Name or self._moves_anything:
+        if type(model) is not cst.Name or self._moves_anything or model.value in seen:  # type: ignore[attr-defined]
             return False
         binds = self.scopes.bindings_seen(model.value, model)  # type: ignore[attr-defined]
+        seen = seen | {model.value}  # type: ignore[attr-defined]
         return bool(binds) and all(
             bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call and
             type(bind.value.func) is cst.Attribute and bind.value.func.attr.value == "from_pretrained" and  # type: ignore[attr-defined]
-            not any(arg.keyword is not None and _PLACES.match(arg.keyword.value) for arg in bind.value.args)  # type: ignore[attr-defined]
+            all(self._places_nothing(arg, seen) for arg in bind.value.args)  # type: ignore[attr-defined]
             for bind in binds)
+
+    def _places_nothing(self, arg: cst.Arg, seen: FrozenSet[str]) -> bool:
+        """An argument of `from_pretrained` that cannot put the model on a device: not a
+        placing keyword, not `**settings` (which may hold `device_map`), and not a model loaded
+        elsewhere (`PeftModel.from_pretrained(base, ...)` wraps `base` where it is)."""
+        if arg.star:
+            return False
+        if arg.keyword is not None:
+            return not _PLACES.match(arg.keyword.value)
+        value = arg.value
+        if type(value) is not cst.Name:
+            return True
+        binds = self.scopes.bindings_seen(value.value, value)
+        loads = any(type(bind.value) is cst.Call and type(bind.value.func) is cst.Attribute and  # type: ignore[attr-defined]
+                    bind.value.func.attr.value == "from_pretrained" for bind in binds)  # type: ignore[attr-defined]
+        return not loads or self.loaded_on_the_cpu(value, seen)
 
     @cached_property
     def _moves_anything(self) -> bool:

@@ -331,8 +331,9 @@ class Steps:
         leaves (a `return`, `continue`, `break` or `raise`) unless a counter's remainder is zero:
         `if step % args.sample_every != 0: return` at the top of a sampling helper. In a loop,
         only a test after the step's own work (a forward, a backward, an optimizer step) counts:
-        `if i % world_size != rank: continue` before it shards the steps, and a step limit
-        (`if step >= max_steps: break`) holds on all steps but the last."""
+        `if i % world_size != rank: continue` before it shards the steps, a step limit
+        (`if step >= max_steps: break`) holds on all steps but the last, and past a guard of
+        gradient accumulation comes the optimizer step."""
         guards: List[cst.CSTNode] = []
         child = node
         for ancestor in self.tree.ancestors(node):
@@ -349,11 +350,14 @@ class Steps:
         return False
 
     def _after_step_work(self, loop: cst.CSTNode, guard: cst.CSTNode) -> bool:
-        """The loop runs a forward, a backward or an optimizer step before `guard`."""
+        """The loop runs a forward, a backward or an optimizer step before `guard`, and neither
+        a backward nor an optimizer step after it: past `if (step + 1) % accum != 0: continue`
+        comes the optimizer step, the step itself, not something done between steps."""
         roles, tree = self.roles, self.tree
-        before = tree.order(guard)
-        return any(tree.order(site) < before for _, site in
-                   [*roles.forwards_in(loop), *roles.backwards_in(loop), *roles.steps_in(loop)])
+        at = tree.order(guard)
+        updates = [site for _, site in [*roles.backwards_in(loop), *roles.steps_in(loop)]]
+        return not any(tree.order(site) > at for site in updates) and \
+            any(tree.order(site) < at for site in [*updates, *(site for _, site in roles.forwards_in(loop))])
 
     def periodic_guard(self, node: cst.CSTNode) -> Optional[Union[cst.If, cst.IfExp]]:
         """The condition on a counter, or the cache test, that `node` runs under (`periodic`), or None."""

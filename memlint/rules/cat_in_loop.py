@@ -194,6 +194,12 @@ class CatInLoop(Rule):
         "    for tokenizer, text_encoder in zip(self.tokenizers, self.text_encoders):\n"
         "        embs.append(text_encoder(tokenizer(prompt).cuda())[0])\n    emb = embs[0]\n"
         "    for i in range(1, len(embs)):\n        emb = torch.cat([emb, embs[i]], dim=2)\n    return emb\n",
+        # ... also per batch, the accumulator started anew for each
+        "import torch\n\n@torch.no_grad()\ndef embed_all(self, loader):\n    outs = []\n    for batch in loader:\n"
+        "        embs = []\n        for tokenizer, text_encoder in zip(self.tokenizers, self.text_encoders):\n"
+        "            embs.append(text_encoder(tokenizer(batch).cuda())[0])\n        emb = embs[0]\n"
+        "        for i in range(1, len(embs)):\n            emb = torch.cat([emb, embs[i]], dim=2)\n"
+        "        outs.append(emb)\n    return outs\n",
         # a mask grown by a column of flags per step: a few bytes beside the step's forward
         "import torch\n\ndef generate(model, tokens, max_new_tokens, bsz, eos):\n"
         "    stop_mask = torch.ones(bsz, 1, dtype=torch.int32, device=tokens.device)\n"
@@ -294,7 +300,7 @@ class CatInLoop(Rule):
         if growth is None:
             return
         loops = self.facts.tree.loops_around(node)
-        if not loops or self._designed(loops[0]) or _a_column_of_flags(growth, loops[0]):
+        if not loops or self._designed(loops[0], growth.name) or _a_column_of_flags(growth, loops[0]):
             return
         if self.facts.in_model_code(loops[0]) and not (type(loops[0]) is cst.While or
                                                        self.facts.steps.iterates_loader(loops[0])):
@@ -402,7 +408,7 @@ class CatInLoop(Rule):
         elements = growth.call.args[0].value.elements  # type: ignore[attr-defined]
         return elements[1 if growth.prepends else 0].value
 
-    def _designed(self, loop: cst.CSTNode) -> bool:
+    def _designed(self, loop: cst.CSTNode, accumulator: str) -> bool:
         """A loop over a model's layers or a short literal range: concatenation is its design."""
         if not isinstance(loop, cst.For):
             return False
@@ -419,21 +425,25 @@ class CatInLoop(Rule):
             span = range_span(iterable)
             if span is not None:
                 return span < FEW_ITERATIONS
-            return any("self." in cst.Module([]).code_for_node(a.value) or self._counts_model_parts(a.value, loop)
-                       for a in iterable.args)
+            return any("self." in cst.Module([]).code_for_node(a.value) or
+                       self._counts_model_parts(a.value, loop, accumulator) for a in iterable.args)
         dotted = dotted_name(iterable) or ""
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
             dotted = dotted_name(iterable.func.value) or ""  # self.blocks.children()
         return dotted.startswith("self.") or self.facts.receivers.is_model(iterable)
 
-    def _counts_model_parts(self, bound: cst.BaseExpression, loop: cst.For) -> bool:
+    def _counts_model_parts(self, bound: cst.BaseExpression, loop: cst.For, accumulator: str) -> bool:
         """`len(embs)`, where `embs` holds one element per part of a model (one per text encoder),
-        in a loop no other loop holds: around it, the accumulator could grow with the data."""
+        and the accumulator starts anew in each iteration of every loop around this one (else
+        it grows with the data: `out` made before a loop over batches)."""
         if type(bound) is not cst.Call or type(bound.func) is not cst.Name or bound.func.value != "len" or \
-                len(bound.args) != 1 or type(bound.args[0].value) is not cst.Name or \
-                self.facts.tree.loops_around(loop):  # type: ignore[attr-defined]
+                len(bound.args) != 1 or type(bound.args[0].value) is not cst.Name:  # type: ignore[attr-defined]
             return False
-        return one_per_model_part(bound.args[0].value.value, loop, self.facts.scopes)  # type: ignore[attr-defined]
+        tree, scopes = self.facts.tree, self.facts.scopes
+        starts = [bind.node for bind in scopes.bindings_seen(accumulator, loop) if not tree.contains(loop, bind.node)]
+        if not starts or not all(tree.contains(outer, start) for outer in tree.loops_around(loop) for start in starts):
+            return False
+        return one_per_model_part(bound.args[0].value.value, loop, scopes)  # type: ignore[attr-defined]
 
     def _over_pieces(self, loop: Loop) -> bool:
         """`for image in torch.chunk(batch, n)` (or a name bound once to such pieces)."""

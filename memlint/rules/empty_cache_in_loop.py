@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
 import re
 from typing import Optional
 
@@ -17,7 +16,7 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 _READS = frozenset({"item", "float", "int", "detach", "cpu", "tolist", "numpy", "mean", "sum", "tuple", "list", "dict"})
-_BUILTINS = frozenset(dir(builtins))
+_PIPELINE = re.compile(r"(^|_)pipe(line)?$", re.IGNORECASE)  # `pipe`, `pipeline`, `self.sd_pipe`
 _STAGED = 3  # places that empty the cache in one module, from which on they are a plan (`_staged`)
 # Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
 _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
@@ -25,11 +24,10 @@ _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseExceptio
 
 def _samples(call: cst.Call) -> bool:
     """A diffusion pipeline's whole sampling run: `pipe(prompt, num_inference_steps=30)`, a
-    call (not of a builtin: `dict(num_inference_steps=n)` only gathers settings) that says
-    how many denoising steps to run."""
-    if type(call.func) is cst.Name and call.func.value in _BUILTINS:
-        return False
-    return any(arg.keyword is not None and arg.keyword.value == "num_inference_steps" for arg in call.args)
+    call of a pipeline (named so, as diffusers names them) that says how many denoising steps
+    to run; not one that only gathers settings (`dict(...)`, `kwargs.update(...)`, `partial(...)`)."""
+    return bool(_PIPELINE.search(last_part(dotted_name(call.func)))) and any(
+        arg.keyword is not None and arg.keyword.value == "num_inference_steps" for arg in call.args)
 
 
 class EmptyCacheInLoop(Rule):
@@ -188,6 +186,15 @@ class EmptyCacheInLoop(Rule):
         "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n    sample_images(pipe, vae, prompts)\n",
     )
     INVALID = (
+        # a pipeline's settings bound every step; the pipeline itself runs every 500 steps
+        Invalid(
+            "import functools\nimport torch\nfor step, batch in enumerate(loader):\n    model(batch.cuda()).sum().backward()\n"
+            "    opt.step()\n    torch.cuda.empty_cache()\n    sample = functools.partial(pipeline, num_inference_steps=30)\n"
+            "    if step % 500 == 0:\n        sample(prompt)\n",
+            "import functools\nimport torch\nfor step, batch in enumerate(loader):\n    model(batch.cuda()).sum().backward()\n"
+            "    opt.step()\n    sample = functools.partial(pipeline, num_inference_steps=30)\n"
+            "    if step % 500 == 0:\n        sample(prompt)\n",
+        ),
         # settings gathered for a pipeline every step; the pipeline runs every 500 steps
         Invalid(
             "import torch\nfor step, batch in enumerate(loader):\n    model(batch.cuda()).sum().backward()\n    opt.step()\n"

@@ -629,6 +629,25 @@ class EvalWithoutNoGrad(Rule):
             "model = AutoModelForCausalLM.from_pretrained(name, load_in_8bit=True)\nwith torch.no_grad():\n"
             "    for ids in test_batches:\n        logits = model(ids).logits\n        print(float(logits[0, -1].max()))\n",
         ),
+        # ... or by a quantized base model an adapter wraps, or by settings passed as `**kwargs`
+        Invalid(
+            "import torch\nfrom peft import PeftModel\nfrom transformers import AutoModelForCausalLM\n"
+            "base = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb)\n"
+            "model = PeftModel.from_pretrained(base, 'adapter')\nfor ids in test_batches:\n"
+            "    print(float(model(ids).logits[0, -1].max()))\n",
+            "import torch\nfrom peft import PeftModel\nfrom transformers import AutoModelForCausalLM\n"
+            "base = AutoModelForCausalLM.from_pretrained(name, quantization_config=bnb)\n"
+            "model = PeftModel.from_pretrained(base, 'adapter')\nwith torch.no_grad():\n    for ids in test_batches:\n"
+            "        print(float(model(ids).logits[0, -1].max()))\n",
+        ),
+        Invalid(
+            "import torch\nfrom transformers import AutoModelForCausalLM\nkwargs = {'device_map': 'auto'}\n"
+            "model = AutoModelForCausalLM.from_pretrained('gpt2', **kwargs)\nfor ids in test_batches:\n"
+            "    print(float(model(ids).logits[0, -1].max()))\n",
+            "import torch\nfrom transformers import AutoModelForCausalLM\nkwargs = {'device_map': 'auto'}\n"
+            "model = AutoModelForCausalLM.from_pretrained('gpt2', **kwargs)\nwith torch.no_grad():\n"
+            "    for ids in test_batches:\n        print(float(model(ids).logits[0, -1].max()))\n",
+        ),
         # a generator: reported, no fix (a `with` around a yield leaks no-grad mode)
         Invalid("import torch\ndef predict(model, loader):\n    model.eval()\n    for x in loader:\n"
                 "        yield model(x)\n"),

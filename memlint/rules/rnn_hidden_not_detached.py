@@ -122,6 +122,16 @@ class RnnHiddenNotDetached(Rule):
         "    def forward(self, x):\n        out, self.state = self.gru(x, self.state)\n        return out\n",
     )
     INVALID = (
+        # a step method run on some steps only: each run still links to the previous one's graph
+        Invalid(
+            "import torch\n\nclass Agent:\n    def __init__(self):\n        self.rnn = torch.nn.GRU(8, 8).cuda()\n"
+            "        self.opt = torch.optim.Adam(self.rnn.parameters())\n        self.hidden = None\n\n"
+            "    def update(self, step, obs, target):\n        if step % 4 != 0:\n            return\n"
+            "        out, self.hidden = self.rnn(obs, self.hidden)\n"
+            "        loss = torch.nn.functional.mse_loss(out, target)\n        self.opt.zero_grad()\n"
+            "        loss.backward()\n        self.opt.step()\n\n    def run(self, env):\n"
+            "        for step, (obs, target) in enumerate(env):\n            self.update(step, obs.cuda(), target.cuda())\n"
+        ),
         # a trainer's step keeps the state on the instance, run every step from its loop
         Invalid("import torch\nclass Trainer:\n    def __init__(self, opt):\n        self.model = torch.nn.GRU(8, 8)\n"
                 "        self.opt = opt\n        self.hidden = None\n\n    def step(self, x, y):\n"
@@ -268,7 +278,8 @@ class RnnHiddenNotDetached(Rule):
             where = "on the module and fed back into every forward"
         else:  # a trainer's step method that backwards, run every step, with a recurrent module it can see
             method = facts.tree.function_of(node)
-            if method is None or not facts.roles.backwards_in(method.body) or facts.per_step(node) is None or \
+            if method is None or not facts.roles.backwards_in(method.body) or \
+                    facts.per_step(node) is None and not facts.steps.periodic(node) or \
                     facts.receivers.constructor_of(call.func) not in _TENSOR_STATE | _TUPLE_STATE or \
                     self._assigned_outside(klass, [leaf.attr.value for leaf in state]):  # type: ignore[attr-defined]
                 return  # (a model of unknown code may detach the state it returns: Transformer-XL's memories)
