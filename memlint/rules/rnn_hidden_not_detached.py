@@ -57,7 +57,8 @@ class RnnHiddenNotDetached(Rule):
 
     Also state kept on the module itself and fed back by every forward
     (`out, self.hidden = self.rnn(x, self.hidden)`), or on a trainer by its step method, which
-    backwards and runs every step, when no other method resets or detaches it.
+    backwards and runs every step (or every few steps: each run still links its graph to the
+    last one's), when no other method resets or detaches it.
 
     ## When it is not reported
     State reset or detached in the loop (`h = h.detach()`, `h.detach_()`, `h = None`,
