@@ -22,7 +22,9 @@ named:
   `constructor_of(expr)`: the class a model was built from (`torch.nn.GRU`);
 - `loss_objects`: names bound to a `torch.nn.*Loss()`, moved or not.
 
-A name that holds an HF `pipeline(...)` is no model (HF runs it under no_grad), however it is named.
+A name that holds an HF `pipeline(...)` is no model (HF runs it under no_grad), however it is named;
+nor is one that holds a model compiled for another runtime (optimum's Neuron, ONNX Runtime,
+OpenVINO models), which records no graph.
 
 Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
 `forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
@@ -55,6 +57,10 @@ _NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
 # (under no_grad, returning arrays).
 _PIPELINES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline", "spacy.load", "spacy.blank",
                         "sentence_transformers.SentenceTransformer"})
+# Where a model is compiled for another runtime and loaded with `from_pretrained` (optimum's AWS
+# Neuron, ONNX Runtime and OpenVINO models): it runs a traced graph, records no autograd graph,
+# and returns host tensors.
+_COMPILED_RUNTIMES = re.compile(r"^optimum\.(neuron|onnxruntime|intel)(\.|$)")
 _MODEL_NAME = re.compile(
     r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
     r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
@@ -365,13 +371,15 @@ class Receivers:
         if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
                 last_part(qualified)[:1].isupper() and not last_part(qualified).endswith("Loss"):
             return True
-        if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified):
+        if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified) and \
+                not _COMPILED_RUNTIMES.match(qualified):
             return True
         func = value.func
         if type(func) is cst.Name and func.value in self.module_classes:
             return True
         if isinstance(func, cst.Attribute):
-            if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or ""):
+            if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or "") and \
+                    not self._compiled_runtime_class(func.value, frozenset()):
                 return True
             if func.attr.value in _MODEL_MOVERS and (dotted_name(func.value) in known or
                                                      self._is_model_value(func.value, known)):
@@ -421,7 +429,28 @@ class Receivers:
         owner = expr.value
         klass = self.scopes.enclosing_class(expr) if owner.value == "self" else self.scopes.instance_class(owner)
         values = self.scopes.attribute_values(klass, expr.attr.value) if klass is not None else []
-        return bool(values) and all(type(v) is cst.Call and self.names.call_name(v) in _PIPELINES for v in values)
+        return bool(values) and all(type(v) is cst.Call and self._records_no_graph(v) for v in values)
+
+    def _records_no_graph(self, call: cst.Call) -> bool:
+        """`call` makes a pipeline (`_PIPELINES`) or loads a compiled model
+        (`NeuronModelForCausalLM.from_pretrained(...)`, `_COMPILED_RUNTIMES`), whose runs record no graph."""
+        if self.names.call_name(call) in _PIPELINES:
+            return True
+        func = call.func
+        return type(func) is cst.Attribute and func.attr.value == "from_pretrained" and \
+            self._compiled_runtime_class(func.value, frozenset())  # type: ignore[attr-defined]
+
+    def _compiled_runtime_class(self, klass: cst.BaseExpression, seen: FrozenSet[str]) -> bool:
+        """`klass` is a class of a compiled runtime (`_COMPILED_RUNTIMES`), imported or a class of
+        this module deriving from one (`class CustomNeuronModel(NeuronModelForCausalLM)`)."""
+        qualified = self.names.qualified_name(klass)
+        if qualified is not None:
+            return bool(_COMPILED_RUNTIMES.match(qualified))
+        if type(klass) is not cst.Name or klass.value in seen or klass.value not in self.scopes.classes:  # type: ignore[attr-defined]
+            return False
+        seen = seen | {klass.value}  # type: ignore[attr-defined]
+        return any(self._compiled_runtime_class(base.value, seen)
+                   for base in self.scopes.classes[klass.value].bases)  # type: ignore[attr-defined]
 
     def _pipeline_binding(self, bind, depth: int) -> bool:  # type: ignore[no-untyped-def]
         if bind.kind == "param":
@@ -431,7 +460,7 @@ class Receivers:
         value = bind.value
         if bind.kind != "assign" or not bind.whole or type(value) is not cst.Call:
             return False
-        if self.names.call_name(value) in _PIPELINES:
+        if self._records_no_graph(value):
             return True
         target = self.scopes.resolve(value)
         returned = self.scopes.returned(target) if target is not None else []

@@ -82,7 +82,8 @@ class RetainedOutputs(Rule):
     ## When it is not reported
     Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`),
     collected inside a forward or loss function that returns them, already detached ones,
-    `generate()` results, values moved to the CPU in a grad-free loop, lists emptied at epoch end,
+    `generate()` results, outputs of a model compiled for another runtime (optimum's Neuron, ONNX
+    Runtime or OpenVINO models record no graph), values moved to the CPU in a grad-free loop, lists emptied at epoch end,
     grad-free loops over a model's parts (`for layer in self.layers`, a handful of iterations),
     grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
     tensors are on the CPU; a docstring that speaks of a GPU is not code), and
@@ -112,6 +113,15 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(")
 
     VALID = (
+        # a model compiled for AWS Neuron (optimum): its runs record no graph, and return host tensors
+        "import torch\ntry:\n    from optimum.neuron import NeuronModelForCausalLM\nexcept ImportError:\n"
+        "    NeuronModelForCausalLM = object\n\nclass CustomNeuronModel(NeuronModelForCausalLM):\n    pass\n\n"
+        "class NeuronLM:\n    def __init__(self, path):\n        self.model = CustomNeuronModel.from_pretrained(path)\n\n"
+        "    def loglikelihood(self, batches):\n        res = []\n        for ids in batches:\n"
+        "            outputs = [self.model.forward(input_ids=ids[:, :1]).logits]\n"
+        "            for i in range(1, ids.size(1)):\n"
+        "                outputs.append(self.model.forward(input_ids=ids[:, : i + 1]).logits)\n"
+        "            res.append(float(torch.concat(outputs, dim=1).log_softmax(-1).sum()))\n        return res\n",
         # a model's loop over its own layers: the caller chose the grad mode, and trains through it
         "import torch\nclass Decoder(torch.nn.Module):\n    def __init__(self, n):\n        super().__init__()\n"
         "        self.layers = torch.nn.ModuleList([torch.nn.Linear(8, 8) for _ in range(n)])\n\n"
