@@ -35,7 +35,7 @@ objects it names as its dependencies:
 
 `Facts` itself also answers what joins several of them (`per_step`, `uses_torch`, ...) and
 what no one of them owns: `identifiers` (every name the module spells), `device_code` (whether
-it puts tensors on an accelerator), `in_test(node)`.
+it puts tensors on an accelerator), `runs_on_the_cpu(forwards)`, `in_test(node)`.
 
 Not per module: torchapi.py holds the public torch API as data shipped with memlint (which
 names torch's modules have), and whether code checks for an API before using it; memo.py keeps
@@ -350,6 +350,12 @@ class Facts:
         module of the project that does calls into it (a trainer's helpers in another file).
         The project is asked last: most modules that need the answer name a device themselves."""
         return self.names_device or self.project.called_from_device_code()
+
+    def runs_on_the_cpu(self, forwards: List[cst.Call]) -> bool:
+        """Every model these forwards run was loaded on the CPU and stayed there
+        (`receivers.loaded_on_the_cpu`), in a module that is no device code: what they keep is
+        host memory."""
+        return not self.device_code and all(self.receivers.loaded_on_the_cpu(call.func) for call in forwards)
 
     @cached_property
     def names_device(self) -> bool:

@@ -849,12 +849,6 @@ class EvalWithoutNoGrad(Rule):
                     found.update(dotted_name(t.target) or "" for t in small.targets)  # type: ignore[attr-defined]
         return frozenset(name for name in found if name.startswith("self."))
 
-    def _on_the_cpu(self, forwards: List[cst.Call]) -> bool:
-        """Every model these forwards run was loaded on the CPU and stayed there, in a module
-        that names no device (memlint.analysis.receivers: `loaded_on_the_cpu`)."""
-        facts = self.facts
-        return not facts.device_code and all(facts.receivers.loaded_on_the_cpu(call.func) for call in forwards)
-
     def _consumed_here(self, generator: cst.GeneratorExp) -> bool:
         """The generator is the argument of a call that runs it through at once: `torch.cat`,
         `list`, `sum`, `max`... (not `map`, `enumerate`, `zip`, `islice`, which pass it on lazily)."""
@@ -964,7 +958,7 @@ class EvalWithoutNoGrad(Rule):
         line = facts.tree.statement_around(node)
         why = facts.phase.eval_evidence(node)
         if type(line) is not cst.SimpleStatementLine or len(line.body) != 1 or why is None or \
-                why == "script" and self._on_the_cpu(forwards) or \
+                why == "script" and self.facts.runs_on_the_cpu(forwards) or \
                 any(facts.phase.is_training(loop) for loop in facts.tree.loops_around(node)):  # type: ignore[attr-defined]
             return
         scope = facts.tree.scope_of(line)
@@ -1103,7 +1097,7 @@ class EvalWithoutNoGrad(Rule):
             return None
         why = facts.phase.eval_evidence(loop)
         if why is None or facts.roles.asks_for_grad(loop) or facts.values.hands_graph_away(loop) or \
-                why == "script" and self._on_the_cpu([call for call, _ in forwards]):
+                why == "script" and self.facts.runs_on_the_cpu([call for call, _ in forwards]):
             return None
         if facts.in_model_code(loop):  # (asked late: what a class is may be a question to the project)
             return None

@@ -58,7 +58,8 @@ class MissingDel(Rule):
     ```
 
     ## When it is not reported
-    Loops with a backward (also in an enclosing loop or a helper), a classifier's scores (the loop
+    Loops with a backward (also in an enclosing loop or a helper), models loaded on the CPU by
+    `from_pretrained` with nothing placing them, in a module that names no device, a classifier's scores (the loop
     takes one class per example from them: `output.argmax(1)`), outputs that outlive the
     iteration anyway (appended, stored, returned, read after the loop or in the next
     iteration), outputs bound only on some paths (a `del` could fail), and bodies that already
@@ -94,6 +95,10 @@ class MissingDel(Rule):
         # a classifier's scores: one class per example taken, small next to the activations
         "import torch\ncorrect = 0\nwith torch.no_grad():\n    for x, y in loader:\n        scores = model(x)\n"
         "        correct += (scores.argmax(dim=1) == y).sum().item()\n",
+        # loaded on the CPU, in a script that names no device: no GPU peak
+        "import torch\nfrom transformers import AutoModelForCausalLM\n"
+        "model = AutoModelForCausalLM.from_pretrained('gpt2')\nwith torch.no_grad():\n"
+        "    for ids in batches:\n        logits = model(ids).logits\n        print(logits.logsumexp(-1).mean())\n",
         # HF generate() results are not forward outputs with activations
         "import torch\nfor batch in loader:\n    ids = model.generate(**batch)\n    print(ids.shape)\n",
     )
@@ -130,6 +135,8 @@ class MissingDel(Rule):
         if not isinstance(line, cst.SimpleStatementLine) or facts.tree.parent(line) is not loop.body:
             return  # bound only on some paths: `del` could meet an unbound name
         name = node.targets[0].target.value
+        if facts.runs_on_the_cpu([call]):
+            return  # an inference script's model loaded on the CPU: no GPU peak to lower
         if facts.values.class_predictions_from(loop, name):
             return  # a classifier's scores: small next to the activations that made them
         loop_facts = self.facts.loop(loop, self.context.scope())
