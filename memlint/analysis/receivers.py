@@ -86,7 +86,8 @@ _MAKES_A_MODEL = re.compile(
     r"^(get|load|build|create|make|init|initialize|setup|prepare|wrap|unwrap|convert|save|export|to|from|copy|"
     r"clone|freeze|unfreeze|compile|quantize|merge|apply|register|find|check|is|has|update|print|log|"
     r"instantiate|restore|download|fetch|construct|define|new|train|evaluate|eval|test|run|truncate|reset|"
-    r"detach|set|tie|remove|clear|zero|enable|disable|prune|resize|add|replace)_",
+    r"detach|set|tie|remove|clear|zero|enable|disable|prune|resize|add|replace)_|"
+    r"^(model|net|network|module)s?_to_",  # `self.model_to_device(net)`: it moves (and wraps) a model
     re.IGNORECASE)
 _NN_NOT_MODULE = re.compile(r"^torch\.nn\.(functional|init|utils|parameter|Parameter|parallel\.scatter)")
 _MODEL_FACTORIES = re.compile(

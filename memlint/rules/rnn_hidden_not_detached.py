@@ -63,7 +63,9 @@ class RnnHiddenNotDetached(Rule):
     ## When it is not reported
     State reset or detached in the loop (`h = h.detach()`, `h.detach_()`, `h = None`,
     `h = repackage_hidden(h)`, a fresh `init_hidden()`), state unrolled over time steps with
-    one backward after the loop (backpropagation through time), and loops without a backward.
+    one backward after the loop (backpropagation through time), loops without a backward, and
+    state an instance's `__init__` binds (it runs once: `self.net = self.net_ddp(self.net)` wraps
+    a network, it feeds nothing back).
 
     ## Fix
     `h = h.detach()` right after the recurrent call (`tuple(s.detach() for s in h)` for an
@@ -117,6 +119,14 @@ class RnnHiddenNotDetached(Rule):
         "import torch\nwith torch.no_grad():\n    for t in range(n):\n        tok, h = model(tok, h)\n",
         "import torch\nh = None\nfor x, y in loader:\n    out, h = rnn(x, h)\n    h.detach_()\n"
         "    criterion(out, y).backward()\n",
+        # a network wrapped once, in `__init__`, when the model is built: nothing is fed back
+        "import torch\nclass SRModel(BaseModel):\n    def __init__(self, opt):\n        super().__init__(opt)\n"
+        "        self.net_g = build_network(opt['network_g'])\n        self.net_g = self.net_ddp(self.net_g)\n\n"
+        "    def optimize_parameters(self, step):\n        self.output = self.net_g(self.lq)\n",
+        # `model_to_device` moves a model: calling it runs none
+        "import torch\nclass SRModel(BaseModel):\n    def setup(self, opt):\n"
+        "        self.net_g = self.model_to_device(self.net_g)\n\n"
+        "    def optimize_parameters(self, step):\n        self.output = self.net_g(self.lq)\n",
         # state on the module, reset between sequences by another method
         "import torch\nimport torch.nn as nn\nclass Tagger(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.gru = nn.GRU(8, 8)\n        self.state = None\n    def reset(self):\n        self.state = None\n"
@@ -263,8 +273,9 @@ class RnnHiddenNotDetached(Rule):
         forward feeds it back, unless another method resets or detaches it."""
         facts = self.facts
         klass = facts.scopes.enclosing_class(node)
-        if klass is None:
-            return
+        method = facts.tree.function_of(node)
+        if klass is None or method is None or method.name.value == "__init__":
+            return  # `__init__` runs once: nothing is fed back
         read = {dotted for a in call.args for dotted in _dotted_names(a.value)}
         state = [leaf for leaf in leaf_targets(node.targets[0].target)
                  if isinstance(leaf, cst.Attribute) and dotted_name(leaf) in read
@@ -278,8 +289,7 @@ class RnnHiddenNotDetached(Rule):
         if facts.receivers.is_model_class(klass):  # (what the class is, asked late: it may go to the project)
             where = "on the module and fed back into every forward"
         else:  # a trainer's step method that backwards, run every step, with a recurrent module it can see
-            method = facts.tree.function_of(node)
-            if method is None or not facts.roles.backwards_in(method.body) or \
+            if not facts.roles.backwards_in(method.body) or \
                     facts.per_step(node) is None and not facts.steps.periodic(node) or \
                     facts.receivers.constructor_of(call.func) not in _TENSOR_STATE | _TUPLE_STATE or \
                     self._assigned_outside(klass, [leaf.attr.value for leaf in state]):  # type: ignore[attr-defined]
