@@ -18,6 +18,10 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 Loop = Union[cst.For, cst.While]
+# Factories of a made-up input: a forward of one that drops its result warms a model up.
+_MADE_UP_INPUTS = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
+                             "torch.randint"})
+_KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
 _CONSUMING_BUILTINS = frozenset({"list", "tuple", "set", "dict", "sum", "min", "max", "sorted", "any", "all"})
 _WHY = {
     "eval-mode": "after `.eval()`",
@@ -133,7 +137,8 @@ class EvalWithoutNoGrad(Rule):
     makes under no_grad, or one that keeps or hands on what it computes.
 
     ## When it is not reported
-    An inference script whose models are loaded by `from_pretrained(...)` with nothing that
+    A warm-up: a forward of made-up inputs whose result is dropped
+    (`model(torch.zeros(1, 3, size, size).to(device))`), whose graph is freed as it returns. An inference script whose models are loaded by `from_pretrained(...)` with nothing that
     places them (no `device_map`, no quantized load), in a module that moves nothing (`.to`,
     `.cuda`), names no device and that no device code of the project calls: the models run on
     the CPU, where what the graph keeps is host memory, a one-off script's at that. A model
@@ -194,6 +199,12 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a forward of made-up inputs whose result is dropped warms the model up, once per call of `test`
+        "import torch\n\n\ndef test(weights, loader, device):\n"
+        "    model = torch.load(weights, map_location=device)\n    model.eval()\n"
+        "    model(torch.zeros(1, 3, 640, 640).to(device))  # run once\n    with torch.no_grad():\n"
+        "        for img in loader:\n            preds = model(img.to(device))\n    return preds\n"
+        "\n\nfor w in weights:\n    test(w, loader, \"cuda\")\n",
         # a preprocessing step named `encoder`: it tokenizes on the CPU, the model runs under no_grad
         "import torch\nfrom .processor import RewardEncoderProcessorStep\n\ndef main(model, dataset):\n"
         "    model.eval()\n    encoder = RewardEncoderProcessorStep(base_model_id='Qwen/Qwen3-VL-4B-Instruct')\n"
@@ -492,6 +503,19 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # ... the same helper with its batches outside no_grad: reported in its own loop, once
+        Invalid(
+            "import torch\n\n\ndef test(weights, loader, device):\n"
+            "    model = torch.load(weights, map_location=device)\n    model.eval()\n"
+            "    model(torch.zeros(1, 3, 640, 640).to(device))  # run once\n    for img in loader:\n"
+            "        preds = model(img.to(device))\n    return preds\n\n\nfor w in weights:\n"
+            "    test(w, loader, \"cuda\")\n",
+            "import torch\n\n\ndef test(weights, loader, device):\n"
+            "    model = torch.load(weights, map_location=device)\n    model.eval()\n"
+            "    model(torch.zeros(1, 3, 640, 640).to(device))  # run once\n    with torch.no_grad():\n"
+            "        for img in loader:\n            preds = model(img.to(device))\n    return preds\n"
+            "\n\nfor w in weights:\n    test(w, loader, \"cuda\")\n",
+        ),
         # ... but a processor class of this module runs what its code runs: here a network
         Invalid(
             "import torch\n\nclass EmbeddingProcessor:\n    def __init__(self, model):\n        self.model = model\n\n"
@@ -1136,8 +1160,24 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         found = [(call, site) for call, site in facts.roles.forwards_in(loop, recording=True)
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True
-                 and not self._runs_without_grad(call) and not facts.regions.flops_counted(call)]
+                 and not self._runs_without_grad(call) and not facts.regions.flops_counted(call)
+                 and not self._warms_up(call)]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
+
+    def _warms_up(self, forward: cst.Call) -> bool:
+        """`model(torch.zeros(1, 3, size, size).to(device))  # run once`: a forward of made-up
+        inputs whose result is dropped warms the model up (lazy initialisation, cuDNN's choice
+        of kernels); what its graph saved is freed as it returns, and it runs once per call of
+        its function, not once per batch."""
+        inputs = [arg.value for arg in forward.args if arg.keyword is None and not arg.star]
+        return type(self.facts.tree.parent(forward)) is cst.Expr and bool(inputs) and \
+            all(self._made_up(value) for value in inputs)
+
+    def _made_up(self, value: cst.BaseExpression) -> bool:
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and \
+                value.func.attr.value in _KEEPS_VALUE:  # type: ignore[attr-defined]
+            value = value.func.value  # type: ignore[attr-defined]
+        return type(value) is cst.Call and self.facts.names.call_name(value) in _MADE_UP_INPUTS
 
     def _models_ask_for_grad(self) -> bool:
         """A model class of this module needs autograd in its own code (`torch.autograd.grad`
