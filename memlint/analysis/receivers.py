@@ -23,8 +23,8 @@ named:
 - `loss_objects`: names bound to a `torch.nn.*Loss()`, moved or not.
 
 A name that holds an HF `pipeline(...)` is no model (HF runs it under no_grad), however it is named;
-nor is one that holds a model compiled for another runtime (optimum's Neuron, ONNX Runtime,
-OpenVINO models), which records no graph.
+nor is one that holds a model compiled for a runtime off the CUDA GPU (optimum's Neuron,
+OpenVINO and IPEX models), which records no graph.
 
 Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
 `forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
@@ -57,10 +57,12 @@ _NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
 # (under no_grad, returning arrays).
 _PIPELINES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline", "spacy.load", "spacy.blank",
                         "sentence_transformers.SentenceTransformer"})
-# Where a model is compiled for another runtime and loaded with `from_pretrained` (optimum's AWS
-# Neuron, ONNX Runtime and OpenVINO models): it runs a traced graph, records no autograd graph,
-# and returns host tensors.
-_COMPILED_RUNTIMES = re.compile(r"^optimum\.(neuron|onnxruntime|intel)(\.|$)")
+# optimum's classes of models compiled for a runtime other than torch's, on hardware other than
+# a CUDA GPU: AWS Neuron's inference models, OpenVINO's, and IPEX's (whose forward runs under
+# no_grad). Their runs record no graph and keep nothing on a CUDA GPU. Not ONNX Runtime's (its
+# CUDA provider returns GPU tensors), INC's (plain transformers models), nor Neuron's training
+# models (`optimum.neuron.models.training`: PyTorch modules).
+_COMPILED_MODEL_CLASS = re.compile(r"^optimum\.(neuron|intel)\.(?!models\.training\.)([\w.]+\.)?(Neuron|OV|IPEX)Model\w*$")
 _MODEL_NAME = re.compile(
     r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
     r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
@@ -372,15 +374,16 @@ class Receivers:
         if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
                 last_part(qualified)[:1].isupper() and not last_part(qualified).endswith("Loss"):
             return True
-        if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified) and \
-                not _COMPILED_RUNTIMES.match(qualified):
-            return True
         func = value.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained" and \
+                self._compiled_model_class(func.value, frozenset()):
+            return False
+        if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified):
+            return True
         if type(func) is cst.Name and func.value in self.module_classes:
             return True
         if isinstance(func, cst.Attribute):
-            if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or "") and \
-                    not self._compiled_runtime_class(func.value, frozenset()):
+            if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or ""):
                 return True
             if func.attr.value in _MODEL_MOVERS and (dotted_name(func.value) in known or
                                                      self._is_model_value(func.value, known)):
@@ -434,24 +437,28 @@ class Receivers:
 
     def _records_no_graph(self, call: cst.Call) -> bool:
         """`call` makes a pipeline (`_PIPELINES`) or loads a compiled model
-        (`NeuronModelForCausalLM.from_pretrained(...)`, `_COMPILED_RUNTIMES`), whose runs record no graph."""
+        (`NeuronModelForCausalLM.from_pretrained(...)`, `_COMPILED_MODEL_CLASS`), whose runs record no graph."""
         if self.names.call_name(call) in _PIPELINES:
             return True
         func = call.func
         return type(func) is cst.Attribute and func.attr.value == "from_pretrained" and \
-            self._compiled_runtime_class(func.value, frozenset())  # type: ignore[attr-defined]
+            self._compiled_model_class(func.value, frozenset())  # type: ignore[attr-defined]
 
-    def _compiled_runtime_class(self, klass: cst.BaseExpression, seen: FrozenSet[str]) -> bool:
-        """`klass` is a class of a compiled runtime (`_COMPILED_RUNTIMES`), imported or a class of
-        this module deriving from one (`class CustomNeuronModel(NeuronModelForCausalLM)`)."""
+    def _compiled_model_class(self, klass: cst.BaseExpression, seen: FrozenSet[str]) -> bool:
+        """`klass` is a class of a compiled model (`_COMPILED_MODEL_CLASS`): imported, and
+        bound to nothing else in the module but a stand-in for a failed import
+        (`NeuronModelForCausalLM = object`), or a class of this module whose bases all are one
+        (`class CustomNeuronModel(NeuronModelForCausalLM)`)."""
         qualified = self.names.qualified_name(klass)
         if qualified is not None:
-            return bool(_COMPILED_RUNTIMES.match(qualified))
+            return bool(_COMPILED_MODEL_CLASS.match(qualified)) and (type(klass) is not cst.Name or all(
+                type(bind.value) is cst.Name and bind.value.value in ("object", "None")  # type: ignore[attr-defined]
+                for bind in self.scopes.bindings(self.module, klass.value)))  # type: ignore[attr-defined]
         if type(klass) is not cst.Name or klass.value in seen or klass.value not in self.scopes.classes:  # type: ignore[attr-defined]
             return False
         seen = seen | {klass.value}  # type: ignore[attr-defined]
-        return any(self._compiled_runtime_class(base.value, seen)
-                   for base in self.scopes.classes[klass.value].bases)  # type: ignore[attr-defined]
+        bases = self.scopes.classes[klass.value].bases  # type: ignore[attr-defined]
+        return bool(bases) and all(self._compiled_model_class(base.value, seen) for base in bases)
 
     def _pipeline_binding(self, bind, depth: int) -> bool:  # type: ignore[no-untyped-def]
         if bind.kind == "param":
@@ -471,19 +478,25 @@ class Receivers:
     def loaded_on_the_cpu(self, model: cst.BaseExpression, seen: FrozenSet[str] = frozenset()) -> bool:
         """The model a call runs (`model` of `model(ids)` or `model.encode(x)`) is a name only ever
         bound to `...from_pretrained(...)` with nothing that places it (`device_map`, a
-        quantized load), in a module that moves nothing (`.to(...)`, `.cuda()`): Transformers
-        loads it on the CPU, and there it stays."""
+        quantized load) and handed to no call, in a module that moves nothing (`.to(...)`,
+        `.cuda()`): Transformers loads it on the CPU, and there it stays."""
         while type(model) is cst.Attribute:
             model = model.value  # type: ignore[attr-defined]
         if type(model) is not cst.Name or self._moves_anything or model.value in seen:  # type: ignore[attr-defined]
             return False
         binds = self.scopes.bindings_seen(model.value, model)  # type: ignore[attr-defined]
         seen = seen | {model.value}  # type: ignore[attr-defined]
-        return bool(binds) and all(
+        return bool(binds) and not self._handed_to_a_call(model.value) and all(  # type: ignore[attr-defined]
             bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call and
             type(bind.value.func) is cst.Attribute and bind.value.func.attr.value == "from_pretrained" and  # type: ignore[attr-defined]
             all(self._places_nothing(arg, seen) for arg in bind.value.args)  # type: ignore[attr-defined]
             for bind in binds)
+
+    def _handed_to_a_call(self, name: str) -> bool:
+        """Some call of the module takes `name` as an argument (`helpers.place(model)`,
+        `accelerator.prepare(model)`): a module moves in place, so that call may place it."""
+        return any(type(arg.value) is cst.Name and arg.value.value == name  # type: ignore[attr-defined]
+                   for call in self.scopes.calls for arg in call.args)
 
     def _places_nothing(self, arg: cst.Arg, seen: FrozenSet[str]) -> bool:
         """An argument of `from_pretrained` that cannot put the model on a device: not a

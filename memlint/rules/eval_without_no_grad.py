@@ -143,7 +143,7 @@ class EvalWithoutNoGrad(Rule):
     `.cuda`), names no device and that no device code of the project calls: the models run on
     the CPU, where what the graph keeps is host memory, a one-off script's at that. A model
     from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU. Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
-    sentence-transformers model's `encode`, a model compiled for Neuron, ONNX Runtime or OpenVINO
+    sentence-transformers model's `encode`, a model compiled for Neuron, OpenVINO or IPEX
     and loaded through optimum), an object that prepares inputs whatever its name
     (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported
     processor, tokenizer or collator class; one of this module is judged by its code), and a model's computing methods other than

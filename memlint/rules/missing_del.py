@@ -59,7 +59,8 @@ class MissingDel(Rule):
 
     ## When it is not reported
     Loops with a backward (also in an enclosing loop or a helper), models loaded on the CPU by
-    `from_pretrained` with nothing placing them, in a module that names no device, a classifier's scores (the loop
+    `from_pretrained` with nothing placing them and handed to no call, in a module that moves
+    nothing, names no device and that no device code of the project calls, a classifier's scores (the loop
     takes one class per example from them: `output.argmax(1)`), outputs that outlive the
     iteration anyway (appended, stored, returned, read after the loop or in the next
     iteration), outputs bound only on some paths (a `del` could fail), and bodies that already
@@ -116,6 +117,10 @@ class MissingDel(Rule):
             "        if out.isnan().any():\n            print('nan')\n        del out\n",
         ),
         Invalid("import torch\nfor x in loader:\n    out = model(x)\n    print(out.sum())\n    continue\n"),
+        # a model handed to a helper, which may place it (a module moves in place)
+        Invalid("import torch\nimport helpers\nfrom transformers import AutoModelForCausalLM\n"
+                "model = AutoModelForCausalLM.from_pretrained('gpt2')\nhelpers.place(model)\nwith torch.no_grad():\n"
+                "    for ids in batches:\n        logits = model(ids).logits\n        print(logits.logsumexp(-1).mean())\n"),
     )
 
     def visit_Assign(self, node: cst.Assign) -> None:

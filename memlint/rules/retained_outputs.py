@@ -82,8 +82,8 @@ class RetainedOutputs(Rule):
     ## When it is not reported
     Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`),
     collected inside a forward or loss function that returns them, already detached ones,
-    `generate()` results, outputs of a model compiled for another runtime (optimum's Neuron, ONNX
-    Runtime or OpenVINO models record no graph), values moved to the CPU in a grad-free loop, lists emptied at epoch end,
+    `generate()` results, outputs of a model compiled for a runtime off the CUDA GPU (optimum's
+    Neuron, OpenVINO or IPEX inference models record no graph), values moved to the CPU in a grad-free loop, lists emptied at epoch end,
     grad-free loops over a model's parts (`for layer in self.layers`, a handful of iterations),
     grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
     tensors are on the CPU; a docstring that speaks of a GPU is not code), and
@@ -261,6 +261,29 @@ class RetainedOutputs(Rule):
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
+        # Neuron's training models are PyTorch modules, with a graph
+        Invalid(
+            "import torch\nfrom optimum.neuron.models.training import NeuronModelForCausalLM\n"
+            "model = NeuronModelForCausalLM.from_pretrained('llama').to('cuda')\n\ndef evaluate(loader):\n"
+            "    model.eval()\n    losses = []\n    for batch in loader:\n        losses.append(model(**batch).loss)\n"
+            "    return torch.stack(losses).mean().item()\n",
+        ),
+        # ... a class over a torch model and a Neuron class is a torch model
+        Invalid(
+            "import torch\nfrom optimum.neuron import NeuronModelForCausalLM\nfrom transformers import LlamaPreTrainedModel\n"
+            "class Llama(LlamaPreTrainedModel, NeuronModelForCausalLM):\n    pass\n"
+            "model = Llama.from_pretrained('llama').to('cuda')\n\ndef evaluate(loader):\n"
+            "    model.eval()\n    losses = []\n    for batch in loader:\n        losses.append(model(**batch).loss)\n"
+            "    return torch.stack(losses).mean().item()\n",
+        ),
+        # ... and an OpenVINO class name rebound to a torch model's class on the default path
+        Invalid(
+            "import os\nimport torch\nimport transformers\nfrom optimum.intel import OVModelForCausalLM as ModelClass\n"
+            "if not os.environ.get('USE_OPENVINO'):\n    ModelClass = transformers.AutoModelForCausalLM\n"
+            "model = ModelClass.from_pretrained('llama').to('cuda')\n\ndef evaluate(loader):\n"
+            "    model.eval()\n    losses = []\n    for batch in loader:\n        losses.append(model(**batch).loss)\n"
+            "    return torch.stack(losses).mean().item()\n",
+        ),
         # collected and returned: a caller elsewhere may backward it, so the fix is unsafe
         Invalid(
             "import torch\n\ndef predict_segments(model, segments):\n    model.eval()\n    outs = []\n"
