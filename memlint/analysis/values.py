@@ -97,6 +97,10 @@ _READING_BUILTINS = frozenset({"print", "len", "float", "int", "str", "repr", "r
 _LOGGING_METHODS = frozenset({"log", "info", "debug", "warning", "add_scalar", "add_scalars", "set_postfix",
                               "log_dict", "print", "write"})
 _HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "put", "format", "join"}
+# A model's method that may train (DeepSpeed's `engine.backward(loss)`, `model.training_step(b)`,
+# `model.optimize_parameters()`): other methods of a model and its parts compute
+# (`decoder.attention(enc, h)`, `decoder.init_hidden_state(enc)`) and backward nothing
+_TRAINING_METHOD = re.compile(r"back|step|update|train|fit|optimi|learn|accumul", re.IGNORECASE)
 
 
 def _names_a_metric(expr: cst.BaseExpression) -> bool:
@@ -761,8 +765,9 @@ class Values:
     def _may_backward(self, call: cst.Call) -> bool:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
         is a builtin, a function of this module (followed instead), a call of a known import
-        (torch's, a library's), a forward, a loss, a logging or container method, or a method of
-        a value that carries the graph itself (`out.sum()`)."""
+        (torch's, a library's), a forward, a loss, a logging or container method, a method of
+        a value that carries the graph itself (`out.sum()`), or a model's method or part that
+        does not train (`decoder.attention(encoder_out, h)`, `decoder.init_hidden_state(x)`)."""
         region = self.regions.region_at(call)
         if region is not None and region.grad_enabled is False:
             return False
@@ -771,8 +776,9 @@ class Values:
             return False
         if self.names.call_name(call) is not None or self.roles.is_forward(call) or self.roles.is_loss(call):
             return False
-        return not (isinstance(func, cst.Attribute) and (func.attr.value in _HARMLESS_METHODS or
-                                                         self.carries_grad(func.value, call)))
+        return not (isinstance(func, cst.Attribute) and (
+            func.attr.value in _HARMLESS_METHODS or self.carries_grad(func.value, call) or
+            not _TRAINING_METHOD.search(func.attr.value) and self.roles.receivers.is_model(func.value)))
 
     def backwarded_in(self, value: cst.BaseExpression, loop: cst.CSTNode) -> bool:
         """Whether `value` is (built from) something `loop` already backwards itself: its graph

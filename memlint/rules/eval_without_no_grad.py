@@ -199,6 +199,10 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # the outputs go to a model's method that trains (test-time adaptation): no evaluation
+        "import torch\n\n\ndef evaluate(model, loader, device):\n    model.eval()\n"
+        "    for x, y in loader:\n        out = model(x.to(device))\n"
+        "        model.adapt_step(out, y.to(device))\n",
         # a forward of made-up inputs whose result is dropped warms the model up, once per call of `test`
         "import torch\n\n\ndef test(weights, loader, device):\n"
         "    model = torch.load(weights, map_location=device)\n    model.eval()\n"
@@ -503,6 +507,26 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # a captioner's decoder parts and its initial state: a model's methods compute, they backward nothing
+        Invalid(
+            "import torch\n\n\ndef evaluate(encoder, decoder, loader, device):\n    encoder.eval()\n"
+            "    decoder.eval()\n    captions = []\n    for image, _ in loader:\n"
+            "        encoder_out = encoder(image.to(device))\n"
+            "        h, c = decoder.init_hidden_state(encoder_out)\n        words = []\n"
+            "        for step in range(50):\n            awe = decoder.attention(encoder_out, h)\n"
+            "            h, c = decoder.decode_step(awe, (h, c))\n"
+            "            words.append(decoder.fc(h).argmax(-1).item())\n"
+            "        captions.append(words)\n    return captions\n",
+            "import torch\n\n\ndef evaluate(encoder, decoder, loader, device):\n    encoder.eval()\n"
+            "    decoder.eval()\n    captions = []\n    with torch.no_grad():\n"
+            "        for image, _ in loader:\n            encoder_out = encoder(image.to(device))\n"
+            "            h, c = decoder.init_hidden_state(encoder_out)\n            words = []\n"
+            "            for step in range(50):\n"
+            "                awe = decoder.attention(encoder_out, h)\n"
+            "                h, c = decoder.decode_step(awe, (h, c))\n"
+            "                words.append(decoder.fc(h).argmax(-1).item())\n"
+            "            captions.append(words)\n    return captions\n",
+        ),
         # ... the same helper with its batches outside no_grad: reported in its own loop, once
         Invalid(
             "import torch\n\n\ndef test(weights, loader, device):\n"
