@@ -52,6 +52,10 @@ _MAX_DEPTH = 4
 _SHAPED_BY_ARGUMENTS = frozenset({"torch.eye", "torch.zeros", "torch.ones", "torch.empty", "torch.full",
                                   "torch.rand", "torch.randn"})
 _TINY_TABLE = 4096  # elements: a table rebuilt per forward below this is one small kernel, not worth a buffer
+_FILLS = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.full"})
+_PER_SAMPLE = 16  # values per sample: a fill of one size and literal sizes up to this holds labels, not tables
+# Calls that place or convert a tensor, and keep its size
+_PLACING = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "bool", "long", "int", "type"})
 # Builtins that never write into their arguments.
 _HARMLESS_BUILTINS = frozenset({"print", "len", "range", "int", "float", "bool", "str", "repr", "isinstance",
                                 "min", "max", "abs", "round", "enumerate", "zip", "tuple", "list", "sum"})
@@ -120,6 +124,8 @@ class Hoisting:
             return None
         name, assign = found
         value = assign.value
+        if self._small(value):
+            return None
         computation, helper = self._computation(value)
         if computation is None or not computation.pure or not self._placed(computation, loop):
             return None  # not GPU work, or work on tensors of unknown place: nothing known to save
@@ -444,8 +450,8 @@ class Hoisting:
         if klass is None:
             return None
         name, assign = found
-        if self._one_number(assign.value) or self._tiny_table(assign.value):
-            return None  # `torch.tensor(1.0, device=x.device)`, `torch.eye(3, ...)`: no buffer worth its keep
+        if self._small(assign.value):
+            return None
         computation = self.purity.of(assign.value)
         if not computation.pure or not computation.placed:
             return None
@@ -467,6 +473,41 @@ class Hoisting:
             return None
         return Hoistable(statement, name, assign.value, computation, None)  # type: ignore[arg-type]
 
+    def _small(self, value: cst.BaseExpression) -> bool:
+        """A tensor too small for its one allocation to be worth a change, however placed
+        (`torch.zeros(()).cuda()`): one number, a tiny table, or one label per sample. Rebuilt
+        every step it costs one small kernel or copy; read on real code, no maintainer moved one."""
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and \
+                value.func.attr.value in _PLACING:  # type: ignore[attr-defined]
+            value = value.func.value  # type: ignore[attr-defined]
+        return self._one_number(value) or self._tiny_table(value) or self._labels(value)
+
+    def _labels(self, value: cst.BaseExpression) -> bool:
+        """A fill of one size and literal ones (`torch.ones(batch_size, 1)`, `torch.zeros(n)`,
+        `torch.full((n,), -100)`): a GAN's real and fake labels, one value per sample (up to
+        `_PER_SAMPLE`), small beside the step's forward."""
+        if type(value) is not cst.Call or self.names.call_name(value) not in _FILLS:
+            return False
+        sizes = self._sizes(value)
+        if sizes is None:
+            return False
+        literal = [int(p.value, 0) for p in sizes if type(p) is cst.Integer]  # type: ignore[attr-defined]
+        count = 1
+        for dim in literal:
+            count *= dim
+        return len(sizes) - len(literal) <= 1 and count <= _PER_SAMPLE
+
+    def _sizes(self, value: cst.Call) -> Optional[List[cst.BaseExpression]]:
+        """The sizes a factory's positional arguments give, a shape tuple unpacked
+        (`torch.zeros((n, 1))`), `torch.full`'s fill value left out; None when given otherwise."""
+        sizes = [a.value for a in value.args if a.keyword is None and not a.star]
+        if not sizes or any(a.star for a in value.args):
+            return None
+        if self.names.call_name(value) == "torch.full":
+            sizes = sizes[:1]
+        return [e.value for size in sizes
+                for e in (size.elements if isinstance(size, (cst.Tuple, cst.List)) else [cst.Element(size)])]
+
     def _one_number(self, value: cst.BaseExpression) -> bool:
         """`torch.tensor(1.0, ...)`, `torch.scalar_tensor(0)`: a tensor of one number, made from
         a literal. Rebuilt per call it costs one tiny copy, nothing a maintainer would change."""
@@ -482,21 +523,16 @@ class Hoisting:
         if type(value) is not cst.Call or self.names.call_name(value) not in _SHAPED_BY_ARGUMENTS:  # type: ignore[arg-type]
             return False
         name = self.names.call_name(value)  # type: ignore[arg-type]
-        sizes = [a.value for a in value.args if a.keyword is None]  # type: ignore[attr-defined]
-        sizes = sizes[:1] if name == "torch.full" else sizes  # (its second is the fill value)
-        dims: List[int] = []
-        for size in sizes[:2] if name == "torch.eye" else sizes:
-            parts = [e.value for e in size.elements] if isinstance(size, (cst.Tuple, cst.List)) else [size]
-            for part in parts:
-                if type(part) is not cst.Integer:
-                    return False
-                dims.append(int(part.value, 0))  # type: ignore[attr-defined]
-        if name == "torch.eye" and len(dims) == 1:
-            dims.append(dims[0])  # `eye(n)` is n x n
+        sizes = self._sizes(value)  # type: ignore[arg-type]
+        if sizes is None or any(type(part) is not cst.Integer for part in sizes):
+            return False
+        dims = [int(part.value, 0) for part in sizes]  # type: ignore[attr-defined]
+        if name == "torch.eye":
+            dims = dims[:2] if len(dims) > 1 else dims * 2  # `eye(n)` is n x n
         count = 1
         for dim in dims:
             count *= dim
-        return bool(dims) and count < _TINY_TABLE
+        return count < _TINY_TABLE  # (`torch.zeros(())`: one number)
 
     def _settled_attributes(self, klass: cst.ClassDef) -> FrozenSet[str]:
         """Attributes of `self` assigned in `__init__` and nowhere else in the module (found

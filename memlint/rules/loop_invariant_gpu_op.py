@@ -102,9 +102,12 @@ class LoopInvariantGpuOp(Rule):
     tensor (it may require grad), an attribute stored in the loop, a statement under `if`,
     `with` or `try` in the loop (hoisting would leave that context), a value changed in place
     or kept beyond its iteration, work on the CPU only, and `torch.set_default_dtype` or
-    `torch.cuda.set_device` in the loop: not reported. In `forward`, neither a tensor of one
-    number nor a table of a literal shape under 4,096 elements (`torch.eye(3, device=x.device)`,
-    stylegan3's augmentation matrices): one small kernel per call, no buffer worth its keep.
+    `torch.cuda.set_device` in the loop: not reported. Nor, in a loop or in `forward`, a tensor
+    too small for its allocation to matter, however it is placed: one number
+    (`torch.zeros(()).cuda()`), a table of a literal shape under 4,096 elements
+    (`torch.eye(3, device=x.device)`, stylegan3's augmentation matrices), or a fill of one size
+    and at most 16 values a sample (a GAN's `torch.ones(batch_size, 1).to(device)` labels):
+    one small kernel or copy per step, no change a maintainer would make.
 
     ## Fix
     Moves the statement to just before the loop (the call of a pure helper too: the helper is
@@ -134,6 +137,17 @@ class LoopInvariantGpuOp(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # a GAN's real and fake labels, one value per sample: one small copy a step, no change worth making
+        "import torch\n\n\ndef train(G, D, loader, batch_size, device):\n"
+        "    for images, _ in loader:\n        real_labels = torch.ones(batch_size, 1).to(device)\n"
+        "        fake_labels = torch.zeros(batch_size, 1).to(device)\n"
+        "        loss = criterion(D(images.to(device)), real_labels) + criterion(D(G(images.to(device))), fake_labels)\n"
+        "        loss.backward()\n",
+        # a zero-dimensional tensor placed after it is made: one number
+        "import torch\n\n\nclass NoBottleneck(torch.nn.Module):\n    def __init__(self, levels):\n"
+        "        super().__init__()\n        self.levels = levels\n\n    def forward(self, xs):\n"
+        "        zero = torch.zeros(()).cuda()\n"
+        "        return xs, [zero for _ in range(self.levels)]\n",
         # the operand bound beside another name in one statement: removing it would lose `scale`
         "import torch\nclass GraphAttention(torch.nn.Module):\n    def forward(self, h, adj):\n"
         "        e = self.scores(h)\n        zero_vec, scale = -9e15 * torch.ones_like(e), h.size(-1) ** -0.5\n"
@@ -198,6 +212,18 @@ class LoopInvariantGpuOp(Rule):
         "        eye = torch.eye(3, device=images.device)\n        return self.warp(images, eye)\n",
     )
     INVALID = (
+        # ... an image-sized fill of a fixed shape is rebuilt every step
+        Invalid(
+            "import torch\n\n\ndef train(G, D, loader, batch_size, device):\n"
+            "    for images, _ in loader:\n"
+            "        canvas = torch.zeros(batch_size, 3, 64, 64).to(device)\n"
+            "        loss = criterion(D(images.to(device) + canvas), G(canvas))\n"
+            "        loss.backward()\n",
+            "import torch\n\n\ndef train(G, D, loader, batch_size, device):\n"
+            "    canvas = torch.zeros(batch_size, 3, 64, 64).to(device)\n    for images, _ in loader:\n"
+            "        loss = criterion(D(images.to(device) + canvas), G(canvas))\n"
+            "        loss.backward()\n",
+        ),
         # a large table whose fill value is a literal 0: its shape, not its arguments, is its size
         Invalid(
             "import torch\nclass Masker(torch.nn.Module):\n    def forward(self, x):\n"
