@@ -28,6 +28,7 @@ by MEM103 too (a tensor filled on the host, then moved).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
@@ -40,7 +41,7 @@ from memlint.analysis.purity import Computation, Input, Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, walk
+from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk
 
 # Calls that change what a factory makes or where `.cuda()` puts it.
 _CHANGES_FACTORIES = frozenset({
@@ -53,7 +54,9 @@ _SHAPED_BY_ARGUMENTS = frozenset({"torch.eye", "torch.zeros", "torch.ones", "tor
                                   "torch.rand", "torch.randn"})
 _TINY_TABLE = 4096  # elements: a table rebuilt per forward below this is one small kernel, not worth a buffer
 _FILLS = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.full"})
-_PER_SAMPLE = 16  # values per sample: a fill of one size and literal sizes up to this holds labels, not tables
+_PER_SAMPLE = 16  # values per sample: a fill of a batch size and literal sizes up to this holds labels
+_BATCH_SIZE = re.compile(r"^(batch_?size|bs|b|mini_?batch_?size|micro_?batch_?size|n_?samples|num_?samples)$",
+                         re.IGNORECASE)
 # Calls that place or convert a tensor, and keep its size
 _PLACING = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "bool", "long", "int", "type"})
 # Builtins that never write into their arguments.
@@ -124,7 +127,7 @@ class Hoisting:
             return None
         name, assign = found
         value = assign.value
-        if self._small(value):
+        if self._small(value, in_forward=False):
             return None
         computation, helper = self._computation(value)
         if computation is None or not computation.pure or not self._placed(computation, loop):
@@ -450,7 +453,7 @@ class Hoisting:
         if klass is None:
             return None
         name, assign = found
-        if self._small(assign.value):
+        if self._small(assign.value, in_forward=True):
             return None
         computation = self.purity.of(assign.value)
         if not computation.pure or not computation.placed:
@@ -473,29 +476,36 @@ class Hoisting:
             return None
         return Hoistable(statement, name, assign.value, computation, None)  # type: ignore[arg-type]
 
-    def _small(self, value: cst.BaseExpression) -> bool:
+    def _small(self, value: cst.BaseExpression, in_forward: bool) -> bool:
         """A tensor too small for its one allocation to be worth a change, however placed
-        (`torch.zeros(()).cuda()`): one number, a tiny table, or one label per sample. Rebuilt
-        every step it costs one small kernel or copy; read on real code, no maintainer moved one."""
+        (`torch.zeros(()).cuda()`): one number; in a loop, a batch's labels; in `forward`, a
+        table of a literal shape under `_TINY_TABLE` elements, which no maintainer registers a
+        buffer for (in a loop, moving it out is one line, and it is reported)."""
         while type(value) is cst.Call and type(value.func) is cst.Attribute and \
                 value.func.attr.value in _PLACING:  # type: ignore[attr-defined]
             value = value.func.value  # type: ignore[attr-defined]
-        return self._one_number(value) or self._tiny_table(value) or self._labels(value)
+        if self._one_number(value):
+            return True
+        return self._tiny_table(value) if in_forward else self._labels(value)
 
     def _labels(self, value: cst.BaseExpression) -> bool:
-        """A fill of one size and literal ones (`torch.ones(batch_size, 1)`, `torch.zeros(n)`,
-        `torch.full((n,), -100)`): a GAN's real and fake labels, one value per sample (up to
-        `_PER_SAMPLE`), small beside the step's forward."""
+        """A fill of a batch size and literal sizes of at most `_PER_SAMPLE` values
+        (`torch.ones(batch_size, 1)`, `torch.full((args.batch_size,), -100)`): a GAN's real and
+        fake labels, one value a sample, small beside the step's forward; read on real code,
+        labelled not worth a change twice."""
         if type(value) is not cst.Call or self.names.call_name(value) not in _FILLS:
             return False
         sizes = self._sizes(value)
         if sizes is None:
             return False
-        literal = [int(p.value, 0) for p in sizes if type(p) is cst.Integer]  # type: ignore[attr-defined]
+        free = [part for part in sizes if type(part) is not cst.Integer]
+        if len(free) != 1 or not _BATCH_SIZE.match(last_part(dotted_name(free[0])) or ""):
+            return False
         count = 1
-        for dim in literal:
-            count *= dim
-        return len(sizes) - len(literal) <= 1 and count <= _PER_SAMPLE
+        for part in sizes:
+            if type(part) is cst.Integer:
+                count *= int(part.value, 0)  # type: ignore[attr-defined]
+        return count <= _PER_SAMPLE
 
     def _sizes(self, value: cst.Call) -> Optional[List[cst.BaseExpression]]:
         """The sizes a factory's positional arguments give, a shape tuple unpacked
@@ -509,11 +519,14 @@ class Hoisting:
                 for e in (size.elements if isinstance(size, (cst.Tuple, cst.List)) else [cst.Element(size)])]
 
     def _one_number(self, value: cst.BaseExpression) -> bool:
-        """`torch.tensor(1.0, ...)`, `torch.scalar_tensor(0)`: a tensor of one number, made from
-        a literal. Rebuilt per call it costs one tiny copy, nothing a maintainer would change."""
+        """`torch.tensor(1.0, ...)`, `torch.scalar_tensor(0)`, `torch.zeros(())`: a tensor of
+        one number, made from a literal. Rebuilt per call it costs one tiny copy, nothing a
+        maintainer would change."""
         if type(value) is not cst.Call or not value.args:
             return False
         name = self.names.call_name(value)
+        if name in _FILLS:
+            return self._sizes(value) == []
         return name == "torch.scalar_tensor" or name == "torch.tensor" and _plain_number(value.args[0].value)
 
     def _tiny_table(self, value: cst.BaseExpression) -> bool:

@@ -89,7 +89,7 @@ _MAKES_A_MODEL = re.compile(
     r"clone|freeze|unfreeze|compile|quantize|merge|apply|register|find|check|is|has|update|print|log|"
     r"instantiate|restore|download|fetch|construct|define|new|train|evaluate|eval|test|run|truncate|reset|"
     r"detach|set|tie|remove|clear|zero|enable|disable|prune|resize|add|replace)_|"
-    r"^(model|net|network|module)s?_to_",  # `self.model_to_device(net)`: it moves (and wraps) a model
+    r"^(model|net|network|module)s?_to_(device|cuda|gpu|cpu|half|float|fp16|bf16|dtype)$",  # `self.model_to_device(net)`
     re.IGNORECASE)
 _NN_NOT_MODULE = re.compile(r"^torch\.nn\.(functional|init|utils|parameter|Parameter|parallel\.scatter)")
 _MODEL_FACTORIES = re.compile(

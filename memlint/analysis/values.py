@@ -97,10 +97,11 @@ _READING_BUILTINS = frozenset({"print", "len", "float", "int", "str", "repr", "r
 _LOGGING_METHODS = frozenset({"log", "info", "debug", "warning", "add_scalar", "add_scalars", "set_postfix",
                               "log_dict", "print", "write"})
 _HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "put", "format", "join"}
-# A model's method that may train (DeepSpeed's `engine.backward(loss)`, `model.training_step(b)`,
-# `model.optimize_parameters()`): other methods of a model and its parts compute
-# (`decoder.attention(enc, h)`, `decoder.init_hidden_state(enc)`) and backward nothing
-_TRAINING_METHOD = re.compile(r"back|step|update|train|fit|optimi|learn|accumul", re.IGNORECASE)
+# A model's method whose name speaks of training (DeepSpeed's `engine.backward(loss)`,
+# `model.training_step(b)`, `model.compute_gradients(loss)`, test-time adaptation's
+# `model.adapt(out)`, `critic.minimize(loss)`, `policy.reinforce(logp)`)
+_TRAINING_METHOD = re.compile(r"back|step|update|train|fit|optimi|learn|accumul|adapt|grad|minimi|maximi|"
+                              r"reinforce|observe|tune|apply|improve", re.IGNORECASE)
 
 
 def _names_a_metric(expr: cst.BaseExpression) -> bool:
@@ -766,8 +767,8 @@ class Values:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
         is a builtin, a function of this module (followed instead), a call of a known import
         (torch's, a library's), a forward, a loss, a logging or container method, a method of
-        a value that carries the graph itself (`out.sum()`), or a model's method or part that
-        does not train (`decoder.attention(encoder_out, h)`, `decoder.init_hidden_state(x)`)."""
+        a value that carries the graph itself (`out.sum()`), or a model's method or part run for
+        its value, not to train (`_computes`: `decoder.attention(encoder_out, h)`)."""
         region = self.regions.region_at(call)
         if region is not None and region.grad_enabled is False:
             return False
@@ -778,7 +779,17 @@ class Values:
             return False
         return not (isinstance(func, cst.Attribute) and (
             func.attr.value in _HARMLESS_METHODS or self.carries_grad(func.value, call) or
-            not _TRAINING_METHOD.search(func.attr.value) and self.roles.receivers.is_model(func.value)))
+            self._computes(call)))
+
+    def _computes(self, call: cst.Call) -> bool:
+        """`call` is a model's method or part run for its value (`awe, _ = decoder.attention(enc,
+        h)`, `decoder.sigmoid(decoder.f_beta(h))`, `h, c = decoder.init_hidden_state(enc)`), with a
+        name that does not speak of training (`_TRAINING_METHOD`): it computes, and backwards
+        nothing handed to it. A call whose result is dropped is made for what it does (a
+        test-time adaptation's `model.adapt(out)`)."""
+        func = call.func
+        return type(self.tree.parent(call)) is not cst.Expr and \
+            not _TRAINING_METHOD.search(func.attr.value) and self.roles.receivers.is_model(func.value)  # type: ignore[attr-defined]
 
     def backwarded_in(self, value: cst.BaseExpression, loop: cst.CSTNode) -> bool:
         """Whether `value` is (built from) something `loop` already backwards itself: its graph

@@ -115,6 +115,10 @@ class AccumulateHistory(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # the sum goes to a model's method that backwards it after the loop
+        "import torch\n\n\ndef run(model, loader, device):\n    total = 0\n"
+        "    for x, y in loader:\n        total += model(x.to(device)).sum()\n"
+        "    model.compute_gradients(total)\n",
         # a metric field of what the model returns: an accuracy has no graph (here a float already)
         "import torch\nfor epoch in range(5):\n    total_loss = 0\n    total_accuracy = 0\n    for batch in loader:\n"
         "        loss, output_dict = reward_model.forward(batch)\n        optimizer.zero_grad()\n        loss.backward()\n"

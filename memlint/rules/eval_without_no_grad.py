@@ -22,6 +22,7 @@ Loop = Union[cst.For, cst.While]
 _MADE_UP_INPUTS = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
                              "torch.randint"})
 _KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
+_LITERALS = (cst.Integer, cst.Float, cst.SimpleString)
 _CONSUMING_BUILTINS = frozenset({"list", "tuple", "set", "dict", "sum", "min", "max", "sorted", "any", "all"})
 _WHY = {
     "eval-mode": "after `.eval()`",
@@ -137,8 +138,9 @@ class EvalWithoutNoGrad(Rule):
     makes under no_grad, or one that keeps or hands on what it computes.
 
     ## When it is not reported
-    A warm-up: a forward of made-up inputs whose result is dropped
-    (`model(torch.zeros(1, 3, size, size).to(device))`), whose graph is freed as it returns. An inference script whose models are loaded by `from_pretrained(...)` with nothing that
+    A warm-up: a forward of made-up inputs whose result is dropped, outside any loop of its
+    function (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy
+    input per call. An inference script whose models are loaded by `from_pretrained(...)` with nothing that
     places them (no `device_map`, no quantized load), in a module that moves nothing (`.to`,
     `.cuda`), names no device and that no device code of the project calls: the models run on
     the CPU, where what the graph keeps is host memory, a one-off script's at that. A model
@@ -202,7 +204,7 @@ class EvalWithoutNoGrad(Rule):
         # the outputs go to a model's method that trains (test-time adaptation): no evaluation
         "import torch\n\n\ndef evaluate(model, loader, device):\n    model.eval()\n"
         "    for x, y in loader:\n        out = model(x.to(device))\n"
-        "        model.adapt_step(out, y.to(device))\n",
+        "        model.adapt(out)  # entropy minimisation: backward + optimizer step inside\n",
         # a forward of made-up inputs whose result is dropped warms the model up, once per call of `test`
         "import torch\n\n\ndef test(weights, loader, device):\n"
         "    model = torch.load(weights, map_location=device)\n    model.eval()\n"
@@ -507,6 +509,24 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # ... in a loop over batches, made-up inputs are no warm-up: a calibration pass runs on every batch
+        Invalid(
+            "import torch\n\n\ndef calibrate(model, loader, device):\n    model.eval()\n"
+            "    for images, _ in loader:\n"
+            "        model(torch.randn(images.shape[0], 3, 224, 224).to(device))\n",
+            "import torch\n\n\ndef calibrate(model, loader, device):\n    model.eval()\n"
+            "    with torch.no_grad():\n        for images, _ in loader:\n"
+            "            model(torch.randn(images.shape[0], 3, 224, 224).to(device))\n",
+        ),
+        # a model held by a name like `model_to_eval` is a model (not a call that moves one)
+        Invalid(
+            "import torch\n\n\ndef evaluate(model_to_eval, loader, device):\n    model_to_eval.eval()\n"
+            "    preds = []\n    for x in loader:\n        preds.append(model_to_eval(x.to(device)))\n"
+            "    return torch.cat(preds)\n",
+            "import torch\n\n\ndef evaluate(model_to_eval, loader, device):\n    model_to_eval.eval()\n"
+            "    preds = []\n    with torch.no_grad():\n        for x in loader:\n"
+            "            preds.append(model_to_eval(x.to(device)))\n    return torch.cat(preds)\n",
+        ),
         # a captioner's decoder parts and its initial state: a model's methods compute, they backward nothing
         Invalid(
             "import torch\n\n\ndef evaluate(encoder, decoder, loader, device):\n    encoder.eval()\n"
@@ -1189,13 +1209,19 @@ class EvalWithoutNoGrad(Rule):
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
     def _warms_up(self, forward: cst.Call) -> bool:
-        """`model(torch.zeros(1, 3, size, size).to(device))  # run once`: a forward of made-up
-        inputs whose result is dropped warms the model up (lazy initialisation, cuDNN's choice
-        of kernels); what its graph saved is freed as it returns, and it runs once per call of
-        its function, not once per batch."""
-        inputs = [arg.value for arg in forward.args if arg.keyword is None and not arg.star]
-        return type(self.facts.tree.parent(forward)) is cst.Expr and bool(inputs) and \
-            all(self._made_up(value) for value in inputs)
+        """`model(torch.zeros(1, 3, size, size).to(device))  # run once`: a forward whose result
+        is dropped, outside any loop of its function, of made-up inputs only (a literal beside
+        them: `augment=False`), warms the model up before the batches (lazy initialisation,
+        cuDNN's choice of kernels). It runs once per call of its function, on one dummy input,
+        not on every batch; a loop over such calls (a benchmark, a calibration) is no warm-up."""
+        tree = self.facts.tree
+        if type(tree.parent(forward)) is not cst.Expr or not forward.args or any(
+                tree.function_of(loop) is tree.function_of(forward) for loop in tree.loops_around(forward)):
+            return False
+        return all(self._made_up(arg.value) or type(arg.value) in _LITERALS or
+                   type(arg.value) is cst.Name and arg.value.value in ("True", "False", "None")  # type: ignore[attr-defined]
+                   for arg in forward.args if not arg.star) and \
+            any(self._made_up(arg.value) for arg in forward.args if arg.keyword is None and not arg.star)
 
     def _made_up(self, value: cst.BaseExpression) -> bool:
         while type(value) is cst.Call and type(value.func) is cst.Attribute and \

@@ -102,12 +102,13 @@ class LoopInvariantGpuOp(Rule):
     tensor (it may require grad), an attribute stored in the loop, a statement under `if`,
     `with` or `try` in the loop (hoisting would leave that context), a value changed in place
     or kept beyond its iteration, work on the CPU only, and `torch.set_default_dtype` or
-    `torch.cuda.set_device` in the loop: not reported. Nor, in a loop or in `forward`, a tensor
-    too small for its allocation to matter, however it is placed: one number
-    (`torch.zeros(()).cuda()`), a table of a literal shape under 4,096 elements
-    (`torch.eye(3, device=x.device)`, stylegan3's augmentation matrices), or a fill of one size
-    and at most 16 values a sample (a GAN's `torch.ones(batch_size, 1).to(device)` labels):
-    one small kernel or copy per step, no change a maintainer would make.
+    `torch.cuda.set_device` in the loop: not reported. Nor a tensor too small for its
+    allocation to matter, however it is placed: one number (`torch.zeros(()).cuda()`); in a
+    loop, a fill of a batch size (`batch_size`, `bs`, `args.batch_size`) and at most 16 values a
+    sample (a GAN's `torch.ones(batch_size, 1).to(device)` labels); in `forward`, a table of a
+    literal shape under 4,096 elements (`torch.eye(3, device=x.device)`, stylegan3's
+    augmentation matrices), for which no maintainer registers a buffer. Each is one small
+    kernel or copy per step.
 
     ## Fix
     Moves the statement to just before the loop (the call of a pure helper too: the helper is
@@ -212,6 +213,19 @@ class LoopInvariantGpuOp(Rule):
         "        eye = torch.eye(3, device=images.device)\n        return self.warp(images, eye)\n",
     )
     INVALID = (
+        # a fill of a shape held in a name may be any size: not a batch's labels
+        Invalid(
+            "import torch\n\n\n"
+            "def train(model, loader, opt, batch_size, seq_len, n, shape, img_shape, device):\n"
+            "    for x, y in loader:\n        buf = torch.zeros(shape).to(device)\n"
+            "        loss = model(x.to(device), buf).sum()\n        loss.backward()\n"
+            "        opt.step()\n",
+            "import torch\n\n\n"
+            "def train(model, loader, opt, batch_size, seq_len, n, shape, img_shape, device):\n"
+            "    buf = torch.zeros(shape).to(device)\n    for x, y in loader:\n"
+            "        loss = model(x.to(device), buf).sum()\n        loss.backward()\n"
+            "        opt.step()\n",
+        ),
         # ... an image-sized fill of a fixed shape is rebuilt every step
         Invalid(
             "import torch\n\n\ndef train(G, D, loader, batch_size, device):\n"
