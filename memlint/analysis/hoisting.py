@@ -508,13 +508,18 @@ class Hoisting:
         return count <= _PER_SAMPLE
 
     def _sizes(self, value: cst.Call) -> Optional[List[cst.BaseExpression]]:
-        """The sizes a factory's positional arguments give, a shape tuple unpacked
-        (`torch.zeros((n, 1))`), `torch.full`'s fill value left out; None when given otherwise."""
-        sizes = [a.value for a in value.args if a.keyword is None and not a.star]
-        if not sizes or any(a.star for a in value.args):
+        """The sizes a factory's positional arguments or its `size=` give, a shape tuple
+        unpacked (`torch.zeros((n, 1))`), `torch.full`'s fill value left out; None when given
+        otherwise (`*shape`)."""
+        if any(a.star for a in value.args):
             return None
+        sizes = [a.value for a in value.args if a.keyword is None]
         if self.names.call_name(value) == "torch.full":
             sizes = sizes[:1]
+        if not sizes:
+            sizes = [a.value for a in value.args if a.keyword is not None and a.keyword.value == "size"]
+        if not sizes:
+            return None
         return [e.value for size in sizes
                 for e in (size.elements if isinstance(size, (cst.Tuple, cst.List)) else [cst.Element(size)])]
 

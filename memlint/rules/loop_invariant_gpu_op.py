@@ -144,6 +144,10 @@ class LoopInvariantGpuOp(Rule):
         "        fake_labels = torch.zeros(batch_size, 1).to(device)\n"
         "        loss = criterion(D(images.to(device)), real_labels) + criterion(D(G(images.to(device))), fake_labels)\n"
         "        loss.backward()\n",
+        # ... its size given by keyword
+        "import torch\n\n\ndef train(D, loader, batch_size, device, opt):\n    for x, _ in loader:\n"
+        "        real = torch.ones(size=(batch_size, 1)).to(device)\n        loss = ((D(x.to(device)) - real) ** 2).mean()\n"
+        "        loss.backward()\n        opt.step()\n",
         # a zero-dimensional tensor placed after it is made: one number
         "import torch\n\n\nclass NoBottleneck(torch.nn.Module):\n    def __init__(self, levels):\n"
         "        super().__init__()\n        self.levels = levels\n\n    def forward(self, xs):\n"

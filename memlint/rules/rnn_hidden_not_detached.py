@@ -64,8 +64,8 @@ class RnnHiddenNotDetached(Rule):
     State reset or detached in the loop (`h = h.detach()`, `h.detach_()`, `h = None`,
     `h = repackage_hidden(h)`, a fresh `init_hidden()`), state unrolled over time steps with
     one backward after the loop (backpropagation through time), loops without a backward, and
-    state an instance's `__init__` binds (it runs once: `self.net = self.net_ddp(self.net)` wraps
-    a network, it feeds nothing back).
+    state an instance's `__init__`, or a method only `__init__` calls, binds (it runs once:
+    `self.net = self.net_ddp(self.net)` wraps a network, it feeds nothing back).
 
     ## Fix
     `h = h.detach()` right after the recurrent call (`tuple(s.detach() for s in h)` for an
@@ -122,6 +122,11 @@ class RnnHiddenNotDetached(Rule):
         # a network wrapped once, in `__init__`, when the model is built: nothing is fed back
         "import torch\nclass SRModel(BaseModel):\n    def __init__(self, opt):\n        super().__init__(opt)\n"
         "        self.net_g = build_network(opt['network_g'])\n        self.net_g = self.net_ddp(self.net_g)\n\n"
+        "    def optimize_parameters(self, step):\n        self.output = self.net_g(self.lq)\n",
+        # ... or in a method only `__init__` calls
+        "import torch\nclass SRModel(BaseModel):\n    def __init__(self, opt):\n        super().__init__(opt)\n"
+        "        self.net_g = build_network(opt['network_g'])\n        self._setup()\n\n"
+        "    def _setup(self):\n        self.net_g = self.net_ddp(self.net_g)\n\n"
         "    def optimize_parameters(self, step):\n        self.output = self.net_g(self.lq)\n",
         # `model_to_device` moves a model: calling it runs none
         "import torch\nclass SRModel(BaseModel):\n    def setup(self, opt):\n"
@@ -274,8 +279,8 @@ class RnnHiddenNotDetached(Rule):
         facts = self.facts
         klass = facts.scopes.enclosing_class(node)
         method = facts.tree.function_of(node)
-        if klass is None or method is None or method.name.value == "__init__":
-            return  # `__init__` runs once: nothing is fed back
+        if klass is None or method is None or self._runs_once(klass, method):
+            return  # run once, as the instance is built: nothing is fed back
         read = {dotted for a in call.args for dotted in _dotted_names(a.value)}
         state = [leaf for leaf in leaf_targets(node.targets[0].target)
                  if isinstance(leaf, cst.Attribute) and dotted_name(leaf) in read
@@ -301,6 +306,17 @@ class RnnHiddenNotDetached(Rule):
             f"each call's graph to all the previous ones: backward() then fails on the freed graph or, with "
             f"retain_graph=True, keeps the whole history and memory grows every step; detach it in each "
             f"forward or reset it between sequences (this truncates backpropagation there)"))
+
+    def _runs_once(self, klass: cst.ClassDef, method: cst.FunctionDef) -> bool:
+        """`method` is `__init__`, or a method that only `__init__` calls (`self._setup()`): it
+        runs as the instance is built."""
+        if method.name.value == "__init__":
+            return True
+        init = next((m for m in klass.body.body if isinstance(m, cst.FunctionDef) and m.name.value == "__init__"),
+                    None)
+        calls = [call for call in self.facts.scopes.calls
+                 if type(call.func) is cst.Attribute and call.func.attr.value == method.name.value]  # type: ignore[attr-defined]
+        return init is not None and bool(calls) and all(self.facts.tree.contains(init, call) for call in calls)
 
     def _assigned_outside(self, klass: cst.ClassDef, attrs: List[str]) -> bool:
         """Code outside the class binds one of these attributes of an instance (`trainer.hidden =
