@@ -92,6 +92,14 @@ _MAKES_A_MODEL = re.compile(
     r"^(model|net|network|module)s?_to_(device|cuda|gpu|cpu|half|float|fp16|bf16|dtype)$",  # `self.model_to_device(net)`
     re.IGNORECASE)
 _NN_NOT_MODULE = re.compile(r"^torch\.nn\.(functional|init|utils|parameter|Parameter|parallel\.scatter)")
+# torch.nn modules that hold no parameters: run with grad on, they record only what their
+# inputs already carry, so they are no model (`cos = nn.CosineSimilarity(dim=1)` in an eval loop)
+_PARAMETER_FREE = re.compile(
+    r"^torch\.nn\.(modules\.\w+\.)?((Log)?Softmax2?d?|Softmin|(Leaky|R)?ReLU6?|[CS]?ELU|GELU|SiLU|Mish|"
+    r"(Log|Hard)?[Ss]igmoid|Tanh|Hardtanh|Hardswish|Softplus|Softsign|(Soft|Hard|Tanh)shrink|Threshold|GLU|"
+    r"CosineSimilarity|PairwiseDistance|(Feature)?(Alpha)?Dropout\w*|(Adaptive)?(Max|Avg|LP)Pool\dd|"
+    r"FractionalMaxPool\dd|MaxUnpool\dd|Flatten|Unflatten|Identity|Upsampl\w*|Pixel(Un)?[Ss]huffle|ChannelShuffle|"
+    r"(Zero|Constant|Reflection|Replication|Circular)Pad\dd|Fold|Unfold)$")
 _MODEL_FACTORIES = re.compile(
     r"(\.from_pretrained$|^timm\.create_model$|^torchvision\.models\.[a-z]\w*$|^torch\.compile$|"
     r"^torch\.nn\.parallel\.DistributedDataParallel$|^torch\.nn\.DataParallel$|^torch\.jit\.script$)")
@@ -372,7 +380,8 @@ class Receivers:
             return False
         qualified = self.names.call_name(value) or ""
         if qualified.startswith("torch.nn.") and not _NN_NOT_MODULE.search(qualified) and \
-                last_part(qualified)[:1].isupper() and not last_part(qualified).endswith("Loss"):
+                last_part(qualified)[:1].isupper() and not last_part(qualified).endswith("Loss") and \
+                not _PARAMETER_FREE.match(qualified):
             return True
         func = value.func
         if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained" and \

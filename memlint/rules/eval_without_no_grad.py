@@ -144,7 +144,8 @@ class EvalWithoutNoGrad(Rule):
     places them (no `device_map`, no quantized load), in a module that moves nothing (`.to`,
     `.cuda`), names no device and that no device code of the project calls: the models run on
     the CPU, where what the graph keeps is host memory, a one-off script's at that. A model
-    from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU. Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
+    from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU. A torch module without parameters (`nn.CosineSimilarity`, `nn.Softmax`,
+    `nn.Dropout`): it records only what its inputs carry. Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
     sentence-transformers model's `encode`, a model compiled for Neuron, OpenVINO or IPEX
     and loaded through optimum), an object that prepares inputs whatever its name
     (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported
@@ -295,6 +296,11 @@ class EvalWithoutNoGrad(Rule):
         "def validate_and_train(loader):\n    for x, y in loader:\n        step(x, y)\n",
         "import torch\ndef evaluate(loader):\n    with accelerator.accumulate(model):\n"
         "        for x in loader:\n            out = model(x)\n",
+        # a module without parameters records only what its inputs carry
+        "import torch\nfrom torch import nn\n\ncos = nn.CosineSimilarity(dim=1, eps=1e-6)\n\n\n"
+        "def report_similarity(model, loader):\n    model.eval()\n    sims = []\n"
+        "    for image_embed, text_embed in loader:\n"
+        "        sims.append(cos(image_embed.cuda(), text_embed.cuda()).mean().item())\n    return sims\n",
         # HF generate() is already no-grad
         "import torch\nmodel.eval()\nfor batch in loader:\n    ids = model.generate(**batch)\n",
         # Lightning runs validation_step without grad
