@@ -234,6 +234,21 @@ def test_a_checkpoint_read_as_numpy_arrays_gets_no_weights_only_fix():
     assert "this checkpoint holds numpy arrays, which `weights_only=True` refuses" in finding.message
 
 
+def test_models_taken_out_of_a_loaded_name_get_no_weights_only_fix():
+    # an evaluation script's checkpoint of pickled modules: `weights_only=True` would refuse it
+    [finding] = _findings("""\
+        import torch
+        checkpoint = "best.pth.tar"
+        checkpoint = torch.load(checkpoint)
+        decoder = checkpoint["decoder"]
+        decoder = decoder.to(device)
+        decoder.eval()
+        encoder = checkpoint["encoder"].to(device).eval()
+        """, "MEM505")
+    assert finding.fix is None
+    assert "the model `decoder`, the model `encoder`" in finding.message
+
+
 def test_a_whole_model_kept_under_a_key_gets_no_weights_only_fix():
     [finding] = _findings("""\
         import torch

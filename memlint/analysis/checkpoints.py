@@ -88,6 +88,7 @@ class Load:
     models: FrozenSet[str]
     objects: Tuple[str, ...]  # keys of its result that name objects (`ckpt["args"]`)
     into_cpu: Optional[bool]  # every model it is loaded into is on the CPU then (None: not known)
+    placed: Tuple[str, ...] = ()  # whole models it holds that the program moves to a device itself
 
 
 class Checkpoints:
@@ -332,14 +333,20 @@ class Checkpoints:
             objects = tuple(f"`{key}`" for key in sorted(keys) if _CONFIG_KEY.match(key))
             scope = self.tree.scope_of(call)
             whole = [] if loaders else sorted(
-                name for name in self.apicalls.bound_from(call, follow=False)
+                name for name in self.apicalls.bound_from(call)
                 if self.receivers.is_model(cst.Name(name)) and any(
-                    b.value is not None and _chain_base(b.value) is call for b in self.scopes.bindings(scope, name))
+                    b.value is not None and (_chain_base(b.value) is call or  # `model = torch.load(f)`
+                                             # `encoder = checkpoint["encoder"].to(device)`: a state dict has no moves
+                                             _chain_base(b.value) is not b.value and self._loaded_by(b.value, call, name))
+                    for b in self.scopes.bindings(scope, name))
                 or self._put_in_eval_mode(name, call))
             objects += tuple(f"the model `{name}`" for name in whole)
             if self._read_as_numpy(call):
                 objects += ("numpy arrays",)
-            found = Load(call, files, frozenset(keys), frozenset(models), objects, into_cpu)
+            placed = tuple(name for name in whole if self._moved_to_a_device(name, scope))
+            if not keys or not keys <= self._keys_of(placed, scope):
+                placed = ()  # it holds other things the program takes out (an optimizer, a step): all are used
+            found = Load(call, files, frozenset(keys), frozenset(models), objects, into_cpu, placed)
             self._loads[id(call)] = found
         return found
 
@@ -354,18 +361,55 @@ class Checkpoints:
                     return bool(binds) and all(self._loaded_by(b.value, call, name) for b in binds)
         return False
 
+    def _keys_of(self, names: Tuple[str, ...], scope: cst.CSTNode) -> Set[str]:
+        """The keys the bindings of `names` in `scope` take their values from (`"decoder"` of
+        `decoder = checkpoint["decoder"]`)."""
+        found: Set[str] = set()
+        for name in names:
+            for bind in self.scopes.bindings(scope, name):
+                item = _chain_base(bind.value) if bind.value is not None else None
+                key = string_key(item) if type(item) is cst.Subscript else None
+                if key is not None:
+                    found.add(key)
+        return found
+
+    def _moved_to_a_device(self, name: str, scope: cst.CSTNode) -> bool:
+        """`name.to(device)` or `name.cuda()` in `scope`, at the start of a chain of moves, or a
+        binding of `name` to such a chain (`encoder = checkpoint["encoder"].to(device).eval()`)."""
+        for bind in self.scopes.bindings(scope, name):
+            value = bind.value
+            while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MOVERS:  # type: ignore[attr-defined]
+                if value.func.attr.value in ("to", "cuda") and _move(value) is False:  # type: ignore[attr-defined]
+                    return True
+                value = value.func.value  # type: ignore[attr-defined]
+        for node in self.tree.walk_scope(scope):
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and \
+                    node.func.attr.value in ("to", "cuda") and _move(node) is False:  # type: ignore[attr-defined]
+                base = _chain_base(node)
+                if type(base) is cst.Name and base.value == name:  # type: ignore[attr-defined]
+                    return True
+        return False
+
     def _loaded_by(self, value: Optional[cst.BaseExpression], call: cst.Call, name: str, depth: int = 0) -> bool:
         """`value` is what `call` loaded (or an item of it), moved or put in a mode, also through
-        an earlier binding of `name` (`net = net.cuda()` after `net = torch.load(f)["m"]`)."""
+        an earlier binding of `name` (`net = net.cuda()` after `net = torch.load(f)["m"]`), or an
+        item of a name that holds the load (`decoder = checkpoint["decoder"]` after `checkpoint =
+        torch.load(f)`)."""
         if value is None or depth > _FOLLOW:
             return False
-        base = _subscripted(_chain_base(value))
+        chained = _chain_base(value)
+        base = _subscripted(chained)
         if base is call:
             return True
-        if type(base) is cst.Name and base.value == name:  # type: ignore[attr-defined]
+        if type(base) is not cst.Name:
+            return False
+        if base.value == name:  # type: ignore[attr-defined]
             earlier = [b for b in self.scopes.in_effect(name, value) if b.value is not value]
             return bool(earlier) and all(self._loaded_by(b.value, call, name, depth + 1) for b in earlier)
-        return False
+        if chained is base:
+            return False  # the name itself, not an item of it
+        holders = self.scopes.in_effect(base.value, value)  # type: ignore[attr-defined]
+        return bool(holders) and all(b.value is call for b in holders)
 
     def _read_as_numpy(self, call: cst.Call) -> bool:
         """The load's result, or an item of it, is handed to `torch.from_numpy` in its scope

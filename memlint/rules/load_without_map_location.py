@@ -21,7 +21,10 @@ class TorchLoadWithoutMapLocation(Rule):
     ## What it does
     Finds `torch.load(...)` called without `map_location` whose result is loaded into a model or
     an optimizer (`model.load_state_dict(torch.load(path))`, or through the names bound from it:
-    `ckpt = torch.load(path); model.load_state_dict(ckpt["model"])`). Also through an import
+    `ckpt = torch.load(path); model.load_state_dict(ckpt["model"])`), or whose pickled models,
+    the only items taken out of it, the program moves to its device itself (`decoder =
+    checkpoint["decoder"].to(device)`): what else the checkpoint holds (the optimizers that
+    trained them) is loaded onto the saved GPU only to stay there unused. Also through an import
     name (`from torch import load`), an alias (`ckpt_load = torch.load`) and a function of the
     same module that passes its own `map_location` parameter (left at None) or its `**kwargs`
     on to `torch.load`: then the call of that function is reported.
@@ -132,6 +135,9 @@ class TorchLoadWithoutMapLocation(Rule):
         "    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, policy):\n"
         "        state = model.state_dict()\n    torch.save(state, path)\n\ndef load(model, path):\n"
         "    model.load_state_dict(torch.load(path))\n",
+        # whole modules taken out of it with the optimizers that train them: all of it is used
+        "import torch\ncheckpoint = torch.load(path)\ndecoder = checkpoint[\"decoder\"]\n"
+        "optimizer = checkpoint[\"optimizer\"]\ndecoder = decoder.to(device)\n",
         # some other load
         "import pickle\nstate = pickle.load(f)\n",
         "import torch\nimport numpy as np\nx = np.load(path)\n",
@@ -153,6 +159,11 @@ class TorchLoadWithoutMapLocation(Rule):
                 "    def hydrate(klass, path):\n        pkg = torch.load(path, map_location=\"cpu\")\n"
                 "        config, state_dict = pkg[\"config\"], pkg[\"state_dict\"]\n"
                 "        return Unet.from_state(config, state_dict)\n"),
+        # whole modules taken out and moved by the program: the rest stays on the saved GPU
+        Invalid("import torch\ncheckpoint = torch.load(path)\ndecoder = checkpoint[\"decoder\"]\n"
+                "decoder = decoder.to(device)\nencoder = checkpoint[\"encoder\"].to(device).eval()\n",
+                "import torch\ncheckpoint = torch.load(path, map_location=\"cpu\")\ndecoder = checkpoint[\"decoder\"]\n"
+                "decoder = decoder.to(device)\nencoder = checkpoint[\"encoder\"].to(device).eval()\n"),
         # torch_xla imported only where it is available: a GPU pipeline still
         Invalid("import torch\nif is_torch_xla_available():\n    import torch_xla.core.xla_model as xm\n"
                 "model.load_state_dict(torch.load(path))\n",
@@ -200,9 +211,10 @@ class TorchLoadWithoutMapLocation(Rule):
             self._sites = {}  # on TPU, `xm.save` writes CPU tensors: loading puts nothing on an accelerator
         if self._sites is None:
             apicalls = self.facts.apicalls
+            checkpoints = self.facts.checkpoints
             self._sites = {id(site.call): site for site in apicalls.sites(LOAD, "map_location", 1)
-                           if site.given == ABSENT and apicalls.loaded_into(site.call)
-                           and not self.facts.in_test(site.call)}
+                           if site.given == ABSENT and not self.facts.in_test(site.call) and (
+                               apicalls.loaded_into(site.call) or checkpoints.load(site.call).placed)}
         site = self._sites.get(id(node))
         if site is None:
             return
@@ -212,7 +224,12 @@ class TorchLoadWithoutMapLocation(Rule):
             return  # the project saves this checkpoint from the CPU: nothing lands on a GPU
         where = "`torch.load`" if not site.via else f"`{site.via}` (it calls `torch.load`)"
         what = "this checkpoint, which this project saves from a GPU," if saved_from_gpu else "a checkpoint saved from a GPU"
-        if load.into_cpu:
+        if load.placed:
+            models = " and ".join(f"`{name}`" for name in load.placed)
+            then = (f"and the program moves the pickled {models} to its device itself: whatever else the checkpoint "
+                    "holds (an optimizer's state, other models) stays on that GPU as long as the checkpoint is "
+                    "referenced")
+        elif load.into_cpu:
             then = ("then `load_state_dict` copies them into the model, which is still on the CPU: the GPU memory is "
                     "spent for nothing, and without a GPU the load fails")
         else:
