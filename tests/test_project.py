@@ -710,9 +710,46 @@ PREPARER = {
 }
 
 
+QUIET_MODE = {
+    "gan/__init__.py": "",
+    "gan/pix2pix.py": """\
+        import torch
+
+        class Pix2PixModel(torch.nn.Module):
+            def forward(self, data, mode):
+                semantics = self.preprocess_input(data)
+                if mode == "encode_only":
+                    return self.encode_z(semantics)
+                elif mode == "inference":
+                    with torch.no_grad():
+                        fake_image, _ = self.generate_fake(semantics)
+                    return fake_image
+                raise ValueError(mode)
+        """,
+    "gan/test.py": """\
+        from gan.pix2pix import Pix2PixModel
+
+        model = Pix2PixModel()
+        model.eval()
+        images, codes = [], []
+        for data in loader:
+            images.append(model(data, mode="inference"))
+        for data in loader:
+            codes.append(model(data, mode="encode_only"))
+        """,
+}
+
+
+def test_a_mode_the_model_runs_without_grad_in_another_module_is_no_evaluation_forward(tmp_path):
+    paths = tree(tmp_path, QUIET_MODE)
+    whole = lint(tmp_path)
+    assert [line for name, line, code in whole if code in ("MEM202", "MEM203")] == [9, 9]  # the encoding loop alone
+    assert lint(tmp_path, paths[-1]) == []  # alone, a class it cannot read may do the same: left alone
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
     paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
-                                 **DEVICE_CALLER, **NESTED_STEP, **PREPARER})
+                                 **DEVICE_CALLER, **NESTED_STEP, **PREPARER, **QUIET_MODE})
     whole = set(lint(tmp_path))
     for path in paths:
         assert set(lint(tmp_path, path)) <= whole, path

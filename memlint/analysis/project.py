@@ -421,6 +421,15 @@ class ProjectView:
             return found is not None and found.empties_cache
         return self._ask(f"empties-cache {dotted}", answer, False, False)  # type: ignore[return-value]
 
+    def quiet_modes(self, klass: str) -> Optional[List[str]]:
+        """The modes the `forward` of the project's class `klass` runs without grad
+        (`mode=inference`, summary.FunctionSummary.quiet_modes); None when the project does not
+        define it, or is not known (a module alone cannot tell)."""
+        def answer(project: Project) -> Optional[List[str]]:
+            found = project.function(self.root, f"{klass}.forward")
+            return list(found.quiet_modes) if found is not None else None
+        return self._ask(f"quiet-modes {klass}", answer, None, None)  # type: ignore[return-value]
+
     def keeps(self, dotted: str, graph: bool) -> Dict[str, int]:
         """The parameters that the project's method `dotted` appends to its instance, with their
         graph (`graph`) or as device tensors: each name with its position among the arguments a

@@ -568,7 +568,8 @@ class Receivers:
 
     def constructor_of(self, expr: cst.BaseExpression) -> Optional[str]:
         """The qualified constructor a model name was built from (`torch.nn.GRU` for
-        `rnn = nn.GRU(...).to(device)`), when every assignment to it agrees; else None."""
+        `rnn = nn.GRU(...).to(device)`; a class of this module by its name), when every
+        assignment to it agrees; else None."""
         dotted = dotted_name(expr)
         if dotted is None:
             return None
@@ -578,8 +579,15 @@ class Receivers:
             while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
                     value.func.attr.value in _MODEL_MOVERS and isinstance(value.func.value, cst.Call):
                 value = value.func.value
-            found.add(self.names.call_name(value) if isinstance(value, cst.Call) else None)
+            found.add(self._class_called(value) if isinstance(value, cst.Call) else None)
         return found.pop() if len(found) == 1 else None
+
+    def _class_called(self, call: cst.Call) -> Optional[str]:
+        """The qualified name of what `call` calls, or the name of this module's class it makes."""
+        qualified = self.names.call_name(call)
+        if qualified is None and type(call.func) is cst.Name and call.func.value in self.scopes.classes:
+            return call.func.value
+        return qualified
 
 
 class ModuleClasses:

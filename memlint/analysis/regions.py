@@ -17,6 +17,8 @@ Asked as `facts.regions`:
   hooks, which Lightning runs without grad) and, for a helper, the grad mode at its call sites.
   It is None when that cannot be told (a bare `set_grad_enabled(...)`, an unknown decorator),
   and rules then do not report;
+- `quiet_modes(forward)`: the modes a model's `forward` computes under no_grad itself
+  (`mode=inference` of `elif mode == "inference": with torch.no_grad(): ...`);
 - `autocast_devices` / `autocast_dtypes`: what an autocast region can run on and compute in
   (`device_types` follows `"cuda" if ... else "cpu"`, `str(device)`, `device.type`, a name bound
   once, a parameter's default and what the module's calls pass for it);
@@ -42,12 +44,13 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from memlint.analysis.dataflow import target_names
 from memlint.analysis.frameworks import (HF_STEP_HOOKS, HF_TRAINER_BASES, LIGHTNING_BASES, SIMULEVAL_ACTION_HOOKS,
                                          is_simuleval_agent)
 from memlint.analysis.project import ProjectView
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, literal_bool
+from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, literal_bool, walk
 
 _GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
                        "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
@@ -379,6 +382,46 @@ class Regions:
         self._memo_enabled[key] = result
         return result
 
+    def quiet_modes(self, func: cst.FunctionDef) -> Tuple[str, ...]:
+        """The modes a model's `forward` runs in without grad, as `param=value`: the branch of
+        `if mode == "inference":` (or `elif`, `mode in ("test", "inference")`) that computes what
+        it returns under `torch.no_grad()` (SPADE's `model(data, mode="inference")`). Such a
+        branch holds only no-grad blocks and returns of names they bind, or of no call."""
+        params = {p.name.value for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params)}
+        found: List[str] = []
+        for statement in func.body.body:
+            branch: Optional[cst.CSTNode] = statement if type(statement) is cst.If else None
+            while type(branch) is cst.If:
+                named = _modes_named(branch.test, params)  # type: ignore[attr-defined]
+                if named and self._computes_without_grad(branch.body):  # type: ignore[attr-defined]
+                    found.extend(f"{param}={value}" for param, value in named)
+                branch = branch.orelse  # type: ignore[attr-defined]
+        return tuple(found)
+
+    def _computes_without_grad(self, body: cst.BaseSuite) -> bool:
+        """Every statement is a no-grad block, or a return or assignment whose value calls
+        nothing and reads only names the blocks bound (or no name)."""
+        statements = body.body if isinstance(body, cst.IndentedBlock) else ()
+        quiet = [s for s in statements if type(s) is cst.With and id(s) in self._grad_region_of and
+                 self._grad_region_of[id(s)].grad_enabled is False]
+        if not quiet:
+            return False
+        bound = {name for block in quiet for node in walk(block) if type(node) is cst.AssignTarget
+                 for name in target_names(node.target)}
+        for statement in statements:
+            if type(statement) is cst.With and statement in quiet:
+                continue
+            if type(statement) is not cst.SimpleStatementLine:
+                return False
+            for small in statement.body:
+                value = small.value if type(small) in (cst.Return, cst.Assign) else None  # type: ignore[attr-defined]
+                if type(small) is cst.Return and value is None:
+                    continue
+                if value is None or any(type(node) is cst.Call for node in walk(value)) or \
+                        not {n.value for n in walk(value) if type(n) is cst.Name} <= bound:
+                    return False
+        return True
+
     def expects_error(self, node: cst.CSTNode) -> bool:
         """Inside `with pytest.raises(...)` / `with self.assertRaises(...)`: meant to fail."""
         return any(isinstance(a, cst.With) and id(a) in self._raises_withs for a in self.tree.ancestors(node))
@@ -563,3 +606,27 @@ def _holds_on_cuda(test: cst.BaseExpression) -> Optional[bool]:
     if operator in (cst.NotEqual, cst.NotIn):
         return not cuda
     return None
+
+
+def _modes_named(test: cst.BaseExpression, params: Set[str]) -> List[Tuple[str, str]]:
+    """(`mode`, `"inference"`) of `mode == "inference"` or `"inference" == mode`, one pair a
+    value of `mode in ("test", "inference")`, where `mode` is one of `params`."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:  # type: ignore[attr-defined]
+        return []
+    comparison = test.comparisons[0]  # type: ignore[attr-defined]
+    left, right = test.left, comparison.comparator  # type: ignore[attr-defined]
+    if type(comparison.operator) is cst.Equal:
+        if type(right) is cst.Name and type(left) is cst.SimpleString:
+            left, right = right, left
+        values = [right]
+    elif type(comparison.operator) is cst.In and type(right) in (cst.Tuple, cst.List, cst.Set):
+        values = [element.value for element in right.elements]  # type: ignore[attr-defined]
+    else:
+        return []
+    if type(left) is not cst.Name or left.value not in params or not values:  # type: ignore[attr-defined]
+        return []
+    named = [v.evaluated_value for v in values if type(v) is cst.SimpleString]  # type: ignore[attr-defined]
+    if len(named) != len(values) or not all(isinstance(v, str) for v in named):
+        return []
+    return [(left.value, value) for value in named]  # type: ignore[attr-defined]
+

@@ -8,7 +8,8 @@ file's text, and read by memlint.analysis.project:
   `pkg/__init__.py` imports it from `.metrics`) is followed to its definition;
 - `functions` and `classes` (module level; a class with its bases as this module names them,
   whether it is known here to be an nn.Module, and its methods): for each function, its
-  parameters and what it does with them (`FunctionSummary`);
+  parameters and what it does with them (`FunctionSummary`), and for a `forward` the modes it
+  computes without grad;
 - `saves`: the module's `torch.save` calls that name their file, whether they write from the
   CPU and what objects they write (memlint.analysis.checkpoints);
 - `calls`: every call of a function of the project (this module's, or one it imports from a
@@ -47,18 +48,20 @@ class FunctionSummary:
     returns_output: bool = False  # returns a model's output (on its device, whatever the grad mode)
     accumulates_graph: Tuple[str, ...] = ()  # parameters added with their graph into a sum the instance keeps
     empties_cache: bool = False  # does nothing but empty the allocator's cache (memlint.analysis.cache)
+    quiet_modes: Tuple[str, ...] = ()  # a forward's modes run without grad, `mode=inference` (Regions.quiet_modes)
 
     def to_json(self) -> list:
         return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
-                self.returns_output, list(self.accumulates_graph), self.empties_cache]
+                self.returns_output, list(self.accumulates_graph), self.empties_cache, list(self.quiet_modes)]
 
     @classmethod
     def from_json(cls, data: list) -> "FunctionSummary":
-        params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph, empties_cache = data
+        params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph, empties_cache, \
+            quiet_modes = data
         if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache)):
             raise ValueError("not a function summary")
         return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output,
-                   _names(accumulates_graph), empties_cache)
+                   _names(accumulates_graph), empties_cache, _names(quiet_modes))
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,13 @@ def _params(func: cst.FunctionDef) -> Tuple[str, ...]:
 
 
 def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
+    summary = _what_it_does(facts, func)
+    if func.name.value == "forward":
+        summary = replace(summary, quiet_modes=facts.regions.quiet_modes(func))
+    return summary
+
+
+def _what_it_does(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
     params = _params(func)
     values, roles = facts.values, facts.roles
     method = params[:1] == ("self",)

@@ -10,6 +10,8 @@ Asked as `facts.values`:
   `.item()`, `float()`, `.detach()`, `.tolist()`, `.numpy()` or `.data` ended it. Unknown calls
   carry nothing: the answer leans towards not reporting. `requires_grad_off`: the file freezes
   parameters somewhere (then a forward alone is not taken to record a graph);
+  `in_a_quiet_mode(call)`: a model called in a mode its class computes without grad
+  (`model(data, mode="inference")`, Regions.quiet_modes, read here or through the project);
 - where values go: `derived_names(scope, names)` (names bound from them, `dataflow.derived` over
   the scope's bindings), `reaches_backward(scope, names)` (backwarded there or handed to a helper
   that backwards), `leaves_scope(scope, names)` (returned, yielded, or stored into an attribute
@@ -50,6 +52,8 @@ import libcst as cst
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, Derivation, leaf_targets,
                                        sources_of, target_names)
+from memlint.analysis.frameworks import is_torch_library
+from memlint.analysis.memo import per_node
 from memlint.analysis.project import ProjectView
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
@@ -241,7 +245,27 @@ class Values:
         return False
 
     def _recording(self, call: cst.Call, trace: "_Trace") -> bool:
-        return not trace.graph or self.regions.grad_enabled(call) is True
+        return not trace.graph or self.regions.grad_enabled(call) is True and not self.in_a_quiet_mode(call)
+
+    @per_node
+    def in_a_quiet_mode(self, forward: cst.Call) -> bool:
+        """`model(data, mode="inference")`, where the model's class computes that mode under
+        no_grad (Regions.quiet_modes): its output carries no graph. A class that neither this
+        module, nor the project, nor a library built on torch defines may: its call of a named
+        mode is taken to, so that a module linted without the rest of its project reports no
+        more than with it."""
+        given = {f"{arg.keyword.value}={arg.value.evaluated_value}" for arg in forward.args  # type: ignore[attr-defined]
+                 if arg.keyword is not None and type(arg.value) is cst.SimpleString
+                 and isinstance(arg.value.evaluated_value, str)}  # type: ignore[attr-defined]
+        klass = self.roles.receivers.constructor_of(forward.func) if given else None
+        if klass is None or is_torch_library(klass):
+            return False
+        local = self.scopes.classes.get(klass)
+        if local is not None:
+            own = [s for s in local.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"]
+            return bool(own) and bool(given & set(self.regions.quiet_modes(own[0])))
+        modes = self.project.quiet_modes(klass)
+        return modes is None or bool(given & set(modes))
 
     def _call_traces(self, call: cst.Call, at: cst.CSTNode, stack: List[cst.CSTNode], trace: "_Trace") -> bool:
         func = call.func

@@ -144,8 +144,14 @@ class EvalWithoutNoGrad(Rule):
     places them (no `device_map`, no quantized load), in a module that moves nothing (`.to`,
     `.cuda`), names no device and that no device code of the project calls: the models run on
     the CPU, where what the graph keeps is host memory, a one-off script's at that. A model
-    from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU. A torch module without parameters (`nn.CosineSimilarity`, `nn.Softmax`,
-    `nn.Dropout`): it records only what its inputs carry. Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
+    from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU.
+    A call of a mode the model's `forward` computes under no_grad itself (`model(data,
+    mode="inference")` where `forward` has `elif mode == "inference": with torch.no_grad():
+    ...`), read in the model's class here or in another module of the project; a class defined
+    in neither, nor by a library built on torch, may do the same, and its call of a named mode
+    is left alone. A torch module without parameters (`nn.CosineSimilarity`, `nn.Softmax`,
+    `nn.Dropout`): it records only what its inputs carry. Pipelines that record no graph (an HF
+    `pipeline(...)`, spaCy's `spacy.load(...)`, a
     sentence-transformers model's `encode`, a model compiled for Neuron, OpenVINO or IPEX
     and loaded through optimum), an object that prepares inputs whatever its name
     (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported
@@ -296,6 +302,13 @@ class EvalWithoutNoGrad(Rule):
         "def validate_and_train(loader):\n    for x, y in loader:\n        step(x, y)\n",
         "import torch\ndef evaluate(loader):\n    with accelerator.accumulate(model):\n"
         "        for x in loader:\n            out = model(x)\n",
+        # the model's forward computes this mode under no_grad itself
+        "import torch\n\n\nclass Pix2Pix(torch.nn.Module):\n    def forward(self, data, mode):\n"
+        "        semantics = self.preprocess(data)\n        if mode == \"generator\":\n"
+        "            return self.generator_loss(semantics)\n        elif mode == \"inference\":\n"
+        "            with torch.no_grad():\n                fake, _ = self.generate(semantics)\n"
+        "            return fake\n        raise ValueError(mode)\n\n\nmodel = Pix2Pix()\nmodel.eval()\n"
+        "for data in loader:\n    preds.append(model(data, mode=\"inference\"))\n",
         # a module without parameters records only what its inputs carry
         "import torch\nfrom torch import nn\n\ncos = nn.CosineSimilarity(dim=1, eps=1e-6)\n\n\n"
         "def report_similarity(model, loader):\n    model.eval()\n    sims = []\n"
@@ -523,6 +536,21 @@ class EvalWithoutNoGrad(Rule):
             "import torch\n\n\ndef calibrate(model, loader, device):\n    model.eval()\n"
             "    with torch.no_grad():\n        for images, _ in loader:\n"
             "            model(torch.randn(images.shape[0], 3, 224, 224).to(device))\n",
+        ),
+        # ... but not a mode it computes with grad on
+        Invalid(
+            "import torch\n\n\nclass Pix2Pix(torch.nn.Module):\n    def forward(self, data, mode):\n"
+            "        semantics = self.preprocess(data)\n        if mode == \"encode\":\n"
+            "            return self.encode(semantics)\n        elif mode == \"inference\":\n"
+            "            with torch.no_grad():\n                fake, _ = self.generate(semantics)\n"
+            "            return fake\n        raise ValueError(mode)\n\n\nmodel = Pix2Pix()\nmodel.eval()\n"
+            "for data in loader:\n    preds.append(model(data, mode=\"encode\"))\n",
+            "import torch\n\n\nclass Pix2Pix(torch.nn.Module):\n    def forward(self, data, mode):\n"
+            "        semantics = self.preprocess(data)\n        if mode == \"encode\":\n"
+            "            return self.encode(semantics)\n        elif mode == \"inference\":\n"
+            "            with torch.no_grad():\n                fake, _ = self.generate(semantics)\n"
+            "            return fake\n        raise ValueError(mode)\n\n\nmodel = Pix2Pix()\nmodel.eval()\n"
+            "with torch.no_grad():\n    for data in loader:\n        preds.append(model(data, mode=\"encode\"))\n",
         ),
         # a model held by a name like `model_to_eval` is a model (not a call that moves one)
         Invalid(
@@ -1210,7 +1238,8 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         found = [(call, site) for call, site in facts.roles.forwards_in(loop, recording=True)
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True
-                 and not self._runs_without_grad(call) and not facts.regions.flops_counted(call)
+                 and not self._runs_without_grad(call) and not facts.values.in_a_quiet_mode(call)
+                 and not facts.regions.flops_counted(call)
                  and not self._warms_up(call)]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
