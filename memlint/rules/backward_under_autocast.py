@@ -57,6 +57,13 @@ class BackwardUnderAutocast(Rule):
     backward does nothing useful, and everything else in the block (the optimizer step,
     clipping, logging) runs under autocast too, where it can be cast in ways nobody meant.
 
+    ## Why it is opt-in
+    It claims nothing a GPU can measure: the backward computes the same gradients, in the same
+    dtypes, inside the block or out of it. Read on real code (docs/real-code.md), none of its
+    findings was worth a change to a maintainer: timm's benchmark, three AutoGPTQ examples
+    vendored into OLMo, and DALLE2's VQGAN trainer, whose autocast is off by default. Select it
+    for the tidier step PyTorch recommends.
+
     ## Example
     ```python
     with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -91,6 +98,7 @@ class BackwardUnderAutocast(Rule):
     """
 
     CODE = "MEM404"
+    DEFAULT_ON = False
     NAME = "backward-under-autocast"
     MESSAGE = "`backward()` runs inside the autocast block; autocast should wrap only the forward pass and the loss"
     FIX_SAFETY = Safety.SAFE
