@@ -582,6 +582,13 @@ class Receivers:
             found.add(self._class_called(value) if isinstance(value, cst.Call) else None)
         return found.pop() if len(found) == 1 else None
 
+    def is_parameter_free(self, func: cst.BaseExpression) -> bool:
+        """`func` is a torch module without parameters (`_PARAMETER_FREE`): made in place
+        (`nn.Softmax(dim=1)(x)`) or held by a name every assignment makes one (`cos =
+        nn.CosineSimilarity(dim=1)`). It is no model, and its output carries its inputs' graph."""
+        made = self.names.call_name(func) if type(func) is cst.Call else self.constructor_of(func)
+        return bool(made) and bool(_PARAMETER_FREE.match(made))  # type: ignore[arg-type]
+
     def _class_called(self, call: cst.Call) -> Optional[str]:
         """The qualified name of what `call` calls, or the name of this module's class it makes."""
         qualified = self.names.call_name(call)

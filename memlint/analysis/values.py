@@ -277,6 +277,9 @@ class Values:
             return self._recording(call, trace) and not (trace.graph and self.requires_grad_off)
         if self.roles.is_loss(call):  # a loss of detached values has no graph
             return self._recording(call, trace) and any(self._traces(a.value, at, trace) for a in call.args)
+        if self.roles.receivers.is_parameter_free(func):  # `cos(a, b)`, `nn.Softmax(dim=1)(logits)`
+            stack.extend(arg.value for arg in call.args)
+            return False
         qualified = self.names.call_name(call)
         if qualified is not None:
             if _TENSOR_FUNCTION.match(qualified) and qualified not in _NON_DIFF_TORCH:
@@ -790,7 +793,8 @@ class Values:
     def _may_backward(self, call: cst.Call) -> bool:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
         is a builtin, a function of this module (followed instead), a call of a known import
-        (torch's, a library's), a forward, a loss, a logging or container method, a method of
+        (torch's, a library's), a forward, a loss, a torch module without parameters
+        (`cos(a, b)`), a logging or container method, a method of
         a value that carries the graph itself (`out.sum()`), or a model's method or part run for
         its value, not to train (`_computes`: `decoder.attention(encoder_out, h)`)."""
         region = self.regions.region_at(call)
@@ -799,7 +803,8 @@ class Values:
         func = call.func
         if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or self.scopes.resolve(call)):
             return False
-        if self.names.call_name(call) is not None or self.roles.is_forward(call) or self.roles.is_loss(call):
+        if self.names.call_name(call) is not None or self.roles.is_forward(call) or self.roles.is_loss(call) or \
+                self.roles.receivers.is_parameter_free(func):
             return False
         return not (isinstance(func, cst.Attribute) and (
             func.attr.value in _HARMLESS_METHODS or self.carries_grad(func.value, call) or

@@ -537,6 +537,16 @@ class EvalWithoutNoGrad(Rule):
             "    with torch.no_grad():\n        for images, _ in loader:\n"
             "            model(torch.randn(images.shape[0], 3, 224, 224).to(device))\n",
         ),
+        # a module without parameters over a model's outputs: the model records
+        Invalid(
+            "import torch\nfrom torch import nn\n\ncos = nn.CosineSimilarity(dim=1)\n\n\n"
+            "def similarity(model, loader):\n    model.eval()\n    sims = []\n    for a, b in loader:\n"
+            "        sims.append(cos(model(a.cuda()), model(b.cuda())).mean().item())\n    return sims\n",
+            "import torch\nfrom torch import nn\n\ncos = nn.CosineSimilarity(dim=1)\n\n\n"
+            "def similarity(model, loader):\n    model.eval()\n    sims = []\n    with torch.no_grad():\n"
+            "        for a, b in loader:\n"
+            "            sims.append(cos(model(a.cuda()), model(b.cuda())).mean().item())\n    return sims\n",
+        ),
         # ... but not a mode it computes with grad on
         Invalid(
             "import torch\n\n\nclass Pix2Pix(torch.nn.Module):\n    def forward(self, data, mode):\n"

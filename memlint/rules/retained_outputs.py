@@ -261,6 +261,12 @@ class RetainedOutputs(Rule):
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
+        # a module without parameters passes its input's graph on
+        Invalid(
+            "import torch\nfrom torch import nn\n\nact = nn.Softmax(dim=1)\n\n\ndef predict(model, loader):\n"
+            "    model.eval()\n    outs = []\n    for x in loader:\n        outs.append(act(model(x.cuda())))\n"
+            "    return outs\n",
+        ),
         # Neuron's training models are PyTorch modules, with a graph
         Invalid(
             "import torch\nfrom optimum.neuron.models.training import NeuronModelForCausalLM\n"
