@@ -747,6 +747,22 @@ def test_a_mode_the_model_runs_without_grad_in_another_module_is_no_evaluation_f
     assert lint(tmp_path, paths[-1]) == []  # alone, a class it cannot read may do the same: left alone
 
 
+def test_a_class_the_project_cannot_read_is_left_alone_only_in_a_mode_for_inference(tmp_path):
+    tree(tmp_path, {"run.py": """\
+        import torch
+        from mylib import Detector
+
+        model = Detector().cuda()
+        model.eval()
+        kept, scored = [], []
+        for images in loader:
+            kept.append(model(images.cuda(), mode="inference"))
+        for images in loader:
+            scored.append(model(images.cuda(), reduction="mean"))
+        """})
+    assert [(line, code) for _, line, code in lint(tmp_path)] == [(10, "MEM202"), (10, "MEM203")]
+
+
 def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
     paths = tree(tmp_path, {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
                                  **DEVICE_CALLER, **NESTED_STEP, **PREPARER, **QUIET_MODE})

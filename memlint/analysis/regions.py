@@ -399,28 +399,44 @@ class Regions:
         return tuple(found)
 
     def _computes_without_grad(self, body: cst.BaseSuite) -> bool:
-        """Every statement is a no-grad block, or a return or assignment whose value calls
-        nothing and reads only names the blocks bound (or no name)."""
-        statements = body.body if isinstance(body, cst.IndentedBlock) else ()
+        """The branch ends in a return, and every statement is a no-grad block (no
+        `enable_grad()` inside), or a return or assignment whose value calls nothing and reads
+        only names those blocks bind at their own level (not on some paths only), or no name."""
+        statements = list(body.body) if isinstance(body, cst.IndentedBlock) else []
         quiet = [s for s in statements if type(s) is cst.With and id(s) in self._grad_region_of and
                  self._grad_region_of[id(s)].grad_enabled is False]
-        if not quiet:
+        if not quiet or not statements or not self._returns_last(statements[-1], quiet):
             return False
-        bound = {name for block in quiet for node in walk(block) if type(node) is cst.AssignTarget
-                 for name in target_names(node.target)}
+        bound: Set[str] = set()
+        for block in quiet:
+            for line in block.body.body:  # type: ignore[attr-defined]
+                if type(line) is not cst.SimpleStatementLine or self.grad_enabled(line) is not False:
+                    continue
+                for small in line.body:
+                    if type(small) is cst.Assign:
+                        bound.update(name for target in small.targets for name in target_names(target.target))
         for statement in statements:
-            if type(statement) is cst.With and statement in quiet:
+            if statement in quiet:
+                if any(isinstance(node, cst.With) and self.grad_enabled(node.body) is not False
+                       for node in walk(statement.body)):  # type: ignore[attr-defined]
+                    return False  # `with torch.enable_grad():` inside
                 continue
             if type(statement) is not cst.SimpleStatementLine:
                 return False
             for small in statement.body:
                 value = small.value if type(small) in (cst.Return, cst.Assign) else None  # type: ignore[attr-defined]
-                if type(small) is cst.Return and value is None:
-                    continue
                 if value is None or any(type(node) is cst.Call for node in walk(value)) or \
                         not {n.value for n in walk(value) if type(n) is cst.Name} <= bound:
                     return False
         return True
+
+    def _returns_last(self, statement: cst.BaseStatement, quiet: List[cst.BaseStatement]) -> bool:
+        """`statement` returns a value: `return fake`, or a no-grad block that ends so."""
+        if statement in quiet:
+            inner = statement.body.body  # type: ignore[attr-defined]
+            return bool(inner) and self._returns_last(inner[-1], [])
+        return type(statement) is cst.SimpleStatementLine and type(statement.body[-1]) is cst.Return and \
+            statement.body[-1].value is not None  # type: ignore[attr-defined]
 
     def expects_error(self, node: cst.CSTNode) -> bool:
         """Inside `with pytest.raises(...)` / `with self.assertRaises(...)`: meant to fail."""

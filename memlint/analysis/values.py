@@ -62,6 +62,9 @@ from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeIndex, argument, children, dotted_name,
                                    expression_nodes, holder, last_part, literal_bool, root_name, string_key, walk_scope)
 
+# a keyword choosing a mode for inference, as `Values.in_a_quiet_mode` spells it (`mode=inference`)
+_INFERENCE_MODE = re.compile(r"^(mode|phase|stage)=(inference|infer|test|testing|eval|evaluation|predict|"
+                             r"prediction|sample|sampling|generate|generation|val|valid|validation)$")
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
@@ -251,9 +254,9 @@ class Values:
     def in_a_quiet_mode(self, forward: cst.Call) -> bool:
         """`model(data, mode="inference")`, where the model's class computes that mode under
         no_grad (Regions.quiet_modes): its output carries no graph. A class that neither this
-        module, nor the project, nor a library built on torch defines may: its call of a named
-        mode is taken to, so that a module linted without the rest of its project reports no
-        more than with it."""
+        module, nor the project, nor a library built on torch defines may: its call of a mode
+        for inference (`mode="inference"`, `phase="test"`) is taken to, so that a module linted
+        without the rest of its project reports no more than with it."""
         given = {f"{arg.keyword.value}={arg.value.evaluated_value}" for arg in forward.args  # type: ignore[attr-defined]
                  if arg.keyword is not None and type(arg.value) is cst.SimpleString
                  and isinstance(arg.value.evaluated_value, str)}  # type: ignore[attr-defined]
@@ -265,7 +268,9 @@ class Values:
             own = [s for s in local.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"]
             return bool(own) and bool(given & set(self.regions.quiet_modes(own[0])))
         modes = self.project.quiet_modes(klass)
-        return modes is None or bool(given & set(modes))
+        if modes is None:  # not known here: a mode for inference may be one
+            return any(_INFERENCE_MODE.match(pair) for pair in given)
+        return bool(given & set(modes))
 
     def _call_traces(self, call: cst.Call, at: cst.CSTNode, stack: List[cst.CSTNode], trace: "_Trace") -> bool:
         func = call.func

@@ -148,8 +148,9 @@ class EvalWithoutNoGrad(Rule):
     A call of a mode the model's `forward` computes under no_grad itself (`model(data,
     mode="inference")` where `forward` has `elif mode == "inference": with torch.no_grad():
     ...`), read in the model's class here or in another module of the project; a class defined
-    in neither, nor by a library built on torch, may do the same, and its call of a named mode
-    is left alone. A torch module without parameters (`nn.CosineSimilarity`, `nn.Softmax`,
+    in neither, nor by a library built on torch, may do the same, and its call of a mode for
+    inference (`mode="inference"`, `phase="test"`) is left alone. The branch must end in a
+    return of what its no-grad blocks compute. A torch module without parameters (`nn.CosineSimilarity`, `nn.Softmax`,
     `nn.Dropout`): it records only what its inputs carry. Pipelines that record no graph (an HF
     `pipeline(...)`, spaCy's `spacy.load(...)`, a
     sentence-transformers model's `encode`, a model compiled for Neuron, OpenVINO or IPEX
@@ -536,6 +537,14 @@ class EvalWithoutNoGrad(Rule):
             "import torch\n\n\ndef calibrate(model, loader, device):\n    model.eval()\n"
             "    with torch.no_grad():\n        for images, _ in loader:\n"
             "            model(torch.randn(images.shape[0], 3, 224, 224).to(device))\n",
+        ),
+        # ... nor a mode whose no-grad block falls through to code that records
+        Invalid(
+            "import torch\n\n\nclass Student(torch.nn.Module):\n    def forward(self, x, mode=\"train\"):\n"
+            "        if mode == \"distill\":\n            with torch.no_grad():\n"
+            "                target = self.teacher(x)\n        return self.student(x)\n\n\n"
+            "model = Student().cuda()\nmodel.eval()\npreds = []\nfor x in loader:\n"
+            "    preds.append(model(x.cuda(), mode=\"distill\"))\n",
         ),
         # a module without parameters over a model's outputs: the model records
         Invalid(
