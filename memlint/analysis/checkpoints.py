@@ -54,6 +54,8 @@ _SAFE_GLOBALS = "torch.serialization.safe_globals"
 _ADD_SAFE_GLOBALS = "torch.serialization.add_safe_globals"
 _TO_CPU = re.compile(r"(^|_)to_cpu$")  # fairseq's `utils.move_to_cpu`, `to_cpu`
 _MOVERS = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16", "requires_grad_"})
+# names that hold a device (`device`, `args.gpu`, `local_rank`), for `_names_a_device`
+_DEVICE_NAME = re.compile(r"(^|_)(device|dev|gpu|gpus|cuda|rank)$", re.IGNORECASE)
 _BUILDERS = frozenset({"instantiate"})  # hydra.utils.instantiate(cfg): a fresh module, on the CPU
 # names of what a checkpoint holds that is not a tensor: parsed arguments, configurations
 _CONFIG = re.compile(r"^(args|opts?|options|cfg|config|conf|hparams|hps|hyperparams|flags|namespace)$"
@@ -344,7 +346,7 @@ class Checkpoints:
             if self._read_as_numpy(call):
                 objects += ("numpy arrays",)
             placed = tuple(name for name in whole if self._moved_to_a_device(name, scope))
-            if not keys or not keys <= self._keys_of(placed, scope):
+            if not keys or not keys <= self._keys_of(placed, scope) or not self._read_by_key_only(call, scope):
                 placed = ()  # it holds other things the program takes out (an optimizer, a step): all are used
             found = Load(call, files, frozenset(keys), frozenset(models), objects, into_cpu, placed)
             self._loads[id(call)] = found
@@ -379,16 +381,32 @@ class Checkpoints:
         for bind in self.scopes.bindings(scope, name):
             value = bind.value
             while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MOVERS:  # type: ignore[attr-defined]
-                if value.func.attr.value in ("to", "cuda") and _move(value) is False:  # type: ignore[attr-defined]
+                if _names_a_device(value):
                     return True
                 value = value.func.value  # type: ignore[attr-defined]
         for node in self.tree.walk_scope(scope):
-            if type(node) is cst.Call and type(node.func) is cst.Attribute and \
-                    node.func.attr.value in ("to", "cuda") and _move(node) is False:  # type: ignore[attr-defined]
+            if type(node) is cst.Call and _names_a_device(node):
                 base = _chain_base(node)
                 if type(base) is cst.Name and base.value == name:  # type: ignore[attr-defined]
                     return True
         return False
+
+    def _read_by_key_only(self, call: cst.Call, scope: cst.CSTNode) -> bool:
+        """Every read of the names holding what `call` loaded takes an item by key
+        (`checkpoint["decoder"]`, `.get("epoch")`, `"ema" in checkpoint`): none hands the
+        whole on (`restore_ema(model, checkpoint)`) or walks it (`checkpoint.items()`)."""
+        holders = self.apicalls.bound_from(call, follow=False)
+        for node in self.tree.walk_scope(scope):
+            if type(node) is not cst.Name or node.value not in holders or self.tree.contains(call, node):
+                continue
+            parent = self.tree.parent(node)
+            kind = type(parent)
+            if kind is cst.AssignTarget or kind is cst.Subscript and parent.value is node or \
+                    kind is cst.Attribute and parent.attr.value in ("get", "keys") or \
+                    kind is cst.ComparisonTarget and isinstance(parent.operator, (cst.In, cst.NotIn)):  # type: ignore[attr-defined]
+                continue
+            return False
+        return True
 
     def _loaded_by(self, value: Optional[cst.BaseExpression], call: cst.Call, name: str, depth: int = 0) -> bool:
         """`value` is what `call` loaded (or an item of it), moved or put in a mode, also through
@@ -543,6 +561,27 @@ def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVERS:
         expr = expr.func.value
     return expr
+
+
+def _names_a_device(call: cst.Call) -> bool:
+    """`x.cuda()`, or `x.to(...)` given a device (`device`, `args.gpu`, `"cuda:0"`, `0`,
+    `torch.device(...)`, `device=...`), not only a dtype (`x.to(torch.float16)`)."""
+    func = call.func
+    if type(func) is not cst.Attribute or func.attr.value not in ("to", "cuda"):  # type: ignore[attr-defined]
+        return False
+    if func.attr.value == "cuda":  # type: ignore[attr-defined]
+        return True
+    place = argument(call, "device", 0)
+    if place is None:
+        return False
+    value = place.value
+    if type(value) is cst.SimpleString:
+        return str(value.evaluated_value).startswith(("cuda", "xpu", "mps"))  # type: ignore[attr-defined]
+    if type(value) is cst.Integer:
+        return True
+    if type(value) is cst.Call:
+        return last_part(dotted_name(value.func)) == "device"  # type: ignore[attr-defined]
+    return bool(_DEVICE_NAME.search(last_part(dotted_name(value))))
 
 
 def _move(call: cst.Call) -> Optional[bool]:

@@ -24,7 +24,9 @@ class TorchLoadWithoutMapLocation(Rule):
     `ckpt = torch.load(path); model.load_state_dict(ckpt["model"])`), or whose pickled models,
     the only items taken out of it, the program moves to its device itself (`decoder =
     checkpoint["decoder"].to(device)`): what else the checkpoint holds (the optimizers that
-    trained them) is loaded onto the saved GPU only to stay there unused. Also through an import
+    trained them) is loaded onto the saved GPU only to stay there unused. Not when a model is
+    only cast (`.to(torch.float16)`), nor when the checkpoint is handed on or walked whole
+    (`restore_ema(model, checkpoint)`, `checkpoint.items()`): then all of it may be used there. Also through an import
     name (`from torch import load`), an alias (`ckpt_load = torch.load`) and a function of the
     same module that passes its own `map_location` parameter (left at None) or its `**kwargs`
     on to `torch.load`: then the call of that function is reported.
@@ -138,6 +140,11 @@ class TorchLoadWithoutMapLocation(Rule):
         # whole modules taken out of it with the optimizers that train them: all of it is used
         "import torch\ncheckpoint = torch.load(path)\ndecoder = checkpoint[\"decoder\"]\n"
         "optimizer = checkpoint[\"optimizer\"]\ndecoder = decoder.to(device)\n",
+        # ... or only cast to a dtype (the load's device is where it runs), or handed on whole
+        "import torch\ncheckpoint = torch.load(path)\nnet = checkpoint[\"net\"]\n"
+        "net = net.to(dtype=torch.bfloat16).eval()\nout = net(images.cuda().bfloat16())\n",
+        "import torch\ncheckpoint = torch.load(path)\nmodel = checkpoint[\"model\"].to(device)\n"
+        "ema = restore_ema(model, checkpoint)\n",
         # some other load
         "import pickle\nstate = pickle.load(f)\n",
         "import torch\nimport numpy as np\nx = np.load(path)\n",
