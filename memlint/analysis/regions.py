@@ -645,4 +645,3 @@ def _modes_named(test: cst.BaseExpression, params: Set[str]) -> List[Tuple[str, 
     if len(named) != len(values) or not all(isinstance(v, str) for v in named):
         return []
     return [(left.value, value) for value in named]  # type: ignore[attr-defined]
-

@@ -799,9 +799,9 @@ class Values:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
         is a builtin, a function of this module (followed instead), a call of a known import
         (torch's, a library's), a forward, a loss, a torch module without parameters
-        (`cos(a, b)`), a logging or container method, a method of
-        a value that carries the graph itself (`out.sum()`), or a model's method or part run for
-        its value, not to train (`_computes`: `decoder.attention(encoder_out, h)`)."""
+        (`cos(a, b)`), a logging or container method, a method of a value that carries the
+        graph itself (`out.sum()`), or a model's method or part run for its value, not to train
+        (`_computes`: `decoder.attention(encoder_out, h)`)."""
         region = self.regions.region_at(call)
         if region is not None and region.grad_enabled is False:
             return False

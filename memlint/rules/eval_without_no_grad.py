@@ -150,9 +150,9 @@ class EvalWithoutNoGrad(Rule):
     ...`), read in the model's class here or in another module of the project; a class defined
     in neither, nor by a library built on torch, may do the same, and its call of a mode for
     inference (`mode="inference"`, `phase="test"`) is left alone. The branch must end in a
-    return of what its no-grad blocks compute. A torch module without parameters (`nn.CosineSimilarity`, `nn.Softmax`,
-    `nn.Dropout`): it records only what its inputs carry. Pipelines that record no graph (an HF
-    `pipeline(...)`, spaCy's `spacy.load(...)`, a
+    return of what its no-grad blocks compute. A torch module without parameters
+    (`nn.CosineSimilarity`, `nn.Softmax`, `nn.Dropout`): it records only what its inputs carry.
+    Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
     sentence-transformers model's `encode`, a model compiled for Neuron, OpenVINO or IPEX
     and loaded through optimum), an object that prepares inputs whatever its name
     (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported

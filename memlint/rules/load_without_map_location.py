@@ -26,10 +26,11 @@ class TorchLoadWithoutMapLocation(Rule):
     checkpoint["decoder"].to(device)`): what else the checkpoint holds (the optimizers that
     trained them) is loaded onto the saved GPU only to stay there unused. Not when a model is
     only cast (`.to(torch.float16)`), nor when the checkpoint is handed on or walked whole
-    (`restore_ema(model, checkpoint)`, `checkpoint.items()`): then all of it may be used there. Also through an import
-    name (`from torch import load`), an alias (`ckpt_load = torch.load`) and a function of the
-    same module that passes its own `map_location` parameter (left at None) or its `**kwargs`
-    on to `torch.load`: then the call of that function is reported.
+    (`restore_ema(model, checkpoint)`, `checkpoint.items()`): then all of it may be used there.
+    Also through an import name (`from torch import load`), an alias (`ckpt_load =
+    torch.load`) and a function of the same module that passes its own `map_location`
+    parameter (left at None) or its `**kwargs` on to `torch.load`: then the call of that
+    function is reported.
 
     ## Why is this bad?
     `torch.load` puts every tensor back on the device it was saved from. A checkpoint saved on
