@@ -187,6 +187,52 @@ def test_an_override_of_what_a_base_class_calls_every_step_runs_per_step(tmp_pat
     assert facts.project.asked["often Mine.step"] == STEP
 
 
+SIBLINGS = {
+    "pipes/__init__.py": "",
+    "pipes/base.py": """\
+        import torch
+
+        class Pipeline:
+            def free_hooks(self):
+                self.offload()
+
+            def offload(self):
+                pass
+        """,
+    "pipes/prior.py": """\
+        import torch
+        from pipes.base import Pipeline
+
+        class Prior(Pipeline):
+            def training_step(self, batch, batch_idx):
+                self.free_hooks()
+                return batch
+        """,
+    "pipes/inpaint.py": """\
+        import torch
+        from pipes.base import Pipeline
+
+        class Inpaint(Pipeline):
+            def offload(self):
+                torch.cuda.empty_cache()
+        """,
+}
+
+
+def test_an_override_runs_as_often_as_the_calls_made_on_its_own_class(tmp_path):
+    """`Prior` frees its hooks every step, and the base's `free_hooks` calls `self.offload()`:
+    that reaches `Inpaint.offload` only when `self` is an `Inpaint`, which nothing calls so."""
+    paths = tree(tmp_path, SIBLINGS)
+    prior = facts_in_project(paths, tmp_path / "pipes/prior.py")
+    assert prior.steps.how_often(node_at(prior, "self.free_hooks()")) == STEP
+    inpaint = facts_in_project(paths, tmp_path / "pipes/inpaint.py")
+    assert inpaint.steps.how_often(node_at(inpaint, "torch.cuda.empty_cache()")) is None
+    assert [f for f in lint(tmp_path) if f[2] == "MEM501"] == []
+    (tmp_path / "pipes/inpaint.py").write_text(textwrap.dedent(SIBLINGS["pipes/inpaint.py"]) + textwrap.indent(
+        "def training_step(self, batch, batch_idx):\n    self.free_hooks()\n    return batch\n", "    "))
+    assert [f for f in lint(tmp_path) if f[2] == "MEM501"] == [("inpaint.py", 6, "MEM501")]
+
+
 LINEAGE = {
     "crit/__init__.py": "from .base import BaseCriterion\n",
     "crit/base.py": """\

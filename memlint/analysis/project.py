@@ -48,6 +48,10 @@ from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummar
 from memlint.analysis.often import INNER, STEP, at_site, combine, intrinsic_often
 
 Answer = object  # JSON-able: None, a string, a list of strings, a list of [key, value]
+Ref = Tuple[str, str, str]  # (root, module, `f` or `Class` or `Class.method`)
+# A call of a project function: the function calling, the call's place in it (memlint.analysis.often),
+# and for a call on `self`, the caller's class (what `self` is at least)
+Incoming = Tuple[Ref, str, Optional[Ref]]
 # What a project class's name suggests it is, before (or without) its lineage: the first
 # phase's guess, and the answer for a class the project cannot trace (a star import)
 _MODULE_NAME = re.compile(r"((?<!Data)Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell|Criterion|"
@@ -90,8 +94,8 @@ class Project:
             if key not in self._modules:
                 self._modules[key] = summaries[path]
                 self._roots_of.setdefault(key[1], []).append(key[0])
-        self._often: Dict[Tuple[str, str, str], Optional[str]] = {}
-        self._incoming: Optional[Dict[Tuple[str, str, str], List[Tuple[Tuple[str, str, str], str]]]] = None
+        self._often: Dict[Tuple[Ref, Optional[Ref]], Optional[str]] = {}
+        self._incoming: Optional[Dict[Ref, List[Incoming]]] = None
         self._subclasses: Optional[Dict[Tuple[str, str, str], List[Tuple[str, str, str]]]] = None
         self._device_called: Optional[Set[Tuple[str, str]]] = None
 
@@ -202,8 +206,8 @@ class Project:
         """How often the function `qualified` of `module` runs per step because code in other
         modules calls it (directly, or on `self` where it overrides what a base calls)."""
         target = (root, module, qualified)
-        return combine({at_site(kind, self._often_of(caller))
-                        for caller, kind in self._incoming_edges().get(target, ()) if caller[:2] != target[:2]})
+        return combine({at_site(kind, self._often_of(caller, self._instance_of(target, through)))
+                        for caller, kind, through in self._incoming_edges().get(target, ()) if caller[:2] != target[:2]})
 
     def called_from_device_code(self, root: str, module: str) -> bool:
         """Whether a module of the project whose code names a device calls a function of
@@ -212,7 +216,7 @@ class Project:
         if self._device_called is None:
             self._device_called = {target[:2] for target, callers in self._incoming_edges().items()
                                    if any(caller[:2] != target[:2] and self._modules[caller[:2]].device
-                                          for caller, _ in callers)}
+                                          for caller, _, _ in callers)}
         return (root, module) in self._device_called
 
     def saved(self, files: FrozenSet[str]) -> List[List[str]]:
@@ -227,21 +231,40 @@ class Project:
                     objects.update(save.objects)
         return [sorted(kinds), sorted(objects)]
 
-    def _often_of(self, function: Tuple[str, str, str]) -> Optional[str]:
+    def _often_of(self, function: Ref, instance: Optional[Ref] = None) -> Optional[str]:
         """How often a function runs per step, from everything the project knows (its name
-        and class, every call of it), the same reading as memlint.analysis.steps makes."""
-        if function in self._often:
-            return self._often[function]
-        self._often[function] = None  # a recursive call does not decide
+        and class, every call of it), the same reading as memlint.analysis.steps makes. With
+        `instance`, only as a method of that class's instances: a base's method that calls
+        `self.hook()` reaches a subclass's override of `hook` only through the calls of it
+        made on that subclass, not those a sibling makes on itself (`KandinskyPipeline.__call__`
+        calling `self.free_hooks()` every step says nothing of another pipeline's hooks)."""
+        memo = (function, instance)
+        if memo in self._often:
+            return self._often[memo]
+        self._often[memo] = None  # a recursive call does not decide
         if not function[2]:
             return None  # module level: runs once
         klass, _, name = function[2].rpartition(".")
         result = intrinsic_often(name, klass != "" and self._is_module(function[:2], klass))
         if result is None:
-            result = combine({at_site(kind, self._often_of(caller))
-                              for caller, kind in self._incoming_edges().get(function, ())})
-        self._often[function] = result
+            result = combine({at_site(kind, self._often_of(caller, self._instance_of(function, through, instance)))
+                              for caller, kind, through in self._incoming_edges().get(function, ())
+                              if instance is None or through is None or self._related(through, instance)})
+        self._often[memo] = result
         return result
+
+    def _instance_of(self, function: Ref, through: Optional[Ref], instance: Optional[Ref] = None) -> Optional[Ref]:
+        """What `self` is known to be in the caller of `function` by a call on `self` (`through`,
+        the caller's class): the class that defines `function` where the call reached an
+        override in a subclass of the caller's class, else what it was known to be already."""
+        if through is None:
+            return None
+        owner = (*function[:2], function[2].rpartition(".")[0])
+        return owner if owner != through and through in self._mro(owner) else instance
+
+    def _related(self, one: Ref, other: Ref) -> bool:
+        """An instance may be of both classes: one derives from the other."""
+        return one in self._mro(other) or other in self._mro(one)
 
     def _is_module(self, key: Tuple[str, str], klass: str) -> bool:
         """Whether the class `klass` of the module `key` is an nn.Module. A class its summary does
@@ -256,20 +279,22 @@ class Project:
             base is None and is_module_base_name(name) for base, name in self._base_refs(ref))
             for ref in self._mro((*key, klass)))
 
-    def _incoming_edges(self) -> Dict[Tuple[str, str, str], List[Tuple[Tuple[str, str, str], str]]]:
-        """Every call of a project function, by the function called: (the caller, the call's
-        place in it: memlint.analysis.often). A call on `self` also reaches every override of
-        that method in the classes deriving from the caller's class."""
+    def _incoming_edges(self) -> Dict[Ref, List[Incoming]]:
+        """Every call of a project function, by the function called (`Incoming`). A call on
+        `self` also reaches every override of that method in the classes deriving from the
+        caller's class."""
         if self._incoming is not None:
             return self._incoming
-        incoming: Dict[Tuple[str, str, str], List[Tuple[Tuple[str, str, str], str]]] = {}
+        incoming: Dict[Ref, List[Incoming]] = {}
         for key in sorted(self._modules):
             summary = self._modules[key]
             for edge in summary.calls:
                 caller = (*key, edge.caller)
                 targets: Set[Tuple[str, str, str]] = set()
+                through: Optional[Ref] = None
                 if edge.on_self:
                     klass, method = edge.callee.rsplit(".", 1)
+                    through = (*key, klass)
                     found = self._method(key, klass, method) if klass in summary.classes else None
                     if found is not None:
                         targets.add(found)
@@ -283,7 +308,7 @@ class Project:
                     if found is not None and (found[2] in self._modules[found[:2]].functions or "." in found[2]):
                         targets.add(found)
                 for target in sorted(targets):
-                    incoming.setdefault(target, []).append((caller, edge.kind))
+                    incoming.setdefault(target, []).append((caller, edge.kind, through))
         self._incoming = incoming
         return incoming
 

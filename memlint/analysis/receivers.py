@@ -24,7 +24,8 @@ named:
 
 A name that holds an HF `pipeline(...)` is no model (HF runs it under no_grad), however it is named;
 nor is one that holds a model compiled for a runtime off the CUDA GPU (optimum's Neuron,
-OpenVINO and IPEX models), which records no graph.
+OpenVINO and IPEX models), or made by another inference runtime (OpenVINO's `compile_model`,
+ONNX Runtime, TensorRT), which records no graph.
 
 Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
 `forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
@@ -63,6 +64,9 @@ _PIPELINES = frozenset({"transformers.pipeline", "transformers.pipelines.pipelin
 # CUDA provider returns GPU tensors), INC's (plain transformers models), nor Neuron's training
 # models (`optimum.neuron.models.training`: PyTorch modules).
 _COMPILED_MODEL_CLASS = re.compile(r"^optimum\.(neuron|intel)\.(?!models\.training\.)([\w.]+\.)?(Neuron|OV|IPEX)Model\w*$")
+# Inference runtimes other than torch: what they compile or load runs there, records no graph
+# (`compiled_model = ov.Core().compile_model(...)`, `sess = onnxruntime.InferenceSession(...)`)
+_OTHER_RUNTIMES = frozenset({"openvino", "onnxruntime", "tensorrt", "tflite_runtime", "ctranslate2"})
 _MODEL_NAME = re.compile(
     r"^(model|models|net|network|module|encoder|decoder|generator|discriminator|policy|critic|"
     r"actor|classifier|backbone|transformer|rnn|lstm|gru|cell|teacher|student|unet|vae|"
@@ -79,6 +83,8 @@ _SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|e
 # `...ProcessorStep`, a tokenizer, a collator): calling one records no graph, whatever the name
 # that holds it (`encoder = RobometerEncoderProcessorStep(...)`). Not `FeatureExtractor` or
 # `Transform`: users name their own networks so.
+# Calls that write a model out or show it, and place nothing (`export_to_openvino(model, path)`)
+_WRITES_OUT = re.compile(r"^(export|save|print|log|summary|count_parameters)(_|$)")
 # Keywords of `from_pretrained` that place the model on a device: `device_map="auto"`, a quantized load.
 _PLACES = re.compile(r"device|load_in_|quantization_config$")
 _PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast|Collator)$")
@@ -445,13 +451,25 @@ class Receivers:
         return bool(values) and all(type(v) is cst.Call and self._records_no_graph(v) for v in values)
 
     def _records_no_graph(self, call: cst.Call) -> bool:
-        """`call` makes a pipeline (`_PIPELINES`) or loads a compiled model
-        (`NeuronModelForCausalLM.from_pretrained(...)`, `_COMPILED_MODEL_CLASS`), whose runs record no graph."""
-        if self.names.call_name(call) in _PIPELINES:
+        """`call` makes a pipeline (`_PIPELINES`), loads a compiled model
+        (`NeuronModelForCausalLM.from_pretrained(...)`, `_COMPILED_MODEL_CLASS`), or is made by
+        another inference runtime (`_OTHER_RUNTIMES`: `core.compile_model(...)` where `core =
+        openvino.Core()`), whose runs record no graph."""
+        qualified = self.names.call_name(call)
+        if qualified in _PIPELINES or self._of_another_runtime(qualified):
             return True
         func = call.func
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:  # `core.compile_model(...)`
+            binds = self.scopes.bindings_seen(func.value.value, func.value)
+            if binds and all(bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call and
+                             self._of_another_runtime(self.names.call_name(bind.value)) for bind in binds):
+                return True
         return type(func) is cst.Attribute and func.attr.value == "from_pretrained" and \
             self._compiled_model_class(func.value, frozenset())  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _of_another_runtime(qualified: Optional[str]) -> bool:
+        return qualified is not None and qualified.split(".", 1)[0] in _OTHER_RUNTIMES
 
     def _compiled_model_class(self, klass: cst.BaseExpression, seen: FrozenSet[str]) -> bool:
         """`klass` is a class of a compiled model (`_COMPILED_MODEL_CLASS`): imported, and
@@ -503,8 +521,10 @@ class Receivers:
 
     def _handed_to_a_call(self, name: str) -> bool:
         """Some call of the module takes `name` as an argument (`helpers.place(model)`,
-        `accelerator.prepare(model)`): a module moves in place, so that call may place it."""
-        return any(type(arg.value) is cst.Name and arg.value.value == name  # type: ignore[attr-defined]
+        `accelerator.prepare(model)`): a module moves in place, so that call may place it. Not
+        one that writes it out or shows it (`export_to_onnx(model, path)`, `print(model)`)."""
+        return any(type(arg.value) is cst.Name and arg.value.value == name and  # type: ignore[attr-defined]
+                   not _WRITES_OUT.match(last_part(dotted_name(call.func)))
                    for call in self.scopes.calls for arg in call.args)
 
     def _places_nothing(self, arg: cst.Arg, seen: FrozenSet[str]) -> bool:

@@ -174,6 +174,12 @@ class CatInLoop(Rule):
         "        nxt = out[-1].argmax().view(1, 1)\n        ids = torch.cat([ids, nxt], 0)\n",
         "import torch\nfor _ in range(steps):\n    logits, _ = model(idx[:, -block:])\n"
         "    idx = torch.cat((idx, logits[:, -1].argmax(-1, keepdim=True)), dim=1)\n",
+        # ... with a cache: the ids picked by a method of the last position's logits, fed back alone
+        "import torch\n\ndef generate(model, idx, max_new_tokens):\n    with torch.no_grad():\n"
+        "        logits = model(idx, use_cache=True)\n        for _ in range(max_new_tokens):\n"
+        "            next_idx = logits[:, -1].argmax(dim=-1, keepdim=True)\n"
+        "            idx = torch.cat([idx, next_idx], dim=1)\n            logits = model(next_idx, use_cache=True)\n"
+        "    return idx\n",
         # dense connections over a model's layers: the growth is the architecture
         "import torch\nclass Block(torch.nn.Module):\n    def forward(self, x):\n        for layer in self.layers:\n"
         "            x = torch.cat([x, layer(x)], 1)\n        return x\n",
@@ -355,6 +361,8 @@ class CatInLoop(Rule):
             return False
         func = value.func  # type: ignore[attr-defined]
         called = last_part(self.facts.names.call_name(value) or dotted_name(func) or "")  # type: ignore[arg-type]
+        if not called and type(func) is cst.Attribute:  # `logits[:, -1].argmax(-1)`: a method of any tensor
+            called = func.attr.value
         if called in ("multinomial", "argmax"):
             return bind.whole
         if called == "topk" and not bind.whole:  # `_, x = torch.topk(...)`: the indices

@@ -141,9 +141,10 @@ class EvalWithoutNoGrad(Rule):
     A warm-up: a forward of made-up inputs whose result is dropped, outside any loop of its
     function (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy
     input per call. An inference script whose models are loaded by `from_pretrained(...)` with nothing that
-    places them (no `device_map`, no quantized load), in a module that moves nothing (`.to`,
-    `.cuda`), names no device and that no device code of the project calls: the models run on
-    the CPU, where what the graph keeps is host memory, a one-off script's at that. A model
+    places them (no `device_map`, no quantized load) and handed to no call but one that writes
+    them out (`export_onnx(model, path)`), in a module that moves nothing (`.to`, `.cuda`),
+    names no device and that no device code of the project calls: the models run on the CPU,
+    where what the graph keeps is host memory, a one-off script's at that. A model
     from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU.
     A call of a mode the model's `forward` computes under no_grad itself (`model(data,
     mode="inference")` where `forward` has `elif mode == "inference": with torch.no_grad():
@@ -154,7 +155,8 @@ class EvalWithoutNoGrad(Rule):
     (`nn.CosineSimilarity`, `nn.Softmax`, `nn.Dropout`): it records only what its inputs carry.
     Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
     sentence-transformers model's `encode`, a model compiled for Neuron, OpenVINO or IPEX
-    and loaded through optimum), an object that prepares inputs whatever its name
+    and loaded through optimum, or by another runtime: OpenVINO's `compile_model`, ONNX Runtime,
+    TensorRT), an object that prepares inputs whatever its name
     (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported
     processor, tokenizer or collator class; one of this module is judged by its code), and a model's computing methods other than
     `forward` in a module that loads code from the hub (`trust_remote_code=True`: an
@@ -402,6 +404,16 @@ class EvalWithoutNoGrad(Rule):
         "tok = transformers.GPT2Tokenizer.from_pretrained('gpt2')\nfor text in test_texts:\n"
         "    toks = tok.encode(text, return_tensors='pt')\n    logits = F.log_softmax(model(toks)[0], dim=-1)\n"
         "    print(float(logits.sum()))\n",
+        # a notebook timing a model exported to OpenVINO: writing the model out places nothing, and
+        # what OpenVINO compiles records no torch graph
+        "from setfit import SetFitModel\nNUM_ITERS = 100\nmodel_id = 'm'\nmodel = SetFitModel.from_pretrained('m')\n"
+        "# Run inference\nfor i in range(NUM_ITERS):\n    preds = model(texts)\n"
+        "from setfit.exporters.openvino import export_to_openvino\noutput_path = 'model.xml'\n"
+        "export_to_openvino(model, output_path)\nfrom transformers import AutoTokenizer\nimport openvino.runtime as ov\n"
+        "tokenizer = AutoTokenizer.from_pretrained(model_id)\ninputs = tokenizer(texts, return_tensors='np')\n"
+        "inputs_dict = dict(inputs)\ncore = ov.Core()\nov_model = core.read_model(output_path)\n"
+        "compiled_model = core.compile_model(ov_model, 'CPU')\n# Run inference\nfor i in range(NUM_ITERS):\n"
+        "    ov_preds = compiled_model(inputs_dict)[0]\n",
         # a function of a module that is no script (others may call it to train)
         "import torch\n\nmodel = torch.load(\"m.pt\")\n\n\ndef summarize(model, clips):\n"
         "    for clip in clips:\n        print(model.feature_extractor(clip).norm().item())\n",
@@ -769,6 +781,15 @@ class EvalWithoutNoGrad(Rule):
             "import torch\nfrom transformers import AutoModelForCausalLM\nkwargs = {'device_map': 'auto'}\n"
             "model = AutoModelForCausalLM.from_pretrained('gpt2', **kwargs)\nwith torch.no_grad():\n"
             "    for ids in test_batches:\n        print(float(model(ids).logits[0, -1].max()))\n",
+        ),
+        # ... or by a call it is handed to, which may place it
+        Invalid(
+            "import torch\nfrom transformers import AutoModel\nfrom helpers import place\n"
+            "model = AutoModel.from_pretrained('m')\nplace(model)\nfor ids in test_batches:\n"
+            "    print(float(model(ids).last_hidden_state.mean()))\n",
+            "import torch\nfrom transformers import AutoModel\nfrom helpers import place\n"
+            "model = AutoModel.from_pretrained('m')\nplace(model)\nwith torch.no_grad():\n"
+            "    for ids in test_batches:\n        print(float(model(ids).last_hidden_state.mean()))\n",
         ),
         # a generator: reported, no fix (a `with` around a yield leaks no-grad mode)
         Invalid("import torch\ndef predict(model, loader):\n    model.eval()\n    for x in loader:\n"
