@@ -6,6 +6,7 @@ from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
+from memlint.analysis.dataflow import target_names
 from memlint.analysis.loops import over_model_parts
 from memlint.analysis.often import BOUNDARY, INNER, STEP, intrinsic_often
 from memlint.analysis.tree import argument, dotted_name, last_part
@@ -14,6 +15,20 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import detach_before_move, show
 
 _STORING = frozenset({"append", "extend", "insert", "appendleft"})
+# Methods that return a view of a tensor: no new memory
+_VIEWS = frozenset({"chunk", "split", "unbind", "view", "squeeze", "unsqueeze", "permute", "transpose", "t",
+                    "expand", "narrow"})
+
+
+def _basic_index(index: cst.BaseSlice) -> bool:
+    """A slice or a literal integer: indexing that returns a view (a tensor or a list as the
+    index copies)."""
+    if type(index) is cst.Slice:
+        return True
+    value = index.value  # type: ignore[attr-defined]
+    if type(value) is cst.UnaryOperation:
+        value = value.expression  # type: ignore[attr-defined]
+    return type(value) is cst.Integer
 
 
 def _root(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
@@ -88,7 +103,9 @@ class RetainedOutputs(Rule):
     grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
     tensors are on the CPU; a docstring that speaks of a GPU is not code), and
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
-    input concatenated and returned: the result needs them there).
+    input concatenated and returned: the result needs them there), and grad-free loops over a
+    collection of tensors that keep its items or views of them (`neg, pos = embeds.chunk(2)`,
+    `item[0]`): those were all alive before the loop.
 
     ## Fix
     `.detach()` on the stored value, before `.cpu()` / `.to()` when it is moved; `.cpu()` for a
@@ -113,6 +130,23 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(")
 
     VALID = (
+        # the halves of embeddings computed before a grad-free loop (views of tensors already alive)
+        "import torch\n\n\nclass Pipeline:\n    def encode_image(self, image):\n"
+        "        image = self.feature_extractor(image, return_tensors=\"pt\").pixel_values\n"
+        "        image_embeds = self.image_encoder(image).image_embeds\n"
+        "        return image_embeds, torch.zeros_like(image_embeds)\n\n"
+        "    def prepare_ip_adapter_image_embeds(self, images):\n        image_embeds = []\n"
+        "        for image in images:\n"
+        "            single_image_embeds, single_negative_image_embeds = self.encode_image(image)\n"
+        "            image_embeds.append(torch.cat([single_negative_image_embeds, single_image_embeds]))\n"
+        "        return image_embeds\n\n    @torch.no_grad()\n"
+        "    def __call__(self, images, latents, device):\n"
+        "        ip_adapter_image_embeds = self.prepare_ip_adapter_image_embeds(images)\n"
+        "        negative_image_embeds = []\n        for tmp_image_embeds in ip_adapter_image_embeds:\n"
+        "            single_negative_image_embeds, single_image_embeds = tmp_image_embeds.chunk(2)\n"
+        "            negative_image_embeds.append(single_negative_image_embeds)\n"
+        "        added = {\"image_embeds\": negative_image_embeds} if images is not None else None\n"
+        "        return self.unet(latents.to(device), added)\n",
         # a model compiled for AWS Neuron (optimum): its runs record no graph, and return host tensors
         "import torch\ntry:\n    from optimum.neuron import NeuronModelForCausalLM\nexcept ImportError:\n"
         "    NeuronModelForCausalLM = object\n\nclass CustomNeuronModel(NeuronModelForCausalLM):\n    pass\n\n"
@@ -261,6 +295,25 @@ class RetainedOutputs(Rule):
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
+        # ... each run through the image encoder in the loop: new outputs, kept on the device
+        Invalid(
+            "import torch\n\n\nclass Pipeline:\n    def encode_image(self, image):\n"
+            "        image = self.feature_extractor(image, return_tensors=\"pt\").pixel_values\n"
+            "        image_embeds = self.image_encoder(image).image_embeds\n"
+            "        return image_embeds, torch.zeros_like(image_embeds)\n\n"
+            "    def prepare_ip_adapter_image_embeds(self, images):\n        image_embeds = []\n"
+            "        for image in images:\n"
+            "            single_image_embeds, single_negative_image_embeds = self.encode_image(image)\n"
+            "            image_embeds.append(torch.cat([single_negative_image_embeds, single_image_embeds]))\n"
+            "        return image_embeds\n\n    @torch.no_grad()\n"
+            "    def __call__(self, images, latents, device):\n"
+            "        ip_adapter_image_embeds = self.prepare_ip_adapter_image_embeds(images)\n"
+            "        negative_image_embeds = []\n        for tmp_image_embeds in ip_adapter_image_embeds:\n"
+            "            single_negative_image_embeds, single_image_embeds = self.image_encoder(tmp_image_embeds).image_embeds.chunk(2)\n"
+            "            negative_image_embeds.append(single_negative_image_embeds)\n"
+            "        added = {\"image_embeds\": negative_image_embeds} if images is not None else None\n"
+            "        return self.unet(latents.to(device), added)\n"
+        ),
         # a module without parameters passes its input's graph on
         Invalid(
             "import torch\nfrom torch import nn\n\nact = nn.Softmax(dim=1)\n\n\ndef predict(model, loader):\n"
@@ -472,11 +525,30 @@ class RetainedOutputs(Rule):
             if values:
                 self._graph_kept(node, container, dotted, values, region)
         elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)):
-            values = [a for a in values if facts.values.holds_output(a.value, node)]
             loop = loops[0]
+            values = [a for a in values if facts.values.holds_output(a.value, node) and
+                      not self._piece_of_an_item(a.value, loop)]
             use = facts.values.use_after_loop(loop, container.value)
             if values and use is not None and self._outlives_loop(node, container, dotted):
                 self._device_kept(node, container, values, use)
+
+    def _piece_of_an_item(self, value: cst.BaseExpression, loop: cst.CSTNode, depth: int = 0) -> bool:
+        """`value` is an item of the collection a grad-free loop walks, or a view of one
+        (`neg, pos = embeds.chunk(2)` for `embeds in per_adapter`): those tensors were all alive
+        before the loop, which keeps nothing new."""
+        if type(loop) is not cst.For or type(loop.iter) not in (cst.Name, cst.Attribute):
+            return False  # (a call may make a new output per item: a stream, a generator)
+        while type(value) is cst.Subscript and all(_basic_index(e.slice) for e in value.slice) or \
+                type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _VIEWS:  # type: ignore[attr-defined]
+            value = value.value if type(value) is cst.Subscript else value.func.value  # type: ignore[attr-defined]
+        if type(value) is not cst.Name:
+            return False
+        if value.value in target_names(loop.target):  # type: ignore[attr-defined]
+            return True
+        facts = self.facts
+        binds = [b for b in facts.scopes.bindings_seen(value.value, value) if facts.tree.contains(loop, b.node)]
+        return depth < 2 and bool(binds) and all(
+            b.kind == "assign" and b.value is not None and self._piece_of_an_item(b.value, loop, depth + 1) for b in binds)
 
     def _never_emptied(self, node: cst.Call, dotted: str) -> bool:
         """`self.<list>` that lives for the whole run: appended by a hook a framework calls on
