@@ -51,17 +51,6 @@ def is_simuleval_agent(klass: cst.ClassDef, qualified_name: Callable[[cst.BaseEx
     (`qualified_name`: memlint.analysis.torchnames). SimulEval calls its action hooks with grad
     enabled: the agent turns it off itself, or every step records a graph."""
     return any(SIMULEVAL_AGENT_BASES.match(qualified_name(base.value) or "") for base in klass.bases)
-# A metric's per-batch entry point: torchmetrics' and Ignite's `update`, AllenNLP's `__call__`.
-# A model's forward or an evaluation loop calls it once per batch.
-METRIC_UPDATES = frozenset({"update", "__call__"})
-
-
-def is_metric_base_name(name: str) -> bool:
-    """A base that makes a class a metric, by its name (`Metric`, `torchmetrics.Metric`,
-    `ignite.metrics.Metric`, `allennlp.training.metrics.Metric`)."""
-    return name.rsplit(".", 1)[-1] == "Metric"
-
-
 # Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
 MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 

@@ -42,8 +42,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
-from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, METRIC_UPDATES, is_metric_base_name,
-                                         is_module_base_name, is_torch_library)
+from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, is_module_base_name,
+                                         is_torch_library)
 from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummary
 from memlint.analysis.often import INNER, STEP, at_site, combine, intrinsic_often
 
@@ -246,8 +246,6 @@ class Project:
             return None  # module level: runs once
         klass, _, name = function[2].rpartition(".")
         result = intrinsic_often(name, klass != "" and self._is_module(function[:2], klass))
-        if result is None and name in METRIC_UPDATES and klass and self._is_metric(function[:2], klass):
-            result = STEP  # a metric's update: once per batch
         if result is None:
             result = combine({at_site(kind, self._often_of(caller, self._instance_of(function, through, instance)))
                               for caller, kind, through in self._incoming_edges().get(function, ())
@@ -267,13 +265,6 @@ class Project:
     def _related(self, one: Ref, other: Ref) -> bool:
         """An instance may be of both classes: one derives from the other."""
         return one in self._mro(other) or other in self._mro(one)
-
-    def _is_metric(self, key: Tuple[str, str], klass: str) -> bool:
-        """Whether the class `klass` of the module `key` is a metric: it, or a project class it
-        derives from, has a base named `Metric` (memlint.analysis.frameworks)."""
-        if klass not in self._modules[key].classes:
-            return False
-        return any(is_metric_base_name(name) for ref in self._mro((*key, klass)) for _, name in self._base_refs(ref))
 
     def _is_module(self, key: Tuple[str, str], klass: str) -> bool:
         """Whether the class `klass` of the module `key` is an nn.Module. A class its summary does
