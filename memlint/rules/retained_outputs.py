@@ -104,8 +104,10 @@ class RetainedOutputs(Rule):
     tensors are on the CPU; a docstring that speaks of a GPU is not code), and
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
     input concatenated and returned: the result needs them there), and grad-free loops over a
-    collection of tensors that keep its items or views of them (`neg, pos = embeds.chunk(2)`,
-    `item[0]`): those were all alive before the loop.
+    collection of tensors made before every loop around them that keep its items or views of
+    them (`neg, pos = embeds.chunk(2)`, `item[0]`): those were all alive before the loop. Not
+    an item the loop rebinds (`x = model(x)`), nor a batch's output walked row by row inside
+    the batch loop.
 
     ## Fix
     `.detach()` on the stored value, before `.cpu()` / `.to()` when it is moved; `.cpu()` for a
@@ -295,6 +297,18 @@ class RetainedOutputs(Rule):
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
+        # the item rebound to a model's output: a new tensor each iteration
+        Invalid(
+            "import torch\n\n\n@torch.no_grad()\ndef denoise(model, frames):\n    cleaned = []\n"
+            "    for frame in frames:\n        frame = model(frame.cuda())\n        cleaned.append(frame)\n"
+            "    return torch.stack(cleaned).cpu()\n"
+        ),
+        # views of a batch's output, walked in a loop inside the batch loop: one output kept per batch
+        Invalid(
+            "import torch\n\n\n@torch.no_grad()\ndef run(model, loader):\n    keep = []\n    for x in loader:\n"
+            "        hidden = model(x.cuda())\n        halves = hidden.chunk(2)\n        for h in halves:\n"
+            "            keep.append(h)\n    return torch.stack(keep).cpu()\n"
+        ),
         # ... each run through the image encoder in the loop: new outputs, kept on the device
         Invalid(
             "import torch\n\n\nclass Pipeline:\n    def encode_image(self, image):\n"
@@ -534,21 +548,31 @@ class RetainedOutputs(Rule):
 
     def _piece_of_an_item(self, value: cst.BaseExpression, loop: cst.CSTNode, depth: int = 0) -> bool:
         """`value` is an item of the collection a grad-free loop walks, or a view of one
-        (`neg, pos = embeds.chunk(2)` for `embeds in per_adapter`): those tensors were all alive
-        before the loop, which keeps nothing new."""
-        if type(loop) is not cst.For or type(loop.iter) not in (cst.Name, cst.Attribute):
+        (`neg, pos = embeds.chunk(2)` for `embeds in per_adapter`), where the collection was
+        made before every loop around (not a batch's output walked row by row) and the loop
+        binds the item to nothing else: those tensors were all alive before the loop, which
+        keeps nothing new."""
+        if type(loop) is not cst.For or type(loop.iter) is not cst.Name or not self._made_before(loop):
             return False  # (a call may make a new output per item: a stream, a generator)
         while type(value) is cst.Subscript and all(_basic_index(e.slice) for e in value.slice) or \
                 type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _VIEWS:  # type: ignore[attr-defined]
             value = value.value if type(value) is cst.Subscript else value.func.value  # type: ignore[attr-defined]
         if type(value) is not cst.Name:
             return False
-        if value.value in target_names(loop.target):  # type: ignore[attr-defined]
-            return True
         facts = self.facts
         binds = [b for b in facts.scopes.bindings_seen(value.value, value) if facts.tree.contains(loop, b.node)]
+        if value.value in target_names(loop.target):  # type: ignore[attr-defined]
+            return all(b.kind == "for" and b.node is loop for b in binds)  # (`x = model(x)` rebinds the item)
         return depth < 2 and bool(binds) and all(
             b.kind == "assign" and b.value is not None and self._piece_of_an_item(b.value, loop, depth + 1) for b in binds)
+
+    def _made_before(self, loop: cst.For) -> bool:
+        """The collection `loop` walks is bound nowhere in the outermost loop around it (nor
+        appended to): made before them all, not afresh each iteration."""
+        outermost = ([loop] + self.facts.tree.loops_around(loop))[-1]
+        name = loop.iter.value  # type: ignore[attr-defined]
+        return not any(self.facts.tree.contains(outermost, b.node)
+                       for b in self.facts.scopes.bindings_seen(name, loop.iter))
 
     def _never_emptied(self, node: cst.Call, dotted: str) -> bool:
         """`self.<list>` that lives for the whole run: appended by a hook a framework calls on
