@@ -233,51 +233,6 @@ def test_an_override_runs_as_often_as_the_calls_made_on_its_own_class(tmp_path):
     assert [f for f in lint(tmp_path) if f[2] == "MEM501"] == [("inpaint.py", 6, "MEM501")]
 
 
-METRIC_HELPER = {
-    "nlp/__init__.py": "",
-    "nlp/util.py": """\
-        import torch
-
-        def move_to_cuda(x):
-            return x.cuda()
-
-        def ngrams(tensor: torch.Tensor, n: int):
-            counts = {}
-            for piece in tensor.split(n, dim=-1):
-                key = tuple(x.item() for x in piece)
-                counts[key] = counts.get(key, 0) + 1
-            return counts
-        """,
-    "nlp/metric.py": """\
-        class Metric:
-            def __call__(self, predictions, gold):
-                raise NotImplementedError
-        """,
-    "nlp/bleu.py": """\
-        import torch
-        from nlp.metric import Metric
-        from nlp.util import ngrams
-
-        class Bleu(Metric):
-            def __call__(self, predictions, gold):
-                for row in predictions:
-                    self.counts.append(ngrams(row, 2))
-        """,
-}
-
-
-def test_a_helper_a_metric_calls_per_row_waits_many_times_per_step(tmp_path):
-    """A metric's `__call__` runs once per batch: the helper it calls for every row of the
-    predictions, in another module, reads each token back (allennlp's BLEU `ngrams`)."""
-    paths = tree(tmp_path, METRIC_HELPER)
-    util = facts_in_project(paths, tmp_path / "nlp/util.py")
-    assert util.steps.how_often(node_at(util, "x.item()")) == INNER
-    assert ("util.py", 9, "MEM105") in lint(tmp_path)
-    (tmp_path / "nlp/bleu.py").write_text(textwrap.dedent(METRIC_HELPER["nlp/bleu.py"]).replace(
-        "__call__", "get_metric"))
-    assert ("util.py", 9, "MEM105") not in lint(tmp_path)  # once per epoch: the result
-
-
 LINEAGE = {
     "crit/__init__.py": "from .base import BaseCriterion\n",
     "crit/base.py": """\

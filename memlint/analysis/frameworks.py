@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 import libcst as cst
 
-from memlint.analysis.tree import dotted_name, last_part, walk
+from memlint.analysis.tree import last_part
 
 # Libraries built on torch: a module importing one is PyTorch code, even without `import torch`.
 TORCH_LIBRARIES = ("torch", "lightning", "pytorch_lightning", "transformers", "accelerate", "timm", "torchvision",
@@ -51,41 +51,6 @@ def is_simuleval_agent(klass: cst.ClassDef, qualified_name: Callable[[cst.BaseEx
     (`qualified_name`: memlint.analysis.torchnames). SimulEval calls its action hooks with grad
     enabled: the agent turns it off itself, or every step records a graph."""
     return any(SIMULEVAL_AGENT_BASES.match(qualified_name(base.value) or "") for base in klass.bases)
-# A metric's per-batch entry point: torchmetrics' and Ignite's `update`, AllenNLP's `__call__`
-_METRIC_UPDATES = frozenset({"update", "__call__"})
-_STATE_CALLS = frozenset({"append", "extend", "add", "update", "insert", "add_"})
-
-
-def is_metric_update(func: cst.FunctionDef, klass: Optional[cst.ClassDef]) -> bool:
-    """`func` is a metric's per-batch update: `update` or `__call__` of a class with a base named
-    `Metric` (torchmetrics', Ignite's, AllenNLP's, a project's own), that keeps what it is given
-    in the instance (`self.total += ...`, `self.counts[k] += ...`, `self.preds.append(...)`).
-    A model or an evaluation loop calls it once per batch; one that keeps nothing (a mean
-    reciprocal rank returned whole) may be called once over a whole split. torchmetrics and
-    Ignite run it with grad off, and AllenNLP's metrics detach what they are given."""
-    if klass is None or func.name.value not in _METRIC_UPDATES or not any(
-            (dotted_name(base.value) or "").rsplit(".", 1)[-1] == "Metric" for base in klass.bases):
-        return False
-    for node in walk(func.body):
-        kind = type(node)
-        if kind is cst.AugAssign and _on_self(node.target):  # type: ignore[attr-defined]
-            return True
-        if kind is cst.Assign and any(type(t.target) is not cst.Name and _on_self(t.target)
-                                      for t in node.targets):  # type: ignore[attr-defined]
-            return True
-        if kind is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _STATE_CALLS and \
-                type(node.func.value) is not cst.Name and _on_self(node.func.value):  # type: ignore[attr-defined]
-            return True
-    return False
-
-
-def _on_self(target: cst.BaseExpression) -> bool:
-    """`self.x`, `self.x[k]`, `self.x.y`: a part of the instance."""
-    while type(target) in (cst.Attribute, cst.Subscript):
-        target = target.value  # type: ignore[attr-defined]
-    return type(target) is cst.Name and target.value == "self"  # type: ignore[attr-defined]
-
-
 # Bases whose subclasses are model code, by name (`FairseqEncoder`, `BaseModel`, `TransformerLayer`).
 MODEL_BASE = re.compile(r"(Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell)$")
 

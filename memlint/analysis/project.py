@@ -246,8 +246,6 @@ class Project:
             return None  # module level: runs once
         klass, _, name = function[2].rpartition(".")
         result = intrinsic_often(name, klass != "" and self._is_module(function[:2], klass))
-        if result is None and klass and self._is_metric_update(function):
-            result = STEP  # a metric's update: once per batch (frameworks.is_metric_update)
         if result is None:
             result = combine({at_site(kind, self._often_of(caller, self._instance_of(function, through, instance)))
                               for caller, kind, through in self._incoming_edges().get(function, ())
@@ -267,12 +265,6 @@ class Project:
     def _related(self, one: Ref, other: Ref) -> bool:
         """An instance may be of both classes: one derives from the other."""
         return one in self._mro(other) or other in self._mro(one)
-
-    def _is_metric_update(self, function: Ref) -> bool:
-        klass, _, name = function[2].rpartition(".")
-        found = self._modules[function[:2]].classes.get(klass)
-        method = found.methods.get(name) if found is not None else None
-        return method is not None and method.metric_update
 
     def _is_module(self, key: Tuple[str, str], klass: str) -> bool:
         """Whether the class `klass` of the module `key` is an nn.Module. A class its summary does

@@ -46,7 +46,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import target_names
 from memlint.analysis.frameworks import (HF_STEP_HOOKS, HF_TRAINER_BASES, LIGHTNING_BASES, SIMULEVAL_ACTION_HOOKS,
-                                         is_metric_update, is_simuleval_agent)
+                                         is_simuleval_agent)
 from memlint.analysis.project import ProjectView
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
@@ -263,8 +263,6 @@ class Regions:
                 return False  # `@smart_inference_mode()`, `@no_grad_wrapper`: a home-made no_grad
         if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
             return False
-        if is_metric_update(func, self.tree.class_of(func)):
-            return False  # torchmetrics and Ignite update with grad off (frameworks.is_metric_update)
         return None
 
     def _unknown_decorator(self, func: cst.FunctionDef) -> bool:

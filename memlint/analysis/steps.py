@@ -49,7 +49,7 @@ import libcst as cst
 
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import conjuncts
-from memlint.analysis.frameworks import SIMULEVAL_ACTION_HOOKS, is_metric_update, is_simuleval_agent
+from memlint.analysis.frameworks import SIMULEVAL_ACTION_HOOKS, is_simuleval_agent
 from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
 from memlint.analysis.layers import Layers
 from memlint.analysis.project import ProjectView
@@ -402,8 +402,6 @@ class Steps:
             result = INNER  # a layer's forward: once per layer, on every step
         if result is None and func.name.value in self._engine_steps:
             result = STEP  # Ignite's Engine calls its process function once per batch
-        if result is None and is_metric_update(func, klass):
-            result = STEP  # a metric's update: once per batch
         if result is None and klass is not None and func.name.value in SIMULEVAL_ACTION_HOOKS and \
                 is_simuleval_agent(klass, self.names.qualified_name):
             result = STEP  # SimulEval calls its agents' hooks on every read or write

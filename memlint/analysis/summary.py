@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
 import libcst as cst
 
 from memlint.analysis.cache import only_empties_cache
-from memlint.analysis.frameworks import is_metric_update
 from memlint.analysis.often import BOUNDARY, INNER, STEP, at_site, intrinsic_often
 from memlint.analysis.tree import dotted_name
 
@@ -50,21 +49,19 @@ class FunctionSummary:
     accumulates_graph: Tuple[str, ...] = ()  # parameters added with their graph into a sum the instance keeps
     empties_cache: bool = False  # does nothing but empty the allocator's cache (memlint.analysis.cache)
     quiet_modes: Tuple[str, ...] = ()  # a forward's modes run without grad, `mode=inference` (Regions.quiet_modes)
-    metric_update: bool = False  # a metric's per-batch update (frameworks.is_metric_update): once per step
 
     def to_json(self) -> list:
         return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
-                self.returns_output, list(self.accumulates_graph), self.empties_cache, list(self.quiet_modes),
-                self.metric_update]
+                self.returns_output, list(self.accumulates_graph), self.empties_cache, list(self.quiet_modes)]
 
     @classmethod
     def from_json(cls, data: list) -> "FunctionSummary":
         params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph, empties_cache, \
-            quiet_modes, metric_update = data
-        if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache, metric_update)):
+            quiet_modes = data
+        if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache)):
             raise ValueError("not a function summary")
         return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output,
-                   _names(accumulates_graph), empties_cache, _names(quiet_modes), metric_update)
+                   _names(accumulates_graph), empties_cache, _names(quiet_modes))
 
 
 @dataclass(frozen=True)
@@ -187,8 +184,7 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
                                                       empties_cache=only_empties_cache(statement, names.call_name))
         elif isinstance(statement, cst.ClassDef):
             bases = tuple(base for base in (_base_name(facts, b.value) for b in statement.bases) if base)
-            methods = {s.name.value: _function(facts, s) if imported else
-                       FunctionSummary(_params(s), metric_update=is_metric_update(s, statement))
+            methods = {s.name.value: _function(facts, s) if imported else FunctionSummary(_params(s))
                        for s in statement.body.body if isinstance(s, cst.FunctionDef)}
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods)
@@ -267,8 +263,6 @@ def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
     summary = _what_it_does(facts, func)
     if func.name.value == "forward":
         summary = replace(summary, quiet_modes=facts.regions.quiet_modes(func))
-    if is_metric_update(func, facts.tree.class_of(func)):
-        summary = replace(summary, metric_update=True)
     return summary
 
 

@@ -41,9 +41,7 @@ class HostDeviceSyncInLoop(Rule):
     `float(t)`, `torch.cuda.synchronize()`) that runs many times per training or inference
     step: in a loop (or comprehension) over a tensor's elements, a model's parameters or a
     non-trivial `range`, inside the step loop or inside a helper the step calls (`forward`,
-    Lightning's `training_step`, a metric's `update` or AllenNLP's metric `__call__` that keeps
-    what it is given in the instance, which run once per batch, a function of the same file
-    called from the loop).
+    Lightning's `training_step`, a function of the same file called from the loop).
 
     ## Why is this bad?
     The GPU runs kernels asynchronously; each of these calls makes the host wait until
@@ -163,22 +161,6 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
-        # a metric's `__call__` that keeps nothing in the instance: it scores a whole split, once
-        "import torch\n\n\nclass Metric:\n    def __call__(self, predictions, targets):\n"
-        "        raise NotImplementedError\n\n\nclass MeanReciprocalRank(Metric):\n"
-        "    def __call__(self, predictions: torch.Tensor, targets: torch.Tensor) -> float:\n"
-        "        total = 0.0\n        for scores, target in zip(predictions, targets):\n"
-        "            rank = (scores > scores[target]).sum().item() + 1\n"
-        "            total += 1.0 / rank\n        return total / len(targets)\n\n\n@torch.no_grad()\n"
-        "def evaluate(model, loader, device=\"cuda\"):\n    model.eval()\n"
-        "    all_scores, all_targets = [], []\n    for x, y in loader:\n"
-        "        all_scores.append(model(x.to(device)).cpu())\n        all_targets.append(y)\n"
-        "    mrr = MeanReciprocalRank()\n    return mrr(torch.cat(all_scores), torch.cat(all_targets))\n",
-        # a metric's `compute`, once per epoch: reads there are the result
-        "import torch\nfrom torchmetrics import Metric\n\n\nclass DistinctTokens(Metric):\n"
-        "    def __init__(self, device=\"cuda\"):\n        super().__init__()\n        self.seen = set()\n\n"
-        "    def compute(self, preds: torch.Tensor) -> None:\n        for row in preds:\n"
-        "            self.seen.update(x.item() for x in row)\n",
         # a field of a Lightning batch that is a list of captions, printed: no tensor
         "import torch\nfrom lightning.pytorch import LightningModule\n\nclass Captioner(LightningModule):\n"
         "    def training_step(self, batch, batch_idx):\n        images, captions = batch\n        print(captions)\n"
@@ -487,13 +469,6 @@ class HostDeviceSyncInLoop(Rule):
         "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
-        # a metric's `update`, which runs once per batch: one wait per token
-        Invalid(
-            "import torch\nfrom torchmetrics import Metric\n\n\nclass DistinctTokens(Metric):\n"
-            "    def __init__(self, device=\"cuda\"):\n        super().__init__()\n        self.seen = set()\n\n"
-            "    def update(self, preds: torch.Tensor) -> None:\n        for row in preds:\n"
-            "            self.seen.update(x.item() for x in row)\n"
-        ),
         # a gradient norm read per parameter on every step (`named_parameters()` yields tensors)
         Invalid(
             "import torch\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"

@@ -132,14 +132,6 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(")
 
     VALID = (
-        # an Ignite metric's `update`: Ignite runs it with grad off, so what it keeps has no graph
-        "import torch\nfrom ignite.metrics import Metric\n\n\nclass EmbeddingNorm(Metric):\n"
-        "    def __init__(self, encoder, device=\"cuda\"):\n        self.encoder = encoder\n"
-        "        super().__init__(device=device)\n\n    def reset(self):\n        self._sum = 0.0\n"
-        "        self._n = 0\n        self._kept = []\n\n    def update(self, output):\n"
-        "        y_pred, y = output\n        emb = self.encoder(y_pred)\n"
-        "        self._sum += emb.norm(dim=-1).sum()\n        self._kept.append(emb)\n"
-        "        self._n += y.shape[0]\n\n    def compute(self):\n        return self._sum / self._n\n",
         # the halves of embeddings computed before a grad-free loop (views of tensors already alive)
         "import torch\n\n\nclass Pipeline:\n    def encode_image(self, image):\n"
         "        image = self.feature_extractor(image, return_tensors=\"pt\").pixel_values\n"
