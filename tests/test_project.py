@@ -233,6 +233,48 @@ def test_an_override_runs_as_often_as_the_calls_made_on_its_own_class(tmp_path):
     assert [f for f in lint(tmp_path) if f[2] == "MEM501"] == [("inpaint.py", 6, "MEM501")]
 
 
+
+def test_an_override_a_class_mixes_in_beside_the_caller_runs_per_step(tmp_path):
+    """`MyPipe(TrainLoopMixin, CudaOffloadMixin)`: one sibling's step frees the hooks, the
+    other's `offload` answers, on the same instance."""
+    files = {name: text for name, text in SIBLINGS.items() if name != "pipes/prior.py"}
+    files["pipes/train.py"] = SIBLINGS["pipes/prior.py"].replace("Prior", "TrainLoopMixin")
+    files["pipes/model.py"] = """\
+        import torch
+        from pipes.train import TrainLoopMixin
+        from pipes.inpaint import Inpaint
+
+        class MyPipe(TrainLoopMixin, Inpaint):
+            pass
+        """
+    tree(tmp_path, files)
+    assert [f for f in lint(tmp_path) if f[2] == "MEM501"] == [("inpaint.py", 6, "MEM501")]
+
+
+def test_an_override_whose_class_also_overrides_the_caller_is_not_narrowed(tmp_path):
+    """`Inpaint.free_hooks` calls `super().free_hooks()` (no edge): its own step reaches its
+    `offload` every step through the base's method."""
+    files = dict(SIBLINGS)
+    files["pipes/inpaint.py"] = """\
+        import torch
+        from pipes.base import Pipeline
+
+        class Inpaint(Pipeline):
+            def free_hooks(self):
+                super().free_hooks()
+                self.mask_cache = None
+
+            def offload(self):
+                torch.cuda.empty_cache()
+
+            def training_step(self, batch, batch_idx):
+                self.free_hooks()
+                return batch
+        """
+    tree(tmp_path, files)
+    assert [f for f in lint(tmp_path) if f[2] == "MEM501"] == [("inpaint.py", 10, "MEM501")]
+
+
 LINEAGE = {
     "crit/__init__.py": "from .base import BaseCriterion\n",
     "crit/base.py": """\

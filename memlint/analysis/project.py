@@ -245,6 +245,9 @@ class Project:
         if not function[2]:
             return None  # module level: runs once
         klass, _, name = function[2].rpartition(".")
+        if instance is not None and instance != (*function[:2], klass) and \
+                self._method(instance[:2], instance[2], name) != function:
+            instance = None  # the class overrides it (its `super().m()` calls are not edges): not narrowed
         result = intrinsic_often(name, klass != "" and self._is_module(function[:2], klass))
         if result is None:
             result = combine({at_site(kind, self._often_of(caller, self._instance_of(function, through, instance)))
@@ -263,8 +266,10 @@ class Project:
         return owner if owner != through and through in self._mro(owner) else instance
 
     def _related(self, one: Ref, other: Ref) -> bool:
-        """An instance may be of both classes: one derives from the other."""
-        return one in self._mro(other) or other in self._mro(one)
+        """An instance may be of both classes: one derives from the other, or a project class
+        derives from both (a class mixing in two siblings)."""
+        return one in self._mro(other) or other in self._mro(one) or \
+            bool(set(self._subclasses_of(one)) & set(self._subclasses_of(other)))
 
     def _is_module(self, key: Tuple[str, str], klass: str) -> bool:
         """Whether the class `klass` of the module `key` is an nn.Module. A class its summary does

@@ -469,7 +469,9 @@ class Receivers:
 
     @staticmethod
     def _of_another_runtime(qualified: Optional[str]) -> bool:
-        return qualified is not None and qualified.split(".", 1)[0] in _OTHER_RUNTIMES
+        """Not `onnxruntime.training`: its `ORTModule` is a torch module that trains."""
+        return qualified is not None and qualified.split(".", 1)[0] in _OTHER_RUNTIMES and \
+            not qualified.startswith("onnxruntime.training")
 
     def _compiled_model_class(self, klass: cst.BaseExpression, seen: FrozenSet[str]) -> bool:
         """`klass` is a class of a compiled model (`_COMPILED_MODEL_CLASS`): imported, and

@@ -223,6 +223,15 @@ class CatInLoop(Rule):
             "            embs.append(text_encoder(tokenizer(batch).cuda())[0])\n"
             "        for i in range(len(embs)):\n            out = torch.cat([out, embs[i]])\n    return out\n"
         ),
+        # pseudo-labels picked over a data loader and fed to the student: collected over the data set
+        Invalid(
+            "import torch\n\n\ndef self_train(teacher, student, loader, opt):\n    teacher.eval()\n"
+            "    all_pseudo = torch.empty(0, dtype=torch.long, device=\"cuda\")\n    for batch in loader:\n"
+            "        ids = batch[\"input_ids\"].cuda()\n        with torch.no_grad():\n"
+            "            pseudo = teacher(ids).logits[:, 0].argmax(-1)\n        out = student(ids, labels=pseudo)\n"
+            "        out.loss.backward()\n        opt.step()\n        opt.zero_grad(set_to_none=True)\n"
+            "        all_pseudo = torch.cat([all_pseudo, pseudo])\n    return all_pseudo\n"
+        ),
         # predictions (an argmax) collected over a data set: not ids fed back to the model
         Invalid(
             "import torch\n\n@torch.no_grad()\ndef predict(model, loader, device):\n    model.eval()\n"
@@ -321,7 +330,7 @@ class CatInLoop(Rule):
         steps = self.facts.steps.does_step_work(loop)
         if not steps and not self._long(loop):
             return  # a loop of unknown length over a few items: nothing worth a rewrite
-        if steps and self._picked_tokens(growth.piece, loop):
+        if steps and not self.facts.steps.iterates_loader(loop) and self._picked_tokens(growth.piece, loop):
             return  # a decoding step's picked token ids: a few integers a step beside a forward
         reads = [use for use in facts.flow.uses if use.name == growth.name and not use.store
                  and use.node is not self._acc_node(growth)

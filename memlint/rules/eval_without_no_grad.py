@@ -782,6 +782,13 @@ class EvalWithoutNoGrad(Rule):
             "model = AutoModelForCausalLM.from_pretrained('gpt2', **kwargs)\nwith torch.no_grad():\n"
             "    for ids in test_batches:\n        print(float(model(ids).logits[0, -1].max()))\n",
         ),
+        # ONNX Runtime's `ORTModule` is a torch module (it trains): not another runtime's model
+        Invalid(
+            "import torch\nfrom onnxruntime.training.ortmodule import ORTModule\nfrom mynets import ResNet\n\n"
+            "net = ResNet()\nnet.load_state_dict(torch.load(\"resnet.pt\", map_location=\"cuda\"))\n"
+            "model = ORTModule(net.cuda())\nfor images, labels in test_loader:\n    logits = model(images.cuda())\n"
+            "    print((logits.argmax(1) == labels.cuda()).float().mean().item())\n"
+        ),
         # ... or by a call it is handed to, which may place it
         Invalid(
             "import torch\nfrom transformers import AutoModel\nfrom helpers import place\n"
