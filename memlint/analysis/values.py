@@ -636,6 +636,53 @@ class Values:
                 found.append((statement, added))
         return found
 
+    def from_loss_inputs(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Whether `expr`, in a method of a loss module, is (or is computed from, undetached) what
+        the module is handed to score: a model's outputs, which carry the graph its caller
+        backwards (`loss_inputs`)."""
+        func = self.tree.function_of(at)
+        scored = self.loss_inputs(func) if func is not None else frozenset()
+        return bool(scored) and self._traces(expr, at, _Trace(graph=True, through=scored))
+
+    def loss_inputs(self, func: cst.FunctionDef) -> FrozenSet[str]:
+        """The parameters of `func` that hold what a loss module scores, where `func` is the
+        `forward` of a class named `...Loss`, or a method of it that `forward` hands them to
+        (`self.update_memory_bank(output, idx)`). A parameter of `forward` counts when the loss
+        it returns is computed from it, it is annotated as nothing but a tensor, and it is no
+        index (`self.targets[idx]`: labels and positions carry no graph)."""
+        klass = self.tree.class_of(func)
+        if klass is None or not klass.name.value.endswith("Loss"):
+            return frozenset()
+        forward = next((m for m in klass.body.body if type(m) is cst.FunctionDef and m.name.value == "forward"), None)
+        if forward is None:
+            return frozenset()
+        scored = self._scored(forward)
+        if func is forward or not scored:
+            return scored
+        handed: Set[str] = set()
+        for call in self.scopes.calls_of(forward):
+            if self.scopes.resolve(call) is not func:
+                continue
+            params = [p.name.value for p in func.params.params[1:]]
+            for position, arg in enumerate(call.args):
+                name = arg.keyword.value if arg.keyword is not None else \
+                    params[position] if arg.star == "" and position < len(params) else None
+                if name is not None and self._traces(arg.value, call, _Trace(graph=True, through=scored)):
+                    handed.add(name)
+        return frozenset(handed)
+
+    def _scored(self, forward: cst.FunctionDef) -> FrozenSet[str]:
+        """The parameters of a loss module's `forward` that its loss is computed from (see
+        `loss_inputs`)."""
+        indices = {element.slice.value.value for node in self.tree.walk_scope(forward) if type(node) is cst.Subscript
+                   for element in node.slice if type(element.slice) is cst.Index
+                   and type(element.slice.value) is cst.Name}  # type: ignore[attr-defined]
+        summary = self._summary(forward)
+        return frozenset(
+            p.name.value for p in forward.params.params[1:]
+            if (p.annotation is None or last_part(dotted_name(p.annotation.annotation)) == "Tensor")
+            and p.name.value not in indices and summary.derivation.of({p.name.value}) & summary.returned)
+
     def kept_parameters(self, method: cst.FunctionDef) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
         """The parameters of a method that it appends to a list of its instance: still holding
         their graph, and as device tensors (for the summary other modules read)."""

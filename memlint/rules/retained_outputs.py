@@ -12,7 +12,7 @@ from memlint.analysis.often import BOUNDARY, INNER, STEP, intrinsic_often
 from memlint.analysis.tree import argument, dotted_name, last_part
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
-from memlint.rules._code import detach_before_move, show
+from memlint.rules._code import detach_before_move, detached, show
 
 _STORING = frozenset({"append", "extend", "insert", "appendleft"})
 # Methods that return a view of a tensor: no new memory
@@ -68,6 +68,10 @@ class RetainedOutputs(Rule):
     - a graph kept on the instance or in a list of the module by a function that runs on every
       step without a loop of its own: a trainer's step method called from the loop of another
       method, Ignite's process function (`self.history.append(loss)`);
+    - a tensor with its graph written into part of a buffer that outlives the step (a memory
+      bank, `bank[idx] = feats`) on every step, or by a loss module (a class named `...Loss`)
+      from the outputs it scores: the buffer joins the graph, and each write links the history
+      of the one before;
     - a model's output kept on the device on every iteration of a grad-free loop (predictions
       collected on the GPU, every sampling step kept), in a module that uses a device, when after
       the loop it is not used there: moved to the host (`torch.cat(preds).cpu()`), used only on
@@ -107,19 +111,24 @@ class RetainedOutputs(Rule):
     collection of tensors made before every loop around them that keep its items or views of
     them (`neg, pos = embeds.chunk(2)`, `item[0]`): those were all alive before the loop. Not
     an item the loop rebinds (`x = model(x)`), nor a batch's output walked row by row inside
-    the batch loop.
+    the batch loop. A buffer written under `no_grad` (MoCo's queue), or with detached values, a
+    model's own cache written in its `forward`, and one the code backwards through (per-part
+    outputs written into one tensor, then a loss of it), are not reported.
 
     ## Fix
     `.detach()` on the stored value, before `.cpu()` / `.to()` when it is moved; `.cpu()` for a
     device tensor kept by a grad-free loop. A list that is never emptied is only reported: empty
-    it once it is used (Lightning's `on_validation_epoch_end`).
+    it once it is used (Lightning's `on_validation_epoch_end`). `.detach()` on the value written
+    into a buffer.
 
     ## Fix safety
     `.detach()` is safe: the stored values are the same numbers; only their graph is dropped
     (not offered when the method that stores them also backwards). `.cpu()` is unsafe: the kept
     results move to the CPU, where later code may not expect them; it is offered only when the
     list starts empty, this is its only append, and after the loop it is only moved to the host
-    (or never read). Tuples and dicts of outputs are reported without a fix.
+    (or never read). Tuples and dicts of outputs are reported without a fix. `.detach()` on a
+    value written into a buffer is unsafe: code that reads the buffer in the same step gets no
+    gradient through it.
     """
 
     CODE = "MEM202"
@@ -127,11 +136,33 @@ class RetainedOutputs(Rule):
     MESSAGE = "an output with its autograd graph is stored in a container that outlives the loop"
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.PEAK_LOWER
-    # appends, and the calls that reach another module's method that appends (`acc.update(pred)`,
-    # `container.add(logits)`: memlint.analysis.project)
-    REQUIRES = ("append", "extend", "insert", ".update(", ".add(")
+    # appends, the calls that reach another module's method that appends (`acc.update(pred)`,
+    # `container.add(logits)`: memlint.analysis.project), and writes into part of a buffer
+    REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # a queue of keys written under no_grad (MoCo's enqueue)
+        "import torch\nfrom torch import nn\n\n\nclass QueueLoss(nn.Module):\n    def __init__(self, size, dim):\n"
+        "        super().__init__()\n        self.register_buffer(\"queue\", torch.randn(size, dim))\n        self.ptr = 0\n\n"
+        "    def forward(self, q, k):\n        logits = torch.cat([(q * k).sum(1, keepdim=True), q @ self.queue.t()], 1)\n"
+        "        loss = nn.functional.cross_entropy(logits / 0.07, torch.zeros(len(q), dtype=torch.long))\n"
+        "        self.enqueue(k)\n        return loss\n\n    @torch.no_grad()\n    def enqueue(self, keys):\n"
+        "        n = keys.shape[0]\n        self.queue[self.ptr:self.ptr + n] = keys\n"
+        "        self.ptr = (self.ptr + n) % self.queue.shape[0]\n",
+        # a model's cache of keys, written by its forward: the caller chose the grad mode
+        "import torch\n\n\nclass Attention(torch.nn.Module):\n    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.wk = torch.nn.Linear(dim, dim)\n        self.register_buffer(\"cache_k\", torch.zeros(1, 512, dim))\n\n"
+        "    def forward(self, x, start):\n        for _ in range(1):\n"
+        "            self.cache_k[:, start:start + x.shape[1]] = self.wk(x)\n"
+        "        return self.cache_k[:, :start + x.shape[1]]\n",
+        # outputs written into one tensor, then backwarded through it
+        "import torch\n\nfor x, y in loader:\n    x, y = x.cuda(), y.cuda()\n"
+        "    outs = torch.zeros(4, len(x), 10, device=\"cuda\")\n    for k in range(4):\n        outs[k] = model(x)\n"
+        "    loss = criterion(outs.mean(0), y)\n    loss.backward()\n",
+        # the bank keeps detached embeddings
+        "import torch\n\nbank = torch.zeros(50000, 128, device=\"cuda\")\nfor idx, x, y in loader:\n"
+        "    feats = model(x.cuda())\n    loss = criterion(feats, y.cuda())\n    optimizer.zero_grad()\n"
+        "    loss.backward()\n    optimizer.step()\n    bank[idx] = feats.detach()\n",
         # the halves of embeddings computed before a grad-free loop (views of tensors already alive)
         "import torch\n\n\nclass Pipeline:\n    def encode_image(self, image):\n"
         "        image = self.feature_extractor(image, return_tensors=\"pt\").pixel_values\n"
@@ -297,6 +328,37 @@ class RetainedOutputs(Rule):
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
+        # a loss module's memory bank (DeepCluster-v2): its input written undetached, every step;
+        # the indices it stores beside them carry no graph
+        Invalid(
+            "import torch\nfrom torch import nn\n\n\nclass ClusterLoss(nn.Module):\n    def __init__(self, size, dim):\n"
+            "        super().__init__()\n        self.register_buffer(\"bank\", torch.zeros(size, dim))\n"
+            "        self.register_buffer(\"bank_index\", torch.zeros(size).long())\n"
+            "        self.register_buffer(\"labels\", torch.zeros(size).long())\n        self.start = 0\n\n"
+            "    def forward(self, output, idx):\n        output = nn.functional.normalize(output, dim=1)\n"
+            "        loss = nn.functional.cross_entropy(output @ self.centroids.t(), self.labels[idx])\n"
+            "        self.remember(output, idx)\n        return loss\n\n    def remember(self, emb, idx):\n"
+            "        n = len(idx)\n        self.bank_index[self.start:self.start + n] = idx\n"
+            "        self.bank[self.start:self.start + n] = emb\n        self.start += n\n",
+            "import torch\nfrom torch import nn\n\n\nclass ClusterLoss(nn.Module):\n    def __init__(self, size, dim):\n"
+            "        super().__init__()\n        self.register_buffer(\"bank\", torch.zeros(size, dim))\n"
+            "        self.register_buffer(\"bank_index\", torch.zeros(size).long())\n"
+            "        self.register_buffer(\"labels\", torch.zeros(size).long())\n        self.start = 0\n\n"
+            "    def forward(self, output, idx):\n        output = nn.functional.normalize(output, dim=1)\n"
+            "        loss = nn.functional.cross_entropy(output @ self.centroids.t(), self.labels[idx])\n"
+            "        self.remember(output, idx)\n        return loss\n\n    def remember(self, emb, idx):\n"
+            "        n = len(idx)\n        self.bank_index[self.start:self.start + n] = idx\n"
+            "        self.bank[self.start:self.start + n] = emb.detach()\n        self.start += n\n",
+        ),
+        # a training loop's memory bank, written with the batch's features
+        Invalid(
+            "import torch\n\nbank = torch.zeros(50000, 128, device=\"cuda\")\nfor idx, x, y in loader:\n"
+            "    feats = model(x.cuda())\n    loss = criterion(feats, y.cuda())\n    optimizer.zero_grad()\n"
+            "    loss.backward()\n    optimizer.step()\n    bank[idx] = feats\n",
+            "import torch\n\nbank = torch.zeros(50000, 128, device=\"cuda\")\nfor idx, x, y in loader:\n"
+            "    feats = model(x.cuda())\n    loss = criterion(feats, y.cuda())\n    optimizer.zero_grad()\n"
+            "    loss.backward()\n    optimizer.step()\n    bank[idx] = feats.detach()\n",
+        ),
         # the item rebound to a model's output: a new tensor each iteration
         Invalid(
             "import torch\n\n\n@torch.no_grad()\ndef denoise(model, frames):\n    cleaned = []\n"
@@ -545,6 +607,46 @@ class RetainedOutputs(Rule):
             use = facts.values.use_after_loop(loop, container.value)
             if values and use is not None and self._outlives_loop(node, container, dotted):
                 self._device_kept(node, container, values, use)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) == 1 and type(node.targets[0].target) is cst.Subscript:
+            self._written_into_buffer(node, node.targets[0].target)  # type: ignore[arg-type]
+
+    def _written_into_buffer(self, node: cst.Assign, target: cst.Subscript) -> None:
+        """`self.bank[a:b] = emb`: a tensor with its autograd graph written into part of a tensor
+        that outlives the step (a memory bank). The buffer joins the graph, and each write links
+        the history of the write before it, so the chain grows for as long as the buffer lives.
+        Written on every step of a loop or a step function, or by a loss module from the outputs
+        it is handed to score."""
+        facts = self.facts
+        bank = _root(target)
+        if bank is None or facts.regions.grad_enabled(node) is False or not facts.syncs.is_tensor(bank, node):
+            return
+        dotted = dotted_name(bank) or ""
+        root = dotted.split(".")[0]
+        value = node.value
+        scope = facts.tree.scope_of(node)
+        if root == "self" and facts.values.from_loss_inputs(value, node):
+            where = "the loss module writes what it scores (a model's outputs)"
+        else:
+            loops = facts.tree.loops_around(node)
+            region = loops[0] if loops else self._step_function(node, dotted)
+            if region is None or not facts.device_code or not facts.regions.grad_enabled(node) or facts.in_model_code(node) or \
+                    not facts.values.carries_grad(value, node) or loops and not self._outlives_loop(node, bank, dotted):
+                return
+            if type(bank) is cst.Name and facts.values.leaves_scope(scope, {root}, besides=node):
+                return  # handed on: a caller may backward through it
+            where = "this loop writes a tensor with its autograd graph" if loops else \
+                f"`{region.name.value}`, run on every step, writes a tensor with its autograd graph"  # type: ignore[attr-defined]
+        if facts.values.reaches_backward(scope, {root, dotted}) or \
+                type(bank) is not cst.Name and facts.values.attribute_backwarded(dotted):
+            return  # backwarded through the buffer on purpose
+        fix = Fix((Replace(value, detached(value)),), Safety.UNSAFE,
+                  f"store `{show(detached(value))}` (unsafe: no gradient reaches the stored values through `{dotted}`)")
+        self.report(node, (
+            f"{where} into `{dotted}`, which outlives the step: the buffer joins the graph, and each write links "
+            f"the autograd history of the one before, so it grows for as long as `{dotted}` lives (a backward "
+            f"through it later fails); store `{show(detached(value))}`"), fix)
 
     def _piece_of_an_item(self, value: cst.BaseExpression, loop: cst.CSTNode, depth: int = 0) -> bool:
         """`value` is an item of the collection a grad-free loop walks, or a view of one
