@@ -10,7 +10,7 @@ import libcst as cst
 from memlint.analysis.requirement import SINCE, exists_test
 from memlint.analysis.torchapi import checked_first
 from memlint.analysis.torchnames import Reference
-from memlint.analysis.tree import dotted_name
+from memlint.analysis.tree import TreeIndex, dotted_name, last_part
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.torch_target import TorchVersion
@@ -103,7 +103,8 @@ class DeprecatedCudaAmpApi(Rule):
     `torch.cuda.amp.custom_fwd` and `torch.cuda.amp.custom_bwd` (also imported with
     `from torch.cuda.amp import ...`), each at its call site; also `torch.cuda.amp.autocast` or
     `GradScaler` handed on uncalled, to be called later (`autocast = torch.cuda.amp.autocast if
-    fp16 else nullcontext`, then `with autocast():`), where it is picked.
+    fp16 else nullcontext`, then `with autocast():`; `functools.partial(torch.cuda.amp.autocast,
+    dtype=...)`), where it is picked.
 
     ## Why is this bad?
     Since torch 2.4 they are deprecated aliases of `torch.amp.autocast("cuda", ...)`,
@@ -248,6 +249,11 @@ class DeprecatedCudaAmpApi(Rule):
             "    autocast = torch.cuda.amp.autocast if config.use_fp16 else nullcontext\n"
             "    for x in loader:\n        with autocast():\n            loss = model(x)\n"
         ),
+        # ... and handed to a partial (bark's `funcy.partial`), called later
+        Invalid(
+            "import functools\nimport torch\n\nautocast = functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)\n"
+            "with autocast():\n    loss = model(x)\n"
+        ),
     )
 
     def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
@@ -268,7 +274,7 @@ class DeprecatedCudaAmpApi(Rule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         """`torch.cuda.amp.autocast if use_fp16 else nullcontext`: the API handed on, to be called
         later (`with autocast():`), where it warns all the same."""
-        if node.attr.value in _HANDED and _handed_on(node, self.facts.tree.parent(node)) and \
+        if node.attr.value in _HANDED and _handed_on(node, self.facts.tree.parent(node), self.facts.tree) and \
                 self.facts.names.qualified_name(node) == f"{_OLD}.{node.attr.value}":
             self._report(node)
 
@@ -308,7 +314,7 @@ class DeprecatedCudaAmpApi(Rule):
             for reference in self.facts.references(f"{_OLD}.{api}"):
                 called = reference.call is not None
                 bare = isinstance(reference.parent, cst.Decorator) and api in _DECORATORS or \
-                    api in _HANDED and _handed_on(reference.node, reference.parent)
+                    api in _HANDED and _handed_on(reference.node, reference.parent, self.facts.tree)
                 if (called or bare) and not self._compatibility(reference, api):
                     sites.append(_Site(reference, api))
         by_head: Dict[str, List[_Site]] = {}
@@ -395,12 +401,18 @@ class DeprecatedCudaAmpApi(Rule):
         )
 
 
-def _handed_on(node: cst.CSTNode, parent: Optional[cst.CSTNode]) -> bool:
+def _handed_on(node: cst.CSTNode, parent: Optional[cst.CSTNode], tree: TreeIndex) -> bool:
     """The API is a value bound or picked to be called later: a branch of a conditional
-    expression (`torch.cuda.amp.autocast if fp16 else nullcontext`) or the value of an
-    assignment (`autocast = torch.cuda.amp.autocast`). Not a type tested with `isinstance`."""
+    expression (`torch.cuda.amp.autocast if fp16 else nullcontext`), the value of an
+    assignment (`autocast = torch.cuda.amp.autocast`), or what a partial will call
+    (`functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`, funcy's alike). Not a
+    type tested with `isinstance`."""
     if isinstance(parent, cst.IfExp):
         return parent.body is node or parent.orelse is node
+    if isinstance(parent, cst.Arg):
+        call = tree.parent(parent)
+        return type(call) is cst.Call and call.args[0] is parent and parent.keyword is None and \
+            last_part(dotted_name(call.func)) == "partial"  # type: ignore[attr-defined]
     return isinstance(parent, cst.Assign) and parent.value is node
 
 
