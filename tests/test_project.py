@@ -1052,3 +1052,65 @@ def test_a_warm_run_after_another_module_changed_gives_what_a_cold_run_gives(tmp
     assert after != before
     assert lint(tmp_path / "src", cache=cache) == after
     assert lint(tmp_path / "src", cache=cache) == after  # and once more, from what that run kept
+
+
+_CONTEXTS = {
+    "pkg/__init__.py": "",
+    "pkg/utils.py": """\
+        import contextlib
+        import torch
+
+
+        @contextlib.contextmanager
+        def torch_autocast(device_type="cuda", **kwargs):
+            with torch.amp.autocast(device_type=device_type, **kwargs):
+                yield
+
+
+        @contextlib.contextmanager
+        def quiet():
+            with torch.inference_mode(), torch.no_grad():
+                yield
+        """,
+    "pkg/train.py": """\
+        import torch
+        from pkg.utils import torch_autocast, quiet
+
+
+        def train(model, loader, optimizer, params):
+            for x, y in loader:
+                with torch_autocast(enabled=params.use_fp16):
+                    loss = model(x.cuda()).sum()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        def sample(model, x, steps):
+            model.eval()
+            with quiet():
+                for _ in range(steps):
+                    x = model(x.cuda())
+            return x
+        """,
+}
+
+
+def test_a_context_manager_of_another_module_is_the_no_grad_or_autocast_it_enters(tmp_path):
+    """icefall's `torch_autocast(...)` is a float16 autocast on CUDA unless told otherwise, and
+    bark's `_inference_mode()` turns grad off: the project's summary of the wrapper says so."""
+    tree(tmp_path, _CONTEXTS)
+    found = {(name, code) for name, _, code in lint(tmp_path)}
+    assert ("train.py", "MEM401") in found  # backwarded under the wrapper's float16, no GradScaler
+    assert ("train.py", "MEM203") not in found  # the sampler runs under the wrapper's inference_mode
+
+
+def test_a_context_manager_told_another_device_or_dtype_is_that_autocast(tmp_path):
+    files = dict(_CONTEXTS)
+    files["pkg/train.py"] = files["pkg/train.py"].replace(
+        "torch_autocast(enabled=params.use_fp16)", "torch_autocast(dtype=torch.bfloat16)")
+    tree(tmp_path, files)
+    assert "MEM401" not in {code for _, _, code in lint(tmp_path)}
+    files["pkg/train.py"] = files["pkg/train.py"].replace("torch_autocast(dtype=torch.bfloat16)", 'torch_autocast("cpu")')
+    tree(tmp_path, files)
+    assert "MEM401" not in {code for _, _, code in lint(tmp_path)}

@@ -443,6 +443,14 @@ class ProjectView:
             return found is not None and (found.returns_graph if graph else found.returns_output)
         return self._ask(f"returns-{'graph' if graph else 'output'} {dotted}", answer, False, False)  # type: ignore[return-value]
 
+    def context(self, dotted: str) -> Optional[List[str]]:
+        """What the project's `@contextmanager` function `dotted` enters around its `yield`
+        (memlint.analysis.regions.Regions.context_of); None when nothing known."""
+        def answer(project: Project) -> Optional[List[str]]:
+            found = project.function(self.root, dotted)
+            return list(found.context) if found is not None and found.context else None
+        return self._ask(f"context {dotted}", answer, None, None)  # type: ignore[return-value]
+
     def empties_cache(self, dotted: str) -> bool:
         """Whether the project's function `dotted` does nothing but empty the allocator's cache
         (memlint.analysis.cache)."""

@@ -37,6 +37,7 @@ MEM201, MEM202, MEM203, MEM206 (`grad_enabled`; MEM203 `flops_counted` too), MEM
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -53,7 +54,10 @@ from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, argument, dotted_name, last_part, literal_bool, walk
 
 _GRAD_OFF = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
-                       "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"})
+                       "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+                       # MONAI's `with eval_mode(net):` puts the nets in eval mode and turns grad off
+                       "monai.networks.eval_mode", "monai.networks.utils.eval_mode"})
+_CONTEXT_MANAGER = frozenset({"contextlib.contextmanager", "contextmanager"})
 GRAD_SET = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
                        "torch.autograd.grad_mode.set_grad_enabled"})
 _GRAD_ON = frozenset({"torch.enable_grad", "torch.autograd.enable_grad",
@@ -118,9 +122,12 @@ class Regions:
         self._flop_counting_withs: Set[int] = set()  # `with FlopCounterMode():`
         self._toggles: Set[int] = set()  # scopes with a bare set_grad_enabled(...) statement
         self._memo_enabled: Dict[int, Optional[bool]] = {}
+        self._calls_entered: List[Tuple[cst.With, cst.WithItem]] = []  # `with f(...):` of no known API
         for node in scopes.withs:
             for item in node.items:
                 self._region(node, item)
+        for node, item in self._calls_entered:  # once every region a wrapper's body may hold is known
+            self._wrapped(node, item)
         for call in scopes.calls:
             statement = tree.parent(call)
             if type(statement) is cst.Expr and type(tree.parent(statement)) is cst.SimpleStatementLine and \
@@ -165,10 +172,61 @@ class Regions:
             accumulate = Region(node, item, "accumulate", None)
             self.accumulate_regions.append(accumulate)
             self._accumulate_withs.add(id(node))
+        elif qualified is None or self.project.knows(qualified):
+            self._calls_entered.append((node, item))
         if region is not None:
             self.grad_regions.append(region)
             if id(node) not in self._grad_region_of or region.grad_enabled is not None:
                 self._grad_region_of[id(node)] = region
+
+    def _wrapped(self, node: cst.With, item: cst.WithItem) -> None:
+        """`with _inference_mode():`, `with torch_autocast(enabled=fp16):`: a context manager of
+        this module or of the project that enters no_grad or an autocast around its `yield`
+        (`context_of`) is that region here."""
+        call: cst.Call = item.item  # type: ignore[assignment]
+        func = self.scopes.resolve(call)
+        if func is not None:
+            context: Optional[Sequence[str]] = self.context_of(func)
+        else:
+            dotted = self.names.absolute_name(dotted_name(call.func)) if type(call.func) in (cst.Name, cst.Attribute) else None
+            context = self.project.context(dotted) if self.project.knows(dotted) else None  # type: ignore[arg-type]
+        if not context:
+            return
+        if context[0] == "no_grad":
+            region = Region(node, item, "no_grad", False)
+            self.grad_regions.append(region)
+            self._grad_region_of[id(node)] = region
+        elif context[0] == "autocast":
+            self.autocasts.append(self._autocast(node, item, _autocast_call(context, call), context[1]))
+
+    def context_of(self, func: cst.FunctionDef) -> Tuple[str, ...]:
+        """What a `@contextmanager` function enters around every `yield` it makes: ("no_grad",)
+        when grad is off there; ("autocast", API, its arguments, the function's parameters),
+        each a JSON list of code, for the autocast around the first; () for anything else."""
+        if not any(self.names.qualified_name(d.decorator) in _CONTEXT_MANAGER or
+                   last_part(dotted_name(d.decorator)) == "contextmanager" for d in func.decorators):
+            return ()
+        yields = [n for n in self.tree.walk_scope(func) if type(n) is cst.Yield]
+        if not yields:
+            return ()
+        if all(self.region_at(y) is not None and self.grad_enabled(y) is False for y in yields):
+            return ("no_grad",)
+        by_with = {id(a.region.node): a for a in self.autocasts}  # (`autocast_at` caches: regions are still being found)
+        autocasts = [next((by_with[id(w)] for w in self.tree.ancestors(y) if id(w) in by_with), None) for y in yields]
+        if None in autocasts:
+            return ()
+        first: Autocast = autocasts[0]  # type: ignore[assignment]
+        api = self.names.call_name(first.call)
+        if api not in _AUTOCAST:
+            return ()
+        code = cst.Module([]).code_for_node
+        args = [[arg.star, arg.keyword.value if arg.keyword is not None else "", code(arg.value)]
+                for arg in first.call.args]
+        params = [[p.name.value, p.star if isinstance(p.star, str) else "", code(p.default) if p.default else ""]
+                  for p in (*func.params.params, *func.params.kwonly_params)]
+        if isinstance(func.params.star_kwarg, cst.Param):
+            params.append([func.params.star_kwarg.name.value, "**", ""])
+        return ("autocast", api, json.dumps(args), json.dumps(params))
 
     def _autocast_partial(self, func: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
         """`self.amp_autocast` in `with self.amp_autocast():`, where the module binds it to
@@ -645,3 +703,41 @@ def _modes_named(test: cst.BaseExpression, params: Set[str]) -> List[Tuple[str, 
     if len(named) != len(values) or not all(isinstance(v, str) for v in named):
         return []
     return [(left.value, value) for value in named]  # type: ignore[attr-defined]
+
+
+def _autocast_call(context: Sequence[str], call: cst.Call) -> cst.Call:
+    """The autocast call a wrapper (`Regions.context_of`) makes when it is called as `call`:
+    its parameters bound to `call`'s arguments (or their defaults), `**kwargs` to the keywords
+    that name no parameter."""
+    args, params = json.loads(context[2]), json.loads(context[3])
+    named = [name for name, star, _ in params if not star]
+    given: Dict[str, cst.BaseExpression] = {}
+    extra: List[cst.Arg] = []
+    for position, arg in enumerate(a for a in call.args if a.keyword is None and not a.star):
+        if position < len(named):
+            given[named[position]] = arg.value
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value in named:
+                given[arg.keyword.value] = arg.value
+            else:
+                extra.append(arg)
+    defaults = {name: default for name, star, default in params if default}
+    splat = {name for name, star, _ in params if star == "**"}
+    made: List[cst.Arg] = []
+    for star, keyword, code in args:
+        if star == "**" and code in splat:
+            made.extend(extra)
+            continue
+        if star:
+            continue  # `*args` handed on: not known here
+        if code in given:
+            value = given[code]
+        elif code in named:
+            if code not in defaults:
+                continue
+            value = cst.parse_expression(defaults[code])
+        else:
+            value = cst.parse_expression(code)
+        made.append(cst.Arg(value, keyword=cst.Name(keyword) if keyword else None))
+    return cst.Call(cst.Name("autocast"), made)

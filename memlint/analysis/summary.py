@@ -8,8 +8,8 @@ file's text, and read by memlint.analysis.project:
   `pkg/__init__.py` imports it from `.metrics`) is followed to its definition;
 - `functions` and `classes` (module level; a class with its bases as this module names them,
   whether it is known here to be an nn.Module, and its methods): for each function, its
-  parameters and what it does with them (`FunctionSummary`), and for a `forward` the modes it
-  computes without grad;
+  parameters and what it does with them (`FunctionSummary`), for a `forward` the modes it
+  computes without grad, and for a context manager the no_grad or autocast it enters;
 - `saves`: the module's `torch.save` calls that name their file, whether they write from the
   CPU and what objects they write (memlint.analysis.checkpoints);
 - `calls`: every call of a function of the project (this module's, or one it imports from a
@@ -49,19 +49,21 @@ class FunctionSummary:
     accumulates_graph: Tuple[str, ...] = ()  # parameters added with their graph into a sum the instance keeps
     empties_cache: bool = False  # does nothing but empty the allocator's cache (memlint.analysis.cache)
     quiet_modes: Tuple[str, ...] = ()  # a forward's modes run without grad, `mode=inference` (Regions.quiet_modes)
+    context: Tuple[str, ...] = ()  # a context manager's no_grad or autocast around its yield (Regions.context_of)
 
     def to_json(self) -> list:
         return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
-                self.returns_output, list(self.accumulates_graph), self.empties_cache, list(self.quiet_modes)]
+                self.returns_output, list(self.accumulates_graph), self.empties_cache, list(self.quiet_modes),
+                list(self.context)]
 
     @classmethod
     def from_json(cls, data: list) -> "FunctionSummary":
         params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph, empties_cache, \
-            quiet_modes = data
+            quiet_modes, context = data
         if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache)):
             raise ValueError("not a function summary")
         return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output,
-                   _names(accumulates_graph), empties_cache, _names(quiet_modes))
+                   _names(accumulates_graph), empties_cache, _names(quiet_modes), _names(context))
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,8 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     for statement in module.body:
         if isinstance(statement, cst.FunctionDef) and imported:
             functions[statement.name.value] = replace(_function(facts, statement),
-                                                      empties_cache=only_empties_cache(statement, names.call_name))
+                                                      empties_cache=only_empties_cache(statement, names.call_name),
+                                                      context=facts.regions.context_of(statement))
         elif isinstance(statement, cst.ClassDef):
             bases = tuple(base for base in (_base_name(facts, b.value) for b in statement.bases) if base)
             methods = {s.name.value: _function(facts, s) if imported else FunctionSummary(_params(s))

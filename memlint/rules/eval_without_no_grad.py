@@ -138,7 +138,8 @@ class EvalWithoutNoGrad(Rule):
     makes under no_grad, or one that keeps or hands on what it computes.
 
     ## When it is not reported
-    A warm-up: a forward of made-up inputs whose result is dropped, outside any loop of its
+    Under a context manager of the module or of the project that turns grad off around its
+    `yield` (`with _inference_mode():`), or MONAI's `eval_mode`. A warm-up: a forward of made-up inputs whose result is dropped, outside any loop of its
     function (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy
     input per call. An inference script whose models are loaded by `from_pretrained(...)` with nothing that
     places them (no `device_map`, no quantized load) and handed to no call but one that writes
@@ -211,6 +212,15 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
 
     VALID = (
+        # a context manager of the module that turns grad off around its yield (bark's `_inference_mode`)
+        "import contextlib\nimport torch\n\n\n@contextlib.contextmanager\ndef _inference_mode():\n"
+        "    with torch.inference_mode(), torch.no_grad():\n        yield\n\n\ndef generate(model, x, n):\n"
+        "    model.eval()\n    with _inference_mode():\n        for _ in range(n):\n            x = model(x.cuda())\n"
+        "    return x\n",
+        # MONAI's `eval_mode` puts the net in eval mode and turns grad off
+        "import torch\nfrom monai.networks.utils import eval_mode\n\n\ndef validate(model, loader):\n"
+        "    scores = []\n    with eval_mode(model):\n        for x in loader:\n"
+        "            scores.append(model(x.cuda()).detach().cpu())\n    return scores\n",
         # the outputs go to a model's method that trains (test-time adaptation): no evaluation
         "import torch\n\n\ndef evaluate(model, loader, device):\n    model.eval()\n"
         "    for x, y in loader:\n        out = model(x.to(device))\n"

@@ -36,7 +36,9 @@ class Fp16AutocastWithoutGradScaler(Rule):
     torch.float16`, a table of dtypes indexed by a setting, `getattr(torch, name)`): on the GPUs
     or settings where the run picks float16, it runs with no scaler. The autocast may be bound
     to a name first and entered by it (`ctx = nullcontext() if cpu else torch.amp.autocast(...)`,
-    then `with ctx:`).
+    then `with ctx:`), or entered through a `@contextmanager` function of the module or the
+    project that wraps one (`with torch_autocast(enabled=fp16):`, its parameters bound to the
+    call's arguments).
 
     ## Why is this bad?
     The backward of float16 operations runs in float16, whose smallest value is about 6e-8:
@@ -180,6 +182,15 @@ class Fp16AutocastWithoutGradScaler(Rule):
         "        loss = layer(x).mean()\n    with pytest.raises(RuntimeError):\n        loss.backward()\n    opt.step()\n",
     )
     INVALID = (
+        # a context manager of the module entering CUDA's autocast (float16 by default)
+        Invalid(
+            "import contextlib\nimport torch\n\n\n@contextlib.contextmanager\n"
+            "def torch_autocast(device_type=\"cuda\", **kwargs):\n"
+            "    with torch.amp.autocast(device_type=device_type, **kwargs):\n        yield\n\n\n"
+            "def train(model, loader, optimizer, use_fp16):\n    for x, y in loader:\n"
+            "        with torch_autocast(enabled=use_fp16):\n            loss = model(x.cuda()).sum()\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
+        ),
         # a scaler made in `__init__` that no backward goes through: the fix uses it
         Invalid(
             "import torch\nclass Trainer:\n    def __init__(self, model, optimizer):\n        self.model = model\n"
