@@ -78,11 +78,16 @@ DETACHING_METHODS = frozenset(SCALAR_METHODS | {
     "append", "extend", "insert", "update", "keys", "values", "items", "requires_grad_",
     "argsort", "argwhere", "multinomial", "unique", "bincount", "histc", "bucketize", "searchsorted",
     "floor_divide", "is_nonzero", "equal", "allclose", "isclose", "any", "all",
+    "new_tensor", "new_zeros", "new_ones", "new_full", "new_empty",  # fresh tensors, shaped or typed alike
 })
 # Calls returning (values, indices): an unpacked element may be the indices, which carry no graph.
 _VALUES_INDICES = frozenset({"max", "min", "topk", "sort", "kthvalue", "median", "mode", "nanmedian",
                              "cummax", "cummin"})
-DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad"})
+DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad", "indices"})
+# integer and boolean tensor types: a cast to one ends the graph (`out.to(torch.long)`)
+INTEGER_DTYPES = frozenset({"torch.long", "torch.int", "torch.int64", "torch.int32", "torch.int16", "torch.int8",
+                            "torch.uint8", "torch.bool", "torch.short", "torch.LongTensor", "torch.IntTensor",
+                            "torch.BoolTensor", "torch.cuda.LongTensor", "torch.cuda.IntTensor"})
 # A model's output field named as a metric that counts or compares (`out["accuracy"]`, `outputs.correct`):
 # computed through argmax or a comparison, it carries no graph, whatever the rest of the output does.
 _METRIC_FIELD = re.compile(r"^(acc|accuracy|(n|num)_?correct|correct|top\d+(_acc(uracy)?)?|precision|recall|f1)$")
@@ -92,6 +97,8 @@ _NON_DIFF_TORCH = frozenset({
     "torch.argsort", "torch.multinomial", "torch.unique", "torch.bincount", "torch.bucketize",
     "torch.searchsorted", "torch.equal", "torch.allclose", "torch.isclose", "torch.any", "torch.all",
     "torch.no_grad", "torch.inference_mode", "torch.count_nonzero", "torch.numel", "torch.is_tensor",
+    "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.full_like", "torch.rand_like",
+    "torch.randn_like", "torch.randint_like",
 })
 # torch functions whose result is a tensor computed from their arguments
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
@@ -125,6 +132,18 @@ class _Trace:
 
     graph: bool
     through: FrozenSet[str] = frozenset()
+
+
+def _indices_of(node: cst.Subscript) -> bool:
+    """`out.max(1)[1]`, `torch.topk(out, 5)[1]`: the indices a values-and-indices call returns."""
+    value = node.value
+    if type(value) is not cst.Call or len(node.slice) != 1:
+        return False
+    func = value.func  # type: ignore[attr-defined]
+    if (func.attr.value if type(func) is cst.Attribute else last_part(dotted_name(func))) not in _VALUES_INDICES:
+        return False
+    index = node.slice[0].slice
+    return type(index) is cst.Index and type(index.value) is cst.Integer and index.value.value == "1"  # type: ignore[attr-defined]
 
 
 def _moves_off_device(call: cst.Call) -> bool:
@@ -217,13 +236,15 @@ class Values:
         while stack:
             node = stack.pop()
             if isinstance(node, cst.Name):
-                if node.value in trace.through or self._name_traces(node.value, at, trace):
+                if node.value in trace.through and self._as_given(node.value, at) or \
+                        self._name_traces(node.value, at, trace):
                     return True
             elif isinstance(node, cst.Attribute):
                 if node.attr.value not in DETACHING_ATTRIBUTES:
                     stack.append(node.value)
             elif isinstance(node, cst.Subscript):
-                stack.append(node.value)
+                if not _indices_of(node):
+                    stack.append(node.value)
             elif isinstance(node, cst.Call):
                 if self._call_traces(node, at, stack, trace):
                     return True
@@ -246,6 +267,12 @@ class Values:
                 stack.append(node.value)
             # constants, comparisons, f-strings, lambdas, comprehensions: no graph (or unknown)
         return False
+
+    def _as_given(self, name: str, at: cst.CSTNode) -> bool:
+        """`name` holds, at `at`, what its function was handed: it is not bound again on the way
+        (`k = k.detach()`)."""
+        binds = self.scopes.in_effect(name, at)
+        return bool(binds) and all(b.kind == "param" for b in binds)
 
     def _recording(self, call: cst.Call, trace: "_Trace") -> bool:
         return not trace.graph or self.regions.grad_enabled(call) is True and not self.in_a_quiet_mode(call)
@@ -300,7 +327,9 @@ class Values:
         if self.project_callee(call) is not None:
             return self._returned_by_another_module(call, trace)
         if isinstance(func, cst.Attribute):
-            if func.attr.value in DETACHING_METHODS or (not trace.graph and _moves_off_device(call)):
+            if func.attr.value in DETACHING_METHODS or (not trace.graph and _moves_off_device(call)) or \
+                    func.attr.value in ("to", "type") and any(
+                        self.names.qualified_name(a.value) in INTEGER_DTYPES for a in call.args):
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
         return False
@@ -645,11 +674,9 @@ class Values:
         return bool(scored) and self._traces(expr, at, _Trace(graph=True, through=scored))
 
     def loss_inputs(self, func: cst.FunctionDef) -> FrozenSet[str]:
-        """The parameters of `func` that hold what a loss module scores, where `func` is the
-        `forward` of a class named `...Loss`, or a method of it that `forward` hands them to
-        (`self.update_memory_bank(output, idx)`). A parameter of `forward` counts when the loss
-        it returns is computed from it, it is annotated as nothing but a tensor, and it is no
-        index (`self.targets[idx]`: labels and positions carry no graph)."""
+        """The parameters of `func` that hold what a loss module scores (`_scored`), where
+        `func` is the `forward` of a class named `...Loss`, or a method of it that `forward`
+        hands them to (`self.update_memory_bank(output, idx)`)."""
         klass = self.tree.class_of(func)
         if klass is None or not klass.name.value.endswith("Loss"):
             return frozenset()
@@ -672,16 +699,16 @@ class Values:
         return frozenset(handed)
 
     def _scored(self, forward: cst.FunctionDef) -> FrozenSet[str]:
-        """The parameters of a loss module's `forward` that its loss is computed from (see
-        `loss_inputs`)."""
-        indices = {element.slice.value.value for node in self.tree.walk_scope(forward) if type(node) is cst.Subscript
-                   for element in node.slice if type(element.slice) is cst.Index
-                   and type(element.slice.value) is cst.Name}  # type: ignore[attr-defined]
+        """The parameter of a loss module's `forward` that holds the model's outputs: the first
+        after `self` (`forward(self, output, target)`; targets, labels, indices and a MoCo
+        loss's keys, computed without grad by its caller, come after it), when the loss it
+        returns is computed from it, and it is annotated as nothing but a tensor."""
+        params = forward.params.params[1:2]
         summary = self._summary(forward)
         return frozenset(
-            p.name.value for p in forward.params.params[1:]
+            p.name.value for p in params
             if (p.annotation is None or last_part(dotted_name(p.annotation.annotation)) == "Tensor")
-            and p.name.value not in indices and summary.derivation.of({p.name.value}) & summary.returned)
+            and summary.derivation.of({p.name.value}) & summary.returned)
 
     def kept_parameters(self, method: cst.FunctionDef) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
         """The parameters of a method that it appends to a list of its instance: still holding

@@ -111,9 +111,14 @@ class RetainedOutputs(Rule):
     collection of tensors made before every loop around them that keep its items or views of
     them (`neg, pos = embeds.chunk(2)`, `item[0]`): those were all alive before the loop. Not
     an item the loop rebinds (`x = model(x)`), nor a batch's output walked row by row inside
-    the batch loop. A buffer written under `no_grad` (MoCo's queue), or with detached values, a
-    model's own cache written in its `forward`, and one the code backwards through (per-part
-    outputs written into one tensor, then a loss of it), are not reported.
+    the batch loop. A buffer written under `no_grad` (MoCo's queue), with detached values or
+    through `.data`, a model's own cache written in its `forward`, a step's own buffer made on
+    every call, a loss module's buffer it cuts from the graph on every step (`self.memory =
+    self.memory.detach()`), and one the code backwards through (per-part outputs written into
+    one tensor, then a loss of it) are not reported; a loss module's output is the first
+    argument of its `forward` (the labels, indices or keys after it carry no graph). A bank
+    made before the loop that the loop's own loss reads is reported: the next backward reaches
+    into the graph the last one freed.
 
     ## Fix
     `.detach()` on the stored value, before `.cpu()` / `.to()` when it is moved; `.cpu()` for a
@@ -159,6 +164,31 @@ class RetainedOutputs(Rule):
         "import torch\n\nfor x, y in loader:\n    x, y = x.cuda(), y.cuda()\n"
         "    outs = torch.zeros(4, len(x), 10, device=\"cuda\")\n    for k in range(4):\n        outs[k] = model(x)\n"
         "    loss = criterion(outs.mean(0), y)\n    loss.backward()\n",
+        # a loss that detaches what it scores before it keeps it, beside the labels it is handed
+        "import torch\nfrom torch import nn\n\n\nclass CrossBatchLoss(nn.Module):\n    def __init__(self, size, dim):\n"
+        "        super().__init__()\n        self.register_buffer(\"feats\", torch.zeros(size, dim))\n"
+        "        self.register_buffer(\"targets\", torch.zeros(size))\n        self.ptr = 0\n\n"
+        "    def forward(self, embeddings, labels):\n        n = embeddings.shape[0]\n"
+        "        pos = labels.unsqueeze(1) == self.targets.unsqueeze(0)\n"
+        "        loss = -((embeddings @ self.feats.t()) * pos).sum() / n\n        embeddings = embeddings.detach()\n"
+        "        self.feats[self.ptr:self.ptr + n] = embeddings\n        self.targets[self.ptr:self.ptr + n] = labels\n"
+        "        return loss\n",
+        # a bank cut from its graph on every step, through which this step's loss is backwarded
+        "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\nclass BankLoss(nn.Module):\n"
+        "    def __init__(self, size, dim):\n        super().__init__()\n        self.register_buffer(\"memory\", torch.zeros(size, dim))\n\n"
+        "    def forward(self, feats, index):\n        self.memory = self.memory.detach()\n"
+        "        self.memory[index] = F.normalize(feats, dim=1)\n        return F.cross_entropy(feats @ self.memory.t(), index)\n",
+        # written through `.data`, and the indices of the top scores: neither links a graph
+        "import torch\n\nbank = torch.zeros(50000, 128, device=\"cuda\")\ntop = torch.zeros(50000, 5, device=\"cuda\")\n"
+        "for idx, x, y in loader:\n    feats = model(x.cuda())\n    loss = criterion(feats, y.cuda())\n    optimizer.zero_grad()\n"
+        "    loss.backward()\n    optimizer.step()\n    bank.data[idx] = feats\n    top[idx] = feats.topk(5, dim=1)[1]\n",
+        # a step's own buffer, made on every call of the step function
+        "import torch\nimport torch.nn.functional as F\n\n\ndef train_step(model, optimizer, x, y):\n"
+        "    logits = torch.zeros(x.shape[0], 10, device=\"cuda\")\n    optimizer.zero_grad()\n"
+        "    for xs, ys, rows in zip(x.chunk(4), y.chunk(4), torch.arange(x.shape[0]).chunk(4)):\n"
+        "        out = model(xs)\n        (F.cross_entropy(out, ys) / 4).backward()\n        logits[rows] = out\n"
+        "    optimizer.step()\n    return (logits.argmax(1) == y).float().mean().item()\n\n\n"
+        "def fit(model, optimizer, loader):\n    for x, y in loader:\n        train_step(model, optimizer, x.cuda(), y.cuda())\n",
         # the bank keeps detached embeddings
         "import torch\n\nbank = torch.zeros(50000, 128, device=\"cuda\")\nfor idx, x, y in loader:\n"
         "    feats = model(x.cuda())\n    loss = criterion(feats, y.cuda())\n    optimizer.zero_grad()\n"
@@ -349,6 +379,14 @@ class RetainedOutputs(Rule):
             "        self.remember(output, idx)\n        return loss\n\n    def remember(self, emb, idx):\n"
             "        n = len(idx)\n        self.bank_index[self.start:self.start + n] = idx\n"
             "        self.bank[self.start:self.start + n] = emb.detach()\n        self.start += n\n",
+        ),
+        # a memory bank the loss reads, written undetached on every step (NPID): the next backward
+        # reaches into the last step's freed graph
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n\nmemory = F.normalize(torch.randn(50000, 128, device=\"cuda\"), dim=1)\n"
+            "for idx, x, y in loader:\n    feats = F.normalize(model(x.cuda()), dim=1)\n    loss = nce(feats, memory, idx)\n"
+            "    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()\n"
+            "    memory[idx] = F.normalize(memory[idx] * 0.5 + feats * 0.5, dim=1)\n"
         ),
         # a training loop's memory bank, written with the batch's features
         Invalid(
@@ -620,26 +658,32 @@ class RetainedOutputs(Rule):
         it is handed to score."""
         facts = self.facts
         bank = _root(target)
-        if bank is None or facts.regions.grad_enabled(node) is False or not facts.syncs.is_tensor(bank, node):
-            return
+        if bank is None or type(bank) is cst.Attribute and bank.attr.value == "data" or \
+                facts.regions.grad_enabled(node) is False or not facts.syncs.is_tensor(bank, node):
+            return  # (a write through `.data` links no graph)
         dotted = dotted_name(bank) or ""
         root = dotted.split(".")[0]
         value = node.value
         scope = facts.tree.scope_of(node)
+        loops = facts.tree.loops_around(node)
         if root == "self" and facts.values.from_loss_inputs(value, node):
+            klass = facts.tree.class_of(facts.tree.function_of(node))  # type: ignore[arg-type]
+            if klass is not None and self._rebound_by_methods(klass, dotted):
+                return  # (`self.memory = self.memory.detach()` each step: the chain is cut there)
             where = "the loss module writes what it scores (a model's outputs)"
         else:
-            loops = facts.tree.loops_around(node)
             region = loops[0] if loops else self._step_function(node, dotted)
             if region is None or not facts.device_code or not facts.regions.grad_enabled(node) or facts.in_model_code(node) or \
                     not facts.values.carries_grad(value, node) or loops and not self._outlives_loop(node, bank, dotted):
                 return
-            if type(bank) is cst.Name and facts.values.leaves_scope(scope, {root}, besides=node):
-                return  # handed on: a caller may backward through it
+            if type(bank) is cst.Name and (facts.values.leaves_scope(scope, {root}, besides=node) or
+                                           self._made_per_step(bank, node)):
+                return  # handed on (a caller may backward through it), or made anew on every step
             where = "this loop writes a tensor with its autograd graph" if loops else \
                 f"`{region.name.value}`, run on every step, writes a tensor with its autograd graph"  # type: ignore[attr-defined]
-        if facts.values.reaches_backward(scope, {root, dotted}) or \
-                type(bank) is not cst.Name and facts.values.attribute_backwarded(dotted):
+        if (facts.values.reaches_backward(scope, {root, dotted}) or
+                type(bank) is not cst.Name and facts.values.attribute_backwarded(dotted)) and \
+                not self._backwarded_across_steps(bank, node, loops):
             return  # backwarded through the buffer on purpose
         fix = Fix((Replace(value, detached(value)),), Safety.UNSAFE,
                   f"store `{show(detached(value))}` (unsafe: no gradient reaches the stored values through `{dotted}`)")
@@ -647,6 +691,31 @@ class RetainedOutputs(Rule):
             f"{where} into `{dotted}`, which outlives the step: the buffer joins the graph, and each write links "
             f"the autograd history of the one before, so it grows for as long as `{dotted}` lives (a backward "
             f"through it later fails); store `{show(detached(value))}`"), fix)
+
+    def _rebound_by_methods(self, klass: cst.ClassDef, dotted: str) -> bool:
+        """A method of `klass` other than `__init__` binds `self.<buffer>` anew (not an item)."""
+        return any(type(target.target) is cst.Attribute and dotted_name(target.target) == dotted
+                   for method in klass.body.body if type(method) is cst.FunctionDef and method.name.value != "__init__"
+                   for assign in self.facts.scopes.assigns_of(method) for target in assign.targets)
+
+    def _made_per_step(self, bank: cst.Name, at: cst.CSTNode) -> bool:
+        """`bank` is bound in a function that runs on every step (a step's own buffer, made on
+        every call), not before the loop that runs the steps."""
+        facts = self.facts
+        func = facts.tree.function_of(at)
+        return func is not None and facts.steps.function_how_often(func) in (STEP, INNER) and any(
+            b.kind == "assign" for b in facts.scopes.bindings(func, bank.value))
+
+    def _backwarded_across_steps(self, bank: cst.BaseExpression, at: cst.CSTNode, loops: List[cst.CSTNode]) -> bool:
+        """The buffer is read into a loss that the loop itself backwards, and was made before
+        that loop (NPID's memory bank): a backward on the next step reaches back into the graph
+        the last step's write freed, and fails; it is no gradient wanted through the buffer."""
+        facts = self.facts
+        if not loops or type(bank) is not cst.Name:
+            return False
+        outermost = loops[-1]
+        return facts.roles.backwards_in(outermost) and not any(
+            facts.tree.contains(outermost, b.node) for b in facts.scopes.bindings_seen(bank.value, at))
 
     def _piece_of_an_item(self, value: cst.BaseExpression, loop: cst.CSTNode, depth: int = 0) -> bool:
         """`value` is an item of the collection a grad-free loop walks, or a view of one
