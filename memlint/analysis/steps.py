@@ -606,7 +606,8 @@ def _fills_cache(branch: cst.CSTNode, tree: TreeIndex) -> bool:
     of the fill (`self.mask = None` after its use: then the fill runs on every call)."""
     if type(branch) is not cst.If:
         return False
-    parts = [(part, _tested_for_none(part)) for part in _alternatives(branch.test)]  # type: ignore[attr-defined]
+    shared = _module_names(tree.scope_of(branch), tree)
+    parts = [(part, _tested_for_none(part, shared)) for part in _alternatives(branch.test)]  # type: ignore[attr-defined]
     tested = {name for _, name in parts if name is not None}
     if not tested or not all(name is not None or _reads(part, tested) for part, name in parts):
         return False
@@ -626,15 +627,25 @@ def _alternatives(test: cst.BaseExpression) -> List[cst.BaseExpression]:
     return [test]
 
 
-def _tested_for_none(test: cst.BaseExpression) -> Optional[str]:
-    """The attribute `test` finds empty: `self.mask is None` -> "self.mask"."""
+def _tested_for_none(test: cst.BaseExpression, shared: FrozenSet[str]) -> Optional[str]:
+    """The attribute, or the name of the module (`shared`), that `test` finds empty:
+    `self.mask is None` -> "self.mask"; `_ENGINE is None` under `global _ENGINE`, a singleton
+    made on first use. A local name tested so is an argument's default, filled on every call."""
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
             isinstance(test.comparisons[0].operator, cst.Is) and \
             isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
         name = dotted_name(test.left)
-        if name is not None and "." in name:
+        if name is not None and ("." in name or name in shared):
             return name
     return None
+
+
+def _module_names(scope: cst.CSTNode, tree: TreeIndex) -> FrozenSet[str]:
+    """The names a function declares `global` or `nonlocal`: those it binds outlive its call."""
+    if type(scope) is not cst.FunctionDef:
+        return frozenset()
+    return frozenset(name.name.value for node in tree.walk_scope(scope) if type(node) in (cst.Global, cst.Nonlocal)
+                     for name in node.names)  # type: ignore[attr-defined]
 
 
 def _reads(test: cst.BaseExpression, attributes: Set[str]) -> bool:

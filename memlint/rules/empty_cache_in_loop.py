@@ -112,6 +112,13 @@ class EmptyCacheInLoop(Rule):
     REQUIRES = ("empty_cache",)
 
     VALID = (
+        # a singleton made on first use: the builder runs once, whatever calls the getter
+        "import torch\n\n_ENGINE = None\n\n\ndef build_engine(model):\n    engine = compile_engine(model)\n"
+        "    torch.cuda.empty_cache()\n    return engine\n\n\n"
+        "def get_engine(model):\n    global _ENGINE\n    if _ENGINE is None:\n        _ENGINE = build_engine(model)\n"
+        "    return _ENGINE\n\n\ndef train(model, loader, optimizer):\n    for batch in loader:\n"
+        "        engine = get_engine(model)\n        loss = model(batch).mean()\n        loss.backward()\n"
+        "        optimizer.step()\n        optimizer.zero_grad()\n",
         # once per epoch
         "import torch\nfor epoch in range(10):\n    for x, y in loader:\n        model(x).sum().backward()\n"
         "        opt.step()\n    torch.cuda.empty_cache()\n",
@@ -186,6 +193,15 @@ class EmptyCacheInLoop(Rule):
         "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n    sample_images(pipe, vae, prompts)\n",
     )
     INVALID = (
+        # ... but a local name tested for None is an argument's default, filled on every call
+        Invalid(
+            "import torch\n\n_ENGINE = None\n\n\ndef build_engine(model):\n    engine = compile_engine(model)\n"
+            "    torch.cuda.empty_cache()\n    return engine\n\n\n"
+            "def get_engine(model, engine=None):\n    if engine is None:\n        engine = build_engine(model)\n"
+            "    return engine\n\n\ndef train(model, loader, optimizer):\n    for batch in loader:\n"
+            "        engine = get_engine(model)\n        loss = model(batch).mean()\n        loss.backward()\n"
+            "        optimizer.step()\n        optimizer.zero_grad()\n"
+        ),
         # a pipeline's settings bound every step; the pipeline itself runs every 500 steps
         Invalid(
             "import functools\nimport torch\nfor step, batch in enumerate(loader):\n    model(batch.cuda()).sum().backward()\n"
