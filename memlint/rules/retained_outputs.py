@@ -100,6 +100,8 @@ class RetainedOutputs(Rule):
 
     ## When it is not reported
     Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`),
+    the `append` of an object of another library's class (MONAI's `CumulativeAverage` keeps a
+    running sum),
     collected inside a forward or loss function that returns them, already detached ones,
     `generate()` results, outputs of a model compiled for a runtime off the CUDA GPU (optimum's
     Neuron, OpenVINO or IPEX inference models record no graph), values moved to the CPU in a grad-free loop, lists emptied at epoch end,
@@ -189,6 +191,10 @@ class RetainedOutputs(Rule):
         "        out = model(xs)\n        (F.cross_entropy(out, ys) / 4).backward()\n        logits[rows] = out\n"
         "    optimizer.step()\n    return (logits.argmax(1) == y).float().mean().item()\n\n\n"
         "def fit(model, optimizer, loader):\n    for x, y in loader:\n        train_step(model, optimizer, x.cuda(), y.cuda())\n",
+        # MONAI's CumulativeAverage keeps a running sum of what it is given, not a list
+        "import torch\nfrom monai.metrics import CumulativeAverage\n\n\n@torch.no_grad()\ndef validate(model, loader):\n"
+        "    run_loss = CumulativeAverage()\n    for x, y in loader:\n        loss = criterion(model(x.cuda()), y.cuda())\n"
+        "        run_loss.append(loss)\n    return run_loss.aggregate().cpu()\n",
         # the bank keeps detached embeddings
         "import torch\n\nbank = torch.zeros(50000, 128, device=\"cuda\")\nfor idx, x, y in loader:\n"
         "    feats = model(x.cuda())\n    loss = criterion(feats, y.cuda())\n    optimizer.zero_grad()\n"
@@ -625,7 +631,8 @@ class RetainedOutputs(Rule):
             container, values = _root(func.value), [node.args[-1]]
         else:  # `acc.update(pred)`: a method of this module that appends its argument to `self`
             container, values = func.value, facts.values.kept_arguments(node, graph=grad)
-        if container is None or not values:
+        if container is None or not values or storing and type(container) is cst.Name and \
+                self._library_object(container, node):
             return
         dotted = dotted_name(container) or ""
         if self._never_emptied(node, dotted):
@@ -691,6 +698,18 @@ class RetainedOutputs(Rule):
             f"{where} into `{dotted}`, which outlives the step: the buffer joins the graph, and each write links "
             f"the autograd history of the one before, so it grows for as long as `{dotted}` lives (a backward "
             f"through it later fails); store `{show(detached(value))}`"), fix)
+
+    def _library_object(self, container: cst.Name, at: cst.CSTNode) -> bool:
+        """`container` is an object of a class another library defines (MONAI's
+        `CumulativeAverage()`): what its `append` keeps is that class's business (a running
+        sum, a detached copy), not a list's."""
+        binds = [b for b in self.facts.scopes.bindings_seen(container.value, at) if b.kind != "append"]
+        names = self.facts.names
+        return bool(binds) and all(
+            b.kind == "assign" and type(b.value) is cst.Call and last_part(dotted_name(b.value.func))[:1].isupper()
+            and (names.call_name(b.value) or "").partition(".")[0] not in ("", "collections", "typing", "torch")
+            and not self.facts.project.knows(names.call_name(b.value))  # type: ignore[arg-type]
+            for b in binds)
 
     def _rebound_by_methods(self, klass: cst.ClassDef, dotted: str) -> bool:
         """A method of `klass` other than `__init__` binds `self.<buffer>` anew (not an item)."""
