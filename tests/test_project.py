@@ -1114,3 +1114,54 @@ def test_a_context_manager_told_another_device_or_dtype_is_that_autocast(tmp_pat
     files["pkg/train.py"] = files["pkg/train.py"].replace("torch_autocast(dtype=torch.bfloat16)", 'torch_autocast("cpu")')
     tree(tmp_path, files)
     assert "MEM401" not in {code for _, _, code in lint(tmp_path)}
+
+
+_INFERENCE_METHODS = {
+    "pkg/__init__.py": "",
+    "pkg/models.py": """\
+        import torch
+
+
+        class GNN(torch.nn.Module):
+            def forward(self, x):
+                return self.lin(x)
+
+            @torch.no_grad()
+            def inference(self, loader, device):
+                return torch.cat([self(x.to(device)) for x in loader])
+        """,
+    "pkg/factory.py": """\
+        from pkg.models import GNN
+
+
+        def get_model(name):
+            return GNN()
+        """,
+    "pkg/bench.py": """\
+        import torch
+        from pkg.factory import get_model
+
+        model = get_model("gnn").to("cuda")
+        model.eval()
+        for loader in loaders:
+            model.inference(loader, "cuda")
+        """,
+}
+
+
+def test_a_method_every_class_of_the_project_runs_without_grad_records_nothing(tmp_path):
+    """PyG's models decorate `inference` with `@torch.no_grad()`: a model from a factory is
+    one of them, whichever it is (a script's own class, which nothing imports, cannot be). A
+    class of the package that defines `inference` with grad on may be the one."""
+    other = """\
+        import torch
+
+
+        class Decoder(torch.nn.Module):
+            def inference(self, loader, device):
+                return [self(x.to(device)) for x in loader]
+        """
+    tree(tmp_path, {**_INFERENCE_METHODS, "pkg/script.py": other})
+    assert ("bench.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path)}
+    tree(tmp_path, {"pkg/other.py": other, "pkg/__init__.py": "from pkg.other import Decoder\n"})
+    assert ("bench.py", "MEM203") in {(name, code) for name, _, code in lint(tmp_path)}

@@ -98,6 +98,7 @@ class Project:
         self._incoming: Optional[Dict[Ref, List[Incoming]]] = None
         self._subclasses: Optional[Dict[Tuple[str, str, str], List[Tuple[str, str, str]]]] = None
         self._device_called: Optional[Set[Tuple[str, str]]] = None
+        self._grad_off_methods: Optional[FrozenSet[str]] = None
 
     # -- finding things --------------------------------------------------------------------
     def _module(self, root: str, name: str) -> Optional[Tuple[str, str]]:
@@ -201,6 +202,22 @@ class Project:
         if not method:
             return summary.functions.get(klass)
         return summary.classes[klass].methods.get(method)
+
+    def grad_off_method(self, name: str) -> bool:
+        """Whether every class of the project's importable modules that defines a method `name`
+        decorates it to run without grad (PyG's `@torch.no_grad() def inference`): called on a
+        model whose class the caller cannot tell, it is one of those (a script's own model
+        class, which no other module imports, cannot be)."""
+        if self._grad_off_methods is None:
+            flags: Dict[str, Set[bool]] = {}
+            for key in sorted(self._modules):
+                if key[1] not in self.imported:
+                    continue
+                for klass in self._modules[key].classes.values():
+                    for method, summary in klass.methods.items():
+                        flags.setdefault(method, set()).add(summary.grad_off)
+            self._grad_off_methods = frozenset(method for method, seen in flags.items() if seen == {True})
+        return name in self._grad_off_methods
 
     def external_often(self, root: str, module: str, qualified: str) -> Optional[str]:
         """How often the function `qualified` of `module` runs per step because code in other
@@ -450,6 +467,11 @@ class ProjectView:
             found = project.function(self.root, dotted)
             return list(found.context) if found is not None and found.context else None
         return self._ask(f"context {dotted}", answer, None, None)  # type: ignore[return-value]
+
+    def grad_off_method(self, name: str) -> bool:
+        """Whether every class of the project that defines a method `name` runs it without grad
+        (memlint.analysis.project.Project.grad_off_method)."""
+        return self._ask(f"grad-off-method {name}", lambda p: p.grad_off_method(name), False, False)  # type: ignore[return-value]
 
     def empties_cache(self, dotted: str) -> bool:
         """Whether the project's function `dotted` does nothing but empty the allocator's cache

@@ -8,8 +8,9 @@ file's text, and read by memlint.analysis.project:
   `pkg/__init__.py` imports it from `.metrics`) is followed to its definition;
 - `functions` and `classes` (module level; a class with its bases as this module names them,
   whether it is known here to be an nn.Module, and its methods): for each function, its
-  parameters and what it does with them (`FunctionSummary`), for a `forward` the modes it
-  computes without grad, and for a context manager the no_grad or autocast it enters;
+  parameters and what it does with them (`FunctionSummary`), whether it is decorated to run
+  without grad, for a `forward` the modes it computes without grad, and for a context manager
+  the no_grad or autocast it enters;
 - `saves`: the module's `torch.save` calls that name their file, whether they write from the
   CPU and what objects they write (memlint.analysis.checkpoints);
 - `calls`: every call of a function of the project (this module's, or one it imports from a
@@ -50,20 +51,21 @@ class FunctionSummary:
     empties_cache: bool = False  # does nothing but empty the allocator's cache (memlint.analysis.cache)
     quiet_modes: Tuple[str, ...] = ()  # a forward's modes run without grad, `mode=inference` (Regions.quiet_modes)
     context: Tuple[str, ...] = ()  # a context manager's no_grad or autocast around its yield (Regions.context_of)
+    grad_off: bool = False  # decorated to run without grad (`@torch.no_grad()`)
 
     def to_json(self) -> list:
         return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
                 self.returns_output, list(self.accumulates_graph), self.empties_cache, list(self.quiet_modes),
-                list(self.context)]
+                list(self.context), self.grad_off]
 
     @classmethod
     def from_json(cls, data: list) -> "FunctionSummary":
         params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph, empties_cache, \
-            quiet_modes, context = data
-        if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache)):
+            quiet_modes, context, grad_off = data
+        if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache, grad_off)):
             raise ValueError("not a function summary")
         return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output,
-                   _names(accumulates_graph), empties_cache, _names(quiet_modes), _names(context))
+                   _names(accumulates_graph), empties_cache, _names(quiet_modes), _names(context), grad_off)
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     """The summary of the module `facts` describes (its name: `facts.project.name`), from what
     it alone says; `imported`: another module of the project imports it, so its functions may
     be called there (a module nobody imports has no callers elsewhere, only overrides of
-    what its classes' bases call: their names and parameters are all it needs)."""
+    what its classes' bases call: their names, parameters and grad mode are all it needs)."""
     module = facts.module
     names = facts.names
     functions: Dict[str, FunctionSummary] = {}
@@ -187,7 +189,8 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
                                                       context=facts.regions.context_of(statement))
         elif isinstance(statement, cst.ClassDef):
             bases = tuple(base for base in (_base_name(facts, b.value) for b in statement.bases) if base)
-            methods = {s.name.value: _function(facts, s) if imported else FunctionSummary(_params(s))
+            methods = {s.name.value: _function(facts, s) if imported else
+                       FunctionSummary(_params(s), grad_off=facts.regions.grad_enabled_by_decorator(s) is False)
                        for s in statement.body.body if isinstance(s, cst.FunctionDef)}
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods)
@@ -263,7 +266,7 @@ def _params(func: cst.FunctionDef) -> Tuple[str, ...]:
 
 
 def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
-    summary = _what_it_does(facts, func)
+    summary = replace(_what_it_does(facts, func), grad_off=facts.regions.grad_enabled_by_decorator(func) is False)
     if func.name.value == "forward":
         summary = replace(summary, quiet_modes=facts.regions.quiet_modes(func))
     return summary

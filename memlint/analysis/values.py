@@ -275,7 +275,26 @@ class Values:
         return bool(binds) and all(b.kind == "param" for b in binds)
 
     def _recording(self, call: cst.Call, trace: "_Trace") -> bool:
-        return not trace.graph or self.regions.grad_enabled(call) is True and not self.in_a_quiet_mode(call)
+        return not trace.graph or self.regions.grad_enabled(call) is True and not self.in_a_quiet_mode(call) \
+            and not self.runs_without_grad(call)
+
+    def runs_without_grad(self, forward: cst.Call) -> bool:
+        """The method a forward calls is decorated to run without grad (`@torch.no_grad() def
+        inference`): in a class of this module, or in every class of the project that defines
+        one by that name (a model from a factory: `model.inference(loader)`)."""
+        func = forward.func
+        if type(func) is not cst.Attribute:
+            return False
+        name = func.attr.value
+        return name in self._grad_off_methods or self._imports_project and self.project.grad_off_method(name)
+
+    @cached_property
+    def _grad_off_methods(self) -> FrozenSet[str]:
+        """The names of the methods this module's classes decorate to run without grad."""
+        regions = self.regions
+        return frozenset(method.name.value for klass in self.scopes.classes.values()
+                         for method in klass.body.body
+                         if type(method) is cst.FunctionDef and regions.grad_enabled_by_decorator(method) is False)
 
     @per_node
     def in_a_quiet_mode(self, forward: cst.Call) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import cached_property
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple, Union
 
 import libcst as cst
@@ -1111,7 +1110,7 @@ class EvalWithoutNoGrad(Rule):
         if type(node) is cst.GeneratorExp and not self._consumed_here(node):
             return  # a generator kept for later (or wrapped lazily: `map`, `enumerate`) runs where it is consumed
         forwards = [call for call in expression_nodes(node.elt) if type(call) is cst.Call and
-                    facts.roles.is_forward(call) and not self._runs_without_grad(call)]  # type: ignore[arg-type]
+                    facts.roles.is_forward(call) and not self.facts.values.runs_without_grad(call)]  # type: ignore[arg-type]
         if not forwards or facts.regions.grad_enabled(node) is not True or facts.values.requires_grad_off:
             return
         line = facts.tree.statement_around(node)
@@ -1178,7 +1177,7 @@ class EvalWithoutNoGrad(Rule):
         leaves = [leaf for target in node.targets for leaf in leaf_targets(target.target)]
         names = {leaf.value for leaf in leaves if type(leaf) is cst.Name}  # type: ignore[attr-defined]
         scope = facts.tree.scope_of(loop)
-        if not names or any(type(leaf) is not cst.Name for leaf in leaves) or self._runs_without_grad(forward) or \
+        if not names or any(type(leaf) is not cst.Name for leaf in leaves) or self.facts.values.runs_without_grad(forward) or \
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
                 self._leaves_by_the_side(loop, forward) or _few_literal(loop) or facts.per_step(node) is None:
             return  # (how often, asked last: it may go to the project)
@@ -1218,20 +1217,6 @@ class EvalWithoutNoGrad(Rule):
                 if not (type(parent) is cst.Call and parent.func is node):  # type: ignore[attr-defined]
                     return True  # `model.aux_loss`, read, not called
         return False
-
-    def _runs_without_grad(self, forward: cst.Call) -> bool:
-        """The method the forward calls is decorated to run without grad (`@torch.no_grad()
-        def inference`), in a class of this module that defines it."""
-        func = forward.func
-        return type(func) is cst.Attribute and func.attr.value in self._no_grad_methods
-
-    @cached_property
-    def _no_grad_methods(self) -> FrozenSet[str]:
-        """The names of the methods this module's classes decorate to run without grad."""
-        regions = self.facts.regions
-        return frozenset(method.name.value for klass in self.facts.scopes.classes.values()
-                         for method in klass.body.body
-                         if type(method) is cst.FunctionDef and regions.grad_enabled_by_decorator(method) is False)
 
     def _finding(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
         """The grad-recording forwards this evaluation loop runs (helpers followed), with the
@@ -1295,7 +1280,7 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         found = [(call, site) for call, site in facts.roles.forwards_in(loop, recording=True)
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True
-                 and not self._runs_without_grad(call) and not facts.values.in_a_quiet_mode(call)
+                 and not facts.values.runs_without_grad(call) and not facts.values.in_a_quiet_mode(call)
                  and not facts.regions.flops_counted(call)
                  and not self._warms_up(call)]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
