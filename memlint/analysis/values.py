@@ -206,8 +206,10 @@ class Values:
         method or torch function that ends the graph returns (`out.argmax(1)`, `loss.item()`,
         `torch.eq(a, b)`), a comparison, a tuple of those, or a name bound only to those."""
         kind = type(expr)
-        if kind is cst.Comparison:
+        if kind is cst.Comparison or kind is cst.Integer or kind is cst.Float:
             return True
+        if kind is cst.BinaryOperation:  # `out.size(0) / x.size(0)`
+            return self.graphless(expr.left, at, depth) and self.graphless(expr.right, at, depth)  # type: ignore[attr-defined]
         if kind is cst.Tuple or kind is cst.List:
             return all(type(e) is cst.Element and self.graphless(e.value, at, depth) for e in expr.elements)  # type: ignore[attr-defined]
         if kind is cst.Call:
@@ -417,7 +419,7 @@ class Values:
             if trace.graph and self.regions.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
             if not bind.whole and isinstance(bind.value, cst.Call) and (
-                    last_part(dotted_name(bind.value.func)) in _VALUES_INDICES):
+                    last_part(dotted_name(bind.value.func)) in _VALUES_INDICES or self._graphless_element(bind)):
                 continue  # `_, predicted = out.max(1)`: do not guess which element it is
             if self._traces(bind.value, bind.node, trace) or trace.graph and self._backwarded_binding(bind):
                 result = True
@@ -425,6 +427,27 @@ class Values:
         self._in_progress.discard(key)
         self._memo_grad[key] = result
         return result
+
+    def _graphless_element(self, bind: Binding) -> bool:
+        """`out, _, ratio = model(data)`, where every `return` of the `forward` of the model's
+        class (in this module) gives a tuple whose element there carries no graph
+        (`ratio = out.size(0) / x.size(0)`, a Python float)."""
+        call: cst.Call = bind.value  # type: ignore[assignment]
+        target = bind.node.targets[0].target if type(bind.node) is cst.Assign and len(bind.node.targets) == 1 else None  # type: ignore[attr-defined]
+        if type(target) not in (cst.Tuple, cst.List) or not self.roles.is_forward(call):
+            return False
+        elements = target.elements  # type: ignore[union-attr]
+        position = next((i for i, e in enumerate(elements) if type(e) is cst.Element and type(e.value) is cst.Name
+                         and e.value.value == bind.name), None)
+        klass = self.scopes.classes.get(self.roles.receivers.constructor_of(call.func) or "")
+        forward = next((m for m in klass.body.body if type(m) is cst.FunctionDef and m.name.value == "forward"),
+                       None) if klass is not None else None
+        if position is None or forward is None or any(type(e) is not cst.Element for e in elements):
+            return False
+        returns = [node for node in self.tree.walk_scope(forward) if type(node) is cst.Return]
+        return bool(returns) and all(
+            type(ret.value) is cst.Tuple and len(ret.value.elements) == len(elements)  # type: ignore[attr-defined]
+            and self.graphless(ret.value.elements[position].value, ret) for ret in returns)  # type: ignore[attr-defined]
 
     def _backwarded_binding(self, bind: Binding) -> bool:
         """`loss = step_loss(batch)`, a call memlint cannot see into, whose value a backward of

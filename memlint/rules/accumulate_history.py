@@ -92,7 +92,9 @@ class AccumulateHistory(Rule):
     returning the sum from a loss function (`compute_loss`, `training_step`, `forward`), values
     already ended with `.item()`, `float()` or `.detach()`, a field of a model's output named
     as a metric that counts or compares (`out["accuracy"]`, `outputs.correct`: computed through
-    an argmax or a comparison, it has no graph), and anything under
+    an argmax or a comparison, it has no graph), an element of a model's output that its
+    class's `forward` returns as a Python number (`out, ratio = model(x)`, with `ratio =
+    out.size(0) / x.size(0)`), and anything under
     `torch.no_grad()` / `inference_mode()`, in a helper decorated with them, or in a function
     whose every call site in the module runs without grad (`self(...)` calls `__call__`). A
     method that backwards what it is given, or whose sum a backward reads (a helper that
@@ -115,6 +117,11 @@ class AccumulateHistory(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # the element of the model's output it sums is a Python float (PyG's pooling ratio)
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        out = self.pool(self.conv(x))\n"
+        "        ratio = out.size(0) / x.size(0)\n        return self.lin(out), ratio\n\n\nmodel = Net().cuda()\n\n\n"
+        "def test(loader):\n    model.eval()\n    total = 0\n    for x in loader:\n        out, kept = model(x.cuda())\n"
+        "        total += kept\n    return total / len(loader)\n",
         # the sum goes to a model's method that backwards it after the loop
         "import torch\n\n\ndef run(model, loader, device):\n    total = 0\n"
         "    for x, y in loader:\n        total += model(x.to(device)).sum()\n"
@@ -234,6 +241,13 @@ class AccumulateHistory(Rule):
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
     )
     INVALID = (
+        # ... but the other element is a tensor with its graph
+        Invalid(
+            "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        out = self.pool(self.conv(x))\n"
+            "        ratio = out.size(0) / x.size(0)\n        return self.lin(out), out.mean()\n\n\nmodel = Net().cuda()\n\n\n"
+            "def test(loader):\n    model.eval()\n    total = 0\n    for x in loader:\n        out, kept = model(x.cuda())\n"
+            "        total += kept\n    return total / len(loader)\n"
+        ),
         # a metric's name read inside a loss is no metric: `acc` here is an acceleration
         Invalid(
             "import torch\nimport torch.nn.functional as F\ndef validate(model, loader):\n    model.eval()\n"
