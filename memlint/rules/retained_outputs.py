@@ -54,6 +54,20 @@ def _bounded(value: cst.BaseExpression) -> bool:
     return maxlen is not None and not (type(maxlen.value) is cst.Name and maxlen.value.value == "None")
 
 
+# a loss module keeping a memory bank of its inputs (DeepCluster-v2's), beside the indices
+_CLUSTER_LOSS = (
+    "import torch\nfrom torch import nn\n\n\nclass ClusterLoss(nn.Module):\n    def __init__(self, size, dim):\n"
+    "        super().__init__()\n        self.register_buffer(\"bank\", torch.zeros(size, dim))\n"
+    "        self.register_buffer(\"bank_index\", torch.zeros(size).long())\n"
+    "        self.register_buffer(\"labels\", torch.zeros(size).long())\n        self.start = 0\n\n"
+    "    def forward(self, output, idx):\n        output = nn.functional.normalize(output, dim=1)\n"
+    "        loss = nn.functional.cross_entropy(output @ self.centroids.t(), self.labels[idx])\n"
+    "        self.remember(output, idx)\n        return loss\n\n    def remember(self, emb, idx):\n"
+    "        n = len(idx)\n        self.bank_index[self.start:self.start + n] = idx\n"
+    "        self.bank[self.start:self.start + n] = emb\n        self.start += n\n"
+)
+
+
 class RetainedOutputs(Rule):
     """
     ## What it does
@@ -366,26 +380,7 @@ class RetainedOutputs(Rule):
     INVALID = (
         # a loss module's memory bank (DeepCluster-v2): its input written undetached, every step;
         # the indices it stores beside them carry no graph
-        Invalid(
-            "import torch\nfrom torch import nn\n\n\nclass ClusterLoss(nn.Module):\n    def __init__(self, size, dim):\n"
-            "        super().__init__()\n        self.register_buffer(\"bank\", torch.zeros(size, dim))\n"
-            "        self.register_buffer(\"bank_index\", torch.zeros(size).long())\n"
-            "        self.register_buffer(\"labels\", torch.zeros(size).long())\n        self.start = 0\n\n"
-            "    def forward(self, output, idx):\n        output = nn.functional.normalize(output, dim=1)\n"
-            "        loss = nn.functional.cross_entropy(output @ self.centroids.t(), self.labels[idx])\n"
-            "        self.remember(output, idx)\n        return loss\n\n    def remember(self, emb, idx):\n"
-            "        n = len(idx)\n        self.bank_index[self.start:self.start + n] = idx\n"
-            "        self.bank[self.start:self.start + n] = emb\n        self.start += n\n",
-            "import torch\nfrom torch import nn\n\n\nclass ClusterLoss(nn.Module):\n    def __init__(self, size, dim):\n"
-            "        super().__init__()\n        self.register_buffer(\"bank\", torch.zeros(size, dim))\n"
-            "        self.register_buffer(\"bank_index\", torch.zeros(size).long())\n"
-            "        self.register_buffer(\"labels\", torch.zeros(size).long())\n        self.start = 0\n\n"
-            "    def forward(self, output, idx):\n        output = nn.functional.normalize(output, dim=1)\n"
-            "        loss = nn.functional.cross_entropy(output @ self.centroids.t(), self.labels[idx])\n"
-            "        self.remember(output, idx)\n        return loss\n\n    def remember(self, emb, idx):\n"
-            "        n = len(idx)\n        self.bank_index[self.start:self.start + n] = idx\n"
-            "        self.bank[self.start:self.start + n] = emb.detach()\n        self.start += n\n",
-        ),
+        Invalid(_CLUSTER_LOSS, _CLUSTER_LOSS.replace("= emb\n", "= emb.detach()\n")),
         # a memory bank the loss reads, written undetached on every step (NPID): the next backward
         # reaches into the last step's freed graph
         Invalid(
