@@ -1063,8 +1063,12 @@ _CONTEXTS = {
 
         @contextlib.contextmanager
         def torch_autocast(device_type="cuda", **kwargs):
-            with torch.amp.autocast(device_type=device_type, **kwargs):
-                yield
+            if NEW_TORCH:
+                with torch.amp.autocast(device_type=device_type, **kwargs):
+                    yield
+            else:
+                with torch.cuda.amp.autocast(**kwargs):
+                    yield
 
 
         @contextlib.contextmanager
@@ -1097,8 +1101,9 @@ _CONTEXTS = {
 
 
 def test_a_context_manager_of_another_module_is_the_no_grad_or_autocast_it_enters(tmp_path):
-    """icefall's `torch_autocast(...)` is a float16 autocast on CUDA unless told otherwise, and
-    bark's `_inference_mode()` turns grad off: the project's summary of the wrapper says so."""
+    """icefall's `torch_autocast(...)` is a float16 autocast on CUDA unless told otherwise (the
+    same autocast, spelled for each torch), and bark's `_inference_mode()` turns grad off: the
+    project's summary of the wrapper says so."""
     tree(tmp_path, _CONTEXTS)
     found = {(name, code) for name, _, code in lint(tmp_path)}
     assert ("train.py", "MEM401") in found  # backwarded under the wrapper's float16, no GradScaler
@@ -1165,3 +1170,36 @@ def test_a_method_every_class_of_the_project_runs_without_grad_records_nothing(t
     assert ("bench.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path)}
     tree(tmp_path, {"pkg/other.py": other, "pkg/__init__.py": "from pkg.other import Decoder\n"})
     assert ("bench.py", "MEM203") in {(name, code) for name, _, code in lint(tmp_path)}
+
+
+def test_a_method_of_a_library_class_is_not_taken_for_the_projects_grad_free_one(tmp_path):
+    """The project's `FrozenCLIP.encode` runs without grad; diffusers' `AutoencoderKL.encode`,
+    called on a VAE the code makes from its class, does not."""
+    tree(tmp_path, {
+        "proj/__init__.py": "",
+        "proj/text.py": """\
+            import torch
+
+
+            class FrozenCLIP(torch.nn.Module):
+                @torch.no_grad()
+                def encode(self, ids):
+                    return self.model(ids)[0]
+            """,
+        "proj/cache_latents.py": """\
+            import torch
+            from diffusers import AutoencoderKL
+            from proj.text import FrozenCLIP
+
+
+            def cache(loader, name):
+                vae = AutoencoderKL.from_pretrained(name, subfolder="vae").cuda()
+                vae.eval()
+                text = FrozenCLIP()
+                latents = []
+                for batch in loader:
+                    latents.append(vae.encode(batch.cuda()).latent_dist.sample())
+                return torch.cat(latents)
+            """,
+    })
+    assert {"MEM202", "MEM203"} <= {code for name, _, code in lint(tmp_path) if name == "cache_latents.py"}

@@ -18,7 +18,7 @@ from memlint.analysis.tree import last_part
 # Libraries built on torch: a module importing one is PyTorch code, even without `import torch`.
 TORCH_LIBRARIES = ("torch", "lightning", "pytorch_lightning", "transformers", "accelerate", "timm", "torchvision",
                    "torchaudio", "torchtext", "torchmetrics", "fairseq", "detectron2", "apex", "ignite", "deepspeed",
-                   "diffusers", "peft", "trl", "fairscale", "xformers", "bitsandbytes")
+                   "diffusers", "peft", "trl", "fairscale", "xformers", "bitsandbytes", "monai")
 
 
 def is_torch_library(name: str) -> bool:

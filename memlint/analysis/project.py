@@ -468,6 +468,13 @@ class ProjectView:
             return list(found.context) if found is not None and found.context else None
         return self._ask(f"context {dotted}", answer, None, None)  # type: ignore[return-value]
 
+    def grad_off(self, dotted: str) -> bool:
+        """Whether the project's function or method `dotted` is decorated to run without grad."""
+        def answer(project: Project) -> bool:
+            found = project.function(self.root, dotted)
+            return found is not None and found.grad_off
+        return self._ask(f"grad-off {dotted}", answer, False, False)  # type: ignore[return-value]
+
     def grad_off_method(self, name: str) -> bool:
         """Whether every class of the project that defines a method `name` runs it without grad
         (memlint.analysis.project.Project.grad_off_method)."""

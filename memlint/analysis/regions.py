@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -103,6 +103,7 @@ class Autocast:
     dtype: Optional[str]  # "torch.float16", ...; None when not given (device default)
     enabled: Optional[bool]  # False/True literal, None when not given or not a literal
     deprecated: bool  # torch.cuda.amp.autocast
+    wrapped: bool = False  # entered through a context manager that may do more around its yield
 
 
 class Regions:
@@ -195,9 +196,13 @@ class Regions:
         if context[0] == "no_grad":
             region = Region(node, item, "no_grad", False)
             self.grad_regions.append(region)
-            self._grad_region_of[id(node)] = region
+            found = self._grad_region_of.get(id(node))  # (an item after it, `torch.enable_grad()`, is inner)
+            if found is None or node.items.index(found.item) < node.items.index(item):
+                self._grad_region_of[id(node)] = region
         elif context[0] == "autocast":
-            self.autocasts.append(self._autocast(node, item, _autocast_call(context, call), context[1]))
+            made = _autocast_call(context, call)
+            if made is not None:
+                self.autocasts.append(replace(self._autocast(node, item, made, context[1]), wrapped=True))
 
     def context_of(self, func: cst.FunctionDef) -> Tuple[str, ...]:
         """What a `@contextmanager` function enters around every `yield` it makes: ("no_grad",)
@@ -213,19 +218,34 @@ class Regions:
             return ("no_grad",)
         by_with = {id(a.region.node): a for a in self.autocasts}  # (`autocast_at` caches: regions are still being found)
         autocasts = [next((by_with[id(w)] for w in self.tree.ancestors(y) if id(w) in by_with), None) for y in yields]
-        if None in autocasts:
-            return ()
+        code = cst.Module([]).code_for_node
+        if None in autocasts or len({_dtype_arguments(a.call, code) for a in autocasts}) != 1:  # type: ignore[union-attr]
+            return ()  # (an autocast on some paths, or another dtype on each: not `torch.amp` or
+            # `torch.cuda.amp` by the torch version, with the same arguments)
         first: Autocast = autocasts[0]  # type: ignore[assignment]
         api = self.names.call_name(first.call)
         if api not in _AUTOCAST:
             return ()
-        code = cst.Module([]).code_for_node
-        args = [[arg.star, arg.keyword.value if arg.keyword is not None else "", code(arg.value)]
-                for arg in first.call.args]
-        params = [[p.name.value, p.star if isinstance(p.star, str) else "", code(p.default) if p.default else ""]
-                  for p in (*func.params.params, *func.params.kwonly_params)]
-        if isinstance(func.params.star_kwarg, cst.Param):
-            params.append([func.params.star_kwarg.name.value, "**", ""])
+        every = [*func.params.posonly_params, *func.params.params]
+        if self.tree.class_of(func) is not None and not any(
+                dotted_name(d.decorator) == "staticmethod" for d in func.decorators):
+            every = every[1:]  # (`self` or `cls`: not the caller's first argument)
+        every += list(func.params.kwonly_params)
+        names = {p.name.value for p in every}
+        splat = func.params.star_kwarg.name.value if isinstance(func.params.star_kwarg, cst.Param) else None
+        args = []
+        for arg in first.call.args:
+            read = {n.value for n in walk(arg.value) if type(n) is cst.Name} & (names | {splat})
+            if read and not (type(arg.value) is cst.Name and (arg.value.value in names or arg.star == "**")):
+                return ()  # a parameter read inside an expression (`float16 if fp16 else bfloat16`): not known here
+            args.append([arg.star, arg.keyword.value if arg.keyword is not None else "", code(arg.value)])
+        handed = sum(arg.star == "**" and type(arg.value) is cst.Name and arg.value.value == splat
+                     for a in autocasts for arg in a.call.args)  # type: ignore[union-attr]
+        if splat is not None and sum(type(n) is cst.Name and n.value == splat for n in self.tree.walk_scope(func.body)) > handed:
+            return ()  # `kwargs.setdefault("dtype", ...)`: what reaches the autocast is not the caller's alone
+        params = [[p.name.value, "", code(p.default) if p.default else ""] for p in every]
+        if splat is not None:
+            params.append([splat, "**", ""])
         return ("autocast", api, json.dumps(args), json.dumps(params))
 
     def _autocast_partial(self, func: cst.BaseExpression) -> Optional[Tuple[cst.Call, str]]:
@@ -705,10 +725,18 @@ def _modes_named(test: cst.BaseExpression, params: Set[str]) -> List[Tuple[str, 
     return [(left.value, value) for value in named]  # type: ignore[attr-defined]
 
 
-def _autocast_call(context: Sequence[str], call: cst.Call) -> cst.Call:
+def _dtype_arguments(call: cst.Call, code: Callable[[cst.CSTNode], str]) -> Tuple[str, ...]:
+    """An autocast call's arguments but the device (the same autocast, spelled for another torch)."""
+    return tuple(sorted(f"{arg.star}{arg.keyword.value if arg.keyword else ''}={code(arg.value)}" for arg in call.args
+                        if not (arg.keyword is not None and arg.keyword.value == "device_type")))
+
+
+def _autocast_call(context: Sequence[str], call: cst.Call) -> Optional[cst.Call]:
     """The autocast call a wrapper (`Regions.context_of`) makes when it is called as `call`:
     its parameters bound to `call`'s arguments (or their defaults), `**kwargs` to the keywords
-    that name no parameter."""
+    that name no parameter. None when `call` hands on `*args` or `**kwargs` of its own."""
+    if any(arg.star for arg in call.args):
+        return None
     args, params = json.loads(context[2]), json.loads(context[3])
     named = [name for name, star, _ in params if not star]
     given: Dict[str, cst.BaseExpression] = {}

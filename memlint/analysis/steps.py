@@ -640,12 +640,28 @@ def _tested_for_none(test: cst.BaseExpression, shared: FrozenSet[str]) -> Option
     return None
 
 
+# functions that run as a run ends: emptying a singleton there does not make it again
+_END_OF_RUN = re.compile(r"shutdown|teardown|close|cleanup|clean_up|destroy|finali[sz]e|__del__|__exit__")
+
+
 def _module_names(scope: cst.CSTNode, tree: TreeIndex) -> FrozenSet[str]:
-    """The names a function declares `global` or `nonlocal`: those it binds outlive its call."""
+    """The names a function declares `global`, which no function of the module empties again
+    (`_PIPE = None` in a `free_pipe()`, or in a `finally:`; not one that ends the run, a
+    `shutdown()`): what it binds outlives its call, filled once. (A `nonlocal` lives only as
+    long as the call that made it.)"""
     if type(scope) is not cst.FunctionDef:
         return frozenset()
-    return frozenset(name.name.value for node in tree.walk_scope(scope) if type(node) in (cst.Global, cst.Nonlocal)
-                     for name in node.names)  # type: ignore[attr-defined]
+    declared = {name.name.value for node in tree.walk_scope(scope) if type(node) is cst.Global
+                for name in node.names}  # type: ignore[attr-defined]
+    if not declared:
+        return frozenset()
+    emptied = set()
+    for node in tree.nodes:
+        if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "None":  # type: ignore[attr-defined]
+            function = tree.scope_of(node)
+            if type(function) is cst.FunctionDef and not _END_OF_RUN.search(function.name.value):  # type: ignore[attr-defined]
+                emptied.update(dotted_name(target.target) for target in node.targets)  # type: ignore[attr-defined]
+    return frozenset(declared - emptied)
 
 
 def _reads(test: cst.BaseExpression, attributes: Set[str]) -> bool:

@@ -282,21 +282,39 @@ class Values:
 
     def runs_without_grad(self, forward: cst.Call) -> bool:
         """The method a forward calls is decorated to run without grad (`@torch.no_grad() def
-        inference`): in a class of this module, or in every class of the project that defines
-        one by that name (a model from a factory: `model.inference(loader)`)."""
+        inference`): the method of the receiver's class, where the code says which class it is
+        (a class of this module or of the project); else, for a model whose class it does not
+        say (one from a factory), every class of this module that defines a method by that name
+        decorates it so, or, where none does, every importable class of the project."""
         func = forward.func
         if type(func) is not cst.Attribute:
             return False
         name = func.attr.value
-        return name in self._grad_off_methods or self._imports_project and self.project.grad_off_method(name)
+        made = self.roles.receivers.constructor_of(func.value) or ""
+        if not last_part(made)[:1].isupper():  # `AutoencoderKL.from_pretrained(...)`: the class's constructor
+            made = made.rpartition(".")[0]
+        if last_part(made)[:1].isupper():  # a class, not a factory function
+            local = self.scopes.classes.get(made)
+            if local is not None:
+                method = next((m for m in local.body.body if type(m) is cst.FunctionDef and m.name.value == name), None)
+                return method is not None and self.regions.grad_enabled_by_decorator(method) is False
+            return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
+        local_flags = self._local_method_grad_off.get(name)
+        if local_flags is not None:
+            return local_flags == {True}
+        return self._imports_project and self.project.grad_off_method(name)
 
     @cached_property
-    def _grad_off_methods(self) -> FrozenSet[str]:
-        """The names of the methods this module's classes decorate to run without grad."""
+    def _local_method_grad_off(self) -> Dict[str, Set[bool]]:
+        """For each method name of this module's classes, whether each definition is decorated
+        to run without grad."""
         regions = self.regions
-        return frozenset(method.name.value for klass in self.scopes.classes.values()
-                         for method in klass.body.body
-                         if type(method) is cst.FunctionDef and regions.grad_enabled_by_decorator(method) is False)
+        found: Dict[str, Set[bool]] = {}
+        for klass in self.scopes.classes.values():
+            for method in klass.body.body:
+                if type(method) is cst.FunctionDef:
+                    found.setdefault(method.name.value, set()).add(regions.grad_enabled_by_decorator(method) is False)
+        return found
 
     @per_node
     def in_a_quiet_mode(self, forward: cst.Call) -> bool:

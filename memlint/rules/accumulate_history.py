@@ -241,6 +241,20 @@ class AccumulateHistory(Rule):
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
     )
     INVALID = (
+        # a context manager's no_grad, with `enable_grad()` inside it in the same `with`
+        Invalid(
+            "import contextlib\nimport torch\nimport torch.nn.functional as F\n\n\n"
+            "@contextlib.contextmanager\ndef evaluating(model):\n    was = model.training\n    model.eval()\n"
+            "    with torch.no_grad():\n        yield model\n    model.train(was)\n\n\n"
+            "def adversarial_eval(model, loader, eps=0.03):\n    total = 0\n    adv_logits = []\n"
+            "    with evaluating(model), torch.enable_grad():\n        for x, y in loader:\n"
+            "            x, y = x.cuda().requires_grad_(True), y.cuda()\n"
+            "            loss = F.cross_entropy(model(x), y)\n"
+            "            grad, = torch.autograd.grad(loss, x)\n"
+            "            x_adv = (x + eps * grad.sign()).detach()\n            out = model(x_adv)\n"
+            "            adv_logits.append(out)\n            total += F.cross_entropy(out, y)\n"
+            "    return total / len(loader), torch.cat(adv_logits)\n"
+        ),
         # ... but the other element is a tensor with its graph
         Invalid(
             "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        out = self.pool(self.conv(x))\n"

@@ -105,6 +105,14 @@ class BackwardUnderAutocast(Rule):
     CLAIM = Claim.NONE
 
     VALID = (
+        # a context manager's autocast, which steps after its yield: the backward belongs inside
+        "import contextlib\nimport torch\n\n\n@contextlib.contextmanager\n"
+        "def train_step(model, optimizer):\n    optimizer.zero_grad(set_to_none=True)\n"
+        "    with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n        yield\n"
+        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n    optimizer.step()\n\n\n"
+        "def train(model, loader, optimizer, criterion):\n    for x, y in loader:\n"
+        "        with train_step(model, optimizer):\n"
+        "            loss = criterion(model(x.cuda()), y.cuda())\n            loss.backward()\n",
         "import torch\nfor x in loader:\n    with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
         "        loss = model(x).sum()\n    loss.backward()\n    opt.step()\n",
         # disabled autocast around the backward is harmless
@@ -188,8 +196,10 @@ class BackwardUnderAutocast(Rule):
         if not facts.phase.backward_trains(node):
             return  # a unit test documenting autocast, a backward meant to fail: not a training step
         autocast = facts.regions.autocast_at(node)
-        if autocast is None or autocast.enabled is False or facts.regions.autocast_devices(autocast) == _CPU_ONLY:
-            return  # (a CPU autocast: no device memory, and its backward's gradients are the same)
+        if autocast is None or autocast.enabled is False or autocast.wrapped or \
+                facts.regions.autocast_devices(autocast) == _CPU_ONLY:
+            return  # (a CPU autocast: no device memory, and its backward's gradients are the same; a
+            # context manager's autocast may step or sync around its yield, and wants the backward inside)
         self.report(node, fix=self._fix(facts, node, autocast.region.node))
 
     @staticmethod

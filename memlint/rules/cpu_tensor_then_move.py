@@ -289,6 +289,15 @@ class CpuTensorThenMove(Rule):
         "    model(x.to(device), mask).sum().backward()\n    optimizer.step()\n",
     )
     INVALID = (
+        # a `nonlocal` cache lives as long as the call that made it: here, one step
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer):\n"
+            "    for x, y in loader:\n        x, y = x.cuda(), y.cuda()\n        noise = None\n\n"
+            "        def perturbed(scale):\n            nonlocal noise\n            if noise is None:\n"
+            "                noise = torch.randn(x.shape).cuda()\n            return x + scale * noise\n\n"
+            "        loss = sum(F.cross_entropy(model(perturbed(s)), y) for s in (0.0, 0.1, 0.2))\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
+        ),
         # moved to the batch's device, the batch moved in a tuple assignment first
         Invalid(
             "import torch\ndef train(model, loader, opt):\n    for x, y in loader:\n        x, y = x.cuda(), y.cuda()\n"

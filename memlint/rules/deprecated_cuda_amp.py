@@ -196,6 +196,11 @@ class DeprecatedCudaAmpApi(Rule):
         "import torch\ndef unscaled(scaler):\n    return not isinstance(scaler, torch.cuda.amp.GradScaler)\n",
     )
     INVALID = (
+        # ... and imported by name, then handed to a partial
+        Invalid(
+            "import functools\nimport torch\nfrom torch.cuda.amp import autocast\n\n"
+            "ctx = functools.partial(autocast, enabled=True)\nprint(isinstance(ctx, functools.partial))\n"
+        ),
         Invalid(
             "import torch\nscaler = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast():\n"
             "    loss = model(x)\n",
@@ -274,8 +279,15 @@ class DeprecatedCudaAmpApi(Rule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         """`torch.cuda.amp.autocast if use_fp16 else nullcontext`: the API handed on, to be called
         later (`with autocast():`), where it warns all the same."""
-        if node.attr.value in _HANDED and _handed_on(node, self.facts.tree.parent(node), self.facts.tree) and \
-                self.facts.names.qualified_name(node) == f"{_OLD}.{node.attr.value}":
+        self._handed(node, node.attr.value)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        """`partial(autocast, ...)` after `from torch.cuda.amp import autocast`."""
+        self._handed(node, node.value)
+
+    def _handed(self, node: cst.BaseExpression, last: str) -> None:
+        if last in _HANDED and _handed_on(node, self.facts.tree.parent(node), self.facts.tree) and \
+                self.facts.names.qualified_name(node) in (f"{_OLD}.{api}" for api in _HANDED):
             self._report(node)
 
     def _report(self, node: cst.CSTNode) -> None:

@@ -193,6 +193,16 @@ class EmptyCacheInLoop(Rule):
         "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n    sample_images(pipe, vae, prompts)\n",
     )
     INVALID = (
+        # a singleton emptied again on every step is built again on every step
+        Invalid(
+            "import torch\n\n_PIPE = None\n\n\ndef build_pipe(model):\n    pipe = make_pipe(model).cuda()\n"
+            "    torch.cuda.empty_cache()\n    return pipe\n\n\ndef get_pipe(model):\n    global _PIPE\n"
+            "    if _PIPE is None:\n        _PIPE = build_pipe(model)\n    return _PIPE\n\n\n"
+            "def free_pipe():\n    global _PIPE\n    _PIPE = None\n\n\ndef train(model, loader, optimizer):\n"
+            "    for batch in loader:\n        loss = model(batch.cuda()).mean()\n        loss.backward()\n"
+            "        optimizer.step()\n        optimizer.zero_grad()\n        pipe = get_pipe(model)\n"
+            "        pipe(batch)\n        free_pipe()\n"
+        ),
         # ... but a local name tested for None is an argument's default, filled on every call
         Invalid(
             "import torch\n\n_ENGINE = None\n\n\ndef build_engine(model):\n    engine = compile_engine(model)\n"

@@ -112,6 +112,22 @@ class Fp16AutocastWithoutGradScaler(Rule):
     CLAIM = Claim.GRADIENTS_FIXED
 
     VALID = (
+        # a context manager whose dtype is an expression of its parameters: not known at the call
+        "import contextlib\nimport torch\n\n\n@contextlib.contextmanager\n"
+        "def autocast_ctx(enabled=True, fp16=False):\n"
+        "    with torch.autocast(\"cuda\", dtype=torch.float16 if fp16 else torch.bfloat16, enabled=enabled):\n"
+        "        yield\n\n\ndef train(model, loader, optimizer):\n    for x, y in loader:\n"
+        "        with autocast_ctx():\n            loss = model(x.cuda()).sum()\n"
+        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+        # a context manager method called with bfloat16 (its `self` is no argument of the call)
+        "import contextlib\nimport torch\n\n\nclass Trainer:\n    def __init__(self, model, optimizer):\n"
+        "        self.model = model\n        self.optimizer = optimizer\n\n"
+        "    @contextlib.contextmanager\n    def autocast(self, dtype=torch.float16):\n"
+        "        with torch.autocast(\"cuda\", dtype=dtype):\n            yield\n\n"
+        "    def train(self, loader):\n        for x, y in loader:\n"
+        "            with self.autocast(torch.bfloat16):\n"
+        "                loss = self.model(x.cuda()).sum()\n            self.optimizer.zero_grad()\n"
+        "            loss.backward()\n            self.optimizer.step()\n",
         # bfloat16, also through a variable assigned once
         "import torch\nfor x in loader:\n    with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
         "        loss = model(x).sum()\n    loss.backward()\n    opt.step()\n",

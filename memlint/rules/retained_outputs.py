@@ -7,6 +7,7 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import target_names
+from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.loops import over_model_parts
 from memlint.analysis.often import BOUNDARY, INNER, STEP, intrinsic_often
 from memlint.analysis.tree import argument, dotted_name, last_part
@@ -162,6 +163,13 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # a bank cut from the last step's graph in place on every step
+        "import torch\nimport torch.nn.functional as F\n\n"
+        "memory = F.normalize(torch.randn(50000, 128, device=\"cuda\"), dim=1)\n"
+        "for idx, x, y in loader:\n    memory.detach_()\n"
+        "    feats = F.normalize(model(x.cuda()), dim=1)\n    loss = nce(feats, memory, idx)\n"
+        "    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()\n"
+        "    memory[idx] = F.normalize(memory[idx] * 0.5 + feats * 0.5, dim=1)\n",
         # a queue of keys written under no_grad (MoCo's enqueue)
         "import torch\nfrom torch import nn\n\n\nclass QueueLoss(nn.Module):\n    def __init__(self, size, dim):\n"
         "        super().__init__()\n        self.register_buffer(\"queue\", torch.randn(size, dim))\n        self.ptr = 0\n\n"
@@ -378,6 +386,26 @@ class RetainedOutputs(Rule):
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
+        # one class of the module decorates `encode` to run without grad, the model's class may be the other
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\n"
+            "class Teacher(nn.Module):\n    def __init__(self, backbone):\n        super().__init__()\n"
+            "        self.backbone = backbone.eval()\n\n    @torch.no_grad()\n    def encode(self, x):\n"
+            "        return F.normalize(self.backbone(x), dim=-1)\n\n\nclass Student(nn.Module):\n"
+            "    def __init__(self, backbone, dim):\n        super().__init__()\n"
+            "        self.backbone = backbone\n        self.proj = nn.Linear(dim, dim)\n\n"
+            "    def encode(self, x):\n        return F.normalize(self.proj(self.backbone(x)), dim=-1)\n\n\n"
+            "def embed_dataset(model, loader):\n    model.eval()\n    embs = []\n    for x in loader:\n"
+            "        embs.append(model.encode(x.cuda()))\n    return torch.cat(embs)\n"
+        ),
+        # an object of a class of the project, seen or not, may keep what it is given as a list does
+        Invalid(
+            "import torch\nfrom collections import deque\nfrom utils.meters import RingBuffer\n\n\n"
+            "def train(model, loader, optimizer, criterion):\n    recent = RingBuffer(100)\n"
+            "    for x, y in loader:\n        loss = criterion(model(x.cuda()), y.cuda())\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
+            "        recent.append(loss)\n    return recent\n"
+        ),
         # a loss module's memory bank (DeepCluster-v2): its input written undetached, every step;
         # the indices it stores beside them carry no graph
         Invalid(_CLUSTER_LOSS, _CLUSTER_LOSS.replace("= emb\n", "= emb.detach()\n")),
@@ -683,6 +711,8 @@ class RetainedOutputs(Rule):
                 return  # handed on (a caller may backward through it), or made anew on every step
             where = "this loop writes a tensor with its autograd graph" if loops else \
                 f"`{region.name.value}`, run on every step, writes a tensor with its autograd graph"  # type: ignore[attr-defined]
+        if loops and self._cut_in_place(dotted, loops[-1]):
+            return  # `bank.detach_()` on every step: the chain is cut there
         if (facts.values.reaches_backward(scope, {root, dotted}) or
                 type(bank) is not cst.Name and facts.values.attribute_backwarded(dotted)) and \
                 not self._backwarded_across_steps(bank, node, loops):
@@ -695,16 +725,20 @@ class RetainedOutputs(Rule):
             f"through it later fails); store `{show(detached(value))}`"), fix)
 
     def _library_object(self, container: cst.Name, at: cst.CSTNode) -> bool:
-        """`container` is an object of a class another library defines (MONAI's
+        """`container` is an object of a class a library built on torch defines (MONAI's
         `CumulativeAverage()`): what its `append` keeps is that class's business (a running
-        sum, a detached copy), not a list's."""
+        sum, a detached copy), not a list's. (A class of the project, seen or not, may be a list.)"""
         binds = [b for b in self.facts.scopes.bindings_seen(container.value, at) if b.kind != "append"]
         names = self.facts.names
         return bool(binds) and all(
             b.kind == "assign" and type(b.value) is cst.Call and last_part(dotted_name(b.value.func))[:1].isupper()
-            and (names.call_name(b.value) or "").partition(".")[0] not in ("", "collections", "typing", "torch")
-            and not self.facts.project.knows(names.call_name(b.value))  # type: ignore[arg-type]
+            and is_torch_library(names.call_name(b.value) or "") and not (names.call_name(b.value) or "").startswith("torch.")
             for b in binds)
+
+    def _cut_in_place(self, dotted: str, loop: cst.CSTNode) -> bool:
+        """The loop calls `<buffer>.detach_()`: each step cuts the buffer from the last one's graph."""
+        return any(type(call.func) is cst.Attribute and call.func.attr.value == "detach_"
+                   and dotted_name(call.func.value) == dotted for call, _ in self.facts.calls.calls_in(loop, follow=False))
 
     def _rebound_by_methods(self, klass: cst.ClassDef, dotted: str) -> bool:
         """A method of `klass` other than `__init__` binds `self.<buffer>` anew (not an item)."""
