@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, List, Optional, Set, Union
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Union
 
 import libcst as cst
 
@@ -92,6 +92,7 @@ class Steps:
         self._function_holds: Dict[int, bool] = {}
         self._one_step: Dict[int, bool] = {}  # id(function) -> a call of it is one step of micro-batches
         self._own_steps: Dict[int, bool] = {}  # id(function) -> it runs steps of its own (`_runs_its_own_steps`)
+        self._globals: Dict[int, FrozenSet[str]] = {}  # id(function) -> `_module_names`
         self._yields: Dict[int, bool] = {}
         self._samplers: Dict[int, bool] = {}  # id(loop) -> a sampler's loop over its schedule (`_denoises`)
         self._functions: Dict[int, Optional[str]] = {}
@@ -367,11 +368,39 @@ class Steps:
             if kind in _BOUNDS:
                 return None
             if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
-                    child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor, self.tree)
+                    child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor, self.tree, self._module_names)
                                                 or _bounded(ancestor)):  # type: ignore[attr-defined]
                 return ancestor  # type: ignore[return-value]
             child = ancestor
         return None
+
+    def _module_names(self, scope: cst.CSTNode) -> FrozenSet[str]:
+        """The names a function declares `global`, which no function of the module empties again
+        (`_PIPE = None` in a `free_pipe()`, or in a `finally:`; not one that ends the run, a
+        `shutdown()`): what it binds outlives its call, filled once. (A `nonlocal` lives only as
+        long as the call that made it.)"""
+        if type(scope) is not cst.FunctionDef:
+            return frozenset()
+        found = self._globals.get(id(scope))
+        if found is None:
+            tree = self.tree
+            declared = {name.name.value for node in tree.walk_scope(scope) if type(node) is cst.Global
+                        for name in node.names}  # type: ignore[attr-defined]
+            found = frozenset(declared - self._emptied_globals) if declared else frozenset()
+            self._globals[id(scope)] = found
+        return found
+
+    @cached_property
+    def _emptied_globals(self) -> FrozenSet[str]:
+        """What a function of the module sets to None, other than one that ends the run."""
+        tree = self.tree
+        emptied: Set[str] = set()
+        for assign in self.scopes.assigns:
+            if type(assign.value) is cst.Name and assign.value.value == "None":  # type: ignore[attr-defined]
+                function = tree.scope_of(assign)
+                if type(function) is cst.FunctionDef and not _END_OF_RUN.search(function.name.value):
+                    emptied.update(dotted_name(target.target) or "" for target in assign.targets)
+        return frozenset(emptied)
 
     def _in_comprehension(self, node: cst.CSTNode, stop: Optional[cst.CSTNode]) -> bool:
         """`node` is evaluated per element of a comprehension (not in its first iterable)."""
@@ -598,7 +627,7 @@ def _bounded(branch: cst.CSTNode) -> bool:
                for line in body if type(line) is cst.SimpleStatementLine for small in line.body)  # type: ignore[attr-defined]
 
 
-def _fills_cache(branch: cst.CSTNode, tree: TreeIndex) -> bool:
+def _fills_cache(branch: cst.CSTNode, tree: TreeIndex, module_names: Callable[[cst.CSTNode], FrozenSet[str]]) -> bool:
     """`if self.mask is None or self.mask.size(0) != t: self.mask = make(t)`: the body fills an
     attribute the test finds empty or stale, a cache, so it runs when the cache is empty or
     stale, not on every call. Every part of the test is about the cache (`or self.training`
@@ -606,8 +635,10 @@ def _fills_cache(branch: cst.CSTNode, tree: TreeIndex) -> bool:
     of the fill (`self.mask = None` after its use: then the fill runs on every call)."""
     if type(branch) is not cst.If:
         return False
-    shared = _module_names(tree.scope_of(branch), tree)
-    parts = [(part, _tested_for_none(part, shared)) for part in _alternatives(branch.test)]  # type: ignore[attr-defined]
+    alternatives = _alternatives(branch.test)  # type: ignore[attr-defined]
+    shared = module_names(tree.scope_of(branch)) if any(
+        type(part) is cst.Comparison and type(part.left) is cst.Name for part in alternatives) else frozenset()  # type: ignore[attr-defined]
+    parts = [(part, _tested_for_none(part, shared)) for part in alternatives]
     tested = {name for _, name in parts if name is not None}
     if not tested or not all(name is not None or _reads(part, tested) for part, name in parts):
         return False
@@ -642,26 +673,6 @@ def _tested_for_none(test: cst.BaseExpression, shared: FrozenSet[str]) -> Option
 
 # functions that run as a run ends: emptying a singleton there does not make it again
 _END_OF_RUN = re.compile(r"shutdown|teardown|close|cleanup|clean_up|destroy|finali[sz]e|__del__|__exit__")
-
-
-def _module_names(scope: cst.CSTNode, tree: TreeIndex) -> FrozenSet[str]:
-    """The names a function declares `global`, which no function of the module empties again
-    (`_PIPE = None` in a `free_pipe()`, or in a `finally:`; not one that ends the run, a
-    `shutdown()`): what it binds outlives its call, filled once. (A `nonlocal` lives only as
-    long as the call that made it.)"""
-    if type(scope) is not cst.FunctionDef:
-        return frozenset()
-    declared = {name.name.value for node in tree.walk_scope(scope) if type(node) is cst.Global
-                for name in node.names}  # type: ignore[attr-defined]
-    if not declared:
-        return frozenset()
-    emptied = set()
-    for node in tree.nodes:
-        if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "None":  # type: ignore[attr-defined]
-            function = tree.scope_of(node)
-            if type(function) is cst.FunctionDef and not _END_OF_RUN.search(function.name.value):  # type: ignore[attr-defined]
-                emptied.update(dotted_name(target.target) for target in node.targets)  # type: ignore[attr-defined]
-    return frozenset(declared - emptied)
 
 
 def _reads(test: cst.BaseExpression, attributes: Set[str]) -> bool:

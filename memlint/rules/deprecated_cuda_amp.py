@@ -279,14 +279,16 @@ class DeprecatedCudaAmpApi(Rule):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         """`torch.cuda.amp.autocast if use_fp16 else nullcontext`: the API handed on, to be called
         later (`with autocast():`), where it warns all the same."""
-        self._handed(node, node.attr.value)
+        if node.attr.value in _HANDED:
+            self._handed(node)
 
     def visit_Name(self, node: cst.Name) -> None:
         """`partial(autocast, ...)` after `from torch.cuda.amp import autocast`."""
-        self._handed(node, node.value)
+        if node.value in _HANDED:
+            self._handed(node)
 
-    def _handed(self, node: cst.BaseExpression, last: str) -> None:
-        if last in _HANDED and _handed_on(node, self.facts.tree.parent(node), self.facts.tree) and \
+    def _handed(self, node: cst.BaseExpression) -> None:
+        if _handed_on(node, self.facts.tree.parent(node), self.facts.tree) and \
                 self.facts.names.qualified_name(node) in (f"{_OLD}.{api}" for api in _HANDED):
             self._report(node)
 
