@@ -16,7 +16,7 @@ import pytest
 
 from memlint.analysis import Facts
 from memlint.analysis.often import INNER, STEP
-from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_names,
+from memlint.analysis.project import (Project, ProjectView, answers, imported_modules, module_name, namespace_names,
                                       project_files)
 from memlint.analysis.summary import ModuleSummary
 from memlint.config import Config, Selection
@@ -1203,3 +1203,33 @@ def test_a_method_of_a_library_class_is_not_taken_for_the_projects_grad_free_one
             """,
     })
     assert {"MEM202", "MEM203"} <= {code for name, _, code in lint(tmp_path) if name == "cache_latents.py"}
+
+
+def test_every_question_a_module_asks_the_project_is_answered_again_the_same(tmp_path):
+    """Once the project is known, a file whose questions get the answers it recorded keeps its
+    first lint: a question `answers` cannot ask again would have it linted twice on every run."""
+    paths = tree(tmp_path, {**_CONTEXTS, **_INFERENCE_METHODS, "pkg/offload.py": """\
+        import torch
+        from pkg.utils import quiet
+
+
+        def free():
+            torch.cuda.empty_cache()
+
+
+        def run(model, loader):
+            for x in loader:
+                with quiet():
+                    model(x.cuda(), mode="infer")
+                    model.inference(x)
+                free()
+        """})
+    for path in paths:
+        facts = facts_in_project(paths, path)
+        facts.roles  # (what the rules would ask: every fact of the module, read)
+        for node in facts.tree.nodes:
+            if isinstance(node, cst.Call):
+                facts.values.carries_grad(node, node)
+                facts.steps.site(node)
+        asked = dict(facts.project.asked)
+        assert answers(facts.project.project, str(path), asked) == asked, path

@@ -547,6 +547,12 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "keeps-output": lambda view, dotted: view.keeps(dotted, False),
     "accumulates": ProjectView.accumulates,
     "saved": lambda view, files: view.saved(json.loads(files)),
+    "device": lambda view, _: view.called_from_device_code(),
+    "empties-cache": ProjectView.empties_cache,
+    "quiet-modes": ProjectView.quiet_modes,
+    "context": ProjectView.context,
+    "grad-off": ProjectView.grad_off,
+    "grad-off-method": ProjectView.grad_off_method,
 }
 
 
