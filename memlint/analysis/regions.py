@@ -7,7 +7,9 @@ Asked as `facts.regions`:
   `with torch.autocast(...)`, its older spellings, a name bound to a `functools.partial` of
   one (`with self.amp_autocast():`) and a name whose every value in effect is an autocast
   context, or a choice between one and `nullcontext()` (`with ctx:`, `with self.ctx:`)
-  (`autocasts_for(roots, node)`: those under some roots or around a node);
+  (`autocasts_for(roots, node)`: those under some roots or around a node); both also where a
+  `@contextmanager` of the module or of the project is entered that makes one around its
+  `yield` (`context_of`: `with _inference_mode():`, `with torch_autocast(enabled=fp16):`);
   `accumulate_regions`: `with accelerator.accumulate(...)`;
 - at a node: `region_at` (the innermost grad-mode region), `autocast_at`, `in_accumulate`,
   `expects_error` (inside `pytest.raises` / `assertRaises`), `flops_counted`
