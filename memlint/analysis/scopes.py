@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of, target_names
-from memlint.analysis.tree import NEW_SCOPES, OWN_SCOPE_EXPRESSIONS, Scope, TreeIndex, dotted_name
+from memlint.analysis.tree import NEW_SCOPES, OWN_SCOPE_EXPRESSIONS, Scope, TreeIndex, dotted_name, own_method
 
 if TYPE_CHECKING:
     from memlint.analysis.torchnames import TorchNames
@@ -424,9 +424,9 @@ class Scopes:
         seen: Set[int] = set()
         while klass is not None and id(klass) not in seen:
             seen.add(id(klass))
-            for stmt in klass.body.body:
-                if isinstance(stmt, cst.FunctionDef) and stmt.name.value == name:
-                    return stmt
+            found = own_method(klass, name)
+            if found is not None:
+                return found
             klass = next((self.classes[b] for b in (dotted_name(a.value) for a in klass.bases)
                           if b in self.classes), None)
         return None

@@ -482,6 +482,12 @@ def dotted_name(expr: cst.BaseExpression) -> "str | None":
     return ".".join(reversed(parts))
 
 
+def own_method(klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+    """The method `name` that the body of `klass` defines itself (not one it inherits)."""
+    return next((s for s in klass.body.body  # type: ignore[misc]
+                 if type(s) is cst.FunctionDef and s.name.value == name), None)  # type: ignore[attr-defined]
+
+
 def holder(expr: cst.BaseExpression) -> cst.BaseExpression:
     """What holds an entry: `self.stats` for `self.stats["loss"]` (subscripts taken off)."""
     while type(expr) is cst.Subscript:

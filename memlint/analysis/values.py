@@ -60,7 +60,8 @@ from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeIndex, argument, children, dotted_name,
-                                   expression_nodes, holder, last_part, literal_bool, root_name, string_key, walk_scope)
+                                   expression_nodes, holder, last_part, literal_bool, own_method, root_name, string_key,
+                                   walk_scope)
 
 # a keyword choosing a mode for inference, as `Values.in_a_quiet_mode` spells it (`mode=inference`)
 _INFERENCE_MODE = re.compile(r"^(mode|phase|stage)=(inference|infer|test|testing|eval|evaluation|predict|"
@@ -296,7 +297,7 @@ class Values:
         if last_part(made)[:1].isupper():  # a class, not a factory function
             local = self.scopes.classes.get(made)
             if local is not None:
-                method = next((m for m in local.body.body if type(m) is cst.FunctionDef and m.name.value == name), None)
+                method = own_method(local, name)
                 return method is not None and self.regions.grad_enabled_by_decorator(method) is False
             return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
         local_flags = self._local_method_grad_off.get(name)
@@ -331,8 +332,8 @@ class Values:
             return False
         local = self.scopes.classes.get(klass)
         if local is not None:
-            own = [s for s in local.body.body if type(s) is cst.FunctionDef and s.name.value == "forward"]
-            return bool(own) and bool(given & set(self.regions.quiet_modes(own[0])))
+            own = own_method(local, "forward")
+            return own is not None and bool(given & set(self.regions.quiet_modes(own)))
         modes = self.project.quiet_modes(klass)
         if modes is None:  # not known here: a mode for inference may be one
             return any(_INFERENCE_MODE.match(pair) for pair in given)
@@ -458,8 +459,7 @@ class Values:
         position = next((i for i, e in enumerate(elements) if type(e) is cst.Element and type(e.value) is cst.Name
                          and e.value.value == bind.name), None)
         klass = self.scopes.classes.get(self.roles.receivers.constructor_of(call.func) or "")
-        forward = next((m for m in klass.body.body if type(m) is cst.FunctionDef and m.name.value == "forward"),
-                       None) if klass is not None else None
+        forward = own_method(klass, "forward") if klass is not None else None
         if position is None or forward is None or any(type(e) is not cst.Element for e in elements):
             return False
         returns = [node for node in self.tree.walk_scope(forward) if type(node) is cst.Return]
@@ -740,7 +740,7 @@ class Values:
         klass = self.tree.class_of(func)
         if klass is None or not klass.name.value.endswith("Loss"):
             return frozenset()
-        forward = next((m for m in klass.body.body if type(m) is cst.FunctionDef and m.name.value == "forward"), None)
+        forward = own_method(klass, "forward")
         if forward is None:
             return frozenset()
         scored = self._scored(forward)

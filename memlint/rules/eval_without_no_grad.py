@@ -11,7 +11,7 @@ from memlint.analysis.figures import over_dataset
 from memlint.analysis.loops import FEW_ITERATIONS, range_span
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
-from memlint.analysis.tree import dotted_name, expression_nodes, last_part, root_name, walk_scope
+from memlint.analysis.tree import dotted_name, expression_nodes, last_part, own_method, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -991,7 +991,7 @@ class EvalWithoutNoGrad(Rule):
     def _evaluated_in_init(klass: cst.ClassDef) -> FrozenSet[str]:
         """The attributes `__init__` puts in eval mode: `self.model.eval()`, `self.model =
         build(cfg).eval()`."""
-        init = next((m for m in klass.body.body if isinstance(m, cst.FunctionDef) and m.name.value == "__init__"), None)
+        init = own_method(klass, "__init__")
         found: Set[str] = set()
         for statement in init.body.body if init is not None and type(init.body) is cst.IndentedBlock else ():
             if type(statement) is not cst.SimpleStatementLine:

@@ -7,7 +7,7 @@ from typing import List, Optional, Set
 import libcst as cst
 
 from memlint.analysis.dataflow import leaf_targets, sources_of
-from memlint.analysis.tree import dotted_name, walk_scope
+from memlint.analysis.tree import dotted_name, own_method, walk_scope
 from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -312,8 +312,7 @@ class RnnHiddenNotDetached(Rule):
         runs as the instance is built."""
         if method.name.value == "__init__":
             return True
-        init = next((m for m in klass.body.body if isinstance(m, cst.FunctionDef) and m.name.value == "__init__"),
-                    None)
+        init = own_method(klass, "__init__")
         calls = [call for call in self.facts.scopes.calls
                  if type(call.func) is cst.Attribute and call.func.attr.value == method.name.value]  # type: ignore[attr-defined]
         return init is not None and bool(calls) and all(self.facts.tree.contains(init, call) for call in calls)
