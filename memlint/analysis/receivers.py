@@ -604,6 +604,15 @@ class Receivers:
             found.add(self._class_called(value) if isinstance(value, cst.Call) else None)
         return found.pop() if len(found) == 1 else None
 
+    def class_of(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The class a model name holds, where its constructor says (`Net` for `net = Net(...)`,
+        and for `net = Net.from_pretrained(...)`: a class's own factory method makes the class);
+        None for a factory function (`timm.create_model`) or a name bound several ways."""
+        made = self.constructor_of(expr) or ""
+        if not last_part(made)[:1].isupper():
+            made = made.rpartition(".")[0]
+        return made if last_part(made)[:1].isupper() else None
+
     def is_parameter_free(self, func: cst.BaseExpression) -> bool:
         """`func` is a torch module without parameters (`_PARAMETER_FREE`): made in place
         (`nn.Softmax(dim=1)(x)`) or held by a name every assignment makes one (`cos =
@@ -612,10 +621,13 @@ class Receivers:
         return bool(made) and bool(_PARAMETER_FREE.match(made))  # type: ignore[arg-type]
 
     def _class_called(self, call: cst.Call) -> Optional[str]:
-        """The qualified name of what `call` calls, or the name of this module's class it makes."""
+        """The qualified name of what `call` calls, or the name of this module's class it makes
+        (`Net`, or `Net.from_pretrained` for its factory method)."""
         qualified = self.names.call_name(call)
-        if qualified is None and type(call.func) is cst.Name and call.func.value in self.scopes.classes:
-            return call.func.value
+        if qualified is None:
+            local = dotted_name(call.func)
+            if local is not None and local.partition(".")[0] in self.scopes.classes and local.count(".") <= 1:
+                return local
         return qualified
 
 

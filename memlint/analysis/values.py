@@ -291,10 +291,8 @@ class Values:
         if type(func) is not cst.Attribute:
             return False
         name = func.attr.value
-        made = self.roles.receivers.constructor_of(func.value) or ""
-        if not last_part(made)[:1].isupper():  # `AutoencoderKL.from_pretrained(...)`: the class's constructor
-            made = made.rpartition(".")[0]
-        if last_part(made)[:1].isupper():  # a class, not a factory function
+        made = self.roles.receivers.class_of(func.value)
+        if made is not None:
             local = self.scopes.classes.get(made)
             if local is not None:
                 method = own_method(local, name)
@@ -458,7 +456,7 @@ class Values:
         elements = target.elements  # type: ignore[union-attr]
         position = next((i for i, e in enumerate(elements) if type(e) is cst.Element and type(e.value) is cst.Name
                          and e.value.value == bind.name), None)
-        klass = self.scopes.classes.get(self.roles.receivers.constructor_of(call.func) or "")
+        klass = self.scopes.classes.get(self.roles.receivers.class_of(call.func) or "")
         forward = own_method(klass, "forward") if klass is not None else None
         if position is None or forward is None or any(type(e) is not cst.Element for e in elements):
             return False

@@ -122,6 +122,12 @@ class AccumulateHistory(Rule):
         "        ratio = out.size(0) / x.size(0)\n        return self.lin(out), ratio\n\n\nmodel = Net().cuda()\n\n\n"
         "def test(loader):\n    model.eval()\n    total = 0\n    for x in loader:\n        out, kept = model(x.cuda())\n"
         "        total += kept\n    return total / len(loader)\n",
+        # ... and so it is for a model the class's own factory makes
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        out = self.pool(self.conv(x))\n"
+        "        ratio = out.size(0) / x.size(0)\n        return self.lin(out), ratio\n\n\n"
+        "model = Net.from_pretrained('net.pt').cuda()\n\n\n"
+        "def test(loader):\n    model.eval()\n    total = 0\n    for x in loader:\n        out, kept = model(x.cuda())\n"
+        "        total += kept\n    return total / len(loader)\n",
         # the sum goes to a model's method that backwards it after the loop
         "import torch\n\n\ndef run(model, loader, device):\n    total = 0\n"
         "    for x, y in loader:\n        total += model(x.to(device)).sum()\n"
