@@ -23,6 +23,11 @@ import libcst as cst
 
 from memlint.analysis.tree import children
 
+# Calls returning (values, indices), both tensors on the operand's device: `torch.sort(x)`,
+# `x.topk(k)`, `torch.max(x, dim)`.
+VALUES_INDICES = frozenset({"max", "min", "topk", "sort", "kthvalue", "median", "mode", "nanmedian",
+                            "cummax", "cummin"})
+
 # Tensor methods that read its shape, not its data: they queue no device work.
 SIZE_METHODS = frozenset({"size", "dim", "numel"})
 # Methods and builtins whose result is a plain Python value, never an alias of a tensor.

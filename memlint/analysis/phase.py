@@ -77,9 +77,12 @@ class Phase:
         """Whether the backward `call` is part of training: an optimizer step can follow it (in
         its function, helpers followed, or in a function calling it, up to 3 levels), and it is
         not expected to fail (`pytest.raises`). A unit test that backwards to look at gradients,
-        or documents autocast's behaviour, does not train."""
+        or documents autocast's behaviour, does not train. A DeepSpeed engine's backward trains
+        (the engine's own `step()` follows it)."""
         if self.regions.expects_error(call):
             return False
+        if type(call.func) is cst.Attribute and self.roles.receivers.is_engine(call.func.value, call):
+            return True
         pending = [(self.tree.scope_of(call), 0)]
         seen = set()
         while pending:

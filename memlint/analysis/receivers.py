@@ -40,6 +40,7 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Set
 
 import libcst as cst
 
+from memlint.analysis.dataflow import unpacked_position
 from memlint.analysis.project import ProjectView
 from memlint.analysis.frameworks import MODEL_BASE, is_module_base_name
 from memlint.analysis.memo import per_node
@@ -74,7 +75,7 @@ _MODEL_NAME = re.compile(
     re.IGNORECASE)
 # `base_model`, `text_encoder`, `model_ema`: only as a plain name or an attribute of `self`
 # (`pipe.generate_language_model(...)` is a method, not a model)
-_MODEL_COMPOUND = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$|^(model|net)_\w+$",
+_MODEL_COMPOUND = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru)$|^(model|net|network)_\w+$",
                              re.IGNORECASE)
 # `model.feature_extractor`, `self.model.text_encoder`: a part of a model, by name, only as an
 # attribute of a model (alone, `feature_extractor` is as likely HF's audio preprocessor)
@@ -111,6 +112,8 @@ _MODEL_FACTORIES = re.compile(
     r"^torch\.nn\.parallel\.DistributedDataParallel$|^torch\.nn\.DataParallel$|^torch\.jit\.script$)")
 # `X.from_pretrained` that does not make a module running with grad (diffusers pipelines run
 # under no_grad, like HF generate)
+# What makes a DeepSpeed engine (`Receivers.is_engine`).
+_ENGINE_FACTORY = "deepspeed.initialize"
 _NOT_A_MODULE = re.compile(r"Tokenizer|Processor|Config|Extractor|Pipeline|Scheduler|Dataset")
 _MODEL_MOVERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "eval", "train",
                            "requires_grad_", "share_memory"})
@@ -337,6 +340,17 @@ class Receivers:
                         if owner is not None:
                             owners.add(owner)
         return owners
+
+    def is_engine(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A name every binding in effect at `at` makes a DeepSpeed engine: the first of what
+        `deepspeed.initialize(...)` returns (`model, optimizer, _, _ = deepspeed.initialize(...)`).
+        Its `backward(loss)` backwards the loss, and its `step()` steps and clears the gradients."""
+        if type(expr) is not cst.Name:
+            return False
+        binds = self.scopes.in_effect(expr.value, at)
+        return bool(binds) and all(
+            b.kind == "assign" and type(b.value) is cst.Call and self.names.call_name(b.value) == _ENGINE_FACTORY
+            and not b.whole and unpacked_position(b.node, expr.value) == 0 for b in binds)
 
     def is_scaler(self, expr: cst.BaseExpression) -> bool:
         dotted = dotted_name(expr)

@@ -163,8 +163,8 @@ class Roles:
             return None
         receiver = func.value
         owner = dotted_name(receiver)
-        if func.attr.value == "manual_backward" or (owner is not None and _BACKWARD_OWNER.search(last_part(owner))
-                                                    and call.args and call.args[0].keyword is None):
+        if func.attr.value == "manual_backward" or call.args and call.args[0].keyword is None and (
+                owner is not None and _BACKWARD_OWNER.search(last_part(owner)) or self.receivers.is_engine(receiver, call)):
             value = call.args[0].value if call.args else None
             return Backward(call, value, "owner", None, retain.value if retain else None,
                             frozenset(sources_of(value)) if value is not None else frozenset())

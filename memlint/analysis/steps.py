@@ -437,8 +437,20 @@ class Steps:
         if result is None:
             result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
                               self._external(func, klass)])
+        if result is None and self._steps_once(func):
+            result = STEP
         self._functions[key] = result
         return result
+
+    def _steps_once(self, func: cst.FunctionDef) -> bool:
+        """`func` backwards and steps an optimizer once per call, in no loop of its own
+        (DomainBed's `Algorithm.update(minibatches)`): it is one training step, whatever calls it."""
+        roles, tree = self.roles, self.tree
+        steps = roles.steps_in(func, follow=False)
+        backwards = roles.backwards_in(func, follow=False)
+        return bool(steps) and bool(backwards) and not any(
+            tree.loops_around(site) and tree.function_of(tree.loops_around(site)[-1]) is func
+            for _, site in [*steps, *backwards])
 
     def layer_forward(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         """The `forward` `node` runs in, outside any loop of it, when its class is a layer

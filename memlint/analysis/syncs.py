@@ -49,7 +49,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import SCALAR_METHODS, SIZE_METHODS, target_names, unpacked_position
+from memlint.analysis.dataflow import SCALAR_METHODS, SIZE_METHODS, VALUES_INDICES, target_names, unpacked_position
 from memlint.analysis.loops import FEW_ITERATIONS, range_span
 from memlint.analysis.purity import Purity
 from memlint.analysis.regions import Regions
@@ -565,6 +565,8 @@ class Syncs:
                     result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
                 elif not bind.whole and type(value) is cst.Name and self._hook_batch_field(bind, name):
                     result = True  # `imgs, _ = batch` in a Lightning step hook
+                elif not bind.whole and (operand := self._sorted_operand(value)) is not None:
+                    result = self.is_tensor(operand, bind.node, depth + 1)  # `sorted_y, order = torch.sort(y)`
                 elif not bind.whole and not (isinstance(value, cst.Call) and (
                         self.roles.is_forward(value) or self._call_is_tensor(value, bind.node, depth + 1))):
                     result = False
@@ -647,7 +649,22 @@ class Syncs:
         gathered = self._gathered(bind, name) or _unpacked(bind, name) if bind.kind == "assign" else None
         if gathered is not None:  # gathered across processes on the device
             return self.on_device(gathered, bind.node, depth + 1)
+        operand = self._sorted_operand(bind.value) if bind.kind == "assign" and not bind.whole else None
+        if operand is not None:  # `sorted_y, order = torch.sort(y)`: both where `y` is
+            return self.on_device(operand, bind.node, depth + 1)
         return bind.kind == "assign" and bind.whole and self.on_device(bind.value, bind.node, depth + 1)
+
+    def _sorted_operand(self, value: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+        """The tensor a call returning (values, indices) works on: `y` of `torch.sort(y)`,
+        `y.topk(k)`, `torch.max(y, dim=1)`; None for any other value."""
+        if type(value) is not cst.Call or type(value.func) is not cst.Attribute or \
+                value.func.attr.value not in VALUES_INDICES:  # type: ignore[attr-defined]
+            return None
+        qualified = self.names.call_name(value)  # type: ignore[arg-type]
+        if qualified is None:
+            return value.func.value  # type: ignore[attr-defined]
+        given = value.args[0] if value.args else None  # type: ignore[attr-defined]
+        return given.value if qualified.startswith("torch.") and given is not None and given.keyword is None else None
 
     def _passed_tensors(self, bind: "Binding") -> List[Tuple[cst.Call, cst.BaseExpression]]:
         """What every call of its function in this module passes for a parameter declared a

@@ -50,8 +50,8 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, Derivation, leaf_targets,
-                                       sources_of, target_names)
+from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, VALUES_INDICES, Derivation,
+                                       leaf_targets, sources_of, target_names)
 from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.memo import per_node
 from memlint.analysis.project import ProjectView
@@ -81,9 +81,6 @@ DETACHING_METHODS = frozenset(SCALAR_METHODS | {
     "floor_divide", "is_nonzero", "equal", "allclose", "isclose", "any", "all",
     "new_tensor", "new_zeros", "new_ones", "new_full", "new_empty",  # fresh tensors, shaped or typed alike
 })
-# Calls returning (values, indices): an unpacked element may be the indices, which carry no graph.
-_VALUES_INDICES = frozenset({"max", "min", "topk", "sort", "kthvalue", "median", "mode", "nanmedian",
-                             "cummax", "cummin"})
 DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad", "indices"})
 # integer and boolean tensor types: a cast to one ends the graph (`out.to(torch.long)`)
 INTEGER_DTYPES = frozenset({"torch.long", "torch.int", "torch.int64", "torch.int32", "torch.int16", "torch.int8",
@@ -111,7 +108,7 @@ _READING_BUILTINS = frozenset({"print", "len", "float", "int", "str", "repr", "r
                                "bool", "sum", "min", "max"})
 _LOGGING_METHODS = frozenset({"log", "info", "debug", "warning", "add_scalar", "add_scalars", "set_postfix",
                               "log_dict", "print", "write"})
-_HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "put", "format", "join"}
+_HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "add_batch", "put", "format", "join"}
 # A model's method whose name speaks of training (DeepSpeed's `engine.backward(loss)`,
 # `model.training_step(b)`, `model.compute_gradients(loss)`, test-time adaptation's
 # `model.adapt(out)`, `critic.minimize(loss)`, `policy.reinforce(logp)`)
@@ -141,7 +138,7 @@ def _indices_of(node: cst.Subscript) -> bool:
     if type(value) is not cst.Call or len(node.slice) != 1:
         return False
     func = value.func  # type: ignore[attr-defined]
-    if (func.attr.value if type(func) is cst.Attribute else last_part(dotted_name(func))) not in _VALUES_INDICES:
+    if (func.attr.value if type(func) is cst.Attribute else last_part(dotted_name(func))) not in VALUES_INDICES:
         return False
     index = node.slice[0].slice
     return type(index) is cst.Index and type(index.value) is cst.Integer and index.value.value == "1"  # type: ignore[attr-defined]
@@ -174,8 +171,9 @@ class Values:
         self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
         for call in scopes.calls:
             func = call.func
-            if type(func) is cst.Attribute and func.attr.value == "requires_grad_":
-                flag = argument(call, "requires_grad", 0)
+            if type(func) is cst.Attribute and func.attr.value == "requires_grad_" and not (
+                    type(func.value) is cst.Call and (names.call_name(func.value) or "").startswith("torch.")):
+                flag = argument(call, "requires_grad", 0)  # (`torch.Tensor(lr).requires_grad_(False)`: a tensor made there)
                 if flag is not None and literal_bool(flag.value) is False:
                     self.requires_grad_off = True
         for assign in scopes.assigns:
@@ -436,7 +434,7 @@ class Values:
             if trace.graph and self.regions.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
             if not bind.whole and isinstance(bind.value, cst.Call) and (
-                    last_part(dotted_name(bind.value.func)) in _VALUES_INDICES or self._graphless_element(bind)):
+                    last_part(dotted_name(bind.value.func)) in VALUES_INDICES or self._graphless_element(bind)):
                 continue  # `_, predicted = out.max(1)`: do not guess which element it is
             if self._traces(bind.value, bind.node, trace) or trace.graph and self._backwarded_binding(bind):
                 result = True

@@ -91,7 +91,14 @@ class EvalWithoutNoGrad(Rule):
     Also, in a training loop, a forward whose output never reaches the backward: a second pass
     run only for a metric (`yhat_raw = model.inference(x)`, then `l1 += F.l1_loss(yhat_raw,
     y).item()`), its output and everything made from it read and dropped, never backwarded,
-    returned, stored or handed to a call that might backward it.
+    returned, stored or handed to a call that might backward it. And a forward whose result is
+    dropped after a training step's last backward (`self.network_sma(x)`, run to refresh an
+    averaged model's batch-norm statistics), in a function run once per step: no backward of
+    the step can read its graph. Not one before the backward (the modules may compute the loss
+    by the side), nor in a module that registers forward hooks or reads the model's attributes
+    after the pass. A function that backwards and steps an optimizer once per call, outside any
+    loop of its own, is one training step, whatever calls it (DomainBed's `update`, called on
+    an algorithm made by name).
 
     ## Why is this bad?
     With grad enabled, every forward records a graph and saves the activations a backward would
@@ -207,10 +214,34 @@ class EvalWithoutNoGrad(Rule):
     MESSAGE = "a model runs in an evaluation loop with autograd recording"
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.PEAK_LOWER
-    # the evidence of evaluation it needs: `.eval()`, a function name, loading trained weights
-    REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load")
+    # the evidence of evaluation it needs: `.eval()`, a function name, loading trained weights;
+    # or a backward, before a forward whose result is dropped
+    REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load", "backward")
 
     VALID = (
+        # a dropped forward before the backward: its modules may compute the loss by the side
+        # (a style-transfer model's loss layers)
+        "import torch\n\n\ndef step(model, image, optimizer, style_losses):\n    optimizer.zero_grad()\n"
+        "    model(image)\n    loss = sum(sl.loss for sl in style_losses)\n    loss.backward()\n    optimizer.step()\n",
+        # ... and after it, in a module whose forward hooks keep what the pass computes
+        "import torch\nimport torch.nn.functional as F\nfeats = []\nmodel.register_forward_hook(lambda m, i, o: feats.append(o))\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
+            "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
+            "        y = torch.cat([y for x, y in minibatches])\n"
+            "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
+            "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
+            "        self.network_sma(x)\n"
+            ""
+            "        return {\"loss\": loss.item()}\n",
+        # ... or that reads what the model keeps after the pass
+        "import torch\nimport torch.nn.functional as F\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
+            "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
+            "        y = torch.cat([y for x, y in minibatches])\n"
+            "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
+            "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
+            "        self.network_sma(x)\n"
+            "        self.aux = self.network_sma.aux_loss\n"
+            ""
+            "        return {\"loss\": loss.item()}\n",
         # a context manager of the module that turns grad off around its yield (bark's `_inference_mode`)
         "import contextlib\nimport torch\n\n\n@contextlib.contextmanager\ndef _inference_mode():\n"
         "    with torch.inference_mode(), torch.no_grad():\n        yield\n\n\ndef generate(model, x, n):\n"
@@ -550,6 +581,41 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # a pass after the step's backward, for its batch-norm statistics only (DomainBed's ERM++):
+        # one training step per call, whatever calls it
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
+            "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
+            "        y = torch.cat([y for x, y in minibatches])\n"
+            "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
+            "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
+            "        self.network_sma(x)\n"
+            ""
+            "        return {\"loss\": loss.item()}\n",
+            "import torch\nimport torch.nn.functional as F\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
+            "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
+            "        y = torch.cat([y for x, y in minibatches])\n"
+            "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
+            "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
+            "        with torch.no_grad():\n"
+            "            self.network_sma(x)\n"
+            ""
+            "        return {\"loss\": loss.item()}\n",
+        ),
+        # a metric of the `evaluate`/`datasets` libraries reads what `add_batch` is given (a
+        # regression's squeezed logits carry their graph, and no backward takes them)
+        Invalid(
+            "import torch\n\n\ndef do_eval(model, loader, metric, is_regression=False):\n    model.eval()\n"
+            "    for batch in loader:\n        outputs = model(**batch)\n"
+            "        predictions = outputs.logits.argmax(dim=-1) if not is_regression else outputs.logits.squeeze()\n"
+            "        metric.add_batch(predictions=predictions, references=batch[\"labels\"])\n"
+            "    return metric.compute()\n",
+            "import torch\n\n\ndef do_eval(model, loader, metric, is_regression=False):\n    model.eval()\n"
+            "    with torch.no_grad():\n        for batch in loader:\n            outputs = model(**batch)\n"
+            "            predictions = outputs.logits.argmax(dim=-1) if not is_regression else outputs.logits.squeeze()\n"
+            "            metric.add_batch(predictions=predictions, references=batch[\"labels\"])\n"
+            "    return metric.compute()\n",
+        ),
         # ... in a loop over batches, made-up inputs are no warm-up: a calibration pass runs on every batch
         Invalid(
             "import torch\n\n\ndef calibrate(model, loader, device):\n    model.eval()\n"
@@ -1192,6 +1258,54 @@ class EvalWithoutNoGrad(Rule):
             f"graph keeps this pass's activations alive as long as its output is bound; wrap the statement in "
             f"`with torch.no_grad():`"),
             fix)
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        """A forward whose result is dropped, after the step's last backward (a pass run for its
+        side effects: DomainBed's ERM++ refreshes an averaged model's batch-norm statistics with
+        `self.network_sma(all_x)`): its graph is recorded for nothing. Before a backward, or in
+        a module that registers forward hooks, the pass may feed the loss by the side."""
+        facts = self.facts
+        forward = node.value
+        if type(forward) is not cst.Call or not facts.roles.is_forward(forward) or \
+                facts.regions.grad_enabled(forward) is not True or facts.values.requires_grad_off:
+            return
+        scope = facts.tree.function_of(node)
+        if scope is None or "register_forward_hook" in facts.identifiers or \
+                "register_forward_pre_hook" in facts.identifiers:
+            return
+        at = facts.tree.order(node)
+        backwards = [site for _, site in facts.roles.backwards_in(scope)]
+        if not backwards or any(facts.tree.order(site) >= at for site in backwards) or \
+                facts.tree.loops_around(node) or facts.roles.asks_for_grad(scope) or \
+                self._warms_up(forward) or facts.values.runs_without_grad(forward) or self._read_later(scope, forward):
+            return
+        if facts.per_step(node) is None:
+            return  # (how often, asked last: it may go to the project)
+        statement = facts.tree.statement_around(node)
+        fix = None
+        if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and \
+                not self._models_ask_for_grad():
+            fix = self._fix(statement, "wrap the statement in `with torch.no_grad():`")
+        self.report(forward, (
+            f"`{show(forward.func)}` runs after this step's backward with autograd recording, and its result is "
+            f"dropped: it records a graph of its activations that no backward reads (a pass for its side "
+            f"effects, such as batch-norm statistics, needs none); wrap the statement in `with torch.no_grad():`"),
+            fix)
+
+    def _read_later(self, scope: cst.FunctionDef, forward: cst.Call) -> bool:
+        """The function reads something the model keeps after the dropped forward (`model.aux`,
+        not a method call): the pass may hand it on."""
+        facts = self.facts
+        func = forward.func
+        model = dotted_name(func.value if type(func) is cst.Attribute and not facts.receivers.is_model(func) else func)
+        at = facts.tree.order(forward)
+        for node in walk_scope(scope.body):
+            if type(node) is cst.Attribute and dotted_name(node.value) == model and \
+                    facts.tree.order(node) > at:  # type: ignore[attr-defined]
+                parent = facts.tree.parent(node)
+                if not (type(parent) is cst.Call and parent.func is node):  # type: ignore[attr-defined]
+                    return True
+        return False
 
     def _trained_forward(self, loop: Loop, metric: cst.Call) -> bool:
         """Another forward of the loop whose output reaches its backward: the step trains through it,

@@ -161,6 +161,13 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # what `torch.sort` returns tested per sample, sorted on the host: no wait
+            "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer):\n"
+            "    for x, y in loader:\n        x, y = x.cpu(), y.cpu()\n        sorted_y, order = torch.sort(y)\n"
+            "        intervals, ex = [], 0\n        for idx, val in enumerate(sorted_y):\n"
+            "            if ex == val:\n                continue\n            intervals.append(idx)\n            ex = val\n"
+            "        loss = F.cross_entropy(model(x[order].cuda()), sorted_y.cuda())\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
         # a field of a Lightning batch that is a list of captions, printed: no tensor
         "import torch\nfrom lightning.pytorch import LightningModule\n\nclass Captioner(LightningModule):\n"
         "    def training_step(self, batch, batch_idx):\n        images, captions = batch\n        print(captions)\n"
@@ -469,6 +476,15 @@ class HostDeviceSyncInLoop(Rule):
         "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
+        # an element of what `torch.sort` returns, tested per sample (DomainBed's SelfReg groups)
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer):\n"
+            "    for x, y in loader:\n        x, y = x.cuda(), y.cuda()\n        sorted_y, order = torch.sort(y)\n"
+            "        intervals, ex = [], 0\n        for idx, val in enumerate(sorted_y):\n"
+            "            if ex == val:\n                continue\n            intervals.append(idx)\n            ex = val\n"
+            "        loss = F.cross_entropy(model(x[order]), sorted_y)\n"
+            "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
+        ),
         # a gradient norm read per parameter on every step (`named_parameters()` yields tensors)
         Invalid(
             "import torch\n\ndef train(model, loader, optimizer, device):\n    for x, y in loader:\n"
