@@ -17,6 +17,8 @@ from memlint.findings import Fix, InsertAfter, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
 _LOSS = re.compile(r"^loss$|^loss_|_loss$")
+# Lists of every layer's feature maps a discriminator returns for a feature-matching loss.
+_FEATURE_MAPS = re.compile(r"^(fmaps?|feature_maps|feat_maps)(_\w+)?$")
 
 
 def _loss_target(expr: cst.BaseExpression) -> bool:
@@ -72,6 +74,11 @@ class OutputAliveIntoNextStep(Rule):
     either where backward keeps the output anyway (log-probabilities read by `nll_loss`: 59.6
     MiB with and without `del`) or where it is small. So the rule reports only outputs with the
     signs of a vocabulary.
+
+    Also the lists of every layer's feature maps a discriminator returns for a feature-matching
+    loss (`y_r, y_g, fmap_r, fmap_g = mpd(y, y_hat)`, HiFi-GAN's, VITS's): backward frees the
+    graph that held them, but the names keep them through the next iteration's forwards, until
+    the statement binds them again.
 
     ## Why it is opt-in
     The saving is one logits tensor, and whether that is worth a change depends on sizes the
@@ -146,6 +153,12 @@ class OutputAliveIntoNextStep(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # feature maps read again after the backward
+        "import torch\n\n\ndef train(generator, discriminator, loader, optim_g):\n    for x, y in loader:\n"
+            "        y_hat = generator(x)\n        optim_g.zero_grad()\n"
+            "        y_r, y_g, fmap_r, fmap_g = discriminator(y, y_hat)\n        loss_fm = feature_loss(fmap_r, fmap_g)\n"
+            "        loss_gen = generator_loss(y_g) + loss_fm\n        loss_gen.backward()\n        optim_g.step()\n"
+            "        print(len(fmap_r))\n",
         # a model's own `backward` method, not a DeepSpeed engine's: nothing says it trains
         "import torch\nfrom transformers import AutoModelForCausalLM\n\n\ndef main(args, loader):\n"
         "    model = AutoModelForCausalLM.from_pretrained(args.model)\n"
@@ -195,6 +208,19 @@ class OutputAliveIntoNextStep(Rule):
         "print(logits.shape)\n",
     )
     INVALID = (
+        # a discriminator's feature maps of every layer, for a feature-matching loss (HiFi-GAN)
+        Invalid(
+            "import torch\n\n\ndef train(generator, discriminator, loader, optim_g):\n    for x, y in loader:\n"
+            "        y_hat = generator(x)\n        optim_g.zero_grad()\n"
+            "        y_r, y_g, fmap_r, fmap_g = discriminator(y, y_hat)\n        loss_fm = feature_loss(fmap_r, fmap_g)\n"
+            "        loss_gen = generator_loss(y_g) + loss_fm\n        loss_gen.backward()\n        optim_g.step()\n"
+            "",
+            "import torch\n\n\ndef train(generator, discriminator, loader, optim_g):\n    for x, y in loader:\n"
+            "        y_hat = generator(x)\n        optim_g.zero_grad()\n"
+            "        y_r, y_g, fmap_r, fmap_g = discriminator(y, y_hat)\n        loss_fm = feature_loss(fmap_r, fmap_g)\n"
+            "        del fmap_r, fmap_g\n        loss_gen = generator_loss(y_g) + loss_fm\n        loss_gen.backward()\n        optim_g.step()\n"
+            "",
+        ),
         # a DeepSpeed engine backwards and steps itself (`model.backward(loss)`, `model.step()`)
         Invalid(
             "import deepspeed\nimport torch\nfrom transformers import AutoModelForCausalLM\n\n\ndef main(args, loader):\n"
@@ -267,8 +293,11 @@ class OutputAliveIntoNextStep(Rule):
         if len(node.targets) != 1 or not isinstance(node.value, cst.Call) or not facts.roles.backwards:
             return
         line = tree.parent(node)
+        if not isinstance(line, cst.SimpleStatementLine) or not facts.roles.is_forward(node.value):
+            return
         held = _held(node.targets[0].target)
-        if held is None or not isinstance(line, cst.SimpleStatementLine) or not facts.roles.is_forward(node.value):
+        if held is None:
+            self._check_feature_maps(node, line)
             return
         kept, loss, loss_position = held
         outputs = facts.outputs
@@ -321,6 +350,50 @@ class OutputAliveIntoNextStep(Rule):
             f"more copy of it, which backward does not need (cross-entropy keeps its own softmax{measured}): "
             + (f"bind only the loss (`[{loss_position}]`)" if kept.value == "_" and not reads
                else f"`del {kept.value}` once the loss is computed")), fix)
+
+    def _check_feature_maps(self, node: cst.Assign, line: cst.SimpleStatementLine) -> None:
+        """`y_hat_r, y_hat_g, fmap_r, fmap_g = mpd(y, y_g_hat)` in a training loop (HiFi-GAN's
+        feature-matching loss): the lists of every layer's feature maps, read only by the loss,
+        stay bound after the backward into the next iteration's forwards, until the name is
+        bound again. Backward frees the graph that held them; the names keep them."""
+        facts = self.facts
+        tree = facts.tree
+        target = node.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)) or facts.outputs.compiled:
+            return
+        kept = [e.value for e in target.elements if isinstance(e, cst.Element) and isinstance(e.value, cst.Name)
+                and _FEATURE_MAPS.search(e.value.value)]
+        loops = tree.loops_around(node)
+        if not kept or not loops or facts.test_file or in_test_code(tree, node):
+            return
+        scope = tree.scope_of(node)
+        start = tree.span(node)[1]
+        later = [site for _, site in facts.roles.backwards_in(loops[0])
+                 if tree.order(site) >= start and tree.contains(loops[0].body, site) and tree.scope_of(site) is scope]
+        if not later:
+            return
+        site = min(later, key=tree.order)
+        backward = facts.roles.backward_of(site)
+        if backward is None or not facts.phase.backward_trains(site):
+            return
+        reads: List[OutputRead] = []
+        for name in kept:
+            seen = facts.liveness.reads_of(name, loops[0].body, tree.order(site))
+            if seen is None or not seen or any(isinstance(tree.statement_around(read), cst.SimpleStatementLine) and
+                                               any(isinstance(small, cst.Del) for small in tree.statement_around(read).body)
+                                               for read in seen):
+                return  # read after the backward, in the next iteration, never, or deleted already
+            if not _reaches(backward, site, facts.values.derived_names(scope, {name.value})):
+                return  # not what the backward trains through
+            reads.extend(OutputRead("value", read) for read in seen)
+        names = ", ".join(name.value for name in kept)
+        anchor = self._anchor(line, reads, site)
+        fix = Fix((InsertAfter(anchor, (cst.parse_statement(f"del {names}"),)),), Safety.SAFE,
+                  f"`del {names}` once the loss is computed") if anchor is not None else None
+        self.report(node, (
+            f"`{names}` (every layer's feature maps the model returns) stay bound after backward and into the "
+            f"next step's forwards, until bound again, so those forwards run beside a whole copy of them: "
+            f"`del {names}` once the loss is computed"), fix)
 
     def _what(self, name: str, beside_loss: bool, reads: List[OutputRead]) -> Optional[str]:
         """What the output is, by its signs of a vocabulary; None without them."""
