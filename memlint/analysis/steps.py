@@ -437,14 +437,15 @@ class Steps:
         if result is None:
             result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
                               self._external(func, klass)])
-        if result is None and self._steps_once(func):
+        if result is None and klass is not None and self._steps_once(func):
             result = STEP
         self._functions[key] = result
         return result
 
     def _steps_once(self, func: cst.FunctionDef) -> bool:
-        """`func` backwards and steps an optimizer once per call, in no loop of its own
-        (DomainBed's `Algorithm.update(minibatches)`): it is one training step, whatever calls it."""
+        """The method `func` backwards and steps an optimizer once per call, in no loop of its
+        own (DomainBed's `Algorithm.update(minibatches)`): it is one training step, whatever calls
+        it. (A module-level function that does so once is as often a demo run once.)"""
         roles, tree = self.roles, self.tree
         steps = roles.steps_in(func, follow=False)
         backwards = roles.backwards_in(func, follow=False)

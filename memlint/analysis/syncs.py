@@ -565,8 +565,6 @@ class Syncs:
                     result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
                 elif not bind.whole and type(value) is cst.Name and self._hook_batch_field(bind, name):
                     result = True  # `imgs, _ = batch` in a Lightning step hook
-                elif not bind.whole and (operand := self._sorted_operand(value)) is not None:
-                    result = self.is_tensor(operand, bind.node, depth + 1)  # `sorted_y, order = torch.sort(y)`
                 elif not bind.whole and not (isinstance(value, cst.Call) and (
                         self.roles.is_forward(value) or self._call_is_tensor(value, bind.node, depth + 1))):
                     result = False

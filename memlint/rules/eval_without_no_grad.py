@@ -96,7 +96,7 @@ class EvalWithoutNoGrad(Rule):
     averaged model's batch-norm statistics), in a function run once per step: no backward of
     the step can read its graph. Not one before the backward (the modules may compute the loss
     by the side), nor in a module that registers forward hooks or reads the model's attributes
-    after the pass. A function that backwards and steps an optimizer once per call, outside any
+    after the pass. A method that backwards and steps an optimizer once per call, outside any
     loop of its own, is one training step, whatever calls it (DomainBed's `update`, called on
     an algorithm made by name).
 
