@@ -232,6 +232,11 @@ class EvalWithoutNoGrad(Rule):
             "        self.network_sma(x)\n"
             ""
             "        return {\"loss\": loss.item()}\n",
+        # ... or a method named like a model, given no input (BasicSR's weight averaging)
+        "import torch\n\n\nclass SRModel(BaseModel):\n    def optimize_parameters(self, step):\n"
+        "        self.optimizer_g.zero_grad()\n        self.output = self.net_g(self.lq)\n"
+        "        l_total = self.cri_pix(self.output, self.gt)\n        l_total.backward()\n"
+        "        self.optimizer_g.step()\n        self.model_ema(decay=self.ema_decay)\n",
         # ... or that reads what the model keeps after the pass
         "import torch\nimport torch.nn.functional as F\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
             "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
@@ -1269,6 +1274,8 @@ class EvalWithoutNoGrad(Rule):
         if type(forward) is not cst.Call or not facts.roles.is_forward(forward) or \
                 facts.regions.grad_enabled(forward) is not True or facts.values.requires_grad_off:
             return
+        if not any(arg.keyword is None and not arg.star and type(arg.value) not in _LITERALS for arg in forward.args):
+            return  # no input to run on: a method by a model's name (BasicSR's `self.model_ema(decay=0.999)`)
         scope = facts.tree.function_of(node)
         if scope is None or "register_forward_hook" in facts.identifiers or \
                 "register_forward_pre_hook" in facts.identifiers:
