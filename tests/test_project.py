@@ -328,11 +328,49 @@ STAR = {
 }
 
 
-def test_a_class_the_project_cannot_trace_is_judged_by_its_name(tmp_path):
+def test_a_class_behind_a_star_import_is_traced_to_its_definition(tmp_path):
     paths = tree(tmp_path, STAR)
     facts = facts_in_project(paths, tmp_path / "train.py")
-    assert "Mine" in facts.receivers.module_classes  # behind a star import: an `...Encoder` is a module
+    assert "Mine" in facts.receivers.module_classes  # `pkg` imports everything of `pkg.encoders`
     assert "Settings" not in facts.receivers.module_classes
+
+
+def test_a_method_reexported_through_a_star_import_is_followed(tmp_path):
+    """PyG's `from torch_geometric.llm import GLEM`, where the package's `__init__.py` imports
+    everything of `.models`, which imports `GLEM` from its module: `GLEM.inference` runs
+    without grad, and a call of it records nothing. A name a module binds itself is not taken
+    for the star's."""
+    paths = tree(tmp_path, {
+        **_INFERENCE_METHODS,
+        "pkg/__init__.py": "from .models import *\n",
+        "pkg/run.py": """\
+            import torch
+            from pkg import GNN
+
+            model = GNN().to("cuda")
+            model.eval()
+            for loader in loaders:
+                model.inference(loader, "cuda")
+            """,
+        "pkg/shadow.py": """\
+            import torch
+            from pkg import *
+
+
+            class GNN(torch.nn.Module):
+                def inference(self, loader, device):
+                    return torch.cat([self(x.to(device)) for x in loader])
+
+
+            model = GNN().to("cuda")
+            model.eval()
+            for loader in loaders:
+                model.inference(loader, "cuda")
+            """,
+    })
+    found = {(name, code) for name, _, code in lint(tmp_path, *paths)}
+    assert ("run.py", "MEM203") not in found
+    assert ("shadow.py", "MEM203") in found
 
 
 OPENMMLAB = {

@@ -53,7 +53,8 @@ Ref = Tuple[str, str, str]  # (root, module, `f` or `Class` or `Class.method`)
 # and for a call on `self`, the caller's class (what `self` is at least)
 Incoming = Tuple[Ref, str, Optional[Ref]]
 # What a project class's name suggests it is, before (or without) its lineage: the first
-# phase's guess, and the answer for a class the project cannot trace (a star import)
+# phase's guess, and the answer for a class the project cannot trace (a base of a module
+# outside the files linted)
 _MODULE_NAME = re.compile(r"((?<!Data)Module|Model|Encoder|Decoder|Layer|Net|Network|Block|Cell|Criterion|"
                           r"Backbone|Heads?|Norm|Norm[123]d|Attention|Generator|Transformer)$")
 _LIGHTNING_PACKAGES = ("lightning.", "pytorch_lightning.")
@@ -132,6 +133,11 @@ class Project:
             imported = summary.imports.get(head)
             if imported is not None and depth < _MAX_REEXPORTS:  # re-exported: `from .x import f`
                 return self.resolve(key[0], ".".join([imported, *rest[1:]]), depth + 1)
+            if imported is None and depth < _MAX_REEXPORTS:  # `from .models import *`
+                for star in summary.stars:
+                    found = self.resolve(key[0], ".".join([star, *rest]), depth + 1)
+                    if found is not None:
+                        return found
             return None
         return None
 

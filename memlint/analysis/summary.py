@@ -136,6 +136,7 @@ class ModuleSummary:
     calls: Tuple[Edge, ...]
     saves: Tuple[SavedFile, ...] = ()
     device: bool = False
+    stars: Tuple[str, ...] = ()  # the modules it imports everything of (`from .models import *`), absolute
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -147,7 +148,7 @@ class ModuleSummary:
                 "functions": {k: v.to_json() for k, v in self.functions.items()},
                 "classes": {k: v.to_json() for k, v in self.classes.items()},
                 "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves],
-                "device": self.device}
+                "device": self.device, "stars": list(self.stars)}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
@@ -158,7 +159,8 @@ class ModuleSummary:
                    {_name(k): FunctionSummary.from_json(v) for k, v in data["functions"].items()},
                    {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
                    tuple(Edge.from_json(e) for e in data["calls"]),
-                   tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device)
+                   tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device,
+                   _names(data.get("stars", [])))
 
 
 def _name(value: object) -> str:
@@ -195,7 +197,7 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods)
     return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
-                         _saved_files(facts), facts.names_device)
+                         _saved_files(facts), facts.names_device, names.star_modules)
 
 
 def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:
@@ -211,6 +213,7 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
     base class of a project's models). Read with Python's own parser (`source` may be its AST
     already), a fraction of the cost of LibCST's, since nothing else is needed."""
     imports: Dict[str, str] = {}
+    stars: List[str] = []
     classes: Dict[str, ClassSummary] = {}
     for statement in (ast.parse(source) if isinstance(source, str) else source).body:
         if isinstance(statement, ast.Import):
@@ -226,7 +229,9 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                     continue
                 base = ".".join([*parts[:len(parts) - (statement.level - 1)], *([base] if base else [])])
             for alias in statement.names:
-                if alias.name != "*" and base:
+                if alias.name == "*" and base:
+                    stars.append(base)
+                elif base:
                     imports[alias.asname or alias.name] = f"{base}.{alias.name}"
         elif isinstance(statement, ast.ClassDef):
             bases = []
@@ -240,7 +245,7 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                                                                       *f.args.kwonlyargs)))
                        for f in statement.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
             classes[statement.name] = ClassSummary(tuple(bases), False, methods)
-    return ModuleSummary(name, imports, {}, classes, ())
+    return ModuleSummary(name, imports, {}, classes, (), stars=tuple(dict.fromkeys(stars)))
 
 
 def _ast_dotted(expr: ast.expr) -> Optional[str]:

@@ -37,6 +37,7 @@ class TorchNames:
         ambiguous: Set[str] = set()
         rebound: Set[str] = set()
         imports: Dict[str, List[cst.CSTNode]] = {}
+        stars: List[str] = []
 
         def bind(local: str, qualified: str, statement: cst.CSTNode, table: Dict[str, str] = aliases) -> None:
             if aliases.get(local, qualified) != qualified or relative.get(local, qualified) != qualified:
@@ -57,6 +58,11 @@ class TorchNames:
                         bind(top, top, small)
             elif isinstance(small, cst.ImportFrom):
                 if isinstance(small.names, cst.ImportStar):
+                    base = dotted_name(small.module) if small.module is not None else ""
+                    if small.relative:
+                        base = _relative_base(package, len(small.relative), base)
+                    if base:
+                        stars.append(base)
                     continue
                 table = aliases
                 base = dotted_name(small.module) if small.module is not None else ""
@@ -92,6 +98,9 @@ class TorchNames:
         self._relative = {local: full for local, full in relative.items()
                           if local not in ambiguous and local not in rebound}
         self._imports = {local: tuple(imports[local]) for local in self._aliases}
+        # the modules this one imports everything of (`from .models import *`), absolute
+        self.star_modules: Tuple[str, ...] = tuple(dict.fromkeys(stars))
+        self._bound_here = rebound | set(aliases) | set(relative)
         # id(expression) -> (the expression, its name): every rule asks of every call, so each
         # is answered once; holding the expression keeps its id from being reused for another
         self._answers: Dict[int, Tuple[cst.CSTNode, Optional[str]]] = {}
@@ -133,6 +142,14 @@ class TorchNames:
         if full is None:
             return None
         return f"{full}.{rest}" if rest else full
+
+    def star_names(self, dotted: Optional[str]) -> Tuple[str, ...]:
+        """What `dotted` may be, absolute, when its head is bound by no import nor at module level
+        and the module imports everything of other modules (`maximum_path` under `from utils
+        import *`: `utils.maximum_path`), one for each such module."""
+        if dotted is None or not self.star_modules or dotted.partition(".")[0] in self._bound_here:
+            return ()
+        return tuple(f"{base}.{dotted}" for base in self.star_modules)
 
     def absolute_imports(self) -> Dict[str, str]:
         """Every local name imported, with the absolute name it stands for."""

@@ -375,8 +375,10 @@ class Values:
         if not self._imports_project:
             return None  # linted alone, or nothing of the project imported
         func = call.func
-        dotted = self.names.absolute_name(dotted_name(func)) if type(func) in (cst.Name, cst.Attribute) else None
-        dotted = dotted or self.scopes.instance_method_name(call, self.names)
+        local = dotted_name(func) if type(func) in (cst.Name, cst.Attribute) else None
+        dotted = self.names.absolute_name(local) or self.scopes.instance_method_name(call, self.names)
+        if dotted is None and local is not None and not self.scopes.in_effect(local.partition(".")[0], call):
+            dotted = next((name for name in self.names.star_names(local) if self.project.knows(name)), None)
         return dotted if self.project.knows(dotted) else None
 
     def _returned_by_another_module(self, call: cst.Call, trace: "_Trace") -> bool:
@@ -633,7 +635,8 @@ class Values:
         `from pkg.meters import AverageMeter`)."""
         project = self.project
         return bool(project.names) and any(full in project.names or project.knows(full)
-                                           for full in self.names.absolute_imports().values())
+                                           for full in (*self.names.absolute_imports().values(),
+                                                        *self.names.star_modules))
 
     def accumulated_arguments(self, call: cst.Call) -> List[cst.Arg]:
         """The arguments of `call` that the method it calls on an instance adds, with their
