@@ -134,8 +134,15 @@ class Regions:
         for call in scopes.calls:
             statement = tree.parent(call)
             if type(statement) is cst.Expr and type(tree.parent(statement)) is cst.SimpleStatementLine and \
-                    names.call_name(call) in GRAD_SET:
+                    (names.call_name(call) in GRAD_SET or self._entered_by_hand(call)):
                 self._toggles.add(id(tree.scope_of(call)))
+
+    def _entered_by_hand(self, call: cst.Call) -> bool:
+        """`torch.no_grad().__enter__()`: a grad mode entered as a statement (asteroid's eval
+        scripts), in force from there on, as a bare `set_grad_enabled(False)` is."""
+        func = call.func
+        return type(func) is cst.Attribute and func.attr.value == "__enter__" and type(func.value) is cst.Call and \
+            self.names.call_name(func.value) in _GRAD_OFF | _GRAD_ON | GRAD_SET
 
     def _region(self, node: cst.With, item: cst.WithItem) -> None:
         call = item.item
