@@ -57,7 +57,7 @@ from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part, walk
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, expression_nodes, last_part, walk
 
 # What a data loader is named like: a loop over one runs a step per batch
 LOADER_NAME = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
@@ -71,6 +71,9 @@ _LOOPS = frozenset({cst.For, cst.While})
 _FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step % 2`), not a slip
 # What a diffusion sampler's schedule is named: a loop over it runs one denoising step an iteration.
 _SCHEDULE = re.compile(r"^(timesteps|sigmas)$")
+# A flag that the step ran out of memory, or a count of the allocator thrashing (`found_cuda_oom`,
+# `num_consecutive_thrashes >= 2`): what runs under it recovers from a failure, not on every step.
+_OOM_FLAG = re.compile(r"(^|_)oom(_|$)|out_of_memory|thrash", re.IGNORECASE)
 # Calls a loop's iterable is wrapped in that leave its items (`enumerate(tqdm(loader))`).
 _WRAPPERS = frozenset({"enumerate", "tqdm", "iter", "zip", "reversed", "progress_bar"})
 
@@ -369,7 +372,7 @@ class Steps:
                 return None
             if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
                     child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor, self.tree, self._module_names)
-                                                or _bounded(ancestor)):  # type: ignore[attr-defined]
+                                                or _bounded(ancestor) or _after_oom(ancestor.test)):  # type: ignore[attr-defined]
                 return ancestor  # type: ignore[return-value]
             child = ancestor
         return None
@@ -621,6 +624,13 @@ def _holds_on_few(test: cst.Comparison) -> bool:
     if operator in (cst.LessThan, cst.LessThanEqual):
         return type(test.left) is not cst.Integer
     return True
+
+
+def _after_oom(test: cst.BaseExpression) -> bool:
+    """`if found_cuda_oom == 1:`, `if oom:`: a test of a flag that the step ran out of memory
+    (composer's automatic micro-batching shrinks the batch and empties the cache under it)."""
+    return any(type(part) in (cst.Name, cst.Attribute) and bool(_OOM_FLAG.search(last_part(dotted_name(part) or "")))
+               for part in expression_nodes(test))
 
 
 def _bounded(branch: cst.CSTNode) -> bool:

@@ -81,7 +81,9 @@ class EmptyCacheInLoop(Rule):
       only that and the recovery from an OOM: a plan of memory staged by hand, kept or dropped
       as a whole.
     - In an `except` or `finally` block, or in a `try` that catches an out-of-memory error
-      (recovery after an OOM).
+      (recovery after an OOM); also under a flag the step set when it ran out of memory, or a
+      count of the allocator's thrashing (`if found_cuda_oom == 1:`, `if
+      num_consecutive_thrashes >= 2:`, composer's automatic micro-batching), called from there.
     - Between steps: an epoch loop, a loop over runs, evaluation phases or noise levels, epoch
       hooks.
     - Under a condition other than a device check or a flag of the settings (`if step % 100 ==
@@ -112,6 +114,13 @@ class EmptyCacheInLoop(Rule):
     REQUIRES = ("empty_cache",)
 
     VALID = (
+        # under a flag that the step ran out of memory (composer's automatic micro-batching)
+        "import torch\n\n\ndef shrink_microbatch(state):\n    state.microbatch_size //= 2\n"
+        "    torch.cuda.empty_cache()\n\n\ndef train(model, loader, optimizer, state):\n    for batch in loader:\n"
+        "        found_cuda_oom = 0\n        try:\n            loss = model(batch.cuda()).mean()\n"
+        "            loss.backward()\n        except torch.cuda.OutOfMemoryError:\n            found_cuda_oom = 1\n"
+        "        if found_cuda_oom == 1:\n            shrink_microbatch(state)\n            continue\n"
+        "        optimizer.step()\n        optimizer.zero_grad()\n",
         # a singleton made on first use: the builder runs once, whatever calls the getter
         "import torch\n\n_ENGINE = None\n\n\ndef build_engine(model):\n    engine = compile_engine(model)\n"
         "    torch.cuda.empty_cache()\n    return engine\n\n\n"

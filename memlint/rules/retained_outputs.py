@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Set, Tuple
 
 import libcst as cst
@@ -10,12 +11,14 @@ from memlint.analysis.dataflow import target_names
 from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.loops import over_model_parts
 from memlint.analysis.often import BOUNDARY, INNER, STEP, intrinsic_often
-from memlint.analysis.tree import argument, dotted_name, last_part
+from memlint.analysis.tree import argument, dotted_name, last_part, root_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import detach_before_move, detached, show
 
 _STORING = frozenset({"append", "extend", "insert", "appendleft"})
+# Token ids a decoder returns (`predicted_tokens`, `hyps`): a few integers an iteration.
+_TOKEN_IDS = re.compile(r"(^|_)(tokens?|token_ids|ids|hyps?|hypothes[ie]s)$")
 # Methods that return a view of a tensor: no new memory
 _VIEWS = frozenset({"chunk", "split", "unbind", "view", "squeeze", "unsqueeze", "permute", "transpose", "t",
                     "expand", "narrow"})
@@ -121,6 +124,8 @@ class RetainedOutputs(Rule):
     `generate()` results, outputs of a model compiled for a runtime off the CUDA GPU (optimum's
     Neuron, OpenVINO or IPEX inference models record no graph), values moved to the CPU in a grad-free loop, lists emptied at epoch end,
     grad-free loops over a model's parts (`for layer in self.layers`, a handful of iterations),
+    token ids a decoder returns, kept by a grad-free loop (`all_tokens.extend(predicted_tokens[0])`:
+    a few integers an iteration, if on the device at all),
     grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
     tensors are on the CPU; a docstring that speaks of a GPU is not code), and
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
@@ -163,6 +168,12 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # token ids a decoder returns, kept across a long recording's segments
+        "import torch\n\n\nclass Transcriber:\n    @torch.no_grad()\n    def transcribe(self, segments, device):\n"
+        "        all_tokens = []\n        for segment in segments:\n"
+        "            predicted_tokens, _, scores, _ = self.decoder(segment.to(device))\n"
+        "            yield predicted_tokens[0], scores.sum().item()\n"
+        "            all_tokens.extend(predicted_tokens[0])\n            reset = len(all_tokens)\n",
         # a bank cut from the last step's graph in place on every step
         "import torch\nimport torch.nn.functional as F\n\n"
         "memory = F.normalize(torch.randn(50000, 128, device=\"cuda\"), dim=1)\n"
@@ -671,7 +682,7 @@ class RetainedOutputs(Rule):
         elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)):
             loop = loops[0]
             values = [a for a in values if facts.values.holds_output(a.value, node) and
-                      not self._piece_of_an_item(a.value, loop)]
+                      not self._piece_of_an_item(a.value, loop) and not _TOKEN_IDS.search(root_name(a.value) or "")]
             use = facts.values.use_after_loop(loop, container.value)
             if values and use is not None and self._outlives_loop(node, container, dotted):
                 self._device_kept(node, container, values, use)
