@@ -89,6 +89,9 @@ _WRITES_OUT = re.compile(r"^(export|save|print|log|summary|count_parameters)(_|$
 # Keywords of `from_pretrained` that place the model on a device: `device_map="auto"`, a quantized load.
 _PLACES = re.compile(r"device|load_in_|quantization_config$")
 _PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast|Collator)$")
+# An encoder of labels or symbols into ids (SpeechBrain's `self.input_encoder`, a `label_encoder`),
+# where the code does not say it builds a module: no model.
+_LABEL_ENCODER = re.compile(r"^(label|input|char|phoneme|token|category|class|target)_encoder$")
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(
@@ -443,7 +446,7 @@ class Receivers:
             return True
         receiver = dotted[:-len(last)].rstrip(".")
         if receiver in ("", "self"):
-            return bool(_MODEL_COMPOUND.search(last))
+            return bool(_MODEL_COMPOUND.search(last)) and not _LABEL_ENCODER.match(last)
         return isinstance(expr, cst.Attribute) and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
 
     def _holds_pipeline(self, name: cst.Name, depth: int) -> bool:

@@ -219,6 +219,10 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load", "backward")
 
     VALID = (
+        # an encoder of symbols into ids, not a model (SpeechBrain's `input_encoder`)
+        "import torch\n\n\nclass TTSBrain:\n    def run_inference(self, phoneme_labels):\n        self.modules.eval()\n"
+        "        for labels in phoneme_labels:\n            tokens = self.input_encoder.encode_sequence_torch(labels)\n"
+        "            self.tokens.append(tokens.int().to(self.device))\n",
         # a grad mode entered by hand, in force for the rest of the script (asteroid's eval scripts)
         "import torch\n\nmodel = torch.load('model.pt').cuda()\nmodel.eval()\ntorch.no_grad().__enter__()\n"
         "for mix in test_set:\n    est = model(mix.cuda())\n    save(est.cpu().numpy())\n",
