@@ -118,7 +118,9 @@ class Phase:
         graph: whatever it keeps, nothing can backward it); else None."""
         scope = self.tree.scope_of(loop)
         latest = self.roles.latest_modes(scope, self.tree.order(loop))
-        modes = {m.mode for m in latest.values() if self.receivers.is_model(m.call.func.value)}  # type: ignore[attr-defined]
+        # (a model made in place and put in its mode: `net = nn.DataParallel(model).to(device).eval()`)
+        modes = {m.mode for m in latest.values() if self.receivers.is_model(m.call.func.value)  # type: ignore[attr-defined]
+                 or type(m.call.func.value) is cst.Call}  # type: ignore[attr-defined]
         if "train" in modes:
             return None  # the model was put in training mode for this loop
         if "eval" in modes:

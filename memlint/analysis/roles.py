@@ -127,7 +127,7 @@ class Roles:
         for call in scopes.calls:
             func = call.func
             if type(func) is cst.Attribute and func.attr.value in ("eval", "train"):
-                receiver = dotted_name(func.value)
+                receiver = dotted_name(func.value) or self._bound_to(call)
                 if receiver is not None:
                     mode = func.attr.value
                     flag = argument(call, "mode", 0)
@@ -144,6 +144,15 @@ class Roles:
         self.zero_grads: List[ZeroGrad] = self._find_zero_grads()
         self._optimizer_resets = {id(z.node) for z in self.zero_grads if z.is_optimizer}
         self._grad_reads: Dict[int, Tuple[List[cst.Attribute], List[int]]] = {}
+
+    def _bound_to(self, call: cst.Call) -> Optional[str]:
+        """The name a model made in place and put in a mode is bound to (`net =
+        nn.DataParallel(model).to(device).eval()`: `net`), where the call is the value
+        assigned."""
+        statement = self.tree.parent(call)
+        if type(statement) is not cst.Assign or statement.value is not call or len(statement.targets) != 1:  # type: ignore[attr-defined]
+            return None
+        return dotted_name(statement.targets[0].target)  # type: ignore[attr-defined]
 
     def _backward(self, call: cst.Call) -> Optional[Backward]:
         func = call.func

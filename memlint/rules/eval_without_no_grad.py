@@ -593,6 +593,15 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # a model wrapped, moved and put in eval mode in one statement (pytorch_GAN_zoo's features)
+        Invalid(
+            "import torch\nimport torch.nn as nn\n\n\ndef save_features(model, loader, device):\n"
+            "    net = nn.DataParallel(model).to(device).eval()\n    feats = []\n    for x, _ in loader:\n"
+            "        feats.append(net(x).detach().cpu())\n    return torch.cat(feats).numpy()\n",
+            "import torch\nimport torch.nn as nn\n\n\ndef save_features(model, loader, device):\n"
+            "    net = nn.DataParallel(model).to(device).eval()\n    feats = []\n    with torch.no_grad():\n"
+            "        for x, _ in loader:\n            feats.append(net(x).detach().cpu())\n    return torch.cat(feats).numpy()\n",
+        ),
         # a pass after the step's backward, for its batch-norm statistics only (DomainBed's ERM++):
         # one training step per call, whatever calls it
         Invalid(
