@@ -183,6 +183,7 @@ class Values:
                     self.requires_grad_off = True
         self._memo_grad: Dict[Tuple[str, int, _Trace], bool] = {}
         self._memo_returns: Dict[Tuple[int, bool], bool] = {}
+        self._memo_returns_from: Dict[Tuple[int, bool, FrozenSet[str]], bool] = {}
         self._in_progress: Set[Tuple[str, int, _Trace]] = set()
         self._scope_summaries: Dict[int, _ScopeSummary] = {}
         self._self_appends: Dict[int, List[Tuple[cst.Call, cst.BaseExpression]]] = {}
@@ -359,7 +360,10 @@ class Values:
             return False
         target = self.scopes.resolve(call)
         if target is not None:  # a function or method of this module (`self.p_sample(x, t)`)
-            return self._returns(target, trace)
+            if self._returns(target, trace):
+                return True
+            handed = self._handed_through(call, target, at, trace) if trace.through else frozenset()
+            return bool(handed) and self._returns_from(target, handed, trace.graph)
         if self.project_callee(call) is not None:
             return self._returned_by_another_module(call, trace)
         if isinstance(func, cst.Attribute):
@@ -368,6 +372,8 @@ class Values:
                         self.names.qualified_name(a.value) in INTEGER_DTYPES for a in call.args):
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
+            if trace.through and root_name(func) == "self":  # `self.distance(embeddings, ref)`: a part of
+                stack.extend(arg.value for arg in call.args)  # the module computing from what it is handed
         return False
 
     def project_callee(self, call: cst.Call) -> Optional[str]:
@@ -416,6 +422,32 @@ class Values:
                 stack.extend(children(node))
         self._memo_returns[key] = result
         return result
+
+    def _handed_through(self, call: cst.Call, target: cst.FunctionDef, at: cst.CSTNode,
+                        trace: "_Trace") -> FrozenSet[str]:
+        """The parameters of `target` that `call` hands a value followed through `trace.through`
+        (`self.compute_loss_with_labels(embeddings, labels)`: `embeddings`)."""
+        params = [p.name.value for p in target.params.params]
+        if params[:1] == ["self"] and type(call.func) is cst.Attribute:
+            params = params[1:]
+        handed: Set[str] = set()
+        for position, arg in enumerate(call.args):
+            name = arg.keyword.value if arg.keyword is not None else \
+                params[position] if arg.star == "" and position < len(params) else None
+            if name is not None and self._traces(arg.value, at, trace):
+                handed.add(name)
+        return frozenset(handed)
+
+    def _returns_from(self, func: cst.FunctionDef, params: FrozenSet[str], graph: bool) -> bool:
+        """Whether `func` returns a value computed from `params` (with its graph, for `graph`)."""
+        key = (id(func), graph, params)
+        if key not in self._memo_returns_from:
+            self._memo_returns_from[key] = False  # a recursive call does not decide
+            trace = _Trace(graph, through=params)
+            self._memo_returns_from[key] = any(
+                ret.value is not None and self._traces(ret.value, ret, trace)
+                for ret in self.tree.walk_scope(func) if type(ret) is cst.Return)  # type: ignore[attr-defined]
+        return self._memo_returns_from[key]
 
     def _name_traces(self, name: str, at: cst.CSTNode, trace: "_Trace") -> bool:
         key = (name, id(at), trace)
@@ -735,11 +767,13 @@ class Values:
     def loss_inputs(self, func: cst.FunctionDef) -> FrozenSet[str]:
         """The parameters of `func` that hold what a loss module scores (`_scored`), where
         `func` is the `forward` of a class named `...Loss`, or a method of it that `forward`
-        hands them to (`self.update_memory_bank(output, idx)`)."""
+        hands them to (`self.update_memory_bank(output, idx)`). A class that inherits its
+        `forward` and defines `compute_loss` is handed the outputs there (pytorch-metric-learning's
+        losses)."""
         klass = self.tree.class_of(func)
         if klass is None or not klass.name.value.endswith("Loss"):
             return frozenset()
-        forward = own_method(klass, "forward")
+        forward = own_method(klass, "forward") or own_method(klass, "compute_loss")
         if forward is None:
             return frozenset()
         scored = self._scored(forward)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Set, Union
 
 import libcst as cst
 
 from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_SUMMED_STEP
 from memlint.analysis.loops import innermost_loop
-from memlint.analysis.tree import dotted_name, holder, root_name
+from memlint.analysis.tree import dotted_name, expression_nodes, holder, root_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import detach_before_move, detached, show
@@ -61,6 +61,11 @@ class AccumulateHistory(Rule):
     into a running sum its instance keeps: `losses.update(loss, n)`, whose `update` does
     `self.sum += val * n` (an average meter, in this module or in another module of the
     project linted with it).
+
+    Also a running statistic a loss module keeps (`self.hist_ = torch.scatter_add(0.99 *
+    self.hist_, 0, idx, 0.01 * alpha)`, `self.avg = 0.9 * self.avg + 0.1 * loss`), updated
+    from what the module scores (the first argument of its `forward`, or of `compute_loss`
+    where it inherits `forward`) with its graph.
 
     ## Why is this bad?
     The sum is itself part of the graph: it references every loss added so far, and through
@@ -117,6 +122,15 @@ class AccumulateHistory(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # ... from detached values
+        "import torch\n\n\nclass SoftMarginLoss(BaseMetricLossFunction):\n"
+        "    def compute_loss(self, embeddings, labels):\n        mat = self.distance(embeddings, embeddings)\n"
+        "        loss = self.margins(mat, labels)\n        self.update_histogram(loss.detach())\n"
+        "        return {\"loss\": (torch.cumsum(self.hist_, 0)[loss.long()] * loss).mean()}\n\n"
+        "    def margins(self, mat, labels):\n        return mat.diag() - mat.min(1).values\n\n"
+        "    def update_histogram(self, data):\n        idx, alpha = torch.floor(data).long(), torch.frac(data)\n"
+        "        self.hist_ = torch.scatter_add(0.99 * self.hist_, 0, idx, 0.01 * (1 - alpha))\n"
+        "        self.hist_ /= self.hist_.sum()\n",
         # the element of the model's output it sums is a Python float (PyG's pooling ratio)
         "import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        out = self.pool(self.conv(x))\n"
         "        ratio = out.size(0) / x.size(0)\n        return self.lin(out), ratio\n\n\nmodel = Net().cuda()\n\n\n"
@@ -247,6 +261,18 @@ class AccumulateHistory(Rule):
         "    seen = torch.cat([seen, model(x).detach().cpu()])\n",
     )
     INVALID = (
+        # a loss module's running histogram, updated from the distances it scores with their graph
+        # (pytorch-metric-learning's DynamicSoftMarginLoss; the next backward fails)
+        Invalid(
+            "import torch\n\n\nclass SoftMarginLoss(BaseMetricLossFunction):\n"
+            "    def compute_loss(self, embeddings, labels):\n        mat = self.distance(embeddings, embeddings)\n"
+            "        loss = self.margins(mat, labels)\n        self.update_histogram(loss)\n"
+            "        return {\"loss\": (torch.cumsum(self.hist_, 0)[loss.long()] * loss).mean()}\n\n"
+            "    def margins(self, mat, labels):\n        return mat.diag() - mat.min(1).values\n\n"
+            "    def update_histogram(self, data):\n        idx, alpha = torch.floor(data).long(), torch.frac(data)\n"
+            "        self.hist_ = torch.scatter_add(0.99 * self.hist_, 0, idx, 0.01 * (1 - alpha))\n"
+            "        self.hist_ /= self.hist_.sum()\n",
+        ),
         # a context manager's no_grad, with `enable_grad()` inside it in the same `with`
         Invalid(
             "import contextlib\nimport torch\nimport torch.nn.functional as F\n\n\n"
@@ -402,6 +428,10 @@ class AccumulateHistory(Rule):
         ),
     )
 
+    def __init__(self, context) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(context)
+        self._running_reported: Set[str] = set()  # running statistics already reported
+
     def visit_Return(self, node: cst.Return) -> None:
         """An HF `Trainer` subclass's `training_step` that backwards its loss and returns it with
         its graph: the HF loop adds it into its running loss every step."""
@@ -456,12 +486,14 @@ class AccumulateHistory(Rule):
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, cst.AddAssign):
             self._check(node, node.target, node.value)
+        self._check_running_state(node, node.target, node.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
         if len(node.targets) != 1:
             return
         target = node.targets[0].target
+        self._check_running_state(node, target, value)
         text = dotted_name(holder(target))
         if text is None:
             return
@@ -481,6 +513,29 @@ class AccumulateHistory(Rule):
                 for part in parts:
                     if not _same_entry(part, target) and not isinstance(part, cst.StarredElement):
                         self._check(node, target, part)
+
+    def _check_running_state(self, node: Union[cst.Assign, cst.AugAssign], target: cst.BaseExpression,
+                             value: cst.BaseExpression) -> None:
+        """`self.hist_ = torch.scatter_add(0.9 * self.hist_, 0, idx, 0.1 * alpha)` in a loss
+        module, `alpha` computed from the outputs it scores (pytorch-metric-learning's
+        DynamicSoftMarginLoss): a running statistic the module keeps, updated with the step's
+        graph, links each step's graph to the last one's, and the next backward that reads it
+        reaches into a graph already freed."""
+        facts = self.facts
+        state = dotted_name(target)
+        if type(target) is not cst.Attribute or root_name(target) != "self" or state is None or \
+                facts.regions.grad_enabled(node) is not True:
+            return
+        reads_itself = isinstance(node, cst.AugAssign) or any(
+            type(part) is cst.Attribute and dotted_name(part) == state for part in expression_nodes(value))
+        if not reads_itself or not facts.values.from_loss_inputs(value, node) or state in self._running_reported:
+            return
+        self._running_reported.add(state)
+        self.report(node, (
+            f"`{state}`, a running statistic the loss module keeps, is updated from what it scores with their "
+            f"graph: each step's graph is linked to the previous one's, which backward has already freed, so "
+            f"the history grows and a backward that reads `{state}` fails or reaches back; update it from "
+            f"`.detach()`ed values"))
 
     def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression,
                fixable: bool = True) -> None:
