@@ -71,6 +71,9 @@ _LOOPS = frozenset({cst.For, cst.While})
 _FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step % 2`), not a slip
 # What a diffusion sampler's schedule is named: a loop over it runs one denoising step an iteration.
 _SCHEDULE = re.compile(r"^(timesteps|sigmas)$")
+# A method's name that speaks of one update of a learner (DomainBed's `update`, BasicSR's
+# `optimize_parameters`, an agent's `learn`): one that backwards and steps once per call is a step.
+_STEP_METHOD = re.compile(r"^_*(update|learn|optimi[sz]e|step|observe|fit_batch|train_batch|train_on_batch)", re.IGNORECASE)
 # A flag that the step ran out of memory, or a count of the allocator thrashing (`found_cuda_oom`,
 # `num_consecutive_thrashes >= 2`): what runs under it recovers from a failure, not on every step.
 _OOM_FLAG = re.compile(r"(^|_)oom(_|$)|out_of_memory|thrash", re.IGNORECASE)
@@ -440,7 +443,8 @@ class Steps:
         if result is None:
             result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
                               self._external(func, klass)])
-        if result is None and klass is not None and self._steps_once(func):
+        if result is None and klass is not None and _STEP_METHOD.search(func.name.value) and \
+                not self.scopes.call_sites(func) and self._steps_once(func):
             result = STEP
         self._functions[key] = result
         return result
@@ -448,7 +452,9 @@ class Steps:
     def _steps_once(self, func: cst.FunctionDef) -> bool:
         """The method `func` backwards and steps an optimizer once per call, in no loop of its
         own (DomainBed's `Algorithm.update(minibatches)`): it is one training step, whatever calls
-        it. (A module-level function that does so once is as often a demo run once.)"""
+        it, where its name says so (`_STEP_METHOD`) and no call of it in its module says how often
+        it runs. (A module-level function that does so once is as often a demo run once, and a
+        method called once from `main`, a probe of the batch size.)"""
         roles, tree = self.roles, self.tree
         steps = roles.steps_in(func, follow=False)
         backwards = roles.backwards_in(func, follow=False)

@@ -108,11 +108,17 @@ _READING_BUILTINS = frozenset({"print", "len", "float", "int", "str", "repr", "r
                                "bool", "sum", "min", "max"})
 _LOGGING_METHODS = frozenset({"log", "info", "debug", "warning", "add_scalar", "add_scalars", "set_postfix",
                               "log_dict", "print", "write"})
-_HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "add_batch", "put", "format", "join"}
+_HARMLESS_METHODS = _LOGGING_METHODS | {"update", "append", "extend", "insert", "add", "put", "format", "join"}
+# A metric of HF's `evaluate` or `datasets` takes predictions and references by name, to read them.
+_METRIC_INPUTS = frozenset({"predictions", "references"})
+# torch calls that make a tensor, not a model: `torch.Tensor(lr).requires_grad_(False)` freezes nothing.
+_TENSOR_FACTORIES = frozenset({"torch.Tensor", "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.zeros",
+                               "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn", "torch.arange",
+                               "torch.FloatTensor", "torch.LongTensor"})
 # A model's method whose name speaks of training (DeepSpeed's `engine.backward(loss)`,
 # `model.training_step(b)`, `model.compute_gradients(loss)`, test-time adaptation's
 # `model.adapt(out)`, `critic.minimize(loss)`, `policy.reinforce(logp)`)
-_TRAINING_METHOD = re.compile(r"back|step|update|train|fit|optimi|learn|accumul|adapt|grad|minimi|maximi|"
+TRAINING_METHOD = re.compile(r"back|step|update|train|fit|optimi|learn|accumul|adapt|grad|minimi|maximi|"
                               r"reinforce|observe|tune|apply|improve", re.IGNORECASE)
 
 
@@ -172,7 +178,7 @@ class Values:
         for call in scopes.calls:
             func = call.func
             if type(func) is cst.Attribute and func.attr.value == "requires_grad_" and not (
-                    type(func.value) is cst.Call and (names.call_name(func.value) or "").startswith("torch.")):
+                    type(func.value) is cst.Call and names.call_name(func.value) in _TENSOR_FACTORIES):
                 flag = argument(call, "requires_grad", 0)  # (`torch.Tensor(lr).requires_grad_(False)`: a tensor made there)
                 if flag is not None and literal_bool(flag.value) is False:
                     self.requires_grad_off = True
@@ -966,9 +972,10 @@ class Values:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
         is a builtin, a function of this module (followed instead), a call of a known import
         (torch's, a library's), a forward, a loss, a torch module without parameters
-        (`cos(a, b)`), a logging or container method, a method of a value that carries the
-        graph itself (`out.sum()`), or a model's method or part run for its value, not to train
-        (`_computes`: `decoder.attention(encoder_out, h)`)."""
+        (`cos(a, b)`), a logging or container method, a metric's `add_batch(predictions=...,
+        references=...)`, a method of a value that carries the graph itself (`out.sum()`), or a
+        model's method or part run for its value, not to train (`_computes`:
+        `decoder.attention(encoder_out, h)`)."""
         region = self.regions.region_at(call)
         if region is not None and region.grad_enabled is False:
             return False
@@ -980,17 +987,18 @@ class Values:
             return False
         return not (isinstance(func, cst.Attribute) and (
             func.attr.value in _HARMLESS_METHODS or self.carries_grad(func.value, call) or
-            self._computes(call)))
+            self._computes(call) or func.attr.value == "add_batch" and all(
+                arg.keyword is not None and arg.keyword.value in _METRIC_INPUTS for arg in call.args)))
 
     def _computes(self, call: cst.Call) -> bool:
         """`call` is a model's method or part run for its value (`awe, _ = decoder.attention(enc,
         h)`, `decoder.sigmoid(decoder.f_beta(h))`, `h, c = decoder.init_hidden_state(enc)`), with a
-        name that does not speak of training (`_TRAINING_METHOD`): it computes, and backwards
+        name that does not speak of training (`TRAINING_METHOD`): it computes, and backwards
         nothing handed to it. A call whose result is dropped is made for what it does (a
         test-time adaptation's `model.adapt(out)`)."""
         func = call.func
         return type(self.tree.parent(call)) is not cst.Expr and \
-            not _TRAINING_METHOD.search(func.attr.value) and self.roles.receivers.is_model(func.value)  # type: ignore[attr-defined]
+            not TRAINING_METHOD.search(func.attr.value) and self.roles.receivers.is_model(func.value)  # type: ignore[attr-defined]
 
     def backwarded_in(self, value: cst.BaseExpression, loop: cst.CSTNode) -> bool:
         """Whether `value` is (built from) something `loop` already backwards itself: its graph

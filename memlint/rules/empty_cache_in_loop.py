@@ -114,6 +114,18 @@ class EmptyCacheInLoop(Rule):
     REQUIRES = ("empty_cache",)
 
     VALID = (
+        # a method that trains one step, called once from `main` (a probe of the batch size)
+        "import torch\nimport torch.nn.functional as F\n\n\nclass BatchSizeProbe:\n"
+        "    def __init__(self, model, optimizer):\n        self.model, self.optimizer = model, optimizer\n\n"
+        "    def try_batch(self, x, y):\n"
+        "        \"\"\"One training step at this batch size: does it fit?\"\"\"\n"
+        "        torch.cuda.reset_peak_memory_stats()\n        loss = F.cross_entropy(self.model(x), y)\n"
+        "        loss.backward()\n        self.optimizer.step()\n"
+        "        self.optimizer.zero_grad(set_to_none=True)\n"
+        "        peak = torch.cuda.max_memory_allocated()\n        del loss\n"
+        "        torch.cuda.empty_cache()\n        return peak\n\n\ndef main(model, optimizer, x, y):\n"
+        "    probe = BatchSizeProbe(model, optimizer)\n    peak = probe.try_batch(x, y)\n"
+        "    print(f\"peak {peak / 2**30:.1f} GiB\")\n",
         # under a flag that the step ran out of memory (composer's automatic micro-batching)
         "import torch\n\n\ndef shrink_microbatch(state):\n    state.microbatch_size //= 2\n"
         "    torch.cuda.empty_cache()\n\n\ndef train(model, loader, optimizer, state):\n    for batch in loader:\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple, Union
 
 import libcst as cst
@@ -11,6 +12,7 @@ from memlint.analysis.figures import over_dataset
 from memlint.analysis.loops import FEW_ITERATIONS, range_span
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
+from memlint.analysis.values import TRAINING_METHOD
 from memlint.analysis.tree import dotted_name, expression_nodes, last_part, own_method, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -20,6 +22,8 @@ Loop = Union[cst.For, cst.While]
 # Factories of a made-up input: a forward of one that drops its result warms a model up.
 _MADE_UP_INPUTS = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
                              "torch.randint"})
+# An averaged copy of a model (stochastic weight averaging, an EMA, DomainBed's SMA).
+_AVERAGED_MODEL = re.compile(r"(^|_)(sma|ema|swa|avg|averaged?)(_|$)", re.IGNORECASE)
 _KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
 _LITERALS = (cst.Integer, cst.Float, cst.SimpleString)
 _CONSUMING_BUILTINS = frozenset({"list", "tuple", "set", "dict", "sum", "min", "max", "sorted", "any", "all"})
@@ -219,6 +223,29 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load", "backward")
 
     VALID = (
+        # a method of the agent's base class named like a network, after the step: no pass over the batch
+        "import torch\nimport torch.nn.functional as F\nfrom agents.base import BaseAgent\n\n\n"
+        "class DQNAgent(BaseAgent):\n    def learn(self, obs, act, rew, next_obs, done):\n"
+        "        q = self.q_net(obs).gather(1, act).squeeze(1)\n        with torch.no_grad():\n"
+        "            target = rew + self.gamma * (1 - done) * self.target_net(next_obs).max(1).values\n"
+        "        loss = F.smooth_l1_loss(q, target)\n        self.optimizer.zero_grad()\n"
+        "        loss.backward()\n        self.optimizer.step()\n"
+        "        self.soft_update_target_network(self.tau)\n        return loss.item()\n",
+        # ... nor a method named like an averaged model, given the decay
+        "import torch\nimport torch.nn.functional as F\n\n\nclass SRModel(BaseModel):\n"
+        "    def optimize_parameters(self, step):\n        self.optimizer_g.zero_grad()\n"
+        "        self.output = self.net_g(self.lq)\n        l_total = F.l1_loss(self.output, self.gt)\n"
+        "        l_total.backward()\n        self.optimizer_g.step()\n"
+        "        self.model_ema(self.ema_decay)\n",
+        # a loss handed by position to another library's `add_batch`, which may backward it
+        "import torch\nfrom mylib import LargeBatchTrainer\n\n\ndef finetune_frozen_bn(model, loader, optimizer):\n"
+        "    model.eval()\n    acc = LargeBatchTrainer(optimizer)\n    for batch in loader:\n"
+        "        outputs = model(**batch)\n        acc.add_batch(outputs.loss)\n    acc.step()\n",
+        # a model frozen where it is loaded records no graph
+        "import torch\n\n"
+        "encoder = torch.hub.load(\"facebookresearch/dinov2\", \"dinov2_vits14\").requires_grad_(False)\n\n\n"
+        "def extract_features(loader):\n    encoder.eval()\n    feats = []\n    for x in loader:\n"
+        "        feats.append(encoder(x.cuda()))\n    return torch.cat(feats)\n",
         # an encoder of symbols into ids, not a model (SpeechBrain's `input_encoder`)
         "import torch\n\n\nclass TTSBrain:\n    def run_inference(self, phoneme_labels):\n        self.modules.eval()\n"
         "        for labels in phoneme_labels:\n            tokens = self.input_encoder.encode_sequence_torch(labels)\n"
@@ -1290,11 +1317,9 @@ class EvalWithoutNoGrad(Rule):
         if type(forward) is not cst.Call or not facts.roles.is_forward(forward) or \
                 facts.regions.grad_enabled(forward) is not True or facts.values.requires_grad_off:
             return
-        if not any(arg.keyword is None and not arg.star and type(arg.value) not in _LITERALS for arg in forward.args):
-            return  # no input to run on: a method by a model's name (BasicSR's `self.model_ema(decay=0.999)`)
         scope = facts.tree.function_of(node)
         if scope is None or "register_forward_hook" in facts.identifiers or \
-                "register_forward_pre_hook" in facts.identifiers:
+                "register_forward_pre_hook" in facts.identifiers or not self._refreshes_statistics(forward, scope):
             return
         at = facts.tree.order(node)
         backwards = [site for _, site in facts.roles.backwards_in(scope)]
@@ -1314,6 +1339,25 @@ class EvalWithoutNoGrad(Rule):
             f"dropped: it records a graph of its activations that no backward reads (a pass for its side "
             f"effects, such as batch-norm statistics, needs none); wrap the statement in `with torch.no_grad():`"),
             fix)
+
+    def _refreshes_statistics(self, forward: cst.Call, scope: cst.FunctionDef) -> bool:
+        """The dropped call runs a model over the step's batch for its batch-norm statistics: the
+        model is an averaged copy by its name (`network_sma`, `ema_model`) or was put in training
+        mode before in this function, and it is given an input the step's trained forward was
+        given (`self.network(all_x)`, then `self.network_sma(all_x)`). Not a method named like a
+        model (`self.model_ema(self.model)`, `self.soft_update_target_network(tau)`), nor one whose
+        name speaks of training (`self.network_adapt(x)` may backward itself)."""
+        facts = self.facts
+        receiver = dotted_name(forward.func)
+        if receiver is None or TRAINING_METHOD.search(last_part(receiver)):
+            return False
+        mode = facts.roles.latest_modes(scope, facts.tree.order(forward)).get(receiver)
+        if not _AVERAGED_MODEL.search(last_part(receiver)) and (mode is None or mode.mode != "train"):
+            return False
+        given = {dotted_name(arg.value) for arg in forward.args if arg.keyword is None and not arg.star} - {None}
+        return any(call is not forward and facts.roles.is_forward(call) and facts.values.feeds_backward(call) and
+                   bool(given & {dotted_name(arg.value) for arg in call.args})
+                   for call in facts.scopes.calls_of(scope))
 
     def _read_later(self, scope: cst.FunctionDef, forward: cst.Call) -> bool:
         """The function reads something the model keeps after the dropped forward (`model.aux`,

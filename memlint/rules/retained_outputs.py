@@ -168,6 +168,17 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # an accumulator whose class backwards what it keeps (once per micro-batches)
+        "import torch\n\n\nclass GradAccumulator:\n"
+        "    \"\"\"Collects the losses of several micro-batches and backwards their mean once.\"\"\"\n\n"
+        "    def __init__(self):\n        self.losses = []\n\n    def add_batch(self, loss):\n"
+        "        self.losses.append(loss)\n\n    def step(self, optimizer):\n"
+        "        torch.stack(self.losses).mean().backward()\n        optimizer.step()\n"
+        "        optimizer.zero_grad()\n        self.losses = []\n\n\n"
+        "def finetune_frozen_bn(model, loader, optimizer):\n"
+        "    model.eval()  # keep batch-norm statistics frozen while fine-tuning\n"
+        "    acc = GradAccumulator()\n    for x, y in loader:\n        out = model(x)\n"
+        "        acc.add_batch(torch.nn.functional.mse_loss(out, y))\n    acc.step(optimizer)\n\n",
         # token ids a decoder returns, kept across a long recording's segments
         "import torch\n\n\nclass Transcriber:\n    @torch.no_grad()\n    def transcribe(self, segments, device):\n"
         "        all_tokens = []\n        for segment in segments:\n"
@@ -665,6 +676,8 @@ class RetainedOutputs(Rule):
             container, values = _root(func.value), [node.args[-1]]
         else:  # `acc.update(pred)`: a method of this module that appends its argument to `self`
             container, values = func.value, facts.values.kept_arguments(node, graph=grad)
+            if values and self._instance_backwards(node):
+                return  # a gradient accumulator: another method of its class backwards what it keeps
         if container is None or not values or storing and type(container) is cst.Name and \
                 self._library_object(container, node):
             return
@@ -734,6 +747,16 @@ class RetainedOutputs(Rule):
             f"{where} into `{dotted}`, which outlives the step: the buffer joins the graph, and each write links "
             f"the autograd history of the one before, so it grows for as long as `{dotted}` lives (a backward "
             f"through it later fails); store `{show(detached(value))}`"), fix)
+
+    def _instance_backwards(self, call: cst.Call) -> bool:
+        """The method `call` calls keeps what it is given on its instance, and a method of the same
+        class backwards (`GradAccumulator.add_batch(loss)`, then its `step()` backwards the mean
+        of what it kept)."""
+        facts = self.facts
+        method = facts.scopes.resolve(call)
+        klass = facts.tree.class_of(method) if method is not None else None
+        return klass is not None and any(
+            type(other) is cst.FunctionDef and facts.roles.backwards_in(other) for other in klass.body.body)
 
     def _library_object(self, container: cst.Name, at: cst.CSTNode) -> bool:
         """`container` is an object of a class a library built on torch defines (MONAI's
