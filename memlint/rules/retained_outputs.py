@@ -11,7 +11,7 @@ from memlint.analysis.dataflow import target_names
 from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.loops import over_model_parts
 from memlint.analysis.often import BOUNDARY, INNER, STEP, intrinsic_often
-from memlint.analysis.tree import argument, dotted_name, last_part, root_name
+from memlint.analysis.tree import argument, dotted_name, last_part, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import detach_before_move, detached, show
@@ -70,6 +70,13 @@ _CLUSTER_LOSS = (
     "        n = len(idx)\n        self.bank_index[self.start:self.start + n] = idx\n"
     "        self.bank[self.start:self.start + n] = emb\n        self.start += n\n"
 )
+
+
+def _deleted(target: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """What a `del` statement deletes: `del a[0], b` deletes `a[0]` and `b`."""
+    if type(target) in (cst.Tuple, cst.List):
+        return [e.value for e in target.elements]  # type: ignore[attr-defined]
+    return [target]
 
 
 class RetainedOutputs(Rule):
@@ -131,7 +138,8 @@ class RetainedOutputs(Rule):
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
     input concatenated and returned: the result needs them there), and grad-free loops over a
     collection of tensors made before every loop around them that keep its items or views of
-    them (`neg, pos = embeds.chunk(2)`, `item[0]`): those were all alive before the loop. Not
+    them, nor a window the loop also drops items from (`del model_prev_list[0]`, `.pop(0)`: a
+    multistep solver's last few outputs) (`neg, pos = embeds.chunk(2)`, `item[0]`): those were all alive before the loop. Not
     an item the loop rebinds (`x = model(x)`), nor a batch's output walked row by row inside
     the batch loop. A buffer written under `no_grad` (MoCo's queue), with detached values or
     through `.data`, a model's own cache written in its `forward`, a step's own buffer made on
@@ -168,6 +176,11 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # a multistep solver's window of its last outputs: each step drops the oldest
+        "import torch\n\n\n@torch.no_grad()\ndef sample(model, x, timesteps, device, order=3):\n    model_prev_list = []\n"
+        "    for t in timesteps:\n        model_x = model(x.to(device), t)\n        model_prev_list.append(model_x)\n"
+        "        x = update(x, model_prev_list)\n        if len(model_prev_list) > order:\n"
+        "            del model_prev_list[0]\n    return x\n",
         # an accumulator whose class backwards what it keeps (once per micro-batches)
         "import torch\n\n\nclass GradAccumulator:\n"
         "    \"\"\"Collects the losses of several micro-batches and backwards their mean once.\"\"\"\n\n"
@@ -893,10 +906,26 @@ class RetainedOutputs(Rule):
         return False
 
     def _outlives_loop(self, node: cst.Call, container: cst.BaseExpression, dotted: str) -> bool:
+        """What the loop stores into `container` outlives its iteration: the name is not bound
+        again in the iteration, nor is it a window the loop also drops items from (`del
+        model_prev_list[0]`, `.pop(0)`, `.popleft()`: a multistep solver's last few outputs)."""
         facts = self.facts
         loops = facts.tree.loops_around(node)
         root = dotted.split(".")[0]
-        return not (isinstance(container, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node))
+        if isinstance(container, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node):
+            return False
+        return not self._drops_items(loops[0], dotted)
+
+    def _drops_items(self, loop: cst.CSTNode, dotted: str) -> bool:
+        """`loop` removes items from the container `dotted` in its own body."""
+        for node in walk_scope(loop.body):  # type: ignore[attr-defined]
+            if type(node) is cst.Del and any(type(t) is cst.Subscript and dotted_name(t.value) == dotted  # type: ignore[attr-defined]
+                                             for t in _deleted(node.target)):  # type: ignore[attr-defined]
+                return True
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and \
+                    node.func.attr.value in ("pop", "popleft") and dotted_name(node.func.value) == dotted:  # type: ignore[attr-defined]
+                return True
+        return False
 
     def _step_function(self, node: cst.Call, dotted: str) -> Optional[cst.FunctionDef]:
         """The function `node` runs in, outside any loop of its own, when it runs on every step
