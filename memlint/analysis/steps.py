@@ -511,7 +511,8 @@ def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:
     """A condition on an iteration counter that holds on few iterations: a `%` tested for zero
     (`if step % 10 == 0:`, `if not step % 10:`), or a counter compared with a number so that
     it holds below or at it (`if i == 0:`, `if batch_idx < 3:`), or found equal to another
-    counter (`if step == start_step:`: it takes that value once; not `if y[i] == target_idx:`). Not one that holds on most
+    counter (`if step == start_step:`: it takes that value once; not `if y[i] == target_idx:`),
+    a counter offset by a number included (`(step + 1) == 1`). Not one that holds on most
     iterations: `if step % 50:` and `if step % 50 != 0:` skip one step in fifty, `if i > 0:`
     and `if i != 0:` skip the first. `negated`: under a `not`."""
     kind = type(test)
@@ -530,10 +531,18 @@ def _counts(test: cst.BaseExpression, negated: bool = False) -> bool:
     if any(type(p) is cst.BinaryOperation and type(p.operator) is cst.Modulo for p in parts):
         return few
     numbers = [p for p in parts if type(p) is cst.Integer]
-    counters = [p for p in parts if _COUNTER.search(last_part(dotted_name(p)))]
+    counters = [p for p in parts if _COUNTER.search(last_part(dotted_name(_offset_removed(p))))]
     if len(counters) == len(parts) == 2 and type(test.comparisons[0].operator) is cst.Equal:
         return not negated  # `if self.iteration_step == self.initial_iter_step:`: one value, one iteration
     return bool(numbers and counters) and few
+
+
+def _offset_removed(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The counter of a counter offset by a number: `step` of `(step + 1)`, `i - 1`."""
+    if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Subtract) and \
+            type(expr.right) is cst.Integer:  # type: ignore[attr-defined]
+        return expr.left  # type: ignore[attr-defined]
+    return expr
 
 
 _EXITS = (cst.Return, cst.Continue, cst.Break, cst.Raise)

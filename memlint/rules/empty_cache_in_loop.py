@@ -114,6 +114,11 @@ class EmptyCacheInLoop(Rule):
     REQUIRES = ("empty_cache",)
 
     VALID = (
+        # under a periodic test or the first step (`(step + 1) == 1`): not every step
+        "import gc\nimport torch\n\n\ndef flush():\n    gc.collect()\n    torch.cuda.empty_cache()\n\n\n"
+        "def train(model, loader, optimizer, every):\n    for step, batch in enumerate(loader):\n"
+        "        loss = model(batch.cuda()).mean()\n        loss.backward()\n        optimizer.step()\n"
+        "        optimizer.zero_grad()\n        if step % every == 0 or (step + 1) == 1:\n            flush()\n",
         # a method that trains one step, called once from `main` (a probe of the batch size)
         "import torch\nimport torch.nn.functional as F\n\n\nclass BatchSizeProbe:\n"
         "    def __init__(self, model, optimizer):\n        self.model, self.optimizer = model, optimizer\n\n"
