@@ -335,6 +335,45 @@ def test_a_class_behind_a_star_import_is_traced_to_its_definition(tmp_path):
     assert "Settings" not in facts.receivers.module_classes
 
 
+def test_a_helper_of_another_module_returning_a_device_tensor_places_its_result(tmp_path):
+    """StyleTTS2's `maximum_path` (in `utils.py`, imported with `from utils import *`) moves its
+    result to the input's device: a bound read from it per phoneme makes the host wait. The
+    same helper handing back a host copy does not."""
+    step = """\
+        import torch
+        from utils import *
+
+
+        def train(model, loader, optimizer, device):
+            for mels, lengths in loader:
+                attn = model(mels.to(device))
+                durations = maximum_path(attn, lengths).sum(-1)
+                target = torch.zeros_like(attn)
+                for row, duration in zip(target, durations):
+                    for p in range(row.shape[0]):
+                        row[p, :duration[p]] = 1
+                loss = (attn - target).abs().mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    helper = """\
+        import numpy as np
+        import torch
+
+
+        def maximum_path(attn, lengths):
+            device = attn.device
+            path = np.zeros(attn.shape, dtype=np.int32)
+            return torch.from_numpy(path).to(device=device, dtype=attn.dtype)
+        """
+    on_device = tree(tmp_path / "a", {"train.py": step, "utils.py": helper})
+    on_host = tree(tmp_path / "b", {"train.py": step, "utils.py": helper.replace(
+        ".to(device=device, dtype=attn.dtype)", ".to(dtype=attn.dtype).cpu()")})
+    assert ("train.py", "MEM105") in {(name, code) for name, _, code in lint(tmp_path / "a", *on_device)}
+    assert ("train.py", "MEM105") not in {(name, code) for name, _, code in lint(tmp_path / "b", *on_host)}
+
+
 def test_a_method_reexported_through_a_star_import_is_followed(tmp_path):
     """PyG's `from torch_geometric.llm import GLEM`, where the package's `__init__.py` imports
     everything of `.models`, which imports `GLEM` from its module: `GLEM.inference` runs

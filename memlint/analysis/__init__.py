@@ -193,7 +193,8 @@ class Facts:
     @cached_property
     def syncs(self) -> Syncs:
         """Host-device syncs, tensor values, and what a loop repeats over."""
-        return Syncs(self.names, self.tree, self.scopes, self.regions, self.roles, self.purity)
+        return Syncs(self.names, self.tree, self.scopes, self.regions, self.roles, self.purity,
+                     self.values.returned_on_device)
 
     @cached_property
     def guards(self) -> Guards:

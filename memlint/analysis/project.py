@@ -466,6 +466,19 @@ class ProjectView:
             return found is not None and (found.returns_graph if graph else found.returns_output)
         return self._ask(f"returns-{'graph' if graph else 'output'} {dotted}", answer, False, False)  # type: ignore[return-value]
 
+    def defines(self, dotted: str) -> bool:
+        """Whether `dotted` names a function or class the project defines (a name a star import
+        may bring: each module imported so is asked in turn)."""
+        return self._ask(f"defines {dotted}", lambda project: project.resolve(self.root, dotted) is not None,
+                         False, False)  # type: ignore[return-value]
+
+    def returns_device(self, dotted: str) -> bool:
+        """Whether the project's function `dotted` returns a tensor on the device."""
+        def answer(project: Project) -> bool:
+            found = project.function(self.root, dotted)
+            return found is not None and found.returns_device
+        return self._ask(f"returns-device {dotted}", answer, False, False)  # type: ignore[return-value]
+
     def context(self, dotted: str) -> Optional[List[str]]:
         """What the project's `@contextmanager` function `dotted` enters around its `yield`
         (memlint.analysis.regions.Regions.context_of); None when nothing known."""
@@ -549,6 +562,8 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "imported": lambda view, _: view.imported_elsewhere(),
     "returns-graph": lambda view, dotted: view.returns(dotted, True),
     "returns-output": lambda view, dotted: view.returns(dotted, False),
+    "returns-device": ProjectView.returns_device,
+    "defines": ProjectView.defines,
     "keeps-graph": lambda view, dotted: view.keeps(dotted, True),
     "keeps-output": lambda view, dotted: view.keeps(dotted, False),
     "accumulates": ProjectView.accumulates,

@@ -52,20 +52,23 @@ class FunctionSummary:
     quiet_modes: Tuple[str, ...] = ()  # a forward's modes run without grad, `mode=inference` (Regions.quiet_modes)
     context: Tuple[str, ...] = ()  # a context manager's no_grad or autocast around its yield (Regions.context_of)
     grad_off: bool = False  # decorated to run without grad (`@torch.no_grad()`)
+    returns_device: bool = False  # returns a tensor on the device (`torch.from_numpy(path).to(device=device)`)
 
     def to_json(self) -> list:
         return [list(self.params), list(self.keeps_graph), list(self.keeps_output), self.returns_graph,
                 self.returns_output, list(self.accumulates_graph), self.empties_cache, list(self.quiet_modes),
-                list(self.context), self.grad_off]
+                list(self.context), self.grad_off, self.returns_device]
 
     @classmethod
     def from_json(cls, data: list) -> "FunctionSummary":
         params, keeps_graph, keeps_output, returns_graph, returns_output, accumulates_graph, empties_cache, \
-            quiet_modes, context, grad_off = data
-        if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache, grad_off)):
+            quiet_modes, context, grad_off, returns_device = data
+        if not all(isinstance(flag, bool) for flag in (returns_graph, returns_output, empties_cache, grad_off,
+                                                       returns_device)):
             raise ValueError("not a function summary")
         return cls(_names(params), _names(keeps_graph), _names(keeps_output), returns_graph, returns_output,
-                   _names(accumulates_graph), empties_cache, _names(quiet_modes), _names(context), grad_off)
+                   _names(accumulates_graph), empties_cache, _names(quiet_modes), _names(context), grad_off,
+                   returns_device)
 
 
 @dataclass(frozen=True)
@@ -291,8 +294,10 @@ def _what_it_does(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
             roles.is_forward(call) or roles.is_loss(call) or scopes.resolve(call) is not None
             or values.project_callee(call) for call in scopes.calls_of(func)):
         # returns nothing (an `__init__`), or runs no model and calls no helper: none of its outputs
-        return FunctionSummary(params, kept[0], kept[1], accumulates_graph=summed)
-    return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func), summed)
+        return FunctionSummary(params, kept[0], kept[1], accumulates_graph=summed,
+                               returns_device=bool(scopes.returned(func)) and facts.syncs.returns_device(func))
+    return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func), summed,
+                           returns_device=facts.syncs.returns_device(func))
 
 
 def _edges(facts: "Facts") -> List[Edge]:

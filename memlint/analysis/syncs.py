@@ -45,7 +45,7 @@ Asked by MEM105, by MEM103 (where a tensor lives) and by MEM104.
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -297,19 +297,34 @@ class Syncs:
     """Host-device syncs and tensor values of one module (see the module docstring)."""
 
     def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, regions: Regions, roles: Roles,
-                 purity: Purity) -> None:
+                 purity: Purity, from_project: Callable[[cst.Call], bool] = lambda call: False) -> None:
+        """`from_project`: whether a call returns a tensor on the device by the summary of the
+        project module that defines its function (memlint.analysis.values.Values.returned_on_device)."""
         self.names = names
         self.tree = tree
         self.scopes = scopes
         self.regions = regions
         self.roles = roles
         self.purity = purity
+        self._from_project = from_project
         self._tensors = _Bindings()  # (name, id(at)) -> bound only to tensors
         self._placed = _Bindings()  # (name, id(at)) -> bound only to device tensors
         self._copied = _Bindings()  # (name, id(at)) -> bound only to copies on the host
         self._loop_syncs: Dict[int, List[Tuple[cst.CSTNode, str]]] = {}
         self._registers: Optional[Dict[int, FrozenSet[str]]] = None  # id(class) -> what it registers by name
         self._model_slices: Dict[int, FrozenSet[str]] = {}  # id(scope) -> names a model is called with a slice of
+
+    def returns_device(self, func: cst.FunctionDef) -> bool:
+        """Whether every `return` of `func` gives a tensor on the device, where it moves or makes
+        one there (for the module's summary, `from_project`)."""
+        if not any(type(call.func) is cst.Attribute and call.func.attr.value in ("to", "cuda") or  # type: ignore[attr-defined]
+                   any(arg.keyword is not None and arg.keyword.value == "device" for arg in call.args)
+                   for call in self.scopes.calls_of(func)):
+            return False  # (the cheap test first: nothing placed on a device)
+        returned = [node for node in self.tree.walk_scope(func) if type(node) is cst.Return]
+        return bool(returned) and all(
+            ret.value is not None and self.is_tensor(ret.value, ret) and self.on_device(ret.value, ret)  # type: ignore[attr-defined]
+            for ret in returned)
 
     def sync(self, call: cst.Call) -> Optional[str]:
         """`item`, `tolist`, `cpu`, `int`/`float`/`bool` or `synchronize` when `call` makes the
@@ -519,6 +534,8 @@ class Syncs:
         helper = self.scopes.resolve(call)
         if helper is not None:  # `self._weight(n, t)`, a function of this module returning a tensor
             return self._returns_tensors(helper, None, depth + 1)
+        if self._from_project(call):
+            return True  # a helper of another module of the project returning a device tensor
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_CASTS and not call.args and \
                 not self.roles.receivers.is_model(func.value):
@@ -880,7 +897,8 @@ class Syncs:
             return any(self.on_device(side, at, depth + 1) for side in compared)
         if not isinstance(expr, cst.Call) or _to_host(expr):
             return False
-        if self.purity.mover(expr) is not None or self.roles.is_forward(expr) or self.roles.is_loss(expr):
+        if self.purity.mover(expr) is not None or self.roles.is_forward(expr) or self.roles.is_loss(expr) or \
+                self._from_project(expr):
             return True
         device = next((a.value for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None)
         if device is not None and self.purity.is_device(device):

@@ -390,8 +390,15 @@ class Values:
         local = dotted_name(func) if type(func) in (cst.Name, cst.Attribute) else None
         dotted = self.names.absolute_name(local) or self.scopes.instance_method_name(call, self.names)
         if dotted is None and local is not None and not self.scopes.in_effect(local.partition(".")[0], call):
-            dotted = next((name for name in self.names.star_names(local) if self.project.knows(name)), None)
+            # (the last module imported so that defines it: a later star import shadows an earlier one)
+            dotted = next((name for name in reversed(self.names.star_names(local)) if self.project.defines(name)), None)
         return dotted if self.project.knows(dotted) else None
+
+    def returned_on_device(self, call: cst.Call) -> bool:
+        """`call` calls a function of another module of the project that returns a tensor on
+        the device, by its summary (StyleTTS2's `maximum_path`, under `from utils import *`)."""
+        dotted = self.project_callee(call)
+        return dotted is not None and self.project.returns_device(dotted)
 
     def _returned_by_another_module(self, call: cst.Call, trace: "_Trace") -> bool:
         """A function or method of another module of the project that returns a graph (or an
