@@ -451,3 +451,164 @@ def test_mem203_offers_no_fix_for_a_generator_whose_caller_may_backward_what_it_
     (finding,) = findings(source, "MEM203")
     assert finding.fix is None and "decorate the function" in finding.message
     assert fixed(source, "MEM203") == textwrap.dedent(source)
+
+
+# -- grad modes, running statistics and accumulators: what a review of them broke ---------------
+def test_a_grad_mode_entered_by_hand_leaves_the_code_before_it_as_it_was():
+    """`torch.no_grad().__enter__()` at the end of a script: the training and validation it
+    called before still run with grad on; what runs after it, or in a loop around it, may not."""
+    source = """
+        import torch
+        import torch.nn.functional as F
+
+        def validate(model, loader):
+            model.eval()
+            outs = []
+            for x, y in loader:
+                outs.append(model(x.cuda()))
+            return torch.cat(outs)
+
+        if __name__ == "__main__":
+            model = build().cuda()
+            for epoch in range(10):
+                validate(model, val_loader)
+            torch.no_grad().__enter__()
+            outs = []
+            for x in test_loader:
+                outs.append(model(x.cuda()))
+        """
+    assert [f.line for f in findings(source, "MEM203")] == [9]
+    looped = source.replace("                validate(model, val_loader)\n",
+                            "                validate(model, val_loader)\n                torch.no_grad().__enter__()\n")
+    assert findings(looped, "MEM203") == []
+
+
+def test_a_running_statistic_cut_from_its_graph_every_step_is_not_reported():
+    source = """
+        import torch
+
+        class RunningLoss(torch.nn.Module):
+            def forward(self, pred, target):
+                loss = ((pred - target) ** 2).mean()
+                self.avg = 0.9 * self.avg{} + 0.1 * loss
+                return loss / self.avg
+        """
+    assert len(findings(source.format(""), "MEM201")) == 1
+    assert findings(source.format(".detach()"), "MEM201") == []
+
+
+def test_a_helper_decorated_no_grad_hands_back_no_graph_to_a_loss_module():
+    source = """
+        import torch
+
+        class CenterLoss(torch.nn.Module):
+            def forward(self, feats, labels):
+                self.centers = self.updated(self.centers, feats)
+                return ((feats - self.centers[labels]) ** 2).mean()
+
+            {}def updated(self, centers, feats):
+                return 0.9 * centers + 0.1 * feats.mean(0)
+        """
+    assert len(findings(source.format(""), "MEM201")) == 1
+    assert findings(source.format("@torch.no_grad()\n            "), "MEM201") == []
+
+
+def test_an_accumulator_is_left_alone_only_for_what_its_class_backwards():
+    """What `update` keeps, for the class's own backward, is no leak; kept while the class
+    backwards only a detached copy of it (a temperature-scaling calibration), it is."""
+    accumulator = """
+        import torch
+        import torch.nn.functional as F
+
+        class Keeper:
+            def __init__(self):
+                self.values, self.labels = [], []
+
+            def update(self, value, label):
+                self.values.append(value)
+                self.labels.append(label)
+
+            def step(self, optimizer, temperature):
+                loss = F.cross_entropy(torch.cat(self.values){} / temperature, torch.cat(self.labels))
+                loss.backward()
+                optimizer.step()
+
+        def run(model, loader, optimizer):
+            model.eval()
+            keeper = Keeper()
+            for x, y in loader:
+                keeper.update(model(x.cuda()), y)
+            return keeper
+        """
+    assert findings(accumulator.format(""), "MEM202") == []
+    assert len(findings(accumulator.format(".detach()"), "MEM202")) == 1
+
+
+def test_look_alikes_of_the_review_keep_their_findings():
+    """A step's own path under `if not oom:`, a ViT's feature tokens kept on the GPU, a target
+    encoder (BYOL, I-JEPA) that is a network, and an evaluation after a teacher made and put in
+    eval mode in one statement, where the loop trains the student."""
+    step_path = """
+        import torch
+        import torch.nn.functional as F
+
+
+        def train(model, loader, optimizer, device):
+            for x, y in loader:
+                oom = train_step(model, x, y, optimizer, device)
+                if not oom:
+                    mask = torch.tensor([1.0, 0.5, 0.25]).to(device)
+                    print(f"step done", mask)
+
+
+        def train_step(model, x, y, optimizer, device):
+            try:
+                logits = model(x.to(device))
+                loss = F.cross_entropy(logits, y.to(device))
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                return False
+            except torch.cuda.OutOfMemoryError:
+                return True
+        """
+    assert len(findings(step_path, "MEM103")) == 1
+    vit = """
+        import torch
+
+        @torch.no_grad()
+        def extract_features(vit, loader):
+            all_feats = []
+            for images, _ in loader:
+                {} = vit(images.cuda())
+                all_feats.append({})
+            return torch.cat(all_feats).cpu().numpy()
+        """
+    assert len(findings(vit.format("patch_tokens", "patch_tokens"), "MEM202")) == 1
+    assert findings(vit.format("predicted_tokens", "predicted_tokens"), "MEM202") == []
+    target = """
+        import torch
+
+        def evaluate(target_encoder, loader):
+            target_encoder.eval()
+            feats = []
+            for x, _ in loader:
+                feats.append(target_encoder(x.cuda()))
+            return torch.cat(feats)
+        """
+    assert len(findings(target, "MEM203")) == 1
+    distillation = """
+        import torch
+        import torch.nn.functional as F
+        import torchvision
+
+        def distillation_loss(student, images, device):
+            teacher = torchvision.models.resnet50(weights="DEFAULT").to(device).eval()
+            losses = []
+            for chunk in images.split(32):
+                with torch.no_grad():
+                    target = teacher(chunk).softmax(-1)
+                losses.append(F.kl_div(student(chunk).log_softmax(-1), target, reduction="batchmean"))
+            return torch.stack(losses).mean()
+        """
+    assert findings(distillation, "MEM203") == []

@@ -374,6 +374,30 @@ def test_a_helper_of_another_module_returning_a_device_tensor_places_its_result(
     assert ("train.py", "MEM105") not in {(name, code) for name, _, code in lint(tmp_path / "b", *on_host)}
 
 
+def test_of_two_star_imports_defining_a_name_the_last_one_gives_it(tmp_path):
+    utils = {
+        "utils_a.py": "import torch\n\n\ndef infer(model, x):\n    return model(x)\n",
+        "utils_b.py": "import torch\n\n\ndef infer(model, x):\n    with torch.no_grad():\n        return model(x).cpu()\n",
+    }
+    script = """\
+        import torch
+        from {} import *
+        from {} import *
+
+
+        def evaluate(model, loader):
+            model.eval()
+            outs = []
+            for x, y in loader:
+                outs.append(infer(model, x.cuda()))
+            return torch.cat(outs)
+        """
+    quiet = tree(tmp_path / "a", {**utils, "run_eval.py": script.format("utils_a", "utils_b")})
+    loud = tree(tmp_path / "b", {**utils, "run_eval.py": script.format("utils_b", "utils_a")})
+    assert ("run_eval.py", "MEM202") not in {(n, c) for n, _, c in lint(tmp_path / "a", *quiet)}
+    assert ("run_eval.py", "MEM202") in {(n, c) for n, _, c in lint(tmp_path / "b", *loud)}
+
+
 def test_a_method_reexported_through_a_star_import_is_followed(tmp_path):
     """PyG's `from torch_geometric.llm import GLEM`, where the package's `__init__.py` imports
     everything of `.models`, which imports `GLEM` from its module: `GLEM.inference` runs

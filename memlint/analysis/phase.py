@@ -118,9 +118,12 @@ class Phase:
         graph: whatever it keeps, nothing can backward it); else None."""
         scope = self.tree.scope_of(loop)
         latest = self.roles.latest_modes(scope, self.tree.order(loop))
-        # (a model made in place and put in its mode: `net = nn.DataParallel(model).to(device).eval()`)
+        # (a model made in place and put in its mode, `net = nn.DataParallel(model).to(device).eval()`,
+        # counts where the loop runs it with grad on: a teacher made so says nothing of the student's loop)
+        run = {dotted_name(call.func) for call, site in self.roles.forwards_in(loop)
+               if self.regions.grad_enabled(site) is not False}
         modes = {m.mode for m in latest.values() if self.receivers.is_model(m.call.func.value)  # type: ignore[attr-defined]
-                 or type(m.call.func.value) is cst.Call}  # type: ignore[attr-defined]
+                 or type(m.call.func.value) is cst.Call and m.target in run}  # type: ignore[attr-defined]
         if "train" in modes:
             return None  # the model was put in training mode for this loop
         if "eval" in modes:

@@ -96,6 +96,7 @@ class Project:
                 self._modules[key] = summaries[path]
                 self._roots_of.setdefault(key[1], []).append(key[0])
         self._often: Dict[Tuple[Ref, Optional[Ref]], Optional[str]] = {}
+        self._star_names: Dict[Tuple[str, str], Optional[Ref]] = {}  # (root, dotted) -> through star imports
         self._incoming: Optional[Dict[Ref, List[Incoming]]] = None
         self._subclasses: Optional[Dict[Tuple[str, str, str], List[Tuple[str, str, str]]]] = None
         self._device_called: Optional[Set[Tuple[str, str]]] = None
@@ -133,13 +134,22 @@ class Project:
             imported = summary.imports.get(head)
             if imported is not None and depth < _MAX_REEXPORTS:  # re-exported: `from .x import f`
                 return self.resolve(key[0], ".".join([imported, *rest[1:]]), depth + 1)
-            if imported is None and depth < _MAX_REEXPORTS:  # `from .models import *`
-                for star in summary.stars:
-                    found = self.resolve(key[0], ".".join([star, *rest]), depth + 1)
+            if imported is None and depth < _MAX_REEXPORTS:  # `from .models import *`: the last that has it
+                for star in reversed(summary.stars):
+                    found = self._resolved(key[0], ".".join([star, *rest]), depth + 1)
                     if found is not None:
                         return found
             return None
         return None
+
+    def _resolved(self, root: str, dotted: str, depth: int) -> Optional[Tuple[str, str, str]]:
+        """`resolve`, each name once: modules that import everything of each other would
+        otherwise be walked along every path between them."""
+        key = (root, dotted)
+        if key not in self._star_names:
+            self._star_names[key] = None  # (a cycle of star imports resolves nothing more)
+            self._star_names[key] = self.resolve(root, dotted, depth)
+        return self._star_names[key]
 
     def _method(self, key: Tuple[str, str], klass: str, method: str) -> Optional[Tuple[str, str, str]]:
         """`klass.method` as the class's instances find it: its own, or the first base's that has it."""

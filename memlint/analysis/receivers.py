@@ -91,7 +91,7 @@ _PLACES = re.compile(r"device|load_in_|quantization_config$")
 _PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast|Collator)$")
 # An encoder of labels or symbols into ids (SpeechBrain's `self.input_encoder`, a `label_encoder`),
 # where the code does not say it builds a module: no model.
-_LABEL_ENCODER = re.compile(r"^(label|input|char|phoneme|token|category|class|target)_encoder$")
+_LABEL_ENCODER = re.compile(r"^(label|input|char|phoneme|token|category|class)_encoder$")
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(

@@ -123,7 +123,9 @@ class Regions:
         self._accumulate_withs: Set[int] = set()
         self._raises_withs: Set[int] = set()  # `with pytest.raises(...)`, `with self.assertRaises(...)`
         self._flop_counting_withs: Set[int] = set()  # `with FlopCounterMode():`
-        self._toggles: Set[int] = set()  # scopes with a bare set_grad_enabled(...) statement
+        # scope -> its bare `set_grad_enabled(...)` statements (and grad modes entered by hand): after
+        # one, or in a loop around one, the grad mode cannot be told
+        self._toggles: Dict[int, List[cst.Call]] = {}
         self._memo_enabled: Dict[int, Optional[bool]] = {}
         self._calls_entered: List[Tuple[cst.With, cst.WithItem]] = []  # `with f(...):` of no known API
         for node in scopes.withs:
@@ -135,7 +137,13 @@ class Regions:
             statement = tree.parent(call)
             if type(statement) is cst.Expr and type(tree.parent(statement)) is cst.SimpleStatementLine and \
                     (names.call_name(call) in GRAD_SET or self._entered_by_hand(call)):
-                self._toggles.add(id(tree.scope_of(call)))
+                self._toggles.setdefault(id(tree.scope_of(call)), []).append(call)
+
+    def _toggled_at(self, node: cst.CSTNode, toggle: cst.Call) -> bool:
+        """A bare grad-mode statement `toggle` of `node`'s scope may be in force at `node`: it
+        comes before it, or a loop runs both."""
+        tree = self.tree
+        return tree.order(node) > tree.order(toggle) or any(tree.contains(loop, node) for loop in tree.loops_around(toggle))
 
     def _entered_by_hand(self, call: cst.Call) -> bool:
         """`torch.no_grad().__enter__()`: a grad mode entered as a statement (asteroid's eval
@@ -439,7 +447,7 @@ class Regions:
         if region is not None:
             return region.grad_enabled
         scope = self.tree.scope_of(node)
-        if id(scope) in self._toggles:
+        if any(self._toggled_at(node, toggle) for toggle in self._toggles.get(id(scope), ())):
             return None
         if isinstance(scope, cst.FunctionDef):
             return self._function_grad_enabled(scope)

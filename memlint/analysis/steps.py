@@ -57,7 +57,7 @@ from memlint.analysis.receivers import Receivers
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, expression_nodes, last_part, walk
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part, walk
 
 # What a data loader is named like: a loop over one runs a step per batch
 LOADER_NAME = re.compile(r"(loader|dataloader|batches|data_iter|batch_iter)$", re.IGNORECASE)
@@ -73,7 +73,8 @@ _FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step 
 _SCHEDULE = re.compile(r"^(timesteps|sigmas)$")
 # A method's name that speaks of one update of a learner (DomainBed's `update`, BasicSR's
 # `optimize_parameters`, an agent's `learn`): one that backwards and steps once per call is a step.
-_STEP_METHOD = re.compile(r"^_*(update|learn|optimi[sz]e|step|observe|fit_batch|train_batch|train_on_batch)", re.IGNORECASE)
+_STEP_METHOD = re.compile(r"(^|_)(update|learn|optimi[sz]e|step|observe|iteration|forward_backward)(_|s?$)|"
+                          r"(train|fit|process)_(one_|on_)?batch", re.IGNORECASE)
 # A flag that the step ran out of memory, or a count of the allocator thrashing (`found_cuda_oom`,
 # `num_consecutive_thrashes >= 2`): what runs under it recovers from a failure, not on every step.
 _OOM_FLAG = re.compile(r"(^|_)oom(_|$)|out_of_memory|thrash", re.IGNORECASE)
@@ -642,10 +643,19 @@ def _holds_on_few(test: cst.Comparison) -> bool:
 
 
 def _after_oom(test: cst.BaseExpression) -> bool:
-    """`if found_cuda_oom == 1:`, `if oom:`: a test of a flag that the step ran out of memory
-    (composer's automatic micro-batching shrinks the batch and empties the cache under it)."""
-    return any(type(part) in (cst.Name, cst.Attribute) and bool(_OOM_FLAG.search(last_part(dotted_name(part) or "")))
-               for part in expression_nodes(test))
+    """`if found_cuda_oom == 1:`, `if oom:`: a test that holds when the step ran out of memory
+    (composer's automatic micro-batching shrinks the batch and empties the cache under it). Not
+    `if not oom:`, the step's own path."""
+    kind = type(test)
+    if kind is cst.BooleanOperation:
+        left, right = _after_oom(test.left), _after_oom(test.right)  # type: ignore[attr-defined]
+        return left or right if type(test.operator) is cst.And else left and right  # type: ignore[attr-defined]
+    if kind is cst.Comparison and len(test.comparisons) == 1:  # type: ignore[attr-defined]
+        operator, bound = test.comparisons[0].operator, test.comparisons[0].comparator  # type: ignore[attr-defined]
+        holds = type(operator) in (cst.GreaterThan, cst.GreaterThanEqual) or type(operator) in (cst.Equal, cst.Is) and (
+            type(bound) is cst.Integer and bound.value != "0" or type(bound) is cst.Name and bound.value == "True")  # type: ignore[attr-defined]
+        return holds and _after_oom(test.left)  # type: ignore[attr-defined]
+    return kind in (cst.Name, cst.Attribute) and bool(_OOM_FLAG.search(last_part(dotted_name(test) or "")))
 
 
 def _bounded(branch: cst.CSTNode) -> bool:

@@ -378,8 +378,9 @@ class Values:
                         self.names.qualified_name(a.value) in INTEGER_DTYPES for a in call.args):
                 return False
             stack.append(func.value)  # out.softmax(-1), loss.cpu(), out.to(device)
-            if trace.through and root_name(func) == "self":  # `self.distance(embeddings, ref)`: a part of
-                stack.extend(arg.value for arg in call.args)  # the module computing from what it is handed
+            if trace.through and root_name(func) == "self" and not (  # `self.distance(embeddings, ref)`: a part
+                    trace.graph and self.regions.grad_enabled(call) is False):  # of the module computing from them
+                stack.extend(arg.value for arg in call.args)
         return False
 
     def project_callee(self, call: cst.Call) -> Optional[str]:
@@ -458,8 +459,9 @@ class Values:
             self._memo_returns_from[key] = False  # a recursive call does not decide
             trace = _Trace(graph, through=params)
             self._memo_returns_from[key] = any(
-                ret.value is not None and self._traces(ret.value, ret, trace)
-                for ret in self.tree.walk_scope(func) if type(ret) is cst.Return)  # type: ignore[attr-defined]
+                ret.value is not None and not (graph and self.regions.grad_enabled(ret) is False)  # type: ignore[attr-defined]
+                and self._traces(ret.value, ret, trace)  # type: ignore[attr-defined]
+                for ret in self.tree.walk_scope(func) if type(ret) is cst.Return)
         return self._memo_returns_from[key]
 
     def _name_traces(self, name: str, at: cst.CSTNode, trace: "_Trace") -> bool:
@@ -830,6 +832,13 @@ class Values:
         self._kept[id(method)] = known = (found[0], found[1])
         return known
 
+    def backwards_what_it_keeps(self, method: cst.FunctionDef, params: Set[str]) -> bool:
+        """The method appends what it is handed in `params` to a list of its instance, which a
+        backward of the module reads (`GradAccumulator.add_batch(loss)`, then
+        `torch.stack(self.losses).mean().backward()`)."""
+        return any(sources_of(value) & params and self.attribute_backwarded(dotted_name(call.func.value) or "")  # type: ignore[attr-defined]
+                   for call, value in self._appends_to_self(method))
+
     def _appends_to_self(self, method: cst.FunctionDef) -> List[Tuple[cst.Call, cst.BaseExpression]]:
         """(call, what it appends) for each `self....append(value)` in `method` (found once a
         method: a module calls the same few methods many times)."""
@@ -1020,7 +1029,7 @@ class Values:
             if backward.loss is not None and self._mentions(backward.loss, dotted):
                 return True
         for assign in self.scopes.assigns:
-            if not self._mentions(assign.value, dotted):
+            if not self._mentions(assign.value, dotted) or self.graphless(assign.value, assign):
                 continue
             names = {name for t in assign.targets for name in target_names(t.target)}
             if names and self.reaches_backward(self.tree.scope_of(assign), names):
@@ -1029,11 +1038,17 @@ class Values:
 
     @staticmethod
     def _mentions(expr: cst.CSTNode, dotted: str) -> bool:
+        """`expr` reads the attribute `dotted` with its graph: not only inside what it detaches
+        (`torch.cat(self.values).detach()`)."""
         stack = [expr]
         while stack:
             node = stack.pop()
             if type(node) is cst.Attribute and dotted_name(node) == dotted:  # type: ignore[arg-type]
                 return True
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and \
+                    node.func.attr.value in DETACHING_METHODS:  # type: ignore[attr-defined]
+                stack.extend(arg.value for arg in node.args)  # type: ignore[attr-defined]
+                continue
             stack.extend(children(node))
         return False
 

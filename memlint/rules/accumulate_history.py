@@ -49,6 +49,10 @@ def _detached_items(display: cst.BaseExpression) -> Optional[cst.BaseExpression]
     return display.with_changes(elements=items)
 
 
+# What read of a value ends its graph (`self.avg.detach()`, `self.avg.data`).
+DETACHING = frozenset({"detach", "data", "item", "tolist"})
+
+
 class AccumulateHistory(Rule):
     """
     ## What it does
@@ -526,8 +530,11 @@ class AccumulateHistory(Rule):
         if type(target) is not cst.Attribute or root_name(target) != "self" or state is None or \
                 facts.regions.grad_enabled(node) is not True:
             return
-        reads_itself = isinstance(node, cst.AugAssign) or any(
-            type(part) is cst.Attribute and dotted_name(part) == state for part in expression_nodes(value))
+        tree = facts.tree
+        reads_itself = isinstance(node, cst.AugAssign) or any(  # (not `self.avg.detach()`: cut every step)
+            type(part) is cst.Attribute and dotted_name(part) == state and not (
+                type(tree.parent(part)) is cst.Attribute and tree.parent(part).attr.value in DETACHING)  # type: ignore[attr-defined]
+            for part in expression_nodes(value))
         if not reads_itself or not facts.values.from_loss_inputs(value, node) or state in self._running_reported:
             return
         self._running_reported.add(state)

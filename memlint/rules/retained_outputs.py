@@ -18,7 +18,7 @@ from memlint.rules._code import detach_before_move, detached, show
 
 _STORING = frozenset({"append", "extend", "insert", "appendleft"})
 # Token ids a decoder returns (`predicted_tokens`, `hyps`): a few integers an iteration.
-_TOKEN_IDS = re.compile(r"(^|_)(tokens?|token_ids|ids|hyps?|hypothes[ie]s)$")
+_TOKEN_IDS = re.compile(r"(^|_)(ids|hyps?|hypothes[ie]s)$|^(predicted|generated|decoded|sampled|output)_tokens?$")
 # Methods that return a view of a tensor: no new memory
 _VIEWS = frozenset({"chunk", "split", "unbind", "view", "squeeze", "unsqueeze", "permute", "transpose", "t",
                     "expand", "narrow"})
@@ -689,8 +689,6 @@ class RetainedOutputs(Rule):
             container, values = _root(func.value), [node.args[-1]]
         else:  # `acc.update(pred)`: a method of this module that appends its argument to `self`
             container, values = func.value, facts.values.kept_arguments(node, graph=grad)
-            if values and self._instance_backwards(node):
-                return  # a gradient accumulator: another method of its class backwards what it keeps
         if container is None or not values or storing and type(container) is cst.Name and \
                 self._library_object(container, node):
             return
@@ -703,6 +701,8 @@ class RetainedOutputs(Rule):
             return
         if grad:
             values = [a for a in values if facts.values.carries_grad(a.value, node)]
+            if values and not storing and self._instance_backwards(node, values):
+                return  # a gradient accumulator: another method of its class backwards what it keeps
             if values:
                 self._graph_kept(node, container, dotted, values, region)
         elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)):
@@ -761,15 +761,18 @@ class RetainedOutputs(Rule):
             f"the autograd history of the one before, so it grows for as long as `{dotted}` lives (a backward "
             f"through it later fails); store `{show(detached(value))}`"), fix)
 
-    def _instance_backwards(self, call: cst.Call) -> bool:
-        """The method `call` calls keeps what it is given on its instance, and a method of the same
-        class backwards (`GradAccumulator.add_batch(loss)`, then its `step()` backwards the mean
-        of what it kept)."""
-        facts = self.facts
-        method = facts.scopes.resolve(call)
-        klass = facts.tree.class_of(method) if method is not None else None
-        return klass is not None and any(
-            type(other) is cst.FunctionDef and facts.roles.backwards_in(other) for other in klass.body.body)
+    def _instance_backwards(self, call: cst.Call, values: List[cst.Arg]) -> bool:
+        """The method `call` calls keeps the `values` it is given on its instance, and a method of
+        the same class backwards them (`GradAccumulator.add_batch(loss)`, then its `step()`
+        backwards the mean of what it kept)."""
+        method = self.facts.scopes.resolve(call)
+        if method is None:
+            return False
+        params = [p.name.value for p in method.params.params][1:]
+        handed = {arg.keyword.value if arg.keyword is not None else params[position]
+                  for position, arg in enumerate(call.args) if arg in values and
+                  (arg.keyword is not None or position < len(params))}
+        return self.facts.values.backwards_what_it_keeps(method, handed)
 
     def _library_object(self, container: cst.Name, at: cst.CSTNode) -> bool:
         """`container` is an object of a class a library built on torch defines (MONAI's
