@@ -22,6 +22,16 @@ Loop = Union[cst.For, cst.While]
 # Factories of a made-up input: a forward of one that drops its result warms a model up.
 _MADE_UP_INPUTS = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn",
                              "torch.randint"})
+# DomainBed's ERM++ step, for the examples: PASS is the averaged model's pass, HOOK what comes
+# before the class.
+_ERM = (
+    "import torch\nimport torch.nn.functional as F\nHOOK\n\nclass ERMPlusPlus(torch.nn.Module):\n"
+    "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
+    "        y = torch.cat([y for x, y in minibatches])\n"
+    "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
+    "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
+    "        PASS\n        return {\"loss\": loss.item()}\n"
+)
 # An averaged copy of a model (stochastic weight averaging, an EMA, DomainBed's SMA).
 _AVERAGED_MODEL = re.compile(r"(^|_)(sma|ema|swa|avg|averaged?)(_|$)", re.IGNORECASE)
 _KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
@@ -258,29 +268,15 @@ class EvalWithoutNoGrad(Rule):
         "import torch\n\n\ndef step(model, image, optimizer, style_losses):\n    optimizer.zero_grad()\n"
         "    model(image)\n    loss = sum(sl.loss for sl in style_losses)\n    loss.backward()\n    optimizer.step()\n",
         # ... and after it, in a module whose forward hooks keep what the pass computes
-        "import torch\nimport torch.nn.functional as F\nfeats = []\nmodel.register_forward_hook(lambda m, i, o: feats.append(o))\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
-            "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
-            "        y = torch.cat([y for x, y in minibatches])\n"
-            "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
-            "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
-            "        self.network_sma(x)\n"
-            ""
-            "        return {\"loss\": loss.item()}\n",
+        _ERM.replace("PASS", "self.network_sma(x)").replace(
+            "HOOK", "feats = []\nmodel.register_forward_hook(lambda m, i, o: feats.append(o))\n"),
         # ... or a method named like a model, given no input (BasicSR's weight averaging)
         "import torch\n\n\nclass SRModel(BaseModel):\n    def optimize_parameters(self, step):\n"
         "        self.optimizer_g.zero_grad()\n        self.output = self.net_g(self.lq)\n"
         "        l_total = self.cri_pix(self.output, self.gt)\n        l_total.backward()\n"
         "        self.optimizer_g.step()\n        self.model_ema(decay=self.ema_decay)\n",
         # ... or that reads what the model keeps after the pass
-        "import torch\nimport torch.nn.functional as F\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
-            "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
-            "        y = torch.cat([y for x, y in minibatches])\n"
-            "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
-            "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
-            "        self.network_sma(x)\n"
-            "        self.aux = self.network_sma.aux_loss\n"
-            ""
-            "        return {\"loss\": loss.item()}\n",
+        _ERM.replace("PASS", "self.network_sma(x)\n        self.aux = self.network_sma.aux_loss").replace("HOOK", ""),
         # a context manager of the module that turns grad off around its yield (bark's `_inference_mode`)
         "import contextlib\nimport torch\n\n\n@contextlib.contextmanager\ndef _inference_mode():\n"
         "    with torch.inference_mode(), torch.no_grad():\n        yield\n\n\ndef generate(model, x, n):\n"
@@ -631,25 +627,8 @@ class EvalWithoutNoGrad(Rule):
         ),
         # a pass after the step's backward, for its batch-norm statistics only (DomainBed's ERM++):
         # one training step per call, whatever calls it
-        Invalid(
-            "import torch\nimport torch.nn.functional as F\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
-            "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
-            "        y = torch.cat([y for x, y in minibatches])\n"
-            "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
-            "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
-            "        self.network_sma(x)\n"
-            ""
-            "        return {\"loss\": loss.item()}\n",
-            "import torch\nimport torch.nn.functional as F\n\n\nclass ERMPlusPlus(torch.nn.Module):\n"
-            "    def update(self, minibatches):\n        x = torch.cat([x for x, y in minibatches])\n"
-            "        y = torch.cat([y for x, y in minibatches])\n"
-            "        loss = F.cross_entropy(self.network(x), y)\n        self.optimizer.zero_grad()\n"
-            "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
-            "        with torch.no_grad():\n"
-            "            self.network_sma(x)\n"
-            ""
-            "        return {\"loss\": loss.item()}\n",
-        ),
+        Invalid(_ERM.replace("PASS", "self.network_sma(x)").replace("HOOK", ""),
+                _ERM.replace("PASS", "with torch.no_grad():\n            self.network_sma(x)").replace("HOOK", "")),
         # a metric of the `evaluate`/`datasets` libraries reads what `add_batch` is given (a
         # regression's squeezed logits carry their graph, and no backward takes them)
         Invalid(
@@ -1295,17 +1274,20 @@ class EvalWithoutNoGrad(Rule):
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
                 self._leaves_by_the_side(loop, forward) or _few_literal(loop) or facts.per_step(node) is None:
             return  # (how often, asked last: it may go to the project)
-        statement = facts.tree.statement_around(node)
-        fix = None
-        if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and \
-                not self._models_ask_for_grad():
-            fix = self._fix(statement, "wrap the statement in `with torch.no_grad():`")
         self.report(forward, (
             f"`{show(forward.func)}` runs in this training loop with autograd recording, but nothing it "
             f"returns reaches the backward (it is read and dropped): beside the forward that is trained, its "
             f"graph keeps this pass's activations alive as long as its output is bound; wrap the statement in "
             f"`with torch.no_grad():`"),
-            fix)
+            self._statement_fix(node))
+
+    def _statement_fix(self, node: cst.CSTNode) -> Optional[Fix]:
+        """`with torch.no_grad():` around the statement that holds `node`, where it is one
+        statement alone on its line and no model of the module needs autograd in its forward."""
+        statement = self.facts.tree.statement_around(node)
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1 or self._models_ask_for_grad():
+            return None
+        return self._fix(statement, "wrap the statement in `with torch.no_grad():`")
 
     def visit_Expr(self, node: cst.Expr) -> None:
         """A forward whose result is dropped, after the step's last backward (a pass run for its
@@ -1325,20 +1307,16 @@ class EvalWithoutNoGrad(Rule):
         backwards = [site for _, site in facts.roles.backwards_in(scope)]
         if not backwards or any(facts.tree.order(site) >= at for site in backwards) or \
                 facts.tree.loops_around(node) or facts.roles.asks_for_grad(scope) or \
-                self._warms_up(forward) or facts.values.runs_without_grad(forward) or self._read_later(scope, forward):
+                self._warms_up(forward) or facts.values.runs_without_grad(forward) or \
+                self._reads_model_attribute(scope.body, forward, at):
             return
         if facts.per_step(node) is None:
             return  # (how often, asked last: it may go to the project)
-        statement = facts.tree.statement_around(node)
-        fix = None
-        if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and \
-                not self._models_ask_for_grad():
-            fix = self._fix(statement, "wrap the statement in `with torch.no_grad():`")
         self.report(forward, (
             f"`{show(forward.func)}` runs after this step's backward with autograd recording, and its result is "
             f"dropped: it records a graph of its activations that no backward reads (a pass for its side "
             f"effects, such as batch-norm statistics, needs none); wrap the statement in `with torch.no_grad():`"),
-            fix)
+            self._statement_fix(node))
 
     def _refreshes_statistics(self, forward: cst.Call, scope: cst.FunctionDef) -> bool:
         """The dropped call runs a model over the step's batch for its batch-norm statistics: the
@@ -1359,21 +1337,6 @@ class EvalWithoutNoGrad(Rule):
                    bool(given & {dotted_name(arg.value) for arg in call.args})
                    for call in facts.scopes.calls_of(scope))
 
-    def _read_later(self, scope: cst.FunctionDef, forward: cst.Call) -> bool:
-        """The function reads something the model keeps after the dropped forward (`model.aux`,
-        not a method call): the pass may hand it on."""
-        facts = self.facts
-        func = forward.func
-        model = dotted_name(func.value if type(func) is cst.Attribute and not facts.receivers.is_model(func) else func)
-        at = facts.tree.order(forward)
-        for node in walk_scope(scope.body):
-            if type(node) is cst.Attribute and dotted_name(node.value) == model and \
-                    facts.tree.order(node) > at:  # type: ignore[attr-defined]
-                parent = facts.tree.parent(node)
-                if not (type(parent) is cst.Call and parent.func is node):  # type: ignore[attr-defined]
-                    return True
-        return False
-
     def _trained_forward(self, loop: Loop, metric: cst.Call) -> bool:
         """Another forward of the loop whose output reaches its backward: the step trains through it,
         so the metric pass is a second one (a lone forward may feed the loss by a hook or an
@@ -1389,14 +1352,20 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         if "register_forward_hook" in facts.identifiers or "register_forward_pre_hook" in facts.identifiers:
             return True
+        return self._reads_model_attribute(loop.body, forward, -1)
+
+    def _reads_model_attribute(self, body: cst.CSTNode, forward: cst.Call, after: int) -> bool:
+        """`body` reads, past the position `after`, something the model `forward` runs keeps
+        (`model.aux_loss`, not a method call): the pass may hand it on."""
+        facts = self.facts
         func = forward.func
-        model = dotted_name(func.value if type(func) is cst.Attribute and not facts.receivers.is_model(func)
-                            else func)
-        for node in walk_scope(loop.body):
-            if type(node) is cst.Attribute and dotted_name(node.value) == model:  # type: ignore[attr-defined]
+        model = dotted_name(func.value if type(func) is cst.Attribute and not facts.receivers.is_model(func) else func)
+        for node in walk_scope(body):
+            if type(node) is cst.Attribute and dotted_name(node.value) == model and \
+                    facts.tree.order(node) > after:  # type: ignore[attr-defined]
                 parent = facts.tree.parent(node)
                 if not (type(parent) is cst.Call and parent.func is node):  # type: ignore[attr-defined]
-                    return True  # `model.aux_loss`, read, not called
+                    return True
         return False
 
     def _finding(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
