@@ -612,3 +612,15 @@ def test_look_alikes_of_the_review_keep_their_findings():
             return torch.stack(losses).mean()
         """
     assert findings(distillation, "MEM203") == []
+
+
+def test_a_method_that_trains_once_per_call_is_a_step_where_its_name_says_so():
+    """DomainBed's `update`, BasicSR's `optimize_parameters`, pytorch_GAN_zoo's
+    `optimizeParameters`: one step each call, whatever calls them. A probe of the batch size
+    (`try_batch`) trains once too, and is no step."""
+    from memlint.rules.eval_without_no_grad import _ERM
+
+    step = _ERM.replace("PASS", "self.network_sma(x)").replace("HOOK", "")
+    for name in ("update", "optimize_parameters", "optimizeParameters", "train_one_batch", "_train_step"):
+        assert len(findings(step.replace("def update(", f"def {name}("), "MEM203")) == 1, name
+    assert findings(step.replace("def update(", "def try_batch("), "MEM203") == []

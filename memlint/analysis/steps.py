@@ -73,8 +73,9 @@ _FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step 
 _SCHEDULE = re.compile(r"^(timesteps|sigmas)$")
 # A method's name that speaks of one update of a learner (DomainBed's `update`, BasicSR's
 # `optimize_parameters`, an agent's `learn`): one that backwards and steps once per call is a step.
-_STEP_METHOD = re.compile(r"(^|_)(update|learn|optimi[sz]e|step|observe|iteration|forward_backward)(_|s?$)|"
-                          r"(train|fit|process)_(one_|on_)?batch", re.IGNORECASE)
+_STEP_METHOD = re.compile(r"((^|_)(update|learn|optimi[sz]e|step|observe|iteration|forward_backward)|"
+                          r"(?<=[a-z])(Update|Learn|Optimi[sz]e|Step|Observe|Iteration))(_|s?$|(?=[A-Z]))|"
+                          r"(train|fit|process)_(one_|on_)?batch|(train|fit|process)(One|On)?Batch")
 # A flag that the step ran out of memory, or a count of the allocator thrashing (`found_cuda_oom`,
 # `num_consecutive_thrashes >= 2`): what runs under it recovers from a failure, not on every step.
 _OOM_FLAG = re.compile(r"(^|_)oom(_|$)|out_of_memory|thrash", re.IGNORECASE)
