@@ -41,7 +41,11 @@ class HostDeviceSyncInLoop(Rule):
     `float(t)`, `torch.cuda.synchronize()`) that runs many times per training or inference
     step: in a loop (or comprehension) over a tensor's elements, a model's parameters or a
     non-trivial `range`, inside the step loop or inside a helper the step calls (`forward`,
-    Lightning's `training_step`, a function of the same file called from the loop).
+    Lightning's `training_step`, a function of the same file called from the loop). A value is
+    on the device where it is moved or made there, computed from such values (the elements of
+    `torch.sort(x)`, `x.topk(k)` are where `x` is), or returned by a helper of another module of
+    the project that hands back a tensor on the device (StyleTTS2's `maximum_path`, imported
+    with `from utils import *`).
 
     ## Why is this bad?
     The GPU runs kernels asynchronously; each of these calls makes the host wait until
