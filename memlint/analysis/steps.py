@@ -330,9 +330,10 @@ class Steps:
     def periodic(self, node: cst.CSTNode) -> bool:
         """`node` runs only on some iterations of its loop (or calls of its function): under a
         condition on a counter (`if step % 100 == 0:`, `if i == 0:`, `if batch_idx < 3:`) or in
-        the fill of an empty cache (`if self.mask is None: self.mask = ...`), or under a count
-        the body raises towards a bound (`if shown < 3: shown += 1`), not under a flag that holds
-        on every step (`if args.log:`)."""
+        the fill of an empty cache (`if self.mask is None: self.mask = ...`), under a count the
+        body raises towards a bound (`if shown < 3: shown += 1`), or after the step ran out of
+        memory (`if found_cuda_oom == 1:`), not under a flag that holds on every step (`if
+        args.log:`)."""
         return self.periodic_guard(node) is not None or self._past_rare_exit(node)
 
     def _past_rare_exit(self, node: cst.CSTNode) -> bool:
@@ -445,8 +446,7 @@ class Steps:
         if result is None:
             result = combine([*(self._call_often(site) for site in self.scopes.call_sites(func)),
                               self._external(func, klass)])
-        if result is None and klass is not None and _STEP_METHOD.search(func.name.value) and \
-                not self.scopes.call_sites(func) and self._steps_once(func):
+        if result is None and klass is not None and self._steps_once(func):
             result = STEP
         self._functions[key] = result
         return result
@@ -457,6 +457,8 @@ class Steps:
         it, where its name says so (`_STEP_METHOD`) and no call of it in its module says how often
         it runs. (A module-level function that does so once is as often a demo run once, and a
         method called once from `main`, a probe of the batch size.)"""
+        if not _STEP_METHOD.search(func.name.value) or self.scopes.call_sites(func):
+            return False
         roles, tree = self.roles, self.tree
         steps = roles.steps_in(func, follow=False)
         backwards = roles.backwards_in(func, follow=False)
