@@ -36,6 +36,17 @@ class Generator(nn.Module):
         return self.layers(mel)
 
 
+def _layers(convs: nn.ModuleList, post: nn.Module, x: torch.Tensor) -> Tuple[torch.Tensor, Maps]:
+    """A discriminator's score and the feature map of every layer on the way (HiFi-GAN's)."""
+    maps = []
+    for conv in convs:
+        x = F.leaky_relu(conv(x), 0.1)
+        maps.append(x)
+    x = post(x)
+    maps.append(x)
+    return x.flatten(1), maps
+
+
 class PeriodDiscriminator(nn.Module):
     def __init__(self, period: int) -> None:
         super().__init__()
@@ -48,13 +59,7 @@ class PeriodDiscriminator(nn.Module):
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, Maps]:
         b, c, t = x.shape
         x = F.pad(x, (0, (self.period - t % self.period) % self.period), "reflect").view(b, c, -1, self.period)
-        maps = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), 0.1)
-            maps.append(x)
-        x = self.post(x)
-        maps.append(x)
-        return x.flatten(1), maps
+        return _layers(self.convs, self.post, x)
 
 
 class ScaleDiscriminator(nn.Module):
@@ -68,13 +73,7 @@ class ScaleDiscriminator(nn.Module):
         self.post = nn.Conv1d(1024, 1, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, Maps]:
-        maps = []
-        for conv in self.convs:
-            x = F.leaky_relu(conv(x), 0.1)
-            maps.append(x)
-        x = self.post(x)
-        maps.append(x)
-        return x.flatten(1), maps
+        return _layers(self.convs, self.post, x)
 
 
 class Multi(nn.Module):

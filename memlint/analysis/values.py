@@ -119,7 +119,7 @@ _TENSOR_FACTORIES = frozenset({"torch.Tensor", "torch.tensor", "torch.as_tensor"
 # `model.training_step(b)`, `model.compute_gradients(loss)`, test-time adaptation's
 # `model.adapt(out)`, `critic.minimize(loss)`, `policy.reinforce(logp)`)
 TRAINING_METHOD = re.compile(r"back|step|update|train|fit|optimi|learn|accumul|adapt|grad|minimi|maximi|"
-                              r"reinforce|observe|tune|apply|improve", re.IGNORECASE)
+                             r"reinforce|observe|tune|apply|improve", re.IGNORECASE)
 
 
 def _names_a_metric(expr: cst.BaseExpression) -> bool:
@@ -441,16 +441,8 @@ class Values:
                         trace: "_Trace") -> FrozenSet[str]:
         """The parameters of `target` that `call` hands a value followed through `trace.through`
         (`self.compute_loss_with_labels(embeddings, labels)`: `embeddings`)."""
-        params = [p.name.value for p in target.params.params]
-        if params[:1] == ["self"] and type(call.func) is cst.Attribute:
-            params = params[1:]
-        handed: Set[str] = set()
-        for position, arg in enumerate(call.args):
-            name = arg.keyword.value if arg.keyword is not None else \
-                params[position] if arg.star == "" and position < len(params) else None
-            if name is not None and self._traces(arg.value, at, trace):
-                handed.add(name)
-        return frozenset(handed)
+        return frozenset(name for arg, name in self.scopes.parameters_given(call, target)
+                         if self._traces(arg.value, at, trace))
 
     def _returns_from(self, func: cst.FunctionDef, params: FrozenSet[str], graph: bool) -> bool:
         """Whether `func` returns a value computed from `params` (with its graph, for `graph`)."""
@@ -794,17 +786,9 @@ class Values:
         scored = self._scored(forward)
         if func is forward or not scored:
             return scored
-        handed: Set[str] = set()
-        for call in self.scopes.calls_of(forward):
-            if self.scopes.resolve(call) is not func:
-                continue
-            params = [p.name.value for p in func.params.params[1:]]
-            for position, arg in enumerate(call.args):
-                name = arg.keyword.value if arg.keyword is not None else \
-                    params[position] if arg.star == "" and position < len(params) else None
-                if name is not None and self._traces(arg.value, call, _Trace(graph=True, through=scored)):
-                    handed.add(name)
-        return frozenset(handed)
+        trace = _Trace(graph=True, through=scored)
+        return frozenset().union(*(self._handed_through(call, func, call, trace) for call in self.scopes.calls_of(forward)
+                                   if self.scopes.resolve(call) is func))
 
     def _scored(self, forward: cst.FunctionDef) -> FrozenSet[str]:
         """The parameter of a loss module's `forward` that holds the model's outputs: the first

@@ -768,10 +768,7 @@ class RetainedOutputs(Rule):
         method = self.facts.scopes.resolve(call)
         if method is None:
             return False
-        params = [p.name.value for p in method.params.params][1:]
-        handed = {arg.keyword.value if arg.keyword is not None else params[position]
-                  for position, arg in enumerate(call.args) if arg in values and
-                  (arg.keyword is not None or position < len(params))}
+        handed = {name for arg, name in self.facts.scopes.parameters_given(call, method) if arg in values}
         return self.facts.values.backwards_what_it_keeps(method, handed)
 
     def _library_object(self, container: cst.Name, at: cst.CSTNode) -> bool:
