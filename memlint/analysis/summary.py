@@ -290,14 +290,14 @@ def _what_it_does(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
         if method else ((), ())
     summed = tuple(n for n in values.accumulated_parameters(func) if n in positional) if method else ()
     scopes = facts.scopes
+    device = facts.syncs.returns_device(func)
     if not scopes.returned(func) or not any(
             roles.is_forward(call) or roles.is_loss(call) or scopes.resolve(call) is not None
             or values.project_callee(call) for call in scopes.calls_of(func)):
         # returns nothing (an `__init__`), or runs no model and calls no helper: none of its outputs
-        return FunctionSummary(params, kept[0], kept[1], accumulates_graph=summed,
-                               returns_device=bool(scopes.returned(func)) and facts.syncs.returns_device(func))
+        return FunctionSummary(params, kept[0], kept[1], accumulates_graph=summed, returns_device=device)
     return FunctionSummary(params, kept[0], kept[1], values.returns_grad(func), values.returns_output(func), summed,
-                           returns_device=facts.syncs.returns_device(func))
+                           returns_device=device)
 
 
 def _edges(facts: "Facts") -> List[Edge]:

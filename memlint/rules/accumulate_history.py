@@ -50,7 +50,7 @@ def _detached_items(display: cst.BaseExpression) -> Optional[cst.BaseExpression]
 
 
 # What read of a value ends its graph (`self.avg.detach()`, `self.avg.data`).
-DETACHING = frozenset({"detach", "data", "item", "tolist"})
+_DETACHED_READS = frozenset({"detach", "data", "item", "tolist"})
 
 
 class AccumulateHistory(Rule):
@@ -533,7 +533,7 @@ class AccumulateHistory(Rule):
         tree = facts.tree
         reads_itself = isinstance(node, cst.AugAssign) or any(  # (not `self.avg.detach()`: cut every step)
             type(part) is cst.Attribute and dotted_name(part) == state and not (
-                type(tree.parent(part)) is cst.Attribute and tree.parent(part).attr.value in DETACHING)  # type: ignore[attr-defined]
+                type(tree.parent(part)) is cst.Attribute and tree.parent(part).attr.value in _DETACHED_READS)  # type: ignore[attr-defined]
             for part in expression_nodes(value))
         if not reads_itself or not facts.values.from_loss_inputs(value, node) or state in self._running_reported:
             return

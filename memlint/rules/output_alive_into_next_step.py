@@ -311,12 +311,10 @@ class OutputAliveIntoNextStep(Rule):
         if not loops and not isinstance(scope, cst.FunctionDef):
             return  # one forward and backward at module level: not a step that repeats
         region = loops[0].body if loops else scope  # type: ignore[attr-defined]
-        start = tree.span(node)[1]
-        later = [(b, site) for b, site in facts.roles.backwards_in(loops[0] if loops else scope)
-                 if tree.order(site) >= start and tree.contains(region, site) and tree.scope_of(site) is scope]
-        if not later or facts.test_file or in_test_code(tree, node):
+        after = self._next_backward(node, loops[0] if loops else scope)
+        if after is None or facts.test_file or in_test_code(tree, node):
             return
-        backward, site = min(later, key=lambda found: tree.order(found[1]))
+        backward, site = after
         if not facts.phase.backward_trains(backward.call):
             return
         seen = facts.liveness.reads_of(kept, region, tree.order(site))
@@ -367,15 +365,10 @@ class OutputAliveIntoNextStep(Rule):
         if not kept or not loops or facts.test_file or in_test_code(tree, node):
             return
         scope = tree.scope_of(node)
-        start = tree.span(node)[1]
-        later = [site for _, site in facts.roles.backwards_in(loops[0])
-                 if tree.order(site) >= start and tree.contains(loops[0].body, site) and tree.scope_of(site) is scope]
-        if not later:
-            return
-        site = min(later, key=tree.order)
-        backward = facts.roles.backward_of(site)
-        if backward is None or not facts.phase.backward_trains(site):
-            return
+        after = self._next_backward(node, loops[0])
+        if after is None or after[1] is not after[0].call or not facts.phase.backward_trains(after[1]):
+            return  # (a backward of its own, not a helper's)
+        backward, site = after
         reads: List[OutputRead] = []
         for name in kept:
             seen = facts.liveness.reads_of(name, loops[0].body, tree.order(site))
@@ -394,6 +387,16 @@ class OutputAliveIntoNextStep(Rule):
             f"`{names}` (every layer's feature maps the model returns) stay bound after backward and into the "
             f"next step's forwards, until bound again, so those forwards run beside a whole copy of them: "
             f"`del {names}` once the loss is computed"), fix)
+
+    def _next_backward(self, node: cst.Assign, region: cst.CSTNode) -> Optional[Tuple[Backward, cst.Call]]:
+        """The first backward after `node` in the body of `region` (its innermost loop, or its
+        function), with the call there that runs it (itself, or a helper's call)."""
+        tree = self.facts.tree
+        scope, start = tree.scope_of(node), tree.span(node)[1]
+        body = region.body if isinstance(region, (cst.For, cst.While)) else region  # type: ignore[attr-defined]
+        later = [(b, site) for b, site in self.facts.roles.backwards_in(region)
+                 if tree.order(site) >= start and tree.contains(body, site) and tree.scope_of(site) is scope]
+        return min(later, key=lambda found: tree.order(found[1])) if later else None
 
     def _what(self, name: str, beside_loss: bool, reads: List[OutputRead]) -> Optional[str]:
         """What the output is, by its signs of a vocabulary; None without them."""
