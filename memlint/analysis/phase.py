@@ -109,6 +109,13 @@ class Phase:
             func = self.tree.function_of(func)
         return False
 
+    def _runs_with_grad(self, loop: cst.CSTNode, model: str) -> bool:
+        """`loop` runs the model `model` names with grad on: a model made in place and put in its
+        mode (`net = nn.DataParallel(model).to(device).eval()`) is evidence for the loop that runs
+        it, and a teacher made so says nothing of the student's loop."""
+        return any(dotted_name(call.func) == model and self.regions.grad_enabled(site) is not False
+                   for call, site in self.roles.forwards_in(loop))
+
     def eval_evidence(self, loop: cst.CSTNode) -> Optional[str]:
         """Why `loop` looks like evaluation or inference rather than part of a training step:
         "eval-mode" (after `model.eval()` in the same function), "named" (in a function named
@@ -118,12 +125,8 @@ class Phase:
         graph: whatever it keeps, nothing can backward it); else None."""
         scope = self.tree.scope_of(loop)
         latest = self.roles.latest_modes(scope, self.tree.order(loop))
-        # (a model made in place and put in its mode, `net = nn.DataParallel(model).to(device).eval()`,
-        # counts where the loop runs it with grad on: a teacher made so says nothing of the student's loop)
-        run = {dotted_name(call.func) for call, site in self.roles.forwards_in(loop)
-               if self.regions.grad_enabled(site) is not False}
         modes = {m.mode for m in latest.values() if self.receivers.is_model(m.call.func.value)  # type: ignore[attr-defined]
-                 or type(m.call.func.value) is cst.Call and m.target in run}  # type: ignore[attr-defined]
+                 or type(m.call.func.value) is cst.Call and self._runs_with_grad(loop, m.target)}  # type: ignore[attr-defined]
         if "train" in modes:
             return None  # the model was put in training mode for this loop
         if "eval" in modes:
