@@ -374,6 +374,43 @@ def test_a_helper_of_another_module_returning_a_device_tensor_places_its_result(
     assert ("train.py", "MEM105") not in {(name, code) for name, _, code in lint(tmp_path / "b", *on_host)}
 
 
+@pytest.mark.parametrize("caller, reported", [
+    ("audio = codec_decode(codec, tokens)", True),
+    ("with torch.no_grad():\n                audio = codec_decode(codec, tokens)", False),
+])
+def test_a_decoding_function_called_with_grad_on_from_another_module_is_reported(tmp_path, caller, reported):
+    """bark's `generation.codec_decode` runs the codec with grad on beside functions that run
+    their models under `inference_mode`; only `api.py` calls it. Called there with grad on, it
+    is reported; called under no_grad, or linted alone (its callers unseen), it is not."""
+    generation = """\
+        import torch
+
+
+        def generate_fine(model, tokens):
+            with torch.inference_mode():
+                return model(tokens.cuda()).argmax(-1)
+
+
+        def codec_decode(codec, codes):
+            out = codec.decoder(codes.cuda())
+            return out.detach().cpu().numpy().squeeze()
+        """
+    api = f"""\
+        import torch
+        from .generation import codec_decode, generate_fine
+
+
+        def generate_audio(model, codec, text):
+            tokens = generate_fine(model, text)
+            {caller}
+            return audio
+        """
+    paths = tree(tmp_path, {"bark/__init__.py": "", "bark/generation.py": generation, "bark/api.py": api})
+    found = {(name, code) for name, _, code in lint(tmp_path, *paths)}
+    assert (("generation.py", "MEM203") in found) is reported
+    assert ("generation.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path, paths[1])}
+
+
 def test_of_two_star_imports_defining_a_name_the_last_one_gives_it(tmp_path):
     utils = {
         "utils_a.py": "import torch\n\n\ndef infer(model, x):\n    return model(x)\n",

@@ -15,10 +15,12 @@ Asked as `facts.phase`:
   infer/generate/sample, unless it hands samples back with their graph), "script" (a file with no
   backward and no step that loads weights or calls `.eval()`, the loop at module level, in a
   `main()` returning nothing, or, in a file run as `__main__` that no other module of the project
-  imports, in any function that returns or yields nothing carrying a graph); else None.
+  imports, in any function that returns or yields nothing carrying a graph); else None;
+- `trains`: the module backwards, steps or clears an optimizer, or fits a framework's trainer;
+  `infers_without_grad_beside(func)`: another of its functions runs a model with grad off.
 
 Asked by: MEM201 and MEM202 (`in_training_function`, `eval_evidence`), MEM203 (`is_training`,
-`eval_evidence`), MEM401 and MEM404 (`backward_trains`).
+`eval_evidence`, `trains`, `infers_without_grad_beside`), MEM401 and MEM404 (`backward_trains`).
 """
 
 from __future__ import annotations
@@ -140,9 +142,7 @@ class Phase:
                     return None  # samples handed back with their graph: the caller may train on them
                 return "named"
             func = self.tree.function_of(func)
-        if not self.roles.backwards and not self.roles.optimizer_steps and not self._resets_optimizer and \
-                not self._framework_trains and \
-                self._inference_signs and (
+        if not self.trains and self._inference_signs and (
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
                                          and not self.scopes.returned(scope))
                 or (isinstance(scope, cst.FunctionDef) and self._runs_as_script and
@@ -150,6 +150,21 @@ class Phase:
                     and not self.project.imported_elsewhere())):
             return "script"
         return None
+
+    @cached_property
+    def trains(self) -> bool:
+        """The module trains somewhere: it backwards, steps or clears an optimizer, or fits a
+        framework's trainer."""
+        return bool(self.roles.backwards or self.roles.optimizer_steps) or self._resets_optimizer or \
+            self._framework_trains
+
+    def infers_without_grad_beside(self, func: cst.FunctionDef) -> bool:
+        """Another function of the module runs a model with grad off (`with _inference_mode():`
+        in bark's `generate_fine`, a `@torch.no_grad()` method): how the module means its
+        inference to run."""
+        tree, regions, roles = self.tree, self.regions, self.roles
+        return any(roles.is_forward(call) and regions.grad_enabled(call) is False and not tree.contains(func, call)
+                   for call in self.scopes.calls)
 
     @cached_property
     def _runs_as_script(self) -> bool:

@@ -15,7 +15,9 @@ in its function), and the project answers, from all the summaries, what one modu
   criterion deriving from the project's own `BaseCriterion` is known to be a module;
 - `function(name)`: what a function of another module does with its arguments (memlint.analysis.summary);
 - `saved(files)`: how the modules save files of these names (from the CPU or not, with what
-  objects), for a `torch.load` of such a file (memlint.analysis.checkpoints).
+  objects), for a `torch.load` of such a file (memlint.analysis.checkpoints);
+- `external_grad_off(function)`: whether other modules call a function with grad off or on
+  (bark's `api.py` calling `generation.codec_decode` with grad on).
 
 Module names come from the files' places: a folder with an `__init__.py` is a package, and the
 first folder up without one is the root the module is imported from (`src/pkg/mod.py` is
@@ -98,6 +100,7 @@ class Project:
         self._often: Dict[Tuple[Ref, Optional[Ref]], Optional[str]] = {}
         self._star_names: Dict[Tuple[str, str], Optional[Ref]] = {}  # (root, dotted) -> through star imports
         self._incoming: Optional[Dict[Ref, List[Incoming]]] = None
+        self._grad_off_calls: Dict[Ref, Set[bool]] = {}  # with `_incoming`: whether other modules call with grad off
         self._subclasses: Optional[Dict[Tuple[str, str, str], List[Tuple[str, str, str]]]] = None
         self._device_called: Optional[Set[Tuple[str, str]]] = None
         self._grad_off_methods: Optional[FrozenSet[str]] = None
@@ -242,6 +245,12 @@ class Project:
         return combine({at_site(kind, self._often_of(caller, self._instance_of(target, through)))
                         for caller, kind, through in self._incoming_edges().get(target, ()) if caller[:2] != target[:2]})
 
+    def external_grad_off(self, root: str, module: str, qualified: str) -> FrozenSet[bool]:
+        """For the calls other modules make of the function `qualified` of `module`, whether
+        each is made with grad off: {False} where every one records a graph, {} where none is."""
+        self._incoming_edges()
+        return frozenset(self._grad_off_calls.get((root, module, qualified), ()))
+
     def called_from_device_code(self, root: str, module: str) -> bool:
         """Whether a module of the project whose code names a device calls a function of
         `module` (guided-diffusion's `train_util` moving batches to `dist_util.dev()` and calling
@@ -347,6 +356,8 @@ class Project:
                         targets.add(found)
                 for target in sorted(targets):
                     incoming.setdefault(target, []).append((caller, edge.kind, through))
+                    if not edge.local and not edge.on_self and target[:2] != key:
+                        self._grad_off_calls.setdefault(target, set()).add(edge.grad_off)
         self._incoming = incoming
         return incoming
 
@@ -427,6 +438,14 @@ class ProjectView:
             often = project.external_often(self.root, self.name, qualified)
             return often if often in (STEP, INNER) else None
         return self._ask(f"often {qualified}", answer, None, None)  # type: ignore[return-value]
+
+    def called_elsewhere(self, qualified: str, grad_off: bool) -> bool:
+        """Whether another module of the project calls this module's function `qualified` with
+        grad off (`grad_off`), or with grad on (memlint.analysis.project.Project.external_grad_off).
+        A module linted on its own knows no such call."""
+        return self._ask(f"called-{'quiet' if grad_off else 'recording'} {qualified}",
+                         lambda p: grad_off in p.external_grad_off(self.root, self.name, qualified),
+                         False, False)  # type: ignore[return-value]
 
     def called_from_device_code(self) -> bool:
         """Whether another module of the project that names a device calls into this one

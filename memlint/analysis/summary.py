@@ -15,7 +15,8 @@ file's text, and read by memlint.analysis.project:
   CPU and what objects they write (memlint.analysis.checkpoints);
 - `calls`: every call of a function of the project (this module's, or one it imports from a
   project module, or a method on `self`) from a module-level function or method, or from the
-  module's own code, with how often the call runs in its function (memlint.analysis.often);
+  module's own code, with how often the call runs in its function (memlint.analysis.often)
+  and, for another module's function, whether it is made with grad off;
   a call in a function nested in one counts as the outer function's, where the nested
   function tells how often it runs by itself;
 - `device`: the module's own code names a device (`Facts.names_device`): the helpers it calls
@@ -98,16 +99,17 @@ class Edge:
     kind: str  # how often it runs in its function (memlint.analysis.often: a frequency, CALLER, REPEATED)
     local: bool = False
     on_self: bool = False
+    grad_off: bool = False  # a call of another module's function made with grad off (under `torch.no_grad()`)
 
     def to_json(self) -> list:
-        return [self.caller, self.callee, self.kind, self.local, self.on_self]
+        return [self.caller, self.callee, self.kind, self.local, self.on_self, self.grad_off]
 
     @classmethod
     def from_json(cls, data: list) -> "Edge":
-        caller, callee, kind, local, on_self = data
-        if not isinstance(local, bool) or not isinstance(on_self, bool):
+        caller, callee, kind, local, on_self, grad_off = data
+        if not all(isinstance(flag, bool) for flag in (local, on_self, grad_off)):
             raise ValueError("not an edge")
-        return cls(_name(caller), _name(callee), _name(kind), local, on_self)
+        return cls(_name(caller), _name(callee), _name(kind), local, on_self, grad_off)
 
 
 @dataclass(frozen=True)
@@ -330,7 +332,8 @@ def _edges(facts: "Facts") -> List[Edge]:
         if target is None:
             dotted = facts.values.project_callee(call)
             if dotted is not None:
-                found.append(Edge(caller, dotted, kind or facts.steps.site(call)))
+                found.append(Edge(caller, dotted, kind or facts.steps.site(call),
+                                  grad_off=facts.regions.grad_enabled(call) is False))
     return found
 
 

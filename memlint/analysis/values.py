@@ -89,6 +89,8 @@ INTEGER_DTYPES = frozenset({"torch.long", "torch.int", "torch.int64", "torch.int
 # A model's output field named as a metric that counts or compares (`out["accuracy"]`, `outputs.correct`):
 # computed through argmax or a comparison, it carries no graph, whatever the rest of the output does.
 _METRIC_FIELD = re.compile(r"^(acc|accuracy|(n|num)_?correct|correct|top\d+(_acc(uracy)?)?|precision|recall|f1)$")
+# arguments that carry no graph whatever they are: `.squeeze(0)`, `.astype("int16")`, `.to(torch.float32)`
+_CONSTANT_ARGUMENTS = (cst.Integer, cst.Float, cst.SimpleString, cst.Attribute, cst.UnaryOperation)
 _NON_DIFF_TORCH = frozenset({
     "torch.argmax", "torch.argmin", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge",
     "torch.le", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.tensor",
@@ -210,7 +212,8 @@ class Values:
     def graphless(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """Whether `expr` surely carries no autograd graph, whatever it is computed from: what a
         method or torch function that ends the graph returns (`out.argmax(1)`, `loss.item()`,
-        `torch.eq(a, b)`), a comparison, a tuple of those, or a name bound only to those."""
+        `torch.eq(a, b)`), a method of such a value given nothing else that may carry one
+        (`.numpy().squeeze()`), a comparison, a tuple of those, or a name bound only to those."""
         kind = type(expr)
         if kind is cst.Comparison or kind is cst.Integer or kind is cst.Float:
             return True
@@ -221,7 +224,10 @@ class Values:
         if kind is cst.Call:
             func, qualified = expr.func, self.names.call_name(expr)  # type: ignore[attr-defined, arg-type]
             if qualified is None:
-                return type(func) is cst.Attribute and func.attr.value in DETACHING_METHODS
+                return type(func) is cst.Attribute and (func.attr.value in DETACHING_METHODS or (  # type: ignore[attr-defined]
+                    func.attr.value != "requires_grad_" and self.graphless(func.value, at, depth) and  # type: ignore[attr-defined]
+                    all(type(a.value) in _CONSTANT_ARGUMENTS or self.graphless(a.value, at, depth)
+                        for a in expr.args)))  # type: ignore[attr-defined]  # `out.detach().cpu().numpy().squeeze()`
             if qualified in _NON_DIFF_TORCH:
                 return True
             operands = [a.value for a in expr.args if a.keyword is None]  # type: ignore[attr-defined]

@@ -32,6 +32,16 @@ _ERM = (
     "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
     "        PASS\n        return {\"loss\": loss.item()}\n"
 )
+# bark's generation module, for the examples: DECODE is the codec's decoding function, CALL its caller
+_BARK = (
+    "import torch\n\n\ndef generate_fine(model, tokens):\n    model.eval()\n    with torch.inference_mode():\n"
+    "        return model(tokens.cuda()).argmax(-1)\n\n\nDECODE\n\n\ndef generate_audio(model, codec, tokens):\n"
+    "    CALL\n"
+)
+_CODEC_DECODE = (
+    "def codec_decode(codec, codes):\n    emb = codec.quantizer.decode(codes.cuda())\n    out = codec.decoder(emb)\n"
+    "    return out.detach().cpu().numpy().squeeze()"
+)
 # An averaged copy of a model (stochastic weight averaging, an EMA, DomainBed's SMA).
 _AVERAGED_MODEL = re.compile(r"(^|_)(sma|ema|swa|avg|averaged?)(_|$)", re.IGNORECASE)
 _KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
@@ -614,8 +624,26 @@ class EvalWithoutNoGrad(Rule):
         "        self.model.eval()\n\n    def __call__(self, task):\n        task.preds = self.model(task.frames.cuda()).detach()\n"
         "        return task\n\n\nclass Demo:\n    def __init__(self, model):\n        self.predictor = Predictor(model)\n\n"
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
+        # a decoding function beside inference run with grad off, called under no_grad
+        _BARK.replace("DECODE", _CODEC_DECODE).replace(
+            "CALL", "with torch.no_grad():\n        return codec_decode(codec, generate_fine(model, tokens))"),
+        # ... one handing back what it decodes with its graph: a caller may train on it
+        _BARK.replace("DECODE", _CODEC_DECODE.replace(".detach().cpu().numpy().squeeze()", "")).replace(
+            "CALL", "return codec_decode(codec, generate_fine(model, tokens))"),
+        # ... in a module that trains somewhere
+        _BARK.replace("DECODE", _CODEC_DECODE).replace(
+            "CALL", "return codec_decode(codec, generate_fine(model, tokens))") +
+        "\n\ndef finetune(codec, codes, optimizer):\n    codec(codes).mean().backward()\n    optimizer.step()\n",
+        # ... in a module whose other functions record a graph too: nothing says how it means to infer
+        _BARK.replace("    with torch.inference_mode():\n        return", "    return").replace(
+            "DECODE", _CODEC_DECODE).replace("CALL", "return codec_decode(codec, generate_fine(model, tokens))"),
     )
     INVALID = (
+        # a function decoding each clip with grad on, beside inference run with grad off (bark's `codec_decode`)
+        Invalid(_BARK.replace("DECODE", _CODEC_DECODE).replace(
+                    "CALL", "return codec_decode(codec, generate_fine(model, tokens))"),
+                _BARK.replace("DECODE", "@torch.no_grad()\n" + _CODEC_DECODE).replace(
+                    "CALL", "return codec_decode(codec, generate_fine(model, tokens))")),
         # a model wrapped, moved and put in eval mode in one statement (pytorch_GAN_zoo's features)
         Invalid(
             "import torch\nimport torch.nn as nn\n\n\ndef save_features(model, loader, device):\n"
@@ -995,6 +1023,7 @@ class EvalWithoutNoGrad(Rule):
         else:
             self._check_inference_method(node)
             self._check_predictor(node)
+            self._check_unlike_its_module(node)
 
     def _check_inference_method(self, node: cst.FunctionDef) -> None:
         """A model's method that runs it in a loop with autograd recording and returns only what
@@ -1064,6 +1093,37 @@ class EvalWithoutNoGrad(Rule):
             f"eval mode and nothing in `{klass.name.value}` backwards or hands a graph on: every call saves the "
             f"activations of a whole forward for a backward that never comes; decorate `{node.name.value}` with "
             f"`@torch.no_grad()`"), self._decorate(node))
+
+    def _check_unlike_its_module(self, node: cst.FunctionDef) -> None:
+        """A module-level function that runs a model once with autograd recording and hands back
+        only what carries no graph, in a module that never trains and whose other functions run
+        their models with grad off (bark's `codec_decode`, decoding each generated clip with
+        grad on beside `generate_fine`'s `with _inference_mode():`): the module's own way says
+        inference, and no caller can backward what a call records. Not one a call of the
+        project makes with grad off, nor one no call is seen of (linted alone, its callers in
+        other modules are unknown)."""
+        facts = self.facts
+        if node.decorators or facts.tree.scope_of(node) is not facts.tree.module or facts.phase.trains:
+            return
+        runs = [call for call, site in facts.roles.forwards_in(node.body, recording=True)
+                if not facts.tree.loops_around(site) and facts.regions.grad_enabled(call) is not False]
+        if not runs or not facts.phase.infers_without_grad_beside(node):
+            return
+        if any(not facts.values.graphless(value, value) or type(facts.tree.parent(value)) is not cst.Return
+               for value in facts.scopes.returned(node)):
+            return  # a caller may train on what it returns, or it yields
+        sites = facts.scopes.call_sites(node)
+        if any(facts.regions.grad_enabled(site) is False for site in sites) or \
+                facts.project.called_elsewhere(node.name.value, grad_off=True) or \
+                not sites and not facts.project.called_elsewhere(node.name.value, grad_off=False):
+            return
+        if facts.roles.asks_for_grad(node) or not self._graph_stays_in(node):
+            return
+        self.report(runs[0], (
+            f"`{show(runs[0].func)}` runs in `{node.name.value}` with autograd recording, though the module never "
+            f"trains and its other functions run their models with grad off: each call saves the activations of a "
+            f"whole forward for a backward that never comes; decorate `{node.name.value}` with `@torch.no_grad()`"),
+            self._decorate(node))
 
     def _learns(self, klass: cst.ClassDef) -> bool:
         """A method of the class backwards, steps an optimizer or asks for gradients, or the
