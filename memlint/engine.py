@@ -17,7 +17,7 @@ from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
+from typing import Callable, Dict, FrozenSet, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Type, Union
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -327,6 +327,21 @@ def wanted_rules(source: str, rule_types: Sequence[Type[Rule]], path: str = "") 
     return [r for r in rule_types if (r.IN_TESTS or not test_module) and any(word in source for word in r.REQUIRES)]
 
 
+@lru_cache(maxsize=1)
+def _summary_words() -> FrozenSet[str]:
+    """The words any rule needs (`Rule.REQUIRES`), selected or not."""
+    from memlint.rules import registry
+    return frozenset(word for rule in registry().values() for word in rule.REQUIRES)
+
+
+def _worth_summarizing(source: str) -> bool:
+    """Whether a module's summary may say more than its imports and classes: it has a word
+    some rule needs. Asked of every rule, not the selected ones, so that what the project knows
+    of a module (a meter in a file that never names torch, summing what it is given) is the same
+    whatever a run selects."""
+    return any(word in source for word in _summary_words())
+
+
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],
           target_torch: Optional[TorchVersion] = None, timer: Optional[Timer] = None, *,
           compiled: bool = False, project: Optional[ProjectView] = None, summarize: bool = False,
@@ -365,7 +380,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
     # classes): its loops are not the project's steps, its saves not the project's checkpoints.
     # One that is imported holds helpers, summarised whole; so is a script named `*_test.py`.
     plain = python_ast is not None and holds_only_tests(path) and not project.imported
-    if not wanted and not (summarize and not plain and wanted_rules(source, rule_types)):
+    if not wanted and not (summarize and not plain and _worth_summarizing(source)):
         # nothing to look for (it compiles, that is all to check), nor to summarise for the
         # others beyond its imports and classes
         return Checked(source, None, [], summary=summarize_plain(python_ast or source, project.name, project.package)

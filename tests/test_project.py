@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 import pytest
@@ -35,10 +35,11 @@ def tree(top: Path, files: Dict[str, str]) -> List[Path]:
     return paths
 
 
-def lint(top: Path, *paths: Path, jobs: int = 1, cache: Optional[Path] = None) -> List[Tuple[str, int, str]]:
+def lint(top: Path, *paths: Path, jobs: int = 1, cache: Optional[Path] = None,
+         select: Sequence[str] = ("ALL",)) -> List[Tuple[str, int, str]]:
     from memlint.cache import open_cache
 
-    config = Config(root=top, selection=Selection(select=["ALL"]))
+    config = Config(root=top, selection=Selection(select=list(select)))
     options = Options(jobs=jobs, cache=open_cache(config, cache) if cache is not None else None)
     outcomes = run([str(p) for p in (paths or [top])], config, registry(), options)
     assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
@@ -627,6 +628,24 @@ def test_a_meter_of_another_module_that_sums_its_argument_accumulates_the_graph(
     meters = tmp_path / "imagenet/meters.py"
     meters.write_text(meters.read_text().replace("self.sum += val * n", "self.sum += val.item() * n"))
     assert ("train.py", 8, "MEM201") not in lint(tmp_path)
+
+
+def test_a_meter_class_behind_a_star_import_accumulates_the_graph(tmp_path):
+    """ReMoS's finetuner builds `MovingAverageMeter` from `from utils import *`."""
+    starred = dict(METER)
+    starred["imagenet/train.py"] = METER["imagenet/train.py"].replace("from .meters import AverageMeter",
+                                                                      "from .meters import *")
+    tree(tmp_path, starred)
+    assert ("train.py", 8, "MEM201") in lint(tmp_path)
+
+
+def test_what_the_project_knows_of_a_module_does_not_depend_on_the_rules_selected(tmp_path):
+    """The meter's module names neither torch nor any word MEM201 needs; selected alone,
+    MEM201 still learns from its summary that `update` sums what it is given."""
+    tree(tmp_path, METER)
+    meters = tmp_path / "imagenet/meters.py"
+    meters.write_text(meters.read_text().replace("        self.val = val\n", ""))
+    assert ("train.py", 8, "MEM201") in lint(tmp_path, select=["MEM201"])
 
 
 def test_a_meter_of_a_module_imported_whole_accumulates_the_graph(tmp_path):

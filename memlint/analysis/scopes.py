@@ -33,15 +33,12 @@ MEM206 ask `bindings`, MEM401 and MEM205 `call_sites`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of, target_names
 from memlint.analysis.tree import NEW_SCOPES, OWN_SCOPE_EXPRESSIONS, Scope, TreeIndex, dotted_name, own_method
-
-if TYPE_CHECKING:
-    from memlint.analysis.torchnames import TorchNames
 
 _APPENDING = ("append", "extend", "insert", "appendleft", "add")
 # Statements and expressions with one target, and the kind of binding they make.
@@ -376,11 +373,12 @@ class Scopes:
             classes.add(value.func.value)
         return self.classes[classes.pop()] if len(classes) == 1 else None
 
-    def instance_method_name(self, call: cst.Call, names: "TorchNames") -> Optional[str]:
+    def instance_method_name(self, call: cst.Call, absolute: Callable[[Optional[str]], Optional[str]]) -> Optional[str]:
         """`pkg.metrics.Accuracy.update` for `acc.update(...)` or `self.acc.update(...)` when
         `acc` surely holds an instance of a class this module imports (`acc = Accuracy()`, the
         bindings in effect at the call: `acc = acc.result()` after the loop is not one;
-        `from pkg.metrics import Accuracy`): the method another module of the project defines."""
+        `from pkg.metrics import Accuracy`, the absolute name `absolute` gives a local one):
+        the method another module of the project defines."""
         func = call.func
         if type(func) is not cst.Attribute:
             return None
@@ -396,7 +394,7 @@ class Scopes:
             values = self.attribute_values(klass, (dotted_name(receiver) or "")[5:]) if klass is not None else []
         else:
             return None
-        built = {names.absolute_name(dotted_name(v.func)) for v in values
+        built = {absolute(dotted_name(v.func)) for v in values
                  if isinstance(v, cst.Call) and type(v.func) in (cst.Name, cst.Attribute)}
         if len(built) != 1 or len(values) == 0 or any(not isinstance(v, cst.Call) for v in values):
             return None

@@ -51,7 +51,7 @@ import libcst as cst
 
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS, VALUES_INDICES, Derivation,
-                                       leaf_targets, sources_of, target_names)
+                                       leaf_targets, sources_of, target_names, unpacked_position)
 from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.memo import per_node
 from memlint.analysis.project import ProjectView
@@ -395,11 +395,21 @@ class Values:
             return None  # linted alone, or nothing of the project imported
         func = call.func
         local = dotted_name(func) if type(func) in (cst.Name, cst.Attribute) else None
-        dotted = self.names.absolute_name(local) or self.scopes.instance_method_name(call, self.names)
-        if dotted is None and local is not None and not self.scopes.in_effect(local.partition(".")[0], call):
-            # (the last module imported so that defines it: a later star import shadows an earlier one)
-            dotted = next((name for name in reversed(self.names.star_names(local)) if self.project.defines(name)), None)
+        dotted = self.names.absolute_name(local) or \
+            self.scopes.instance_method_name(call, lambda name: self._imported_name(name, call)) or \
+            self._imported_name(local, call)
         return dotted if self.project.knows(dotted) else None
+
+    def _imported_name(self, local: Optional[str], at: cst.CSTNode) -> Optional[str]:
+        """The absolute name of `local` at `at`: imported by name, or through a star import of
+        a project module that defines it (the last module so imported, as Python takes it: a
+        later star import shadows an earlier one), where nothing of this module binds it."""
+        if local is None:
+            return None
+        dotted = self.names.absolute_name(local)
+        if dotted is None and self._imports_project and not self.scopes.in_effect(local.partition(".")[0], at):
+            dotted = next((name for name in reversed(self.names.star_names(local)) if self.project.defines(name)), None)
+        return dotted
 
     def returned_on_device(self, call: cst.Call) -> bool:
         """`call` calls a function of another module of the project that returns a tensor on
@@ -514,17 +524,27 @@ class Values:
         """`loss = step_loss(batch)`, a call memlint cannot see into, whose value a backward of
         the same scope backwards as bound here (`accelerator.backward(loss)`; `loss.backward()`
         of a name that reads like a loss, where `planner.backward()` may be anything's method):
-        only a tensor with an autograd graph can be backwarded."""
-        if bind.kind != "assign" or not bind.whole or type(bind.value) is not cst.Call:
+        only a tensor with an autograd graph can be backwarded. Also one element of what the
+        call returns (`loss, top1 = self.compute_loss(batch)`, then `loss.backward()`), and a
+        value backwarded under another name (`loss = ce_loss`, then `loss.backward()`)."""
+        if bind.kind != "assign" or type(bind.value) is not cst.Call or \
+                not bind.whole and unpacked_position(bind.node, bind.name) is None:
             return False
         for backward in self.roles.backwards_of(self.tree.scope_of(bind.node)):
             loss = backward.loss
-            if backward.kind == "method" and "loss" not in bind.name.lower():
+            if backward.kind == "method" and "loss" not in bind.name.lower() or type(loss) is not cst.Name:
                 continue
-            if type(loss) is cst.Name and loss.value == bind.name and \
-                    any(b is bind for b in self.scopes.in_effect(bind.name, backward.call)):
+            if loss.value == bind.name and self._in_effect_at(bind, backward.call):
+                return True
+            aliases = self.scopes.in_effect(loss.value, backward.call)  # type: ignore[attr-defined]
+            if len(aliases) == 1 and aliases[0].kind == "assign" and aliases[0].whole and \
+                    type(aliases[0].value) is cst.Name and aliases[0].value.value == bind.name and \
+                    self._in_effect_at(bind, aliases[0].node):  # type: ignore[attr-defined]
                 return True
         return False
+
+    def _in_effect_at(self, bind: Binding, at: cst.CSTNode) -> bool:
+        return any(b is bind for b in self.scopes.in_effect(bind.name, at))
 
     def _iter_traces(self, iterable: cst.BaseExpression, at: cst.CSTNode, trace: "_Trace") -> bool:
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
@@ -701,7 +721,7 @@ class Values:
         if method is None:
             if not self._imports_project:
                 return []  # linted alone, or nothing of the project imported: no class of another module here
-            dotted = self.scopes.instance_method_name(call, self.names)
+            dotted = self.scopes.instance_method_name(call, lambda name: self._imported_name(name, call))
             if dotted is None or not self.project.knows(dotted):
                 return []
             positions = elsewhere(dotted)
@@ -740,7 +760,8 @@ class Values:
 
     def _accumulates_into_self(self, method: cst.FunctionDef) -> List[Tuple[cst.CSTNode, cst.BaseExpression]]:
         """(statement, what it adds) for each running sum `method` keeps on its instance:
-        `self.sum += val * n`, `self.totals[k] = self.totals[k] + v`; not one that a backward
+        `self.sum += val * n`, `self.totals[k] = self.totals[k] + v`, a moving average
+        (`self.avg = self.momentum * self.avg + (1 - self.momentum) * val`); not one that a backward
         of this module reads (`self.total.backward()`: gradient accumulation on purpose). Found
         once a method."""
         known = self._sums.get(id(method))
@@ -755,10 +776,9 @@ class Values:
             elif kind is cst.Assign and len(statement.targets) == 1 and \
                     type(statement.value) is cst.BinaryOperation and type(statement.value.operator) is cst.Add:  # type: ignore[attr-defined]
                 target, value = statement.targets[0].target, statement.value  # type: ignore[attr-defined]
-                code = self.tree.module.code_for_node
-                if code(value.left) == code(target):
+                if self._kept_of(value.left, target):
                     added = value.right
-                elif code(value.right) == code(target):
+                elif self._kept_of(value.right, target):
                     added = value.left
                 else:
                     continue
@@ -768,6 +788,14 @@ class Values:
                     not self.attribute_backwarded(dotted_name(holder(target)) or ""):
                 found.append((statement, added))
         return found
+
+    def _kept_of(self, term: cst.BaseExpression, target: cst.BaseExpression) -> bool:
+        """`term` is what `target` held, whole or scaled: the `self.avg` or `momentum * self.avg`
+        of a running sum or a moving average (`self.avg = 0.9 * self.avg + 0.1 * val`)."""
+        code = self.tree.module.code_for_node
+        if type(term) is cst.BinaryOperation and type(term.operator) is cst.Multiply:  # type: ignore[attr-defined]
+            return code(term.left) == code(target) or code(term.right) == code(target)  # type: ignore[attr-defined]
+        return code(term) == code(target)
 
     def from_loss_inputs(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """Whether `expr`, in a method of a loss module, is (or is computed from, undetached) what

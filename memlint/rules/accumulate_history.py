@@ -256,6 +256,20 @@ class AccumulateHistory(Rule):
         "import torch\nclass Closure:\n    def step(self, loss):\n        self.seen += loss\n        loss.backward()\n\n"
         "def train(model, loader, optimizer, criterion):\n    c = Closure()\n    for x, y in loader:\n"
         "        c.step(criterion(model(x), y))\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        # a moving average of the number; a meter whose update keeps the latest value only, over
+        # a loss of a tuple that a name other than the backwarded one holds
+        "import torch\nclass MovingAverageMeter:\n    def update(self, val):\n"
+        "        self.avg = self.momentum * self.avg + (1 - self.momentum) * val.item()\n\n"
+        "class Finetuner:\n    def train(self, loader, ce):\n        meter = MovingAverageMeter()\n"
+        "        for x, y in loader:\n            top1, ce_loss = self.compute_loss(x, y, ce)\n"
+        "            meter.update(ce_loss)\n            loss = ce_loss\n            loss.backward()\n"
+        "            self.optimizer.step()\n",
+        "import torch\nclass MovingAverageMeter:\n    def update(self, val):\n"
+        "        self.avg = self.momentum * self.avg + (1 - self.momentum) * val\n\n"
+        "class Finetuner:\n    def train(self, loader, ce):\n        meter = MovingAverageMeter()\n"
+        "        for x, y in loader:\n            top1, ce_loss = self.compute_loss(x, y, ce)\n"
+        "            meter.update(top1)\n            loss = ce_loss\n            loss.backward()\n"
+        "            self.optimizer.step()\n",
         "import torch\nclass Meter:\n    def update(self, val, n=1):\n        self.sum += val.item() * n\n"
         "        self.count += n\n\ndef train(model, loader, optimizer, criterion):\n    meter = Meter()\n"
         "    for x, y in loader:\n        loss = criterion(model(x), y)\n        meter.update(loss, x.size(0))\n"
@@ -413,6 +427,22 @@ class AccumulateHistory(Rule):
             "        self.count += n\n\ndef train(model, loader, optimizer, criterion):\n    losses = AverageMeter()\n"
             "    for x, y in loader:\n        loss = criterion(model(x), y)\n        losses.update(loss.detach(), x.size(0))\n"
             "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+        ),
+        # ... a moving average of it, the loss taken from a tuple its step returns and backwarded
+        # under another name (ReMoS's `MovingAverageMeter`)
+        Invalid(
+            "import torch\nclass MovingAverageMeter:\n    def update(self, val):\n"
+            "        self.avg = self.momentum * self.avg + (1 - self.momentum) * val\n\n"
+            "class Finetuner:\n    def train(self, loader, ce):\n        meter = MovingAverageMeter()\n"
+            "        for x, y in loader:\n            top1, ce_loss = self.compute_loss(x, y, ce)\n"
+            "            meter.update(ce_loss)\n            loss = ce_loss\n            loss.backward()\n"
+            "            self.optimizer.step()\n",
+            "import torch\nclass MovingAverageMeter:\n    def update(self, val):\n"
+            "        self.avg = self.momentum * self.avg + (1 - self.momentum) * val\n\n"
+            "class Finetuner:\n    def train(self, loader, ce):\n        meter = MovingAverageMeter()\n"
+            "        for x, y in loader:\n            top1, ce_loss = self.compute_loss(x, y, ce)\n"
+            "            meter.update(ce_loss.detach())\n            loss = ce_loss\n            loss.backward()\n"
+            "            self.optimizer.step()\n",
         ),
         # a list grown by concatenation: each item detached
         Invalid(

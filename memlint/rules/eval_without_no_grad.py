@@ -1105,8 +1105,8 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         if node.decorators or facts.tree.scope_of(node) is not facts.tree.module or facts.phase.trains:
             return
-        runs = [call for call, site in facts.roles.forwards_in(node.body, recording=True)
-                if not facts.tree.loops_around(site) and facts.regions.grad_enabled(call) is not False]
+        runs = [call for call, _ in facts.roles.forwards_in(node.body, follow=False)
+                if not facts.tree.loops_around(call) and facts.regions.grad_enabled(call) is not False]
         if not runs or not facts.phase.infers_without_grad_beside(node):
             return
         if any(not facts.values.graphless(value, value) or type(facts.tree.parent(value)) is not cst.Return
