@@ -191,3 +191,11 @@ def test_a_load_passed_inline_to_a_function_that_loads_it_is_followed():
         "        return Unet.from_state(config_of(path), torch.load(path))")
     assert "torch.load(path))" in inline
     assert [f.code for f in check(inline, "m.py", [RULES["MEM502"]]).findings] == ["MEM502"]
+
+
+@pytest.mark.parametrize("target,reported", [(None, True), (TorchVersion(1, 7), False), (TorchVersion(1, 8), True)])
+def test_a_removed_linalg_function_is_reported_where_its_replacement_exists(target, reported):
+    """`torch.symeig` raises since torch 2.0; `torch.linalg.eigh` came in 1.8. A project that
+    still supports 1.7 cannot switch, and is left alone."""
+    source = "import torch\nd, Q = torch.symeig(m, eigenvectors=True)\n"
+    assert (_codes(source, "MEM503", target) == ["MEM503"]) is reported

@@ -4,7 +4,8 @@ memlint/data/torch_api.json lists every name that a set of torch's public module
 (plus the submodules their packages hold and the names a module-level `__getattr__` serves),
 recorded from one installed torch by scripts/torch_api.py. The linter never imports torch.
 
-- `torch_api()`: the data, read once: `version`, `has("torch.cuda.memory_reserved")`,
+- `torch_api()`: the data, read once (less the functions torch 2.0 removed and keeps only as
+  stubs that raise, `REMOVED`): `version`, `has("torch.cuda.memory_reserved")`,
   `known_module("torch.cuda")` (its namespace was recorded whole), `names_of(module)`,
   `missing(qualified)`: the first part of a dotted name that a recorded module lacks;
 - `names_absent_api(module)`: whether Python's AST of a module names anything through torch
@@ -73,10 +74,24 @@ class TorchApi:
         return None
 
 
+# Functions torch 2.0 removed but keeps as stubs that raise RuntimeError when called ("deprecated
+# since version 1.9 and is now removed") -> the `torch.linalg` function that replaced each (since
+# torch 1.8). Read as absent: nothing can call them.
+REMOVED = {
+    "torch.symeig": "torch.linalg.eigh",
+    "torch.eig": "torch.linalg.eig",
+    "torch.lstsq": "torch.linalg.lstsq",
+    "torch.solve": "torch.linalg.solve",
+    "torch.matrix_rank": "torch.linalg.matrix_rank",
+}
+
+
 @lru_cache(maxsize=1)
 def torch_api() -> TorchApi:
     data = json.loads(DATA.read_text(encoding="utf-8"))
-    return TorchApi(data["torch"], {module: frozenset(names) for module, names in data["modules"].items()})
+    modules = {module: frozenset(names) for module, names in data["modules"].items()}
+    modules["torch"] = modules["torch"] - {name.rpartition(".")[2] for name in REMOVED}
+    return TorchApi(data["torch"], modules)
 
 
 def names_absent_api(module: ast.Module) -> bool:

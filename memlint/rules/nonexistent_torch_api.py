@@ -7,7 +7,8 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from memlint.analysis.torchapi import checked_first, names_absent_api, torch_api
+from memlint.analysis.torchapi import REMOVED, checked_first, names_absent_api, torch_api
+from memlint.torch_target import TorchVersion
 from memlint.analysis.tree import dotted_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -18,6 +19,15 @@ NEVER_TORCH = {
     "torch.cuda.memory_cache": "torch.cuda.memory_reserved",
     "torch.cuda.set_allocator": "torch.cuda.memory.change_current_allocator",
 }
+# How a function torch removed differs from the one that replaced it (memlint.analysis.torchapi.REMOVED)
+_REMOVED_DIFFERS = {
+    "torch.symeig": "; pass `UPLO=\"U\"` (symeig read the upper triangle), and use `torch.linalg.eigvalsh` "
+                    "where `eigenvectors=False`",
+    "torch.eig": "; its results are complex",
+    "torch.lstsq": "; it takes `(A, B)` where `torch.lstsq` took `(B, A)`",
+    "torch.solve": "; it takes `(A, B)` where `torch.solve` took `(B, A)`, and returns the solution alone",
+}
+_LINALG = TorchVersion(1, 8)  # the release that added `torch.linalg`
 # `torch.<factory>_(buf, ...)`: in-place factories do not exist; the tensor refills itself.
 REFILL = {
     "randn": ("normal_", ()), "rand": ("uniform_", ()), "randint": ("random_", None), "zeros": ("zero_", ()),
@@ -46,7 +56,10 @@ def _refill(node: cst.Attribute, call: Optional[cst.Call], factory: str) -> Tupl
 class NonexistentTorchApi(Rule):
     """
     ## What it does
-    Finds torch APIs that do not exist, where memlint knows what was meant:
+    Finds torch APIs that do not exist, where memlint knows what was meant, and calls of the
+    functions torch 2.0 removed, which it keeps as stubs that raise RuntimeError (`torch.symeig`,
+    `torch.eig`, `torch.lstsq`, `torch.solve`, `torch.matrix_rank`: their `torch.linalg`
+    replacements came in torch 1.8; a project that supports an older torch is left alone). Also:
     `torch.cuda.memory_cache` (the API is `torch.cuda.memory_reserved`),
     `torch.cuda.set_allocator` (`torch.cuda.memory.change_current_allocator`), in-place
     factories such as `torch.randn_(buf)` (`buf.normal_()`; also `rand_`, `randint_`, `zeros_`,
@@ -65,7 +78,9 @@ class NonexistentTorchApi(Rule):
     ## Why is this bad?
     The line fails with `AttributeError` when it runs, often on a path (a memory report, an OOM
     handler) that is rarely run. These names come from articles and generated code about GPU
-    memory; what they were meant to do is what the real API does.
+    memory; what they were meant to do is what the real API does. A removed function fails
+    with RuntimeError, on any torch from 2.0 on (ACKTR's K-FAC step calls `torch.symeig` on its
+    first update).
 
     ## Example
     ```python
@@ -107,6 +122,10 @@ class NonexistentTorchApi(Rule):
         "import mylib as torch\ntorch.randn_(x)\n",
         "import torch\nx = torch._C._cuda_getDeviceCount()\ny = torch.ops.mylib.custom_op(x)\n",
         "import torch.utils.tensorboard\n",
+        # their replacements; the name checked first; a method of another library
+        "import torch\nd, Q = torch.linalg.eigh(m_aa, UPLO=\"U\")\nx = torch.linalg.solve(A, b)\n",
+        "import torch\nif hasattr(torch, \"symeig\"):\n    d, Q = torch.symeig(m, eigenvectors=True)\n",
+        "import numpy as np\nimport scipy.linalg\nx = np.linalg.solve(A, b)\nw = scipy.linalg.eig(A)\n",
     )
     INVALID = (
         Invalid("import torch\nprint(torch.cuda.memory_cache())\n",
@@ -119,6 +138,9 @@ class NonexistentTorchApi(Rule):
                 "import torch as t\nself.mask.fill_(0.5)\nw.fill_(1)\n"),
         Invalid("import torch.nn as nn\nnorm = nn.Batchnorm2d(64)\n", "import torch.nn as nn\nnorm = nn.BatchNorm2d(64)\n"),
         Invalid("from torch.cuda import memory_cache\n"),
+        # removed in torch 2.0 (ACKTR's K-FAC step): the stub raises; no fix (the arguments differ)
+        Invalid("import torch\nd, Q = torch.symeig(m_aa, eigenvectors=True)\n"),
+        Invalid("import torch as t\nx = t.solve(b, A)[0]\nr = t.matrix_rank(A)\n"),
     )
 
     @classmethod
@@ -138,6 +160,11 @@ class NonexistentTorchApi(Rule):
         if isinstance(parent, (cst.AssignTarget, cst.Del)) or checked_first(self.facts.tree, node):
             return
         call = parent if isinstance(parent, cst.Call) and parent.func is node else None
+        if qualified in REMOVED:
+            if call is not None and (self.target_torch is None or self.target_torch >= _LINALG):
+                self.report(call, f"`{qualified}` was removed in torch 2.0: calling it raises RuntimeError; use "
+                                  f"`{REMOVED[qualified]}`{_REMOVED_DIFFERS.get(qualified, '')}")
+            return
         found = self._instead(node, call, *missing)
         if found is not None:
             what, fix = found
@@ -150,6 +177,8 @@ class NonexistentTorchApi(Rule):
         for alias in node.names:
             qualified = f"{module}.{dotted_name(alias.name)}"
             missing = torch_api().missing_last(qualified)
+            if qualified in REMOVED:
+                continue  # the import binds the stub; its call raises, where memlint cannot see it is torch's
             if missing is not None and self._instead(None, None, *missing) is not None and not checked_first(self.facts.tree, node):
                 self.report(alias, f"`{module}` has no `{missing[1]}`: this import fails")
 
