@@ -412,6 +412,47 @@ def test_a_decoding_function_called_with_grad_on_from_another_module_is_reported
     assert ("generation.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path, paths[1])}
 
 
+@pytest.mark.parametrize("backwards, reported", [(False, True), (True, False)])
+def test_outputs_handed_to_a_project_class_that_never_learns_are_still_an_evaluations(tmp_path, backwards, reported):
+    """OpenNMT's `LM_scoring.py` hands each batch's outputs to `LossCompute` (another module's
+    nn.Module that only computes the loss): the loop after `model.eval()` still only evaluates.
+    A class with a method that backwards may train on what it is handed; linted alone, the
+    class is unknown and may too."""
+    loss = """\
+        import torch
+
+
+        class LossCompute(torch.nn.Module):
+            def __init__(self, criterion):
+                super().__init__()
+                self.criterion = criterion
+
+            def forward(self, batch, outputs):
+                loss = self.criterion(outputs, batch["tgt"])
+                BACKWARD
+                return loss
+        """.replace("BACKWARD", "loss.backward()" if backwards else "pass")
+    score = """\
+        import torch
+        from onmt.loss import LossCompute
+
+
+        def main(model, batches, device):
+            valid_loss = LossCompute(torch.nn.CrossEntropyLoss(reduction="none"))
+            model.to(device)
+            model.eval()
+            total = 0.0
+            for batch in batches:
+                outputs = model(batch["src"])
+                loss = valid_loss(batch, outputs)
+                total += loss.sum().item()
+            return total
+        """
+    paths = tree(tmp_path, {"onmt/__init__.py": "", "onmt/loss.py": loss, "tools/score.py": score})
+    assert (("score.py", 11, "MEM203") in lint(tmp_path, *paths)) is reported
+    assert ("score.py", 11, "MEM203") not in lint(tmp_path, paths[2])
+
+
 def test_of_two_star_imports_defining_a_name_the_last_one_gives_it(tmp_path):
     utils = {
         "utils_a.py": "import torch\n\n\ndef infer(model, x):\n    return model(x)\n",

@@ -16,6 +16,8 @@ in its function), and the project answers, from all the summaries, what one modu
 - `function(name)`: what a function of another module does with its arguments (memlint.analysis.summary);
 - `saved(files)`: how the modules save files of these names (from the CPU or not, with what
   objects), for a `torch.load` of such a file (memlint.analysis.checkpoints);
+- `learns(class)`: whether a method of a class (or of a project class it derives from)
+  backwards, steps or asks for gradients;
 - `external_grad_off(function)`: whether other modules call a function with grad off or on
   (bark's `api.py` calling `generation.codec_decode` with grad on).
 
@@ -200,6 +202,15 @@ class Project:
             names.append(f"{current[1]}.{current[2]}")
             names.extend(name for base, name in self._base_refs(current) if base is None and name not in names)
         return tuple(names)
+
+    def learns(self, root: str, dotted: str) -> bool:
+        """Whether the project class `dotted` names, or a project class it derives from, has a
+        method that backwards, steps or asks for gradients; True where the class is not the
+        project's (nothing is known of it)."""
+        ref = self.resolve(root, dotted)
+        if ref is None or "." in ref[2] or ref[2] not in self._modules[ref[:2]].classes:
+            return True
+        return any(self._class(current).learns for current in self._mro(ref))
 
     def uses_torch(self, root: str, dotted: str) -> bool:
         """Whether the project module that `dotted` (a module, or a name in one) comes from
@@ -494,6 +505,11 @@ class ProjectView:
             found = project.function(self.root, dotted)
             return found is not None and (found.returns_graph if graph else found.returns_output)
         return self._ask(f"returns-{'graph' if graph else 'output'} {dotted}", answer, False, False)  # type: ignore[return-value]
+
+    def learns(self, dotted: str) -> bool:
+        """Whether the project's class `dotted` (as this module imports it) may train on what its
+        instances are handed (memlint.analysis.project.Project.learns); alone, it may."""
+        return self._ask(f"learns {dotted}", lambda p: p.learns(self.root, dotted), True, True)  # type: ignore[return-value]
 
     def defines(self, dotted: str) -> bool:
         """Whether `dotted` names a function or class the project defines (a name a star import

@@ -382,7 +382,13 @@ class Scopes:
         func = call.func
         if type(func) is not cst.Attribute:
             return None
-        receiver = func.value  # type: ignore[attr-defined]
+        constructor = self.imported_class_of(func.value, absolute)  # type: ignore[attr-defined]
+        return f"{constructor}.{func.attr.value}" if constructor else None  # type: ignore[attr-defined]
+
+    def imported_class_of(self, receiver: cst.BaseExpression,
+                          absolute: Callable[[Optional[str]], Optional[str]]) -> Optional[str]:
+        """The absolute name of the imported class whose instance `receiver` (`acc`, `self.acc`)
+        surely holds where it is read: every binding of it in effect there builds one."""
         if type(receiver) is cst.Name:
             binds = self.in_effect(receiver.value, receiver)  # type: ignore[attr-defined]
             if any(b.kind != "assign" or not b.whole for b in binds):
@@ -390,7 +396,7 @@ class Scopes:
             values = [b.value for b in binds]
         elif dotted_name(receiver) is not None and (dotted_name(receiver) or "").count(".") == 1 and \
                 (dotted_name(receiver) or "").startswith("self."):
-            klass = self.enclosing_class(call)
+            klass = self.enclosing_class(receiver)
             values = self.attribute_values(klass, (dotted_name(receiver) or "")[5:]) if klass is not None else []
         else:
             return None
@@ -398,8 +404,7 @@ class Scopes:
                  if isinstance(v, cst.Call) and type(v.func) in (cst.Name, cst.Attribute)}
         if len(built) != 1 or len(values) == 0 or any(not isinstance(v, cst.Call) for v in values):
             return None
-        constructor = built.pop()
-        return f"{constructor}.{func.attr.value}" if constructor else None  # type: ignore[attr-defined]
+        return built.pop()
 
     def attribute_values(self, klass: cst.ClassDef, attr: str) -> List[cst.BaseExpression]:
         """What the methods of `klass` assign to `self.<attr>` (read once per class: asked for

@@ -7,7 +7,8 @@ file's text, and read by memlint.analysis.project:
   that a name another module imports through this one (`from pkg import Accuracy`, where
   `pkg/__init__.py` imports it from `.metrics`) is followed to its definition;
 - `functions` and `classes` (module level; a class with its bases as this module names them,
-  whether it is known here to be an nn.Module, and its methods): for each function, its
+  whether it is known here to be an nn.Module, whether a method learns (backwards, steps an
+  optimizer or asks for gradients), and its methods): for each function, its
   parameters and what it does with them (`FunctionSummary`), whether it is decorated to run
   without grad, for a `forward` the modes it computes without grad, and for a context manager
   the no_grad or autocast it enters;
@@ -77,16 +78,18 @@ class ClassSummary:
     bases: Tuple[str, ...]  # a class of the same module by its name, else the absolute imported name
     module: bool  # known in its own module to be an nn.Module
     methods: Dict[str, FunctionSummary] = field(default_factory=dict)
+    learns: bool = True  # a method backwards, steps an optimizer or asks for gradients (True: not known)
 
     def to_json(self) -> list:
-        return [list(self.bases), self.module, {k: v.to_json() for k, v in self.methods.items()}]
+        return [list(self.bases), self.module, {k: v.to_json() for k, v in self.methods.items()}, self.learns]
 
     @classmethod
     def from_json(cls, data: list) -> "ClassSummary":
-        bases, module, methods = data
-        if not isinstance(module, bool) or not isinstance(methods, dict):
+        bases, module, methods, learns = data
+        if not isinstance(module, bool) or not isinstance(methods, dict) or not isinstance(learns, bool):
             raise ValueError("not a class summary")
-        return cls(_names(bases), module, {_name(k): FunctionSummary.from_json(v) for k, v in methods.items()})
+        return cls(_names(bases), module, {_name(k): FunctionSummary.from_json(v) for k, v in methods.items()},
+                   learns)
 
 
 @dataclass(frozen=True)
@@ -200,9 +203,17 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
                        FunctionSummary(_params(s), grad_off=facts.regions.grad_enabled_by_decorator(s) is False)
                        for s in statement.body.body if isinstance(s, cst.FunctionDef)}
             classes[statement.name.value] = ClassSummary(
-                bases, statement.name.value in facts.receivers.local_module_classes, methods)
+                bases, statement.name.value in facts.receivers.local_module_classes, methods, _learns(facts, statement))
     return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
                          _saved_files(facts), facts.names_device, names.star_modules)
+
+
+def _learns(facts: "Facts", klass: cst.ClassDef) -> bool:
+    """A method of the class backwards, steps an optimizer or asks for gradients (helpers of
+    its module followed): what its instances are handed may be trained on."""
+    roles = facts.roles
+    return any(roles.backwards_in(m.body) or roles.steps_in(m.body) or roles.asks_for_grad(m)
+               for m in klass.body.body if isinstance(m, cst.FunctionDef))
 
 
 def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:

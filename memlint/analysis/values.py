@@ -1006,7 +1006,8 @@ class Values:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
         is a builtin, a function of this module (followed instead), a call of a known import
         (torch's, a library's), a forward, a loss, a torch module without parameters
-        (`cos(a, b)`), a logging or container method, a metric's `add_batch(predictions=...,
+        (`cos(a, b)`), an instance of a project class that never learns, or its method, a
+        logging or container method, a metric's `add_batch(predictions=...,
         references=...)`, a method of a value that carries the graph itself (`out.sum()`), or a
         model's method or part run for its value, not to train (`_computes`:
         `decoder.attention(encoder_out, h)`)."""
@@ -1017,12 +1018,23 @@ class Values:
         if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or self.scopes.resolve(call)):
             return False
         if self.names.call_name(call) is not None or self.roles.is_forward(call) or self.roles.is_loss(call) or \
-                self.roles.receivers.is_parameter_free(func):
+                self.roles.receivers.is_parameter_free(func) or self._of_a_class_that_never_learns(call):
             return False
         return not (isinstance(func, cst.Attribute) and (
             func.attr.value in _HARMLESS_METHODS or self.carries_grad(func.value, call) or
             self._computes(call) or func.attr.value == "add_batch" and all(
                 arg.keyword is not None and arg.keyword.value in _METRIC_INPUTS for arg in call.args)))
+
+    def _of_a_class_that_never_learns(self, call: cst.Call) -> bool:
+        """`call` calls an instance of a project class of another module, or a method of one
+        (`valid_loss(batch, outputs)` where `valid_loss = LossCompute(...)`), and no method of
+        that class or of its project bases backwards, steps or asks for gradients."""
+        if not self._imports_project:
+            return False
+        func = call.func
+        receiver = func.value if type(func) is cst.Attribute else func  # type: ignore[attr-defined]
+        klass = self.scopes.imported_class_of(receiver, lambda name: self._imported_name(name, call))
+        return klass is not None and self.project.knows(klass) and not self.project.learns(klass)
 
     def _computes(self, call: cst.Call) -> bool:
         """`call` is a model's method or part run for its value (`awe, _ = decoder.attention(enc,
