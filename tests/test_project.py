@@ -329,6 +329,40 @@ STAR = {
 }
 
 
+def test_a_class_deriving_from_a_generic_module_class_of_another_module_is_a_module(tmp_path):
+    """flair's `TransformerBaseEmbeddings(Embeddings[Sentence])`, where `flair.embeddings.base`
+    defines `class Embeddings(torch.nn.Module, Generic[DT])`: its `forward` runs per step."""
+    paths = tree(tmp_path, {
+        "flair/__init__.py": "",
+        "flair/base.py": """\
+            from typing import Generic, TypeVar
+            import torch
+
+            DT = TypeVar("DT")
+
+
+            class Embeddings(torch.nn.Module, Generic[DT]):
+                pass
+            """,
+        "flair/transformer.py": """\
+            import torch
+            from flair.base import Embeddings
+
+
+            class TransformerBaseEmbeddings(Embeddings[str]):
+                pass
+
+
+            class TransformerEmbeddings(TransformerBaseEmbeddings):
+                def forward(self, input_ids):
+                    return self.model(input_ids)
+            """,
+    })
+    facts = facts_in_project(paths, tmp_path / "flair/transformer.py")
+    assert "TransformerBaseEmbeddings" in facts.receivers.module_classes
+    assert "TransformerEmbeddings" in facts.receivers.module_classes
+
+
 def test_a_class_behind_a_star_import_is_traced_to_its_definition(tmp_path):
     paths = tree(tmp_path, STAR)
     facts = facts_in_project(paths, tmp_path / "train.py")

@@ -46,7 +46,7 @@ from memlint.analysis.frameworks import MODEL_BASE, is_module_base_name
 from memlint.analysis.memo import per_node
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, expression_nodes, last_part
+from memlint.analysis.tree import TreeIndex, base_class, dotted_name, expression_nodes, last_part
 
 GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
                           "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
@@ -682,10 +682,11 @@ class ModuleClasses:
     def _module_base(self, base: cst.Arg) -> bool:
         """A base that makes its class an nn.Module: torch's, a library's or Lightning's module,
         a module class of this module, or, with the project, of another module."""
-        dotted = dotted_name(base.value) or ""
+        named = base_class(base.value)
+        dotted = dotted_name(named) or ""
         if dotted in self._scopes.classes and dotted in self:
             return True  # (else still what it is imported as: `class Module(Module)` redefines it)
-        qualified = self._names.qualified_name(base.value) or ""
+        qualified = self._names.qualified_name(named) or ""
         if is_module_base_name(qualified) or is_module_base_name(dotted):
             return True
         if self._project is None:

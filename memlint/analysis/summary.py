@@ -34,7 +34,7 @@ import libcst as cst
 
 from memlint.analysis.cache import only_empties_cache
 from memlint.analysis.often import BOUNDARY, INNER, STEP, at_site, intrinsic_often
-from memlint.analysis.tree import dotted_name
+from memlint.analysis.tree import base_class, dotted_name
 
 if TYPE_CHECKING:
     from memlint.analysis import Facts
@@ -252,7 +252,7 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
         elif isinstance(statement, ast.ClassDef):
             bases = []
             for base_expr in statement.bases:
-                dotted = _ast_dotted(base_expr)
+                dotted = _ast_dotted(base_expr.value if isinstance(base_expr, ast.Subscript) else base_expr)  # `Base[T]`
                 if dotted is not None:
                     head, _, rest = dotted.partition(".")
                     full = imports.get(head)
@@ -274,7 +274,7 @@ def _ast_dotted(expr: ast.expr) -> Optional[str]:
 
 
 def _base_name(facts: "Facts", base: cst.BaseExpression) -> Optional[str]:
-    dotted = dotted_name(base)
+    dotted = dotted_name(base_class(base))
     if dotted is None:
         return None
     if dotted in facts.scopes.classes:

@@ -482,6 +482,12 @@ def dotted_name(expr: cst.BaseExpression) -> "str | None":
     return ".".join(reversed(parts))
 
 
+def base_class(base: cst.BaseExpression) -> cst.BaseExpression:
+    """The class a base of a class statement names: `Embeddings` for a generic class's
+    `Embeddings[Sentence]` (flair's embeddings derive so from their nn.Module)."""
+    return base.value if type(base) is cst.Subscript else base  # type: ignore[attr-defined]
+
+
 def own_method(klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
     """The method `name` that the body of `klass` defines itself (not one it inherits)."""
     return next((s for s in klass.body.body  # type: ignore[misc]
