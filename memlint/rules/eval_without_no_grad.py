@@ -12,6 +12,7 @@ from memlint.analysis.figures import over_dataset
 from memlint.analysis.loops import FEW_ITERATIONS, range_span
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
+from memlint.analysis.scopes import Scopes
 from memlint.analysis.values import TRAINING_METHOD
 from memlint.analysis.tree import dotted_name, expression_nodes, last_part, own_method, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
@@ -54,10 +55,15 @@ _WHY = {
 }
 
 
-def _few_literal(loop: Loop) -> bool:
+def _few_literal(loop: Loop, scopes: Scopes) -> bool:
     """`for i in range(10)`, `for name in ("a", "b")`: a handful of iterations the code spells,
-    a demo's few examples, not an evaluation over a data set."""
+    a demo's few examples, not an evaluation over a data set; also through a name bound only to
+    such a range (`time_stamp_range = range(90, 100)`, then `for t in time_stamp_range`)."""
     iterable = loop.iter if type(loop) is cst.For else None  # type: ignore[attr-defined]
+    if type(iterable) is cst.Name:
+        binds = scopes.in_effect(iterable.value, iterable)  # type: ignore[attr-defined]
+        if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and type(binds[0].value) is cst.Call:
+            iterable = binds[0].value
     if type(iterable) in (cst.Tuple, cst.List):
         return True
     if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name or iterable.func.value != "range":  # type: ignore[attr-defined]
@@ -327,6 +333,9 @@ class EvalWithoutNoGrad(Rule):
         # a demo's ten examples, one by one, after training
         "import torch\nmodel.eval()\nimages, labels = next(iter(val_loader))\nfor i in range(0, 10):\n"
         "    ps = torch.exp(model(images[i].unsqueeze(0)))\n    print(ps.argmax().item(), labels[i].item())\n",
+        # ... ten clips of a video, the range named first (pytorchvideo's detection tutorial)
+        "import torch\nvideo_model.eval()\ntime_stamp_range = range(90, 100)\nfor t in time_stamp_range:\n"
+        "    preds = video_model(clip(t).to(device)).to('cpu')\n    print(t, preds.argmax(-1))\n",
         # a demo's loop over three settings, each built, trained once and run once more
         "import torch\nif __name__ == \"__main__\":\n    for bins in (0, 2, 10):\n        net = Net(bins)\n"
         "        loss = net(images, actions=actions)\n        loss.backward()\n        pred = net(images)\n"
@@ -1332,7 +1341,7 @@ class EvalWithoutNoGrad(Rule):
         scope = facts.tree.scope_of(loop)
         if not names or any(type(leaf) is not cst.Name for leaf in leaves) or self.facts.values.runs_without_grad(forward) or \
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
-                self._leaves_by_the_side(loop, forward) or _few_literal(loop) or facts.per_step(node) is None:
+                self._leaves_by_the_side(loop, forward) or _few_literal(loop, facts.scopes) or facts.per_step(node) is None:
             return  # (how often, asked last: it may go to the project)
         self.report(forward, (
             f"`{show(forward.func)}` runs in this training loop with autograd recording, but nothing it "
@@ -1441,9 +1450,9 @@ class EvalWithoutNoGrad(Rule):
 
     def _find(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
         facts = self.facts
-        if facts.values.requires_grad_off or facts.phase.is_training(loop) or _few_literal(loop):
+        if facts.values.requires_grad_off or facts.phase.is_training(loop) or _few_literal(loop, facts.scopes):
             return None
-        if any(not facts.phase.is_training(outer) and not _few_literal(outer) and
+        if any(not facts.phase.is_training(outer) and not _few_literal(outer, facts.scopes) and
                facts.phase.eval_evidence(outer) is not None for outer in facts.tree.loops_around(loop)):
             return None  # the outermost evaluation loop is the one to wrap (not a few settings around it)
         forwards = [pair for pair in self._forwards(loop) if not self._reported_in_helper(pair)]
