@@ -19,7 +19,7 @@ Asked by: MEM207.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import AbstractSet, Callable, Dict, List, Optional, Set
 
 import libcst as cst
 
@@ -46,9 +46,12 @@ class Liveness:
             self._uses[id(scope)] = found
         return found
 
-    def reads_of(self, target: cst.Name, step: cst.CSTNode, until: int) -> Optional[List[cst.Name]]:
+    def reads_of(self, target: cst.Name, step: cst.CSTNode, until: int,
+                 holds_it: Optional[Callable[[cst.Name], bool]] = None) -> Optional[List[cst.Name]]:
         """The reads of the value the assignment holding `target` binds, all between it and the
-        pre-order position `until` inside `step`; None when some read elsewhere may see it."""
+        pre-order position `until` inside `step`; None when some read elsewhere may see it.
+        `holds_it`: a binding of the same name that still holds the value (a view of it, `out =
+        out.view(-1, v)`), whose reads count as the value's own."""
         tree = self.tree
         assign = next((a for a in tree.ancestors(target) if isinstance(a, cst.Assign)), None)
         if assign is None:
@@ -65,28 +68,35 @@ class Liveness:
                                 if isinstance(call.func, cst.Name) and call.func.value in DYNAMIC_FUNCTIONS):
             return None  # `exec(...)`, `locals()` run once the name is bound: they may read it
         reads: List[cst.Name] = []
+        holders: Set[int] = set()
         for use in flow.uses:
             if use.name != name or use.node is target:
                 continue
             if use.nested:
                 return None
             if use.store:
+                if holds_it is not None and start <= tree.order(use.node) < until and \
+                        tree.contains(step, use.node) and holds_it(use.node):  # type: ignore[arg-type]
+                    holders.add(id(next(a for a in tree.ancestors(use.node) if isinstance(a, cst.Assign))))
+                    continue
                 if tree.contains(step, use.node):
                     return None  # bound again in the step
                 continue
             if start <= tree.order(use.node) < until and tree.contains(step, use.node):
                 reads.append(use.node)  # type: ignore[arg-type]
-            elif not self.surely_rebound(scope, name, start, use.node):
+            elif not self.surely_rebound(scope, name, start, use.node, holders):
                 return None  # after `until`, after the loop, in the next iteration
         return reads
 
-    def surely_rebound(self, scope: Scope, name: str, start: int, read: cst.CSTNode) -> bool:
+    def surely_rebound(self, scope: Scope, name: str, start: int, read: cst.CSTNode,
+                       holders: AbstractSet[int] = frozenset()) -> bool:
         """Whether `name` is surely bound again between the position `start` and `read`: by a
-        later assignment whose block holds `read`, or a `with ... as` / `for` whose body does."""
+        later assignment whose block holds `read`, or a `with ... as` / `for` whose body does
+        (not one of `holders`, assignments that bind it to what it held)."""
         tree = self.tree
         at = tree.order(read)
         for bind in self.scopes.bindings(scope, name):
-            if tree.order(bind.node) < start:
+            if tree.order(bind.node) < start or id(bind.node) in holders:
                 continue
             if bind.kind == "for" or bind.kind == "with":  # bound before the body runs
                 if tree.contains(bind.node.body, read):  # type: ignore[attr-defined]

@@ -11,7 +11,8 @@ Asked as `facts.outputs`:
 
 - `language_model_module`: the module names a language model or a vocabulary: a transformers
   class with a language-modelling head (`AutoModelForCausalLM`, `GPT2LMHeadModel`,
-  `T5ForConditionalGeneration`, `BertForMaskedLM`) or a vocabulary (`vocab_size`, `ntokens`,
+  `T5ForConditionalGeneration`, `BertForMaskedLM`), a class named for a language model's
+  family (`Llama`, `GPT`, `TransformerLM`), or a vocabulary (`vocab_size`, `ntokens`,
   `tgt_vocab`), and no transformers class with a classification head
   (`...ForSequenceClassification`, `...ForQuestionAnswering`); `names_vocabulary`: the
   vocabulary alone; `classifier_module`: it names a number of classes or labels
@@ -28,7 +29,9 @@ Asked as `facts.outputs`:
   `.argmax(-1)`, a comparison); None for any other read (it may alias the output, or backward
   may need it). A "scores" read says whether the scores are flattened to one row per
   position (`out.view(-1, out.size(-1))`, `out.flatten(0, 1)`, `out.transpose(1, 2)`) and
-  whether the class dimension is named like a vocabulary (`out.view(-1, vocab_size)`).
+  whether the class dimension is named like a vocabulary (`out.view(-1, vocab_size)`);
+- `rebound_view(name)`: the read is a view bound to the same name again (`out = out.view(B * T,
+  -1)`): the new binding holds the output's storage; `view_of_itself(target)`: such a binding.
 
 Asked by: MEM207.
 """
@@ -38,7 +41,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import FrozenSet, Optional
+from typing import FrozenSet, Optional, Tuple
 
 import libcst as cst
 
@@ -50,6 +53,9 @@ from memlint.analysis.tree import TreeIndex, dotted_name, last_part
 # transformers classes whose head scores the vocabulary at every position
 _LANGUAGE_MODEL_CLASS = re.compile(r"(ForCausalLM|LMHeadModel|ForConditionalGeneration|ForMaskedLM|Seq2SeqLM|"
                                    r"ForPreTraining|WithLMHead|ForMaskedImageModeling)$")
+# a language model's own class, by its family's name (picotron's `Llama`, a `TransformerLM`)
+_LANGUAGE_MODEL_NAME = re.compile(r"^(Llama\d*|LLaMA|Mistral|Mixtral|Qwen\d*|Gemma\d*|GPT\d*|GPTNeoX|Falcon|Olmo\d*|"
+                                  r"\w*LanguageModel|\w+LM)$")
 # transformers classes whose head scores a few labels per example (or per token)
 _CLASSIFIER_CLASS = re.compile(r"For\w*Classification$|ForQuestionAnswering$|ForMultipleChoice$|"
                                r"ForNextSentencePrediction$|ForObjectDetection$|ForSemanticSegmentation$")
@@ -114,8 +120,10 @@ def _integers(call: cst.Call) -> Optional[tuple]:
 def _per_token(call: cst.Call, method: str) -> bool:
     """A view that lays a (batch, position, class) tensor out as one row per position, or puts
     the classes second as cross-entropy wants them for sequences."""
-    if method in ("view", "reshape"):
-        return len(call.args) == 2 and _is_minus_one(call.args[0].value)
+    if method in ("view", "reshape"):  # `view(-1, V)`, or `view(B * T, -1)`: one row per position
+        return len(call.args) == 2 and (_is_minus_one(call.args[0].value) or _is_minus_one(call.args[1].value) and
+                                        type(call.args[0].value) is cst.BinaryOperation and
+                                        type(call.args[0].value.operator) is cst.Multiply)  # type: ignore[attr-defined]
     if method == "flatten":
         return _integers(call) in ((0, 1), (0, -2))
     if method == "transpose":
@@ -140,7 +148,8 @@ class Outputs:
         """The module names a language model or a vocabulary, and no classifier of transformers."""
         if any(_CLASSIFIER_CLASS.search(name) for name in self.identifiers):
             return False
-        return self.names_vocabulary or any(_LANGUAGE_MODEL_CLASS.search(name) for name in self.identifiers)
+        return self.names_vocabulary or any(_LANGUAGE_MODEL_CLASS.search(name) or _LANGUAGE_MODEL_NAME.match(name)
+                                            for name in self.identifiers)
 
     @cached_property
     def names_vocabulary(self) -> bool:
@@ -243,6 +252,36 @@ class Outputs:
             if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
                 return OutputRead("value", parent)
             return None
+
+    def rebound_view(self, name: cst.Name) -> Optional[Tuple[cst.Name, bool]]:
+        """Where the read `name` is the whole value, through views, of an assignment to the same
+        name (`outputs = outputs.view(B * T, -1)`): the name it binds again, holding the same
+        storage, and whether the view lays the scores out one row per position."""
+        node: cst.CSTNode = name
+        per_token = False
+        while True:
+            parent = self.tree.parent(node)
+            call = self.tree.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+            if not isinstance(call, cst.Call) or call.func is not parent or parent.attr.value not in _VIEWS:  # type: ignore[union-attr]
+                break
+            per_token = per_token or _per_token(call, parent.attr.value)  # type: ignore[union-attr]
+            node = call
+        assign = self.tree.parent(node)
+        if node is name or not isinstance(assign, cst.Assign) or assign.value is not node or len(assign.targets) != 1:
+            return None
+        target = assign.targets[0].target
+        return (target, per_token) if isinstance(target, cst.Name) and target.value == name.value else None
+
+    def view_of_itself(self, target: cst.Name) -> bool:
+        """`target` is bound to a view of what the same name held (`outputs = outputs.view(B *
+        T, -1)`)."""
+        assign = self.tree.parent(self.tree.parent(target))
+        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or assign.targets[0].target is not target:
+            return False
+        value = assign.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _VIEWS:
+            value = value.func.value
+        return value is not assign.value and isinstance(value, cst.Name) and value.value == target.value
 
     def _consumes_scores(self, call: cst.Call) -> bool:
         """A cross-entropy, softmax or log-softmax call: each keeps its own result for backward."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import List, Optional, Set, Tuple
 
 import libcst as cst
@@ -153,6 +154,23 @@ class OutputAliveIntoNextStep(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # the view bound to the same name is read after the backward: the storage is needed there
+        "import torch\nimport torch.nn.functional as F\nfrom picotron.model import Llama\n\n\n"
+        "def train(model, loader, optimizer):\n    for input_ids, target_ids in loader:\n"
+        "        outputs = model(input_ids=input_ids)\n        outputs = outputs.view(input_ids.numel(), -1)\n"
+        "        loss = F.cross_entropy(outputs, target_ids.reshape(-1))\n        loss.backward()\n"
+        "        optimizer.step()\n        print((outputs.argmax(-1) == target_ids.reshape(-1)).float().mean())\n",
+        # ... or bound to a new tensor, no view of it (masked scores)
+        "import torch\nimport torch.nn.functional as F\nfrom picotron.model import Llama\n\n\n"
+        "def train(model, loader, optimizer):\n    for input_ids, target_ids, mask in loader:\n"
+        "        outputs = model(input_ids=input_ids)\n        outputs = outputs * mask\n"
+        "        loss = F.cross_entropy(outputs.view(-1, outputs.size(-1)), target_ids.reshape(-1))\n"
+        "        loss.backward()\n        optimizer.step()\n",
+        # ... in a classifier's code, its scores flattened per channel
+        "import torch\nimport torch.nn.functional as F\nnum_classes = 10\n\n\n"
+        "def train(model, loader, optimizer):\n    for x, y in loader:\n        b, c = x.shape[:2]\n"
+        "        out = model(x)\n        out = out.view(b * c, -1)\n        loss = F.cross_entropy(out, y.reshape(-1))\n"
+        "        loss.backward()\n        optimizer.step()\n",
         # feature maps read again after the backward
         "import torch\n\n\ndef train(generator, discriminator, loader, optim_g):\n    for x, y in loader:\n"
             "        y_hat = generator(x)\n        optim_g.zero_grad()\n"
@@ -275,6 +293,24 @@ class OutputAliveIntoNextStep(Rule):
             "        del outputs\n        accelerator.backward(loss)\n        optimizer.step()\n"
             "        optimizer.zero_grad()\n",
         ),
+        Invalid(  # a view bound to the same name holds the logits' storage (picotron's micro-batch loop)
+            "import torch\nimport torch.nn.functional as F\nfrom picotron.model import Llama\n\n\n"
+            "def train_step(model, data_loader, device):\n    for i in range(data_loader.grad_acc_steps):\n"
+            "        batch = next(data_loader)\n        input_ids = batch[\"input_ids\"].to(device)\n"
+            "        outputs = model(input_ids=input_ids)\n        batch_size, seq_len = input_ids.shape\n"
+            "        outputs = outputs.view(seq_len * batch_size, -1)\n"
+            "        loss = F.cross_entropy(outputs, batch[\"target_ids\"].to(device).reshape(-1))\n"
+            "        loss.backward()\n\n\ndef train(model, data_loader, optimizer, device):\n"
+            "    train_step(model, data_loader, device)\n    optimizer.step()\n",
+            "import torch\nimport torch.nn.functional as F\nfrom picotron.model import Llama\n\n\n"
+            "def train_step(model, data_loader, device):\n    for i in range(data_loader.grad_acc_steps):\n"
+            "        batch = next(data_loader)\n        input_ids = batch[\"input_ids\"].to(device)\n"
+            "        outputs = model(input_ids=input_ids)\n        batch_size, seq_len = input_ids.shape\n"
+            "        outputs = outputs.view(seq_len * batch_size, -1)\n"
+            "        loss = F.cross_entropy(outputs, batch[\"target_ids\"].to(device).reshape(-1))\n"
+            "        del outputs\n        loss.backward()\n\n\ndef train(model, data_loader, optimizer, device):\n"
+            "    train_step(model, data_loader, device)\n    optimizer.step()\n",
+        ),
         Invalid(  # Lightning, optimizing by hand: the logits are kept through its backward
             "import torch\nimport torch.nn.functional as F\nimport lightning as L\nclass LM(L.LightningModule):\n"
             "    def training_step(self, batch, batch_idx):\n        opt = self.optimizers()\n        x, y = batch\n"
@@ -317,12 +353,10 @@ class OutputAliveIntoNextStep(Rule):
         backward, site = after
         if not facts.phase.backward_trains(backward.call):
             return
-        seen = facts.liveness.reads_of(kept, region, tree.order(site))
-        if seen is None:
-            return  # read after the backward, after the loop, in the next iteration, ...
-        reads = [read for read in map(facts.outputs.read_of, seen) if read is not None]
-        if len(reads) < len(seen):
-            return  # read in a way that may keep the output, or that backward may need
+        reads = self._reads(kept, region, tree.order(site))
+        if reads is None:
+            return  # read after the backward, after the loop, in the next iteration, in a way that
+            # may keep the output or that backward may need, ...
         loss_names = {dotted_name(loss) or ""} if loss is not None else {kept.value}
         if not _reaches(backward, site, facts.values.derived_names(scope, loss_names) | loss_names):
             return
@@ -348,6 +382,27 @@ class OutputAliveIntoNextStep(Rule):
             f"more copy of it, which backward does not need (cross-entropy keeps its own softmax{measured}): "
             + (f"bind only the loss (`[{loss_position}]`)" if kept.value == "_" and not reads
                else f"`del {kept.value}` once the loss is computed")), fix)
+
+    def _reads(self, kept: cst.Name, region: cst.CSTNode, until: int) -> Optional[List[OutputRead]]:
+        """What each read of the output `kept` binds takes from it before `until`, followed
+        through a view bound to the same name (picotron's `outputs = outputs.view(B * T, -1)`,
+        whose storage is the output's); None where a read may keep it or comes later."""
+        outputs = self.facts.outputs
+        seen = self.facts.liveness.reads_of(kept, region, until, holds_it=outputs.view_of_itself)
+        if seen is None:
+            return None
+        reads: List[OutputRead] = []
+        per_token = False  # (the reads come in the order they run)
+        for name in seen:
+            rebound = outputs.rebound_view(name)
+            if rebound is not None:
+                per_token = per_token or rebound[1]
+                continue
+            read = outputs.read_of(name)
+            if read is None:
+                return None
+            reads.append(replace(read, per_token=True) if per_token and read.kind == "scores" else read)
+        return reads
 
     def _check_feature_maps(self, node: cst.Assign, line: cst.SimpleStatementLine) -> None:
         """`y_hat_r, y_hat_g, fmap_r, fmap_g = mpd(y, y_g_hat)` in a training loop (HiFi-GAN's
