@@ -16,10 +16,14 @@ Asked as `facts.syncs`:
   returns when every `return` gives one, what an accelerator gathers of tensors, a field of
   a data loader's batch unpacked by position (`for x, y in loader`, `imgs, _ = batch` in a
   Lightning step hook), a name bound only to such values (a loop's `tokens = tokens[keep]` is
-  decided by its other bindings; `x += y` keeps a tensor one);
+  decided by its other bindings; `x += y` keeps a tensor one), a dict's item that the block
+  stored a tensor under (`kwargs["mapping"] = mapping.to(device)`), a parameter declared a
+  tensor (`ids: Tensor`, `mapping: Optional[Tensor]`);
 - `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
   (module code runs on the module's device), or made by a model, a loss, a move
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
+  a helper's parameter declared a tensor that every call passes on the device (a call in a
+  module's method passes what lives there);
   a tensor's `.grad` (a gradient is where backward ran: the device, in device code);
   not a copy on the host (`.cpu()`); `on_host(expr, at)`: it is such a copy, or made on the host
   (a factory given no device), or taken or computed from those alone;
@@ -479,7 +483,8 @@ class Syncs:
                 return self.is_tensor(value, at, depth + 1)
             return isinstance(value, cst.Call) and self.roles.is_forward(value) or self._registered(expr, at)
         if isinstance(expr, cst.Subscript):
-            return self.is_tensor(expr.value, at, depth + 1)
+            stored = self._stored_item(expr, at)
+            return self.is_tensor(stored if stored is not None else expr.value, at, depth + 1)
         if isinstance(expr, cst.BinaryOperation):
             return self.is_tensor(expr.left, at, depth + 1) or self.is_tensor(expr.right, at, depth + 1)
         if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
@@ -488,6 +493,33 @@ class Syncs:
             return self._call_is_tensor(expr, at, depth)
         compared = _compared(expr)
         return compared is not None and any(self.is_tensor(side, at, depth + 1) for side in compared)
+
+    def _stored_item(self, expr: cst.Subscript, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
+        """What the last statement of `at`'s block before it stores under the same string key of
+        the same name (`model_kwargs["mapping"] = mapping.to(device)`, then
+        `model_kwargs["mapping"]`): a dict's item is what was put there."""
+        if type(expr.value) is not cst.Name or len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index or \
+                type(expr.slice[0].slice.value) is not cst.SimpleString:  # type: ignore[attr-defined]
+            return None
+        code = self.tree.module.code_for_node
+        key = code(expr)
+        line = next((a for a in self.tree.ancestors(at) if isinstance(a, cst.SimpleStatementLine)), None)
+        block = self.tree.parent(line) if line is not None else None
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or line not in body:
+            return None
+        for statement in reversed(body[:body.index(line)]):
+            for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
+                if type(small) is cst.Assign and len(small.targets) == 1 and \
+                        type(small.targets[0].target) is cst.Subscript and code(small.targets[0].target) == key:
+                    return small.value
+            if self._binds_in(statement, expr.value.value):  # type: ignore[attr-defined]
+                return None  # the dict itself is bound or changed again: what it holds is not known
+        return None
+
+    def _binds_in(self, statement: cst.CSTNode, name: str) -> bool:
+        return any(type(node) is cst.Name and node.value == name and type(self.tree.parent(node)) is cst.AssignTarget
+                   for node in self.tree.walk_scope(statement))
 
     def _registered(self, expr: cst.Attribute, at: cst.CSTNode) -> bool:
         """`self.<name>` in a method of a class that registers `<name>` as a parameter or a
@@ -650,9 +682,11 @@ class Syncs:
         """`name = <a device tensor>`, or `for name in <a device tensor>` (through `zip`/`enumerate`),
         or `name += <a device tensor>` (or added to while on the device), or a parameter declared
         a tensor that every call of its function in this module passes one on the device."""
-        if bind.kind == "param":
+        if bind.kind == "param":  # (a call in a module's method passes what lives on the module's device)
             passed = self._passed_tensors(bind)
-            return bool(passed) and all(self.on_device(value, site, _MAX_DEPTH - 1) for site, value in passed)
+            return bool(passed) and all(self.on_device(value, site, _MAX_DEPTH - 1) or
+                                        self.in_module_method(site) and self.on_device(value, site)
+                                        for site, value in passed)
         if bind.value is None:
             return False
         if bind.kind == "for":
@@ -699,8 +733,24 @@ class Syncs:
                 self.in_module_method(param) and _holds_sizes(param.name.value):  # type: ignore[attr-defined]
             return False
         annotation = param.annotation  # type: ignore[attr-defined]
-        qualified = self.names.qualified_name(annotation.annotation) if annotation is not None else None
+        declared = self._optional_of(annotation.annotation) if annotation is not None else None
+        qualified = self.names.qualified_name(declared) if declared is not None else None
         return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")
+
+    def _optional_of(self, annotation: cst.BaseExpression) -> cst.BaseExpression:
+        """The type an annotation declares where it may also be None: `torch.Tensor` of
+        `Optional[torch.Tensor]` or `torch.Tensor | None` (a parameter that defaults to None)."""
+        if type(annotation) is cst.Subscript and len(annotation.slice) == 1 and \
+                type(annotation.slice[0].slice) is cst.Index and \
+                self.names.qualified_name(annotation.value) == "typing.Optional":  # type: ignore[attr-defined]
+            return annotation.slice[0].slice.value  # type: ignore[attr-defined]
+        if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:  # type: ignore[attr-defined]
+            left, right = annotation.left, annotation.right  # type: ignore[attr-defined]
+            if type(right) is cst.Name and right.value == "None":
+                return left
+            if type(left) is cst.Name and left.value == "None":
+                return right
+        return annotation
 
     def _gathered(self, bind: "Binding", name: str) -> Optional[cst.BaseExpression]:
         """What `name` holds gathered from the processes by an accelerator (`preds, refs =
@@ -889,7 +939,8 @@ class Syncs:
                                                 type(expr.value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS):
             return self.on_device(expr.value, at, depth + 1)
         if isinstance(expr, cst.Subscript):
-            return self.on_device(expr.value, at, depth + 1)
+            stored = self._stored_item(expr, at)
+            return self.on_device(stored if stored is not None else expr.value, at, depth + 1)
         if isinstance(expr, cst.BinaryOperation):
             return self.on_device(expr.left, at, depth + 1) or self.on_device(expr.right, at, depth + 1)
         compared = _compared(expr)

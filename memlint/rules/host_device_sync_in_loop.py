@@ -34,6 +34,22 @@ _WHAT = {
 }
 
 
+# flair's strided sentences, for the examples: MOVED is what the first call passes as the mapping
+_FLAIR = (
+    "import torch\nfrom typing import Optional\n\n\n"
+    "def combine_strided(hidden: torch.Tensor, mapping: Optional[torch.Tensor], n: int) -> torch.Tensor:\n"
+    "    out = torch.zeros(n, hidden.shape[-1], device=hidden.device)\n"
+    "    for sentence_id in torch.arange(0, n):\n        out[sentence_id] = hidden[mapping == sentence_id].mean(0)\n"
+    "    return out\n\n\nclass TransformerEmbeddings(torch.nn.Module):\n"
+    "    def prepare(self, ids, cpu_mapping, device):\n        kwargs = {\"ids\": ids.to(device)}\n"
+    "        kwargs[\"mapping\"] = MOVED\n"
+    "        unpacked = combine_strided(kwargs[\"ids\"], kwargs[\"mapping\"], len(cpu_mapping))\n"
+    "        return kwargs, unpacked\n\n"
+    "    def forward(self, ids: torch.Tensor, mapping: Optional[torch.Tensor] = None):\n"
+    "        return combine_strided(self.model(ids), mapping, 8)\n"
+)
+
+
 class HostDeviceSyncInLoop(Rule):
     """
     ## What it does
@@ -165,6 +181,8 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # ... one call passes the mapping on the host: where the mask lives is not known
+        _FLAIR.replace("MOVED", "cpu_mapping"),
         # what `torch.sort` returns tested per sample, sorted on the host: no wait
             "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer):\n"
             "    for x, y in loader:\n        x, y = x.cpu(), y.cpu()\n        sorted_y, order = torch.sort(y)\n"
@@ -480,6 +498,9 @@ class HostDeviceSyncInLoop(Rule):
         "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
+        # a helper's parameters declared `Optional[torch.Tensor]`, passed on the device by every call
+        # (a module's method: its own tensors, and a dict's item stored moved there)
+        Invalid(_FLAIR.replace("MOVED", "cpu_mapping.to(device, non_blocking=True)")),
         # an element of what `torch.sort` returns, tested per sample (DomainBed's SelfReg groups)
         Invalid(
             "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer):\n"
