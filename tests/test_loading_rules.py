@@ -16,7 +16,7 @@ import pytest
 
 from memlint.analysis import Facts
 from memlint.analysis.apicalls import ABSENT, GIVEN, UNKNOWN
-from memlint.analysis.torchapi import DATA, names_absent_api, torch_api
+from memlint.analysis.torchapi import DATA, REMOVED, names_absent_api, torch_api
 from memlint.engine import check, fix
 from memlint.rules import registry
 from memlint.rules.nonexistent_torch_api import NEVER_TORCH, REFILL
@@ -75,7 +75,9 @@ def test_named_corrections_hold_for_the_recorded_torch():
         assert api.has(f"torch.{factory}") and not api.has(f"torch.{factory}_") and api.has(f"torch.Tensor.{method}")
     # what the data must know whole, and what it must leave alone
     assert api.has("torch.backends.cudnn.benchmark") and api.has("torch.utils.tensorboard")
-    assert api.has("torch.onnx") and api.has("torch.solve")  # served lazily; kept as a stub for old code
+    assert api.has("torch.onnx")  # served lazily
+    for removed, replacement in REMOVED.items():  # stubs that raise since torch 2.0: nothing can call them
+        assert not api.has(removed) and api.has(replacement)
     assert not api.known_module("torch.ops") and not api.known_module("torch._C")
 
 
