@@ -7,19 +7,21 @@ Asked as `facts.values`:
   bindings in effect (memlint.analysis.scopes), arithmetic, indexing, `.cpu()` / `.to()` (which
   keep the graph) or a function of this module that returns one (`returns_grad`), or a backward
   of its scope backwards it as bound (`loss = helper(batch)`, then `loss.backward()`), and no
-  `.item()`, `float()`, `.detach()`, `.tolist()`, `.numpy()` or `.data` ended it. Unknown calls
-  carry nothing: the answer leans towards not reporting. `requires_grad_off`: the file freezes
-  parameters somewhere (then a forward alone is not taken to record a graph);
+  `.item()`, `float()`, `.detach()`, `.tolist()`, `.numpy()` or `.data` ended it (nor is it an
+  element of a call's result unpacked into a name that counts: `loss, n_tokens = model(batch)`).
+  Unknown calls carry nothing: the answer leans towards not reporting. `requires_grad_off`: the
+  file freezes parameters somewhere (then a forward alone is not taken to record a graph);
   `in_a_quiet_mode(call)`: a model called in a mode its class computes without grad
   (`model(data, mode="inference")`, Regions.quiet_modes, read here or through the project);
 - where values go: `derived_names(scope, names)` (names bound from them, `dataflow.derived` over
   the scope's bindings), `reaches_backward(scope, names)` (backwarded there or handed to a helper
   that backwards), `leaves_scope(scope, names)` (returned, yielded, or stored into an attribute
   or subscript by an assignment), `reset_in_iteration(loop, name, at)` (surely rebound in the
-  iteration before `at`), `hands_graph_away(loop)` (a graph passed to a call that may backward
-  it, outside no_grad), `kept_from_backward(scope, names)` (no path to a backward at all: read
-  and dropped), `handed_to_backward(scope, names)`, `backwarded_in(value, loop)`,
-  `attribute_backwarded(dotted)`;
+  iteration before `at`), `reset_each_step(at, name)` (rebound before `at` within one optimizer
+  step: in the loop or function that steps), `hands_graph_away(loop)` (a graph passed to a call
+  that may backward it, outside no_grad), `kept_from_backward(scope, names)` (no path to a
+  backward at all: read and dropped), `handed_to_backward(scope, names)`,
+  `backwarded_in(value, loop)`, `attribute_backwarded(dotted)`;
 - device tensors: `holds_output(expr, at)` (a model's output on its device, whatever the grad
   mode), `kept_arguments(call, graph)` (what a method of this module appends to its instance;
   `accumulated_arguments(call)`: what it adds into a running sum it keeps, `self.sum += val`),
@@ -89,6 +91,10 @@ INTEGER_DTYPES = frozenset({"torch.long", "torch.int", "torch.int64", "torch.int
 # A model's output field named as a metric that counts or compares (`out["accuracy"]`, `outputs.correct`):
 # computed through argmax or a comparison, it carries no graph, whatever the rest of the output does.
 _METRIC_FIELD = re.compile(r"^(acc|accuracy|(n|num)_?correct|correct|top\d+(_acc(uracy)?)?|precision|recall|f1)$")
+# A name an element of a call's result is unpacked into that says it counts (`loss, n_tokens =
+# model(batch)`, flair's `loss, datapoint_count = model.forward_loss(batch)`): a count is an integer,
+# and autograd records no graph for integers, whatever the rest of the result carries.
+_COUNT_NAME = re.compile(r"^((n|num)_\w+|(\w+_)?counts?)$")
 # arguments that carry no graph whatever they are: `.squeeze(0)`, `.astype("int16")`, `.to(torch.float32)`
 _CONSTANT_ARGUMENTS = (cst.Integer, cst.Float, cst.SimpleString, cst.Attribute, cst.UnaryOperation)
 _NON_DIFF_TORCH = frozenset({
@@ -491,8 +497,9 @@ class Values:
             if trace.graph and self.regions.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
             if not bind.whole and isinstance(bind.value, cst.Call) and (
-                    last_part(dotted_name(bind.value.func)) in VALUES_INDICES or self._graphless_element(bind)):
-                continue  # `_, predicted = out.max(1)`: do not guess which element it is
+                    last_part(dotted_name(bind.value.func)) in VALUES_INDICES or _COUNT_NAME.match(bind.name)
+                    or self._graphless_element(bind)):
+                continue  # `_, predicted = out.max(1)`: do not guess which element it is; a count has no graph
             if self._traces(bind.value, bind.node, trace) or trace.graph and self._backwarded_binding(bind):
                 result = True
                 break
@@ -926,7 +933,8 @@ class Values:
 
     def reset_in_iteration(self, loop: cst.CSTNode, name: str, at: cst.CSTNode) -> bool:
         """Whether `name` is surely rebound (not by `+=` or an append) in `loop`'s body before `at`:
-        then what it holds at `at` does not outlive the iteration."""
+        then what it holds at `at` does not outlive the iteration (`loop` may be a function: a
+        call of it)."""
         position = self.tree.order(at)
         at_ancestors = {id(a) for a in self.tree.ancestors(at)}
         for bind in self.scopes.bindings(self.tree.scope_of(at), name):
@@ -938,6 +946,37 @@ class Values:
             if block is not None and id(block) in at_ancestors:
                 return True
         return False
+
+    def reset_each_step(self, at: cst.CSTNode, name: str) -> bool:
+        """Whether `name` is surely rebound (as `reset_in_iteration`) before `at` within one
+        optimizer step: in the iteration of the innermost loop around `at` that steps an optimizer
+        (`for batch in loader: d = 0; for head in heads: d += ...; optimizer.step()`), or, where no
+        loop around `at` steps one, in a call of its function that steps one outside its loops
+        (DomainBed's `update(minibatches)`: `total = 0`, a loop over the environments, then
+        `opt.step()`). What it holds at `at` then belongs to one step: no step's graph is linked to
+        the next one's. A loop around `at` that steps only in a loop nested in it (an epoch loop)
+        runs many steps an iteration: a reset there is no reset per step."""
+        tree, roles = self.tree, self.roles
+        for loop in tree.loops_around(at):
+            steps = roles.steps_in(loop)
+            if any(self._steps_in_own_body(loop, step.call, site) for step, site in steps):
+                return self.reset_in_iteration(loop, name, at)
+            if steps:
+                return False
+        func = tree.function_of(at)
+        return func is not None and any(self._steps_in_own_body(func, step.call, site)
+                                        for step, site in roles.steps_in(func.body)) \
+            and self.reset_in_iteration(func, name, at)
+
+    def _steps_in_own_body(self, owner: cst.CSTNode, call: cst.Call, site: cst.Call) -> bool:
+        """The step `call`, made at `site` (itself, or a call of a helper that makes it in no loop
+        of its own), runs once per iteration of the loop `owner`, or, for a function, outside its
+        loops."""
+        tree = self.tree
+        if call is not site and tree.loops_around(call):
+            return False
+        around = tree.loops_around(site)
+        return around[:1] == [owner] if type(owner) is not cst.FunctionDef else not around
 
     def hands_graph_away(self, loop: cst.CSTNode) -> bool:
         """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`),

@@ -103,8 +103,11 @@ class AccumulateHistory(Rule):
     as a metric that counts or compares (`out["accuracy"]`, `outputs.correct`: computed through
     an argmax or a comparison, it has no graph), an element of a model's output that its
     class's `forward` returns as a Python number (`out, ratio = model(x)`, with `ratio =
-    out.size(0) / x.size(0)`), and anything under
-    `torch.no_grad()` / `inference_mode()`, in a helper decorated with them, or in a function
+    out.size(0) / x.size(0)`) or that the code unpacks into a name that counts (`loss, n_tokens =
+    model(batch)`: a count is an integer, and has no graph), an accumulator reset in every
+    training step (in the loop that steps the optimizer, or at the start of a method that steps
+    it once per call: summed over one step's parts, it links no step to the next), and anything
+    under `torch.no_grad()` / `inference_mode()`, in a helper decorated with them, or in a function
     whose every call site in the module runs without grad (`self(...)` calls `__call__`). A
     method that backwards what it is given, or whose sum a backward reads (a helper that
     accumulates gradients on purpose), or one whose result the caller uses.
@@ -194,6 +197,23 @@ class AccumulateHistory(Rule):
         # the accumulator is reset every iteration
         "import torch\nfor x, y in loader:\n    step_loss = 0\n    step_loss += criterion(model(x), y)\n"
         "    print(step_loss.item())\n",
+        # ... reset every training step, summed over one step's parts (DAAN's per-class term): it lives one step
+        "import torch\ndef train(model, loader, optimizer, heads):\n    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n        out = model(x)\n        loss = criterion(out, y)\n        spread = 0\n"
+        "        for i in range(len(heads)):\n            spread += criterion(out[i], y)\n"
+        "        print(spread.item())\n        loss.backward()\n        optimizer.step()\n",
+        # ... a local of a method that steps the optimizer once per call (DomainBed's `update`, over environments)
+        "import torch\nimport torch.nn.functional as F\nclass ANDMask:\n    def update(self, minibatches, opt):\n"
+        "        total = 0\n        grads = []\n        for x, y in minibatches:\n"
+        "            env_loss = F.cross_entropy(self.network(x), y)\n            total += env_loss\n"
+        "            grads.append(torch.autograd.grad(env_loss, self.network.parameters(), retain_graph=True))\n"
+        "        opt.zero_grad()\n        self.mask_grads(grads)\n        opt.step()\n"
+        "        return {\"loss\": (total / len(minibatches)).item()}\n",
+        # the element of the model's output it sums is named as a count: an integer has no graph (flair's
+        # `forward_loss`)
+        "import torch\ndef train(model, loader, optimizer):\n    seen = 0\n    for batch in loader:\n"
+        "        loss, datapoint_count = model.forward_loss(batch)\n        optimizer.zero_grad()\n"
+        "        loss.backward()\n        optimizer.step()\n        seen += datapoint_count\n    print(seen)\n",
         # HF generate() runs without grad
         "import torch\ntotal = 0\nfor batch in loader:\n    total += model.generate(**batch).shape[1]\n",
         # accelerate's gradient accumulation, logging a detached loss
@@ -358,6 +378,19 @@ class AccumulateHistory(Rule):
             "    for x, y in loader:\n        loss = criterion(model(x), y)\n        total += loss.detach()\n"
             "    return total / len(loader)\n",
         ),
+        # a sum reset every epoch only: it links every step of the epoch
+        Invalid(
+            "import torch\ndef train(model, loader, optimizer, heads, epochs):\n    for epoch in range(epochs):\n"
+            "        spread = 0\n        for x, y in loader:\n            optimizer.zero_grad()\n"
+            "            out = model(x)\n"
+            "            for i in range(len(heads)):\n                spread += criterion(out[i], y)\n"
+            "            criterion(out, y).backward()\n            optimizer.step()\n        print(spread.item())\n",
+            "import torch\ndef train(model, loader, optimizer, heads, epochs):\n    for epoch in range(epochs):\n"
+            "        spread = 0\n        for x, y in loader:\n            optimizer.zero_grad()\n"
+            "            out = model(x)\n"
+            "            for i in range(len(heads)):\n                spread += criterion(out[i], y).detach()\n"
+            "            criterion(out, y).backward()\n            optimizer.step()\n        print(spread.item())\n",
+        ),
         # a training loop: reported, but without a memory claim
         Invalid(
             "import torch\nrunning = 0\nfor x, y in loader:\n    optimizer.zero_grad()\n"
@@ -496,8 +529,9 @@ class AccumulateHistory(Rule):
             return  # (its result unused: nothing the call returns can be backwarded)
         holder = root_name(func.value)  # type: ignore[attr-defined]
         loop = facts.tree.loops_around(node)[0]
-        if holder is None or holder != "self" and facts.values.reset_in_iteration(loop, holder, node):
-            return  # a meter made afresh every iteration
+        if holder is None or holder != "self" and (facts.values.reset_in_iteration(loop, holder, node) or
+                                                   facts.values.reset_each_step(node, holder)):
+            return  # a meter made afresh every iteration, or every step
         added = [a for a in facts.values.accumulated_arguments(node) if facts.values.carries_grad(a.value, node)]
         if not added:
             return
@@ -586,9 +620,9 @@ class AccumulateHistory(Rule):
             return
         if not facts.values.carries_grad(value, node):
             return
-        if (isinstance(target, cst.Name) or isinstance(holder(target), cst.Name)) and \
-                facts.values.reset_in_iteration(loops[0], root, node):
-            return  # `total = 0` or `terms = {}` in the iteration: nothing outlives it
+        if (isinstance(target, cst.Name) or isinstance(holder(target), cst.Name)) and (
+                facts.values.reset_in_iteration(loops[0], root, node) or facts.values.reset_each_step(node, root)):
+            return  # `total = 0` or `terms = {}` in the iteration, or in the step around it: nothing outlives it
         scope = facts.tree.scope_of(node)
         accumulator = {root} if isinstance(target, cst.Name) else {root, dotted_name(target) or root}
         if facts.values.reaches_backward(scope, accumulator) or facts.values.handed_to_backward(scope, {root}):
