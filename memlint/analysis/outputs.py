@@ -12,7 +12,8 @@ Asked as `facts.outputs`:
 - `language_model_module`: the module names a language model or a vocabulary: a transformers
   class with a language-modelling head (`AutoModelForCausalLM`, `GPT2LMHeadModel`,
   `T5ForConditionalGeneration`, `BertForMaskedLM`), a class named for a language model's
-  family (`Llama`, `GPT`, `TransformerLM`), or a vocabulary (`vocab_size`, `ntokens`,
+  family (`Llama`, `GPT`, `TransformerLM`) where nothing names a number of classes, or a
+  vocabulary (`vocab_size`, `ntokens`,
   `tgt_vocab`), and no transformers class with a classification head
   (`...ForSequenceClassification`, `...ForQuestionAnswering`); `names_vocabulary`: the
   vocabulary alone; `classifier_module`: it names a number of classes or labels
@@ -55,7 +56,7 @@ _LANGUAGE_MODEL_CLASS = re.compile(r"(ForCausalLM|LMHeadModel|ForConditionalGene
                                    r"ForPreTraining|WithLMHead|ForMaskedImageModeling)$")
 # a language model's own class, by its family's name (picotron's `Llama`, a `TransformerLM`)
 _LANGUAGE_MODEL_NAME = re.compile(r"^(Llama\d*|LLaMA|Mistral|Mixtral|Qwen\d*|Gemma\d*|GPT\d*|GPTNeoX|Falcon|Olmo\d*|"
-                                  r"\w*LanguageModel|\w+LM)$")
+                                  r"\w*LanguageModel|(Transformer|RNN|LSTM|GRU|Causal|Char|Word|Masked)LM)$")
 # transformers classes whose head scores a few labels per example (or per token)
 _CLASSIFIER_CLASS = re.compile(r"For\w*Classification$|ForQuestionAnswering$|ForMultipleChoice$|"
                                r"ForNextSentencePrediction$|ForObjectDetection$|ForSemanticSegmentation$")
@@ -84,7 +85,7 @@ _VALUE_FUNCTIONS = frozenset({"torch.argmax", "torch.argmin", "torch.isnan", "to
 class OutputRead:
     """What one read of a name holding a model's output takes from it."""
 
-    kind: str  # "loss", "scores", "value"
+    kind: str  # "loss", "scores", "value", "view" (bound to the same name again: `out = out.view(B * T, -1)`)
     node: cst.CSTNode  # the expression that consumes it (the cross-entropy call, `out.loss`, ...)
     per_token: bool = False  # scores flattened to one row per position
     vocabulary: bool = False  # their class dimension is named like a vocabulary
@@ -148,8 +149,8 @@ class Outputs:
         """The module names a language model or a vocabulary, and no classifier of transformers."""
         if any(_CLASSIFIER_CLASS.search(name) for name in self.identifiers):
             return False
-        return self.names_vocabulary or any(_LANGUAGE_MODEL_CLASS.search(name) or _LANGUAGE_MODEL_NAME.match(name)
-                                            for name in self.identifiers)
+        return self.names_vocabulary or any(_LANGUAGE_MODEL_CLASS.search(name) for name in self.identifiers) or \
+            not self.classifier_module and any(_LANGUAGE_MODEL_NAME.match(name) for name in self.identifiers)
 
     @cached_property
     def names_vocabulary(self) -> bool:

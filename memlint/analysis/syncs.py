@@ -509,17 +509,26 @@ class Syncs:
         if not isinstance(body, (list, tuple)) or line not in body:
             return None
         for statement in reversed(body[:body.index(line)]):
-            for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
-                if type(small) is cst.Assign and len(small.targets) == 1 and \
-                        type(small.targets[0].target) is cst.Subscript and code(small.targets[0].target) == key:
-                    return small.value
-            if self._binds_in(statement, expr.value.value):  # type: ignore[attr-defined]
-                return None  # the dict itself is bound or changed again: what it holds is not known
+            smalls = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
+            if len(smalls) == 1 and type(smalls[0]) is cst.Assign and len(smalls[0].targets) == 1 and \
+                    type(smalls[0].targets[0].target) is cst.Subscript and code(smalls[0].targets[0].target) == key:
+                return smalls[0].value  # type: ignore[attr-defined]
+            if self._changes(statement, expr.value.value):  # type: ignore[attr-defined]
+                return None  # the dict is bound or changed again after: what it holds is not known
         return None
 
-    def _binds_in(self, statement: cst.CSTNode, name: str) -> bool:
-        return any(type(node) is cst.Name and node.value == name and type(self.tree.parent(node)) is cst.AssignTarget
-                   for node in self.tree.walk_scope(statement))
+    def _changes(self, statement: cst.CSTNode, name: str) -> bool:
+        """`statement` may bind the dict `name` or change what it holds: `name = ...`,
+        `name[k] = ...` (in a branch, too), `name.update(...)`, or any call it is handed to."""
+        for node in self.tree.walk_scope(statement):
+            if type(node) is not cst.Name or node.value != name:  # type: ignore[attr-defined]
+                continue
+            parent = self.tree.parent(node)
+            if type(parent) is cst.AssignTarget or type(parent) is cst.Arg or \
+                    type(parent) is cst.Subscript and type(self.tree.parent(parent)) is cst.AssignTarget or \
+                    type(parent) is cst.Attribute and type(self.tree.parent(parent)) is cst.Call:
+                return True
+        return False
 
     def _registered(self, expr: cst.Attribute, at: cst.CSTNode) -> bool:
         """`self.<name>` in a method of a class that registers `<name>` as a parameter or a

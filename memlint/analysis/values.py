@@ -95,8 +95,9 @@ _METRIC_FIELD = re.compile(r"^(acc|accuracy|(n|num)_?correct|correct|top\d+(_acc
 # model(batch)`, flair's `loss, datapoint_count = model.forward_loss(batch)`): a count is an integer,
 # and autograd records no graph for integers, whatever the rest of the result carries.
 _COUNT_NAME = re.compile(r"^((n|num)_\w+|(\w+_)?counts?)$")
-# arguments that carry no graph whatever they are: `.squeeze(0)`, `.astype("int16")`, `.to(torch.float32)`
-_CONSTANT_ARGUMENTS = (cst.Integer, cst.Float, cst.SimpleString, cst.Attribute, cst.UnaryOperation)
+# dtypes of torch and NumPy, by their last part (`torch.float32`, `np.int16`)
+_DTYPES = frozenset({"float16", "float32", "float64", "bfloat16", "half", "float", "double", "int8", "int16", "int32",
+                     "int64", "uint8", "long", "int", "short", "bool", "complex64", "complex128", "cfloat"})
 _NON_DIFF_TORCH = frozenset({
     "torch.argmax", "torch.argmin", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge",
     "torch.le", "torch.isnan", "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.tensor",
@@ -232,7 +233,7 @@ class Values:
             if qualified is None:
                 return type(func) is cst.Attribute and (func.attr.value in DETACHING_METHODS or (  # type: ignore[attr-defined]
                     func.attr.value != "requires_grad_" and self.graphless(func.value, at, depth) and  # type: ignore[attr-defined]
-                    all(type(a.value) in _CONSTANT_ARGUMENTS or self.graphless(a.value, at, depth)
+                    all(self._constant(a.value) or self.graphless(a.value, at, depth)
                         for a in expr.args)))  # type: ignore[attr-defined]  # `out.detach().cpu().numpy().squeeze()`
             if qualified in _NON_DIFF_TORCH:
                 return True
@@ -244,6 +245,18 @@ class Values:
             return bool(binds) and all(b.kind in ("assign", "append") and b.whole and b.value is not None and
                                        self.graphless(b.value, b.node, depth + 1) for b in binds)
         return False
+
+    def _constant(self, expr: cst.BaseExpression) -> bool:
+        """An argument that carries no graph whatever runs: a literal (`.squeeze(0)`,
+        `.astype("int16")`, `.view(-1)`) or a dtype of torch or NumPy (`.to(torch.float32)`); not an
+        attribute of anything else (`.div(scaler.temperature)`: a learnt parameter, maybe)."""
+        if type(expr) is cst.UnaryOperation:
+            expr = expr.expression  # type: ignore[attr-defined]
+        if type(expr) in (cst.Integer, cst.Float, cst.SimpleString):
+            return True
+        qualified = self.names.qualified_name(expr) if type(expr) is cst.Attribute else None
+        return qualified is not None and qualified.startswith(("torch.", "numpy.")) and \
+            qualified.count(".") == 1 and last_part(qualified) in _DTYPES
 
     def holds_output(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr` holds a model's output (or a loss) on its device, whatever the grad
@@ -768,7 +781,8 @@ class Values:
     def _accumulates_into_self(self, method: cst.FunctionDef) -> List[Tuple[cst.CSTNode, cst.BaseExpression]]:
         """(statement, what it adds) for each running sum `method` keeps on its instance:
         `self.sum += val * n`, `self.totals[k] = self.totals[k] + v`, a moving average
-        (`self.avg = self.momentum * self.avg + (1 - self.momentum) * val`); not one that a backward
+        (`self.avg = self.momentum * self.avg + (1 - self.momentum) * val`); not one computed with
+        grad off (a method decorated `@torch.no_grad()`: the sum records no graph), nor one that a backward
         of this module reads (`self.total.backward()`: gradient accumulation on purpose). Found
         once a method."""
         known = self._sums.get(id(method))
@@ -776,7 +790,11 @@ class Values:
             return known
         found: List[Tuple[cst.CSTNode, cst.BaseExpression]] = []
         self._sums[id(method)] = found
+        if self.regions.grad_enabled_by_decorator(method) is False:
+            return found  # `@torch.no_grad() def update(...)`: its arithmetic records nothing
         for statement in self.tree.walk_scope(method.body):
+            if self.regions.grad_enabled(statement) is False:
+                continue
             kind = type(statement)
             if kind is cst.AugAssign and type(statement.operator) is cst.AddAssign:  # type: ignore[attr-defined]
                 target, added = statement.target, statement.value  # type: ignore[attr-defined]

@@ -63,8 +63,9 @@ class AccumulateHistory(Rule):
     subclass's `training_step` that backwards its loss and returns it undetached, which the
     HF loop adds into its running loss every step. And a loss handed to a method that adds it
     into a running sum its instance keeps: `losses.update(loss, n)`, whose `update` does
-    `self.sum += val * n` (an average meter, in this module or in another module of the
-    project linted with it).
+    `self.sum += val * n` or keeps a moving average, `self.avg = m * self.avg + (1 - m) * val`
+    (a meter of this module or of another module of the project linted with it, also one
+    imported with `from utils import *`), outside no_grad.
 
     Also a running statistic a loss module keeps (`self.hist_ = torch.scatter_add(0.99 *
     self.hist_, 0, idx, 0.01 * alpha)`, `self.avg = 0.9 * self.avg + 0.1 * loss`), updated
@@ -276,6 +277,12 @@ class AccumulateHistory(Rule):
         "import torch\nclass Closure:\n    def step(self, loss):\n        self.seen += loss\n        loss.backward()\n\n"
         "def train(model, loader, optimizer, criterion):\n    c = Closure()\n    for x, y in loader:\n"
         "        c.step(criterion(model(x), y))\n        optimizer.step()\n        optimizer.zero_grad()\n",
+        # a moving average computed with grad off: it records no graph
+        "import torch\nclass EMAMeter:\n    @torch.no_grad()\n    def update(self, val):\n"
+        "        self.avg = self.momentum * self.avg + (1 - self.momentum) * val\n\n"
+        "def train(model, loader, optimizer, criterion):\n    meter = EMAMeter()\n    for x, y in loader:\n"
+        "        loss = criterion(model(x), y)\n        meter.update(loss)\n        optimizer.zero_grad()\n"
+        "        loss.backward()\n        optimizer.step()\n",
         # a moving average of the number; a meter whose update keeps the latest value only, over
         # a loss of a tuple that a name other than the backwarded one holds
         "import torch\nclass MovingAverageMeter:\n    def update(self, val):\n"

@@ -183,6 +183,9 @@ class HostDeviceSyncInLoop(Rule):
     VALID = (
         # ... one call passes the mapping on the host: where the mask lives is not known
         _FLAIR.replace("MOVED", "cpu_mapping"),
+        # ... or an item stored moved, then stored again on the host in a branch
+        _FLAIR.replace("MOVED", "cpu_mapping.to(device)\n        if len(ids) < 8:\n"
+                                "            kwargs[\"mapping\"] = cpu_mapping"),
         # what `torch.sort` returns tested per sample, sorted on the host: no wait
             "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer):\n"
             "    for x, y in loader:\n        x, y = x.cpu(), y.cpu()\n        sorted_y, order = torch.sort(y)\n"

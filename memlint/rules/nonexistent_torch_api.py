@@ -9,7 +9,7 @@ import libcst as cst
 
 from memlint.analysis.torchapi import REMOVED, checked_first, names_absent_api, torch_api
 from memlint.torch_target import TorchVersion
-from memlint.analysis.tree import dotted_name
+from memlint.analysis.tree import dotted_name, expression_nodes, last_part
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -59,7 +59,9 @@ class NonexistentTorchApi(Rule):
     Finds torch APIs that do not exist, where memlint knows what was meant, and calls of the
     functions torch 2.0 removed, which it keeps as stubs that raise RuntimeError (`torch.symeig`,
     `torch.eig`, `torch.lstsq`, `torch.solve`, `torch.matrix_rank`: their `torch.linalg`
-    replacements came in torch 1.8; a project that supports an older torch is left alone). Also:
+    replacements came in torch 1.8; a project that supports an older torch is left alone, and
+    so is a call in code that runs only where the replacement is missing: an `except` handler,
+    a branch of a test of the version or of `torch.linalg`). Also:
     `torch.cuda.memory_cache` (the API is `torch.cuda.memory_reserved`),
     `torch.cuda.set_allocator` (`torch.cuda.memory.change_current_allocator`), in-place
     factories such as `torch.randn_(buf)` (`buf.normal_()`; also `rand_`, `randint_`, `zeros_`,
@@ -124,7 +126,12 @@ class NonexistentTorchApi(Rule):
         "import torch.utils.tensorboard\n",
         # their replacements; the name checked first; a method of another library
         "import torch\nd, Q = torch.linalg.eigh(m_aa, UPLO=\"U\")\nx = torch.linalg.solve(A, b)\n",
-        "import torch\nif hasattr(torch, \"symeig\"):\n    d, Q = torch.symeig(m, eigenvectors=True)\n",
+        "import torch\nif not hasattr(torch, \"linalg\"):\n    d, Q = torch.symeig(m, eigenvectors=True)\n",
+        "import torch\nfrom packaging import version\n_HAS_LINALG = version.parse(torch.__version__) >= version.parse(\"1.8\")\n"
+        "def eig(m):\n    if _HAS_LINALG:\n        return torch.linalg.eigh(m, UPLO=\"U\")\n"
+        "    else:\n        return torch.symeig(m, eigenvectors=True)\n",
+        "import torch\ndef eig(m):\n    try:\n        return torch.linalg.eigh(m, UPLO=\"U\")\n"
+        "    except AttributeError:\n        return torch.symeig(m, eigenvectors=True)\n",
         "import numpy as np\nimport scipy.linalg\nx = np.linalg.solve(A, b)\nw = scipy.linalg.eig(A)\n",
     )
     INVALID = (
@@ -141,6 +148,8 @@ class NonexistentTorchApi(Rule):
         # removed in torch 2.0 (ACKTR's K-FAC step): the stub raises; no fix (the arguments differ)
         Invalid("import torch\nd, Q = torch.symeig(m_aa, eigenvectors=True)\n"),
         Invalid("import torch as t\nx = t.solve(b, A)[0]\nr = t.matrix_rank(A)\n"),
+        # a test of the removed name holds on torch 2, which keeps the stub: the call raises
+        Invalid("import torch\nif hasattr(torch, \"symeig\"):\n    d, Q = torch.symeig(m, eigenvectors=True)\n"),
     )
 
     @classmethod
@@ -157,18 +166,52 @@ class NonexistentTorchApi(Rule):
         missing = torch_api().missing_last(qualified)
         if missing is None or missing[1].startswith("_"):
             return
-        if isinstance(parent, (cst.AssignTarget, cst.Del)) or checked_first(self.facts.tree, node):
-            return
         call = parent if isinstance(parent, cst.Call) and parent.func is node else None
-        if qualified in REMOVED:
-            if call is not None and (self.target_torch is None or self.target_torch >= _LINALG):
-                self.report(call, f"`{qualified}` was removed in torch 2.0: calling it raises RuntimeError; use "
-                                  f"`{REMOVED[qualified]}`{_REMOVED_DIFFERS.get(qualified, '')}")
+        if qualified in REMOVED:  # (`checked_first` is no guard: torch 2 keeps the stub that raises)
+            if call is not None and (self.target_torch is None or self.target_torch >= _LINALG) and \
+                    not self._fallback(call):
+                self.report(call, f"`{qualified}` was removed in torch 2.0: from 2.0 on, calling it raises "
+                                  f"RuntimeError; use `{REMOVED[qualified]}`{_REMOVED_DIFFERS.get(qualified, '')}")
+            return
+        if isinstance(parent, (cst.AssignTarget, cst.Del)) or checked_first(self.facts.tree, node):
             return
         found = self._instead(node, call, *missing)
         if found is not None:
             what, fix = found
             self.report(call or node, f"`torch` has no `{qualified}`; use {what}", fix)
+
+    def _fallback(self, call: cst.Call) -> bool:
+        """The call of a removed function is the code's fallback for a torch without its
+        replacement: in an `except` handler, or in a branch of a test of the version or of
+        `torch.linalg` (`if _HAS_LINALG: ... else: torch.symeig(...)`, the flag bound to such a
+        test). A test of the removed name itself (`hasattr(torch, "symeig")`) is no guard: torch
+        2 keeps the stub, so the test holds and the call raises."""
+        tree = self.facts.tree
+        for ancestor in tree.ancestors(call):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, cst.ExceptHandler):
+                return True
+            test = ancestor.test if isinstance(ancestor, (cst.If, cst.IfExp)) else None
+            if test is not None and not tree.contains(test, call) and self._tests_the_replacement(test):
+                return True
+        return False
+
+    def _tests_the_replacement(self, test: cst.BaseExpression, depth: int = 0) -> bool:
+        """A test of torch's version or of `torch.linalg`, here or in the one assignment of a
+        flag it reads."""
+        for node in expression_nodes(test):
+            name = last_part(dotted_name(node)) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if name is not None and ("version" in name.lower() or name == "linalg"):
+                return True
+            if isinstance(node, cst.SimpleString) and node.evaluated_value in ("linalg", "__version__"):
+                return True
+            if isinstance(node, cst.Name) and depth == 0:
+                binds = self.facts.scopes.in_effect(node.value, test)
+                if len(binds) == 1 and binds[0].value is not None and \
+                        self._tests_the_replacement(binds[0].value, depth + 1):
+                    return True
+        return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):

@@ -57,7 +57,8 @@ class OutputAliveIntoNextStep(Rule):
     Finds a language model's output kept bound in a training step after the loss is computed
     from it: `logits, loss = model(x, y)` (also `_, loss = ...`: `_` is a name like any other),
     `outputs = model(**batch); loss = outputs.loss`, or `logits = model(x)` followed by a
-    per-token cross-entropy. The name holds the output while backward runs and, in a loop,
+    per-token cross-entropy (also through a view bound to the same name, `outputs =
+    outputs.view(B * T, -1)`, which holds the same storage). The name holds the output while backward runs and, in a loop,
     until the next iteration's forward has returned and the name is bound again.
 
     ## Why is this bad?
@@ -113,7 +114,8 @@ class OutputAliveIntoNextStep(Rule):
     computed are reported unless the module names a number of classes (`num_classes`,
     `num_labels`) and no vocabulary. Everything else needs a language model's module, one
     that names a language model or a vocabulary (`AutoModelForCausalLM`, `vocab_size`,
-    `ntokens`) and no transformers classifier: another name beside the loss, a model's
+    `ntokens`, or a class of a language model's family, `Llama`, `GPT`, `TransformerLM`,
+    where it names no number of classes) and no transformers classifier: another name beside the loss, a model's
     result whose `.loss` is taken, or an output scored by a cross-entropy flattened per
     token (`logits.view(-1, logits.size(-1))`; with a vocabulary-sized class dimension,
     `view(-1, vocab_size)`, the module need not say more). A classifier's scores are tiny.
@@ -166,6 +168,11 @@ class OutputAliveIntoNextStep(Rule):
         "        outputs = model(input_ids=input_ids)\n        outputs = outputs * mask\n"
         "        loss = F.cross_entropy(outputs.view(-1, outputs.size(-1)), target_ids.reshape(-1))\n"
         "        loss.backward()\n        optimizer.step()\n",
+        # a tagger on a language model's backbone: the module names its few labels
+        "import torch\nimport torch.nn.functional as F\nfrom backbone import TransformerLM\nNUM_LABELS = 9\n\n\n"
+        "def train(model, loader, optimizer):\n    for tokens, tags in loader:\n        B, T = tokens.shape\n"
+        "        logits = model(tokens)\n        logits = logits.view(B * T, -1)\n"
+        "        loss = F.cross_entropy(logits, tags.view(-1))\n        loss.backward()\n        optimizer.step()\n",
         # ... in a classifier's code, its scores flattened per channel
         "import torch\nimport torch.nn.functional as F\nnum_classes = 10\n\n\n"
         "def train(model, loader, optimizer):\n    for x, y in loader:\n        b, c = x.shape[:2]\n"
@@ -395,8 +402,9 @@ class OutputAliveIntoNextStep(Rule):
         per_token = False  # (the reads come in the order they run)
         for name in seen:
             rebound = outputs.rebound_view(name)
-            if rebound is not None:
+            if rebound is not None:  # (a read too: a `del` must come after it)
                 per_token = per_token or rebound[1]
+                reads.append(OutputRead("view", name))
                 continue
             read = outputs.read_of(name)
             if read is None:
