@@ -102,7 +102,8 @@ class Project:
         self._often: Dict[Tuple[Ref, Optional[Ref]], Optional[str]] = {}
         self._star_names: Dict[Tuple[str, str], Optional[Ref]] = {}  # (root, dotted) -> through star imports
         self._incoming: Optional[Dict[Ref, List[Incoming]]] = None
-        self._grad_off_calls: Dict[Ref, Set[bool]] = {}  # with `_incoming`: whether other modules call with grad off
+        self._grad_off_calls: Dict[Ref, List[Tuple[Ref, bool]]] = {}  # with `_incoming`: callers, made with grad off
+        self._quiet: Dict[Ref, bool] = {}
         self._subclasses: Optional[Dict[Tuple[str, str, str], List[Tuple[str, str, str]]]] = None
         self._device_called: Optional[Set[Tuple[str, str]]] = None
         self._grad_off_methods: Optional[FrozenSet[str]] = None
@@ -258,9 +259,26 @@ class Project:
 
     def external_grad_off(self, root: str, module: str, qualified: str) -> FrozenSet[bool]:
         """For the calls other modules make of the function `qualified` of `module`, whether
-        each is made with grad off: {False} where every one records a graph, {} where none is."""
+        each runs with grad off (made so, or in a function every call of which runs so, through
+        the project): {False} where every one records a graph, {} where none is."""
         self._incoming_edges()
-        return frozenset(self._grad_off_calls.get((root, module, qualified), ()))
+        return frozenset(off or self._always_quiet(caller)
+                         for caller, off in self._grad_off_calls.get((root, module, qualified), ())
+                         if caller[:2] != (root, module))
+
+    def _always_quiet(self, function: Ref) -> bool:
+        """Every call of `function` in the project runs with grad off (and there is one)."""
+        if function in self._quiet:
+            return self._quiet[function]
+        self._quiet[function] = False  # a recursive call does not decide
+        callers = self._grad_off_calls.get(function, []) if function[2] else []
+        result = bool(callers) and all(off or self._always_quiet(caller) for caller, off in callers)
+        self._quiet[function] = result
+        return result
+
+    def forward_asks_for_grad(self) -> bool:
+        """A model class of the project asks for gradients in its `forward`."""
+        return any(summary.forward_asks_for_grad for summary in self._modules.values())
 
     def called_from_device_code(self, root: str, module: str) -> bool:
         """Whether a module of the project whose code names a device calls a function of
@@ -367,8 +385,7 @@ class Project:
                         targets.add(found)
                 for target in sorted(targets):
                     incoming.setdefault(target, []).append((caller, edge.kind, through))
-                    if not edge.local and not edge.on_self and target[:2] != key:
-                        self._grad_off_calls.setdefault(target, set()).add(edge.grad_off)
+                    self._grad_off_calls.setdefault(target, []).append((caller, edge.grad_off))
         self._incoming = incoming
         return incoming
 
@@ -453,10 +470,15 @@ class ProjectView:
     def called_elsewhere(self, qualified: str, grad_off: bool) -> bool:
         """Whether another module of the project calls this module's function `qualified` with
         grad off (`grad_off`), or with grad on (memlint.analysis.project.Project.external_grad_off).
-        A module linted on its own knows no such call."""
+        Linted on its own, a module may be called with grad off, and is not known to be with it on."""
         return self._ask(f"called-{'quiet' if grad_off else 'recording'} {qualified}",
                          lambda p: grad_off in p.external_grad_off(self.root, self.name, qualified),
-                         False, False)  # type: ignore[return-value]
+                         grad_off, grad_off)  # type: ignore[return-value]
+
+    def forward_asks_for_grad(self) -> bool:
+        """Whether a model class of the project asks for gradients in its `forward`; linted on
+        its own, one may."""
+        return self._ask("forward-asks-for-grad", lambda p: p.forward_asks_for_grad(), True, True)  # type: ignore[return-value]
 
     def called_from_device_code(self) -> bool:
         """Whether another module of the project that names a device calls into this one

@@ -139,6 +139,20 @@ class Regions:
                     (names.call_name(call) in GRAD_SET or self._entered_by_hand(call)):
                 self._toggles.setdefault(id(tree.scope_of(call)), []).append(call)
 
+    @cached_property
+    def off_at_top(self) -> bool:
+        """The module's own code turns grad off as a statement (`torch.set_grad_enabled(False)`,
+        `torch.no_grad().__enter__()`): from its import on, what its functions call runs without
+        grad, unless they turn it on again."""
+        for call in self._toggles.get(id(self.tree.module), ()):
+            func = call.func
+            if type(func) is cst.Attribute and func.attr.value == "__enter__":  # type: ignore[attr-defined]
+                if self.names.call_name(func.value) in _GRAD_OFF:  # type: ignore[attr-defined, arg-type]
+                    return True
+            elif call.args and literal_bool(call.args[0].value) is False:
+                return True
+        return False
+
     def _toggled_at(self, node: cst.CSTNode, toggle: cst.Call) -> bool:
         """A bare grad-mode statement `toggle` of `node`'s scope may be in force at `node`: it
         comes before it, or a loop runs both."""

@@ -21,7 +21,9 @@ file's text, and read by memlint.analysis.project:
   a call in a function nested in one counts as the outer function's, where the nested
   function tells how often it runs by itself;
 - `device`: the module's own code names a device (`Facts.names_device`): the helpers it calls
-  in other modules get their tensors there.
+  in other modules get their tensors there;
+- `forward_asks_for_grad`: a class's `forward` asks for gradients (a force field's
+  `torch.autograd.grad(energy, positions)`): a model of the project may fail under no_grad.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from memlint.analysis.tree import base_class, dotted_name
 
 if TYPE_CHECKING:
     from memlint.analysis import Facts
+    from memlint.analysis.regions import Regions
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ class Edge:
     kind: str  # how often it runs in its function (memlint.analysis.often: a frequency, CALLER, REPEATED)
     local: bool = False
     on_self: bool = False
-    grad_off: bool = False  # a call of another module's function made with grad off (under `torch.no_grad()`)
+    grad_off: bool = False  # the call is made with grad off (under `torch.no_grad()`, `_quiet`)
 
     def to_json(self) -> list:
         return [self.caller, self.callee, self.kind, self.local, self.on_self, self.grad_off]
@@ -145,30 +148,31 @@ class ModuleSummary:
     saves: Tuple[SavedFile, ...] = ()
     device: bool = False
     stars: Tuple[str, ...] = ()  # the modules it imports everything of (`from .models import *`), absolute
+    forward_asks_for_grad: bool = True  # a model's forward here asks for gradients (True: not known)
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
         """The summary of a module that says nothing to the others (no torch, or no valid code)."""
-        return cls(name, {}, {}, {}, ())
+        return cls(name, {}, {}, {}, (), forward_asks_for_grad=False)
 
     def to_json(self) -> dict:
         return {"name": self.name, "imports": self.imports,
                 "functions": {k: v.to_json() for k, v in self.functions.items()},
                 "classes": {k: v.to_json() for k, v in self.classes.items()},
                 "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves],
-                "device": self.device, "stars": list(self.stars)}
+                "device": self.device, "stars": list(self.stars), "forward_asks_for_grad": self.forward_asks_for_grad}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
-        imports, device = data["imports"], data.get("device", False)
-        if not isinstance(imports, dict) or not isinstance(device, bool):
+        imports, device, asks = data["imports"], data.get("device", False), data.get("forward_asks_for_grad", True)
+        if not isinstance(imports, dict) or not isinstance(device, bool) or not isinstance(asks, bool):
             raise ValueError("not a module summary")
         return cls(_name(data["name"]), {_name(k): _name(v) for k, v in imports.items()},
                    {_name(k): FunctionSummary.from_json(v) for k, v in data["functions"].items()},
                    {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
                    tuple(Edge.from_json(e) for e in data["calls"]),
                    tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device,
-                   _names(data.get("stars", [])))
+                   _names(data.get("stars", [])), asks)
 
 
 def _name(value: object) -> str:
@@ -205,7 +209,15 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods, _learns(facts, statement))
     return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
-                         _saved_files(facts), facts.names_device, names.star_modules)
+                         _saved_files(facts), facts.names_device, names.star_modules, _forward_asks_for_grad(facts))
+
+
+def _forward_asks_for_grad(facts: "Facts") -> bool:
+    """A `forward` (or `__call__`) of a class of the module asks for gradients (a force field's
+    `torch.autograd.grad(energy, positions)`): run under no_grad, it would fail."""
+    return any(method.name.value in ("forward", "__call__") and facts.roles.asks_for_grad(method)
+               for klass in facts.scopes.classes.values() for method in klass.body.body
+               if isinstance(method, cst.FunctionDef))
 
 
 def _learns(facts: "Facts", klass: cst.ClassDef) -> bool:
@@ -261,7 +273,7 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                                                                       *f.args.kwonlyargs)))
                        for f in statement.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
             classes[statement.name] = ClassSummary(tuple(bases), False, methods)
-    return ModuleSummary(name, imports, {}, classes, (), stars=tuple(dict.fromkeys(stars)))
+    return ModuleSummary(name, imports, {}, classes, (), stars=tuple(dict.fromkeys(stars)), forward_asks_for_grad=False)
 
 
 def _ast_dotted(expr: ast.expr) -> Optional[str]:
@@ -317,7 +329,7 @@ def _edges(facts: "Facts") -> List[Edge]:
     """Every call of a function of the project that a module-level function or method, or the
     module's own code, makes; in nested functions, only the calls `_nested_caller` can place
     (lambdas are not followed)."""
-    tree, scopes = facts.tree, facts.scopes
+    tree, scopes, regions = facts.tree, facts.scopes, facts.regions
     found: List[Edge] = []
     for call in scopes.calls:
         scope = tree.scope_of(call)
@@ -332,20 +344,26 @@ def _edges(facts: "Facts") -> List[Edge]:
             callee = _qualified(facts, target)
             if callee:
                 kind = kind or facts.steps.site(call)
-                found.append(Edge(caller, callee, kind, local=True))
+                found.append(Edge(caller, callee, kind, local=True, grad_off=_quiet(regions, call)))
         func = call.func
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             klass = scopes.enclosing_class(call)
             if klass is not None and tree.scope_of(klass) is tree.module and klass is tree.class_of(scope):
                 kind = kind or facts.steps.site(call)
-                found.append(Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True))
+                found.append(Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True,
+                                  grad_off=_quiet(regions, call)))
             continue
         if target is None:
             dotted = facts.values.project_callee(call)
             if dotted is not None:
-                found.append(Edge(caller, dotted, kind or facts.steps.site(call),
-                                  grad_off=facts.regions.grad_enabled(call) is False))
+                found.append(Edge(caller, dotted, kind or facts.steps.site(call), grad_off=_quiet(regions, call)))
     return found
+
+
+def _quiet(regions: "Regions", call: cst.Call) -> bool:
+    """The call is made with grad off: in a no-grad region or a function only called so, or in
+    a module that turns grad off as a statement at its top."""
+    return regions.grad_enabled(call) is False or regions.off_at_top
 
 
 def _nested_caller(facts: "Facts", scope: cst.CSTNode, call: cst.Call) -> Tuple[Optional[str], Optional[str]]:

@@ -33,16 +33,6 @@ _ERM = (
     "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
     "        PASS\n        return {\"loss\": loss.item()}\n"
 )
-# bark's generation module, for the examples: DECODE is the codec's decoding function, CALL its caller
-_BARK = (
-    "import torch\n\n\ndef generate_fine(model, tokens):\n    model.eval()\n    with torch.inference_mode():\n"
-    "        return model(tokens.cuda()).argmax(-1)\n\n\nDECODE\n\n\ndef generate_audio(model, codec, tokens):\n"
-    "    CALL\n"
-)
-_CODEC_DECODE = (
-    "def codec_decode(codec, codes):\n    emb = codec.quantizer.decode(codes.cuda())\n    out = codec.decoder(emb)\n"
-    "    return out.detach().cpu().numpy().squeeze()"
-)
 # An averaged copy of a model (stochastic weight averaging, an EMA, DomainBed's SMA).
 _AVERAGED_MODEL = re.compile(r"(^|_)(sma|ema|swa|avg|averaged?)(_|$)", re.IGNORECASE)
 _KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
@@ -165,6 +155,16 @@ class EvalWithoutNoGrad(Rule):
     backwarding or asking for gradients: each call's peak holds a whole forward's activations
     for nothing. Not one its callers in this module run under no_grad, nor one only other
     modules call.
+
+    And a function of a module that never trains, whose other functions run their models with
+    grad off (`with _inference_mode():` in bark's `generate_fine`), that runs a model once with
+    grad on, binds what it computes to plain names and hands back only what carries no graph
+    (bark's `codec_decode`: `out.detach().cpu().numpy()`), where every call of it in the
+    project records a graph (made with grad on, in a function that some call makes with grad
+    on; not from a module that turns grad off at its top): the module's own way says
+    inference, and no caller can backward what a call records. Not where a model class of the
+    project asks for gradients in its `forward` (under no_grad it would fail), nor for a
+    module linted alone, whose callers are not known.
 
     And a model's own method (not `forward`) that runs it in a loop with autograd recording and
     returns only values that carry no graph (`preds.argmax(1)`, a `torch.cat` of those): model
@@ -633,26 +633,8 @@ class EvalWithoutNoGrad(Rule):
         "        self.model.eval()\n\n    def __call__(self, task):\n        task.preds = self.model(task.frames.cuda()).detach()\n"
         "        return task\n\n\nclass Demo:\n    def __init__(self, model):\n        self.predictor = Predictor(model)\n\n"
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
-        # a decoding function beside inference run with grad off, called under no_grad
-        _BARK.replace("DECODE", _CODEC_DECODE).replace(
-            "CALL", "with torch.no_grad():\n        return codec_decode(codec, generate_fine(model, tokens))"),
-        # ... one handing back what it decodes with its graph: a caller may train on it
-        _BARK.replace("DECODE", _CODEC_DECODE.replace(".detach().cpu().numpy().squeeze()", "")).replace(
-            "CALL", "return codec_decode(codec, generate_fine(model, tokens))"),
-        # ... in a module that trains somewhere
-        _BARK.replace("DECODE", _CODEC_DECODE).replace(
-            "CALL", "return codec_decode(codec, generate_fine(model, tokens))") +
-        "\n\ndef finetune(codec, codes, optimizer):\n    codec(codes).mean().backward()\n    optimizer.step()\n",
-        # ... in a module whose other functions record a graph too: nothing says how it means to infer
-        _BARK.replace("    with torch.inference_mode():\n        return", "    return").replace(
-            "DECODE", _CODEC_DECODE).replace("CALL", "return codec_decode(codec, generate_fine(model, tokens))"),
     )
     INVALID = (
-        # a function decoding each clip with grad on, beside inference run with grad off (bark's `codec_decode`)
-        Invalid(_BARK.replace("DECODE", _CODEC_DECODE).replace(
-                    "CALL", "return codec_decode(codec, generate_fine(model, tokens))"),
-                _BARK.replace("DECODE", "@torch.no_grad()\n" + _CODEC_DECODE).replace(
-                    "CALL", "return codec_decode(codec, generate_fine(model, tokens))")),
         # a model wrapped, moved and put in eval mode in one statement (pytorch_GAN_zoo's features)
         Invalid(
             "import torch\nimport torch.nn as nn\n\n\ndef save_features(model, loader, device):\n"
@@ -1121,18 +1103,30 @@ class EvalWithoutNoGrad(Rule):
         if any(not facts.values.graphless(value, value) or type(facts.tree.parent(value)) is not cst.Return
                for value in facts.scopes.returned(node)):
             return  # a caller may train on what it returns, or it yields
+        if any(not self._bound_to_names(call) for call in runs):
+            return  # `batch["logits"] = model(x)`: what it computes may leave through its arguments
         sites = facts.scopes.call_sites(node)
         if any(facts.regions.grad_enabled(site) is False for site in sites) or \
                 facts.project.called_elsewhere(node.name.value, grad_off=True) or \
                 not sites and not facts.project.called_elsewhere(node.name.value, grad_off=False):
             return
-        if facts.roles.asks_for_grad(node) or not self._graph_stays_in(node):
-            return
+        if facts.roles.asks_for_grad(node) or not self._graph_stays_in(node) or facts.project.forward_asks_for_grad():
+            return  # (asked last: a question to the project; a model whose forward needs grad fails without it)
         self.report(runs[0], (
             f"`{show(runs[0].func)}` runs in `{node.name.value}` with autograd recording, though the module never "
             f"trains and its other functions run their models with grad off: each call saves the activations of a "
             f"whole forward for a backward that never comes; decorate `{node.name.value}` with `@torch.no_grad()`"),
             self._decorate(node))
+
+    def _bound_to_names(self, forward: cst.Call) -> bool:
+        """The forward's result goes to plain names (`out = model(x)`, `a, b = model(x)`), or is
+        read where it is made (`model(x).argmax(-1)` in an assignment to a name), or returned."""
+        tree = self.facts.tree
+        statement = next((a for a in tree.ancestors(forward) if isinstance(a, cst.BaseSmallStatement)), None)
+        if isinstance(statement, cst.Return):
+            return True
+        return isinstance(statement, cst.Assign) and all(
+            type(leaf) is cst.Name for target in statement.targets for leaf in leaf_targets(target.target))
 
     def _learns(self, klass: cst.ClassDef) -> bool:
         """A method of the class backwards, steps an optimizer or asks for gradients, or the
