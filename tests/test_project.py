@@ -481,6 +481,59 @@ def test_a_decoding_function_called_with_grad_on_from_another_module_is_reported
     assert ("generation.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path, paths[1])}
 
 
+@pytest.mark.parametrize("head, step, reported", [
+    ("class LossCompute(torch.nn.Module):", "pass", True),
+    # a method that backwards, or hands the loss to another module's function, or keeps it
+    ("class LossCompute(torch.nn.Module):", "loss.backward()", False),
+    ("class LossCompute(torch.nn.Module):", "backward_step(loss)", False),
+    ("class LossCompute(torch.nn.Module):", "self.pending.append(loss)", False),
+    # a base of a library, which may train on it
+    ("class LossCompute(LossComputeBase):", "pass", False),
+])
+def test_outputs_handed_to_a_project_class_that_never_learns_are_still_an_evaluations(tmp_path, head, step, reported):
+    """OpenNMT's `LM_scoring.py` hands each batch's outputs to `LossCompute` (another module's
+    nn.Module that only computes the loss): the loop after `model.eval()` still only evaluates.
+    A class with a method that backwards, hands the loss on or keeps it, or one deriving from a
+    library's class, may train on what it is handed; linted alone, the class is unknown and may too."""
+    loss = """\
+        import torch
+        from onmt.steps import backward_step
+        from somelib.losses import LossComputeBase
+
+
+        HEAD
+            def __init__(self, criterion):
+                super().__init__()
+                self.criterion = criterion
+
+            def forward(self, batch, outputs):
+                loss = self.criterion(outputs, batch["tgt"])
+                STEP
+                return loss
+        """.replace("HEAD", head).replace("STEP", step)
+    steps = "import torch\n\n\ndef backward_step(loss):\n    loss.backward()\n"
+    score = """\
+        import torch
+        from onmt.loss import LossCompute
+
+
+        def main(model, batches, device):
+            valid_loss = LossCompute(torch.nn.CrossEntropyLoss(reduction="none"))
+            model.to(device)
+            model.eval()
+            total = 0.0
+            for batch in batches:
+                outputs = model(batch["src"])
+                loss = valid_loss(batch, outputs)
+                total += loss.sum().item()
+            return total
+        """
+    paths = tree(tmp_path, {"onmt/__init__.py": "", "onmt/loss.py": loss, "onmt/steps.py": steps,
+                            "tools/score.py": score})
+    assert (("score.py", 11, "MEM203") in lint(tmp_path, *paths)) is reported
+    assert ("score.py", 11, "MEM203") not in lint(tmp_path, paths[3])
+
+
 def test_of_two_star_imports_defining_a_name_the_last_one_gives_it(tmp_path):
     utils = {
         "utils_a.py": "import torch\n\n\ndef infer(model, x):\n    return model(x)\n",

@@ -58,3 +58,10 @@ def combine(frequencies: Iterable[Optional[str]]) -> Optional[str]:
         if often in found:
             return often
     return None
+
+
+# A method or function whose name speaks of training (DeepSpeed's `engine.backward(loss)`,
+# `model.training_step(b)`, `model.compute_gradients(loss)`, test-time adaptation's
+# `model.adapt(out)`, `critic.minimize(loss)`, `policy.reinforce(logp)`, a `backward_step(loss)`)
+TRAINING_METHOD = re.compile(r"back|step|update|train|fit|optimi|learn|accumul|adapt|grad|minimi|maximi|"
+                             r"reinforce|observe|tune|apply|improve", re.IGNORECASE)

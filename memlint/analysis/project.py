@@ -51,6 +51,9 @@ from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, is_m
 from memlint.analysis.summary import ClassSummary, FunctionSummary, ModuleSummary
 from memlint.analysis.often import INNER, STEP, at_site, combine, intrinsic_often
 
+# Bases that add no method that trains: torch's modules, typing's and abc's helpers
+_INERT_BASE = re.compile(r"^(object|torch\.nn\.(modules\.module\.)?Module|nn\.Module|typing\.\w+|abc\.ABC|"
+                         r"(typing\.)?(Generic|Protocol)(\[.*\])?)$")
 Answer = object  # JSON-able: None, a string, a list of strings, a list of [key, value]
 Ref = Tuple[str, str, str]  # (root, module, `f` or `Class` or `Class.method`)
 # A call of a project function: the function calling, the call's place in it (memlint.analysis.often),
@@ -211,7 +214,9 @@ class Project:
         ref = self.resolve(root, dotted)
         if ref is None or "." in ref[2] or ref[2] not in self._modules[ref[:2]].classes:
             return True
-        return any(self._class(current).learns for current in self._mro(ref))
+        return any(self._class(current).learns or any(  # (a base of a library's may learn: not known)
+            base is None and not _INERT_BASE.match(name) for base, name in self._base_refs(current))
+            for current in self._mro(ref))
 
     def uses_torch(self, root: str, dotted: str) -> bool:
         """Whether the project module that `dotted` (a module, or a name in one) comes from

@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple, Union
 
 import libcst as cst
 
 from memlint.analysis.cache import only_empties_cache
 from memlint.analysis.often import BOUNDARY, INNER, STEP, at_site, intrinsic_often
 from memlint.analysis.tree import base_class, dotted_name
+from memlint.analysis.often import TRAINING_METHOD
 
 if TYPE_CHECKING:
     from memlint.analysis import Facts
@@ -222,10 +223,52 @@ def _forward_asks_for_grad(facts: "Facts") -> bool:
 
 def _learns(facts: "Facts", klass: cst.ClassDef) -> bool:
     """A method of the class backwards, steps an optimizer or asks for gradients (helpers of
-    its module followed): what its instances are handed may be trained on."""
-    roles = facts.roles
-    return any(roles.backwards_in(m.body) or roles.steps_in(m.body) or roles.asks_for_grad(m)
-               for m in klass.body.body if isinstance(m, cst.FunctionDef))
+    its module followed), hands what it is given to another module's function, or keeps it on
+    its instance (`self.pending.append(loss)`, for a backward elsewhere): what its instances
+    are handed may be trained on."""
+    roles, values = facts.roles, facts.values
+    for method in klass.body.body:
+        if not isinstance(method, cst.FunctionDef):
+            continue
+        # what the instance is called with may carry a graph (what other methods are given is known here)
+        given = frozenset(_params(method)[1:]) if method.name.value in ("forward", "__call__") else frozenset()
+        if roles.backwards_in(method.body) or roles.steps_in(method.body) or roles.asks_for_grad(method) or \
+                _hands_on(facts, method, given):
+            return True
+        if method.name.value == "__init__":
+            continue  # (what the constructor keeps is set up before any step)
+        for node in facts.tree.walk_scope(method.body):
+            stored = _stored_on_self(node)
+            if stored is not None and values.carries_grad_from(stored, node, given):
+                return True
+    return False
+
+
+def _hands_on(facts: "Facts", method: cst.FunctionDef, given: FrozenSet[str]) -> bool:
+    """The method passes what it is given, or what it computes from that, to a function of
+    another module of the project named for training (`backward_step(loss)`), which may
+    backward it."""
+    values = facts.values
+    for call, _ in facts.calls.calls_in(method.body, follow=False):
+        callee = values.project_callee(call)
+        if callee is not None and TRAINING_METHOD.search(callee.rpartition(".")[2]) and \
+                any(values.carries_grad_from(arg.value, call, given) for arg in call.args):
+            return True
+    return False
+
+
+def _stored_on_self(node: cst.CSTNode) -> Optional[cst.BaseExpression]:
+    """What `node` stores on `self` (`self.x = v`, `self.x += v`, `self.items.append(v)`), if it does."""
+    if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[attr-defined]
+        if any(dotted_name(t) is not None and (dotted_name(t) or "").startswith("self.") or
+               type(t) is cst.Subscript and (dotted_name(t.value) or "").startswith("self.") for t in targets):
+            return node.value  # type: ignore[attr-defined]
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.args and \
+            node.func.attr.value in ("append", "extend", "insert", "add", "put") and \
+            (dotted_name(node.func.value) or "").startswith("self."):  # type: ignore[attr-defined]
+        return node.args[-1].value  # type: ignore[attr-defined]
+    return None
 
 
 def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:

@@ -56,6 +56,7 @@ from memlint.analysis.dataflow import (SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCAL
                                        leaf_targets, sources_of, target_names, unpacked_position)
 from memlint.analysis.frameworks import is_torch_library
 from memlint.analysis.memo import per_node
+from memlint.analysis.often import TRAINING_METHOD
 from memlint.analysis.project import ProjectView
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
@@ -124,11 +125,6 @@ _METRIC_INPUTS = frozenset({"predictions", "references"})
 _TENSOR_FACTORIES = frozenset({"torch.Tensor", "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.zeros",
                                "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn", "torch.arange",
                                "torch.FloatTensor", "torch.LongTensor"})
-# A model's method whose name speaks of training (DeepSpeed's `engine.backward(loss)`,
-# `model.training_step(b)`, `model.compute_gradients(loss)`, test-time adaptation's
-# `model.adapt(out)`, `critic.minimize(loss)`, `policy.reinforce(logp)`)
-TRAINING_METHOD = re.compile(r"back|step|update|train|fit|optimi|learn|accumul|adapt|grad|minimi|maximi|"
-                             r"reinforce|observe|tune|apply|improve", re.IGNORECASE)
 
 
 def _names_a_metric(expr: cst.BaseExpression) -> bool:
@@ -215,6 +211,11 @@ class Values:
         if _names_a_metric(expr):
             return False
         return self._traces(expr, at if at is not None else expr, _Trace(graph=True))
+
+    def carries_grad_from(self, expr: cst.BaseExpression, at: cst.CSTNode, given: FrozenSet[str]) -> bool:
+        """`carries_grad`, where the names `given` (a method's parameters) may hold a graph too:
+        what a loss module's `forward` computes from the outputs it is handed."""
+        return self._traces(expr, at, _Trace(graph=True, through=given))
 
     def graphless(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """Whether `expr` surely carries no autograd graph, whatever it is computed from: what a
@@ -1000,7 +1001,7 @@ class Values:
         """A graph-carrying value passed to a call that may backward it (`trainer.update(loss)`),
         not one made under no_grad (`with torch.no_grad(): idx = quantizer.lookup(z)`): code that
         turns grad off around a call does not train in it."""
-        return any(self._may_backward(call) and any(self.carries_grad(arg.value, call) for arg in call.args)
+        return any(self.may_backward(call) and any(self.carries_grad(arg.value, call) for arg in call.args)
                    for call, _ in self.calls.calls_in(loop, follow=False))
 
     def handed_to_backward(self, scope: Scope, names: Set[str]) -> bool:
@@ -1008,7 +1009,7 @@ class Values:
         backward it (`balancer.backward(terms)`, `trainer.update(total)`)."""
         summary = self._summary(scope)
         tainted = summary.derivation.of(names)
-        return any(self._may_backward(call) for name in tainted for call in summary.calls_passed(name))
+        return any(self.may_backward(call) for name in tainted for call in summary.calls_passed(name))
 
     def kept_from_backward(self, scope: Scope, names: Set[str], returns: bool = False) -> bool:
         """Whether nothing derived from `names` in `scope` can reach a backward: none is
@@ -1059,7 +1060,7 @@ class Values:
         return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
                                    self.graphless(b.value, b.node) for b in binds)
 
-    def _may_backward(self, call: cst.Call) -> bool:
+    def may_backward(self, call: cst.Call) -> bool:
         """Whether `call` may backward a graph passed to it: not when it is made under no_grad,
         is a builtin, a function of this module (followed instead), a call of a known import
         (torch's, a library's), a forward, a loss, a torch module without parameters

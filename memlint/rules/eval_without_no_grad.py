@@ -13,7 +13,7 @@ from memlint.analysis.loops import FEW_ITERATIONS, range_span
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
 from memlint.analysis.scopes import Scopes
-from memlint.analysis.values import TRAINING_METHOD
+from memlint.analysis.often import TRAINING_METHOD
 from memlint.analysis.tree import dotted_name, expression_nodes, last_part, own_method, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
