@@ -465,6 +465,17 @@ def _bark(tmp_path: Path, **edits: Tuple[str, str, str]) -> List[Path]:
     # its other functions record a graph too: nothing says how it means to infer
     ({"mode": ("bark/generation.py", "            with torch.inference_mode():\n                return",
                "            if True:\n                return")}, False),
+    # a model of a project class built in place: reported, unless its forward runs without grad
+    ({"codec": ("bark/codec.py", "", "import torch\n\n\nclass Codec(torch.nn.Module):\n    def forward(self, codes):\n"
+                "        return self.decoder(codes)\n"),
+      "build": ("bark/generation.py", "            out = codec.decoder(codes.cuda())\n",
+                "            model = Codec().to(\"cuda\").eval()\n            out = model(codes.cuda())\n"),
+      "imp": ("bark/generation.py", "        import torch\n", "        import torch\n        from .codec import Codec\n")}, True),
+    ({"codec": ("bark/codec.py", "", "import torch\n\n\nclass Codec(torch.nn.Module):\n    @torch.no_grad()\n"
+                "    def forward(self, codes):\n        return self.decoder(codes)\n"),
+      "build": ("bark/generation.py", "            out = codec.decoder(codes.cuda())\n",
+                "            model = Codec().to(\"cuda\")\n            out = model(codes.cuda())\n"),
+      "imp": ("bark/generation.py", "        import torch\n", "        import torch\n        from .codec import Codec\n")}, False),
     # a model of the project needs gradients in its forward (forces from an energy)
     ({"forces": ("bark/models.py", "", "import torch\n\n\nclass ForceField(torch.nn.Module):\n"
                  "    def forward(self, pos):\n        energy = self.net(pos).sum()\n"

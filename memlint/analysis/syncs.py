@@ -18,7 +18,8 @@ Asked as `facts.syncs`:
   Lightning step hook), a name bound only to such values (a loop's `tokens = tokens[keep]` is
   decided by its other bindings; `x += y` keeps a tensor one), a dict's item that the block
   stored a tensor under (`kwargs["mapping"] = mapping.to(device)`), a parameter declared a
-  tensor (`ids: Tensor`, `mapping: Optional[Tensor]`);
+  tensor (`ids: Tensor`; `mapping: Optional[Tensor]` in a module's method, whose caller hands
+  the model its inputs: a helper's optional argument is often never passed);
 - `on_device(expr, at)`: the tensor lives where the model runs: in a method of an `nn.Module`
   (module code runs on the module's device), or made by a model, a loss, a move
   (`.to(device)`, `.cuda()`) or a factory given a device, and what torch computes from those;
@@ -742,7 +743,11 @@ class Syncs:
                 self.in_module_method(param) and _holds_sizes(param.name.value):  # type: ignore[attr-defined]
             return False
         annotation = param.annotation  # type: ignore[attr-defined]
-        declared = self._optional_of(annotation.annotation) if annotation is not None else None
+        if annotation is None:
+            return False
+        declared = self._optional_of(annotation.annotation)
+        if declared is not annotation.annotation and not self.in_module_method(param):
+            return False  # an optional argument of a helper: often never passed (`indices=None`)
         qualified = self.names.qualified_name(declared) if declared is not None else None
         return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")
 

@@ -1097,7 +1097,8 @@ class EvalWithoutNoGrad(Rule):
         if node.decorators or facts.tree.scope_of(node) is not facts.tree.module or facts.phase.trains:
             return
         runs = [call for call, _ in facts.roles.forwards_in(node.body, follow=False)
-                if not facts.tree.loops_around(call) and facts.regions.grad_enabled(call) is not False]
+                if not facts.tree.loops_around(call) and facts.regions.grad_enabled(call) is not False
+                and not self._runs_without_grad_elsewhere(call)]
         if not runs or not facts.phase.infers_without_grad_beside(node):
             return
         if any(not facts.values.graphless(value, value) or type(facts.tree.parent(value)) is not cst.Return
@@ -1117,6 +1118,15 @@ class EvalWithoutNoGrad(Rule):
             f"trains and its other functions run their models with grad off: each call saves the activations of a "
             f"whole forward for a backward that never comes; decorate `{node.name.value}` with `@torch.no_grad()`"),
             self._decorate(node))
+
+    def _runs_without_grad_elsewhere(self, forward: cst.Call) -> bool:
+        """The forward calls a model of a project class whose method it runs is decorated to run
+        without grad (coqui's `CustomHubert.forward`, `@torch.no_grad()` in its own module)."""
+        facts = self.facts
+        func = forward.func
+        receiver, method = (func.value, func.attr.value) if type(func) is cst.Attribute else (func, "forward")  # type: ignore[attr-defined]
+        klass = facts.scopes.imported_class_of(receiver, facts.names.absolute_name)
+        return klass is not None and facts.project.knows(klass) and facts.project.grad_off(f"{klass}.{method}")
 
     def _bound_to_names(self, forward: cst.Call) -> bool:
         """The forward's result goes to plain names (`out = model(x)`, `a, b = model(x)`), or is

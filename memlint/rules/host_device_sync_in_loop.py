@@ -37,7 +37,7 @@ _WHAT = {
 # flair's strided sentences, for the examples: MOVED is what the first call passes as the mapping
 _FLAIR = (
     "import torch\nfrom typing import Optional\n\n\n"
-    "def combine_strided(hidden: torch.Tensor, mapping: Optional[torch.Tensor], n: int) -> torch.Tensor:\n"
+    "def combine_strided(hidden: torch.Tensor, mapping: torch.Tensor, n: int) -> torch.Tensor:\n"
     "    out = torch.zeros(n, hidden.shape[-1], device=hidden.device)\n"
     "    for sentence_id in torch.arange(0, n):\n        out[sentence_id] = hidden[mapping == sentence_id].mean(0)\n"
     "    return out\n\n\nclass TransformerEmbeddings(torch.nn.Module):\n"
@@ -183,6 +183,14 @@ class HostDeviceSyncInLoop(Rule):
     VALID = (
         # ... one call passes the mapping on the host: where the mask lives is not known
         _FLAIR.replace("MOVED", "cpu_mapping"),
+        # a helper's optional argument, declared `Optional[torch.Tensor]`: often never passed (fairseq's
+        # `compute_mask_indices(..., indices=None)`, read per sample only under `indices is not None`)
+        "import torch\nfrom typing import Optional\n\n\ndef compute_mask(shape, device, seed=None, "
+        "indices: Optional[torch.Tensor] = None):\n    masks = []\n    for i in range(shape[0]):\n"
+        "        seed_i = hash((seed, indices[i].item())) if indices is not None else None\n"
+        "        masks.append(torch.rand(shape[1], device=device) < 0.5)\n    return torch.stack(masks)\n\n\n"
+        "class Wav2Vec(torch.nn.Module):\n    def forward(self, x):\n        mask = compute_mask(x.shape, x.device)\n"
+        "        return self.encoder(x * mask)\n",
         # ... or an item stored moved, then stored again on the host in a branch
         _FLAIR.replace("MOVED", "cpu_mapping.to(device)\n        if len(ids) < 8:\n"
                                 "            kwargs[\"mapping\"] = cpu_mapping"),
@@ -501,8 +509,8 @@ class HostDeviceSyncInLoop(Rule):
         "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
-        # a helper's parameters declared `Optional[torch.Tensor]`, passed on the device by every call
-        # (a module's method: its own tensors, and a dict's item stored moved there)
+        # a helper's parameters declared tensors, passed on the device by every call (a module's
+        # method: its inputs, declared `Optional[torch.Tensor]`, and a dict's item stored moved there)
         Invalid(_FLAIR.replace("MOVED", "cpu_mapping.to(device, non_blocking=True)")),
         # an element of what `torch.sort` returns, tested per sample (DomainBed's SelfReg groups)
         Invalid(
