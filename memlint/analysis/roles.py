@@ -3,7 +3,8 @@
 Asked as `facts.roles`, for every call of the module:
 
 - `backwards` (`Backward`): `loss.backward()`, `scaler.scale(loss).backward()`,
-  `accelerator.backward(loss)` / `manual_backward`, `torch.autograd.backward/grad`;
+  `accelerator.backward(loss)` / `manual_backward`, `torch.autograd.backward/grad`, a model's
+  own `model.backward(input, output, grad)` (what it is handed counts as backwarded);
   `backward_of(call)`;
 - `optimizer_steps` (`OptimizerStep`): `optimizer.step()` and `scaler.step(optimizer)` on a
   receiver that is an optimizer (memlint.analysis.receivers); `step_of(call)`;
@@ -182,8 +183,12 @@ class Roles:
             value = receiver.args[0].value
             return Backward(call, value, "scaled", receiver.func.value, retain.value if retain else None,
                             frozenset(sources_of(value)))
-        return Backward(call, receiver, "method", None, retain.value if retain else None,
-                        frozenset(sources_of(receiver)))
+        names = frozenset(sources_of(receiver))
+        if call.args and self.receivers.is_model(receiver):
+            # `model.backward(input_tensor, output_tensor, grad)`: a module has no `backward` of
+            # torch's; its class's own (a pipeline stage's) backwards what it is handed
+            names = names.union(*(sources_of(a.value) for a in call.args))
+        return Backward(call, receiver, "method", None, retain.value if retain else None, names)
 
     def backward_of(self, call: cst.Call) -> Optional[Backward]:
         return self._backward_of.get(id(call))

@@ -124,7 +124,9 @@ class RetainedOutputs(Rule):
     ```
 
     ## When it is not reported
-    Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`),
+    Outputs collected to be backwarded later (`losses.append(l)` then `sum(losses).backward()`,
+    or handed to the model's own `backward(input, output, grad)`: pipeline parallelism's
+    warm-up),
     the `append` of an object of another library's class (MONAI's `CumulativeAverage` keeps a
     running sum),
     collected inside a forward or loss function that returns them, already detached ones,
@@ -176,6 +178,12 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # pipeline parallelism's warm-up: each micro-batch's output is kept for the stage's own
+        # `backward(input, output, grad)`, which a later loop runs on it
+        "import torch\n\n\ndef train_step(model, loader, warmup, device):\n    inputs, outputs = [], []\n"
+        "    for _ in range(warmup):\n        x = next(loader).to(device)\n        outputs.append(model(x))\n"
+        "        inputs.append(x)\n    for _ in range(warmup):\n        x, out = inputs.pop(0), outputs.pop(0)\n"
+        "        model.backward(x, out, None)\n",
         # a multistep solver's window of its last outputs: each step drops the oldest
         "import torch\n\n\n@torch.no_grad()\ndef sample(model, x, timesteps, device, order=3):\n    model_prev_list = []\n"
         "    for t in timesteps:\n        model_x = model(x.to(device), t)\n        model_prev_list.append(model_x)\n"
