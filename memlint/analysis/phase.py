@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Optional, Set
+from typing import List, Optional, Set
 
 import libcst as cst
 
@@ -162,9 +162,12 @@ class Phase:
         """Another function of the module runs a model with grad off (`with _inference_mode():`
         in bark's `generate_fine`, a `@torch.no_grad()` method): how the module means its
         inference to run."""
-        tree, regions, roles = self.tree, self.regions, self.roles
-        return any(roles.is_forward(call) and regions.grad_enabled(call) is False and not tree.contains(func, call)
-                   for call in self.scopes.calls)
+        return any(not self.tree.contains(func, call) for call in self._forwards_without_grad)
+
+    @cached_property
+    def _forwards_without_grad(self) -> List[cst.Call]:
+        regions, roles = self.regions, self.roles
+        return [call for call in self.scopes.calls if roles.is_forward(call) and regions.grad_enabled(call) is False]
 
     @cached_property
     def _runs_as_script(self) -> bool:

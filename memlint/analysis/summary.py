@@ -195,6 +195,9 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     what its classes' bases call: their names, parameters and grad mode are all it needs)."""
     module = facts.module
     names = facts.names
+    # the module's code may ask for gradients somewhere (it names what does: `torch.autograd.grad`,
+    # `enable_grad`, `requires_grad_`, `register_hook`, ...), read once a module
+    asks = bool(_ASKING_NAMES & facts.identifiers)
     functions: Dict[str, FunctionSummary] = {}
     classes: Dict[str, ClassSummary] = {}
     for statement in module.body:
@@ -208,40 +211,49 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
                        FunctionSummary(_params(s), grad_off=facts.regions.grad_enabled_by_decorator(s) is False)
                        for s in statement.body.body if isinstance(s, cst.FunctionDef)}
             classes[statement.name.value] = ClassSummary(
-                bases, statement.name.value in facts.receivers.local_module_classes, methods, _learns(facts, statement))
+                bases, statement.name.value in facts.receivers.local_module_classes, methods,
+                _learns(facts, statement, asks))
     return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
-                         _saved_files(facts), facts.names_device, names.star_modules, _forward_asks_for_grad(facts))
+                         _saved_files(facts), facts.names_device, names.star_modules,
+                         _forward_asks_for_grad(facts, asks))
 
 
-def _forward_asks_for_grad(facts: "Facts") -> bool:
+# names a module spells where its code may ask for gradients (memlint.analysis.roles.Roles.asks_for_grad)
+_ASKING_NAMES = frozenset({"grad", "enable_grad", "requires_grad_", "requires_grad", "retain_grad", "register_hook",
+                           "backward", "jacobian", "hessian", "set_grad_enabled"})
+
+
+def _forward_asks_for_grad(facts: "Facts", asks: bool) -> bool:
     """A `forward` (or `__call__`) of a class of the module asks for gradients (a force field's
     `torch.autograd.grad(energy, positions)`): run under no_grad, it would fail."""
-    return any(method.name.value in ("forward", "__call__") and facts.roles.asks_for_grad(method)
-               for klass in facts.scopes.classes.values() for method in klass.body.body
-               if isinstance(method, cst.FunctionDef))
+    return asks and any(
+        method.name.value in ("forward", "__call__") and facts.roles.asks_for_grad(method)
+        for klass in facts.scopes.classes.values() for method in klass.body.body if isinstance(method, cst.FunctionDef))
 
 
-def _learns(facts: "Facts", klass: cst.ClassDef) -> bool:
+def _learns(facts: "Facts", klass: cst.ClassDef, asks: bool) -> bool:
     """A method of the class backwards, steps an optimizer or asks for gradients (helpers of
-    its module followed), hands what it is given to another module's function, or keeps it on
-    its instance (`self.pending.append(loss)`, for a backward elsewhere): what its instances
-    are handed may be trained on."""
+    its module followed), or its `forward` (or `__call__`) hands what it is given to another
+    module's function, or keeps it on the instance (`self.pending.append(loss)`, for a backward
+    elsewhere): what its instances are handed may be trained on."""
     roles, values = facts.roles, facts.values
+    trains = bool(roles.backwards or roles.optimizer_steps) or asks  # (anywhere in the module)
     for method in klass.body.body:
         if not isinstance(method, cst.FunctionDef):
             continue
-        # what the instance is called with may carry a graph (what other methods are given is known here)
-        given = frozenset(_params(method)[1:]) if method.name.value in ("forward", "__call__") else frozenset()
-        if roles.backwards_in(method.body) or roles.steps_in(method.body) or roles.asks_for_grad(method) or \
-                _hands_on(facts, method, given):
+        if trains and (roles.backwards_in(method.body) or roles.steps_in(method.body) or roles.asks_for_grad(method)):
             return True
-        if method.name.value == "__init__":
-            continue  # (what the constructor keeps is set up before any step)
+        if method.name.value not in ("forward", "__call__"):
+            continue
+        given = frozenset(_params(method)[1:])  # (what the instance is called with may carry a graph)
+        if _hands_on(facts, method, given):
+            return True
         for node in facts.tree.walk_scope(method.body):
             stored = _stored_on_self(node)
             if stored is not None and values.carries_grad_from(stored, node, given):
                 return True
     return False
+
 
 
 def _hands_on(facts: "Facts", method: cst.FunctionDef, given: FrozenSet[str]) -> bool:

@@ -318,6 +318,7 @@ class Syncs:
         self._loop_syncs: Dict[int, List[Tuple[cst.CSTNode, str]]] = {}
         self._registers: Optional[Dict[int, FrozenSet[str]]] = None  # id(class) -> what it registers by name
         self._model_slices: Dict[int, FrozenSet[str]] = {}  # id(scope) -> names a model is called with a slice of
+        self._stored: Dict[Tuple[int, int], Optional[cst.BaseExpression]] = {}  # (`_stored_item`)
 
     def returns_device(self, func: cst.FunctionDef) -> bool:
         """Whether every `return` of `func` gives a tensor on the device, where it moves or makes
@@ -502,6 +503,12 @@ class Syncs:
         if type(expr.value) is not cst.Name or len(expr.slice) != 1 or type(expr.slice[0].slice) is not cst.Index or \
                 type(expr.slice[0].slice.value) is not cst.SimpleString:  # type: ignore[attr-defined]
             return None
+        key = (id(expr), id(at))
+        if key not in self._stored:
+            self._stored[key] = self._last_stored(expr, at)
+        return self._stored[key]
+
+    def _last_stored(self, expr: cst.Subscript, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         code = self.tree.module.code_for_node
         key = code(expr)
         line = next((a for a in self.tree.ancestors(at) if isinstance(a, cst.SimpleStatementLine)), None)

@@ -794,8 +794,6 @@ class Values:
         if self.regions.grad_enabled_by_decorator(method) is False:
             return found  # `@torch.no_grad() def update(...)`: its arithmetic records nothing
         for statement in self.tree.walk_scope(method.body):
-            if self.regions.grad_enabled(statement) is False:
-                continue
             kind = type(statement)
             if kind is cst.AugAssign and type(statement.operator) is cst.AddAssign:  # type: ignore[attr-defined]
                 target, added = statement.target, statement.value  # type: ignore[attr-defined]
@@ -811,6 +809,7 @@ class Values:
             else:
                 continue
             if root_name(target) == "self" and type(target) is not cst.Name and \
+                    self.regions.grad_enabled(statement) is not False and \
                     not self.attribute_backwarded(dotted_name(holder(target)) or ""):
                 found.append((statement, added))
         return found
