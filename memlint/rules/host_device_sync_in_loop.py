@@ -160,8 +160,10 @@ class HostDeviceSyncInLoop(Rule):
     (a few losses), in a `while` loop, in a loop that is itself the step (autoregressive decoding
     reads one token per step), between steps (epoch loops), in a branch switched off in the code
     (`debug = False`, then `if debug and ...:`), on values not known to be tensors (a helper's
-    parameter is one where it is declared a tensor, `ids: Tensor`, and on the host where every
-    call of the helper in the module passes a host copy), and in files
+    parameter is one where it is declared a tensor, `ids: Tensor`, or `Optional[Tensor]` in a
+    module's method, and on the host where every call of the helper in the module passes a host
+    copy; on the device where every call passes a tensor there, a module's method its own, or a
+    dict's item last stored moved there), and in files
     whose code names no device (`device`, `cuda`, `args.gpu`, a device string, a framework that
     runs on one; a docstring's words do not count).
 
