@@ -196,7 +196,7 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     module = facts.module
     names = facts.names
     # the module's code may ask for gradients somewhere (it names what does: `torch.autograd.grad`,
-    # `enable_grad`, `requires_grad_`, `register_hook`, ...), read once a module
+    # `enable_grad`, `requires_grad_`, `register_hook`, ...)
     asks = bool(_ASKING_NAMES & facts.identifiers)
     functions: Dict[str, FunctionSummary] = {}
     classes: Dict[str, ClassSummary] = {}
@@ -219,8 +219,8 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
 
 
 # names a module spells where its code may ask for gradients (memlint.analysis.roles.Roles.asks_for_grad)
-_ASKING_NAMES = frozenset({"grad", "enable_grad", "requires_grad_", "requires_grad", "retain_grad", "register_hook",
-                           "backward", "jacobian", "hessian", "set_grad_enabled"})
+_ASKING_NAMES = frozenset({"autograd", "enable_grad", "requires_grad_", "requires_grad", "retain_grad", "register_hook",
+                           "jacobian", "hessian", "set_grad_enabled"})
 
 
 def _forward_asks_for_grad(facts: "Facts", asks: bool) -> bool:
@@ -236,12 +236,16 @@ def _learns(facts: "Facts", klass: cst.ClassDef, asks: bool) -> bool:
     its module followed), or its `forward` (or `__call__`) hands what it is given to another
     module's function, or keeps it on the instance (`self.pending.append(loss)`, for a backward
     elsewhere): what its instances are handed may be trained on."""
-    roles, values = facts.roles, facts.values
-    trains = bool(roles.backwards or roles.optimizer_steps) or asks  # (anywhere in the module)
+    roles, values, tree = facts.roles, facts.values, facts.tree
+    training = [b.call for b in roles.backwards] + [s.call for s in roles.optimizer_steps]
+    if any(tree.contains(klass, call) for call in training):
+        return True
+    helpers_train = bool(training)  # (elsewhere in the module: a helper a method calls may train)
     for method in klass.body.body:
         if not isinstance(method, cst.FunctionDef):
             continue
-        if trains and (roles.backwards_in(method.body) or roles.steps_in(method.body) or roles.asks_for_grad(method)):
+        if helpers_train and (roles.backwards_in(method.body) or roles.steps_in(method.body)) or \
+                asks and roles.asks_for_grad(method):
             return True
         if method.name.value not in ("forward", "__call__"):
             continue
@@ -385,6 +389,8 @@ def _edges(facts: "Facts") -> List[Edge]:
     module's own code, makes; in nested functions, only the calls `_nested_caller` can place
     (lambdas are not followed)."""
     tree, scopes, regions = facts.tree, facts.scopes, facts.regions
+    # (grad is off at no call of a module that turns it off nowhere: not asked call by call)
+    quiet = bool(regions.grad_regions) or regions.off_at_top or bool(_GRAD_OFF_NAMES & facts.identifiers)
     found: List[Edge] = []
     for call in scopes.calls:
         scope = tree.scope_of(call)
@@ -399,20 +405,24 @@ def _edges(facts: "Facts") -> List[Edge]:
             callee = _qualified(facts, target)
             if callee:
                 kind = kind or facts.steps.site(call)
-                found.append(Edge(caller, callee, kind, local=True, grad_off=_quiet(regions, call)))
+                found.append(Edge(caller, callee, kind, local=True, grad_off=quiet and _quiet(regions, call)))
         func = call.func
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             klass = scopes.enclosing_class(call)
             if klass is not None and tree.scope_of(klass) is tree.module and klass is tree.class_of(scope):
                 kind = kind or facts.steps.site(call)
                 found.append(Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True,
-                                  grad_off=_quiet(regions, call)))
+                                  grad_off=quiet and _quiet(regions, call)))
             continue
         if target is None:
             dotted = facts.values.project_callee(call)
             if dotted is not None:
-                found.append(Edge(caller, dotted, kind or facts.steps.site(call), grad_off=_quiet(regions, call)))
+                found.append(Edge(caller, dotted, kind or facts.steps.site(call), grad_off=quiet and _quiet(regions, call)))
     return found
+
+
+# names a module spells where its code may turn grad off
+_GRAD_OFF_NAMES = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
 
 
 def _quiet(regions: "Regions", call: cst.Call) -> bool:
