@@ -46,7 +46,7 @@ from memlint.analysis.frameworks import MODEL_BASE, is_module_base_name
 from memlint.analysis.memo import per_node
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, base_class, dotted_name, expression_nodes, last_part
+from memlint.analysis.tree import TreeIndex, base_class, constructed, dotted_name, expression_nodes, last_part
 
 GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
                           "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
@@ -118,6 +118,7 @@ _MODEL_FACTORIES = re.compile(
 # What makes a DeepSpeed engine (`Receivers.is_engine`).
 _ENGINE_FACTORY = "deepspeed.initialize"
 _NOT_A_MODULE = re.compile(r"Tokenizer|Processor|Config|Extractor|Pipeline|Scheduler|Dataset")
+_DEVICE_MOVES = frozenset({"to", "cuda"})
 _MODEL_MOVERS = frozenset({"to", "cuda", "cpu", "half", "float", "bfloat16", "double", "eval", "train",
                            "requires_grad_", "share_memory"})
 LOSS_NAME = re.compile(r"^(criterion|criterion_\w+|\w+_criterion|loss_fn|loss_func|loss_function|"
@@ -697,10 +698,7 @@ class ModuleClasses:
 
 def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
     """The module a chain of moves starts from: `nn.MSELoss()` of `nn.MSELoss().to(device).cuda()`."""
-    while type(value) is cst.Call and type(value.func) is cst.Attribute and \
-            value.func.attr.value in ("to", "cuda") and type(value.func.value) is cst.Call:  # type: ignore[attr-defined]
-        value = value.func.value  # type: ignore[attr-defined]
-    return value
+    return constructed(value, _DEVICE_MOVES)
 
 
 def is_loss_class(qualified: str) -> bool:

@@ -38,8 +38,10 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import Flow, leaf_targets, sources_of, target_names
-from memlint.analysis.tree import NEW_SCOPES, OWN_SCOPE_EXPRESSIONS, Scope, TreeIndex, dotted_name, own_method
+from memlint.analysis.tree import NEW_SCOPES, OWN_SCOPE_EXPRESSIONS, Scope, TreeIndex, constructed, dotted_name, own_method
 
+# methods that hand back the module they are called on (`Model(...).to(device).eval()`)
+_MOVES_ITSELF = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 _APPENDING = ("append", "extend", "insert", "appendleft", "add")
 # Statements and expressions with one target, and the kind of binding they make.
 _SINGLE_TARGET = {cst.AnnAssign: "assign", cst.AugAssign: "aug", cst.NamedExpr: "walrus"}
@@ -55,19 +57,6 @@ class Binding:
     value: Optional[cst.BaseExpression]  # the value it is bound to (the iterable for a for target)
     kind: str  # "assign", "aug", "for", "with", "append", "walrus", "param"
     whole: bool = True  # False when the value is unpacked (`a, b = f()`)
-
-
-# methods that hand back the module they are called on (`Model(...).to(device).eval()`)
-_MOVES_ITSELF = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
-
-
-def _constructed(value: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
-    """The construction a chain of moves starts from: `CustomHubert(path)` of
-    `CustomHubert(path).to(device).eval()`."""
-    while type(value) is cst.Call and type(value.func) is cst.Attribute and \
-            value.func.attr.value in _MOVES_ITSELF and type(value.func.value) is cst.Call:  # type: ignore[attr-defined]
-        value = value.func.value  # type: ignore[attr-defined]
-    return value
 
 
 def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
@@ -413,7 +402,7 @@ class Scopes:
             values = self.attribute_values(klass, (dotted_name(receiver) or "")[5:]) if klass is not None else []
         else:
             return None
-        values = [_constructed(v) for v in values]
+        values = [constructed(v, _MOVES_ITSELF) if v is not None else v for v in values]
         built = {absolute(dotted_name(v.func)) for v in values
                  if isinstance(v, cst.Call) and type(v.func) in (cst.Name, cst.Attribute)}
         if len(built) != 1 or len(values) == 0 or any(not isinstance(v, cst.Call) for v in values):

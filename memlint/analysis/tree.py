@@ -19,7 +19,7 @@ import typing
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import libcst as cst
 
@@ -480,6 +480,15 @@ def dotted_name(expr: cst.BaseExpression) -> "str | None":
         return None
     parts.append(expr.value)  # type: ignore[attr-defined]
     return ".".join(reversed(parts))
+
+
+def constructed(value: cst.BaseExpression, moves: AbstractSet[str]) -> cst.BaseExpression:
+    """The call a chain of `moves` starts from: `CustomHubert(path)` of
+    `CustomHubert(path).to(device).eval()`."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and \
+            value.func.attr.value in moves and type(value.func.value) is cst.Call:  # type: ignore[attr-defined]
+        value = value.func.value  # type: ignore[attr-defined]
+    return value
 
 
 def base_class(base: cst.BaseExpression) -> cst.BaseExpression:
