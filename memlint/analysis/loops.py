@@ -195,6 +195,25 @@ def range_span(call: cst.Call) -> Optional[int]:
     return values[0] if len(values) == 1 else values[1] - values[0]
 
 
+def few_literal(loop: cst.CSTNode, scopes: "Scopes") -> bool:
+    """`for i in range(10)`, `for name in ("a", "b")`: a handful of iterations the code spells,
+    a demo's few examples or a search over a few settings, not a pass over a data set; also
+    through a name bound once to such a range or sequence (`time_stamp_range = range(90, 100)`,
+    `candidate = [1, 2, 3]`, then `for c in candidate`), and nothing appended to it."""
+    iterable = loop.iter if type(loop) is cst.For else None  # type: ignore[attr-defined]
+    if type(iterable) is cst.Name:
+        binds = scopes.in_effect(iterable.value, iterable)  # type: ignore[attr-defined]
+        if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and \
+                type(binds[0].value) in (cst.Call, cst.Tuple, cst.List):
+            iterable = binds[0].value
+    if type(iterable) in (cst.Tuple, cst.List):
+        return len(iterable.elements) < FEW_ITERATIONS  # type: ignore[attr-defined]
+    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name or iterable.func.value != "range":  # type: ignore[attr-defined]
+        return False
+    span = range_span(iterable)  # type: ignore[arg-type]
+    return span is not None and span < FEW_ITERATIONS
+
+
 # The parts of a model held as a collection: `self.unet.encoder_hid_proj.image_projection_layers`.
 _MODEL_PARTS = re.compile(r"(^|_)(layers|blocks|heads|experts|adapters|stages|encoders|decoders)$")
 

@@ -9,10 +9,9 @@ import libcst as cst
 
 from memlint.analysis.dataflow import leaf_targets, target_names
 from memlint.analysis.figures import over_dataset
-from memlint.analysis.loops import FEW_ITERATIONS, range_span
+from memlint.analysis.loops import few_literal
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
-from memlint.analysis.scopes import Scopes
 from memlint.analysis.often import TRAINING_METHOD
 from memlint.analysis.tree import dotted_name, expression_nodes, last_part, own_method, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
@@ -43,23 +42,6 @@ _WHY = {
     "named": "in an evaluation function",
     "script": "in an inference script that never calls backward",
 }
-
-
-def _few_literal(loop: Loop, scopes: Scopes) -> bool:
-    """`for i in range(10)`, `for name in ("a", "b")`: a handful of iterations the code spells,
-    a demo's few examples, not an evaluation over a data set; also through a name bound only to
-    such a range (`time_stamp_range = range(90, 100)`, then `for t in time_stamp_range`)."""
-    iterable = loop.iter if type(loop) is cst.For else None  # type: ignore[attr-defined]
-    if type(iterable) is cst.Name:
-        binds = scopes.in_effect(iterable.value, iterable)  # type: ignore[attr-defined]
-        if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and type(binds[0].value) is cst.Call:
-            iterable = binds[0].value
-    if type(iterable) in (cst.Tuple, cst.List):
-        return True
-    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name or iterable.func.value != "range":  # type: ignore[attr-defined]
-        return False
-    span = range_span(iterable)  # type: ignore[arg-type]
-    return span is not None and span < FEW_ITERATIONS
 
 
 def _on_self(target: cst.BaseExpression) -> bool:
@@ -1345,7 +1327,7 @@ class EvalWithoutNoGrad(Rule):
         scope = facts.tree.scope_of(loop)
         if not names or any(type(leaf) is not cst.Name for leaf in leaves) or self.facts.values.runs_without_grad(forward) or \
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
-                self._leaves_by_the_side(loop, forward) or _few_literal(loop, facts.scopes) or facts.per_step(node) is None:
+                self._leaves_by_the_side(loop, forward) or few_literal(loop, facts.scopes) or facts.per_step(node) is None:
             return  # (how often, asked last: it may go to the project)
         self.report(forward, (
             f"`{show(forward.func)}` runs in this training loop with autograd recording, but nothing it "
@@ -1454,9 +1436,9 @@ class EvalWithoutNoGrad(Rule):
 
     def _find(self, loop: Loop) -> Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]:
         facts = self.facts
-        if facts.values.requires_grad_off or facts.phase.is_training(loop) or _few_literal(loop, facts.scopes):
+        if facts.values.requires_grad_off or facts.phase.is_training(loop) or few_literal(loop, facts.scopes):
             return None
-        if any(not facts.phase.is_training(outer) and not _few_literal(outer, facts.scopes) and
+        if any(not facts.phase.is_training(outer) and not few_literal(outer, facts.scopes) and
                facts.phase.eval_evidence(outer) is not None for outer in facts.tree.loops_around(loop)):
             return None  # the outermost evaluation loop is the one to wrap (not a few settings around it)
         forwards = [pair for pair in self._forwards(loop) if not self._reported_in_helper(pair)]

@@ -9,7 +9,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import target_names
 from memlint.analysis.frameworks import is_torch_library
-from memlint.analysis.loops import over_model_parts
+from memlint.analysis.loops import few_literal, over_model_parts
 from memlint.analysis.often import BOUNDARY, INNER, STEP, intrinsic_often
 from memlint.analysis.tree import argument, dotted_name, last_part, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
@@ -133,6 +133,8 @@ class RetainedOutputs(Rule):
     `generate()` results, outputs of a model compiled for a runtime off the CUDA GPU (optimum's
     Neuron, OpenVINO or IPEX inference models record no graph), values moved to the CPU in a grad-free loop, lists emptied at epoch end,
     grad-free loops over a model's parts (`for layer in self.layers`, a handful of iterations),
+    grad-free loops over a few values the code spells (`for can in [1, 2, 3]`: a search over
+    settings keeps a few graphs, not one per batch),
     token ids a decoder returns, kept by a grad-free loop (`all_tokens.extend(predicted_tokens[0])`:
     a few integers an iteration, if on the device at all),
     grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
@@ -178,6 +180,11 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # a search over a few candidates the code spells: a few graphs kept, not one per batch
+        "import torch\ndisc = torch.nn.Linear(8, 1).cuda()\nfeat = torch.randn(40, 8).cuda()\nselected = [0]\n"
+        "candidate = [1, 2, 3, 4, 5]\nwhile len(selected) < 3:\n    distance_list = []\n    for can in candidate:\n"
+        "        distance_list.append(disc(feat[can:can + 2]).mean())\n"
+        "    selected.append(candidate.pop(distance_list.index(max(distance_list))))\n",
         # pipeline parallelism's warm-up: each micro-batch's output is kept for the stage's own
         # `backward(input, output, grad)`, which a later loop runs on it
         "import torch\n\n\ndef train_step(model, loader, warmup, device):\n    inputs, outputs = [], []\n"
@@ -924,6 +931,17 @@ class RetainedOutputs(Rule):
             return False
         return not self._drops_items(loops[0], dotted)
 
+    def _a_few_kept(self, node: cst.Call, loops: List[cst.CSTNode], name: str) -> bool:
+        """Every loop that the list `name` outlives, from `node` out to the one that binds it
+        anew each iteration, runs a few times the code spells (`for can in [1, 2, 3]`): it keeps
+        a few graphs, however long the run."""
+        for loop in loops:
+            if self.facts.values.reset_in_iteration(loop, name, node):
+                return True
+            if not few_literal(loop, self.facts.scopes):
+                return False
+        return bool(loops)
+
     def _drops_items(self, loop: cst.CSTNode, dotted: str) -> bool:
         """`loop` removes items from the container `dotted` in its own body."""
         for node in walk_scope(loop.body):  # type: ignore[attr-defined]
@@ -987,6 +1005,8 @@ class RetainedOutputs(Rule):
             return  # a model's loop (over its layers) runs in the grad mode its caller chose
         elif facts.values.hands_graph_away(region):
             context = "unknown"  # the graph goes to code that may backward it
+        elif isinstance(container, cst.Name) and self._a_few_kept(node, loops, root):
+            return  # a handful of values the code spells (a search over settings), not one per batch
         else:
             context = "no-backward"
         fixed = [(arg, detach_before_move(arg.value)) for arg in values]

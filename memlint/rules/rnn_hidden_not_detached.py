@@ -23,6 +23,14 @@ def _state_names(target: cst.BaseExpression, whole: bool = True) -> List[cst.Nam
     return []
 
 
+def _named_method(call: cst.Call) -> bool:
+    """`model.forward_boosting(x, weights)`: a variant of `forward` named for its use. Recurrent
+    state goes through the model's call (`rnn(x, h)`, `model(x, hidden)`, `decoder.decode(y, h)`);
+    what such a variant takes and hands back is as often a weight or a mask it returns unchanged."""
+    func = call.func
+    return type(func) is cst.Attribute and func.attr.value.startswith("forward_")
+
+
 class RnnHiddenNotDetached(Rule):
     """
     ## What it does
@@ -64,6 +72,8 @@ class RnnHiddenNotDetached(Rule):
     State reset or detached in the loop (`h = h.detach()`, `h.detach_()`, `h = None`,
     `h = repackage_hidden(h)`, a fresh `init_hidden()`), state unrolled over time steps with
     one backward after the loop (backpropagation through time), loops without a backward, and
+    state handed to and back from a variant of `forward` named for its use
+    (`pred, loss, w = model.forward_boosting(x, w)`: often weights returned unchanged), and
     state an instance's `__init__`, or a method only `__init__` calls, binds (it runs once:
     `self.net = self.net_ddp(self.net)` wraps a network, it feeds nothing back).
 
@@ -115,6 +125,11 @@ class RnnHiddenNotDetached(Rule):
         "loss = criterion(torch.stack(outs), y)\nloss.backward()\n",
         "import torch\nfor x, y in loader:\n    h = None\n    for t in range(x.size(0)):\n"
         "        out, h = rnn(x[t], h)\n    criterion(out, y).backward()\n",
+        # a computing method that hands back the weights it was given (adaRNN's boosting)
+        "import torch\nweight_mat = None\nfor x, y in loader:\n"
+        "    pred, loss_transfer, dist, weight_mat = model.forward_boosting(x, weight_mat)\n"
+        "    loss = criterion(pred, y) + loss_transfer\n    optimizer.zero_grad()\n    loss.backward()\n"
+        "    optimizer.step()\n",
         # generation without a backward
         "import torch\nwith torch.no_grad():\n    for t in range(n):\n        tok, h = model(tok, h)\n",
         "import torch\nh = None\nfor x, y in loader:\n    out, h = rnn(x, h)\n    h.detach_()\n"
@@ -194,7 +209,7 @@ class RnnHiddenNotDetached(Rule):
         if len(node.targets) != 1 or not isinstance(call, cst.Call) or not call.args:
             return
         facts = self.facts
-        if not facts.roles.is_forward(call):
+        if not facts.roles.is_forward(call) or _named_method(call):
             return
         if not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
             self._attribute_state(node, call)
