@@ -18,8 +18,6 @@ from memlint.findings import Fix, InsertAfter, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
 _LOSS = re.compile(r"^loss$|^loss_|_loss$")
-# Lists of every layer's feature maps a discriminator returns for a feature-matching loss.
-_FEATURE_MAPS = re.compile(r"^(fmaps?|feature_maps|feat_maps)(_\w+)?$")
 
 
 def _loss_target(expr: cst.BaseExpression) -> bool:
@@ -76,11 +74,6 @@ class OutputAliveIntoNextStep(Rule):
     either where backward keeps the output anyway (log-probabilities read by `nll_loss`: 59.6
     MiB with and without `del`) or where it is small. So the rule reports only outputs with the
     signs of a vocabulary.
-
-    Also the lists of every layer's feature maps a discriminator returns for a feature-matching
-    loss (`y_r, y_g, fmap_r, fmap_g = mpd(y, y_hat)`, HiFi-GAN's, VITS's): backward frees the
-    graph that held them, but the names keep them through the next iteration's forwards, until
-    the statement binds them again.
 
     ## Why it is opt-in
     The saving is one logits tensor, and whether that is worth a change depends on sizes the
@@ -178,12 +171,6 @@ class OutputAliveIntoNextStep(Rule):
         "def train(model, loader, optimizer):\n    for x, y in loader:\n        b, c = x.shape[:2]\n"
         "        out = model(x)\n        out = out.view(b * c, -1)\n        loss = F.cross_entropy(out, y.reshape(-1))\n"
         "        loss.backward()\n        optimizer.step()\n",
-        # feature maps read again after the backward
-        "import torch\n\n\ndef train(generator, discriminator, loader, optim_g):\n    for x, y in loader:\n"
-            "        y_hat = generator(x)\n        optim_g.zero_grad()\n"
-            "        y_r, y_g, fmap_r, fmap_g = discriminator(y, y_hat)\n        loss_fm = feature_loss(fmap_r, fmap_g)\n"
-            "        loss_gen = generator_loss(y_g) + loss_fm\n        loss_gen.backward()\n        optim_g.step()\n"
-            "        print(len(fmap_r))\n",
         # a model's own `backward` method, not a DeepSpeed engine's: nothing says it trains
         "import torch\nfrom transformers import AutoModelForCausalLM\n\n\ndef main(args, loader):\n"
         "    model = AutoModelForCausalLM.from_pretrained(args.model)\n"
@@ -233,19 +220,6 @@ class OutputAliveIntoNextStep(Rule):
         "print(logits.shape)\n",
     )
     INVALID = (
-        # a discriminator's feature maps of every layer, for a feature-matching loss (HiFi-GAN)
-        Invalid(
-            "import torch\n\n\ndef train(generator, discriminator, loader, optim_g):\n    for x, y in loader:\n"
-            "        y_hat = generator(x)\n        optim_g.zero_grad()\n"
-            "        y_r, y_g, fmap_r, fmap_g = discriminator(y, y_hat)\n        loss_fm = feature_loss(fmap_r, fmap_g)\n"
-            "        loss_gen = generator_loss(y_g) + loss_fm\n        loss_gen.backward()\n        optim_g.step()\n"
-            "",
-            "import torch\n\n\ndef train(generator, discriminator, loader, optim_g):\n    for x, y in loader:\n"
-            "        y_hat = generator(x)\n        optim_g.zero_grad()\n"
-            "        y_r, y_g, fmap_r, fmap_g = discriminator(y, y_hat)\n        loss_fm = feature_loss(fmap_r, fmap_g)\n"
-            "        del fmap_r, fmap_g\n        loss_gen = generator_loss(y_g) + loss_fm\n        loss_gen.backward()\n        optim_g.step()\n"
-            "",
-        ),
         # a DeepSpeed engine backwards and steps itself (`model.backward(loss)`, `model.step()`)
         Invalid(
             "import deepspeed\nimport torch\nfrom transformers import AutoModelForCausalLM\n\n\ndef main(args, loader):\n"
@@ -340,7 +314,6 @@ class OutputAliveIntoNextStep(Rule):
             return
         held = _held(node.targets[0].target)
         if held is None:
-            self._check_feature_maps(node, line)
             return
         kept, loss, loss_position = held
         outputs = facts.outputs
@@ -411,45 +384,6 @@ class OutputAliveIntoNextStep(Rule):
                 return None
             reads.append(replace(read, per_token=True) if per_token and read.kind == "scores" else read)
         return reads
-
-    def _check_feature_maps(self, node: cst.Assign, line: cst.SimpleStatementLine) -> None:
-        """`y_hat_r, y_hat_g, fmap_r, fmap_g = mpd(y, y_g_hat)` in a training loop (HiFi-GAN's
-        feature-matching loss): the lists of every layer's feature maps, read only by the loss,
-        stay bound after the backward into the next iteration's forwards, until the name is
-        bound again. Backward frees the graph that held them; the names keep them."""
-        facts = self.facts
-        tree = facts.tree
-        target = node.targets[0].target
-        if not isinstance(target, (cst.Tuple, cst.List)) or facts.outputs.compiled:
-            return
-        kept = [e.value for e in target.elements if isinstance(e, cst.Element) and isinstance(e.value, cst.Name)
-                and _FEATURE_MAPS.search(e.value.value)]
-        loops = tree.loops_around(node)
-        if not kept or not loops or facts.test_file or in_test_code(tree, node):
-            return
-        scope = tree.scope_of(node)
-        after = self._next_backward(node, loops[0])
-        if after is None or after[1] is not after[0].call or not facts.phase.backward_trains(after[1]):
-            return  # (a backward of its own, not a helper's)
-        backward, site = after
-        reads: List[OutputRead] = []
-        for name in kept:
-            seen = facts.liveness.reads_of(name, loops[0].body, tree.order(site))
-            if seen is None or not seen or any(isinstance(tree.statement_around(read), cst.SimpleStatementLine) and
-                                               any(isinstance(small, cst.Del) for small in tree.statement_around(read).body)
-                                               for read in seen):
-                return  # read after the backward, in the next iteration, never, or deleted already
-            if not _reaches(backward, site, facts.values.derived_names(scope, {name.value})):
-                return  # not what the backward trains through
-            reads.extend(OutputRead("value", read) for read in seen)
-        names = ", ".join(name.value for name in kept)
-        anchor = self._anchor(line, reads, site)
-        fix = Fix((InsertAfter(anchor, (cst.parse_statement(f"del {names}"),)),), Safety.SAFE,
-                  f"`del {names}` once the loss is computed") if anchor is not None else None
-        self.report(node, (
-            f"`{names}` (every layer's feature maps the model returns) stay bound after backward and into the "
-            f"next step's forwards, until bound again, so those forwards run beside a whole copy of them: "
-            f"`del {names}` once the loss is computed"), fix)
 
     def _next_backward(self, node: cst.Assign, region: cst.CSTNode) -> Optional[Tuple[Backward, cst.Call]]:
         """The first backward after `node` in the body of `region` (its innermost loop, or its
