@@ -195,19 +195,29 @@ def range_span(call: cst.Call) -> Optional[int]:
     return values[0] if len(values) == 1 else values[1] - values[0]
 
 
+def _spelled(sequence: cst.BaseExpression) -> bool:
+    """A tuple or list whose items the code writes out one by one (not `[*loader]`)."""
+    return not any(type(e) is cst.StarredElement for e in sequence.elements)  # type: ignore[attr-defined]
+
+
 def few_literal(loop: cst.CSTNode, scopes: "Scopes") -> bool:
     """`for i in range(10)`, `for name in ("a", "b")`: a handful of iterations the code spells,
     a demo's few examples or a search over a few settings, not a pass over a data set; also
-    through a name bound once to such a range or sequence (`time_stamp_range = range(90, 100)`,
-    `candidate = [1, 2, 3]`, then `for c in candidate`), and nothing appended to it."""
+    through a name bound only to such a range (`time_stamp_range = range(90, 100)`, then `for t
+    in time_stamp_range`), or bound once, in the loop's own function, to a short sequence it
+    spells (`candidate = [1, 2, 3]`: not a module's list that functions fill, nor one that
+    starts empty)."""
     iterable = loop.iter if type(loop) is cst.For else None  # type: ignore[attr-defined]
     if type(iterable) is cst.Name:
         binds = scopes.in_effect(iterable.value, iterable)  # type: ignore[attr-defined]
-        if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and \
-                type(binds[0].value) in (cst.Call, cst.Tuple, cst.List):
-            iterable = binds[0].value
+        if len(binds) != 1 or binds[0].kind != "assign" or not binds[0].whole:
+            return False
+        iterable = binds[0].value
+        if type(iterable) in (cst.Tuple, cst.List):
+            return 0 < len(iterable.elements) < FEW_ITERATIONS and _spelled(iterable) and \
+                type(scopes.tree.scope_of(binds[0].node)) is cst.FunctionDef  # type: ignore[attr-defined]
     if type(iterable) in (cst.Tuple, cst.List):
-        return len(iterable.elements) < FEW_ITERATIONS  # type: ignore[attr-defined]
+        return _spelled(iterable)  # type: ignore[arg-type]
     if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name or iterable.func.value != "range":  # type: ignore[attr-defined]
         return False
     span = range_span(iterable)  # type: ignore[arg-type]

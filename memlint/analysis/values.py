@@ -82,6 +82,7 @@ DETACHING_METHODS = frozenset(SCALAR_METHODS | {
     "append", "extend", "insert", "update", "keys", "values", "items", "requires_grad_",
     "argsort", "argwhere", "multinomial", "unique", "bincount", "histc", "bucketize", "searchsorted",
     "floor_divide", "is_nonzero", "equal", "allclose", "isclose", "any", "all",
+    "index",  # a list's position of an item (a tensor has no `index` method)
     "new_tensor", "new_zeros", "new_ones", "new_full", "new_empty",  # fresh tensors, shaped or typed alike
 })
 DETACHING_ATTRIBUTES = frozenset(SCALAR_ATTRIBUTES | {"data", "grad", "indices"})

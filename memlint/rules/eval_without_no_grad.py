@@ -617,6 +617,19 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # a module's list that another function fills: not a few values the code spells
+        Invalid(
+            "import torch\n\nVAL_BATCHES = []\n\n\ndef prepare(loader):\n    for x, _ in loader:\n"
+            "        VAL_BATCHES.append(x.cuda())\n\n\ndef embed(model):\n    model.eval()\n"
+            "    embs = []\n    for x in VAL_BATCHES:\n        embs.append(model(x))\n"
+            "    return torch.cat(embs)\n"
+        ),
+        # a list of the whole loader
+        Invalid(
+            "import torch\n\n\ndef embed(model, val_loader):\n    model.eval()\n    embs = []\n"
+            "    for x, _ in [*val_loader]:\n        embs.append(model(x.cuda()))\n"
+            "    return torch.cat(embs)\n"
+        ),
         # a model wrapped, moved and put in eval mode in one statement (pytorch_GAN_zoo's features)
         Invalid(
             "import torch\nimport torch.nn as nn\n\n\ndef save_features(model, loader, device):\n"

@@ -182,9 +182,9 @@ class RetainedOutputs(Rule):
     VALID = (
         # a search over a few candidates the code spells: a few graphs kept, not one per batch
         "import torch\ndisc = torch.nn.Linear(8, 1).cuda()\nfeat = torch.randn(40, 8).cuda()\nselected = [0]\n"
-        "candidate = [1, 2, 3, 4, 5]\nwhile len(selected) < 3:\n    distance_list = []\n    for can in candidate:\n"
+        "while len(selected) < 3:\n    distance_list = []\n    for can in (1, 2, 3, 4, 5):\n"
         "        distance_list.append(disc(feat[can:can + 2]).mean())\n"
-        "    selected.append(candidate.pop(distance_list.index(max(distance_list))))\n",
+        "    selected.append(distance_list.index(max(distance_list)))\n",
         # pipeline parallelism's warm-up: each micro-batch's output is kept for the stage's own
         # `backward(input, output, grad)`, which a later loop runs on it
         "import torch\n\n\ndef train_step(model, loader, warmup, device):\n    inputs, outputs = [], []\n"
@@ -436,6 +436,22 @@ class RetainedOutputs(Rule):
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
+        # a few values spelled, in a helper run once per batch, kept in a list the caller hands in
+        Invalid(
+            "import torch\n\n\ndef tta_predict(model, x, preds):\n    for flip in (False, True):\n"
+            "        preds.append(model(torch.flip(x, [3]) if flip else x))\n\n\n"
+            "def evaluate(model, loader):\n    model.eval()\n    preds = []\n"
+            "    for x, _ in loader:\n        tta_predict(model, x.cuda(), preds)\n"
+            "    return torch.cat(preds)\n"
+        ),
+        # ... or in a module's list
+        Invalid(
+            "import torch\n\nhistory = []\n\n\ndef predict(model, x):\n"
+            "    for scale in [0.5, 1.0, 2.0]:\n"
+            "        history.append(model(torch.nn.functional.interpolate(x, scale_factor=scale)))\n"
+            "\n\ndef main(model, loader):\n    for x, _ in loader:\n"
+            "        predict(model, x.cuda())\n"
+        ),
         # one class of the module decorates `encode` to run without grad, the model's class may be the other
         Invalid(
             "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\n"
@@ -932,13 +948,18 @@ class RetainedOutputs(Rule):
         return not self._drops_items(loops[0], dotted)
 
     def _a_few_kept(self, node: cst.Call, loops: List[cst.CSTNode], name: str) -> bool:
-        """Every loop that the list `name` outlives, from `node` out to the one that binds it
-        anew each iteration, runs a few times the code spells (`for can in [1, 2, 3]`): it keeps
-        a few graphs, however long the run."""
+        """The list `name` is bound where it is filled (not handed in, nor a module's list a
+        function fills), and every loop it outlives, from `node` out to the one that binds it
+        anew each iteration, runs a few times the code spells (`for can in [1, 2, 3]`): it
+        keeps a few graphs, however long the run."""
+        facts = self.facts
+        binds = facts.scopes.bindings(facts.tree.scope_of(node), name)
+        if any(b.kind == "param" for b in binds) or not any(b.kind == "assign" for b in binds):
+            return False
         for loop in loops:
-            if self.facts.values.reset_in_iteration(loop, name, node):
+            if facts.values.reset_in_iteration(loop, name, node):
                 return True
-            if not few_literal(loop, self.facts.scopes):
+            if not few_literal(loop, facts.scopes):
                 return False
         return bool(loops)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Set
 
 import libcst as cst
@@ -23,12 +24,18 @@ def _state_names(target: cst.BaseExpression, whole: bool = True) -> List[cst.Nam
     return []
 
 
-def _named_method(call: cst.Call) -> bool:
-    """`model.forward_boosting(x, weights)`: a variant of `forward` named for its use. Recurrent
-    state goes through the model's call (`rnn(x, h)`, `model(x, hidden)`, `decoder.decode(y, h)`);
-    what such a variant takes and hands back is as often a weight or a mask it returns unchanged."""
+# What a name says it holds, where it is no recurrent state: weights, a mask.
+_NOT_STATE = re.compile(r"(^|_)(weights?|masks?)(_|$)")
+
+
+def _weights_handed_back(call: cst.Call, name: str) -> bool:
+    """`pred, loss, weight_mat = model.forward_boosting(x, weight_mat)`: a variant of `forward`
+    named for its use, handing back weights or a mask it was given (adaRNN's boosting returns
+    its weights unchanged). Recurrent state goes through the model's call (`rnn(x, h)`), or is
+    named for what it is (`model.forward_step(x, hidden)`)."""
     func = call.func
-    return type(func) is cst.Attribute and func.attr.value.startswith("forward_")
+    return type(func) is cst.Attribute and func.attr.value.startswith("forward_") and \
+        _NOT_STATE.search(name) is not None
 
 
 class RnnHiddenNotDetached(Rule):
@@ -72,8 +79,9 @@ class RnnHiddenNotDetached(Rule):
     State reset or detached in the loop (`h = h.detach()`, `h.detach_()`, `h = None`,
     `h = repackage_hidden(h)`, a fresh `init_hidden()`), state unrolled over time steps with
     one backward after the loop (backpropagation through time), loops without a backward, and
-    state handed to and back from a variant of `forward` named for its use
-    (`pred, loss, w = model.forward_boosting(x, w)`: often weights returned unchanged), and
+    weights or a mask handed to and back from a variant of `forward` named for its use
+    (`pred, loss, weight_mat = model.forward_boosting(x, weight_mat)`: adaRNN's returns them
+    unchanged), and
     state an instance's `__init__`, or a method only `__init__` calls, binds (it runs once:
     `self.net = self.net_ddp(self.net)` wraps a network, it feeds nothing back).
 
@@ -153,6 +161,14 @@ class RnnHiddenNotDetached(Rule):
         "    def forward(self, x):\n        out, self.state = self.gru(x, self.state)\n        return out\n",
     )
     INVALID = (
+        # a variant of `forward` that carries recurrent state (named for what it is)
+        Invalid(
+            "import torch\n\n\ndef train(model, loader, optimizer, criterion):\n    state = None\n"
+            "    for x, y in loader:\n        x, y = x.cuda(), y.cuda()\n"
+            "        out, state = model.forward_with_state(x, state)\n"
+            "        loss = criterion(out, y)\n        optimizer.zero_grad()\n"
+            "        loss.backward()\n        optimizer.step()\n"
+        ),
         # a step method run on some steps only: each run still links to the previous one's graph
         Invalid(
             "import torch\n\nclass Agent:\n    def __init__(self):\n        self.rnn = torch.nn.GRU(8, 8).cuda()\n"
@@ -209,14 +225,14 @@ class RnnHiddenNotDetached(Rule):
         if len(node.targets) != 1 or not isinstance(call, cst.Call) or not call.args:
             return
         facts = self.facts
-        if not facts.roles.is_forward(call) or _named_method(call):
+        if not facts.roles.is_forward(call):
             return
         if not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
             self._attribute_state(node, call)
             return
         names = _state_names(node.targets[0].target)
         args: Set[str] = set().union(*(sources_of(a.value) for a in call.args)) if call.args else set()
-        state = [n for n in names if n.value in args]
+        state = [n for n in names if n.value in args and not _weights_handed_back(call, n.value)]
         if not state or facts.regions.grad_enabled(node) is not True:
             return
         loop = next((outer for outer in facts.tree.loops_around(node) if facts.roles.backwards_in(outer)), None)
