@@ -92,6 +92,9 @@ _PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast
 # An encoder of labels or symbols into ids (SpeechBrain's `self.input_encoder`, a `label_encoder`),
 # where the code does not say it builds a module: no model.
 _LABEL_ENCODER = re.compile(r"^(label|input|char|phoneme|token|category|class)_encoder$")
+# A model of another framework, by the prefix its name carries (`tf_model`, `onnx_model`,
+# `ort_session`): a TensorFlow, JAX or exported model records no torch graph.
+_OTHER_FRAMEWORK = re.compile(r"^(tf|keras|flax|jax|onnx|ort|trt|tflite|openvino)_", re.IGNORECASE)
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(
@@ -426,7 +429,7 @@ class Receivers:
     @per_node
     def is_model(self, expr: cst.BaseExpression) -> bool:
         dotted = dotted_name(expr)
-        if dotted is None:
+        if dotted is None or _OTHER_FRAMEWORK.match(last_part(dotted)):
             return False
         if dotted in self.models:
             return True

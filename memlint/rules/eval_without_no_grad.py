@@ -156,7 +156,8 @@ class EvalWithoutNoGrad(Rule):
     makes under no_grad, or one that keeps or hands on what it computes.
 
     ## When it is not reported
-    Under a context manager of the module or of the project that turns grad off around its
+    A model of another framework by its name's prefix (`tf_model(x, training=False)`,
+    `onnx_model`). Under a context manager of the module or of the project that turns grad off around its
     `yield` (`with _inference_mode():`), or MONAI's `eval_mode`. A warm-up: a forward of made-up inputs whose result is dropped, outside any loop of its
     function (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy
     input per call. An inference script whose models are loaded by `from_pretrained(...)` with nothing that

@@ -58,7 +58,8 @@ class MissingDel(Rule):
     ```
 
     ## When it is not reported
-    Loops with a backward (also in an enclosing loop or a helper), models loaded on the CPU by
+    Loops with a backward (also in an enclosing loop or a helper), models of another framework
+    by their name's prefix (`tf_model`, `onnx_model`, `ort_session`), models loaded on the CPU by
     `from_pretrained` with nothing placing them and handed to no call, in a module that moves
     nothing, names no device and that no device code of the project calls, a classifier's scores (the loop
     takes one class per example from them: `output.argmax(1)`), outputs that outlive the
@@ -82,6 +83,10 @@ class MissingDel(Rule):
     DEFAULT_ON = False
 
     VALID = (
+        # a TensorFlow model (`tf_model`, `onnx_model`: another framework's, by its name's prefix)
+        "import torch\nimport transformers\n\ntf_model = transformers.TFBertModel.from_pretrained(\"bert-base-uncased\")\n"
+        "model = transformers.BertModel.from_pretrained(\"bert-base-uncased\").cuda()\nfor batch in batches:\n"
+        "    tf_out = tf_model(batch, training=False)\n    print(tf_out.last_hidden_state.shape)\n",
         "import torch\nwith torch.no_grad():\n    for x in loader:\n        out = model(x)\n        print(out.sum())\n"
         "        del out\n",
         # a training loop: the peak is in forward+backward, after rebinding released the old output

@@ -140,10 +140,12 @@ class RetainedOutputs(Rule):
     grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
     tensors are on the CPU; a docstring that speaks of a GPU is not code), and
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
-    input concatenated and returned: the result needs them there), and grad-free loops over a
+    input concatenated and returned: the result needs them there), and loops over a
     collection of tensors made before every loop around them that keep its items or views of
-    them, nor a window the loop also drops items from (`del model_prev_list[0]`, `.pop(0)`: a
-    multistep solver's last few outputs) (`neg, pos = embeds.chunk(2)`, `item[0]`): those were all alive before the loop. Not
+    them (`neg, pos = embeds.chunk(2)`, `item[0]`; a forward's outputs flattened into a list),
+    with or without a graph: those were all alive before the loop; nor a window the loop also
+    drops items from (`del model_prev_list[0]`, `.pop(0)`: a multistep solver's last few
+    outputs). Not
     an item the loop rebinds (`x = model(x)`), nor a batch's output walked row by row inside
     the batch loop. A buffer written under `no_grad` (MoCo's queue), with detached values or
     through `.data`, a model's own cache written in its `forward`, a step's own buffer made on
@@ -180,6 +182,10 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # a forward's outputs flattened into a list: every item was alive before the loop
+        "import torch\n\n\ndef infer_shapes(model, tokens):\n    outputs = model(**tokens)\n    outputs_flat = []\n"
+        "    for output in outputs:\n        if isinstance(output, (tuple, list)):\n            outputs_flat.extend(output)\n"
+        "        else:\n            outputs_flat.append(output)\n    return [o.shape for o in outputs_flat]\n",
         # a search over a few candidates the code spells: a few graphs kept, not one per batch
         "import torch\ndisc = torch.nn.Linear(8, 1).cuda()\nfeat = torch.randn(40, 8).cuda()\nselected = [0]\n"
         "while len(selected) < 3:\n    distance_list = []\n    for can in (1, 2, 3, 4, 5):\n"
@@ -731,7 +737,8 @@ class RetainedOutputs(Rule):
         if region is None:
             return
         if grad:
-            values = [a for a in values if facts.values.carries_grad(a.value, node)]
+            values = [a for a in values if facts.values.carries_grad(a.value, node) and
+                      not (loops and self._piece_of_an_item(a.value, loops[0]))]
             if values and not storing and self._instance_backwards(node, values):
                 return  # a gradient accumulator: another method of its class backwards what it keeps
             if values:
@@ -844,7 +851,7 @@ class RetainedOutputs(Rule):
             facts.tree.contains(outermost, b.node) for b in facts.scopes.bindings_seen(bank.value, at))
 
     def _piece_of_an_item(self, value: cst.BaseExpression, loop: cst.CSTNode, depth: int = 0) -> bool:
-        """`value` is an item of the collection a grad-free loop walks, or a view of one
+        """`value` is an item of the collection a loop walks, or a view of one
         (`neg, pos = embeds.chunk(2)` for `embeds in per_adapter`), where the collection was
         made before every loop around (not a batch's output walked row by row) and the loop
         binds the item to nothing else: those tensors were all alive before the loop, which
