@@ -353,10 +353,13 @@ class Facts:
         return self.names_device or self.project.called_from_device_code()
 
     def runs_on_the_cpu(self, forwards: List[cst.Call]) -> bool:
-        """Every model these forwards run was loaded on the CPU and stayed there
-        (`receivers.loaded_on_the_cpu`), in a module that is no device code: what they keep is
-        host memory."""
-        return not self.device_code and all(self.receivers.loaded_on_the_cpu(call.func) for call in forwards)
+        """Every model these forwards run was quantized dynamically (its layers run on the CPU
+        only), or loaded on the CPU and stayed there (`receivers.loaded_on_the_cpu`) in a module
+        that is no device code: what they keep is host memory."""
+        receivers = self.receivers
+        if forwards and all(receivers.quantized_dynamically(call.func) for call in forwards):
+            return True
+        return not self.device_code and all(receivers.loaded_on_the_cpu(call.func) for call in forwards)
 
     @cached_property
     def names_device(self) -> bool:

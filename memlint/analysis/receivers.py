@@ -85,6 +85,7 @@ _SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|e
 # that holds it (`encoder = RobometerEncoderProcessorStep(...)`). Not `FeatureExtractor` or
 # `Transform`: users name their own networks so.
 # Calls that write a model out or show it, and place nothing (`export_to_openvino(model, path)`)
+_QUANTIZE_DYNAMIC = frozenset({"torch.quantization.quantize_dynamic", "torch.ao.quantization.quantize_dynamic"})
 _WRITES_OUT = re.compile(r"^(export|save|print|log|summary|count_parameters)(_|$)")
 # Keywords of `from_pretrained` that place the model on a device: `device_map="auto"`, a quantized load.
 _PLACES = re.compile(r"device|load_in_|quantization_config$")
@@ -532,9 +533,15 @@ class Receivers:
         `.cuda()`): Transformers loads it on the CPU, and there it stays."""
         while type(model) is cst.Attribute:
             model = model.value  # type: ignore[attr-defined]
-        if type(model) is not cst.Name or self._moves_anything or model.value in seen:  # type: ignore[attr-defined]
+        if type(model) is not cst.Name or self._moves_anything:
             return False
         binds = self.scopes.bindings_seen(model.value, model)  # type: ignore[attr-defined]
+        if binds and all(bind.kind == "param" for bind in binds):  # a helper's parameter: what its calls pass
+            params = {f"{model.value}@{id(bind.node)}" for bind in binds}  # type: ignore[attr-defined]
+            return not params & seen and all(self._passes_loaded_on_the_cpu(bind.node, seen | params)  # type: ignore[arg-type]
+                                             for bind in binds)
+        if model.value in seen:  # type: ignore[attr-defined]
+            return False
         seen = seen | {model.value}  # type: ignore[attr-defined]
         return bool(binds) and not self._handed_to_a_call(model.value) and all(  # type: ignore[attr-defined]
             bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call and
@@ -542,13 +549,44 @@ class Receivers:
             all(self._places_nothing(arg, seen) for arg in bind.value.args)  # type: ignore[attr-defined]
             for bind in binds)
 
-    def _handed_to_a_call(self, name: str) -> bool:
+    def quantized_dynamically(self, model: cst.BaseExpression) -> bool:
+        """The model a call runs is a name only ever bound to `torch.quantization.quantize_dynamic(...)`
+        (or `torch.ao.quantization`'s): dynamically quantized layers run on the CPU only."""
+        while type(model) is cst.Attribute:
+            model = model.value  # type: ignore[attr-defined]
+        if type(model) is not cst.Name:
+            return False
+        binds = self.scopes.bindings_seen(model.value, model)  # type: ignore[attr-defined]
+        return bool(binds) and all(
+            bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call and
+            self.names.call_name(bind.value) in _QUANTIZE_DYNAMIC for bind in binds)  # type: ignore[arg-type]
+
+    def _passes_loaded_on_the_cpu(self, param: cst.Param, seen: FrozenSet[str]) -> bool:
+        """Every call of the parameter's function in this module passes it a model loaded on the
+        CPU that stays there (`test_string(slow, fast, text)`, `slow = cls.from_pretrained(...)`)."""
+        passed = self.scopes.arguments_for(param)
+        return bool(passed) and all(value is not None and self.loaded_on_the_cpu(value, seen)
+                                    for _, value in passed)  # type: ignore[union-attr]
+
+    def _handed_to_a_call(self, name: str, seen: FrozenSet[str] = frozenset()) -> bool:
         """Some call of the module takes `name` as an argument (`helpers.place(model)`,
         `accelerator.prepare(model)`): a module moves in place, so that call may place it. Not
-        one that writes it out or shows it (`export_to_onnx(model, path)`, `print(model)`)."""
-        return any(type(arg.value) is cst.Name and arg.value.value == name and  # type: ignore[attr-defined]
-                   not _WRITES_OUT.match(last_part(dotted_name(call.func)))
-                   for call in self.scopes.calls for arg in call.args)
+        one that writes it out or shows it (`export_to_onnx(model, path)`, `print(model)`), nor
+        a function of this module that hands its parameter to no such call itself (the module
+        moves nothing)."""
+        for call in self.scopes.calls:
+            for arg in call.args:
+                if type(arg.value) is not cst.Name or arg.value.value != name or \
+                        _WRITES_OUT.match(last_part(dotted_name(call.func))):  # type: ignore[attr-defined]
+                    continue
+                helper = self.scopes.resolve(call)
+                given = [param for passed, param in self.scopes.parameters_given(call, helper)
+                         if passed is arg] if helper is not None else []
+                if not given:
+                    return True  # a call of another module, or one that passes it on by `*args`
+                if given[0] not in seen | {name} and self._handed_to_a_call(given[0], seen | {name}):
+                    return True
+        return False
 
     def _places_nothing(self, arg: cst.Arg, seen: FrozenSet[str]) -> bool:
         """An argument of `from_pretrained` that cannot put the model on a device: not a

@@ -157,12 +157,14 @@ class EvalWithoutNoGrad(Rule):
 
     ## When it is not reported
     A model of another framework by its name's prefix (`tf_model(x, training=False)`,
-    `onnx_model`). Under a context manager of the module or of the project that turns grad off around its
+    `onnx_model`), a model quantized dynamically (`torch.quantization.quantize_dynamic`: it
+    runs on the CPU only). Under a context manager of the module or of the project that turns grad off around its
     `yield` (`with _inference_mode():`), or MONAI's `eval_mode`. A warm-up: a forward of made-up inputs whose result is dropped, outside any loop of its
     function (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy
     input per call. An inference script whose models are loaded by `from_pretrained(...)` with nothing that
     places them (no `device_map`, no quantized load) and handed to no call but one that writes
-    them out (`export_onnx(model, path)`), in a module that moves nothing (`.to`, `.cuda`),
+    them out (`export_onnx(model, path)`) or to a function of the module that hands them on to
+    none (a helper's parameter is what every call passes it), in a module that moves nothing (`.to`, `.cuda`),
     names no device and that no device code of the project calls: the models run on the CPU,
     where what the graph keeps is host memory, a one-off script's at that. A model
     from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU.
@@ -232,6 +234,21 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load", "backward")
 
     VALID = (
+        # dynamically quantized models run on the CPU only: what they keep is host memory
+        "import torch\n\nquantized_model = torch.quantization.quantize_dynamic(model, None, dtype=torch.qint8)\n"
+        "rebuilt_model = torch.quantization.quantize_dynamic(dummy_model, None, dtype=torch.qint8)\n"
+        "rebuilt_model.load_state_dict(rebuilt_state)\nfor _ in range(25):\n"
+        "    inputs = torch.randint(low=0, high=30000, size=(32, 128))\n"
+        "    y_rebuilt = rebuilt_model(input_ids=inputs)[0]\n    y = quantized_model(input_ids=inputs)[0]\n"
+        "    assert torch.all(torch.eq(y, y_rebuilt))\n",
+        # tokenizers handed to a helper (`encode`): loaded on the CPU, in a module that moves nothing
+        "import transformers\n\n\ndef check(slow, fast, text):\n    slow_ids = slow.encode(text)\n"
+        "    fast_ids = fast.encode(text)\n    if slow_ids != fast_ids:\n        print(text, slow_ids, fast_ids)\n\n\n"
+        "if __name__ == \"__main__\":\n    for name in names:\n"
+        "        slow = getattr(transformers, name).from_pretrained(name)\n"
+        "        fast = getattr(transformers, name + \"Fast\").from_pretrained(name)\n"
+        "        for i in range(len(dataset)):\n            for text in dataset[i][\"premise\"].values():\n"
+        "                check(slow, fast, text)\n",
         # a method of the agent's base class named like a network, after the step: no pass over the batch
         "import torch\nimport torch.nn.functional as F\nfrom agents.base import BaseAgent\n\n\n"
         "class DQNAgent(BaseAgent):\n    def learn(self, obs, act, rew, next_obs, done):\n"

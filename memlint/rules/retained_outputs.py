@@ -79,6 +79,13 @@ def _deleted(target: cst.BaseExpression) -> List[cst.BaseExpression]:
     return [target]
 
 
+def _unnegated(test: cst.BaseExpression) -> str:
+    """A test's code without a leading `not`: `not self.aggregate` and `self.aggregate` test one flag."""
+    while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:  # type: ignore[attr-defined]
+        test = test.expression  # type: ignore[attr-defined]
+    return show(test)
+
+
 class RetainedOutputs(Rule):
     """
     ## What it does
@@ -140,7 +147,8 @@ class RetainedOutputs(Rule):
     grad-free loops in a module whose names speak of no device (`device`, `cuda`, `args.gpu`: the
     tensors are on the CPU; a docstring that speaks of a GPU is not code), and
     grad-free loops whose collected tensors are used on the device afterwards (chunks of one
-    input concatenated and returned: the result needs them there), and loops over a
+    input concatenated and returned: the result needs them there; appended only under the
+    flag under which they are used, `if self.aggregate:`), and loops over a
     collection of tensors made before every loop around them that keep its items or views of
     them (`neg, pos = embeds.chunk(2)`, `item[0]`; a forward's outputs flattened into a list),
     with or without a graph: those were all alive before the loop; nor a window the loop also
@@ -182,6 +190,16 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # appended only under the flag under which it is used after the loop
+        "import torch\n\n\nclass TableQA:\n    def sequential_inference(self, input_ids):\n"
+        "        with torch.no_grad():\n            all_logits = []\n"
+        "            all_aggregations = []\n            for index in range(input_ids.shape[0]):\n"
+        "                outputs = self.model(input_ids=input_ids[index].unsqueeze(0).to(self.device))\n"
+        "                if self.aggregate:\n"
+        "                    all_aggregations.append(outputs.logits_aggregation)\n"
+        "                all_logits.append(outputs.logits)\n"
+        "            logits = torch.cat(all_logits, 0)\n"
+        "            return (logits,) if not self.aggregate else (logits, torch.cat(all_aggregations, 0))\n",
         # a forward's outputs flattened into a list: every item was alive before the loop
         "import torch\n\n\ndef infer_shapes(model, tokens):\n    outputs = model(**tokens)\n    outputs_flat = []\n"
         "    for output in outputs:\n        if isinstance(output, (tuple, list)):\n            outputs_flat.extend(output)\n"
@@ -748,6 +766,8 @@ class RetainedOutputs(Rule):
             values = [a for a in values if facts.values.holds_output(a.value, node) and
                       not self._piece_of_an_item(a.value, loop) and not _TOKEN_IDS.search(root_name(a.value) or "")]
             use = facts.values.use_after_loop(loop, container.value)
+            if use == "some-paths" and self._filled_on_those_paths(node, container.value, loop):
+                use = None  # appended only where it is used: `if self.aggregate:` ... `if not self.aggregate else`
             if values and use is not None and self._outlives_loop(node, container, dotted):
                 self._device_kept(node, container, values, use)
 
@@ -1083,6 +1103,22 @@ class RetainedOutputs(Rule):
             f"`{container.value}` keeps a device tensor from every iteration of this grad-free loop, so device "
             f"memory grows with the number of iterations (when the model runs on the GPU), yet after the loop "
             f"{after}: keep what is needed on the CPU (`.cpu()`), or keep it only when it is used"), fix)
+
+    def _filled_on_those_paths(self, node: cst.Call, name: str, loop: cst.CSTNode) -> bool:
+        """The loop appends to `name` only under an `if` whose test (`self.aggregate`) is the
+        test, or its negation, of the conditional expression that reads `name` after the loop:
+        it keeps the tensors exactly where they are used."""
+        tree = self.facts.tree
+        guard = next((a for a in tree.ancestors(node) if type(a) is cst.If and tree.contains(loop, a)), None)
+        if guard is None:
+            return False
+        test = _unnegated(guard.test)  # type: ignore[attr-defined]
+        end = tree.span(loop)[1]
+        reads = [n for n in tree.walk_scope(tree.scope_of(loop)) if type(n) is cst.Name and n.value == name  # type: ignore[attr-defined]
+                 and tree.order(n) >= end]
+        tests = [a.test for n in reads for a in tree.ancestors(n) if type(a) is cst.IfExp and
+                 not tree.contains(a.test, n)]  # type: ignore[attr-defined]
+        return bool(tests) and all(_unnegated(t) == test for t in tests)
 
     def _only_append(self, node: cst.Call, container: cst.Name) -> bool:
         """`container` starts empty (`[]`) and this is the only place that fills it: moving what
