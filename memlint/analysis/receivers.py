@@ -538,8 +538,9 @@ class Receivers:
         binds = self.scopes.bindings_seen(model.value, model)  # type: ignore[attr-defined]
         if binds and all(bind.kind == "param" for bind in binds):  # a helper's parameter: what its calls pass
             params = {f"{model.value}@{id(bind.node)}" for bind in binds}  # type: ignore[attr-defined]
-            return not params & seen and all(self._passes_loaded_on_the_cpu(bind.node, seen | params)  # type: ignore[arg-type]
-                                             for bind in binds)
+            if params & seen:
+                return True  # a recursive call passes on what the outer calls passed
+            return all(self._passes_loaded_on_the_cpu(bind.node, seen | params) for bind in binds)  # type: ignore[arg-type]
         if model.value in seen:  # type: ignore[attr-defined]
             return False
         seen = seen | {model.value}  # type: ignore[attr-defined]
@@ -565,8 +566,15 @@ class Receivers:
         """Every call of the parameter's function in this module passes it a model loaded on the
         CPU that stays there (`test_string(slow, fast, text)`, `slow = cls.from_pretrained(...)`)."""
         passed = self.scopes.arguments_for(param)
-        return bool(passed) and all(value is not None and self.loaded_on_the_cpu(value, seen)
+        return bool(passed) and all(value is not None and (self.loaded_on_the_cpu(value, seen) or self._unbound(value))
                                     for _, value in passed)  # type: ignore[union-attr]
+
+    def _unbound(self, value: cst.BaseExpression) -> bool:
+        """A name bound nowhere the call can see, in a module with no star import: the call
+        fails before it runs anything (`check_diff(a, b, sp, tok)` with no `sp`)."""
+        return type(value) is cst.Name and not self.names.star_modules and \
+            not self.scopes.bindings_seen(value.value, value) and \
+            self.names.qualified_name(value) is None  # type: ignore[attr-defined]
 
     def _handed_to_a_call(self, name: str, seen: FrozenSet[str] = frozenset()) -> bool:
         """Some call of the module takes `name` as an argument (`helpers.place(model)`,

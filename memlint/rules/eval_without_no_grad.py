@@ -249,6 +249,14 @@ class EvalWithoutNoGrad(Rule):
         "        fast = getattr(transformers, name + \"Fast\").from_pretrained(name)\n"
         "        for i in range(len(dataset)):\n            for text in dataset[i][\"premise\"].values():\n"
         "                check(slow, fast, text)\n",
+        # ... to a helper that calls itself, passing them on
+        "import transformers\n\n\ndef check(slow, fast, text, depth=0):\n"
+        "    if slow.encode(text) != fast.encode(text) and depth < 2:\n        check(slow, fast, text[1:], depth + 1)\n\n\n"
+        "if __name__ == \"__main__\":\n    for name in names:\n"
+        "        slow = getattr(transformers, name).from_pretrained(name)\n"
+        "        fast = getattr(transformers, name + \"Fast\").from_pretrained(name)\n"
+        "        for i in range(len(dataset)):\n            for text in dataset[i][\"premise\"].values():\n"
+        "                check(slow, fast, text)\n",
         # a method of the agent's base class named like a network, after the step: no pass over the batch
         "import torch\nimport torch.nn.functional as F\nfrom agents.base import BaseAgent\n\n\n"
         "class DQNAgent(BaseAgent):\n    def learn(self, obs, act, rew, next_obs, done):\n"
