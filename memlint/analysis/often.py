@@ -28,14 +28,17 @@ _STEP_HOOK = re.compile(r"^on_\w*batch_(start|end)$|^on_(before|after)_(backward
 _EPOCH_HOOK = re.compile(r"^on_\w*(epoch|fit|train|validation|test|predict)_(start|end)$")
 # Functions a trainer calls once per step by convention (their caller backwards the result).
 STEP_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "loss", "get_loss", "compute_losses"})
+# Hooks a generation loop calls once per generated token (Transformers' `generate`).
+_TOKEN_HOOKS = frozenset({"prepare_inputs_for_generation"})
 
 
 def intrinsic_often(name: str, in_module_class: bool) -> Optional[str]:
-    """STEP for the `forward` of a module class, Lightning's step and batch hooks and the
-    conventional step functions; BOUNDARY for epoch, fit and phase hooks; else None."""
+    """STEP for the `forward` of a module class, Lightning's step and batch hooks, the
+    conventional step functions and Transformers' per-token `prepare_inputs_for_generation`;
+    BOUNDARY for epoch, fit and phase hooks; else None."""
     if _EPOCH_HOOK.match(name):
         return BOUNDARY
-    if name in LIGHTNING_STEP_HOOKS or _STEP_HOOK.match(name) or name in STEP_FUNCTIONS:
+    if name in LIGHTNING_STEP_HOOKS or _STEP_HOOK.match(name) or name in STEP_FUNCTIONS or name in _TOKEN_HOOKS:
         return STEP
     if name == "forward" and in_module_class:
         return STEP

@@ -84,8 +84,11 @@ _SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|e
 # `...ProcessorStep`, a tokenizer, a collator): calling one records no graph, whatever the name
 # that holds it (`encoder = RobometerEncoderProcessorStep(...)`). Not `FeatureExtractor` or
 # `Transform`: users name their own networks so.
-# Calls that write a model out or show it, and place nothing (`export_to_openvino(model, path)`)
+# What only a torch module is asked to do, of what a model of another framework might be named for.
+_TORCH_MODULE_METHODS = frozenset({"cuda", "to", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
+# Dynamic quantization: the layers it makes run on the CPU only.
 _QUANTIZE_DYNAMIC = frozenset({"torch.quantization.quantize_dynamic", "torch.ao.quantization.quantize_dynamic"})
+# Calls that write a model out or show it, and place nothing (`export_to_openvino(model, path)`)
 _WRITES_OUT = re.compile(r"^(export|save|print|log|summary|count_parameters)(_|$)")
 # Keywords of `from_pretrained` that place the model on a device: `device_map="auto"`, a quantized load.
 _PLACES = re.compile(r"device|load_in_|quantization_config$")
@@ -93,9 +96,10 @@ _PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast
 # An encoder of labels or symbols into ids (SpeechBrain's `self.input_encoder`, a `label_encoder`),
 # where the code does not say it builds a module: no model.
 _LABEL_ENCODER = re.compile(r"^(label|input|char|phoneme|token|category|class)_encoder$")
-# A model of another framework, by the prefix its name carries (`tf_model`, `onnx_model`,
-# `ort_session`): a TensorFlow, JAX or exported model records no torch graph.
-_OTHER_FRAMEWORK = re.compile(r"^(tf|keras|flax|jax|onnx|ort|trt|tflite|openvino)_", re.IGNORECASE)
+# A model of another framework, by the prefix its plain name carries (`tf_model`, `onnx_model`),
+# where nothing of the module makes it a torch module: a TensorFlow, JAX or exported model
+# records no torch graph.
+_OTHER_FRAMEWORK = re.compile(r"^(tf|keras|flax|jax|onnx|trt|tflite|openvino)_", re.IGNORECASE)
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(
@@ -430,7 +434,9 @@ class Receivers:
     @per_node
     def is_model(self, expr: cst.BaseExpression) -> bool:
         dotted = dotted_name(expr)
-        if dotted is None or _OTHER_FRAMEWORK.match(last_part(dotted)):
+        if dotted is None:
+            return False
+        if type(expr) is cst.Name and _OTHER_FRAMEWORK.match(dotted) and not self._torch_module_named(dotted):
             return False
         if dotted in self.models:
             return True
@@ -453,6 +459,25 @@ class Receivers:
         if receiver in ("", "self"):
             return bool(_MODEL_COMPOUND.search(last)) and not _LABEL_ENCODER.match(last)
         return isinstance(expr, cst.Attribute) and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
+
+    def _torch_module_named(self, name: str) -> bool:
+        """`tf_model` is a torch module after all: built from a module class of this module
+        (`TransformerLM()`), or moved, cast or put in a mode as only torch modules are
+        (`.cuda()`, `.to(...)`, `.eval()`, `.half()`)."""
+        for call in self.scopes.calls:
+            func = call.func
+            if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == name and \
+                    func.attr.value in _TORCH_MODULE_METHODS:  # type: ignore[attr-defined]
+                return True
+        for bind in self.scopes.bindings(self.module, name):
+            value = bind.value
+            while type(value) is cst.Call and type(value.func) is cst.Attribute:  # `TransformerLM().cuda()`
+                if value.func.attr.value in _TORCH_MODULE_METHODS:  # type: ignore[attr-defined]
+                    return True
+                value = value.func.value  # type: ignore[attr-defined]
+            if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in self.module_classes:  # type: ignore[attr-defined]
+                return True
+        return False
 
     def _holds_pipeline(self, name: cst.Name, depth: int) -> bool:
         """`name` surely holds a pipeline that records no graph (`_PIPELINES`: HF's
@@ -530,19 +555,15 @@ class Receivers:
         """The model a call runs (`model` of `model(ids)` or `model.encode(x)`) is a name only ever
         bound to `...from_pretrained(...)` with nothing that places it (`device_map`, a
         quantized load) and handed to no call, in a module that moves nothing (`.to(...)`,
-        `.cuda()`): Transformers loads it on the CPU, and there it stays."""
+        `.cuda()`): Transformers loads it on the CPU, and there it stays. A helper's parameter
+        is such a model where every call passes one (`_given_loaded_on_the_cpu`)."""
         while type(model) is cst.Attribute:
             model = model.value  # type: ignore[attr-defined]
-        if type(model) is not cst.Name or self._moves_anything:
+        if type(model) is not cst.Name or self._moves_anything or model.value in seen:  # type: ignore[attr-defined]
             return False
         binds = self.scopes.bindings_seen(model.value, model)  # type: ignore[attr-defined]
-        if binds and all(bind.kind == "param" for bind in binds):  # a helper's parameter: what its calls pass
-            params = {f"{model.value}@{id(bind.node)}" for bind in binds}  # type: ignore[attr-defined]
-            if params & seen:
-                return True  # a recursive call passes on what the outer calls passed
-            return all(self._passes_loaded_on_the_cpu(bind.node, seen | params) for bind in binds)  # type: ignore[arg-type]
-        if model.value in seen:  # type: ignore[attr-defined]
-            return False
+        if binds and all(bind.kind == "param" for bind in binds):
+            return all(self._given_loaded_on_the_cpu(bind.node) for bind in binds)  # type: ignore[arg-type]
         seen = seen | {model.value}  # type: ignore[attr-defined]
         return bool(binds) and not self._handed_to_a_call(model.value) and all(  # type: ignore[attr-defined]
             bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call and
@@ -562,39 +583,114 @@ class Receivers:
             bind.kind == "assign" and bind.whole and type(bind.value) is cst.Call and
             self.names.call_name(bind.value) in _QUANTIZE_DYNAMIC for bind in binds)  # type: ignore[arg-type]
 
-    def _passes_loaded_on_the_cpu(self, param: cst.Param, seen: FrozenSet[str]) -> bool:
+    @per_node
+    def _given_loaded_on_the_cpu(self, param: cst.Param) -> bool:
         """Every call of the parameter's function in this module passes it a model loaded on the
-        CPU that stays there (`test_string(slow, fast, text)`, `slow = cls.from_pretrained(...)`)."""
-        passed = self.scopes.arguments_for(param)
-        return bool(passed) and all(value is not None and (self.loaded_on_the_cpu(value, seen) or self._unbound(value))
-                                    for _, value in passed)  # type: ignore[union-attr]
+        CPU that stays there (`test_string(slow, fast, text)`, `slow = cls.from_pretrained(...)`),
+        through helpers that pass their own parameter on: the parameters so linked are read as
+        one, and at least one call must come from outside them (a recursion alone passes nothing)."""
+        pending, linked, sources = [param], {id(param)}, 0
+        while pending:
+            passed = self.scopes.arguments_for(pending.pop())
+            if not passed:
+                return False
+            for _, value in passed:
+                if value is None:
+                    return False
+                binds = self.scopes.bindings_seen(value.value, value) if type(value) is cst.Name else []  # type: ignore[attr-defined]
+                if binds and all(bind.kind == "param" for bind in binds):
+                    for bind in binds:
+                        if id(bind.node) not in linked:
+                            linked.add(id(bind.node))
+                            pending.append(bind.node)  # type: ignore[arg-type]
+                    continue
+                if not (self._unbound(value) or self.loaded_on_the_cpu(value)):
+                    return False
+                sources += 1
+        return sources > 0
 
     def _unbound(self, value: cst.BaseExpression) -> bool:
-        """A name bound nowhere the call can see, in a module with no star import: the call
+        """A name bound nowhere in the module (not even through `global` in a function), in a
+        module with no star import that binds no names through `globals()` or `exec`: the call
         fails before it runs anything (`check_diff(a, b, sp, tok)` with no `sp`)."""
         return type(value) is cst.Name and not self.names.star_modules and \
-            not self.scopes.bindings_seen(value.value, value) and \
-            self.names.qualified_name(value) is None  # type: ignore[attr-defined]
+            self.names.qualified_name(value) is None and value.value not in self._bound_names and \
+            not {"globals", "vars", "exec"} & self._called_names  # type: ignore[attr-defined]
 
-    def _handed_to_a_call(self, name: str, seen: FrozenSet[str] = frozenset()) -> bool:
+    @cached_property
+    def _called_names(self) -> FrozenSet[str]:
+        """The plain names the module calls (`globals`, `exec`: they bind names no code spells)."""
+        return frozenset(call.func.value for call in self.scopes.calls if type(call.func) is cst.Name)  # type: ignore[attr-defined]
+
+    @cached_property
+    def _bound_names(self) -> FrozenSet[str]:
+        """Every name something in the module binds, in any scope, or declares `global`."""
+        bound: Set[str] = set()
+        for node in self.tree.nodes:
+            kind = type(node)
+            if kind is cst.Global or kind is cst.Nonlocal:
+                bound.update(item.name.value for item in node.names)  # type: ignore[attr-defined]
+            elif kind is cst.Name and isinstance(self.tree.parent(node), (cst.AssignTarget, cst.Param, cst.For,
+                                                                           cst.AsName, cst.CompFor, cst.NamedExpr,
+                                                                           cst.FunctionDef, cst.ClassDef, cst.Element,
+                                                                           cst.Tuple, cst.List, cst.AugAssign,
+                                                                           cst.AnnAssign, cst.ImportAlias)):
+                bound.add(node.value)  # type: ignore[attr-defined]
+        return frozenset(bound)
+
+    def _handed_to_a_call(self, name: str) -> bool:
         """Some call of the module takes `name` as an argument (`helpers.place(model)`,
         `accelerator.prepare(model)`): a module moves in place, so that call may place it. Not
         one that writes it out or shows it (`export_to_onnx(model, path)`, `print(model)`), nor
-        a function of this module that hands its parameter to no such call itself (the module
-        moves nothing)."""
+        a function of this module that only calls the model's methods and passes it to such
+        functions (`_kept_here`)."""
         for call in self.scopes.calls:
             for arg in call.args:
-                if type(arg.value) is not cst.Name or arg.value.value != name or \
-                        _WRITES_OUT.match(last_part(dotted_name(call.func))):  # type: ignore[attr-defined]
-                    continue
-                helper = self.scopes.resolve(call)
-                given = [param for passed, param in self.scopes.parameters_given(call, helper)
-                         if passed is arg] if helper is not None else []
-                if not given:
-                    return True  # a call of another module, or one that passes it on by `*args`
-                if given[0] not in seen | {name} and self._handed_to_a_call(given[0], seen | {name}):
+                if type(arg.value) is cst.Name and arg.value.value == name and not self._harmless(call, arg):  # type: ignore[attr-defined]
                     return True
         return False
+
+    def _harmless(self, call: cst.Call, arg: cst.Arg) -> bool:
+        """Handing `arg` to `call` cannot place it: a call that writes it out or shows it, or a
+        function of this module whose parameter it binds stays there (`_kept_here`)."""
+        if _WRITES_OUT.match(last_part(dotted_name(call.func))):
+            return True
+        helper = self.scopes.resolve(call)
+        given = [param for passed, param in self.scopes.parameters_given(call, helper) if passed is arg] \
+            if helper is not None else []
+        return bool(given) and self._kept_here(helper, given[0])  # type: ignore[arg-type]
+
+    def _kept_here(self, function: cst.FunctionDef, name: str) -> bool:
+        """Within `function`, its parameter `name` is only the receiver of a method call
+        (`m.encode(x)`, `m(x)`) or handed harmlessly on (`_harmless`): not passed as a part, in a
+        tuple, bound to another name or returned, any of which may reach a call that places it
+        (`deepspeed.init_inference(m.transformer)`). A chain of helpers is read once."""
+        pending, linked = [(function, name)], {(id(function), name)}
+        while pending:
+            current, param = pending.pop()
+            for node in self.tree.walk_scope(current):
+                if type(node) is not cst.Name or node.value != param:  # type: ignore[attr-defined]
+                    continue
+                parent = self.tree.parent(node)
+                if type(parent) is cst.Param:
+                    continue
+                if type(parent) is cst.Attribute and parent.value is node and type(self.tree.parent(parent)) is cst.Call \
+                        and self.tree.parent(parent).func is parent or type(parent) is cst.Call and parent.func is node:  # type: ignore[attr-defined]
+                    continue  # `m.encode(x)`, `m(x)`: the model's own work
+                call = self.tree.parent(parent) if type(parent) is cst.Arg else None
+                if type(call) is not cst.Call or parent.value is not node:  # type: ignore[attr-defined]
+                    return False
+                if _WRITES_OUT.match(last_part(dotted_name(call.func))):  # type: ignore[attr-defined]
+                    continue
+                helper = self.scopes.resolve(call)  # type: ignore[arg-type]
+                given = [p for passed, p in self.scopes.parameters_given(call, helper) if passed is parent] \
+                    if helper is not None else []  # type: ignore[arg-type]
+                if not given:
+                    return False
+                if (id(helper), given[0]) not in linked:
+                    linked.add((id(helper), given[0]))
+                    pending.append((helper, given[0]))  # type: ignore[arg-type]
+        return True
 
     def _places_nothing(self, arg: cst.Arg, seen: FrozenSet[str]) -> bool:
         """An argument of `from_pretrained` that cannot put the model on a device: not a

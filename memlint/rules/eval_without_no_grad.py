@@ -643,6 +643,15 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # a torch module named `tf_...` (a transformer): the prefix of another framework's models gives way to what the code builds
+        Invalid(
+            "import torch\nimport torch.nn as nn\n\n\nclass TransformerLM(nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n"
+            "        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(512, 8), 6)\n\n"
+            "    def forward(self, x):\n        return self.enc(x)\n\n\n"
+            "tf_model = TransformerLM().cuda()\ntf_model.eval()\npreds = []\nfor x in val_loader:\n"
+            "    out = tf_model(x.cuda())\n    preds.append(out)\nprint(torch.cat(preds).shape)\n"
+        ),
         # a module's list that another function fills: not a few values the code spells
         Invalid(
             "import torch\n\nVAL_BATCHES = []\n\n\ndef prepare(loader):\n    for x, _ in loader:\n"

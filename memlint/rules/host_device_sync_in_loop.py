@@ -57,7 +57,8 @@ class HostDeviceSyncInLoop(Rule):
     `float(t)`, `torch.cuda.synchronize()`) that runs many times per training or inference
     step: in a loop (or comprehension) over a tensor's elements, a model's parameters or a
     non-trivial `range`, inside the step loop or inside a helper the step calls (`forward`,
-    Lightning's `training_step`, a function of the same file called from the loop). A value is
+    Lightning's `training_step`, Transformers' `prepare_inputs_for_generation`, which
+    `generate` calls once per token, a function of the same file called from the loop). A value is
     on the device where it is moved or made there, computed from such values (the elements of
     `torch.sort(x)`, `x.topk(k)` are where `x` is), or returned by a helper of another module of
     the project that hands back a tensor on the device (StyleTTS2's `maximum_path`, imported
@@ -511,6 +512,14 @@ class HostDeviceSyncInLoop(Rule):
         "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
+        # Transformers' `generate` calls `prepare_inputs_for_generation` once per generated token
+        Invalid(
+            "import torch\nimport torch.nn as nn\n\n\nclass Decoder(nn.Module):\n"
+            "    def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, **kwargs):\n"
+            "        starts = (input_ids == -1).nonzero()[:, 1]\n"
+            "        first = min(starts) if len(starts) > 0 else input_ids.shape[1]\n"
+            "        return {\"input_ids\": input_ids[:, :first].to(self.device)}\n"
+        ),
         # a helper's parameters declared tensors, passed on the device by every call (a module's
         # method: its inputs, declared `Optional[torch.Tensor]`, and a dict's item stored moved there)
         Invalid(_FLAIR.replace("MOVED", "cpu_mapping.to(device, non_blocking=True)")),

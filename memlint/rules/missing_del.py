@@ -109,6 +109,19 @@ class MissingDel(Rule):
         "import torch\nfor batch in loader:\n    ids = model.generate(**batch)\n    print(ids.shape)\n",
     )
     INVALID = (
+        # a model bound through `global` in a function is bound: it may have come back on a GPU
+        Invalid(
+            "import torch\n\n\ndef setup(path):\n    global model\n    model = torch.load(path)\n\n\n"
+            "def run(net, loader):\n    for x in loader:\n        out = net(x)\n"
+            "        print(out.sum())\n\n\nsetup(\"m.pt\")\nrun(model, loader)\n"
+        ),
+        # a helper called only by itself: nothing says what model it is given
+        Invalid(
+            "import torch\n\n\ndef refine(model, loader, rounds=0):\n    model.eval()\n"
+            "    for x in loader:\n        out = model(x)\n        feats = out.mean(1)\n"
+            "        print(feats.norm())\n    if rounds < 3:\n"
+            "        refine(model, loader, rounds + 1)\n"
+        ),
         Invalid(
             "import torch\ntotal = 0.0\nwith torch.no_grad():\n    for x, y in loader:\n        logits = model(x)\n"
             "        total += criterion(logits.flatten(0, 1), y.flatten()).item()\n",

@@ -79,11 +79,13 @@ def _deleted(target: cst.BaseExpression) -> List[cst.BaseExpression]:
     return [target]
 
 
-def _unnegated(test: cst.BaseExpression) -> str:
-    """A test's code without a leading `not`: `not self.aggregate` and `self.aggregate` test one flag."""
+def _flag(test: cst.BaseExpression) -> Tuple[str, bool]:
+    """A test's flag and whether the test holds when the flag does: `not self.aggregate` is
+    (`self.aggregate`, False)."""
+    holds = True
     while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:  # type: ignore[attr-defined]
-        test = test.expression  # type: ignore[attr-defined]
-    return show(test)
+        test, holds = test.expression, not holds  # type: ignore[attr-defined]
+    return show(test), holds
 
 
 class RetainedOutputs(Rule):
@@ -460,6 +462,25 @@ class RetainedOutputs(Rule):
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
     )
     INVALID = (
+        # appended where the flag holds, read only where it does not: it grows and is never used
+        Invalid(
+            "import torch\n\n\nclass TableQA:\n    def sequential_inference(self, input_ids):\n"
+            "        with torch.no_grad():\n            all_logits = []\n"
+            "            all_aggregations = []\n            for index in range(input_ids.shape[0]):\n"
+            "                outputs = self.model(input_ids=input_ids[index].unsqueeze(0).to(self.device))\n"
+            "                if self.aggregate:\n"
+            "                    all_aggregations.append(outputs.logits_aggregation)\n"
+            "                all_logits.append(outputs.logits)\n"
+            "            logits = torch.cat(all_logits, 0)\n"
+            "            return (logits, torch.cat(all_aggregations, 0)) if not self.aggregate else (logits,)\n"
+        ),
+        # a step function keeps the items of its forward's outputs in a module's list: it outlives the call
+        Invalid(
+            "import torch\n\nmodel = torch.nn.LSTM(8, 8).cuda()\nkept = []\n\n\ndef step(x):\n"
+            "    outputs = model(x.cuda())\n    for o in outputs:\n        kept.append(o)\n"
+            "    return outputs[0].sum()\n\n\nfor x in loader:\n    loss = step(x)\n"
+            "    loss.backward()\nprint(len(kept))\n"
+        ),
         # a few values spelled, in a helper run once per batch, kept in a list the caller hands in
         Invalid(
             "import torch\n\n\ndef tta_predict(model, x, preds):\n    for flip in (False, True):\n"
@@ -756,7 +777,7 @@ class RetainedOutputs(Rule):
             return
         if grad:
             values = [a for a in values if facts.values.carries_grad(a.value, node) and
-                      not (loops and self._piece_of_an_item(a.value, loops[0]))]
+                      not (loops and self._local(container, node) and self._piece_of_an_item(a.value, loops[0]))]
             if values and not storing and self._instance_backwards(node, values):
                 return  # a gradient accumulator: another method of its class backwards what it keeps
             if values:
@@ -869,6 +890,15 @@ class RetainedOutputs(Rule):
         outermost = loops[-1]
         return facts.roles.backwards_in(outermost) and not any(
             facts.tree.contains(outermost, b.node) for b in facts.scopes.bindings_seen(bank.value, at))
+
+    def _local(self, container: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`container` is a name its function binds itself (`outputs_flat = []`): it dies with the
+        call, unlike a list handed in, a module's or an object's."""
+        facts = self.facts
+        scope = facts.tree.scope_of(at)
+        binds = facts.scopes.bindings(scope, container.value) if type(container) is cst.Name else []  # type: ignore[attr-defined]
+        return type(scope) is cst.FunctionDef and any(b.kind == "assign" for b in binds) and \
+            not any(b.kind == "param" for b in binds)
 
     def _piece_of_an_item(self, value: cst.BaseExpression, loop: cst.CSTNode, depth: int = 0) -> bool:
         """`value` is an item of the collection a loop walks, or a view of one
@@ -1105,20 +1135,29 @@ class RetainedOutputs(Rule):
             f"{after}: keep what is needed on the CPU (`.cpu()`), or keep it only when it is used"), fix)
 
     def _filled_on_those_paths(self, node: cst.Call, name: str, loop: cst.CSTNode) -> bool:
-        """The loop appends to `name` only under an `if` whose test (`self.aggregate`) is the
-        test, or its negation, of the conditional expression that reads `name` after the loop:
-        it keeps the tensors exactly where they are used."""
+        """The loop appends to `name` only where a flag holds (`if self.aggregate:`, or its `else`
+        where it does not), and after the loop `name` is read only in the branch of a conditional
+        expression taken when the flag holds the same way (`... if not self.aggregate else
+        torch.cat(name)`): it keeps the tensors exactly where they are used."""
         tree = self.facts.tree
         guard = next((a for a in tree.ancestors(node) if type(a) is cst.If and tree.contains(loop, a)), None)
         if guard is None:
             return False
-        test = _unnegated(guard.test)  # type: ignore[attr-defined]
+        flag, holds = _flag(guard.test)  # type: ignore[attr-defined]
+        if not tree.contains(guard.body, node):  # type: ignore[attr-defined]
+            holds = not holds  # (in its `else`)
         end = tree.span(loop)[1]
         reads = [n for n in tree.walk_scope(tree.scope_of(loop)) if type(n) is cst.Name and n.value == name  # type: ignore[attr-defined]
                  and tree.order(n) >= end]
-        tests = [a.test for n in reads for a in tree.ancestors(n) if type(a) is cst.IfExp and
-                 not tree.contains(a.test, n)]  # type: ignore[attr-defined]
-        return bool(tests) and all(_unnegated(t) == test for t in tests)
+        branches = []
+        for read in reads:
+            choice = next((a for a in tree.ancestors(read) if type(a) is cst.IfExp and not tree.contains(a.test, read)), None)  # type: ignore[attr-defined]
+            if choice is None:
+                return False
+            read_flag, read_holds = _flag(choice.test)  # type: ignore[attr-defined]
+            branches.append(read_flag == flag and read_holds == (holds if tree.contains(choice.body, read)  # type: ignore[attr-defined]
+                                                                 else not holds))
+        return bool(branches) and all(branches)
 
     def _only_append(self, node: cst.Call, container: cst.Name) -> bool:
         """`container` starts empty (`[]`) and this is the only place that fills it: moving what
