@@ -18,7 +18,9 @@ memlint.analysis.project makes across modules, so that the two cannot disagree:
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import FrozenSet, Iterable, Optional
+
+import libcst as cst
 
 STEP, INNER, BOUNDARY = "step", "inner", "boundary"
 CALLER, REPEATED = "caller", "repeated"
@@ -43,6 +45,16 @@ def intrinsic_often(name: str, in_module_class: bool) -> Optional[str]:
     if name == "forward" and in_module_class:
         return STEP
     return None
+
+
+def carried_between_tokens(function: object) -> FrozenSet[str]:
+    """The parameters of a per-token generation hook (`prepare_inputs_for_generation`), which
+    `generate` hands back on the next token with what the hook returned: one the hook fills when
+    it finds it empty (`if delay_pattern_mask is None:`) is filled on the first token only."""
+    if type(function) is not cst.FunctionDef or function.name.value not in _TOKEN_HOOKS:
+        return frozenset()
+    params = function.params
+    return frozenset(p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def at_site(site: str, caller: Optional[str]) -> Optional[str]:

@@ -48,9 +48,10 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Set, Union
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.dataflow import conjuncts
+from memlint.analysis.dataflow import conjuncts, target_names
 from memlint.analysis.frameworks import SIMULEVAL_ACTION_HOOKS, is_simuleval_agent
-from memlint.analysis.often import BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, combine, intrinsic_often
+from memlint.analysis.often import (BOUNDARY, CALLER, INNER, REPEATED, STEP, at_site, carried_between_tokens, combine,
+                                   intrinsic_often)
 from memlint.analysis.layers import Layers
 from memlint.analysis.project import ProjectView
 from memlint.analysis.receivers import Receivers
@@ -687,14 +688,14 @@ def _fills_cache(branch: cst.CSTNode, tree: TreeIndex, module_names: Callable[[c
     if type(branch) is not cst.If:
         return False
     alternatives = _alternatives(branch.test)  # type: ignore[attr-defined]
-    shared = module_names(tree.scope_of(branch)) if any(
+    shared = module_names(tree.scope_of(branch)) | carried_between_tokens(tree.scope_of(branch)) if any(
         type(part) is cst.Comparison and type(part.left) is cst.Name for part in alternatives) else frozenset()  # type: ignore[attr-defined]
     parts = [(part, _tested_for_none(part, shared)) for part in alternatives]
     tested = {name for _, name in parts if name is not None}
     if not tested or not all(name is not None or _reads(part, tested) for part, name in parts):
         return False
-    filled = {dotted_name(target.target) for node in tree.walk_scope(branch.body)  # type: ignore[attr-defined]
-              if type(node) is cst.Assign for target in node.targets} & tested  # type: ignore[attr-defined]
+    filled = {name for node in tree.walk_scope(branch.body) if type(node) is cst.Assign  # type: ignore[attr-defined]
+              for target in node.targets for name in (dotted_name(target.target), *target_names(target.target))} & tested  # type: ignore[attr-defined]
     return bool(filled) and not any(
         type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "None"  # type: ignore[attr-defined]
         and any(dotted_name(target.target) in filled for target in node.targets)  # type: ignore[attr-defined]
@@ -712,7 +713,9 @@ def _alternatives(test: cst.BaseExpression) -> List[cst.BaseExpression]:
 def _tested_for_none(test: cst.BaseExpression, shared: FrozenSet[str]) -> Optional[str]:
     """The attribute, or the name of the module (`shared`), that `test` finds empty:
     `self.mask is None` -> "self.mask"; `_ENGINE is None` under `global _ENGINE`, a singleton
-    made on first use. A local name tested so is an argument's default, filled on every call."""
+    made on first use; a generation hook's argument that generation hands back on the next
+    token (`carried_between_tokens`). A local name tested so is an argument's default, filled
+    on every call."""
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
             isinstance(test.comparisons[0].operator, cst.Is) and \
             isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":

@@ -58,7 +58,8 @@ class HostDeviceSyncInLoop(Rule):
     step: in a loop (or comprehension) over a tensor's elements, a model's parameters or a
     non-trivial `range`, inside the step loop or inside a helper the step calls (`forward`,
     Lightning's `training_step`, Transformers' `prepare_inputs_for_generation`, which
-    `generate` calls once per token, a function of the same file called from the loop). A value is
+    `generate` calls once per token, except what it computes only while an argument is empty,
+    handed back on the next tokens, a function of the same file called from the loop). A value is
     on the device where it is moved or made there, computed from such values (the elements of
     `torch.sort(x)`, `x.topk(k)` are where `x` is), or returned by a helper of another module of
     the project that hands back a tensor on the device (StyleTTS2's `maximum_path`, imported
@@ -184,6 +185,12 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # ... filled on the first token only: generation hands the argument back on the next ones
+        "import torch\nimport torch.nn as nn\n\n\nclass Decoder(nn.Module):\n"
+        "    def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, first=None, **kwargs):\n"
+        "        if first is None:\n            starts = (input_ids == -1).nonzero()[:, 1]\n"
+        "            first = min(starts) if len(starts) > 0 else input_ids.shape[1]\n"
+        "        return {\"input_ids\": input_ids[:, :first].to(self.device), \"first\": first}\n",
         # ... one call passes the mapping on the host: where the mask lives is not known
         _FLAIR.replace("MOVED", "cpu_mapping"),
         # a helper's optional argument, declared `Optional[torch.Tensor]`: often never passed (fairseq's
