@@ -84,6 +84,8 @@ _SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|e
 # `...ProcessorStep`, a tokenizer, a collator): calling one records no graph, whatever the name
 # that holds it (`encoder = RobometerEncoderProcessorStep(...)`). Not `FeatureExtractor` or
 # `Transform`: users name their own networks so.
+# Transformers' classes of its Flax and TensorFlow models: `FlaxBertModel`, `TFT5ForConditionalGeneration`.
+_OTHER_FRAMEWORK_CLASS = re.compile(r"^(Flax|TF)[A-Z]")
 # What only a torch module is asked to do, of what a model of another framework might be named for.
 _TORCH_MODULE_METHODS = frozenset({"cuda", "to", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 # Dynamic quantization: the layers it makes run on the CPU only.
@@ -155,6 +157,14 @@ def _is_parameters_call(expr: cst.BaseExpression) -> bool:
             return True
     return False
 
+
+
+def _class_called(call: cst.Call) -> cst.BaseExpression:
+    """The class a call builds from: `Cls` of `Cls(...)` and of `Cls.from_pretrained(...)`."""
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value == "from_pretrained":
+        return func.value
+    return func
 
 class Receivers:
     """The optimizers, models and losses of one module (see the module docstring)."""
@@ -436,7 +446,8 @@ class Receivers:
         dotted = dotted_name(expr)
         if dotted is None:
             return False
-        if type(expr) is cst.Name and _OTHER_FRAMEWORK.match(dotted) and not self._torch_module_named(dotted):
+        if type(expr) is cst.Name and (_OTHER_FRAMEWORK.match(dotted) and not self._torch_module_named(dotted) or
+                                       self._built_by_another_framework(expr)):
             return False
         if dotted in self.models:
             return True
@@ -459,6 +470,15 @@ class Receivers:
         if receiver in ("", "self"):
             return bool(_MODEL_COMPOUND.search(last)) and not _LABEL_ENCODER.match(last)
         return isinstance(expr, cst.Attribute) and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
+
+    def _built_by_another_framework(self, name: cst.Name) -> bool:
+        """Every binding of `name` seen where it is used builds a model of Transformers' Flax or
+        TensorFlow classes (`model, params = FlaxWhisperForConditionalGeneration.from_pretrained(...)`,
+        `TFBertModel(config)`): it records no torch graph."""
+        binds = self.scopes.bindings_seen(name.value, name)
+        return bool(binds) and all(bind.kind == "assign" and type(bind.value) is cst.Call and
+                                   _OTHER_FRAMEWORK_CLASS.match(last_part(dotted_name(_class_called(bind.value)) or ""))
+                                   for bind in binds)
 
     def _torch_module_named(self, name: str) -> bool:
         """`tf_model` is a torch module after all: built from a module class of this module

@@ -157,7 +157,8 @@ class EvalWithoutNoGrad(Rule):
 
     ## When it is not reported
     A model of another framework by its name's prefix (`tf_model(x, training=False)`,
-    `onnx_model`), a model quantized dynamically (`torch.quantization.quantize_dynamic`: it
+    `onnx_model`) or its Transformers class (`FlaxWhisperForConditionalGeneration`,
+    `TFBertModel`), a model quantized dynamically (`torch.quantization.quantize_dynamic`: it
     runs on the CPU only). Under a context manager of the module or of the project that turns grad off around its
     `yield` (`with _inference_mode():`), or MONAI's `eval_mode`. A warm-up: a forward of made-up inputs whose result is dropped, outside any loop of its
     function (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy
@@ -234,6 +235,14 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load", "backward")
 
     VALID = (
+        # a Flax model of Transformers (`Flax...`, `TF...` classes): no torch graph
+        "import torch\nfrom transformers import FlaxWhisperForConditionalGeneration\n\n\n"
+        "def main(path, loader):\n"
+        "    model, params = FlaxWhisperForConditionalGeneration.from_pretrained(path, _do_init=False)\n"
+        "\n    def eval_step(batch):\n"
+        "        return model(**batch, params=params, train=False)[0]\n\n"
+        "    device = torch.device(\"cuda\")\n    for batch in loader:\n"
+        "        logits = eval_step(batch)\n        print(logits.shape, device)\n",
         # dynamically quantized models run on the CPU only: what they keep is host memory
         "import torch\n\nquantized_model = torch.quantization.quantize_dynamic(model, None, dtype=torch.qint8)\n"
         "rebuilt_model = torch.quantization.quantize_dynamic(dummy_model, None, dtype=torch.qint8)\n"
