@@ -121,6 +121,13 @@ _MAX_NAMES = 8  # names followed to their values, one inside another
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "synchronize"})
 _SYNC_BUILTINS = frozenset({"int", "float", "bool"})
 _READS_ELEMENTS = frozenset({"max", "min", "sum"})
+# Torch factories whose positional arguments are sizes or bounds, and tensor methods given sizes
+# or counts: a GPU value there is read on the host (`torch.randn((n,))`, `x.topk(k)`).
+_SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.randn", "torch.rand",
+                              "torch.arange", "torch.randperm", "torch.eye"})
+_SIZE_METHODS = frozenset({"topk", "kthvalue", "repeat", "view", "reshape", "expand", "narrow",
+                           "new_zeros", "new_ones", "new_empty"})
+_FACTORY_NAMES = frozenset(name.split(".")[1] for name in _SIZED_FACTORIES)
 # Functions whose result's size depends on the data: the host reads it from the device
 _SIZED_BY_DATA = frozenset({"torch.nonzero", "torch.masked_select", "torch.unique", "torch.argwhere"})
 # Methods of frameworks that copy a batch to the device (from pageable host memory: the host waits)
@@ -131,8 +138,11 @@ def may_sync(call: cst.Call) -> bool:
     """By its shape alone, `call` may be a sync (`x.item()`, `int(x)`, `torch.cuda.synchronize()`):
     the cheap test to make before asking `Syncs.sync`."""
     func = call.func
-    return type(func) is cst.Attribute and func.attr.value in _SYNC_METHODS or \
-        type(func) is cst.Name and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS)
+    if type(func) is cst.Attribute:
+        name = func.attr.value
+        return name in _SYNC_METHODS or name in _SIZE_METHODS or name in _FACTORY_NAMES
+    return type(func) is cst.Name and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS or
+                                       func.value in _FACTORY_NAMES)
 
 
 def _compared(expr: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
@@ -797,7 +807,8 @@ class Syncs:
         the result's size is read from the device, "mask"), a device tensor as an `if` or
         `while` condition, or under a `not` elsewhere (`any(not g.isfinite().all() for g in
         grads)`: "condition"), Python's `max`/`min`/`sum` over a device tensor, which reads
-        it element by element ("iterate")."""
+        it element by element ("iterate"), a device value given as a size, bound or count
+        (`torch.randn((n,))`, `x.topk(k)`: "size")."""
         if type(node) is cst.Subscript:
             for element in node.slice:  # type: ignore[attr-defined]
                 index = element.slice
@@ -814,6 +825,8 @@ class Syncs:
             return "condition" if self._device_tensor(node.expression, node) else None  # type: ignore[attr-defined]
         if type(node) is cst.Call and self._sized_by_data(node):  # type: ignore[arg-type]
             return "mask"
+        if type(node) is cst.Call and self.device_sizes(node):  # type: ignore[arg-type]
+            return "size"
         if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _READS_ELEMENTS and \
                 len(node.args) == 1 and self.names.qualified_name(node.func) is None and \
                 self._device_tensor(node.args[0].value, node):  # type: ignore[attr-defined]
@@ -870,6 +883,24 @@ class Syncs:
             return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None
                                        and self._mask(b.value, b.node, depth + 1) for b in binds)
         return False
+
+    def device_sizes(self, call: cst.Call) -> List[cst.BaseExpression]:
+        """The GPU values `call` takes as sizes, bounds or counts, which torch reads on the host
+        (`torch.randn((seq_len,), device=d)`, `scores.topk(num_keep)`, where `seq_len` and
+        `num_keep` are elements of a GPU tensor)."""
+        func = call.func
+        qualified = self.names.call_name(call)
+        if qualified in _SIZED_FACTORIES:
+            operands = [a.value for a in call.args if a.keyword is None and not a.star]
+        elif qualified is None and type(func) is cst.Attribute and func.attr.value in _SIZE_METHODS:
+            operands = [a.value for a in call.args if not a.star and (a.keyword is None or a.keyword.value == "k")]
+            if not operands or not self.is_tensor(func.value, call):
+                return []
+        else:
+            return []
+        sizes = [e.value for o in operands if type(o) in (cst.Tuple, cst.List) for e in o.elements]  # type: ignore[attr-defined]
+        sizes += [o for o in operands if type(o) not in (cst.Tuple, cst.List)]
+        return [size for size in sizes if type(size) in (cst.Name, cst.Subscript) and self._device_tensor(size, call)]
 
     def _sized_by_data(self, call: cst.Call) -> bool:
         """A call whose result's size the host reads from the device (`torch.where(cond)`,
@@ -1133,6 +1164,8 @@ class Syncs:
                     for bound in (element.slice.lower, element.slice.upper, element.slice.step) if bound is not None]
         elif type(wait) is cst.If:
             read = [wait.test]  # type: ignore[attr-defined]
+        elif type(wait) is cst.Call and self.device_sizes(wait):  # type: ignore[arg-type]  # `torch.randn((n,))`
+            read = self.device_sizes(wait)  # type: ignore[arg-type]
         elif type(wait) is cst.Call and type(wait.func) is cst.Attribute:  # `x[j].item()`
             read = [wait.func.value]  # type: ignore[attr-defined]
         else:

@@ -15,7 +15,7 @@ from memlint.analysis.tree import dotted_name, walk
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
-_IMPLICIT = frozenset({"slice", "mask", "condition", "iterate"})  # syncs memlint.analysis.syncs.implicit finds
+_IMPLICIT = frozenset({"slice", "mask", "condition", "iterate", "size"})  # syncs memlint.analysis.syncs.implicit finds
 # Statements under which a print is meant: a flag, a periodic test, a handler
 _CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
 _SCOPE_ENDS = (cst.FunctionDef, cst.For, cst.While)  # where the search for a condition around a log stops
@@ -31,6 +31,7 @@ _WHAT = {
     "mask": "indexes with a boolean mask of GPU values, whose result's size is read on the host,",
     "condition": "tests a GPU value on the host",
     "iterate": "reads a GPU tensor on the host element by element",
+    "size": "uses a GPU value as a size or a count, which copies it to the host,",
 }
 
 
@@ -54,7 +55,8 @@ class HostDeviceSyncInLoop(Rule):
     """
     ## What it does
     Finds a host-device synchronisation (`t.item()`, `t.tolist()`, `t.cpu()`, `int(t)`,
-    `float(t)`, `torch.cuda.synchronize()`) that runs many times per training or inference
+    `float(t)`, `torch.cuda.synchronize()`, a GPU value given as a size or a count:
+    `torch.randn((n,))`, `x.topk(k)`) that runs many times per training or inference
     step: in a loop (or comprehension) over a tensor's elements, a model's parameters or a
     non-trivial `range`, inside the step loop or inside a helper the step calls (`forward`,
     Lightning's `training_step`, Transformers' `prepare_inputs_for_generation`, which
@@ -185,6 +187,16 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # the lengths kept as Python numbers: sizes read on the host already
+        "import torch\nimport torch.nn as nn\n\n\nclass NaViT(nn.Module):\n"
+        "    def forward(self, images):\n        device = images[0].device\n"
+        "        tokens = [self.to_patches(image) for image in images]\n"
+        "        seq_lens = [t.shape[0] for t in tokens]\n"
+        "        keep_lens = [max(1, int(0.9 * n)) for n in seq_lens]\n        kept = []\n"
+        "        for one_tokens, seq_len, num_keep in zip(tokens, seq_lens, keep_lens):\n"
+        "            keep = torch.randn((seq_len,), device=device).topk(num_keep, dim=-1).indices\n"
+        "            kept.append(one_tokens[keep])\n"
+        "        return self.transformer(torch.cat(kept))\n",
         # ... filled on the first token only: generation hands the argument back on the next ones
         "import torch\nimport torch.nn as nn\n\n\nclass Decoder(nn.Module):\n"
         "    def prepare_inputs_for_generation(self, input_ids: torch.LongTensor, first=None, **kwargs):\n"
@@ -519,6 +531,18 @@ class HostDeviceSyncInLoop(Rule):
         "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
+        # elements of a GPU tensor as a size and a count (NaViT's token dropout): two waits per image
+        Invalid(
+            "import torch\nimport torch.nn as nn\n\n\nclass NaViT(nn.Module):\n"
+            "    def forward(self, images):\n        device = images[0].device\n"
+            "        tokens = [self.to_patches(image) for image in images]\n"
+            "        seq_lens = torch.tensor([t.shape[0] for t in tokens], device=device)\n"
+            "        keep_lens = (0.9 * seq_lens).int().clamp(min=1)\n        kept = []\n"
+            "        for one_tokens, seq_len, num_keep in zip(tokens, seq_lens, keep_lens):\n"
+            "            keep = torch.randn((seq_len,), device=device).topk(num_keep, dim=-1).indices\n"
+            "            kept.append(one_tokens[keep])\n"
+            "        return self.transformer(torch.cat(kept))\n"
+        ),
         # Transformers' `generate` calls `prepare_inputs_for_generation` once per generated token
         Invalid(
             "import torch\nimport torch.nn as nn\n\n\nclass Decoder(nn.Module):\n"
