@@ -79,6 +79,21 @@ def _deleted(target: cst.BaseExpression) -> List[cst.BaseExpression]:
     return [target]
 
 
+# A table QA pipeline's sequential inference: one list filled only under a flag, read after the
+# loop under a conditional expression on that flag (`RETURNED`).
+_TABLE_QA = (
+    "import torch\n\n\nclass TableQA:\n    def sequential_inference(self, input_ids):\n"
+    "        with torch.no_grad():\n            all_logits = []\n"
+    "            all_aggregations = []\n            for index in range(input_ids.shape[0]):\n"
+    "                outputs = self.model(input_ids=input_ids[index].unsqueeze(0).to(self.device))\n"
+    "                if self.aggregate:\n"
+    "                    all_aggregations.append(outputs.logits_aggregation)\n"
+    "                all_logits.append(outputs.logits)\n"
+    "            logits = torch.cat(all_logits, 0)\n"
+    "            return RETURNED\n"
+)
+
+
 def _flag(test: cst.BaseExpression) -> Tuple[str, bool]:
     """A test's flag and whether the test holds when the flag does: `not self.aggregate` is
     (`self.aggregate`, False)."""
@@ -193,15 +208,7 @@ class RetainedOutputs(Rule):
 
     VALID = (
         # appended only under the flag under which it is used after the loop
-        "import torch\n\n\nclass TableQA:\n    def sequential_inference(self, input_ids):\n"
-        "        with torch.no_grad():\n            all_logits = []\n"
-        "            all_aggregations = []\n            for index in range(input_ids.shape[0]):\n"
-        "                outputs = self.model(input_ids=input_ids[index].unsqueeze(0).to(self.device))\n"
-        "                if self.aggregate:\n"
-        "                    all_aggregations.append(outputs.logits_aggregation)\n"
-        "                all_logits.append(outputs.logits)\n"
-        "            logits = torch.cat(all_logits, 0)\n"
-        "            return (logits,) if not self.aggregate else (logits, torch.cat(all_aggregations, 0))\n",
+        _TABLE_QA.replace("RETURNED", "(logits,) if not self.aggregate else (logits, torch.cat(all_aggregations, 0))"),
         # a forward's outputs flattened into a list: every item was alive before the loop
         "import torch\n\n\ndef infer_shapes(model, tokens):\n    outputs = model(**tokens)\n    outputs_flat = []\n"
         "    for output in outputs:\n        if isinstance(output, (tuple, list)):\n            outputs_flat.extend(output)\n"
@@ -463,17 +470,7 @@ class RetainedOutputs(Rule):
     )
     INVALID = (
         # appended where the flag holds, read only where it does not: it grows and is never used
-        Invalid(
-            "import torch\n\n\nclass TableQA:\n    def sequential_inference(self, input_ids):\n"
-            "        with torch.no_grad():\n            all_logits = []\n"
-            "            all_aggregations = []\n            for index in range(input_ids.shape[0]):\n"
-            "                outputs = self.model(input_ids=input_ids[index].unsqueeze(0).to(self.device))\n"
-            "                if self.aggregate:\n"
-            "                    all_aggregations.append(outputs.logits_aggregation)\n"
-            "                all_logits.append(outputs.logits)\n"
-            "            logits = torch.cat(all_logits, 0)\n"
-            "            return (logits, torch.cat(all_aggregations, 0)) if not self.aggregate else (logits,)\n"
-        ),
+        Invalid(_TABLE_QA.replace("RETURNED", "(logits, torch.cat(all_aggregations, 0)) if not self.aggregate else (logits,)")),
         # a step function keeps the items of its forward's outputs in a module's list: it outlives the call
         Invalid(
             "import torch\n\nmodel = torch.nn.LSTM(8, 8).cuda()\nkept = []\n\n\ndef step(x):\n"
