@@ -80,20 +80,14 @@ _MODEL_COMPOUND = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|
 # `model.feature_extractor`, `self.model.text_encoder`: a part of a model, by name, only as an
 # attribute of a model (alone, `feature_extractor` is as likely HF's audio preprocessor)
 _SUBMODULE = re.compile(r"^\w+_(model|net|network|encoder|decoder|rnn|lstm|gru|extractor)$", re.IGNORECASE)
-# An imported class whose instances prepare a model's inputs (HF's `AutoProcessor`, a pipeline's
-# `...ProcessorStep`, a tokenizer, a collator): calling one records no graph, whatever the name
-# that holds it (`encoder = RobometerEncoderProcessorStep(...)`). Not `FeatureExtractor` or
-# `Transform`: users name their own networks so.
-# Transformers' classes of its Flax and TensorFlow models: `FlaxBertModel`, `TFT5ForConditionalGeneration`.
-_OTHER_FRAMEWORK_CLASS = re.compile(r"^(Flax|TF)[A-Z]")
-# What only a torch module is asked to do, of what a model of another framework might be named for.
-_TORCH_MODULE_METHODS = frozenset({"cuda", "to", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
-# Dynamic quantization: the layers it makes run on the CPU only.
-_QUANTIZE_DYNAMIC = frozenset({"torch.quantization.quantize_dynamic", "torch.ao.quantization.quantize_dynamic"})
 # Calls that write a model out or show it, and place nothing (`export_to_openvino(model, path)`)
 _WRITES_OUT = re.compile(r"^(export|save|print|log|summary|count_parameters)(_|$)")
 # Keywords of `from_pretrained` that place the model on a device: `device_map="auto"`, a quantized load.
 _PLACES = re.compile(r"device|load_in_|quantization_config$")
+# An imported class whose instances prepare a model's inputs (HF's `AutoProcessor`, a pipeline's
+# `...ProcessorStep`, a tokenizer, a collator): calling one records no graph, whatever the name
+# that holds it (`encoder = RobometerEncoderProcessorStep(...)`). Not `FeatureExtractor` or
+# `Transform`: users name their own networks so.
 _PREPARES_INPUTS = re.compile(r"(Processor|ProcessorStep|Tokenizer|TokenizerFast|Collator)$")
 # An encoder of labels or symbols into ids (SpeechBrain's `self.input_encoder`, a `label_encoder`),
 # where the code does not say it builds a module: no model.
@@ -102,6 +96,12 @@ _LABEL_ENCODER = re.compile(r"^(label|input|char|phoneme|token|category|class)_e
 # where nothing of the module makes it a torch module: a TensorFlow, JAX or exported model
 # records no torch graph.
 _OTHER_FRAMEWORK = re.compile(r"^(tf|keras|flax|jax|onnx|trt|tflite|openvino)_", re.IGNORECASE)
+# Transformers' classes of its Flax and TensorFlow models: `FlaxBertModel`, `TFT5ForConditionalGeneration`.
+_OTHER_FRAMEWORK_CLASS = re.compile(r"^(Flax|TF)[A-Z]")
+# What only a torch module is asked to do, of what a model of another framework might be named for.
+_TORCH_MODULE_METHODS = frozenset({"cuda", "to", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
+# Dynamic quantization: the layers it makes run on the CPU only.
+_QUANTIZE_DYNAMIC = frozenset({"torch.quantization.quantize_dynamic", "torch.ao.quantization.quantize_dynamic"})
 _NOT_A_MODEL_CALL = re.compile(r"_(cls|class|classes|config|cfg|name|names|path|dir|id|ids|kwargs|args|type|fn_name|"
                                r"factory|builder|pipeline)$")
 _MAKES_A_MODEL = re.compile(
@@ -158,13 +158,13 @@ def _is_parameters_call(expr: cst.BaseExpression) -> bool:
     return False
 
 
-
 def _class_called(call: cst.Call) -> cst.BaseExpression:
     """The class a call builds from: `Cls` of `Cls(...)` and of `Cls.from_pretrained(...)`."""
     func = call.func
     if type(func) is cst.Attribute and func.attr.value == "from_pretrained":
         return func.value
     return func
+
 
 class Receivers:
     """The optimizers, models and losses of one module (see the module docstring)."""
