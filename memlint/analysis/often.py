@@ -9,7 +9,10 @@ memlint.analysis.project makes across modules, so that the two cannot disagree:
   BOUNDARY), or `CALLER` (as often as its function), or `REPEATED` (more than once per call of
   its function: in a loop or comprehension that does no step work of its own);
 - `intrinsic_often(name, in_module_class)`: what a function's name says on its own (the
-  `forward` of a module, Lightning's step and epoch hooks, the step functions trainers call);
+  `forward` of a module, Lightning's step and epoch hooks, the step functions trainers call,
+  Transformers' per-token `prepare_inputs_for_generation`);
+- `carried_between_tokens(function)`: the arguments such a per-token hook gets back on the
+  next token, so that what fills one when it is empty runs on the first token only;
 - `at_site(site, caller)`: how often a call runs, from its place and its function's frequency;
 - `combine(frequencies)`: a function called from several places runs as often as its most
   frequent caller (INNER over STEP over BOUNDARY).
