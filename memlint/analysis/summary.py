@@ -35,9 +35,8 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple, Union
 import libcst as cst
 
 from memlint.analysis.cache import only_empties_cache
-from memlint.analysis.often import BOUNDARY, INNER, STEP, at_site, intrinsic_often
+from memlint.analysis.often import BOUNDARY, INNER, STEP, TRAINING_METHOD, at_site, intrinsic_often
 from memlint.analysis.tree import base_class, dotted_name
-from memlint.analysis.often import TRAINING_METHOD
 
 if TYPE_CHECKING:
     from memlint.analysis import Facts
@@ -257,7 +256,6 @@ def _learns(facts: "Facts", klass: cst.ClassDef, asks: bool) -> bool:
             if stored is not None and values.carries_grad_from(stored, node, given):
                 return True
     return False
-
 
 
 def _hands_on(facts: "Facts", method: cst.FunctionDef, given: FrozenSet[str]) -> bool:

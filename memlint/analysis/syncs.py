@@ -128,6 +128,7 @@ _SIZED_FACTORIES = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch
 _SIZE_METHODS = frozenset({"topk", "kthvalue", "repeat", "view", "reshape", "expand", "narrow",
                            "new_zeros", "new_ones", "new_empty"})
 _FACTORY_NAMES = frozenset(name.split(".")[1] for name in _SIZED_FACTORIES)
+_SIZE_CALLEES = _SIZE_METHODS | _FACTORY_NAMES  # how such a call ends, by its shape alone
 # Functions whose result's size depends on the data: the host reads it from the device
 _SIZED_BY_DATA = frozenset({"torch.nonzero", "torch.masked_select", "torch.unique", "torch.argwhere"})
 # Methods of frameworks that copy a batch to the device (from pageable host memory: the host waits)
@@ -140,7 +141,7 @@ def may_sync(call: cst.Call) -> bool:
     func = call.func
     if type(func) is cst.Attribute:
         name = func.attr.value
-        return name in _SYNC_METHODS or name in _SIZE_METHODS or name in _FACTORY_NAMES
+        return name in _SYNC_METHODS or name in _SIZE_CALLEES
     return type(func) is cst.Name and (func.value in _SYNC_BUILTINS or func.value in _READS_ELEMENTS or
                                        func.value in _FACTORY_NAMES)
 
@@ -825,7 +826,7 @@ class Syncs:
             return "condition" if self._device_tensor(node.expression, node) else None  # type: ignore[attr-defined]
         if type(node) is cst.Call and self._sized_by_data(node):  # type: ignore[arg-type]
             return "mask"
-        if type(node) is cst.Call and self.device_sizes(node):  # type: ignore[arg-type]
+        if type(node) is cst.Call and self._device_sizes(node):  # type: ignore[arg-type]
             return "size"
         if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in _READS_ELEMENTS and \
                 len(node.args) == 1 and self.names.qualified_name(node.func) is None and \
@@ -884,11 +885,14 @@ class Syncs:
                                        and self._mask(b.value, b.node, depth + 1) for b in binds)
         return False
 
-    def device_sizes(self, call: cst.Call) -> List[cst.BaseExpression]:
+    def _device_sizes(self, call: cst.Call) -> List[cst.BaseExpression]:
         """The GPU values `call` takes as sizes, bounds or counts, which torch reads on the host
         (`torch.randn((seq_len,), device=d)`, `scores.topk(num_keep)`, where `seq_len` and
-        `num_keep` are elements of a GPU tensor)."""
+        `num_keep` are elements of a GPU tensor). Asked of every call a loop makes: a method of
+        another name is passed over before its name is resolved."""
         func = call.func
+        if type(func) is cst.Attribute and func.attr.value not in _SIZE_CALLEES:
+            return []
         qualified = self.names.call_name(call)
         if qualified in _SIZED_FACTORIES:
             operands = [a.value for a in call.args if a.keyword is None and not a.star]
@@ -1164,10 +1168,9 @@ class Syncs:
                     for bound in (element.slice.lower, element.slice.upper, element.slice.step) if bound is not None]
         elif type(wait) is cst.If:
             read = [wait.test]  # type: ignore[attr-defined]
-        elif type(wait) is cst.Call and self.device_sizes(wait):  # type: ignore[arg-type]  # `torch.randn((n,))`
-            read = self.device_sizes(wait)  # type: ignore[arg-type]
-        elif type(wait) is cst.Call and type(wait.func) is cst.Attribute:  # `x[j].item()`
-            read = [wait.func.value]  # type: ignore[attr-defined]
+        elif type(wait) is cst.Call:  # `torch.randn((n,))`: its sizes; `x[j].item()`: what it reads
+            read = self._device_sizes(wait) or (  # type: ignore[arg-type]
+                [wait.func.value] if type(wait.func) is cst.Attribute else [])  # type: ignore[attr-defined]
         else:
             return False
         indices = target_names(loop.target)  # type: ignore[attr-defined]
