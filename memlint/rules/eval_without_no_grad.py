@@ -159,15 +159,17 @@ class EvalWithoutNoGrad(Rule):
     A model of another framework by its name's prefix (`tf_model(x, training=False)`,
     `onnx_model`) or its Transformers class (`FlaxWhisperForConditionalGeneration`,
     `TFBertModel`), a model quantized dynamically (`torch.quantization.quantize_dynamic`: it
-    runs on the CPU only). Under a context manager of the module or of the project that turns grad off around its
-    `yield` (`with _inference_mode():`), or MONAI's `eval_mode`. A warm-up: a forward of made-up inputs whose result is dropped, outside any loop of its
-    function (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy
-    input per call. An inference script whose models are loaded by `from_pretrained(...)` with nothing that
-    places them (no `device_map`, no quantized load) and handed to no call but one that writes
-    them out (`export_onnx(model, path)`) or to a function of the module that hands them on to
-    none (a helper's parameter is what every call passes it), in a module that moves nothing (`.to`, `.cuda`),
-    names no device and that no device code of the project calls: the models run on the CPU,
-    where what the graph keeps is host memory, a one-off script's at that. A model
+    runs on the CPU only). Under a context manager of the module or of the project that turns
+    grad off around its `yield` (`with _inference_mode():`), or MONAI's `eval_mode`. A warm-up:
+    a forward of made-up inputs whose result is dropped, outside any loop of its function
+    (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy input per
+    call. An inference script whose models are loaded by `from_pretrained(...)` with nothing
+    that places them (no `device_map`, no quantized load) and handed to no call but one that
+    writes them out (`export_onnx(model, path)`) or to a function of the module that hands them
+    on to none (a helper's parameter is what every call passes it), in a module that moves
+    nothing (`.to`, `.cuda`), names no device and that no device code of the project calls: the
+    models run on the CPU, where what the graph keeps is host memory, a one-off script's at
+    that. A model
     from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU.
     A call of a mode the model's `forward` computes under no_grad itself (`model(data,
     mode="inference")` where `forward` has `elif mode == "inference": with torch.no_grad():

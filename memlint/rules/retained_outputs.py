@@ -891,11 +891,14 @@ class RetainedOutputs(Rule):
     def _local(self, container: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """`container` is a name its function binds itself (`outputs_flat = []`): it dies with the
         call, unlike a list handed in, a module's or an object's."""
-        facts = self.facts
-        scope = facts.tree.scope_of(at)
-        binds = facts.scopes.bindings(scope, container.value) if type(container) is cst.Name else []  # type: ignore[attr-defined]
-        return type(scope) is cst.FunctionDef and any(b.kind == "assign" for b in binds) and \
-            not any(b.kind == "param" for b in binds)
+        return type(container) is cst.Name and type(self.facts.tree.scope_of(at)) is cst.FunctionDef and \
+            self._bound_where_filled(container.value, at)  # type: ignore[attr-defined]
+
+    def _bound_where_filled(self, name: str, at: cst.CSTNode) -> bool:
+        """The scope of `at` binds the list `name` by an assignment, and it is no parameter: not
+        handed in, nor a module's list a function fills."""
+        binds = self.facts.scopes.bindings(self.facts.tree.scope_of(at), name)
+        return any(b.kind == "assign" for b in binds) and not any(b.kind == "param" for b in binds)
 
     def _piece_of_an_item(self, value: cst.BaseExpression, loop: cst.CSTNode, depth: int = 0) -> bool:
         """`value` is an item of the collection a loop walks, or a view of one
@@ -1007,8 +1010,7 @@ class RetainedOutputs(Rule):
         anew each iteration, runs a few times the code spells (`for can in [1, 2, 3]`): it
         keeps a few graphs, however long the run."""
         facts = self.facts
-        binds = facts.scopes.bindings(facts.tree.scope_of(node), name)
-        if any(b.kind == "param" for b in binds) or not any(b.kind == "assign" for b in binds):
+        if not self._bound_where_filled(name, node):
             return False
         for loop in loops:
             if facts.values.reset_in_iteration(loop, name, node):
