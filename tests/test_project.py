@@ -819,6 +819,52 @@ def test_a_helper_of_a_module_imported_whole_returns_its_graph_as_one_imported_b
     assert ("train.py", 10, "MEM202") in lint(tmp_path)
 
 
+TOKENIZER = {
+    "tokenizer.py": """\
+        from typing import List
+
+        import torch
+        from sentencepiece import SentencePieceProcessor
+
+        class Tokenizer:
+            def __init__(self, path):
+                self.sp_model = SentencePieceProcessor(model_file=path)
+
+            def encode(self, s: str, bos: bool) -> ANNOTATION:
+                t = self.sp_model.encode(s)
+                if bos:
+                    t = [1] + t
+                return t
+        """,
+    "pretokenize.py": """\
+        import numpy as np
+        import torch
+        from tokenizer import Tokenizer
+
+        def process_shard(path, data, out):
+            enc = Tokenizer(path)
+            all_tokens = []
+            for example in data:
+                tokens = enc.encode(example["story"], bos=True)
+                all_tokens.extend(tokens)
+            all_tokens = np.array(all_tokens, dtype=np.uint16)
+            with open(out, "wb") as f:
+                f.write(all_tokens.tobytes())
+        """,
+}
+
+
+@pytest.mark.parametrize("annotation, reported", [
+    ("List[int]", False), ("list[int] | None", False), ("Tuple[List[int], ...]", False),
+    ("List[torch.Tensor]", True), ("torch.Tensor", True),
+])
+def test_a_helper_of_another_module_annotated_to_return_no_tensor_returns_no_graph(tmp_path, annotation, reported):
+    """llama2.c's `Tokenizer.encode(...) -> List[int]` calls SentencePiece's `sp_model.encode`,
+    which reads like a model's encoder: its annotation says that no tensor comes back."""
+    tree(tmp_path, {**TOKENIZER, "tokenizer.py": TOKENIZER["tokenizer.py"].replace("ANNOTATION", annotation)})
+    assert (("pretokenize.py", 10, "MEM202") in lint(tmp_path)) is reported
+
+
 CACHE_HELPER = {
     "pkg/__init__.py": "",
     "pkg/utils.py": """\

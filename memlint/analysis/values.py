@@ -72,6 +72,12 @@ _INFERENCE_MODE = re.compile(r"^(mode|phase|stage)=(inference|infer|test|testing
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
+# Return annotations that hold no tensor (`-> List[int]`, `-> Dict[str, float]`, `-> Optional[str]`):
+# the builtins, and the containers that hold only them.
+_PLAIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "None", "complex"})
+_CONTAINER_TYPES = frozenset({"List", "list", "Tuple", "tuple", "Dict", "dict", "Set", "set", "FrozenSet",
+                              "frozenset", "Optional", "Union", "Sequence", "Iterable", "Iterator", "Mapping",
+                              "typing.List", "typing.Tuple", "typing.Dict", "typing.Optional", "typing.Union"})
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
 DETACHING_METHODS = frozenset(SCALAR_METHODS | {
@@ -460,7 +466,8 @@ class Values:
             return self._memo_returns[key]
         self._memo_returns[key] = False
         result = False
-        if not trace.graph or self.regions.grad_enabled_by_decorator(func) is not False:
+        if (func.returns is None or not _holds_no_tensor(func.returns.annotation)) and (
+                not trace.graph or self.regions.grad_enabled_by_decorator(func) is not False):
             stack: List[cst.CSTNode] = [func.body]
             while stack and not result:
                 node = stack.pop()
@@ -1217,3 +1224,18 @@ class _ScopeSummary:
                 for source in set().union(*(sources_of(arg.value) for arg in call.args)):
                     self._calls_passed.setdefault(source, []).append(call)
         return self._calls_passed.get(name, [])
+
+
+def _holds_no_tensor(annotation: cst.BaseExpression) -> bool:
+    """Whether a function annotated to return `annotation` returns no tensor: a builtin, or a
+    container of builtins (llama2.c's `Tokenizer.encode(...) -> List[int]`, whose body calls
+    SentencePiece's `sp_model.encode`); `-> Tensor`, `-> List[torch.Tensor]` and anything else may hold one."""
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        return _holds_no_tensor(annotation.left) and _holds_no_tensor(annotation.right)
+    if isinstance(annotation, cst.Subscript):
+        return dotted_name(annotation.value) in _CONTAINER_TYPES and all(
+            isinstance(element.slice, cst.Index) and _holds_no_tensor(element.slice.value)
+            for element in annotation.slice)
+    if isinstance(annotation, cst.SimpleString):
+        return False
+    return dotted_name(annotation) in _PLAIN_TYPES or isinstance(annotation, cst.Ellipsis)
