@@ -796,6 +796,30 @@ class Receivers:
             made = made.rpartition(".")[0]
         return made if last_part(made)[:1].isupper() else None
 
+    def annotated_class(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The class of this module or of the project that the parameter a model name holds is
+        annotated with (`def __init__(self, model: Transformer): self.model = model`, the name or
+        `self.<attr>` bound only so), where no constructor says which class it holds."""
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return None
+        values = [assign.value for assign in self._assigns_by_target.get(dotted, ())] if "." in dotted else [expr]
+        found: Set[Optional[str]] = set()
+        for value in values:
+            binds = self.scopes.in_effect(value.value, value) if type(value) is cst.Name else []  # type: ignore[attr-defined]
+            if not binds:
+                return None
+            found.update(self._class_annotated(bind.node) if bind.kind == "param" else None for bind in binds)
+        made = found.pop() if len(found) == 1 else None
+        return made if made in self.scopes.classes or self.project.knows(made) else None
+
+    def _class_annotated(self, param: cst.CSTNode) -> Optional[str]:
+        annotation = param.annotation if type(param) is cst.Param else None  # type: ignore[attr-defined]
+        if annotation is None:
+            return None
+        local = dotted_name(annotation.annotation)
+        return local if local in self.scopes.classes else self.names.qualified_name(annotation.annotation)
+
     def is_parameter_free(self, func: cst.BaseExpression) -> bool:
         """`func` is a torch module without parameters (`_PARAMETER_FREE`): made in place
         (`nn.Softmax(dim=1)(x)`) or held by a name every assignment makes one (`cos =

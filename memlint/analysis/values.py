@@ -322,14 +322,16 @@ class Values:
     def runs_without_grad(self, forward: cst.Call) -> bool:
         """The method a forward calls is decorated to run without grad (`@torch.no_grad() def
         inference`): the method of the receiver's class, where the code says which class it is
-        (a class of this module or of the project); else, for a model whose class it does not
+        (a class of this module or of the project, by its constructor or by the annotation of the
+        parameter it was handed: `def __init__(self, model: Transformer)`); else, for a model whose class it does not
         say (one from a factory), every class of this module that defines a method by that name
         decorates it so, or, where none does, every importable class of the project."""
         func = forward.func
         if type(func) is not cst.Attribute:
             return False
         name = func.attr.value
-        made = self.roles.receivers.class_of(func.value)
+        receivers = self.roles.receivers
+        made = receivers.class_of(func.value) or receivers.annotated_class(func.value)
         if made is not None:
             local = self.scopes.classes.get(made)
             if local is not None:

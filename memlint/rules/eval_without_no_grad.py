@@ -32,6 +32,17 @@ _ERM = (
     "        loss.backward()\n        self.optimizer.step()\n        self.network_sma.train()\n"
     "        PASS\n        return {\"loss\": loss.item()}\n"
 )
+# LLaMA's generator, for the examples: DECORATOR is what its model's forward is decorated with.
+_LLAMA = (
+    "import torch\nfrom torch import nn\n\n\nclass Transformer(nn.Module):\n    DECORATOR\n"
+    "    def forward(self, tokens, start_pos):\n        return self.output(self.layers(tokens, start_pos))\n\n\n"
+    "class LLaMA:\n    def __init__(self, model: Transformer):\n        self.model = model\n\n"
+    "    def generate(self, tokens, total_len):\n        prev_pos = 0\n"
+    "        for cur_pos in range(1, total_len):\n"
+    "            logits = self.model.forward(tokens[:, prev_pos:cur_pos], prev_pos)\n"
+    "            tokens[:, cur_pos] = torch.argmax(logits, dim=-1)\n            prev_pos = cur_pos\n"
+    "        return tokens\n"
+)
 # An averaged copy of a model (stochastic weight averaging, an EMA, DomainBed's SMA).
 _AVERAGED_MODEL = re.compile(r"(^|_)(sma|ema|swa|avg|averaged?)(_|$)", re.IGNORECASE)
 _KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
@@ -237,6 +248,8 @@ class EvalWithoutNoGrad(Rule):
     REQUIRES = ("eval", "val", "test", "predict", "infer", "generat", "sampl", "load", "backward")
 
     VALID = (
+        # a model handed in annotated with a class whose forward runs under inference mode
+        _LLAMA.replace("DECORATOR", "@torch.inference_mode()"),
         # a Flax model of Transformers (`Flax...`, `TF...` classes): no torch graph
         "import torch\nfrom transformers import FlaxWhisperForConditionalGeneration\n\n\n"
         "def main(path, loader):\n"
@@ -654,6 +667,13 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # ... and with one whose forward records a graph
+        Invalid(_LLAMA.replace("    DECORATOR\n", ""), _LLAMA.replace("    DECORATOR\n", "").replace(
+            "        for cur_pos in range(1, total_len):\n",
+            "        with torch.no_grad():\n            for cur_pos in range(1, total_len):\n").replace(
+            "\n            logits", "\n                logits").replace(
+            "\n            tokens[:", "\n                tokens[:").replace(
+            "            prev_pos = cur_pos\n", "                prev_pos = cur_pos\n")),
         # a torch module named `tf_...` (a transformer): the prefix of another framework's models gives way to what the code builds
         Invalid(
             "import torch\nimport torch.nn as nn\n\n\nclass TransformerLM(nn.Module):\n"
