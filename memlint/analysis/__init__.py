@@ -162,7 +162,7 @@ class Facts:
     @cached_property
     def outputs(self) -> Outputs:
         """How large a model's output is likely to be, and what the code takes from it."""
-        return Outputs(self.names, self.tree, self.receivers, self.identifiers)
+        return Outputs(self.names, self.tree, self.receivers, self.guards, self.identifiers)
 
     @cached_property
     def liveness(self) -> Liveness:

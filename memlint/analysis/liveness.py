@@ -92,9 +92,17 @@ class Liveness:
                        holders: AbstractSet[int] = frozenset()) -> bool:
         """Whether `name` is surely bound again between the position `start` and `read`: by a
         later assignment whose block holds `read`, or a `with ... as` / `for` whose body does
-        (not one of `holders`, assignments that bind it to what it held)."""
+        (not one of `holders`, assignments that bind it to what it held). A read above `start`
+        comes in a later iteration of a loop around both: an assignment in that loop above the
+        read counts too (build-nanogpt's validation `logits, loss = model(x, y)` before the
+        training step's own, in the next step)."""
         tree = self.tree
         at = tree.order(read)
+        if at < start:
+            around = next((loop for loop in tree.loops_around(read) if tree.span(loop)[1] >= start), None)
+            if around is None:
+                return False
+            start = tree.order(around)
         for bind in self.scopes.bindings(scope, name):
             if tree.order(bind.node) < start or id(bind.node) in holders:
                 continue

@@ -47,6 +47,7 @@ from typing import FrozenSet, Optional, Tuple
 import libcst as cst
 
 from memlint.analysis.dataflow import SCALAR_ATTRIBUTES, SCALAR_FUNCTIONS, SCALAR_METHODS
+from memlint.analysis.guards import Guards
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, last_part
@@ -137,11 +138,12 @@ def _per_token(call: cst.Call, method: str) -> bool:
 class Outputs:
     """Size signs and reads of model outputs in one module (see the module docstring)."""
 
-    def __init__(self, names: TorchNames, tree: TreeIndex, receivers: Receivers,
+    def __init__(self, names: TorchNames, tree: TreeIndex, receivers: Receivers, guards: Guards,
                  identifiers: FrozenSet[str]) -> None:
         self.names = names
         self.tree = tree
         self.receivers = receivers
+        self.guards = guards
         self.identifiers = identifiers
 
     @cached_property
@@ -167,13 +169,15 @@ class Outputs:
     def compiled(self) -> bool:
         """The module compiles something (`torch.compile(model)`, `model.compile()`): a compiled
         model's backward keeps the logits itself, so binding them costs nothing more (nanoGPT's
-        GPT-2 124M on an H200: 9,773 MiB with the logits bound, 9,697 MiB without)."""
+        GPT-2 124M on an H200: 9,773 MiB with the logits bound, 9,697 MiB without). A compile
+        the code switches off as written is none (build-nanogpt's `use_compile = False`, then
+        `if use_compile: model = torch.compile(model)`)."""
         if "compile" not in self.identifiers:
             return False
         return any(type(node) is cst.Call and (self.names.call_name(node) == "torch.compile" or
                                                isinstance(node.func, cst.Attribute) and  # type: ignore[attr-defined]
                                                node.func.attr.value == "compile")  # type: ignore[attr-defined]
-                   for node in self.tree.nodes)
+                   and not self.guards.dead(node) for node in self.tree.nodes)
 
     @cached_property
     def engine_runs_step(self) -> bool:

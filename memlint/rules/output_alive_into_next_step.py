@@ -49,6 +49,17 @@ def _also_asked_for(forward: cst.Call) -> str:
     return f", and every layer's {' and '.join(asked)} it was asked for" if asked else ""
 
 
+# build-nanogpt's step, for the examples: each step evaluates (logits bound again, then read)
+# before it trains; COMPILE is its compile switch.
+_EVAL_THEN_TRAIN = (
+    "import torch\nuse_compile = COMPILE\nif use_compile:\n    model = torch.compile(model)\n"
+    "for step in range(max_steps):\n    if step % 250 == 0:\n        with torch.no_grad():\n"
+    "            logits, loss = model(xgen)\n            probs = torch.softmax(logits[:, -1, :], dim=-1)\n"
+    "    for micro_step in range(grad_accum_steps):\n        x, y = train_loader.next_batch()\n"
+    "        logits, loss = model(x, y)\nDEL        loss = loss / grad_accum_steps\n        loss.backward()\n"
+    "    optimizer.step()\n    optimizer.zero_grad()\n"
+)
+
 class OutputAliveIntoNextStep(Rule):
     """
     ## What it does
@@ -149,6 +160,8 @@ class OutputAliveIntoNextStep(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # a compiled model's backward keeps the logits itself
+        _EVAL_THEN_TRAIN.replace("COMPILE", "True").replace("DEL", ""),
         # the view bound to the same name is read after the backward: the storage is needed there
         "import torch\nimport torch.nn.functional as F\nfrom picotron.model import Llama\n\n\n"
         "def train(model, loader, optimizer):\n    for input_ids, target_ids in loader:\n"
@@ -220,6 +233,9 @@ class OutputAliveIntoNextStep(Rule):
         "print(logits.shape)\n",
     )
     INVALID = (
+        # read in the next step only after evaluation binds the name again; the compile is switched off
+        Invalid(_EVAL_THEN_TRAIN.replace("COMPILE", "False").replace("DEL", ""),
+                _EVAL_THEN_TRAIN.replace("COMPILE", "False").replace("DEL", "        del logits\n")),
         # a DeepSpeed engine backwards and steps itself (`model.backward(loss)`, `model.step()`)
         Invalid(
             "import deepspeed\nimport torch\nfrom transformers import AutoModelForCausalLM\n\n\ndef main(args, loader):\n"
