@@ -43,6 +43,13 @@ _LLAMA = (
     "            tokens[:, cur_pos] = torch.argmax(logits, dim=-1)\n            prev_pos = cur_pos\n"
     "        return tokens\n"
 )
+# A training loop that samples every 100 steps; DROP is what it does with the sample after printing it.
+_PERIODIC_SAMPLE = (
+    "import torch\n\ndef train(model, loader, opt):\n    for step, (x, y) in enumerate(loader):\n"
+    "        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
+    "        if step % 100 == 0:\n            sample = model.inference(x)\n"
+    "            print(sample.norm().item())\nDROP"
+)
 # An averaged copy of a model (stochastic weight averaging, an EMA, DomainBed's SMA).
 _AVERAGED_MODEL = re.compile(r"(^|_)(sma|ema|swa|avg|averaged?)(_|$)", re.IGNORECASE)
 _KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
@@ -104,7 +111,10 @@ class EvalWithoutNoGrad(Rule):
     Also, in a training loop, a forward whose output never reaches the backward: a second pass
     run only for a metric (`yhat_raw = model.inference(x)`, then `l1 += F.l1_loss(yhat_raw,
     y).item()`), its output and everything made from it read and dropped, never backwarded,
-    returned, stored or handed to a call that might backward it. And a forward whose result is
+    returned, stored or handed to a call that might backward it; also one run every few steps
+    (`if step % args.sample_every == 0:`) whose output stays bound until the block runs again
+    (SiT's `samples = vae.decode(...).sample`): its graph is alive through every training
+    step in between. And a forward whose result is
     dropped after a training step's last backward (`self.network_sma(x)`, run to refresh an
     averaged model's batch-norm statistics), in a function run once per step: no backward of
     the step can read its graph. Not one before the backward (the modules may compute the loss
@@ -221,7 +231,7 @@ class EvalWithoutNoGrad(Rule):
     may backward or keep it: `learner.update(out)`); the loop's only forward; any where the loss
     may take from the model besides what it returns (the module registers forward hooks, the
     loop reads `model.aux_loss`); one under a periodic guard (`if step % 100 ==
-    0:`); and any, where the module freezes parameters (a frozen EMA copy records no graph).
+    0:`) whose output is deleted or bound again outside it before the next step; and any, where the module freezes parameters (a frozen EMA copy records no graph).
 
     ## Fix
     Wrap the whole loop statement in `with torch.no_grad():`; when it `yield`s, in a script that
@@ -599,9 +609,10 @@ class EvalWithoutNoGrad(Rule):
         "import torch\n\ndef train(self, loader):\n    for x, y in loader:\n"
         "        loss = criterion(self.model(x), y)\n        loss.backward()\n        self.opt.step()\n"
         "        preds = self.model(x)\n        self.last = preds\n",
-        # a periodic sample
+        # a periodic sample dropped before the next step
+        _PERIODIC_SAMPLE.replace("DROP", "            del sample\n"),
         "import torch\n\ndef train(model, loader, opt):\n    for step, (x, y) in enumerate(loader):\n"
-        "        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
+        "        sample = None\n        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
         "        if step % 100 == 0:\n            sample = model.inference(x)\n"
         "            print(sample.norm().item())\n",
         # a frozen EMA copy records no graph
@@ -667,6 +678,10 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # a periodic sample kept bound through the steps until the next one
+        Invalid(_PERIODIC_SAMPLE.replace("DROP", ""), _PERIODIC_SAMPLE.replace("DROP", "").replace(
+            "            sample = model.inference(x)\n",
+            "            with torch.no_grad():\n                sample = model.inference(x)\n")),
         # ... and with one whose forward records a graph
         Invalid(_LLAMA.replace("    DECORATOR\n", ""), _LLAMA.replace("    DECORATOR\n", "").replace(
             "        for cur_pos in range(1, total_len):\n",
@@ -1396,7 +1411,10 @@ class EvalWithoutNoGrad(Rule):
         if forward is None or not facts.roles.is_forward(forward) or facts.regions.grad_enabled(forward) is not True:
             return
         loops = facts.tree.loops_around(node)
-        if not loops or facts.values.requires_grad_off or facts.steps.periodic(node):
+        if not loops or facts.values.requires_grad_off:
+            return
+        guard = facts.steps.periodic_guard(node)
+        if guard is None and facts.steps.periodic(node):
             return
         loop = loops[0]
         if not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
@@ -1404,16 +1422,34 @@ class EvalWithoutNoGrad(Rule):
         leaves = [leaf for target in node.targets for leaf in leaf_targets(target.target)]
         names = {leaf.value for leaf in leaves if type(leaf) is cst.Name}  # type: ignore[attr-defined]
         scope = facts.tree.scope_of(loop)
-        if not names or any(type(leaf) is not cst.Name for leaf in leaves) or self.facts.values.runs_without_grad(forward) or \
+        if not names or any(type(leaf) is not cst.Name for leaf in leaves) or \
+                guard is not None and not self._bound_only_in(guard, names, scope) or \
+                self.facts.values.runs_without_grad(forward) or \
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
-                self._leaves_by_the_side(loop, forward) or few_literal(loop, facts.scopes) or facts.per_step(node) is None:
+                self._leaves_by_the_side(loop, forward) or few_literal(loop, facts.scopes) or \
+                facts.per_step(guard or node) is None:
             return  # (how often, asked last: it may go to the project)
+        held = ("nothing it returns reaches the backward, and it stays bound until this block runs again: "
+                "its graph keeps this pass's activations alive through every training step in between"
+                if guard is not None else
+                "nothing it returns reaches the backward (it is read and dropped): beside the forward that is "
+                "trained, its graph keeps this pass's activations alive as long as its output is bound")
         self.report(forward, (
-            f"`{show(forward.func)}` runs in this training loop with autograd recording, but nothing it "
-            f"returns reaches the backward (it is read and dropped): beside the forward that is trained, its "
-            f"graph keeps this pass's activations alive as long as its output is bound; wrap the statement in "
-            f"`with torch.no_grad():`"),
+            f"`{show(forward.func)}` runs in this training loop with autograd recording, but {held}; wrap the "
+            f"statement in `with torch.no_grad():`"),
             self._statement_fix(node))
+
+    def _bound_only_in(self, guard: cst.CSTNode, names: Set[str], scope: cst.CSTNode) -> bool:
+        """Every binding of `names` in `scope` is in the body of the periodic block `guard`, and
+        none is deleted: what the block binds outlives the steps until it runs again (SiT's
+        `samples = vae.decode(...).sample` every 10,000 steps)."""
+        tree, scopes = self.facts.tree, self.facts.scopes
+        body = guard.body  # type: ignore[attr-defined]
+        if any(type(node) is cst.Del and names & {leaf.value for leaf in leaf_targets(node.target)
+                                                  if type(leaf) is cst.Name}  # type: ignore[attr-defined]
+               for node in walk_scope(scope)):
+            return False
+        return all(tree.contains(body, bind.node) for name in names for bind in scopes.bindings(scope, name))
 
     def _statement_fix(self, node: cst.CSTNode) -> Optional[Fix]:
         """`with torch.no_grad():` around the statement that holds `node`, where it is one
