@@ -23,6 +23,7 @@ Asked as `facts.outputs`:
 - `engine_runs_step`: the module is written for accelerate's Megatron-LM engine, whose
   `model(**batch)` runs forward, backward and the optimizer step and returns the loss alone;
 - `names_logits(name)`: a name that says it holds logits (`logits`, `lm_logits`);
+  `names_token_ids(name)`: one that says it holds token ids (`sampled_tokens`, `input_ids`);
 - `read_of(name)`: what a read of a name holding an output takes from it (`OutputRead`):
   "loss" (the loss field of a model's result: `out.loss`, `out["loss"]`), "scores" (the input
   of a cross-entropy, softmax or log-softmax, through views, casts and slices), "value" (a
@@ -34,7 +35,7 @@ Asked as `facts.outputs`:
 - `rebound_view(name)`: the read is a view bound to the same name again (`out = out.view(B * T,
   -1)`): the new binding holds the output's storage; `view_of_itself(target)`: such a binding.
 
-Asked by: MEM207.
+Asked by: MEM207; MEM202 and MEM104 (`names_token_ids`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ _VOCABULARY = re.compile(r"^(\w+_)?(n_?)?vocab(_size|ulary|ulary_size)?$|^n_?tok
 _CLASSES = re.compile(r"^(num|n)_?(classes|labels|class)$", re.IGNORECASE)
 _MEGATRON_ENGINE = frozenset({"MEGATRON_LM", "MegatronLMDummyScheduler", "MegatronLMPlugin"})
 _LOGITS = re.compile(r"^(\w+_)?logits$")
+# Token ids a decoder picks or returns (`sampled_tokens`, `input_ids`, `hyps`): a few integers a step.
+_TOKEN_IDS = re.compile(r"(^|_)(ids|hyps?|hypothes[ie]s)$|^(predicted|generated|decoded|sampled|output)_tokens?$")
 # Methods that give a view or a cast of a tensor: the result is the same scores.
 _VIEWS = frozenset({"view", "reshape", "flatten", "contiguous", "float", "double", "half", "bfloat16", "to",
                     "transpose", "permute", "squeeze", "unsqueeze", "view_as", "reshape_as", "type_as", "narrow"})
@@ -190,6 +193,10 @@ class Outputs:
     @staticmethod
     def names_logits(name: str) -> bool:
         return bool(_LOGITS.match(name))
+
+    @staticmethod
+    def names_token_ids(name: str) -> bool:
+        return bool(_TOKEN_IDS.search(name))
 
     def vocabulary_sized(self, expr: cst.BaseExpression) -> bool:
         """`vocab_size`, `config.vocab_size`, `ntokens`, `len(vocab)`."""

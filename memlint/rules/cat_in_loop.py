@@ -115,7 +115,7 @@ class CatInLoop(Rule):
     decoding, where the
     model reads the whole sequence every step (its forward costs far more than copying a few
     token ids), or where the pieces are the token ids each step picks (`torch.multinomial`,
-    `topk`'s indices, `argmax`) beside a forward; a loop that reads the accumulator back
+    `topk`'s indices, `argmax`, or a name that says so: `sampled_tokens`) beside a forward; a loop that reads the accumulator back
     every iteration outside a step; an accumulator bound elsewhere in the loop too, and
     concatenations of more than two tensors.
 
@@ -156,6 +156,14 @@ class CatInLoop(Rule):
         "import torch\n\n@torch.no_grad()\ndef embed(model, loader, device, keep_all):\n"
         "    feats = torch.empty(0, 16, device=device)\n    for x, _ in loader:\n        f = model(x.to(device))\n"
         "        feats = torch.cat([feats, f]) if keep_all else f\n    return feats\n",
+        # ... the ids a helper picks (mamba's decoding, with a repetition penalty)
+        "import torch\n\n\ndef decode(model, input_ids, max_length, penalty):\n    def get_logits(ids):\n"
+        "        return model(ids).logits[:, -1]\n\n    scores, sequences, sequences_cat = [], [input_ids], input_ids\n"
+        "    while not should_stop(sequences[-1], max_length):\n        scores.append(get_logits(sequences[-1]))\n"
+        "        logits = apply_penalty(scores[-1].clone(), sequences_cat, penalty)\n"
+        "        sampled_tokens = sample_tokens(logits)\n"
+        "        sequences_cat = torch.cat([sequences_cat, sampled_tokens], dim=1)\n        sequences.append(sampled_tokens)\n"
+        "    return sequences_cat\n",
         # decoding with a cache: the model reads only the last token, the ids it picks are kept by
         # `torch.cat` (a few integers a step beside its forward)
         "import torch\n\n@torch.no_grad()\ndef sample(model, x, steps, greedy):\n    out = x\n    past = None\n"
@@ -358,8 +366,11 @@ class CatInLoop(Rule):
     def _picked_tokens(self, piece: cst.BaseExpression, loop: Loop) -> bool:
         """The piece is the token ids a decoding step picks (`x = torch.multinomial(probs, 1)`,
         `_, x = torch.topk(probs, k=1)`, `logits.argmax(-1)`), bound so in the loop and fed back
-        to the model: one integer per sequence a step, nothing a maintainer would rewrite beside
-        the step's forward. Not predictions collected over a data set."""
+        to the model, or named so (`sampled_tokens`, from mamba's `sample_tokens(...)` helper):
+        one integer per sequence a step, nothing a maintainer would rewrite beside the step's
+        forward. Not predictions collected over a data set."""
+        if type(piece) is cst.Name and self.facts.outputs.names_token_ids(piece.value):
+            return True
         if type(piece) is not cst.Name or not self._fed_to_the_model(loop, piece.value):
             return False  # (ids a decoding step feeds back to its model, not predictions collected)
         binds = [b for b in self.facts.scopes.bindings_seen(piece.value, piece) if self.facts.tree.contains(loop, b.node)]

@@ -17,8 +17,6 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import detach_before_move, detached, show
 
 _STORING = frozenset({"append", "extend", "insert", "appendleft"})
-# Token ids a decoder returns (`predicted_tokens`, `hyps`): a few integers an iteration.
-_TOKEN_IDS = re.compile(r"(^|_)(ids|hyps?|hypothes[ie]s)$|^(predicted|generated|decoded|sampled|output)_tokens?$")
 # Methods that return a view of a tensor: no new memory
 _VIEWS = frozenset({"chunk", "split", "unbind", "view", "squeeze", "unsqueeze", "permute", "transpose", "t",
                     "expand", "narrow"})
@@ -782,7 +780,7 @@ class RetainedOutputs(Rule):
         elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)):
             loop = loops[0]
             values = [a for a in values if facts.values.holds_output(a.value, node) and
-                      not self._piece_of_an_item(a.value, loop) and not _TOKEN_IDS.search(root_name(a.value) or "")]
+                      not self._piece_of_an_item(a.value, loop) and not facts.outputs.names_token_ids(root_name(a.value) or "")]
             use = facts.values.use_after_loop(loop, container.value)
             if use == "some-paths" and self._filled_on_those_paths(node, container.value, loop):
                 use = None  # appended only where it is used: `if self.aggregate:` ... `if not self.aggregate else`
