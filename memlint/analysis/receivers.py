@@ -804,14 +804,26 @@ class Receivers:
         if dotted is None:
             return None
         values = [assign.value for assign in self._assigns_by_target.get(dotted, ())] if "." in dotted else [expr]
+        if not values or not all(type(value) is cst.Name and value.value in self._annotated_parameters  # type: ignore[attr-defined]
+                                 for value in values):
+            return None
         found: Set[Optional[str]] = set()
         for value in values:
-            binds = self.scopes.in_effect(value.value, value) if type(value) is cst.Name else []  # type: ignore[attr-defined]
+            binds = self.scopes.in_effect(value.value, value)  # type: ignore[attr-defined]
             if not binds:
                 return None
             found.update(self._class_annotated(bind.node) if bind.kind == "param" else None for bind in binds)
         made = found.pop() if len(found) == 1 else None
         return made if made in self.scopes.classes or self.project.knows(made) else None
+
+    @cached_property
+    def _annotated_parameters(self) -> FrozenSet[str]:
+        """The names of the module's parameters annotated with what may be a class (`model:
+        Transformer`, a capitalised name): the only ones `annotated_class` can place."""
+        return frozenset(param.name.value for node, _ in self.tree.listed if type(node) is cst.FunctionDef
+                         for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)  # type: ignore[attr-defined]
+                         if param.annotation is not None and
+                         last_part(dotted_name(param.annotation.annotation))[:1].isupper())
 
     def _class_annotated(self, param: cst.CSTNode) -> Optional[str]:
         annotation = param.annotation if type(param) is cst.Param else None  # type: ignore[attr-defined]

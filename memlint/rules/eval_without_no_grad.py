@@ -1413,11 +1413,11 @@ class EvalWithoutNoGrad(Rule):
         loops = facts.tree.loops_around(node)
         if not loops or facts.values.requires_grad_off:
             return
-        guard = facts.steps.periodic_guard(node)
-        if guard is None and facts.steps.periodic(node):
-            return
         loop = loops[0]
         if not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
+            return
+        guard = facts.steps.periodic_guard(node)
+        if guard is None and facts.steps.periodic(node):
             return
         leaves = [leaf for target in node.targets for leaf in leaf_targets(target.target)]
         names = {leaf.value for leaf in leaves if type(leaf) is cst.Name}  # type: ignore[attr-defined]
@@ -1445,11 +1445,11 @@ class EvalWithoutNoGrad(Rule):
         `samples = vae.decode(...).sample` every 10,000 steps)."""
         tree, scopes = self.facts.tree, self.facts.scopes
         body = guard.body  # type: ignore[attr-defined]
-        if any(type(node) is cst.Del and names & {leaf.value for leaf in leaf_targets(node.target)
-                                                  if type(leaf) is cst.Name}  # type: ignore[attr-defined]
-               for node in walk_scope(scope)):
+        if not all(tree.contains(body, bind.node) for name in names for bind in scopes.bindings(scope, name)):
             return False
-        return all(tree.contains(body, bind.node) for name in names for bind in scopes.bindings(scope, name))
+        return not any(type(node) is cst.Del and names & {leaf.value for leaf in leaf_targets(node.target)
+                                                          if type(leaf) is cst.Name}  # type: ignore[attr-defined]
+                       for node in walk_scope(scope))
 
     def _statement_fix(self, node: cst.CSTNode) -> Optional[Fix]:
         """`with torch.no_grad():` around the statement that holds `node`, where it is one
