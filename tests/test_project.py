@@ -821,7 +821,8 @@ def test_a_helper_of_a_module_imported_whole_returns_its_graph_as_one_imported_b
 
 TOKENIZER = {
     "tokenizer.py": """\
-        from typing import List
+        import typing
+        from typing import Dict, List
 
         import torch
         from sentencepiece import SentencePieceProcessor
@@ -855,8 +856,8 @@ TOKENIZER = {
 
 
 @pytest.mark.parametrize("annotation, reported", [
-    ("List[int]", False), ("list[int] | None", False), ("Tuple[List[int], ...]", False),
-    ("List[torch.Tensor]", True), ("torch.Tensor", True),
+    ("List[int]", False), ("list[int] | None", False), ("typing.Tuple[List[int], ...]", False),
+    ("List[torch.Tensor]", True), ("torch.Tensor", True), ("float", True), ("Dict[str, float]", True),
 ])
 def test_a_helper_of_another_module_annotated_to_return_no_tensor_returns_no_graph(tmp_path, annotation, reported):
     """llama2.c's `Tokenizer.encode(...) -> List[int]` calls SentencePiece's `sp_model.encode`,

@@ -143,8 +143,9 @@ class Guards:
         if kind is cst.Name:
             if test.value in ("False", "None"):  # type: ignore[attr-defined]
                 return True
-            if test.value in self._declared_global:  # type: ignore[attr-defined]
-                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function)
+            if test.value in self._declared_global or self._rebinds_dynamically:  # type: ignore[attr-defined]
+                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function; nanoGPT's
+                # `exec(open("configurator.py").read())`, which sets its switches from the command line)
             binds = self.scopes.in_effect(test.value, at) if depth < _MAX_DEPTH else []  # type: ignore[attr-defined]
             return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
                                        self._surely_false(b.value, b.node, depth + 1) for b in binds)
@@ -154,6 +155,12 @@ class Guards:
             left, right = (self._surely_false(part, at, depth) for part in (test.left, test.right))  # type: ignore[attr-defined]
             return left or right if type(test.operator) is cst.And else left and right  # type: ignore[attr-defined]
         return False
+
+    @cached_property
+    def _rebinds_dynamically(self) -> bool:
+        """The module runs code that may bind any of its names (`exec(...)`, `globals()`)."""
+        return any(type(call.func) is cst.Name and call.func.value in ("exec", "globals")  # type: ignore[attr-defined]
+                   for call in self.scopes.calls)
 
     @cached_property
     def _declared_global(self) -> FrozenSet[str]:

@@ -797,13 +797,19 @@ class Receivers:
         return made if last_part(made)[:1].isupper() else None
 
     def annotated_class(self, expr: cst.BaseExpression) -> Optional[str]:
-        """The class of this module or of the project that the parameter a model name holds is
-        annotated with (`def __init__(self, model: Transformer): self.model = model`, the name or
-        `self.<attr>` bound only so), where no constructor says which class it holds."""
+        """The class of this module or of the project that a model name holds by the annotation
+        of the parameter it was handed, where no constructor says which class it holds: a
+        parameter itself (`def run(model: Transformer)`), or `self.<attr>` that the methods of
+        the receiver's own class bind only to such parameters (`def __init__(self, model:
+        Transformer): self.model = model`)."""
         dotted = dotted_name(expr)
-        if dotted is None:
+        if dotted is None or dotted.count(".") > 1 or "." in dotted and not dotted.startswith("self."):
             return None
-        values = [assign.value for assign in self._assigns_by_target.get(dotted, ())] if "." in dotted else [expr]
+        if "." in dotted:
+            klass = self.scopes.enclosing_class(expr)
+            values = self.scopes.attribute_values(klass, dotted[5:]) if klass is not None else []
+        else:
+            values = [expr]
         if not values or not all(type(value) is cst.Name and value.value in self._annotated_parameters  # type: ignore[attr-defined]
                                  for value in values):
             return None
@@ -812,7 +818,9 @@ class Receivers:
             binds = self.scopes.in_effect(value.value, value)  # type: ignore[attr-defined]
             if not binds:
                 return None
-            found.update(self._class_annotated(bind.node) if bind.kind == "param" else None for bind in binds)
+            found.update(self._class_named(bind.node.annotation.annotation)  # type: ignore[attr-defined]
+                         if bind.kind == "param" and type(bind.node) is cst.Param and bind.node.annotation is not None
+                         else None for bind in binds)
         made = found.pop() if len(found) == 1 else None
         return made if made in self.scopes.classes or self.project.knows(made) else None
 
@@ -825,13 +833,6 @@ class Receivers:
                          if param.annotation is not None and
                          last_part(dotted_name(param.annotation.annotation))[:1].isupper())
 
-    def _class_annotated(self, param: cst.CSTNode) -> Optional[str]:
-        annotation = param.annotation if type(param) is cst.Param else None  # type: ignore[attr-defined]
-        if annotation is None:
-            return None
-        local = dotted_name(annotation.annotation)
-        return local if local in self.scopes.classes else self.names.qualified_name(annotation.annotation)
-
     def is_parameter_free(self, func: cst.BaseExpression) -> bool:
         """`func` is a torch module without parameters (`_PARAMETER_FREE`): made in place
         (`nn.Softmax(dim=1)(x)`) or held by a name every assignment makes one (`cos =
@@ -842,9 +843,13 @@ class Receivers:
     def _class_called(self, call: cst.Call) -> Optional[str]:
         """The qualified name of what `call` calls, or the name of this module's class it makes
         (`Net`, or `Net.from_pretrained` for its factory method)."""
-        qualified = self.names.call_name(call)
+        return self._class_named(call.func)
+
+    def _class_named(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The qualified name `expr` names, or the name of this module's class (`Net`, `Net.from_pretrained`)."""
+        qualified = self.names.qualified_name(expr)
         if qualified is None:
-            local = dotted_name(call.func)
+            local = dotted_name(expr)
             if local is not None and local.partition(".")[0] in self.scopes.classes and local.count(".") <= 1:
                 return local
         return qualified

@@ -275,7 +275,7 @@ class Scopes:
         if type(func) is cst.Name:
             if func.value == "self":  # `self(batch)`: the class's __call__ (an nn.Module's forward)
                 klass = self.enclosing_class(call)
-                return self._method(klass, "__call__") or self._method(klass, "forward")
+                return self.method_of(klass, "__call__") or self.method_of(klass, "forward")
             scope = tree.scope_of(call)
             while True:  # a nested def in an enclosing function, else a module-level function
                 for binding in self.bindings(scope, func.value):
@@ -288,17 +288,17 @@ class Scopes:
                 scope = tree.scope_of(scope)
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
             if func.value.value in ("self", "cls"):
-                method = self._method(self.enclosing_class(call), func.attr.value)
+                method = self.method_of(self.enclosing_class(call), func.attr.value)
                 if method is not None:
                     return method
                 klass = self._attribute_class(call, func.attr.value)  # `self.model(x)`
-                return self._method(klass, "__call__") or self._method(klass, "forward")
+                return self.method_of(klass, "__call__") or self.method_of(klass, "forward")
             if self.on_class(call):  # `Unet.from_config(...)`: a class or static method
-                return self._method(self.classes[func.value.value], func.attr.value)
-            return self._method(self.instance_class(func.value), func.attr.value)
+                return self.method_of(self.classes[func.value.value], func.attr.value)
+            return self.method_of(self.instance_class(func.value), func.attr.value)
         if isinstance(func, cst.Attribute) and dotted_name(func.value) is not None and \
                 (dotted_name(func.value) or "").count(".") == 1 and (dotted_name(func.value) or "").startswith("self."):
-            return self._method(self._attribute_class(call, (dotted_name(func.value) or "")[5:]), func.attr.value)
+            return self.method_of(self._attribute_class(call, (dotted_name(func.value) or "")[5:]), func.attr.value)
         return None
 
     def _attribute_class(self, at: cst.CSTNode, attr: str) -> Optional[cst.ClassDef]:
@@ -425,7 +425,7 @@ class Scopes:
                                 found.setdefault(name[5:], []).append(node.value)
         return found.get(attr, [])
 
-    def _method(self, klass: Optional[cst.ClassDef], name: str) -> Optional[cst.FunctionDef]:
+    def method_of(self, klass: Optional[cst.ClassDef], name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of `klass`, or of its first base in this module that defines it."""
         seen: Set[int] = set()
         while klass is not None and id(klass) not in seen:

@@ -72,12 +72,13 @@ _INFERENCE_MODE = re.compile(r"^(mode|phase|stage)=(inference|infer|test|testing
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
-# Return annotations that hold no tensor (`-> List[int]`, `-> Dict[str, float]`, `-> Optional[str]`):
-# the builtins, and the containers that hold only them.
-_PLAIN_TYPES = frozenset({"int", "float", "str", "bool", "bytes", "None", "complex"})
+# Return annotations that hold no tensor (`-> List[int]`, `-> Optional[str]`): integers, text and
+# flags, and the containers that hold only them (by the container's last name: `typing.List`,
+# `t.Dict`, `collections.abc.Sequence`). Not `float`: a loss helper annotated `-> float` often
+# returns the loss tensor itself.
+_PLAIN_TYPES = frozenset({"int", "str", "bool", "bytes", "None"})
 _CONTAINER_TYPES = frozenset({"List", "list", "Tuple", "tuple", "Dict", "dict", "Set", "set", "FrozenSet",
-                              "frozenset", "Optional", "Union", "Sequence", "Iterable", "Iterator", "Mapping",
-                              "typing.List", "typing.Tuple", "typing.Dict", "typing.Optional", "typing.Union"})
+                              "frozenset", "Optional", "Union", "Sequence", "Iterable", "Iterator", "Mapping"})
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
 DETACHING_METHODS = frozenset(SCALAR_METHODS | {
@@ -209,6 +210,38 @@ class Values:
         self._accumulated: Dict[int, Tuple[str, ...]] = {}  # id(method) -> accumulated_parameters
         self._sums: Dict[int, List[Tuple[cst.CSTNode, cst.BaseExpression]]] = {}  # id(method) -> its running sums
 
+    def frozen_by_a_helper(self, model: Optional[str]) -> bool:
+        """`model` is handed, with a literal False, to a function of this module that sets
+        `requires_grad` from that parameter (DiT's and SiT's `requires_grad(vae, False)`, whose body
+        runs `p.requires_grad = flag` over the model's parameters): it records no graph."""
+        return model is not None and model in self._frozen_by_helpers
+
+    @cached_property
+    def _frozen_by_helpers(self) -> FrozenSet[str]:
+        frozen: Set[str] = set()
+        for call in self.scopes.calls:
+            target = self.scopes.resolve(call) if call.args else None
+            switches = self._grad_switches(target) if target is not None else frozenset()
+            if not switches:
+                continue
+            given = self.scopes.parameters_given(call, target)  # type: ignore[arg-type]
+            if any(param in switches and literal_bool(arg.value) is False for arg, param in given):
+                frozen.update(dotted for arg, param in given if param not in switches
+                              for dotted in (dotted_name(arg.value),) if dotted is not None)
+        return frozenset(frozen)
+
+    def _grad_switches(self, func: cst.FunctionDef) -> FrozenSet[str]:
+        """The parameters `func` assigns to `x.requires_grad` or hands to `x.requires_grad_(...)`."""
+        params = {p.name.value for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params)}
+        found: Set[str] = set()
+        for node in self.tree.walk_scope(func):
+            if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value in params and any(  # type: ignore[attr-defined]
+                    type(t.target) is cst.Attribute and t.target.attr.value == "requires_grad" for t in node.targets):  # type: ignore[attr-defined]
+                found.add(node.value.value)  # type: ignore[attr-defined]
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "requires_grad_":  # type: ignore[attr-defined]
+                found.update(a.value.value for a in node.args if type(a.value) is cst.Name and a.value.value in params)  # type: ignore[attr-defined]
+        return frozenset(found)
+
     def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
         from a forward or loss computed in grad mode and no `.item()`, `float()`, `.detach()`,
@@ -335,7 +368,7 @@ class Values:
         if made is not None:
             local = self.scopes.classes.get(made)
             if local is not None:
-                method = own_method(local, name)
+                method = self.scopes.method_of(local, name)  # (or of a base of this module that defines it)
                 return method is not None and self.regions.grad_enabled_by_decorator(method) is False
             return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
         local_flags = self._local_method_grad_off.get(name)
@@ -468,7 +501,7 @@ class Values:
             return self._memo_returns[key]
         self._memo_returns[key] = False
         result = False
-        if (func.returns is None or not _holds_no_tensor(func.returns.annotation)) and (
+        if not _annotated_tensorless(func) and (
                 not trace.graph or self.regions.grad_enabled_by_decorator(func) is not False):
             stack: List[cst.CSTNode] = [func.body]
             while stack and not result:
@@ -496,7 +529,7 @@ class Values:
         if key not in self._memo_returns_from:
             self._memo_returns_from[key] = False  # a recursive call does not decide
             trace = _Trace(graph, through=params)
-            self._memo_returns_from[key] = any(
+            self._memo_returns_from[key] = not _annotated_tensorless(func) and any(
                 ret.value is not None and not (graph and self.regions.grad_enabled(ret) is False)  # type: ignore[attr-defined]
                 and self._traces(ret.value, ret, trace)  # type: ignore[attr-defined]
                 for ret in self.tree.walk_scope(func) if type(ret) is cst.Return)
@@ -1228,16 +1261,19 @@ class _ScopeSummary:
         return self._calls_passed.get(name, [])
 
 
+def _annotated_tensorless(func: cst.FunctionDef) -> bool:
+    """`func` is annotated to return no tensor (llama2.c's `Tokenizer.encode(...) -> List[int]`,
+    whose body calls SentencePiece's `sp_model.encode`, which reads like a model's encoder)."""
+    return func.returns is not None and _holds_no_tensor(func.returns.annotation)
+
+
 def _holds_no_tensor(annotation: cst.BaseExpression) -> bool:
-    """Whether a function annotated to return `annotation` returns no tensor: a builtin, or a
-    container of builtins (llama2.c's `Tokenizer.encode(...) -> List[int]`, whose body calls
-    SentencePiece's `sp_model.encode`); `-> Tensor`, `-> List[torch.Tensor]` and anything else may hold one."""
+    """Whether a value of the type `annotation` holds no tensor: one of `_PLAIN_TYPES`, or a
+    container of them; `-> Tensor`, `-> List[torch.Tensor]`, `-> float` and anything else may."""
     if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
         return _holds_no_tensor(annotation.left) and _holds_no_tensor(annotation.right)
     if isinstance(annotation, cst.Subscript):
-        return dotted_name(annotation.value) in _CONTAINER_TYPES and all(
+        return last_part(dotted_name(annotation.value)) in _CONTAINER_TYPES and all(
             isinstance(element.slice, cst.Index) and _holds_no_tensor(element.slice.value)
             for element in annotation.slice)
-    if isinstance(annotation, cst.SimpleString):
-        return False
     return dotted_name(annotation) in _PLAIN_TYPES or isinstance(annotation, cst.Ellipsis)

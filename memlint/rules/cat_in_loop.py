@@ -105,19 +105,18 @@ class CatInLoop(Rule):
     ```
 
     ## When it is not reported
-    Loops over a model's layers (`for layer in self.layers`), a dict's items, a short literal
-    range, or the indices of a list filled once per part of a model (`for i in range(1,
-    len(embs))`, one embedding per text encoder): dense connections, padding, features side
-    by side, the growth is the design; loops not known to run many
-    times (not a data loader, a tensor, a `range` or a `while`, and no forward in them); a
-    `while` loop that grows it until it is long enough; a mask grown by a column of flags per
-    step (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`: a few bytes a step); autoregressive
-    decoding, where the
-    model reads the whole sequence every step (its forward costs far more than copying a few
-    token ids), or where the pieces are the token ids each step picks (`torch.multinomial`,
-    `topk`'s indices, `argmax`, or a name that says so: `sampled_tokens`) beside a forward; a loop that reads the accumulator back
-    every iteration outside a step; an accumulator bound elsewhere in the loop too, and
-    concatenations of more than two tensors.
+    Loops over a model's layers (`for layer in self.layers`), a dict's items, a short literal range,
+    or the indices of a list filled once per part of a model (`for i in range(1, len(embs))`, one
+    embedding per text encoder): dense connections, padding, features side by side, the growth is
+    the design; loops not known to run many times (not a data loader, a tensor, a `range` or a
+    `while`, and no forward in them); a `while` loop that grows it until it is long enough; a mask
+    grown by a column of flags per step (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`: a few
+    bytes a step); autoregressive decoding, where the model reads the whole sequence every step (its
+    forward costs far more than copying a few token ids), or where the pieces are the token ids each
+    step picks (`torch.multinomial`, `topk`'s indices, `argmax`, or a name that says so:
+    `sampled_tokens`) beside a forward; a loop that reads the accumulator back every iteration
+    outside a step; an accumulator bound elsewhere in the loop too, and concatenations of more than
+    two tensors.
 
     ## Fix
     Collects the pieces in a list started with the accumulator's value before the loop, and

@@ -108,20 +108,19 @@ class EvalWithoutNoGrad(Rule):
     encoding each read and decoding each write keeps a graph in its states). Lightning's
     `validation_step`, `test_step` and `predict_step` run under no_grad already.
 
-    Also, in a training loop, a forward whose output never reaches the backward: a second pass
-    run only for a metric (`yhat_raw = model.inference(x)`, then `l1 += F.l1_loss(yhat_raw,
-    y).item()`), its output and everything made from it read and dropped, never backwarded,
-    returned, stored or handed to a call that might backward it; also one run every few steps
-    (`if step % args.sample_every == 0:`) whose output stays bound until the block runs again
-    (SiT's `samples = vae.decode(...).sample`): its graph is alive through every training
-    step in between. And a forward whose result is
-    dropped after a training step's last backward (`self.network_sma(x)`, run to refresh an
-    averaged model's batch-norm statistics), in a function run once per step: no backward of
-    the step can read its graph. Not one before the backward (the modules may compute the loss
-    by the side), nor in a module that registers forward hooks or reads the model's attributes
-    after the pass. A method that backwards and steps an optimizer once per call, outside any
-    loop of its own, is one training step, whatever calls it (DomainBed's `update`, called on
-    an algorithm made by name).
+    Also, in a training loop, a forward whose output never reaches the backward: a second pass run
+    only for a metric (`yhat_raw = model.inference(x)`, then `l1 += F.l1_loss(yhat_raw, y).item()`),
+    its output and everything made from it read and dropped, never backwarded, returned, stored or
+    handed to a call that might backward it; also one run every few steps (`if step %
+    args.sample_every == 0:`) whose output stays bound until the block runs again (SiT's `samples =
+    vae.decode(...).sample`: bound nowhere else in the loop, not deleted or detached there): its
+    graph is alive through every training step in between. And a forward whose result is dropped
+    after a training step's last backward (`self.network_sma(x)`, run to refresh an averaged model's
+    batch-norm statistics), in a function run once per step: no backward of the step can read its
+    graph. Not one before the backward (the modules may compute the loss by the side), nor in a
+    module that registers forward hooks or reads the model's attributes after the pass. A method
+    that backwards and steps an optimizer once per call, outside any loop of its own, is one
+    training step, whatever calls it (DomainBed's `update`, called on an algorithm made by name).
 
     ## Why is this bad?
     With grad enabled, every forward records a graph and saves the activations a backward would
@@ -177,61 +176,60 @@ class EvalWithoutNoGrad(Rule):
     makes under no_grad, or one that keeps or hands on what it computes.
 
     ## When it is not reported
-    A model of another framework by its name's prefix (`tf_model(x, training=False)`,
-    `onnx_model`) or its Transformers class (`FlaxWhisperForConditionalGeneration`,
-    `TFBertModel`), a model quantized dynamically (`torch.quantization.quantize_dynamic`: it
-    runs on the CPU only). Under a context manager of the module or of the project that turns
-    grad off around its `yield` (`with _inference_mode():`), or MONAI's `eval_mode`. A warm-up:
-    a forward of made-up inputs whose result is dropped, outside any loop of its function
-    (`model(torch.zeros(1, 3, size, size).to(device))` before the batches), one dummy input per
-    call. An inference script whose models are loaded by `from_pretrained(...)` with nothing
-    that places them (no `device_map`, no quantized load) and handed to no call but one that
-    writes them out (`export_onnx(model, path)`) or to a function of the module that hands them
-    on to none (a helper's parameter is what every call passes it), in a module that moves
-    nothing (`.to`, `.cuda`), names no device and that no device code of the project calls: the
-    models run on the CPU, where what the graph keeps is host memory, a one-off script's at
-    that. A model
-    from a helper, or from `torch.load` (it comes back where it was saved), may be on the GPU.
-    A call of a mode the model's `forward` computes under no_grad itself (`model(data,
-    mode="inference")` where `forward` has `elif mode == "inference": with torch.no_grad():
-    ...`), read in the model's class here or in another module of the project; a class defined
-    in neither, nor by a library built on torch, may do the same, and its call of a mode for
-    inference (`mode="inference"`, `phase="test"`) is left alone. The branch must end in a
+    A model of another framework by its name's prefix (`tf_model(x, training=False)`, `onnx_model`)
+    or its Transformers class (`FlaxWhisperForConditionalGeneration`, `TFBertModel`), a model
+    quantized dynamically (`torch.quantization.quantize_dynamic`: it runs on the CPU only). Under a
+    context manager of the module or of the project that turns grad off around its `yield` (`with
+    _inference_mode():`), or MONAI's `eval_mode`. A warm-up: a forward of made-up inputs whose
+    result is dropped, outside any loop of its function (`model(torch.zeros(1, 3, size,
+    size).to(device))` before the batches), one dummy input per call. An inference script whose
+    models are loaded by `from_pretrained(...)` with nothing that places them (no `device_map`, no
+    quantized load) and handed to no call but one that writes them out (`export_onnx(model, path)`)
+    or to a function of the module that hands them on to none (a helper's parameter is what every
+    call passes it), in a module that moves nothing (`.to`, `.cuda`), names no device and that no
+    device code of the project calls: the models run on the CPU, where what the graph keeps is host
+    memory, a one-off script's at that. A model from a helper, or from `torch.load` (it comes back
+    where it was saved), may be on the GPU. A call of a mode the model's `forward` computes under
+    no_grad itself (`model(data, mode="inference")` where `forward` has `elif mode == "inference":
+    with torch.no_grad(): ...`), read in the model's class here or in another module of the project;
+    a class defined in neither, nor by a library built on torch, may do the same, and its call of a
+    mode for inference (`mode="inference"`, `phase="test"`) is left alone. The branch must end in a
     return of what its no-grad blocks compute. A torch module without parameters
     (`nn.CosineSimilarity`, `nn.Softmax`, `nn.Dropout`): it records only what its inputs carry.
     Pipelines that record no graph (an HF `pipeline(...)`, spaCy's `spacy.load(...)`, a
-    sentence-transformers model's `encode`, a model compiled for Neuron, OpenVINO or IPEX
-    and loaded through optimum, or by another runtime: OpenVINO's `compile_model`, ONNX Runtime,
-    TensorRT), an object that prepares inputs whatever its name
-    (`encoder = RobometerEncoderProcessorStep(...)`, or a parameter annotated with an imported
-    processor, tokenizer or collator class; one of this module is judged by its code), and a model's computing methods other than
-    `forward` in a module that loads code from the hub (`trust_remote_code=True`: an
-    embedder's `encode` there is often decorated `@torch.no_grad()`, out of sight).
-    Loops with a backward or an optimizer step (training, gradient accumulation), loops inside
-    `training_step`, `compute_loss`, `forward` or `accelerator.accumulate`, Lightning's
-    `validation_step` (Lightning disables grad), functions decorated `@torch.no_grad()` or
-    called only under no_grad, HF `generate()` (already no-grad), loops whose outputs are
-    backwarded after the loop (not a training loop that binds the same names itself before
-    reading them, on the next epoch), loops that ask for gradients (`torch.autograd.grad`,
-    `requires_grad_()`, `enable_grad()`), and loops in methods of a model class (an
-    `nn.Module`, a class defining `forward`, a subclass of an `...Encoder`/`...Model`-like base):
-    model code runs in the grad mode its caller chose. A script's function that returns or
-    yields a graph-carrying value (its caller may train on it), or a script that backwards or
-    steps anywhere, or that another module of the project imports (it may train on what the
-    function returns or keeps). A SimulEval agent that backwards or asks for gradients in any
-    method, turns grad off itself (`torch.set_grad_enabled(False)`, in a method or at the top of
-    its module), or whose hook hands the model's output to another object it holds, which may
-    backward it (`self.trainer.update(logits)`). A model reached only through a call made under
-    no_grad. A forward run to count its operations (under `FlopCounterMode()`, as a profiling
-    script does once per model). A model reached through a helper whose own evaluation loop runs it is reported
-    there, once. A forward of a method this module decorates to run without grad
-    (`@torch.no_grad() def inference`). In a training loop, a forward whose output (or
-    anything made from it) is backwarded, returned, stored in an attribute or item, or passed
-    to anything but torch, a reading builtin, a logging method or a list of its own (a helper
-    may backward or keep it: `learner.update(out)`); the loop's only forward; any where the loss
-    may take from the model besides what it returns (the module registers forward hooks, the
-    loop reads `model.aux_loss`); one under a periodic guard (`if step % 100 ==
-    0:`) whose output is deleted or bound again outside it before the next step; and any, where the module freezes parameters (a frozen EMA copy records no graph).
+    sentence-transformers model's `encode`, a model compiled for Neuron, OpenVINO or IPEX and loaded
+    through optimum, or by another runtime: OpenVINO's `compile_model`, ONNX Runtime, TensorRT), an
+    object that prepares inputs whatever its name (`encoder = RobometerEncoderProcessorStep(...)`,
+    or a parameter annotated with an imported processor, tokenizer or collator class; one of this
+    module is judged by its code), and a model's computing methods other than `forward` in a module
+    that loads code from the hub (`trust_remote_code=True`: an embedder's `encode` there is often
+    decorated `@torch.no_grad()`, out of sight). Loops with a backward or an optimizer step
+    (training, gradient accumulation), loops inside `training_step`, `compute_loss`, `forward` or
+    `accelerator.accumulate`, Lightning's `validation_step` (Lightning disables grad), functions
+    decorated `@torch.no_grad()` or called only under no_grad, HF `generate()` (already no-grad),
+    loops whose outputs are backwarded after the loop (not a training loop that binds the same names
+    itself before reading them, on the next epoch), loops that ask for gradients
+    (`torch.autograd.grad`, `requires_grad_()`, `enable_grad()`), and loops in methods of a model
+    class (an `nn.Module`, a class defining `forward`, a subclass of an `...Encoder`/`...Model`-like
+    base): model code runs in the grad mode its caller chose. A script's function that returns or
+    yields a graph-carrying value (its caller may train on it), or a script that backwards or steps
+    anywhere, or that another module of the project imports (it may train on what the function
+    returns or keeps). A SimulEval agent that backwards or asks for gradients in any method, turns
+    grad off itself (`torch.set_grad_enabled(False)`, in a method or at the top of its module), or
+    whose hook hands the model's output to another object it holds, which may backward it
+    (`self.trainer.update(logits)`). A model reached only through a call made under no_grad. A
+    forward run to count its operations (under `FlopCounterMode()`, as a profiling script does once
+    per model). A model reached through a helper whose own evaluation loop runs it is reported
+    there, once. A forward of a method this module decorates to run without grad (`@torch.no_grad()
+    def inference`). In a training loop, a forward whose output (or anything made from it) is
+    backwarded, returned, stored in an attribute or item, or passed to anything but torch, a reading
+    builtin, a logging method or a list of its own (a helper may backward or keep it:
+    `learner.update(out)`); the loop's only forward; any where the loss may take from the model
+    besides what it returns (the module registers forward hooks, the loop reads `model.aux_loss`);
+    one under a periodic guard (`if step % 100 == 0:`) whose output is deleted, detached in place or
+    bound again in the loop before the block runs again, or under a guard that holds once (`if step
+    == 0:`); and any, where the module freezes parameters (a frozen EMA copy records no graph), or a
+    helper of the module freezes the model it runs (DiT's `requires_grad(vae, False)`).
 
     ## Fix
     Wrap the whole loop statement in `with torch.no_grad():`; when it `yield`s, in a script that
@@ -609,8 +607,22 @@ class EvalWithoutNoGrad(Rule):
         "import torch\n\ndef train(self, loader):\n    for x, y in loader:\n"
         "        loss = criterion(self.model(x), y)\n        loss.backward()\n        self.opt.step()\n"
         "        preds = self.model(x)\n        self.last = preds\n",
-        # a periodic sample dropped before the next step
+        # a periodic sample dropped before the next step, detached, or taken once
         _PERIODIC_SAMPLE.replace("DROP", "            del sample\n"),
+        _PERIODIC_SAMPLE.replace("DROP", "            sample = sample.detach().cpu()\n"),
+        _PERIODIC_SAMPLE.replace("DROP", "").replace("step % 100 == 0", "step == 0"),
+        # ... or made by a model a helper of the module freezes (DiT's `requires_grad(vae, False)`)
+        "import torch\n\n\ndef requires_grad(model, flag=True):\n    for p in model.parameters():\n"
+        "        p.requires_grad = flag\n\n\n"
+        + _PERIODIC_SAMPLE.replace("DROP", "").replace("    for step,", "    requires_grad(vae, False)\n    for step,")
+        .replace("model.inference(x)", "vae.decode(x)").replace("import torch\n\n", "").replace("(model,", "(model, vae,"),
+        # a model's inherited method that runs without grad, the class named by the parameter's annotation
+        "import torch\nfrom torch import nn\n\n\nclass Segmenter(nn.Module):\n    @torch.no_grad()\n"
+        "    def inference(self, images):\n        return self(images).softmax(1)\n\n\nclass UNet(Segmenter):\n"
+        "    def forward(self, images):\n        return self.net(images)\n\n\nclass Evaluator:\n"
+        "    def __init__(self, model: UNet, loader):\n        self.model = model\n        self.loader = loader\n\n"
+        "    def evaluate(self):\n        masks = []\n        for images, _ in self.loader:\n"
+        "            masks.append(self.model.inference(images.cuda()))\n        return torch.cat(masks)\n",
         "import torch\n\ndef train(model, loader, opt):\n    for step, (x, y) in enumerate(loader):\n"
         "        sample = None\n        loss = criterion(model(x), y)\n        loss.backward()\n        opt.step()\n"
         "        if step % 100 == 0:\n            sample = model.inference(x)\n"
@@ -682,6 +694,18 @@ class EvalWithoutNoGrad(Rule):
         Invalid(_PERIODIC_SAMPLE.replace("DROP", ""), _PERIODIC_SAMPLE.replace("DROP", "").replace(
             "            sample = model.inference(x)\n",
             "            with torch.no_grad():\n                sample = model.inference(x)\n")),
+        # another class's model, bound by a base class elsewhere, whatever the generator's annotation says
+        Invalid((_LLAMA.replace("DECORATOR", "@torch.inference_mode()") + (
+            "\n\nclass Classifier(nn.Module):\n    def forward(self, x):\n        return self.fc(x)\n"
+            "\n\nclass Evaluator(BaseRunner):\n    def evaluate(self):\n"
+            "        kept = []\n        for x, _ in self.loader:\n            logits = self.model.forward(x.cuda())\n"
+            "            kept.append(logits)\n        return torch.cat(kept)\n"))
+            .replace("import torch\n", "import torch\nfrom runners import BaseRunner\n", 1)),
+        # a periodic sample that a binding before the loop does not free between runs
+        Invalid(_PERIODIC_SAMPLE.replace("DROP", "").replace("    for step,", "    sample = None\n    for step,"),
+                _PERIODIC_SAMPLE.replace("DROP", "").replace("    for step,", "    sample = None\n    for step,").replace(
+                    "            sample = model.inference(x)\n",
+                    "            with torch.no_grad():\n                sample = model.inference(x)\n")),
         # ... and with one whose forward records a graph
         Invalid(_LLAMA.replace("    DECORATOR\n", ""), _LLAMA.replace("    DECORATOR\n", "").replace(
             "        for cur_pos in range(1, total_len):\n",
@@ -1423,8 +1447,8 @@ class EvalWithoutNoGrad(Rule):
         names = {leaf.value for leaf in leaves if type(leaf) is cst.Name}  # type: ignore[attr-defined]
         scope = facts.tree.scope_of(loop)
         if not names or any(type(leaf) is not cst.Name for leaf in leaves) or \
-                guard is not None and not self._bound_only_in(guard, names, scope) or \
-                self.facts.values.runs_without_grad(forward) or \
+                guard is not None and not self._kept_between_runs(guard, node, names, loop) or \
+                self.facts.values.runs_without_grad(forward) or facts.values.frozen_by_a_helper(self._model_run(forward)) or \
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
                 self._leaves_by_the_side(loop, forward) or few_literal(loop, facts.scopes) or \
                 facts.per_step(guard or node) is None:
@@ -1439,17 +1463,33 @@ class EvalWithoutNoGrad(Rule):
             f"statement in `with torch.no_grad():`"),
             self._statement_fix(node))
 
-    def _bound_only_in(self, guard: cst.CSTNode, names: Set[str], scope: cst.CSTNode) -> bool:
-        """Every binding of `names` in `scope` is in the body of the periodic block `guard`, and
-        none is deleted: what the block binds outlives the steps until it runs again (SiT's
-        `samples = vae.decode(...).sample` every 10,000 steps)."""
-        tree, scopes = self.facts.tree, self.facts.scopes
-        body = guard.body  # type: ignore[attr-defined]
-        if not all(tree.contains(body, bind.node) for name in names for bind in scopes.bindings(scope, name)):
+    def _kept_between_runs(self, guard: cst.CSTNode, node: cst.Assign, names: Set[str], loop: Loop) -> bool:
+        """The periodic block `guard` repeats (its test takes a remainder: `if step % every ==
+        0:`), and a name `node` binds keeps what it bound until the block runs again (SiT's
+        `samples = vae.decode(...).sample` every 10,000 steps): bound nowhere else in the loop
+        nor after `node` in the block, and neither deleted nor detached in place in the loop
+        (a binding before the loop frees nothing between runs). A block that runs once (`if
+        step == 0:`, or on the last step) is left alone."""
+        if not any(type(part) is cst.BinaryOperation and type(part.operator) is cst.Modulo  # type: ignore[attr-defined]
+                   for part in expression_nodes(guard.test)):  # type: ignore[attr-defined]
             return False
-        return not any(type(node) is cst.Del and names & {leaf.value for leaf in leaf_targets(node.target)
-                                                          if type(leaf) is cst.Name}  # type: ignore[attr-defined]
-                       for node in walk_scope(scope))
+        tree, scopes = self.facts.tree, self.facts.scopes
+        body, end, start = guard.body, tree.span(node)[1], tree.order(loop)  # type: ignore[attr-defined]
+        return any(all(tree.contains(body, bind.node) and tree.order(bind.node) < end or tree.order(bind.node) < start
+                       for bind in scopes.bindings(tree.scope_of(loop), name)) and not self._released_in(loop, name)
+                   for name in names)
+
+    @staticmethod
+    def _released_in(loop: Loop, name: str) -> bool:
+        """`del name` (among others), `name.detach_()` or `name.requires_grad_(False)` in the loop."""
+        for part in walk_scope(loop):
+            if type(part) is cst.Del and name in {leaf.value for leaf in leaf_targets(part.target)  # type: ignore[attr-defined]
+                                                  if type(leaf) is cst.Name}:  # type: ignore[attr-defined]
+                return True
+            if type(part) is cst.Call and type(part.func) is cst.Attribute and \
+                    part.func.attr.value in ("detach_", "requires_grad_") and dotted_name(part.func.value) == name:  # type: ignore[attr-defined]
+                return True
+        return False
 
     def _statement_fix(self, node: cst.CSTNode) -> Optional[Fix]:
         """`with torch.no_grad():` around the statement that holds `node`, where it is one
@@ -1524,12 +1564,16 @@ class EvalWithoutNoGrad(Rule):
             return True
         return self._reads_model_attribute(loop.body, forward, -1)
 
+    def _model_run(self, forward: cst.Call) -> Optional[str]:
+        """The model a forward runs: `model` for `model(x)` and `model.encode(x)`, `model.net` for `model.net(x)`."""
+        func = forward.func
+        return dotted_name(func.value if type(func) is cst.Attribute and not self.facts.receivers.is_model(func) else func)  # type: ignore[attr-defined]
+
     def _reads_model_attribute(self, body: cst.CSTNode, forward: cst.Call, after: int) -> bool:
         """`body` reads, past the position `after`, something the model `forward` runs keeps
         (`model.aux_loss`, not a method call): the pass may hand it on."""
         facts = self.facts
-        func = forward.func
-        model = dotted_name(func.value if type(func) is cst.Attribute and not facts.receivers.is_model(func) else func)
+        model = self._model_run(forward)
         for node in walk_scope(body):
             if type(node) is cst.Attribute and dotted_name(node.value) == model and \
                     facts.tree.order(node) > after:  # type: ignore[attr-defined]

@@ -160,8 +160,9 @@ class OutputAliveIntoNextStep(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
-        # a compiled model's backward keeps the logits itself
+        # a compiled model's backward keeps the logits itself (a switch set off, then maybe on from the command line)
         _EVAL_THEN_TRAIN.replace("COMPILE", "True").replace("DEL", ""),
+        _EVAL_THEN_TRAIN.replace("COMPILE", "False\nexec(open('configurator.py').read())").replace("DEL", ""),
         # the view bound to the same name is read after the backward: the storage is needed there
         "import torch\nimport torch.nn.functional as F\nfrom picotron.model import Llama\n\n\n"
         "def train(model, loader, optimizer):\n    for input_ids, target_ids in loader:\n"
