@@ -219,9 +219,16 @@ class Values:
     @cached_property
     def _frozen_by_helpers(self) -> FrozenSet[str]:
         frozen: Set[str] = set()
+        switches_of: Dict[int, FrozenSet[str]] = {}
         for call in self.scopes.calls:
-            target = self.scopes.resolve(call) if call.args else None
-            switches = self._grad_switches(target) if target is not None else frozenset()
+            if not any(type(arg.value) is cst.Name and arg.value.value == "False" for arg in call.args):  # type: ignore[attr-defined]
+                continue
+            target = self.scopes.resolve(call)
+            if target is None:
+                continue
+            switches = switches_of.get(id(target))
+            if switches is None:
+                switches = switches_of[id(target)] = self._grad_switches(target)
             if not switches:
                 continue
             given = self.scopes.parameters_given(call, target)  # type: ignore[arg-type]
