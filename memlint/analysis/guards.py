@@ -143,10 +143,11 @@ class Guards:
         if kind is cst.Name:
             if test.value in ("False", "None"):  # type: ignore[attr-defined]
                 return True
-            if test.value in self._declared_global or self._rebinds_dynamically:  # type: ignore[attr-defined]
-                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function; nanoGPT's
-                # `exec(open("configurator.py").read())`, which sets its switches from the command line)
+            if test.value in self._declared_global:  # type: ignore[attr-defined]
+                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function)
             binds = self.scopes.in_effect(test.value, at) if depth < _MAX_DEPTH else []  # type: ignore[attr-defined]
+            if self._rebinds_dynamically and any(self.tree.scope_of(b.node) is self.tree.module for b in binds):
+                return False  # (nanoGPT's `exec(open("configurator.py").read())` sets its switches from the command line)
             return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
                                        self._surely_false(b.value, b.node, depth + 1) for b in binds)
         if kind is cst.Integer:
@@ -158,9 +159,12 @@ class Guards:
 
     @cached_property
     def _rebinds_dynamically(self) -> bool:
-        """The module runs code that may bind any of its names (`exec(...)`, `globals()`)."""
-        return any(type(call.func) is cst.Name and call.func.value in ("exec", "globals")  # type: ignore[attr-defined]
-                   for call in self.scopes.calls)
+        """The module may bind its module-level names in ways no assignment shows: it runs code
+        (`exec(...)`, `eval(...)`), writes its namespace (`globals()`, `vars()`), or imports
+        everything of another module (`from config.override import *`)."""
+        return any(type(call.func) is cst.Name and call.func.value in ("exec", "eval", "globals", "vars")  # type: ignore[attr-defined]
+                   for call in self.scopes.calls) or \
+            any(type(node) is cst.ImportFrom and type(node.names) is cst.ImportStar for node, _ in self.tree.listed)  # type: ignore[attr-defined]
 
     @cached_property
     def _declared_global(self) -> FrozenSet[str]:

@@ -211,18 +211,19 @@ class Values:
         self._sums: Dict[int, List[Tuple[cst.CSTNode, cst.BaseExpression]]] = {}  # id(method) -> its running sums
 
     def frozen_by_a_helper(self, model: Optional[str]) -> bool:
-        """`model` is handed, with a literal False, to a function of this module that sets
-        `requires_grad` from that parameter (DiT's and SiT's `requires_grad(vae, False)`, whose body
-        runs `p.requires_grad = flag` over the model's parameters): it records no graph."""
+        """`model` is handed to a function of this module that sets `requires_grad` on its
+        parameters from another parameter (DiT's and SiT's `requires_grad(vae, False)`, whose
+        body runs `p.requires_grad = flag` over `model.parameters()`; CycleGAN's
+        `set_requires_grad(nets, requires_grad=False)`, a list of models or one), with False (or
+        its default False), and by no call of the module with anything else: it records no graph."""
         return model is not None and model in self._frozen_by_helpers
 
     @cached_property
     def _frozen_by_helpers(self) -> FrozenSet[str]:
         frozen: Set[str] = set()
-        switches_of: Dict[int, FrozenSet[str]] = {}
+        thawed: Set[str] = set()
+        switches_of: Dict[int, FrozenSet[Tuple[str, str]]] = {}
         for call in self.scopes.calls:
-            if not any(type(arg.value) is cst.Name and arg.value.value == "False" for arg in call.args):  # type: ignore[attr-defined]
-                continue
             target = self.scopes.resolve(call)
             if target is None:
                 continue
@@ -231,23 +232,52 @@ class Values:
                 switches = switches_of[id(target)] = self._grad_switches(target)
             if not switches:
                 continue
-            given = self.scopes.parameters_given(call, target)  # type: ignore[arg-type]
-            if any(param in switches and literal_bool(arg.value) is False for arg, param in given):
-                frozen.update(dotted for arg, param in given if param not in switches
-                              for dotted in (dotted_name(arg.value),) if dotted is not None)
-        return frozenset(frozen)
+            given = {param: arg.value for arg, param in self.scopes.parameters_given(call, target)}
+            defaults = {p.name.value: p.default for p in (*target.params.params, *target.params.kwonly_params)
+                        if p.default is not None}
+            for model, switch in switches:
+                flag = given.get(switch, defaults.get(switch))
+                handed = given.get(model)
+                models = [e.value for e in handed.elements] if type(handed) in (cst.List, cst.Tuple) else [handed]  # type: ignore[union-attr]
+                names = {dotted for m in models if m is not None for dotted in (dotted_name(m),) if dotted is not None}
+                (frozen if flag is not None and literal_bool(flag) is False else thawed).update(names)
+        return frozenset(frozen - thawed)
 
-    def _grad_switches(self, func: cst.FunctionDef) -> FrozenSet[str]:
-        """The parameters `func` assigns to `x.requires_grad` or hands to `x.requires_grad_(...)`."""
+    def _grad_switches(self, func: cst.FunctionDef) -> FrozenSet[Tuple[str, str]]:
+        """(model, switch) for each parameter `switch` of `func` that it assigns to the
+        `requires_grad` of the parameters of its parameter `model` (`for p in model.parameters():
+        p.requires_grad = flag`, also through `for net in nets:`), or hands to
+        `model.requires_grad_(...)`. Not a part of the model (`model.backbone.parameters()`)."""
         params = {p.name.value for p in (*func.params.posonly_params, *func.params.params, *func.params.kwonly_params)}
-        found: Set[str] = set()
+        found: Set[Tuple[str, str]] = set()
         for node in self.tree.walk_scope(func):
-            if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value in params and any(  # type: ignore[attr-defined]
-                    type(t.target) is cst.Attribute and t.target.attr.value == "requires_grad" for t in node.targets):  # type: ignore[attr-defined]
-                found.add(node.value.value)  # type: ignore[attr-defined]
-            elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "requires_grad_":  # type: ignore[attr-defined]
-                found.update(a.value.value for a in node.args if type(a.value) is cst.Name and a.value.value in params)  # type: ignore[attr-defined]
+            if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value in params:  # type: ignore[attr-defined]
+                for target in node.targets:  # type: ignore[attr-defined]
+                    held = target.target
+                    if type(held) is cst.Attribute and held.attr.value == "requires_grad" and type(held.value) is cst.Name:
+                        model = self._iterated_parameters_of(held.value.value, node, func, params)
+                        if model is not None:
+                            found.add((model, node.value.value))  # type: ignore[attr-defined]
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "requires_grad_" \
+                    and type(node.func.value) is cst.Name and node.func.value.value in params:  # type: ignore[attr-defined]
+                found.update((node.func.value.value, a.value.value) for a in node.args  # type: ignore[attr-defined]
+                             if type(a.value) is cst.Name and a.value.value in params)  # type: ignore[attr-defined]
         return frozenset(found)
+
+    def _iterated_parameters_of(self, name: str, at: cst.CSTNode, func: cst.FunctionDef,
+                                params: Set[str]) -> Optional[str]:
+        """The parameter of `func` whose model's `.parameters()` the loop around `at` binds `name`
+        to (`for p in model.parameters()`, or `for net in nets: for p in net.parameters()`)."""
+        loops = [loop for loop in self.tree.loops_around(at) if type(loop) is cst.For]
+        owner = next((loop.iter.func.value for loop in loops if type(loop.target) is cst.Name and loop.target.value == name  # type: ignore[attr-defined]
+                      and type(loop.iter) is cst.Call and type(loop.iter.func) is cst.Attribute  # type: ignore[attr-defined]
+                      and loop.iter.func.attr.value == "parameters"), None)  # type: ignore[attr-defined]
+        if type(owner) is not cst.Name:
+            return None
+        if owner.value in params:  # type: ignore[attr-defined]
+            return owner.value  # type: ignore[attr-defined]
+        outer = next((loop.iter for loop in loops if type(loop.target) is cst.Name and loop.target.value == owner.value), None)  # type: ignore[attr-defined]
+        return outer.value if type(outer) is cst.Name and outer.value in params else None  # type: ignore[attr-defined]
 
     def carries_grad(self, expr: cst.BaseExpression, at: Optional[cst.CSTNode] = None) -> bool:
         """Whether `expr`, evaluated at `at` (default: itself), holds an autograd graph: it comes
@@ -363,25 +393,45 @@ class Values:
         """The method a forward calls is decorated to run without grad (`@torch.no_grad() def
         inference`): the method of the receiver's class, where the code says which class it is
         (a class of this module or of the project, by its constructor or by the annotation of the
-        parameter it was handed: `def __init__(self, model: Transformer)`); else, for a model whose class it does not
-        say (one from a factory), every class of this module that defines a method by that name
-        decorates it so, or, where none does, every importable class of the project."""
+        parameter it was handed: `def __init__(self, model: Transformer)`, unless a subclass of
+        this module defines the method again); else, for a model whose class it does not say
+        (one from a factory), or a class of this module that inherits the method from another
+        module, every class of this module that defines a method by that name decorates it so,
+        or, where none does, every importable class of the project."""
         func = forward.func
         if type(func) is not cst.Attribute:
             return False
         name = func.attr.value
         receivers = self.roles.receivers
-        made = receivers.class_of(func.value) or receivers.annotated_class(func.value)
+        made = receivers.class_of(func.value)
+        annotated = made is None and receivers.annotated_class(func.value)
+        made = made or annotated or None
         if made is not None:
             local = self.scopes.classes.get(made)
-            if local is not None:
-                method = self.scopes.method_of(local, name)  # (or of a base of this module that defines it)
-                return method is not None and self.regions.grad_enabled_by_decorator(method) is False
-            return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
+            if local is None:
+                return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
+            if annotated and self._defined_again_below(local, name):
+                return False  # (the annotation bounds the class: a subclass may run its own)
+            method = self.scopes.method_of(local, name)  # (or of a base of this module that defines it)
+            if method is not None:
+                return self.regions.grad_enabled_by_decorator(method) is False
         local_flags = self._local_method_grad_off.get(name)
         if local_flags is not None:
             return local_flags == {True}
         return self._imports_project and self.project.grad_off_method(name)
+
+    def _defined_again_below(self, klass: cst.ClassDef, name: str) -> bool:
+        """A class of this module derived from `klass` defines the method `name` itself."""
+        classes = self.scopes.classes
+        for other in classes.values():
+            seen: Set[int] = set()
+            base: Optional[cst.ClassDef] = other
+            while base is not None and id(base) not in seen and base is not klass:
+                seen.add(id(base))
+                base = next((classes[b] for b in (dotted_name(a.value) for a in base.bases) if b in classes), None)
+            if base is klass and other is not klass and own_method(other, name) is not None:
+                return True
+        return False
 
     @cached_property
     def _local_method_grad_off(self) -> Dict[str, Set[bool]]:

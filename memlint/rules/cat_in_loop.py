@@ -113,8 +113,8 @@ class CatInLoop(Rule):
     grown by a column of flags per step (`torch.cat([mask, ~done.reshape(bsz, 1)], dim=-1)`: a few
     bytes a step); autoregressive decoding, where the model reads the whole sequence every step (its
     forward costs far more than copying a few token ids), or where the pieces are the token ids each
-    step picks (`torch.multinomial`, `topk`'s indices, `argmax`, or a name that says so:
-    `sampled_tokens`) beside a forward; a loop that reads the accumulator back every iteration
+    step picks and feeds back to the model (`torch.multinomial`, `topk`'s indices, `argmax`, or a
+    name that says so: `sampled_tokens`); a loop that reads the accumulator back every iteration
     outside a step; an accumulator bound elsewhere in the loop too, and concatenations of more than
     two tensors.
 
@@ -222,6 +222,22 @@ class CatInLoop(Rule):
         "        tokens = torch.cat([tokens, nxt[:, None]], dim=-1)\n    return tokens, stop_mask\n",
     )
     INVALID = (
+        # activations named like tokens (a ViT's output tokens), collected, not fed back
+        Invalid(
+            "import torch\n\n\n@torch.no_grad()\n"
+            "def extract(vit, images, device, batch_size=64):\n"
+            "    feats = torch.empty(0, 197, 768, device=device)\n"
+            "    for i in range(0, len(images), batch_size):\n"
+            "        output_tokens = vit.forward_features(images[i:i + batch_size].to(device))\n"
+            "        feats = torch.cat([feats, output_tokens], dim=0)\n    return feats\n",
+            "import torch\n\n\n@torch.no_grad()\n"
+            "def extract(vit, images, device, batch_size=64):\n"
+            "    feats = torch.empty(0, 197, 768, device=device)\n    feats_parts = [feats]\n"
+            "    for i in range(0, len(images), batch_size):\n"
+            "        output_tokens = vit.forward_features(images[i:i + batch_size].to(device))\n"
+            "        feats_parts.append(output_tokens)\n"
+            "    feats = torch.cat(feats_parts, dim=0)\n    return feats\n",
+        ),
         # one piece per text encoder, but gathered over the whole data set
         Invalid(
             "import torch\n\n@torch.no_grad()\ndef embed_all(self, loader):\n    out = torch.empty(0, device='cuda')\n"
@@ -365,13 +381,13 @@ class CatInLoop(Rule):
     def _picked_tokens(self, piece: cst.BaseExpression, loop: Loop) -> bool:
         """The piece is the token ids a decoding step picks (`x = torch.multinomial(probs, 1)`,
         `_, x = torch.topk(probs, k=1)`, `logits.argmax(-1)`), bound so in the loop and fed back
-        to the model, or named so (`sampled_tokens`, from mamba's `sample_tokens(...)` helper):
-        one integer per sequence a step, nothing a maintainer would rewrite beside the step's
-        forward. Not predictions collected over a data set."""
-        if type(piece) is cst.Name and self.facts.outputs.names_token_ids(piece.value):
-            return True
+        to the model, or so fed back and named so (`sampled_tokens`, from mamba's
+        `sample_tokens(...)` helper): one integer per sequence a step, nothing a maintainer would
+        rewrite beside the step's forward. Not predictions collected over a data set."""
         if type(piece) is not cst.Name or not self._fed_to_the_model(loop, piece.value):
             return False  # (ids a decoding step feeds back to its model, not predictions collected)
+        if self.facts.outputs.names_token_ids(piece.value):
+            return True
         binds = [b for b in self.facts.scopes.bindings_seen(piece.value, piece) if self.facts.tree.contains(loop, b.node)]
         return bool(binds) and all(b.kind == "assign" and self._picks(b.value, piece.value, b) for b in binds)
 
@@ -390,12 +406,14 @@ class CatInLoop(Rule):
 
     def _fed_to_the_model(self, loop: cst.CSTNode, name: str) -> bool:
         """A forward in the loop reads the accumulator (or a slice of it): autoregressive decoding,
-        where each step's forward over the whole sequence costs far more than copying its ids."""
+        where each step's forward over the whole sequence costs far more than copying its ids. A
+        function of this module that runs a model counts (mamba's `get_logits(sequences[-1])`)."""
         facts = self.facts
         derived = facts.values.derived_names(facts.tree.scope_of(loop), {name})
         for call, _ in facts.calls.calls_in(loop, follow=False):
             target = facts.scopes.resolve(call)
-            forward = facts.roles.is_forward(call) or target is not None and target.name.value in ("forward", "__call__")
+            forward = facts.roles.is_forward(call) or target is not None and (
+                target.name.value in ("forward", "__call__") or any(map(facts.roles.is_forward, facts.scopes.calls_of(target))))
             if forward and any(derived & set(sources_of(arg.value)) for arg in call.args):
                 return True
         return False

@@ -30,6 +30,17 @@ def _samples(call: cst.Call) -> bool:
         arg.keyword is not None and arg.keyword.value == "num_inference_steps" for arg in call.args)
 
 
+# A training step timed with CUDA events; EMPTY is what follows the reading of the time.
+_TIMED_STEP = (
+    "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer, device):\n"
+    "    start = torch.cuda.Event(enable_timing=True)\n    end = torch.cuda.Event(enable_timing=True)\n"
+    "    for step, (x, y) in enumerate(loader):\n        start.record()\n"
+    "        loss = F.cross_entropy(model(x.to(device)), y.to(device))\n        optimizer.zero_grad()\n"
+    "        loss.backward()\n        optimizer.step()\n        end.record()\n        torch.cuda.synchronize()\n"
+    "        step_ms = start.elapsed_time(end)\nEMPTY        if step % 100 == 0:\n"
+    "            print(step, loss.item(), step_ms)\n"
+)
+
 class EmptyCacheInLoop(Rule):
     """
     ## What it does
@@ -77,8 +88,9 @@ class EmptyCacheInLoop(Rule):
       caches take memory in shapes the forwards after it do not reuse. Likewise beside a
       diffusion pipeline's whole sampling run (`pipe(prompt, num_inference_steps=30)`), before
       its latents are decoded.
-    - In a loop that times its iterations with CUDA events (`start.elapsed_time(end)`): a
-      benchmark, whose measurements should each start from the same cache.
+    - In a loop that trains nothing and times its iterations with CUDA events
+      (`start.elapsed_time(end)` of a `torch.cuda.Event`): a benchmark, whose measurements should
+      each start from the same cache.
     - In a module that empties the cache in three places or more, besides the helpers that do
       only that and the recovery from an OOM: a plan of memory staged by hand, kept or dropped
       as a whole.
@@ -227,6 +239,8 @@ class EmptyCacheInLoop(Rule):
         "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n    sample_images(pipe, vae, prompts)\n",
     )
     INVALID = (
+        # a training loop that times its steps with CUDA events: no benchmark
+        Invalid(_TIMED_STEP.replace("EMPTY", "        torch.cuda.empty_cache()\n"), _TIMED_STEP.replace("EMPTY", "")),
         # a singleton emptied again on every step is built again on every step
         Invalid(
             "import torch\n\n_PIPE = None\n\n\ndef build_pipe(model):\n    pipe = make_pipe(model).cuda()\n"
@@ -502,12 +516,24 @@ class EmptyCacheInLoop(Rule):
         return any(not facts.steps.periodic(call) and self._generates(call) for call in calls)
 
     def _timed(self, node: cst.Call) -> bool:
-        """The loop around the call times its iterations with CUDA events (`start.record()`, ...,
-        `start.elapsed_time(end)`): a benchmark, which empties the cache so that each measurement
-        starts alike (KAIR's challenge script, per test image)."""
-        loops = self.facts.tree.loops_around(node)
-        return bool(loops) and any(type(call.func) is cst.Attribute and call.func.attr.value == "elapsed_time"  # type: ignore[attr-defined]
-                                   for call, _ in self.facts.calls.calls_in(loops[0].body, follow=False))  # type: ignore[attr-defined]
+        """The loop around the call trains nothing and times its iterations with CUDA events
+        (`start = torch.cuda.Event(enable_timing=True)`, ..., `start.elapsed_time(end)`): a
+        benchmark, which empties the cache so that each measurement starts alike (KAIR's
+        challenge script, per test image)."""
+        facts = self.facts
+        loops = facts.tree.loops_around(node)
+        if not loops or facts.roles.backwards_in(loops[0]):
+            return False
+        return any(type(call.func) is cst.Attribute and call.func.attr.value == "elapsed_time" and  # type: ignore[attr-defined]
+                   self._cuda_event(call.func.value, call)  # type: ignore[attr-defined]
+                   for call, _ in facts.calls.calls_in(loops[0].body, follow=False))  # type: ignore[attr-defined]
+
+    def _cuda_event(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`value` is a name every binding in effect at `at` makes a `torch.cuda.Event`."""
+        binds = self.facts.scopes.in_effect(value.value, at) if type(value) is cst.Name else []  # type: ignore[attr-defined]
+        return bool(binds) and all(b.kind == "assign" and b.whole and
+                                   self.facts.names.call_name(b.value) in ("torch.cuda.Event", "torch.Event")
+                                   for b in binds)
 
     def _generates(self, call: cst.Call) -> bool:
         facts = self.facts

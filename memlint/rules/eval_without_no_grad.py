@@ -611,11 +611,22 @@ class EvalWithoutNoGrad(Rule):
         _PERIODIC_SAMPLE.replace("DROP", "            del sample\n"),
         _PERIODIC_SAMPLE.replace("DROP", "            sample = sample.detach().cpu()\n"),
         _PERIODIC_SAMPLE.replace("DROP", "").replace("step % 100 == 0", "step == 0"),
+        _PERIODIC_SAMPLE.replace("DROP", "").replace("step % 100 == 0", "(step + 1) % len(loader) == 0"),
         # ... or made by a model a helper of the module freezes (DiT's `requires_grad(vae, False)`)
         "import torch\n\n\ndef requires_grad(model, flag=True):\n    for p in model.parameters():\n"
         "        p.requires_grad = flag\n\n\n"
         + _PERIODIC_SAMPLE.replace("DROP", "").replace("    for step,", "    requires_grad(vae, False)\n    for step,")
         .replace("model.inference(x)", "vae.decode(x)").replace("import torch\n\n", "").replace("(model,", "(model, vae,"),
+        # ... or by CycleGAN's `set_requires_grad(nets, requires_grad=False)`, by its default
+        "import torch\n\n\ndef set_requires_grad(nets, requires_grad=False):\n"
+        "    if not isinstance(nets, list):\n        nets = [nets]\n    for net in nets:\n"
+        "        for param in net.parameters():\n"
+        "            param.requires_grad = requires_grad\n\n\n"
+        "def train(model, vae, loader, opt, z_fixed):\n    set_requires_grad(vae)\n"
+        "    for step, (x, y) in enumerate(loader):\n        loss = model(x, y).mean()\n"
+        "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
+        "        if step % 1000 == 0:\n            samples = vae.decode(z_fixed)\n"
+        "            print(step, samples.mean().item())\n",
         # a model's inherited method that runs without grad, the class named by the parameter's annotation
         "import torch\nfrom torch import nn\n\n\nclass Segmenter(nn.Module):\n    @torch.no_grad()\n"
         "    def inference(self, images):\n        return self(images).softmax(1)\n\n\nclass UNet(Segmenter):\n"
@@ -690,6 +701,30 @@ class EvalWithoutNoGrad(Rule):
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
     )
     INVALID = (
+        # a helper freezes only a part of the model the loop trains
+        Invalid(
+            "import torch.nn.functional as F\n\n\ndef set_backbone_trainable(model, trainable):\n"
+            "    for p in model.backbone.parameters():\n        p.requires_grad = trainable\n\n\n"
+            "def finetune(model, loader, opt):\n    set_backbone_trainable(model, False)\n"
+            "    for x, y in loader:\n        loss = F.mse_loss(model(x), y)\n"
+            "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n"
+            "        yhat_raw = model.inference(x)\n        print(F.l1_loss(yhat_raw, y).item())\n"
+        ),
+        # the annotation names a base class; the model handed in overrides its no-grad method
+        Invalid(
+            "import torch\nfrom torch import nn\n\n\nclass Segmenter(nn.Module):\n    @torch.no_grad()\n"
+            "    def inference(self, images):\n        return self(images).softmax(1)\n\n\n"
+            "class UNet(Segmenter):\n    def forward(self, images):\n"
+            "        return self.net(images)\n\n\nclass CalibratedUNet(UNet):\n"
+            "    def inference(self, images):\n"
+            "        return (self(images) / self.temperature).softmax(1)\n\n\nclass Evaluator:\n"
+            "    def __init__(self, model: UNet, loader):\n        self.model = model\n"
+            "        self.loader = loader\n\n    def evaluate(self):\n        masks = []\n"
+            "        for images, _ in self.loader:\n"
+            "            masks.append(self.model.inference(images.cuda()))\n"
+            "        return torch.cat(masks)\n\n\ndef main(loader):\n"
+            "    model = CalibratedUNet().cuda()\n    return Evaluator(model, loader).evaluate()\n"
+        ),
         # a periodic sample kept bound through the steps until the next one
         Invalid(_PERIODIC_SAMPLE.replace("DROP", ""), _PERIODIC_SAMPLE.replace("DROP", "").replace(
             "            sample = model.inference(x)\n",
@@ -1468,9 +1503,10 @@ class EvalWithoutNoGrad(Rule):
         0:`), and a name `node` binds keeps what it bound until the block runs again (SiT's
         `samples = vae.decode(...).sample` every 10,000 steps): bound nowhere else in the loop
         nor after `node` in the block, and neither deleted nor detached in place in the loop
-        (a binding before the loop frees nothing between runs). A block that runs once (`if
-        step == 0:`, or on the last step) is left alone."""
-        if not any(type(part) is cst.BinaryOperation and type(part.operator) is cst.Modulo  # type: ignore[attr-defined]
+        (a binding before the loop frees nothing between runs). A block that runs once in the
+        loop (`if step == 0:`, or on its last step: `if (i + 1) % len(loader) == 0:`) is left alone."""
+        if not any(type(part) is cst.BinaryOperation and type(part.operator) is cst.Modulo and not (  # type: ignore[attr-defined]
+                type(part.right) is cst.Call and dotted_name(part.right.func) == "len")  # type: ignore[attr-defined]
                    for part in expression_nodes(guard.test)):  # type: ignore[attr-defined]
             return False
         tree, scopes = self.facts.tree, self.facts.scopes
