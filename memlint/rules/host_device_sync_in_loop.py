@@ -946,13 +946,15 @@ class HostDeviceSyncInLoop(Rule):
             f"`if {show(remainder)} == 0:`"))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        self._check(node, self.facts.syncs.implicit(node))
+        if self.facts.device_code:  # (every finding needs it; the implicit waits cost more to find)
+            self._check(node, self.facts.syncs.implicit(node))
 
     def visit_If(self, node: cst.If) -> None:
-        self._check(node, self.facts.syncs.implicit(node), node.test)
+        if self.facts.device_code:
+            self._check(node, self.facts.syncs.implicit(node), node.test)
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
-        if type(node.operator) is cst.Not:
+        if type(node.operator) is cst.Not and self.facts.device_code:
             self._check(node, self.facts.syncs.implicit(node))
 
     def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
