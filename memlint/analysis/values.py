@@ -188,6 +188,7 @@ class Values:
         self.calls = calls
         self.roles = roles
         self.requires_grad_off = False  # `x.requires_grad_(False)` / `p.requires_grad = False` seen
+        self._switched_by_name = False  # `p.requires_grad = flag` / `x.requires_grad_(flag)` seen: a helper may freeze
         for call in scopes.calls:
             func = call.func
             if type(func) is cst.Attribute and func.attr.value == "requires_grad_" and not (
@@ -195,11 +196,12 @@ class Values:
                 flag = argument(call, "requires_grad", 0)  # (`torch.Tensor(lr).requires_grad_(False)`: a tensor made there)
                 if flag is not None and literal_bool(flag.value) is False:
                     self.requires_grad_off = True
+                self._switched_by_name |= flag is not None and type(flag.value) is cst.Name
         for assign in scopes.assigns:
             for target in assign.targets:
-                if type(target.target) is cst.Attribute and target.target.attr.value == "requires_grad" and \
-                        literal_bool(assign.value) is False:
-                    self.requires_grad_off = True
+                if type(target.target) is cst.Attribute and target.target.attr.value == "requires_grad":
+                    self.requires_grad_off |= literal_bool(assign.value) is False
+                    self._switched_by_name |= type(assign.value) is cst.Name
         self._memo_grad: Dict[Tuple[str, int, _Trace], bool] = {}
         self._memo_returns: Dict[Tuple[int, bool], bool] = {}
         self._memo_returns_from: Dict[Tuple[int, bool, FrozenSet[str]], bool] = {}
@@ -216,7 +218,7 @@ class Values:
         body runs `p.requires_grad = flag` over `model.parameters()`; CycleGAN's
         `set_requires_grad(nets, requires_grad=False)`, a list of models or one), with False (or
         its default False), and by no call of the module with anything else: it records no graph."""
-        return model is not None and model in self._frozen_by_helpers
+        return model is not None and self._switched_by_name and model in self._frozen_by_helpers
 
     @cached_property
     def _frozen_by_helpers(self) -> FrozenSet[str]:

@@ -1483,10 +1483,10 @@ class EvalWithoutNoGrad(Rule):
         scope = facts.tree.scope_of(loop)
         if not names or any(type(leaf) is not cst.Name for leaf in leaves) or \
                 guard is not None and not self._kept_between_runs(guard, node, names, loop) or \
-                self.facts.values.runs_without_grad(forward) or facts.values.frozen_by_a_helper(self._model_run(forward)) or \
+                self.facts.values.runs_without_grad(forward) or \
                 not facts.values.kept_from_backward(scope, names) or not self._trained_forward(loop, forward) or \
                 self._leaves_by_the_side(loop, forward) or few_literal(loop, facts.scopes) or \
-                facts.per_step(guard or node) is None:
+                facts.values.frozen_by_a_helper(self._model_run(forward)) or facts.per_step(guard or node) is None:
             return  # (how often, asked last: it may go to the project)
         held = ("nothing it returns reaches the backward, and it stays bound until this block runs again: "
                 "its graph keeps this pass's activations alive through every training step in between"
