@@ -427,15 +427,17 @@ class Scopes:
 
     def method_of(self, klass: Optional[cst.ClassDef], name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of `klass`, or of its first base in this module that defines it."""
+        return next((found for each in self.lineage(klass) for found in (own_method(each, name),)
+                     if found is not None), None)
+
+    def lineage(self, klass: Optional[cst.ClassDef]) -> Iterator[cst.ClassDef]:
+        """`klass`, then its first base in this module, then that one's, and so on."""
         seen: Set[int] = set()
         while klass is not None and id(klass) not in seen:
             seen.add(id(klass))
-            found = own_method(klass, name)
-            if found is not None:
-                return found
+            yield klass
             klass = next((self.classes[b] for b in (dotted_name(a.value) for a in klass.bases)
                           if b in self.classes), None)
-        return None
 
     # -- attributes of a class's instances ------------------------------------------------------
     def emptied(self, klass: cst.ClassDef, attr: str) -> bool:

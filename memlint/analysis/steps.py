@@ -335,9 +335,9 @@ class Steps:
         body raises towards a bound (`if shown < 3: shown += 1`), or after the step ran out of
         memory (`if found_cuda_oom == 1:`), not under a flag that holds on every step (`if
         args.log:`)."""
-        return self.periodic_guard(node) is not None or self._past_rare_exit(node)
+        return self.periodic_guard(node) is not None or self.past_rare_exit(node)
 
-    def _past_rare_exit(self, node: cst.CSTNode) -> bool:
+    def past_rare_exit(self, node: cst.CSTNode) -> bool:
         """`node` comes after a statement of its function or loop body that every other way
         leaves (a `return`, `continue`, `break` or `raise`) unless a counter's remainder is zero:
         `if step % args.sample_every != 0: return` at the top of a sampling helper. In a loop,

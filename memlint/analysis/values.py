@@ -257,7 +257,7 @@ class Values:
                 for target in node.targets:  # type: ignore[attr-defined]
                     held = target.target
                     if type(held) is cst.Attribute and held.attr.value == "requires_grad" and type(held.value) is cst.Name:
-                        model = self._iterated_parameters_of(held.value.value, node, func, params)
+                        model = self._iterated_parameters_of(held.value.value, node, params)
                         if model is not None:
                             found.add((model, node.value.value))  # type: ignore[attr-defined]
             elif type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "requires_grad_" \
@@ -266,9 +266,8 @@ class Values:
                              if type(a.value) is cst.Name and a.value.value in params)  # type: ignore[attr-defined]
         return frozenset(found)
 
-    def _iterated_parameters_of(self, name: str, at: cst.CSTNode, func: cst.FunctionDef,
-                                params: Set[str]) -> Optional[str]:
-        """The parameter of `func` whose model's `.parameters()` the loop around `at` binds `name`
+    def _iterated_parameters_of(self, name: str, at: cst.CSTNode, params: Set[str]) -> Optional[str]:
+        """The parameter (of `params`, those of the function around `at`) whose model's `.parameters()` the loop around `at` binds `name`
         to (`for p in model.parameters()`, or `for net in nets: for p in net.parameters()`)."""
         loops = [loop for loop in self.tree.loops_around(at) if type(loop) is cst.For]
         owner = next((loop.iter.func.value for loop in loops if type(loop.target) is cst.Name and loop.target.value == name  # type: ignore[attr-defined]
@@ -406,8 +405,8 @@ class Values:
         name = func.attr.value
         receivers = self.roles.receivers
         made = receivers.class_of(func.value)
-        annotated = made is None and receivers.annotated_class(func.value)
-        made = made or annotated or None
+        annotated = receivers.annotated_class(func.value) if made is None else None
+        made = made or annotated
         if made is not None:
             local = self.scopes.classes.get(made)
             if local is None:
@@ -424,16 +423,9 @@ class Values:
 
     def _defined_again_below(self, klass: cst.ClassDef, name: str) -> bool:
         """A class of this module derived from `klass` defines the method `name` itself."""
-        classes = self.scopes.classes
-        for other in classes.values():
-            seen: Set[int] = set()
-            base: Optional[cst.ClassDef] = other
-            while base is not None and id(base) not in seen and base is not klass:
-                seen.add(id(base))
-                base = next((classes[b] for b in (dotted_name(a.value) for a in base.bases) if b in classes), None)
-            if base is klass and other is not klass and own_method(other, name) is not None:
-                return True
-        return False
+        return any(other is not klass and own_method(other, name) is not None and
+                   any(base is klass for base in self.scopes.lineage(other))
+                   for other in self.scopes.classes.values())
 
     @cached_property
     def _local_method_grad_off(self) -> Dict[str, Set[bool]]:

@@ -413,7 +413,7 @@ class CatInLoop(Rule):
         for call, _ in facts.calls.calls_in(loop, follow=False):
             target = facts.scopes.resolve(call)
             forward = facts.roles.is_forward(call) or target is not None and (
-                target.name.value in ("forward", "__call__") or any(map(facts.roles.is_forward, facts.scopes.calls_of(target))))
+                target.name.value in ("forward", "__call__") or bool(facts.roles.forwards_in(target, follow=False)))
             if forward and any(derived & set(sources_of(arg.value)) for arg in call.args):
                 return True
         return False

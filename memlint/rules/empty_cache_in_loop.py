@@ -525,15 +525,9 @@ class EmptyCacheInLoop(Rule):
         if not loops or facts.roles.backwards_in(loops[0]):
             return False
         return any(type(call.func) is cst.Attribute and call.func.attr.value == "elapsed_time" and  # type: ignore[attr-defined]
-                   self._cuda_event(call.func.value, call)  # type: ignore[attr-defined]
+                   facts.scopes.imported_class_of(call.func.value, facts.names.absolute_name)  # type: ignore[attr-defined]
+                   in ("torch.cuda.Event", "torch.Event")
                    for call, _ in facts.calls.calls_in(loops[0].body, follow=False))  # type: ignore[attr-defined]
-
-    def _cuda_event(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """`value` is a name every binding in effect at `at` makes a `torch.cuda.Event`."""
-        binds = self.facts.scopes.in_effect(value.value, at) if type(value) is cst.Name else []  # type: ignore[attr-defined]
-        return bool(binds) and all(b.kind == "assign" and b.whole and
-                                   self.facts.names.call_name(b.value) in ("torch.cuda.Event", "torch.Event")
-                                   for b in binds)
 
     def _generates(self, call: cst.Call) -> bool:
         facts = self.facts

@@ -1476,8 +1476,8 @@ class EvalWithoutNoGrad(Rule):
         if not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
             return
         guard = facts.steps.periodic_guard(node)
-        if guard is None and facts.steps.periodic(node):
-            return
+        if guard is None and facts.steps.past_rare_exit(node):
+            return  # (periodic, under no guard of its own)
         leaves = [leaf for target in node.targets for leaf in leaf_targets(target.target)]
         names = {leaf.value for leaf in leaves if type(leaf) is cst.Name}  # type: ignore[attr-defined]
         scope = facts.tree.scope_of(loop)
