@@ -1570,3 +1570,44 @@ def test_every_question_a_module_asks_the_project_is_answered_again_the_same(tmp
                 facts.steps.site(node)
         asked = dict(facts.project.asked)
         assert answers(facts.project.project, str(path), asked) == asked, path
+
+
+def test_a_model_of_another_module_whose_forward_works_under_no_grad_records_nothing(tmp_path):
+    """RWKV's inference model wraps its whole `forward` in `with torch.no_grad():`, in a
+    module of its own: a script that imports it and runs it over prompts records no graph.
+    A model of that module whose `forward` computes before it turns grad off does."""
+    paths = tree(tmp_path, {
+        "rwkv/__init__.py": "",
+        "rwkv/model.py": """\
+            import torch
+
+
+            class RNN(torch.jit.ScriptModule):
+                def forward(self, token, state):
+                    with torch.no_grad():
+                        return self.emb[token] @ self.head, state
+
+
+            class Tuned(torch.nn.Module):
+                def forward(self, token, state):
+                    x = self.emb(token)
+                    with torch.no_grad():
+                        state = self.mix(state)
+                    return self.head(x), state
+            """,
+        "run.py": """\
+            import torch
+            from rwkv.model import RNN
+
+
+            model = RNN().cuda()
+            model.eval()
+            state = None
+            for token in prompt:
+                out, state = model.forward(token, state)
+                print(out.argmax().item())
+            """,
+    })
+    assert ("run.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path)}
+    paths[-1].write_text(paths[-1].read_text().replace("RNN", "Tuned"))
+    assert ("run.py", "MEM203") in {(name, code) for name, _, code in lint(tmp_path)}

@@ -131,7 +131,7 @@ class Facts:
     @cached_property
     def receivers(self) -> Receivers:
         """Which names are optimizers, models and losses."""
-        return Receivers(self.names, self.tree, self.scopes, self.project)
+        return Receivers(self.names, self.tree, self.scopes, self.project, self.guards)
 
     @cached_property
     def roles(self) -> Roles:

@@ -18,7 +18,8 @@ Asked as `facts.guards`:
   by such a test) are not a choice.
 
 - `dead(node)`: the node is in the body of an `if` whose test is surely false as written
-  (`debug = False`, then `if debug and ...:`): it never runs;
+  (`debug = False`, then `if debug and ...:`), or in the `else` of one whose test is surely
+  true (`if not debug:`): it never runs;
 - `exclusive(a, b)`: `a` and `b` never run in one pass through their function: one only where
   a flag holds, the other only where it fails, the flag tested twice and not rebound between
   (`if use_amp: <autocast forward> else: <plain forward>`, then `if use_amp: scaler(loss)
@@ -30,7 +31,8 @@ instance (`if self.use_liger_loss:`), not the state a trainer keeps (`self.contr
 nor a flag about memory (`if args.empty_cache:` is the user asking for it).
 
 Asked by MEM601 (`chosen`), MEM501 (`a_setting`), MEM401 (`exclusive`), MEM602 (`holding`)
-and every rule of a per-step cost (`dead`, through `Facts.per_step`).
+every rule of a per-step cost (`dead`, through `Facts.per_step`), MEM203 and receivers (`dead`:
+a forward, or a model's binding, that never runs).
 """
 
 from __future__ import annotations
@@ -125,16 +127,25 @@ class Guards:
     def dead(self, node: cst.CSTNode) -> bool:
         """`node` never runs as written: it is in the body of an `if` (or a conditional
         expression) of its function whose test is surely false (`if False:`; `distributed_loss
-        = False`, then `if distributed_loss and ...:`)."""
+        = False`, then `if distributed_loss and ...:`), or in the `else` of one whose test is
+        surely true (`if not HF_MODE:` after `HF_MODE = False`)."""
         child = node
         for ancestor in self.tree.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 return False
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body and \
-                    self._surely_false(ancestor.test, ancestor.test, 0):
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and (
+                    child is ancestor.body and self._surely_false(ancestor.test, ancestor.test, 0) or
+                    child is ancestor.orelse and self._surely_true(ancestor.test)):
                 return True
             child = ancestor
         return False
+
+    def _surely_true(self, test: cst.BaseExpression) -> bool:
+        """`True`, or `not` of a surely false test (`if not HF_MODE:` after `HF_MODE = False`)."""
+        if type(test) is cst.Name:
+            return test.value == "True"  # type: ignore[attr-defined]
+        return type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and \
+            self._surely_false(test.expression, test.expression, 0)  # type: ignore[attr-defined]
 
     def _surely_false(self, test: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """`False`, `None`, `0`, a conjunction with such a part, or a name whose every binding

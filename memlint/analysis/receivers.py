@@ -22,10 +22,11 @@ named:
   `constructor_of(expr)`: the class a model was built from (`torch.nn.GRU`);
 - `loss_objects`: names bound to a `torch.nn.*Loss()`, moved or not.
 
-A name that holds an HF `pipeline(...)` is no model (HF runs it under no_grad), however it is named;
-nor is one that holds a model compiled for a runtime off the CUDA GPU (optimum's Neuron,
-OpenVINO and IPEX models), or made by another inference runtime (OpenVINO's `compile_model`,
-ONNX Runtime, TensorRT), which records no graph.
+A name that holds an HF `pipeline(...)` is no model (HF runs it under no_grad), however it is named,
+nor one that holds the `rwkv` package's inference model; nor is one that holds a model compiled
+for a runtime off the CUDA GPU (optimum's Neuron, OpenVINO and IPEX models), or made by another
+inference runtime (OpenVINO's `compile_model`, ONNX Runtime, TensorRT), which records no graph.
+A binding in code that never runs as written (memlint.analysis.guards: `dead`) binds no model.
 
 Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
 `forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
@@ -43,6 +44,7 @@ import libcst as cst
 from memlint.analysis.dataflow import unpacked_position
 from memlint.analysis.project import ProjectView
 from memlint.analysis.frameworks import MODEL_BASE, is_module_base_name
+from memlint.analysis.guards import Guards
 from memlint.analysis.memo import per_node
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
@@ -56,9 +58,10 @@ _OPTIMIZER_NAME = re.compile(
 _NOT_OPTIMIZER_NAME = re.compile(r"sched|scaler|lr", re.IGNORECASE)
 # What makes a pipeline that records no graph when run: HF's inference pipelines (their model
 # runs under no_grad), spaCy's (no torch), sentence-transformers' models, run through `encode`
-# (under no_grad, returning arrays).
+# (under no_grad, returning arrays), and the `rwkv` package's inference model (its forward
+# runs in `with torch.no_grad():`, on weights loaded as plain tensors).
 _PIPELINES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline", "spacy.load", "spacy.blank",
-                        "sentence_transformers.SentenceTransformer"})
+                        "sentence_transformers.SentenceTransformer", "rwkv.model.RWKV"})
 # optimum's classes of models compiled for a runtime other than torch's, on hardware other than
 # a CUDA GPU: AWS Neuron's inference models, OpenVINO's, and IPEX's (whose forward runs under
 # no_grad). Their runs record no graph and keep nothing on a CUDA GPU. Not ONNX Runtime's (its
@@ -169,11 +172,12 @@ def _class_called(call: cst.Call) -> cst.BaseExpression:
 class Receivers:
     """The optimizers, models and losses of one module (see the module docstring)."""
 
-    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, project: ProjectView) -> None:
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes, project: ProjectView, guards: Guards) -> None:
         self.names = names
         self.project = project
         self.tree = tree
         self.scopes = scopes
+        self.guards = guards
         self.module = tree.module
 
     @cached_property
@@ -393,9 +397,11 @@ class Receivers:
         return any(MODEL_BASE.search(last_part(dotted_name(b.value))) for b in klass.bases)
 
     def _find_models(self) -> Set[str]:
+        """The names bound to models, not by code that never runs as written (`if HF_MODE:`
+        after `HF_MODE = False`)."""
         found: Set[str] = set()
         for assign in self.scopes.assigns:
-            if self._is_model_value(assign.value, found):
+            if self._is_model_value(assign.value, found) and not self.guards.dead(assign):
                 for target in assign.targets:
                     dotted = dotted_name(target.target)
                     if dotted is not None:
@@ -404,7 +410,7 @@ class Receivers:
         while changed:  # `model = model.to(device)`, `net = DDP(model)`
             changed = False
             for assign in self.scopes.assigns:
-                if self._is_model_value(assign.value, found):
+                if self._is_model_value(assign.value, found) and not self.guards.dead(assign):
                     for target in assign.targets:
                         dotted = dotted_name(target.target)
                         if dotted is not None and dotted not in found:
@@ -503,8 +509,9 @@ class Receivers:
         """`name` surely holds a pipeline that records no graph (`_PIPELINES`: HF's
         `pipeline(...)`, spaCy's, a sentence-transformers model): every binding of it there is one, made in
         place, returned by a function of this module, or passed to the parameter it is by every
-        call of its function (followed two calls deep)."""
-        binds = self.scopes.bindings_seen(name.value, name)
+        call of its function (followed two calls deep); a binding in code that never runs as
+        written (`if HF_MODE:` after `HF_MODE = False`) holds nothing."""
+        binds = [bind for bind in self.scopes.bindings_seen(name.value, name) if not self.guards.dead(bind.node)]
         return bool(binds) and depth <= 2 and all(self._pipeline_binding(bind, depth) for bind in binds)
 
     def _pipeline_attribute(self, expr: cst.BaseExpression, dotted: str) -> bool:

@@ -16,7 +16,9 @@ Asked as `facts.regions`:
   (inside `FlopCounterMode()`: run to be counted), and
   `grad_enabled`: whether autograd records there, from the regions around it, its function's
   decorators (`grad_enabled_by_decorator`: `@torch.no_grad()`, Lightning's `validation_step`-style
-  hooks, which Lightning runs without grad) and, for a helper, the grad mode at its call sites.
+  hooks, which Lightning runs without grad) and, for a helper, the grad mode at its call sites;
+  `runs_without_grad(func)`: a function that records no graph whoever calls it (so decorated,
+  or its whole body in `with torch.no_grad():`).
   It is None when that cannot be told (a bare `set_grad_enabled(...)`, an unknown decorator),
   and rules then do not report;
 - `quiet_modes(forward)`: the modes a model's `forward` computes under no_grad itself
@@ -373,6 +375,22 @@ class Regions:
         if func.name.value in _LIGHTNING_NO_GRAD and self._in_lightning_module(func):
             return False
         return None
+
+    def runs_without_grad(self, func: cst.FunctionDef) -> bool:
+        """`func` records no graph whoever calls it: decorated to run without grad, or its whole
+        body (a docstring aside) is `with` statements that turn grad off (RWKV's `def forward(self,
+        token, state): with torch.no_grad(): ...`)."""
+        if self.grad_enabled_by_decorator(func) is False:
+            return True
+        body = func.body.body if type(func.body) is cst.IndentedBlock else ()
+        if func.get_docstring(clean=False) is not None:
+            body = body[1:]
+        return bool(body) and all(type(statement) is cst.With and self._turns_grad_off(statement)  # type: ignore[arg-type]
+                                  for statement in body)
+
+    def _turns_grad_off(self, node: cst.With) -> bool:
+        region = self._grad_region_of.get(id(node))
+        return region is not None and region.grad_enabled is False
 
     def _unknown_decorator(self, func: cst.FunctionDef) -> bool:
         for decorator in func.decorators:

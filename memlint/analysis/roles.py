@@ -16,7 +16,7 @@ Asked as `facts.roles`, for every call of the module:
 - `mode_calls` (`ModeCall`): `model.eval()` / `model.train()`; `latest_modes(scope, at)`: the
   latest mode call per receiver that `scope` made up to a position;
 - `is_forward(call)` (a model called: `model(x)`, `self.net(x)`, `model.forward(x)`,
-  `model.encode(x)`; not HF `generate()`, which `is_generate` tells), `is_loss(call)`
+  `model.encode(x)`; not HF `generate()` nor a chat model's `chat()`, which `is_generate` tells), `is_loss(call)`
   (`criterion(out, y)`, `F.cross_entropy`), `uses_grad_scaler`, `step_hooked` (a hook on an
   optimizer's step), `asks_for_grad(node)` (code that needs autograd on: `torch.autograd.grad`,
   `requires_grad_()`, `enable_grad()`);
@@ -53,6 +53,7 @@ from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, la
 _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
 AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+_GENERATING = frozenset({"generate", "chat", "stream_chat", "batch_chat"})  # methods that decode a sequence
 _STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
 # Objects whose `.backward(loss)` backwards its argument.
 _BACKWARD_OWNER = re.compile(r"(accelerator|fabric|engine|trainer|manual_backward)$", re.IGNORECASE)
@@ -256,8 +257,11 @@ class Roles:
         return False
 
     def is_generate(self, call: cst.Call) -> bool:
+        """`model.generate(...)`, or a chat model's answer (`model.chat(tokenizer, pixel_values,
+        question, ...)`, the API of the hub's chat models: InternVL, Qwen, ChatGLM), which
+        decodes a sequence token by token."""
         func = call.func
-        return isinstance(func, cst.Attribute) and func.attr.value == "generate" and self.receivers.is_model(func.value)
+        return isinstance(func, cst.Attribute) and func.attr.value in _GENERATING and self.receivers.is_model(func.value)
 
     def is_loss(self, call: cst.Call) -> bool:
         """`criterion(out, y)`, `F.cross_entropy(...)`, `nn.MSELoss()(...)`."""

@@ -207,7 +207,7 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
         elif isinstance(statement, cst.ClassDef):
             bases = tuple(base for base in (_base_name(facts, b.value) for b in statement.bases) if base)
             methods = {s.name.value: _function(facts, s) if imported else
-                       FunctionSummary(_params(s), grad_off=facts.regions.grad_enabled_by_decorator(s) is False)
+                       FunctionSummary(_params(s), grad_off=facts.regions.runs_without_grad(s))
                        for s in statement.body.body if isinstance(s, cst.FunctionDef)}
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods,
@@ -356,7 +356,7 @@ def _params(func: cst.FunctionDef) -> Tuple[str, ...]:
 
 
 def _function(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
-    summary = replace(_what_it_does(facts, func), grad_off=facts.regions.grad_enabled_by_decorator(func) is False)
+    summary = replace(_what_it_does(facts, func), grad_off=facts.regions.runs_without_grad(func))
     if func.name.value == "forward":
         summary = replace(summary, quiet_modes=facts.regions.quiet_modes(func))
     return summary

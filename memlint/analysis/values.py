@@ -415,11 +415,27 @@ class Values:
                 return False  # (the annotation bounds the class: a subclass may run its own)
             method = self.scopes.method_of(local, name)  # (or of a base of this module that defines it)
             if method is not None:
-                return self.regions.grad_enabled_by_decorator(method) is False
+                return self._records_nothing(local, method)
         local_flags = self._local_method_grad_off.get(name)
         if local_flags is not None:
             return local_flags == {True}
         return self._imports_project and self.project.grad_off_method(name)
+
+    def _records_nothing(self, klass: cst.ClassDef, method: cst.FunctionDef) -> bool:
+        """`method` runs without grad (memlint.analysis.regions.Regions.runs_without_grad), or
+        returns only what methods of its class that do return (RWKV's `def forward(self, idx,
+        state): ... return self.forward_seq(idx, state)`, whose `forward_seq` works in `with
+        torch.no_grad():`): whatever it computes before, its output carries no graph."""
+        regions = self.regions
+        if regions.runs_without_grad(method):
+            return True
+        returned = [node.value for node in self.tree.walk_scope(method.body) if type(node) is cst.Return]  # type: ignore[attr-defined]
+        return bool(returned) and all(
+            type(value) is cst.Call and type(value.func) is cst.Attribute and  # type: ignore[attr-defined]
+            type(value.func.value) is cst.Name and value.func.value.value == "self" and  # type: ignore[attr-defined]
+            (callee := self.scopes.method_of(klass, value.func.attr.value)) is not None and  # type: ignore[attr-defined]
+            callee is not method and regions.runs_without_grad(callee)
+            for value in returned)
 
     def _defined_again_below(self, klass: cst.ClassDef, name: str) -> bool:
         """A class of this module derived from `klass` defines the method `name` itself."""
@@ -436,7 +452,7 @@ class Values:
         for klass in self.scopes.classes.values():
             for method in klass.body.body:
                 if type(method) is cst.FunctionDef:
-                    found.setdefault(method.name.value, set()).add(regions.grad_enabled_by_decorator(method) is False)
+                    found.setdefault(method.name.value, set()).add(regions.runs_without_grad(method))
         return found
 
     @per_node
@@ -885,7 +901,7 @@ class Values:
             return known
         found: List[Tuple[cst.CSTNode, cst.BaseExpression]] = []
         self._sums[id(method)] = found
-        if self.regions.grad_enabled_by_decorator(method) is False:
+        if self.regions.runs_without_grad(method):
             return found  # `@torch.no_grad() def update(...)`: its arithmetic records nothing
         for statement in self.tree.walk_scope(method.body):
             kind = type(statement)

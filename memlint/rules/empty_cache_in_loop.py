@@ -20,6 +20,12 @@ _PIPELINE = re.compile(r"(^|_)pipe(line)?$", re.IGNORECASE)  # `pipe`, `pipeline
 _STAGED = 3  # places that empty the cache in one module, from which on they are a plan (`_staged`)
 # Handlers that catch an out-of-memory error: code guarded by them is a recovery protocol.
 _CATCHES_OOM = re.compile(r"RuntimeError|OutOfMemoryError|Exception|BaseException")
+# a training step that prints its chat model's answer every 500 steps
+_CHAT_SAMPLE = (
+    "import torch\nfor step, (x, y) in enumerate(loader):\n    loss = model(x.cuda(), labels=y.cuda()).loss\n"
+    "    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n    if step % 500 == 0:\n"
+    "        print(model.chat(tokenizer, \"Describe the weather.\"))\n"
+)
 
 
 def _samples(call: cst.Call) -> bool:
@@ -84,10 +90,10 @@ class EmptyCacheInLoop(Rule):
       memory handed back on purpose, as RL trainers do between a step's generation, reference
       and policy forwards. Not as the step's last statement, nor before returns that only hand
       back what was computed.
-    - In a function that also generates sequences (`model.generate(...)`, a rollout): its KV
-      caches take memory in shapes the forwards after it do not reuse. Likewise beside a
-      diffusion pipeline's whole sampling run (`pipe(prompt, num_inference_steps=30)`), before
-      its latents are decoded.
+    - In a function that also generates sequences (`model.generate(...)`, a chat model's
+      `model.chat(...)`, a rollout): its KV caches take memory in shapes the forwards after it
+      do not reuse. Likewise beside a diffusion pipeline's whole sampling run (`pipe(prompt,
+      num_inference_steps=30)`), before its latents are decoded.
     - In a loop that trains nothing and times its iterations with CUDA events
       (`start.elapsed_time(end)` of a `torch.cuda.Event`): a benchmark, whose measurements should
       each start from the same cache.
@@ -237,8 +243,15 @@ class EmptyCacheInLoop(Rule):
         "        with torch.no_grad():\n            latents = pipe(prompt=prompt, num_inference_steps=30)\n"
         "        torch.cuda.empty_cache()\n        vae.decode(latents)\n\n"
         "for x in loader:\n    model(x.cuda()).sum().backward()\n    opt.step()\n    sample_images(pipe, vae, prompts)\n",
+        # beside a chat model's answer per sample (InternVL's evaluations): a generation per iteration
+        "import torch\noutputs = []\nfor pixel_values, questions in loader:\n"
+        "    pixel_values = pixel_values.to(torch.bfloat16).cuda()\n    with torch.inference_mode():\n"
+        "        pred = model.chat(tokenizer, pixel_values, questions[0], generation_config)\n"
+        "        torch.cuda.empty_cache()\n    outputs.append(pred)\n",
     )
     INVALID = (
+        # a training loop that asks its chat model for an answer only every 500 steps
+        Invalid(_CHAT_SAMPLE + "    torch.cuda.empty_cache()\n", _CHAT_SAMPLE),
         # a training loop that times its steps with CUDA events: no benchmark
         Invalid(_TIMED_STEP.replace("EMPTY", "        torch.cuda.empty_cache()\n"), _TIMED_STEP.replace("EMPTY", "")),
         # a singleton emptied again on every step is built again on every step

@@ -60,6 +60,26 @@ _WHY = {
     "named": "in an evaluation function",
     "script": "in an inference script that never calls backward",
 }
+# RWKV's demo model: `forward` hands each call to a method that runs without grad
+_RWKV = (
+    "import torch\n\n\nclass RWKV(torch.nn.Module):\n    def forward(self, idx, state):\n"
+    "        if state is None:\n            state = [torch.zeros(768, device=\"cuda\") for _ in range(24)]\n"
+    "        if len(idx) > 1:\n            return self.forward_seq(idx, state)\n"
+    "        return self.forward_one(idx, state)\n\n    def forward_one(self, idx, state):\n"
+    "        with torch.no_grad():\n            return self.emb(idx[-1:]), state\n\n"
+    "    def forward_seq(self, idx, state):\n        with torch.no_grad():\n            return self.emb(idx), state\n\n\n"
+    "model = RWKV().cuda()\nmodel.eval()\nfor doc in docs:\n    out, _ = model.forward(doc, None)\n"
+    "    print(out.argmax(-1).tolist())\n"
+)
+# a module-level switch between the `rwkv` package's model and a transformers one (SWITCH: True or False)
+_HF_MODE = (
+    "import torch\n\nHF_MODE = SWITCH\nif not HF_MODE:\n    from rwkv.model import RWKV\n"
+    "    model = RWKV(model=\"rwkv-7-world\", strategy=\"cuda fp16\")\nelse:\n"
+    "    from transformers import AutoModelForCausalLM\n"
+    "    model = AutoModelForCausalLM.from_pretrained(\"fla-hub/rwkv7-world\").cuda().eval()\n"
+    "for ids in questions:\n    if HF_MODE:\n        logits = model.forward(torch.tensor([ids]).cuda())[0][0][-1]\n"
+    "    else:\n        logits, _ = model.forward(ids, None)\n    print(logits.argmax().item())\n"
+)
 
 
 def _on_self(target: cst.BaseExpression) -> bool:
@@ -699,8 +719,34 @@ class EvalWithoutNoGrad(Rule):
         "        self.model.eval()\n\n    def __call__(self, task):\n        task.preds = self.model(task.frames.cuda()).detach()\n"
         "        return task\n\n\nclass Demo:\n    def __init__(self, model):\n        self.predictor = Predictor(model)\n\n"
         "    def put(self, task):\n        with torch.no_grad():\n            return self.predictor(task)\n",
+        # a model whose forward runs its whole body without grad, or hands every call to methods that do (RWKV's demos)
+        "import torch\n\n\nclass RNN(torch.jit.ScriptModule):\n    def __init__(self, path):\n"
+        "        super().__init__()\n        self.w = torch.load(path, map_location=\"cuda\")\n\n"
+        "    def forward(self, token, state):\n        \"\"\"One token.\"\"\"\n        with torch.no_grad():\n"
+        "            return self.w[\"emb\"][token] @ self.w[\"head\"], state\n\n\n"
+        "model = RNN(\"rwkv.pth\")\nstate = None\nfor token in tokens:\n"
+        "    out, state = model.forward(token, state)\n    print(out.argmax().item())\n",
+        _RWKV,
+        # the `rwkv` package's model (its forward runs under no_grad); the other branch never runs as written
+        _HF_MODE.replace("HF_MODE = SWITCH", "HF_MODE = False"),
     )
     INVALID = (
+        # ... but one of the methods the forward hands a call to records a graph
+        Invalid(_RWKV.replace("        with torch.no_grad():\n            return self.emb(idx), state\n\n\nmodel",
+                              "        return self.emb(idx), state\n\n\nmodel"),
+                _RWKV.replace("        with torch.no_grad():\n            return self.emb(idx), state\n\n\nmodel",
+                              "        return self.emb(idx), state\n\n\nmodel").replace(
+                    "for doc in docs:\n    out, _ = model.forward(doc, None)\n    print(out.argmax(-1).tolist())\n",
+                    "with torch.no_grad():\n    for doc in docs:\n        out, _ = model.forward(doc, None)\n"
+                    "        print(out.argmax(-1).tolist())\n")),
+        # ... and with the switch on, the transformers model runs
+        Invalid(_HF_MODE.replace("HF_MODE = SWITCH", "HF_MODE = True"),
+                _HF_MODE.replace("HF_MODE = SWITCH", "HF_MODE = True").replace(
+                    "for ids in questions:\n    if HF_MODE:\n        logits = model.forward(torch.tensor([ids]).cuda())[0][0][-1]\n"
+                    "    else:\n        logits, _ = model.forward(ids, None)\n    print(logits.argmax().item())\n",
+                    "with torch.no_grad():\n    for ids in questions:\n        if HF_MODE:\n"
+                    "            logits = model.forward(torch.tensor([ids]).cuda())[0][0][-1]\n"
+                    "        else:\n            logits, _ = model.forward(ids, None)\n        print(logits.argmax().item())\n")),
         # a helper freezes only a part of the model the loop trains
         Invalid(
             "import torch.nn.functional as F\n\n\ndef set_backbone_trainable(model, trainable):\n"
@@ -1682,7 +1728,7 @@ class EvalWithoutNoGrad(Rule):
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True
                  and not facts.values.runs_without_grad(call) and not facts.values.in_a_quiet_mode(call)
                  and not facts.regions.flops_counted(call)
-                 and not self._warms_up(call)]
+                 and not self._warms_up(call) and not facts.guards.dead(site)]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
     def _warms_up(self, forward: cst.Call) -> bool:
