@@ -1611,3 +1611,35 @@ def test_a_model_of_another_module_whose_forward_works_under_no_grad_records_not
     assert ("run.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path)}
     paths[-1].write_text(paths[-1].read_text().replace("RNN", "Tuned"))
     assert ("run.py", "MEM203") in {(name, code) for name, _, code in lint(tmp_path)}
+
+
+def test_a_factorys_model_is_not_taken_for_a_project_class_whose_forward_runs_without_grad(tmp_path):
+    """`timm.create_model(...)` makes no class of the project: that the project's one module
+    class runs its forward without grad (a running class prior) says nothing of the ViT's."""
+    tree(tmp_path, {
+        "utils/__init__.py": "",
+        "utils/prior.py": """\
+            import torch
+
+
+            class ClassPrior(torch.nn.Module):
+                def forward(self, logits):
+                    with torch.no_grad():
+                        self.counts += torch.bincount(logits.argmax(-1), minlength=1000)
+                        return self.counts / self.counts.sum()
+            """,
+        "extract.py": """\
+            import timm
+            import torch
+            from utils.prior import ClassPrior
+
+            model = timm.create_model("vit_base_patch16_224", pretrained=True).cuda()
+            model.eval()
+            prior = ClassPrior().cuda()
+            kept = []
+            for images, _ in val_loader:
+                kept.append(model.forward(images.cuda()))
+            print(prior(torch.cat(kept)))
+            """,
+    })
+    assert {("extract.py", "MEM203"), ("extract.py", "MEM202")} <= {(name, code) for name, _, code in lint(tmp_path)}

@@ -155,7 +155,7 @@ class Guards:
             if test.value in ("False", "None"):  # type: ignore[attr-defined]
                 return True
             if test.value in self._declared_global:  # type: ignore[attr-defined]
-                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function)
+                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function, or `nonlocal`)
             binds = self.scopes.in_effect(test.value, at) if depth < _MAX_DEPTH else []  # type: ignore[attr-defined]
             if self._rebinds_dynamically and any(self.tree.scope_of(b.node) is self.tree.module for b in binds):
                 return False  # (nanoGPT's `exec(open("configurator.py").read())` sets its switches from the command line)
@@ -179,8 +179,9 @@ class Guards:
 
     @cached_property
     def _declared_global(self) -> FrozenSet[str]:
-        """The names some function of the module declares `global` (and may rebind)."""
-        return frozenset(item.name.value for node in self.tree.nodes if type(node) is cst.Global
+        """The names some function of the module declares `global` or `nonlocal` (and may
+        rebind: `def on_oom(): nonlocal fallback; fallback = True`)."""
+        return frozenset(item.name.value for node in self.tree.nodes if type(node) in (cst.Global, cst.Nonlocal)
                          for item in node.names)  # type: ignore[attr-defined]
 
     def exclusive(self, a: cst.CSTNode, b: cst.CSTNode) -> bool:

@@ -379,14 +379,17 @@ class Regions:
     def runs_without_grad(self, func: cst.FunctionDef) -> bool:
         """`func` records no graph whoever calls it: decorated to run without grad, or its whole
         body (a docstring aside) is `with` statements that turn grad off (RWKV's `def forward(self,
-        token, state): with torch.no_grad(): ...`)."""
+        token, state): with torch.no_grad(): ...`), with nothing inside that turns it on again."""
         if self.grad_enabled_by_decorator(func) is False:
             return True
         body = func.body.body if type(func.body) is cst.IndentedBlock else ()
         if func.get_docstring(clean=False) is not None:
             body = body[1:]
         return bool(body) and all(type(statement) is cst.With and self._turns_grad_off(statement)  # type: ignore[arg-type]
-                                  for statement in body)
+                                  for statement in body) and \
+            not self._toggles.get(id(func)) and not any(  # (no `with torch.enable_grad():` inside)
+                region.grad_enabled is not False and self.tree.contains(func, region.node)
+                for region in self.grad_regions)
 
     def _turns_grad_off(self, node: cst.With) -> bool:
         region = self._grad_region_of.get(id(node))

@@ -54,6 +54,7 @@ _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|res
 AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
 _GENERATING = frozenset({"generate", "chat", "stream_chat", "batch_chat"})  # methods that decode a sequence
+_TOKENIZER = re.compile(r"(^|_)tokeni[sz]er$", re.IGNORECASE)
 _STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
 # Objects whose `.backward(loss)` backwards its argument.
 _BACKWARD_OWNER = re.compile(r"(accelerator|fabric|engine|trainer|manual_backward)$", re.IGNORECASE)
@@ -259,9 +260,14 @@ class Roles:
     def is_generate(self, call: cst.Call) -> bool:
         """`model.generate(...)`, or a chat model's answer (`model.chat(tokenizer, pixel_values,
         question, ...)`, the API of the hub's chat models: InternVL, Qwen, ChatGLM), which
-        decodes a sequence token by token."""
+        decodes a sequence token by token: one handed the tokenizer, as those are (an API
+        client's `llm.chat(messages)` runs nothing here)."""
         func = call.func
-        return isinstance(func, cst.Attribute) and func.attr.value in _GENERATING and self.receivers.is_model(func.value)
+        if type(func) is not cst.Attribute or func.attr.value not in _GENERATING:
+            return False
+        return self.receivers.is_model(func.value) and (func.attr.value == "generate" or any(
+            arg.keyword is not None and arg.keyword.value == "tokenizer" or
+            _TOKENIZER.search(last_part(dotted_name(arg.value) or "")) for arg in call.args))
 
     def is_loss(self, call: cst.Call) -> bool:
         """`criterion(out, y)`, `F.cross_entropy(...)`, `nn.MSELoss()(...)`."""

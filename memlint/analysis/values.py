@@ -400,42 +400,64 @@ class Values:
         module, every class of this module that defines a method by that name decorates it so,
         or, where none does, every importable class of the project."""
         func = forward.func
+        receivers = self.roles.receivers
+        called = receivers.class_of(func) if type(func) in (cst.Name, cst.Attribute) else None
+        if called is not None:  # `teacher(x)`, an instance of a class the code names: its forward
+            return self._method_records_nothing(called, "forward", annotated=False)
         if type(func) is not cst.Attribute:
             return False
         name = func.attr.value
-        receivers = self.roles.receivers
         made = receivers.class_of(func.value)
         annotated = receivers.annotated_class(func.value) if made is None else None
         made = made or annotated
         if made is not None:
-            local = self.scopes.classes.get(made)
-            if local is None:
-                return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
-            if annotated and self._defined_again_below(local, name):
-                return False  # (the annotation bounds the class: a subclass may run its own)
-            method = self.scopes.method_of(local, name)  # (or of a base of this module that defines it)
-            if method is not None:
-                return self._records_nothing(local, method)
+            return self._method_records_nothing(made, name, annotated is not None)
+        if name == "forward":
+            return False  # (a factory's model: the module's other classes say nothing of its forward)
         local_flags = self._local_method_grad_off.get(name)
         if local_flags is not None:
             return local_flags == {True}
         return self._imports_project and self.project.grad_off_method(name)
 
-    def _records_nothing(self, klass: cst.ClassDef, method: cst.FunctionDef) -> bool:
+    def _method_records_nothing(self, made: str, name: str, annotated: bool) -> bool:
+        """The method `name` of the class `made` (of this module, or of the project) records no
+        graph; for an annotated class, a subclass of this module may run its own (the
+        annotation bounds the class), and nothing is known."""
+        local = self.scopes.classes.get(made)
+        if local is None:
+            return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
+        if annotated and self._defined_again_below(local, name):
+            return False
+        method = self.scopes.method_of(local, name)  # (or of a base of this module that defines it)
+        return method is not None and self._records_nothing(local, method, annotated)
+
+    def _records_nothing(self, klass: cst.ClassDef, method: cst.FunctionDef, annotated: bool) -> bool:
         """`method` runs without grad (memlint.analysis.regions.Regions.runs_without_grad), or
-        returns only what methods of its class that do return (RWKV's `def forward(self, idx,
+        only hands its calls to methods of its class that do (RWKV's `def forward(self, idx,
         state): ... return self.forward_seq(idx, state)`, whose `forward_seq` works in `with
-        torch.no_grad():`): whatever it computes before, its output carries no graph."""
+        torch.no_grad():`): it returns nothing else, and runs nothing of the instance before
+        (no `self.backbone(x)` whose activations the step would keep)."""
         regions = self.regions
         if regions.runs_without_grad(method):
             return True
-        returned = [node.value for node in self.tree.walk_scope(method.body) if type(node) is cst.Return]  # type: ignore[attr-defined]
-        return bool(returned) and all(
-            type(value) is cst.Call and type(value.func) is cst.Attribute and  # type: ignore[attr-defined]
-            type(value.func.value) is cst.Name and value.func.value.value == "self" and  # type: ignore[attr-defined]
-            (callee := self.scopes.method_of(klass, value.func.attr.value)) is not None and  # type: ignore[attr-defined]
-            callee is not method and regions.runs_without_grad(callee)
-            for value in returned)
+        returned: List[cst.Call] = []
+        for node in self.tree.walk_scope(method.body):
+            if type(node) is cst.Return:
+                value = node.value  # type: ignore[attr-defined]
+                if type(value) is not cst.Call or type(value.func) is not cst.Attribute or \
+                        type(value.func.value) is not cst.Name or value.func.value.value != "self":  # type: ignore[attr-defined]
+                    return False
+                returned.append(value)  # type: ignore[arg-type]
+        if not returned or any(type(node) is cst.Call and not any(node is call for call in returned) and
+                               _mentions_self(node) for node in self.tree.walk_scope(method.body)):
+            return False
+        for call in returned:
+            name = call.func.attr.value  # type: ignore[attr-defined]
+            callee = self.scopes.method_of(klass, name)
+            if callee is None or callee is method or not regions.runs_without_grad(callee) or \
+                    annotated and self._defined_again_below(klass, name):
+                return False
+        return True
 
     def _defined_again_below(self, klass: cst.ClassDef, name: str) -> bool:
         """A class of this module derived from `klass` defines the method `name` itself."""
@@ -1326,6 +1348,11 @@ class _ScopeSummary:
                 for source in set().union(*(sources_of(arg.value) for arg in call.args)):
                     self._calls_passed.setdefault(source, []).append(call)
         return self._calls_passed.get(name, [])
+
+
+def _mentions_self(call: cst.Call) -> bool:
+    """`call` runs something of the instance: `self.head(x)`, `F.linear(x, self.weight)`."""
+    return any(type(node) is cst.Name and node.value == "self" for node in expression_nodes(call))  # type: ignore[attr-defined]
 
 
 def _annotated_tensorless(func: cst.FunctionDef) -> bool:

@@ -250,6 +250,14 @@ class EmptyCacheInLoop(Rule):
         "        torch.cuda.empty_cache()\n    outputs.append(pred)\n",
     )
     INVALID = (
+        # an API client's `chat` (handed no tokenizer) runs nothing on the GPU
+        Invalid(
+            "import torch\nfrom llama_index.llms.openai import OpenAI\n\nllm = OpenAI(model=\"gpt-4o\")\n"
+            "for images, question in loader:\n    feats = encoder(images.cuda())\n"
+            "    print(llm.chat(describe(feats, question)))\n    torch.cuda.empty_cache()\n",
+            "import torch\nfrom llama_index.llms.openai import OpenAI\n\nllm = OpenAI(model=\"gpt-4o\")\n"
+            "for images, question in loader:\n    feats = encoder(images.cuda())\n"
+            "    print(llm.chat(describe(feats, question)))\n"),
         # a training loop that asks its chat model for an answer only every 500 steps
         Invalid(_CHAT_SAMPLE + "    torch.cuda.empty_cache()\n", _CHAT_SAMPLE),
         # a training loop that times its steps with CUDA events: no benchmark

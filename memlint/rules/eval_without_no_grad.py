@@ -729,8 +729,62 @@ class EvalWithoutNoGrad(Rule):
         _RWKV,
         # the `rwkv` package's model (its forward runs under no_grad); the other branch never runs as written
         _HF_MODE.replace("HF_MODE = SWITCH", "HF_MODE = False"),
+        # an instance of a class whose forward runs without grad, called (RWKV's demos, a frozen teacher)
+        "import torch\n\n\nclass Teacher(torch.nn.Module):\n    def forward(self, x):\n"
+        "        with torch.no_grad():\n            return self.net(x).softmax(-1)\n\n\n"
+        "teacher = Teacher().cuda()\nteacher.eval()\npseudo = []\n"
+        "for images, _ in unlabeled_loader:\n    pseudo.append(teacher(images.cuda()))\n",
     )
     INVALID = (
+        # a factory's model: a helper class whose forward runs without grad says nothing of it
+        Invalid(
+            "import timm\nimport torch\n\n\nclass ClassPrior(torch.nn.Module):\n"
+            "    def forward(self, logits):\n        with torch.no_grad():\n"
+            "            self.counts += torch.bincount(logits.argmax(-1), minlength=1000)\n"
+            "            return self.counts / self.counts.sum()\n\n\n"
+            "model = timm.create_model(\"vit_base_patch16_224\", pretrained=True).cuda()\nmodel.eval()\n"
+            "for images, _ in val_loader:\n    logits = model.forward(images.cuda())\n"
+            "    print(logits.argmax(-1).tolist())\n"
+        ),
+        # a forward that runs the backbone with grad on before it hands its logits to a no-grad method
+        Invalid(
+            "import torch\n\n\nclass Detector(torch.nn.Module):\n    def forward(self, images):\n"
+            "        logits = self.head(self.backbone(images))\n"
+            "        return self.postprocess(logits)\n\n    def postprocess(self, logits):\n"
+            "        with torch.no_grad():\n            return logits.softmax(-1).max(-1)\n\n\n"
+            "model = Detector().cuda()\nmodel.eval()\nfor images, _ in val_loader:\n"
+            "    scores, labels = model.forward(images.cuda())\n    print(labels.tolist())\n"
+        ),
+        # the annotation names a base class; a subclass runs a method the forward hands its call to with grad on
+        Invalid(
+            "import torch\n\n\nclass RWKV(torch.nn.Module):\n    def forward(self, idx, state):\n"
+            "        return self.forward_seq(idx, state)\n\n    def forward_seq(self, idx, state):\n"
+            "        with torch.no_grad():\n            return self.emb(idx), state\n\n\n"
+            "class TunedRWKV(RWKV):\n    def forward_seq(self, idx, state):\n"
+            "        return self.lora(self.emb(idx)), state\n\n\nclass Evaluator:\n"
+            "    def __init__(self, model: RWKV):\n        self.model = model\n\n"
+            "    def run(self, docs):\n        self.model.eval()\n        for doc in docs:\n"
+            "            out, _ = self.model.forward(doc, None)\n"
+            "            print(out[-1].argmax().item())\n"
+        ),
+        # a switch a closure turns on (`nonlocal`): the branch under it runs
+        Invalid(
+            "import torch\n\n\ndef evaluate(model, loader):\n    model.eval()\n    fallback = False\n\n"
+            "    def on_oom():\n        nonlocal fallback\n        fallback = True\n\n"
+            "    for x, _ in loader:\n        if fallback:\n"
+            "            print(model(x).argmax(-1).tolist())\n        else:\n            try:\n"
+            "                with torch.no_grad():\n"
+            "                    print(model(x.cuda()).argmax(-1).tolist())\n"
+            "            except torch.cuda.OutOfMemoryError:\n                on_oom()\n"
+        ),
+        # a forward whose no-grad block turns grad on again inside (no fix: the inner block would still record)
+        Invalid(
+            "import torch\n\n\nclass Probe(torch.nn.Module):\n    def forward(self, x):\n"
+            "        with torch.no_grad():\n            feats = self.backbone(x)\n"
+            "            with torch.enable_grad():\n                return self.head(feats)\n\n\n"
+            "model = Probe().cuda()\nmodel.eval()\nfor x, _ in val_loader:\n"
+            "    out = model.forward(x.cuda())\n    print(out.argmax(-1).tolist())\n"
+        ),
         # ... but one of the methods the forward hands a call to records a graph
         Invalid(_RWKV.replace("        with torch.no_grad():\n            return self.emb(idx), state\n\n\nmodel",
                               "        return self.emb(idx), state\n\n\nmodel"),
