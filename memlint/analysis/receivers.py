@@ -26,7 +26,8 @@ A name that holds an HF `pipeline(...)` is no model (HF runs it under no_grad), 
 nor one that holds the `rwkv` package's inference model; nor is one that holds a model compiled
 for a runtime off the CUDA GPU (optimum's Neuron, OpenVINO and IPEX models), or made by another
 inference runtime (OpenVINO's `compile_model`, ONNX Runtime, TensorRT), which records no graph.
-A binding in code that never runs as written (memlint.analysis.guards: `dead`) binds no model.
+A binding in code that never runs as written (memlint.analysis.guards: `dead`) makes no model
+of a name whose other bindings make a pipeline.
 
 Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
 `forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
@@ -397,11 +398,9 @@ class Receivers:
         return any(MODEL_BASE.search(last_part(dotted_name(b.value))) for b in klass.bases)
 
     def _find_models(self) -> Set[str]:
-        """The names bound to models, not by code that never runs as written (`if HF_MODE:`
-        after `HF_MODE = False`)."""
         found: Set[str] = set()
         for assign in self.scopes.assigns:
-            if self._is_model_value(assign.value, found) and not self.guards.dead(assign):
+            if self._is_model_value(assign.value, found):
                 for target in assign.targets:
                     dotted = dotted_name(target.target)
                     if dotted is not None:
@@ -410,7 +409,7 @@ class Receivers:
         while changed:  # `model = model.to(device)`, `net = DDP(model)`
             changed = False
             for assign in self.scopes.assigns:
-                if self._is_model_value(assign.value, found) and not self.guards.dead(assign):
+                if self._is_model_value(assign.value, found):
                     for target in assign.targets:
                         dotted = dotted_name(target.target)
                         if dotted is not None and dotted not in found:
@@ -455,8 +454,8 @@ class Receivers:
         if type(expr) is cst.Name and (_OTHER_FRAMEWORK.match(dotted) and not self._torch_module_named(dotted) or
                                        self._built_by_another_framework(expr)):
             return False
-        if dotted in self.models:
-            return True
+        if dotted in self.models:  # (unless the binding that runs makes a pipeline: the one that made a model never runs)
+            return not (dotted in self._maybe_pipelines and self._holds_pipeline(expr, 0))  # type: ignore[arg-type]
         if self.names.qualified_name(expr) is not None:
             return False  # an imported callable (torch.relu, F.softmax, np.mean)
         last = last_part(dotted)
@@ -504,6 +503,15 @@ class Receivers:
             if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in self.module_classes:  # type: ignore[attr-defined]
                 return True
         return False
+
+    @cached_property
+    def _maybe_pipelines(self) -> FrozenSet[str]:
+        """The model names some assignment binds to a pipeline (`model = RWKV(...)` beside
+        `model = AutoModelForCausalLM.from_pretrained(...)` under a switch)."""
+        models = self.models
+        return frozenset(name for assign in self.scopes.assigns if type(assign.value) is cst.Call
+                         for name in (dotted_name(t.target) for t in assign.targets)
+                         if name in models and self._records_no_graph(assign.value))  # type: ignore[arg-type]
 
     def _holds_pipeline(self, name: cst.Name, depth: int) -> bool:
         """`name` surely holds a pipeline that records no graph (`_PIPELINES`: HF's

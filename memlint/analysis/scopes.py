@@ -76,7 +76,8 @@ class Scopes:
         self.tree = tree
         self.module = tree.module
         self.functions: Dict[str, cst.FunctionDef] = {}  # module-level functions
-        self.classes: Dict[str, cst.ClassDef] = {}  # module-level classes
+        self.classes: Dict[str, cst.ClassDef] = {}  # module-level classes (the first of a name)
+        self.classes_defined_again: Set[str] = set()  # module-level class names defined more than once
         self.calls: List[cst.Call] = []
         self.assigns: List[cst.Assign] = []
         self.withs: List[cst.With] = []
@@ -110,6 +111,8 @@ class Scopes:
                     self._bind(scope, node.name.value, node, None, "def")  # type: ignore[attr-defined]
             elif node_type is cst.ClassDef:
                 if scope is module:
+                    if node.name.value in self.classes:  # type: ignore[attr-defined]
+                        self.classes_defined_again.add(node.name.value)  # type: ignore[attr-defined]
                     self.classes.setdefault(node.name.value, node)  # type: ignore[attr-defined]
             else:
                 self._index_node(node, scope)

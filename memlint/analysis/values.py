@@ -79,6 +79,10 @@ _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 _PLAIN_TYPES = frozenset({"int", "str", "bool", "bytes", "None"})
 _CONTAINER_TYPES = frozenset({"List", "list", "Tuple", "tuple", "Dict", "dict", "Set", "set", "FrozenSet",
                               "frozenset", "Optional", "Union", "Sequence", "Iterable", "Iterator", "Mapping"})
+# A model's own computation, which its class defines: other classes of a module that define a
+# method by that name say nothing of a model whose class the code does not name (unlike a
+# project's convention for a helper such as PyG's `@torch.no_grad() def inference`).
+_OWN_COMPUTATION = re.compile(r"^(forward\w*|encode\w*|decode\w*|embed\w*|extract_features?)$")
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
 DETACHING_METHODS = frozenset(SCALAR_METHODS | {
@@ -401,7 +405,7 @@ class Values:
         or, where none does, every importable class of the project."""
         func = forward.func
         receivers = self.roles.receivers
-        called = receivers.class_of(func) if type(func) in (cst.Name, cst.Attribute) else None
+        called = self._instance_class(func)
         if called is not None:  # `teacher(x)`, an instance of a class the code names: its forward
             return self._method_records_nothing(called, "forward", annotated=False)
         if type(func) is not cst.Attribute:
@@ -412,12 +416,30 @@ class Values:
         made = made or annotated
         if made is not None:
             return self._method_records_nothing(made, name, annotated is not None)
-        if name == "forward":
-            return False  # (a factory's model: the module's other classes say nothing of its forward)
+        if _OWN_COMPUTATION.match(name):
+            return False  # (a factory's model: the module's other classes say nothing of its own forward)
         local_flags = self._local_method_grad_off.get(name)
         if local_flags is not None:
             return local_flags == {True}
         return self._imports_project and self.project.grad_off_method(name)
+
+    def _instance_class(self, func: cst.BaseExpression) -> Optional[str]:
+        """The class whose instance `func` holds where it is called, where the code names it:
+        every assignment to the name constructs it (memlint.analysis.receivers.Receivers.class_of),
+        and what the call sees is such an assignment (not a parameter of its function), or, for
+        `self.<attr>`, one made by the methods of the caller's own class."""
+        kind = type(func)
+        if kind is cst.Name:
+            binds = self.scopes.bindings_seen(func.value, func)  # type: ignore[attr-defined]
+            if not binds or any(bind.kind != "assign" for bind in binds):
+                return None
+        elif kind is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":  # type: ignore[attr-defined]
+            klass = self.scopes.enclosing_class(func)
+            if klass is None or not self.scopes.attribute_values(klass, func.attr.value):  # type: ignore[attr-defined]
+                return None
+        else:
+            return None
+        return self.roles.receivers.class_of(func)
 
     def _method_records_nothing(self, made: str, name: str, annotated: bool) -> bool:
         """The method `name` of the class `made` (of this module, or of the project) records no
@@ -426,6 +448,8 @@ class Values:
         local = self.scopes.classes.get(made)
         if local is None:
             return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
+        if made in self.scopes.classes_defined_again:
+            return False  # (`if fast: class Encoder: ... else: class Encoder: ...`: which one runs is not told)
         if annotated and self._defined_again_below(local, name):
             return False
         method = self.scopes.method_of(local, name)  # (or of a base of this module that defines it)
@@ -435,8 +459,9 @@ class Values:
         """`method` runs without grad (memlint.analysis.regions.Regions.runs_without_grad), or
         only hands its calls to methods of its class that do (RWKV's `def forward(self, idx,
         state): ... return self.forward_seq(idx, state)`, whose `forward_seq` works in `with
-        torch.no_grad():`): it returns nothing else, and runs nothing of the instance before
-        (no `self.backbone(x)` whose activations the step would keep)."""
+        torch.no_grad():`): it returns nothing else, and reads nothing of the instance besides
+        (no `self.backbone(x)`, `for block in self.blocks`, `super().forward(x)`, whose
+        activations the step would keep)."""
         regions = self.regions
         if regions.runs_without_grad(method):
             return True
@@ -448,8 +473,9 @@ class Values:
                         type(value.func.value) is not cst.Name or value.func.value.value != "self":  # type: ignore[attr-defined]
                     return False
                 returned.append(value)  # type: ignore[arg-type]
-        if not returned or any(type(node) is cst.Call and not any(node is call for call in returned) and
-                               _mentions_self(node) for node in self.tree.walk_scope(method.body)):
+        handed = {id(call.func.value) for call in returned}  # type: ignore[attr-defined]
+        if not returned or any(type(node) is cst.Name and node.value in ("self", "super") and id(node) not in handed  # type: ignore[attr-defined]
+                               for node in self.tree.walk_scope(method.body)):
             return False
         for call in returned:
             name = call.func.attr.value  # type: ignore[attr-defined]
@@ -1349,10 +1375,6 @@ class _ScopeSummary:
                     self._calls_passed.setdefault(source, []).append(call)
         return self._calls_passed.get(name, [])
 
-
-def _mentions_self(call: cst.Call) -> bool:
-    """`call` runs something of the instance: `self.head(x)`, `F.linear(x, self.weight)`."""
-    return any(type(node) is cst.Name and node.value == "self" for node in expression_nodes(call))  # type: ignore[attr-defined]
 
 
 def _annotated_tensorless(func: cst.FunctionDef) -> bool:

@@ -248,6 +248,13 @@ class EmptyCacheInLoop(Rule):
         "    pixel_values = pixel_values.to(torch.bfloat16).cuda()\n    with torch.inference_mode():\n"
         "        pred = model.chat(tokenizer, pixel_values, questions[0], generation_config)\n"
         "        torch.cuda.empty_cache()\n    outputs.append(pred)\n",
+        # ... or in a helper of this module that asks it
+        "import torch\n\n\ndef ask(model, tokenizer, image, question):\n"
+        "    pixel_values = load_image(image).to(torch.bfloat16).cuda()\n"
+        "    return model.chat(tokenizer, pixel_values, question, dict(max_new_tokens=64))\n\n\n"
+        "for item in questions:\n"
+        "    answers.append(ask(model, tokenizer, item[\"image\"], item[\"question\"]))\n"
+        "    torch.cuda.empty_cache()\n",
     )
     INVALID = (
         # an API client's `chat` (handed no tokenizer) runs nothing on the GPU
@@ -521,8 +528,9 @@ class EmptyCacheInLoop(Rule):
 
     def _beside_generation(self, node: cst.Call) -> bool:
         """The iteration (or, outside a loop, the function) that empties the cache also
-        generates sequences on every run, not under a periodic test (`model.generate(...)`, or
-        a method of this module named `generate...` that calls one): between a generation,
+        generates sequences on every run, not under a periodic test (`model.generate(...)`, a
+        helper of this module that asks a model for one, or a method named `generate...` that
+        calls any `generate`): between a generation,
         whose KV caches take memory in shapes no other phase reuses, and the forwards that
         follow, handing the blocks back is deliberate."""
         facts = self.facts
@@ -555,8 +563,9 @@ class EmptyCacheInLoop(Rule):
         if facts.roles.is_generate(call) or _samples(call):
             return True
         target = facts.scopes.resolve(call)
-        return target is not None and target.name.value.startswith("generate") and any(
-            facts.roles.is_generate(inner) or last_part(dotted_name(inner.func)) == "generate"
+        return target is not None and any(
+            facts.roles.is_generate(inner) or
+            target.name.value.startswith("generate") and last_part(dotted_name(inner.func)) == "generate"
             for inner in facts.scopes.calls_of(target))
 
     def _guarded(self, node: cst.Call) -> bool:

@@ -777,6 +777,59 @@ class EvalWithoutNoGrad(Rule):
             "                    print(model(x.cuda()).argmax(-1).tolist())\n"
             "            except torch.cuda.OutOfMemoryError:\n                on_oom()\n"
         ),
+        # ... or through blocks the instance holds, before its no-grad method
+        Invalid(
+            "import torch\n\n\nclass Tagger(torch.nn.Module):\n    def forward(self, x):\n"
+            "        for block in self.blocks:\n            x = block(x)\n"
+            "        return self.postprocess(x)\n\n    def postprocess(self, logits):\n"
+            "        with torch.no_grad():\n            return logits.argmax(-1)\n\n\n"
+            "model = Tagger().cuda()\nmodel.eval()\nfor x, _ in val_loader:\n"
+            "    print(model.forward(x.cuda()).tolist())\n"
+        ),
+        # a parameter that also holds the student: the teacher's class does not say what the loop runs
+        Invalid(
+            "import torch\n\n\nclass EMATeacher(torch.nn.Module):\n    def forward(self, x):\n"
+            "        with torch.no_grad():\n            return self.net(x).softmax(-1)\n\n\n"
+            "def evaluate(teacher, loader):\n    teacher.eval()\n    preds = []\n"
+            "    for images, _ in loader:\n        preds.append(teacher(images.cuda()))\n"
+            "    return torch.cat(preds)\n\n\nteacher = EMATeacher().cuda()\n"
+            "print(evaluate(student, val_loader).shape, evaluate(teacher, val_loader).shape)\n"
+        ),
+        # `self.model` of another class than the one that makes it a no-grad encoder
+        Invalid(
+            "import torch\n\n\nclass FrozenEncoder(torch.nn.Module):\n    def forward(self, x):\n"
+            "        with torch.no_grad():\n            return self.net(x)\n\n\nclass Predictor:\n"
+            "    def __init__(self):\n        self.model = FrozenEncoder().cuda()\n\n\nclass Evaluator:\n"
+            "    def run(self, loader):\n        self.model.eval()\n        preds = []\n"
+            "        for images, _ in loader:\n            preds.append(self.model(images.cuda()))\n"
+            "        return torch.cat(preds)\n"
+        ),
+        # a class defined twice under a switch: which one runs is not told
+        Invalid(
+            "import torch\n\nif get_args().frozen:\n    class Encoder(torch.nn.Module):\n"
+            "        def forward(self, x):\n            with torch.no_grad():\n"
+            "                return self.backbone(x)\nelse:\n    class Encoder(torch.nn.Module):\n"
+            "        def forward(self, x):\n            return self.backbone(x)\n\n\n"
+            "encoder = Encoder().cuda()\nencoder.eval()\nfeats = []\nfor images, _ in loader:\n"
+            "    feats.append(encoder(images.cuda()))\n"
+        ),
+        # a factory's model: a helper class's no-grad `forward_features` says nothing of it
+        Invalid(
+            "import timm\nimport torch\n\n\nclass FrozenBackbone(torch.nn.Module):\n"
+            "    def forward_features(self, x):\n        with torch.no_grad():\n"
+            "            return self.net(x)\n\n\n"
+            "model = timm.create_model(\"vit_base_patch16_224\", pretrained=True).cuda()\nmodel.eval()\n"
+            "feats = []\nfor images, _ in val_loader:\n"
+            "    feats.append(model.forward_features(images.cuda()))\n"
+        ),
+        # a switch off as written: the other branch still binds a model
+        Invalid(
+            "import torch\nimport torchvision\n\nPRETRAINED = False\nif PRETRAINED:\n"
+            "    extractor = torchvision.models.resnet50(weights=\"DEFAULT\")\nelse:\n"
+            "    extractor = torch.hub.load(\"facebookresearch/dino:main\", \"dino_vits16\")\n"
+            "extractor = extractor.cuda()\nfeats = []\nfor images, _ in loader:\n"
+            "    feats.append(extractor(images.cuda()))\ntorch.save(torch.cat(feats), \"feats.pt\")\n"
+        ),
         # a forward whose no-grad block turns grad on again inside (no fix: the inner block would still record)
         Invalid(
             "import torch\n\n\nclass Probe(torch.nn.Module):\n    def forward(self, x):\n"
