@@ -180,6 +180,7 @@ class Receivers:
         self.scopes = scopes
         self.guards = guards
         self.module = tree.module
+        self._pipeline_names: Dict[str, bool] = {}
 
     @cached_property
     def optimizers(self) -> FrozenSet[str]:
@@ -455,7 +456,7 @@ class Receivers:
                                        self._built_by_another_framework(expr)):
             return False
         if dotted in self.models:  # (unless the binding that runs makes a pipeline: the one that made a model never runs)
-            return not (dotted in self._maybe_pipelines and self._holds_pipeline(expr, 0))  # type: ignore[arg-type]
+            return not (type(expr) is cst.Name and self._binds_a_pipeline(dotted) and self._holds_pipeline(expr, 0))  # type: ignore[arg-type]
         if self.names.qualified_name(expr) is not None:
             return False  # an imported callable (torch.relu, F.softmax, np.mean)
         last = last_part(dotted)
@@ -504,14 +505,15 @@ class Receivers:
                 return True
         return False
 
-    @cached_property
-    def _maybe_pipelines(self) -> FrozenSet[str]:
-        """The model names some assignment binds to a pipeline (`model = RWKV(...)` beside
-        `model = AutoModelForCausalLM.from_pretrained(...)` under a switch)."""
-        models = self.models
-        return frozenset(name for assign in self.scopes.assigns if type(assign.value) is cst.Call
-                         for name in (dotted_name(t.target) for t in assign.targets)
-                         if name in models and self._records_no_graph(assign.value))  # type: ignore[arg-type]
+    def _binds_a_pipeline(self, dotted: str) -> bool:
+        """Some assignment binds the model name `dotted` to a pipeline (`model = RWKV(...)`
+        beside `model = AutoModelForCausalLM.from_pretrained(...)` under a switch)."""
+        found = self._pipeline_names.get(dotted)
+        if found is None:
+            found = self._pipeline_names[dotted] = any(
+                type(assign.value) is cst.Call and self._records_no_graph(assign.value)  # type: ignore[arg-type]
+                for assign in self._assigns_by_target.get(dotted, ()))
+        return found
 
     def _holds_pipeline(self, name: cst.Name, depth: int) -> bool:
         """`name` surely holds a pipeline that records no graph (`_PIPELINES`: HF's
@@ -519,8 +521,11 @@ class Receivers:
         place, returned by a function of this module, or passed to the parameter it is by every
         call of its function (followed two calls deep); a binding in code that never runs as
         written (`if HF_MODE:` after `HF_MODE = False`) holds nothing."""
-        binds = [bind for bind in self.scopes.bindings_seen(name.value, name) if not self.guards.dead(bind.node)]
-        return bool(binds) and depth <= 2 and all(self._pipeline_binding(bind, depth) for bind in binds)
+        if depth > 2:
+            return False
+        binds = self.scopes.bindings_seen(name.value, name)
+        pipelines = [self._pipeline_binding(bind, depth) for bind in binds]
+        return any(pipelines) and all(made or self.guards.dead(bind.node) for bind, made in zip(binds, pipelines))
 
     def _pipeline_attribute(self, expr: cst.BaseExpression, dotted: str) -> bool:
         """`self.generator` (or `bot.generator`, `bot = Chatbot(...)`), where every assignment

@@ -383,10 +383,13 @@ class Regions:
         if self.grad_enabled_by_decorator(func) is False:
             return True
         body = func.body.body if type(func.body) is cst.IndentedBlock else ()
-        if func.get_docstring(clean=False) is not None:
-            body = body[1:]
-        return bool(body) and all(type(statement) is cst.With and self._turns_grad_off(statement)  # type: ignore[arg-type]
-                                  for statement in body) and \
+        if not body or type(body[-1]) is not cst.With:
+            return False
+        if type(body[0]) is cst.SimpleStatementLine and type(body[0].body[0]) is cst.Expr and \
+                type(body[0].body[0].value) in (cst.SimpleString, cst.ConcatenatedString):  # type: ignore[attr-defined]
+            body = body[1:]  # the docstring
+        return all(type(statement) is cst.With and self._turns_grad_off(statement)  # type: ignore[arg-type]
+                   for statement in body) and \
             not self._toggles.get(id(func)) and not any(  # (no `with torch.enable_grad():` inside)
                 region.grad_enabled is not False and self.tree.contains(func, region.node)
                 for region in self.grad_regions)

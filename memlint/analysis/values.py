@@ -429,17 +429,17 @@ class Values:
         and what the call sees is such an assignment (not a parameter of its function), or, for
         `self.<attr>`, one made by the methods of the caller's own class."""
         kind = type(func)
+        if kind is not cst.Name and not (kind is cst.Attribute and type(func.value) is cst.Name and  # type: ignore[attr-defined]
+                                         func.value.value == "self"):  # type: ignore[attr-defined]
+            return None
+        made = self.roles.receivers.class_of(func)
+        if made is None:
+            return None
         if kind is cst.Name:
             binds = self.scopes.bindings_seen(func.value, func)  # type: ignore[attr-defined]
-            if not binds or any(bind.kind != "assign" for bind in binds):
-                return None
-        elif kind is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":  # type: ignore[attr-defined]
-            klass = self.scopes.enclosing_class(func)
-            if klass is None or not self.scopes.attribute_values(klass, func.attr.value):  # type: ignore[attr-defined]
-                return None
-        else:
-            return None
-        return self.roles.receivers.class_of(func)
+            return made if binds and all(bind.kind == "assign" for bind in binds) else None
+        klass = self.scopes.enclosing_class(func)
+        return made if klass is not None and self.scopes.attribute_values(klass, func.attr.value) else None  # type: ignore[attr-defined]
 
     def _method_records_nothing(self, made: str, name: str, annotated: bool) -> bool:
         """The method `name` of the class `made` (of this module, or of the project) records no

@@ -1803,7 +1803,8 @@ class EvalWithoutNoGrad(Rule):
                  if self._seen_after(loop, scope, name)}
         if bound and facts.values.reaches_backward(scope, bound):
             return None
-        return forwards, why
+        live = [pair for pair in forwards if not facts.guards.dead(pair[1])]  # (not `if HF_MODE:` after `HF_MODE = False`)
+        return (live, why) if live else None
 
     def _reported_in_helper(self, pair: Tuple[cst.Call, cst.Call]) -> bool:
         """A forward reached through a helper whose own evaluation loop runs it: reported there,
@@ -1835,7 +1836,7 @@ class EvalWithoutNoGrad(Rule):
                  if facts.regions.grad_enabled(call) is True and facts.regions.grad_enabled(site) is True
                  and not facts.values.runs_without_grad(call) and not facts.values.in_a_quiet_mode(call)
                  and not facts.regions.flops_counted(call)
-                 and not self._warms_up(call) and not facts.guards.dead(site)]
+                 and not self._warms_up(call)]
         return sorted(found, key=lambda pair: facts.tree.order(pair[1]))
 
     def _warms_up(self, forward: cst.Call) -> bool:
