@@ -1643,3 +1643,37 @@ def test_a_factorys_model_is_not_taken_for_a_project_class_whose_forward_runs_wi
             """,
     })
     assert {("extract.py", "MEM203"), ("extract.py", "MEM202")} <= {(name, code) for name, _, code in lint(tmp_path)}
+
+
+def test_a_method_a_local_class_inherits_from_another_module_is_judged_by_the_project(tmp_path):
+    """`Net(Base)` inherits `inference` from a base of another module of the project, which
+    decorates it `@torch.no_grad()`: the local class does not say, and the project does."""
+    tree(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/base.py": """\
+            import torch
+
+
+            class Base(torch.nn.Module):
+                @torch.no_grad()
+                def inference(self, x):
+                    return self(x).argmax(-1)
+            """,
+        "pkg/script.py": """\
+            import torch
+            from pkg.base import Base
+
+
+            class Net(Base):
+                def forward(self, x):
+                    return self.fc(x)
+
+
+            model = Net().cuda()
+            model.eval()
+            preds = []
+            for x in loader:
+                preds.append(model.inference(x.cuda()))
+            """,
+    })
+    assert not {code for name, _, code in lint(tmp_path) if name == "script.py"} & {"MEM202", "MEM203"}

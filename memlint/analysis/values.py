@@ -395,19 +395,22 @@ class Values:
             and not self.runs_without_grad(call)
 
     def runs_without_grad(self, forward: cst.Call) -> bool:
-        """The method a forward calls is decorated to run without grad (`@torch.no_grad() def
-        inference`): the method of the receiver's class, where the code says which class it is
-        (a class of this module or of the project, by its constructor or by the annotation of the
-        parameter it was handed: `def __init__(self, model: Transformer)`, unless a subclass of
-        this module defines the method again); else, for a model whose class it does not say
-        (one from a factory), or a class of this module that inherits the method from another
-        module, every class of this module that defines a method by that name decorates it so,
-        or, where none does, every importable class of the project."""
+        """The method a forward calls runs without grad (`@torch.no_grad() def inference`, a
+        body in `with torch.no_grad():`, or one that hands its calls to such methods): the
+        method of the receiver's class, where the code says which class it is (a class of this
+        module or of the project, by its constructor or by the annotation of the parameter it was
+        handed: `def __init__(self, model: Transformer)`, unless a subclass of this module
+        defines the method again), or the `forward` of an instance called (`teacher(x)`); else,
+        for a model whose class it does not say (one from a factory), or a class of this module
+        that inherits the method from another module, every class of this module that defines a
+        method by that name decorates it so, or, where none does, every importable class of the
+        project; not for a model's own computing methods (`forward`, `encode_image`), which
+        other classes' say nothing of."""
         func = forward.func
         receivers = self.roles.receivers
         called = self._instance_class(func)
         if called is not None:  # `teacher(x)`, an instance of a class the code names: its forward
-            return self._method_records_nothing(called, "forward", annotated=False)
+            return self._method_records_nothing(called, "forward", annotated=False) is True
         if type(func) is not cst.Attribute:
             return False
         name = func.attr.value
@@ -415,7 +418,9 @@ class Values:
         annotated = receivers.annotated_class(func.value) if made is None else None
         made = made or annotated
         if made is not None:
-            return self._method_records_nothing(made, name, annotated is not None)
+            known = self._method_records_nothing(made, name, annotated is not None)
+            if known is not None:
+                return known
         if _OWN_COMPUTATION.match(name):
             return False  # (a factory's model: the module's other classes say nothing of its own forward)
         local_flags = self._local_method_grad_off.get(name)
@@ -441,10 +446,11 @@ class Values:
         klass = self.scopes.enclosing_class(func)
         return made if klass is not None and self.scopes.attribute_values(klass, func.attr.value) else None  # type: ignore[attr-defined]
 
-    def _method_records_nothing(self, made: str, name: str, annotated: bool) -> bool:
-        """The method `name` of the class `made` (of this module, or of the project) records no
-        graph; for an annotated class, a subclass of this module may run its own (the
-        annotation bounds the class), and nothing is known."""
+    def _method_records_nothing(self, made: str, name: str, annotated: bool) -> Optional[bool]:
+        """Whether the method `name` of the class `made` (of this module, or of the project)
+        records no graph; for an annotated class, a subclass of this module may run its own
+        (the annotation bounds the class), and it does not; None where a class of this module
+        inherits the method from another module."""
         local = self.scopes.classes.get(made)
         if local is None:
             return self.project.knows(made) and self.project.grad_off(f"{made}.{name}")
@@ -453,7 +459,7 @@ class Values:
         if annotated and self._defined_again_below(local, name):
             return False
         method = self.scopes.method_of(local, name)  # (or of a base of this module that defines it)
-        return method is not None and self._records_nothing(local, method, annotated)
+        return None if method is None else self._records_nothing(local, method, annotated)
 
     def _records_nothing(self, klass: cst.ClassDef, method: cst.FunctionDef, annotated: bool) -> bool:
         """`method` runs without grad (memlint.analysis.regions.Regions.runs_without_grad), or
@@ -493,8 +499,8 @@ class Values:
 
     @cached_property
     def _local_method_grad_off(self) -> Dict[str, Set[bool]]:
-        """For each method name of this module's classes, whether each definition is decorated
-        to run without grad."""
+        """For each method name of this module's classes, whether each definition runs without
+        grad (memlint.analysis.regions.Regions.runs_without_grad)."""
         regions = self.regions
         found: Dict[str, Set[bool]] = {}
         for klass in self.scopes.classes.values():
@@ -1374,7 +1380,6 @@ class _ScopeSummary:
                 for source in set().union(*(sources_of(arg.value) for arg in call.args)):
                     self._calls_passed.setdefault(source, []).append(call)
         return self._calls_passed.get(name, [])
-
 
 
 def _annotated_tensorless(func: cst.FunctionDef) -> bool:
