@@ -1677,3 +1677,71 @@ def test_a_method_a_local_class_inherits_from_another_module_is_judged_by_the_pr
             """,
     })
     assert not {code for name, _, code in lint(tmp_path) if name == "script.py"} & {"MEM202", "MEM203"}
+
+
+def test_a_device_picking_cache_helper_of_another_module_is_judged_where_it_is_called(tmp_path):
+    """nnU-Net's `empty_cache(device)` only empties the cache of the device it is handed: its
+    calls are judged where they are made. Once per case around a helper's loop over the
+    sliding windows is not per step (nothing is reported, not even in the helper); every
+    training step is."""
+    tree(tmp_path, {
+        "nnunet/__init__.py": "",
+        "nnunet/helpers.py": """\
+            import torch
+
+
+            def empty_cache(device):
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+                elif device.type == "mps":
+                    from torch import mps
+                    mps.empty_cache()
+                else:
+                    pass
+            """,
+        "nnunet/predict.py": """\
+            import torch
+            from nnunet.helpers import empty_cache
+
+
+            class Predictor:
+                def _windows(self, data, queue):
+                    logits = torch.zeros(data.shape, device=self.device)
+                    while True:
+                        item = queue.get()
+                        if item == "end":
+                            break
+                        patch, sl = item
+                        logits[sl] += self._mirror_and_predict(patch)
+                    return logits
+
+                def _mirror_and_predict(self, x):
+                    return self.network(x) + self.network(x.flip(2)).flip(2)
+
+                @torch.inference_mode()
+                def predict_case(self, image):
+                    empty_cache(self.device)
+                    logits = self._windows(image.to(self.device), self.patches(image))
+                    empty_cache(self.device)
+                    return logits
+
+                def predict_all(self, cases):
+                    results = []
+                    for case in cases:
+                        results.append(self.predict_case(case).cpu())
+                    return results
+            """,
+    })
+    assert [f for f in lint(tmp_path) if f[2] == "MEM501"] == []
+    tree(tmp_path, {"nnunet/train.py": """\
+        import torch
+        from nnunet.helpers import empty_cache
+
+
+        def train(model, loader, optimizer, device):
+            for x, y in loader:
+                model(x.to(device)).sum().backward()
+                optimizer.step()
+                empty_cache(device)
+        """})
+    assert [f for f in lint(tmp_path) if f[2] == "MEM501"] == [("train.py", 9, "MEM501")]

@@ -105,6 +105,7 @@ class Steps:
         self._yields: Dict[int, bool] = {}
         self._samplers: Dict[int, bool] = {}  # id(loop) -> a sampler's loop over its schedule (`_denoises`)
         self._functions: Dict[int, Optional[str]] = {}
+        self._flags: Dict[int, bool] = {}  # id(Name tested) -> `_counting_flag`
         self.layers = Layers(tree, scopes, receivers)
 
     # -- loops -------------------------------------------------------------------------------
@@ -262,16 +263,19 @@ class Steps:
         return found
 
     def _runs_its_own_steps(self, node: cst.CSTNode) -> bool:
-        """`node` is outside any loop of a function that runs steps of its own and is not a step
-        by its name (a beam search's `generate` before its decoding loop, a `train_epoch` before
-        its batches): it runs once per run of those steps, not per step."""
+        """`node` is outside any loop of a function that runs steps of its own, itself or in a
+        helper of this module it calls, and is not a step by its name (a beam search's
+        `generate` before its decoding loop, a `train_epoch` before its batches, nnU-Net's
+        `predict_sliding_window_return_logits` around its helper's loop over the windows): it
+        runs once per run of those steps, not per step."""
         func = self.tree.function_of(node)
         if func is None:
             return False
         found = self._own_steps.get(id(func))
         if found is None:
             found = intrinsic_often(func.name.value, True) is None and any(
-                self._own_step_loop(loop) for loop in self.tree.walk_scope(func.body) if type(loop) in _LOOPS)
+                self._own_step_loop(loop) for body in (func.body, *(f.body for f in self.calls.functions_reached(func.body)))
+                for loop in self.tree.walk_scope(body) if type(loop) in _LOOPS)
             self._own_steps[id(func)] = found
         return found
 
@@ -379,10 +383,25 @@ class Steps:
                 return None
             if (kind is cst.If or kind is cst.IfExp) and child is not ancestor.test and \
                     child is ancestor.body and (_counts(ancestor.test) or _fills_cache(ancestor, self.tree, self._module_names)
-                                                or _bounded(ancestor) or _after_oom(ancestor.test)):  # type: ignore[attr-defined]
+                                                or _bounded(ancestor) or _after_oom(ancestor.test)  # type: ignore[attr-defined]
+                                                or self._counting_flag(ancestor.test)):  # type: ignore[attr-defined]
                 return ancestor  # type: ignore[return-value]
             child = ancestor
         return None
+
+    def _counting_flag(self, test: cst.BaseExpression) -> bool:
+        """`if should_run_validation:`, a name every binding of which in effect there is a
+        condition on a counter (`should_run_validation = args.do_validation and step %
+        args.validation_steps == 0`, diffusers' training scripts)."""
+        if type(test) is not cst.Name:
+            return False
+        found = self._flags.get(id(test))
+        if found is None:
+            binds = self.scopes.in_effect(test.value, test)  # type: ignore[attr-defined]
+            found = self._flags[id(test)] = bool(binds) and all(
+                bind.kind == "assign" and bind.whole and bind.value is not None and _counts(bind.value)
+                for bind in binds)
+        return found
 
     def _module_names(self, scope: cst.CSTNode) -> FrozenSet[str]:
         """The names a function declares `global`, which no function of the module empties again

@@ -255,8 +255,46 @@ class EmptyCacheInLoop(Rule):
         "for item in questions:\n"
         "    answers.append(ask(model, tokenizer, item[\"image\"], item[\"question\"]))\n"
         "    torch.cuda.empty_cache()\n",
+        # a helper asked for a validation only every N steps, through a flag computed from the counter
+        "import gc\n\nimport torch\n\n\ndef free_memory():\n    if torch.cuda.is_available():\n"
+        "        gc.collect()\n        torch.cuda.empty_cache()\n\n\n"
+        "for step, batch in enumerate(loader):\n    loss = model(batch.cuda()).mean()\n"
+        "    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n"
+        "    should_run_validation = args.do_validation and step % args.validation_steps == 0\n"
+        "    if should_run_validation:\n        free_memory()\n        validate(model)\n",
+        # between whole cases of a sliding-window prediction, whose windows a helper loops over
+        "import torch\n\n\ndef empty_cache(device):\n    if device.type == \"cuda\":\n"
+        "        torch.cuda.empty_cache()\n    else:\n        pass\n\n\nclass Predictor:\n"
+        "    def _windows(self, data, queue):\n"
+        "        logits = torch.zeros(data.shape, device=self.device)\n        while True:\n"
+        "            item = queue.get()\n            if item == \"end\":\n                break\n"
+        "            patch, sl = item\n            logits[sl] += self._mirror_and_predict(patch)\n"
+        "        return logits\n\n    def _mirror_and_predict(self, x):\n"
+        "        return self.network(x) + self.network(x.flip(2)).flip(2)\n\n"
+        "    @torch.inference_mode()\n    def predict_case(self, image):\n"
+        "        empty_cache(self.device)\n"
+        "        logits = self._windows(image.to(self.device), self.patches(image))\n"
+        "        empty_cache(self.device)\n        return logits\n\n"
+        "    def predict_all(self, cases):\n"
+        "        return [self.predict_case(case).cpu() for case in cases]\n",
     )
     INVALID = (
+        # a helper that picks the device (a parameter) and only empties the cache, called every step
+        Invalid(
+            "import torch\n\n\ndef empty_cache(device):\n    if device.type == \"cuda\":\n"
+            "        torch.cuda.empty_cache()\n    elif device.type == \"mps\":\n"
+            "        from torch import mps\n        mps.empty_cache()\n    else:\n        pass\n\n\n"
+            "def train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n"
+            "        empty_cache(device)\n",
+            "import torch\n\n\ndef empty_cache(device):\n    if device.type == \"cuda\":\n"
+            "        torch.cuda.empty_cache()\n    elif device.type == \"mps\":\n"
+            "        from torch import mps\n        mps.empty_cache()\n    else:\n        pass\n\n\n"
+            "def train(model, loader, optimizer, device):\n    for x, y in loader:\n"
+            "        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))\n"
+            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n"
+        ),
         # an API client's `chat` (handed no tokenizer) runs nothing on the GPU
         Invalid(
             "import torch\nfrom llama_index.llms.openai import OpenAI\n\nllm = OpenAI(model=\"gpt-4o\")\n"
@@ -490,11 +528,10 @@ class EmptyCacheInLoop(Rule):
         facts = self.facts
         if facts.names.call_name(node) in EMPTY_CACHE:
             function = facts.tree.function_of(node)
-            if function is not None and facts.tree.scope_of(function) is facts.tree.module and \
-                    only_empties_cache(function, facts.names.call_name):
+            if function is not None and self._cache_helper(function):
                 return None
             return f"{show(node.func)}()"
-        if not node.args and self._calls_cache_helper(node, project):
+        if self._calls_cache_helper(node, project):
             return cst.Module([]).code_for_node(node)
         return None
 
@@ -504,12 +541,18 @@ class EmptyCacheInLoop(Rule):
         facts = self.facts
         target = facts.scopes.resolve(node)
         if target is not None:
-            return facts.tree.scope_of(target) is facts.tree.module and \
-                only_empties_cache(target, facts.names.call_name)
+            return self._cache_helper(target)
         if not project:
             return False
         dotted = facts.values.project_callee(node)
         return dotted is not None and facts.project.empties_cache(dotted)
+
+    def _cache_helper(self, function: cst.FunctionDef) -> bool:
+        """A function of the module (not a method, which a subclass may override and a base
+        call by its name) that only empties the cache (memlint.analysis.cache)."""
+        tree = self.facts.tree
+        return tree.scope_of(function) is tree.module and tree.class_of(function) is None and \
+            only_empties_cache(function, self.facts.names.call_name)
 
     def _between_phases(self, node: cst.Call) -> bool:
         """`del logits; torch.cuda.empty_cache()`, then more of the step's work in the same

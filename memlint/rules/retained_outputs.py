@@ -465,6 +465,13 @@ class RetainedOutputs(Rule):
         "    for tokenizer, text_encoder in zip(self.tokenizers, self.text_encoders):\n"
         "        embs.append(text_encoder(tokenizer(prompt).cuda())[0])\n"
         "        negs.append(text_encoder(tokenizer(negative).cuda())[0])\n    return torch.cat(embs, -1)\n",
+        # a grad-free loop over a few channels the code spells: three tensors, no growth
+        "import torch\n\n\ndef prepare_for_ssim_rgb(img, k):\n    with torch.no_grad():\n"
+        "        img = torch.from_numpy(img).float().cuda()\n"
+        "        conv = torch.nn.Conv2d(1, 1, k, padding=k // 2).cuda()\n        channels = []\n"
+        "        for i in range(3):\n"
+        "            channels.append(conv(img[:, :, i][None, None])[0, 0, ::k, ::k])\n"
+        "    return torch.stack(channels, dim=2).cpu().numpy()\n",
     )
     INVALID = (
         # appended where the flag holds, read only where it does not: it grows and is never used
@@ -777,7 +784,8 @@ class RetainedOutputs(Rule):
                 return  # a gradient accumulator: another method of its class backwards what it keeps
             if values:
                 self._graph_kept(node, container, dotted, values, region)
-        elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)):
+        elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)) \
+                and not few_literal(loops[0], facts.scopes):  # (`for c in range(3)`: a few tensors, no growth)
             loop = loops[0]
             values = [a for a in values if facts.values.holds_output(a.value, node) and
                       not self._piece_of_an_item(a.value, loop) and not facts.outputs.names_token_ids(root_name(a.value) or "")]
