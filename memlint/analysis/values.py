@@ -1068,6 +1068,28 @@ class Values:
         """`names` and every name of `scope` bound from a value computed from them (any order)."""
         return self._summary(scope).derivation.of(names)
 
+    @per_node
+    def graphs_from_before(self, loop: cst.CSTNode) -> List[Binding]:
+        """The bindings, above `loop`, of the names it reads that carry a graph (`emb =
+        encoder(context)` above the loop, `decoder(emb, x)` in it; a list a comprehension fills
+        with them, `targets = [embed_text(model, t) for t in texts]`): each iteration's backward
+        goes through them again."""
+        found: List[Binding] = []
+        asked: Set[str] = set()
+        for node in walk_scope(loop.body):  # type: ignore[attr-defined]
+            if type(node) is not cst.Name or node.value in asked:  # type: ignore[attr-defined]
+                continue
+            asked.add(node.value)  # type: ignore[attr-defined]
+            binds = self.scopes.bindings_seen(node.value, node)  # type: ignore[attr-defined]
+            if not binds or any(self.tree.contains(loop, b.node) for b in binds):
+                continue
+            if self.carries_grad(node, node):
+                found.extend(b for b in binds if b not in found)
+            else:
+                found.extend(b for b in binds if b not in found and type(b.value) in (cst.ListComp, cst.GeneratorExp)
+                             and self.carries_grad(b.value.elt, b.node))  # type: ignore[union-attr]
+        return found
+
     def reaches_backward(self, scope: Scope, names: Set[str]) -> bool:
         """Whether anything derived from `names` in `scope` is backwarded there, or handed to a
         function of this module that backwards."""

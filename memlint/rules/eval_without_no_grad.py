@@ -13,7 +13,7 @@ from memlint.analysis.loops import few_literal
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
 from memlint.analysis.often import TRAINING_METHOD
-from memlint.analysis.tree import dotted_name, expression_nodes, last_part, own_method, root_name, walk_scope
+from memlint.analysis.tree import dotted_name, expression_nodes, last_part, literal_bool, own_method, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
@@ -195,6 +195,15 @@ class EvalWithoutNoGrad(Rule):
     4,667 MiB as written and 583 MiB decorated with `@torch.no_grad()`, the same predictions). Not a method that other model code calls, one that every call in this module
     makes under no_grad, or one that keeps or hands on what it computes.
 
+    And a forward above a loop, with grad on, whose output the loop reads: above an evaluation or
+    inference loop that runs a model (xtuner's chat: the image encoded once, `pixel_values` handed
+    to every turn's `generate`), its saved activations live as long as the loop; above an
+    optimisation loop that backwards with `retain_graph=True` (StyleGAN-XL's CLIP text targets,
+    a style image's VGG features), every iteration's backward goes through that graph again, into
+    a model no optimizer of the loop steps, and it is the only reason to retain the graph. Not
+    where the loop's function backwards otherwise, nor where the stepped optimizer is built on that
+    model's parameters (an anchor computed by the model the loop trains), or is not built in sight.
+
     ## When it is not reported
     A model of another framework by its name's prefix (`tf_model(x, training=False)`, `onnx_model`)
     or its Transformers class (`FlaxWhisperForConditionalGeneration`, `TFBertModel`), a model
@@ -263,7 +272,8 @@ class EvalWithoutNoGrad(Rule):
     suspended) and no inner loop that does not runs every model call: decorate the function with
     `@torch.no_grad()` instead (torch turns grad off only while a decorated generator runs); nor
     when a model class of this module asks for gradients in its own code (under no_grad that
-    forward would fail).
+    forward would fail). Nor for a forward above a loop: its statement may bind names the code
+    after the loop trains on, and with retain_graph the backward's other uses are not in sight.
     """
 
     CODE = "MEM203"
@@ -734,8 +744,55 @@ class EvalWithoutNoGrad(Rule):
         "        with torch.no_grad():\n            return self.net(x).softmax(-1)\n\n\n"
         "teacher = Teacher().cuda()\nteacher.eval()\npseudo = []\n"
         "for images, _ in unlabeled_loader:\n    pseudo.append(teacher(images.cuda()))\n",
+        # an anchor computed by the model the loop trains: the gradient through it may be meant
+        "import torch\n\n\ndef finetune(model, x0, loader):\n    anchor = model(x0.cuda())\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for x in loader:\n"
+        "        loss = (model(x.cuda()) - anchor).pow(2).mean()\n"
+        "        loss.backward(retain_graph=True)\n        opt.step()\n        opt.zero_grad()\n",
+        # the image encoded under no_grad before the chat loop
+        "import torch\nfrom transformers import AutoModelForCausalLM, CLIPVisionModel\n\n\n"
+        "def main(args):\n    llm = AutoModelForCausalLM.from_pretrained(args.llm).cuda()\n"
+        "    visual_encoder = CLIPVisionModel.from_pretrained(args.clip).cuda()\n    llm.eval()\n"
+        "    visual_encoder.eval()\n    with torch.no_grad():\n"
+        "        image_embeds = visual_encoder(load_image(args.image).cuda()).last_hidden_state\n"
+        "    while True:\n        text = input(\">>> \")\n"
+        "        inputs = build_inputs(tokenizer(text, return_tensors=\"pt\").input_ids.cuda(), image_embeds)\n"
+        "        print(tokenizer.decode(llm.generate(**inputs, max_new_tokens=256)[0]))\n\n\n"
+        "if __name__ == \"__main__\":\n    main(parse_args())\n",
     )
     INVALID = (
+        # text targets computed with grad above a search loop that backwards through them with retain_graph
+        Invalid(
+            "import torch\n\n\ndef embed_text(model, prompt, device=\"cuda\"):\n"
+            "    return model.encode_text(clip.tokenize(prompt).to(device)).float()\n\n\n"
+            "def search(G, clip_model, texts, seeds, device=\"cuda\"):\n"
+            "    targets = [embed_text(clip_model.model, text, device=device) for text in texts]\n"
+            "    direction = torch.zeros(1, 16, 512, device=device, requires_grad=True)\n"
+            "    opt = torch.optim.AdamW([direction], lr=0.05)\n    for seed in seeds:\n"
+            "        embeds = clip_model(G(styles(seed) + direction))\n"
+            "        loss = sum(spherical_dist_loss(embeds, t) for t in targets)\n"
+            "        loss.backward(retain_graph=True)\n        opt.step()\n        opt.zero_grad()\n"
+        ),
+        # a style image's features computed with grad, backwarded again on every step of the optimisation
+        Invalid(
+            "import torch\n\n\ndef style_transfer(vgg, content, style, steps):\n"
+            "    style_feats = vgg(style)\n    image = content.clone().requires_grad_()\n"
+            "    opt = torch.optim.Adam([image], lr=0.01)\n    for _ in range(steps):\n"
+            "        loss = gram_loss(vgg(image), style_feats)\n"
+            "        loss.backward(retain_graph=True)\n        opt.step()\n        opt.zero_grad()\n"
+        ),
+        # an image encoded once with grad before a chat loop: its activations live through every turn
+        Invalid(
+            "import torch\nfrom transformers import AutoModelForCausalLM, CLIPVisionModel\n\n\n"
+            "def main(args):\n    llm = AutoModelForCausalLM.from_pretrained(args.llm).cuda()\n"
+            "    visual_encoder = CLIPVisionModel.from_pretrained(args.clip).cuda()\n    llm.eval()\n"
+            "    visual_encoder.eval()\n"
+            "    image_embeds = visual_encoder(load_image(args.image).cuda()).last_hidden_state\n"
+            "    while True:\n        text = input(\">>> \")\n"
+            "        inputs = build_inputs(tokenizer(text, return_tensors=\"pt\").input_ids.cuda(), image_embeds)\n"
+            "        print(tokenizer.decode(llm.generate(**inputs, max_new_tokens=256)[0]))\n\n\n"
+            "if __name__ == \"__main__\":\n    main(parse_args())\n"
+        ),
         # a factory's model: a helper class whose forward runs without grad says nothing of it
         Invalid(
             "import timm\nimport torch\n\n\nclass ClassPrior(torch.nn.Module):\n"
@@ -1547,6 +1604,8 @@ class EvalWithoutNoGrad(Rule):
 
     def visit_For(self, node: cst.For) -> None:
         self._check(node)
+        self._check_graph_reused(node)
+        self._check_graph_kept(node)
 
     def visit_ListComp(self, node: cst.ListComp) -> None:
         self._check_comprehension(node)
@@ -1588,6 +1647,68 @@ class EvalWithoutNoGrad(Rule):
 
     def visit_While(self, node: cst.While) -> None:
         self._check(node)
+        self._check_graph_reused(node)
+        self._check_graph_kept(node)
+
+    def _check_graph_kept(self, loop: Loop) -> None:
+        """A forward above an evaluation or inference loop, with grad on, whose output the loop
+        reads (xtuner's chat: the image encoded once, then `pixel_values` handed to every
+        turn's `generate`): its saved activations stay alive while the whole loop runs, beside
+        the loop's own forwards, for a backward that never comes. Only where the loop runs a
+        model (a forward or a generation) and nothing in its function backwards."""
+        facts = self.facts
+        why = facts.phase.eval_evidence(loop)
+        if why is None or facts.values.requires_grad_off or facts.phase.is_training(loop) or \
+                facts.roles.backwards_in(facts.tree.scope_of(loop)):
+            return
+        if not facts.roles.forwards_in(loop) and not any(
+                facts.roles.is_generate(call) for call, _ in facts.calls.calls_in(loop)):
+            return
+        scope = facts.tree.scope_of(loop)
+        for bind in facts.values.graphs_from_before(loop):
+            if bind.kind != "assign" or facts.tree.loops_around(bind.node) or \
+                    facts.values.reaches_backward(scope, {bind.name}):
+                continue
+            forwards = [site for call, site in facts.roles.forwards_in(bind.node)
+                        if facts.regions.grad_enabled(site) is True and facts.regions.grad_enabled(call) is True
+                        and not facts.values.runs_without_grad(call) and not facts.values.in_a_quiet_mode(call)]
+            if forwards:
+                self.report(forwards[0], (
+                    f"`{show(forwards[0].func)}` runs before this loop ({_WHY[why]}) with autograd recording, and "
+                    f"`{bind.name}`, read in the loop, keeps its saved activations alive while the whole loop "
+                    f"runs, for a backward that never comes: compute it under `torch.no_grad()`"))
+
+    def _check_graph_reused(self, loop: Loop) -> None:
+        """A forward above an optimisation loop, with grad on, whose output every iteration's
+        loss reads and backwards with `retain_graph=True` (StyleGAN-XL's CLIP text targets):
+        the backward goes through that forward's graph again on every iteration (which is why
+        it asks to retain it), into a model no optimizer of the loop steps. Not where the
+        stepped optimizer is built on that model's parameters (one encoder output feeding
+        several heads, trained), nor where an optimizer is not built in sight."""
+        facts = self.facts
+        if not any(literal_bool(backward.retain_graph) is True for backward, _ in facts.roles.backwards_in(loop)):
+            return
+        steps = facts.roles.steps_in(loop)
+        built = {dotted_name(target.target) for assign in facts.scopes.assigns if type(assign.value) is cst.Call
+                 for target in assign.targets}
+        if not steps or any(step.optimizer not in built for step, _ in steps):
+            return
+        trained = {owner for step, _ in steps for owner in facts.roles.receivers.parameters_owners(step.optimizer)}  # type: ignore[arg-type]
+        for bind in facts.values.graphs_from_before(loop):
+            if bind.kind != "assign" or facts.tree.loops_around(bind.node):
+                continue
+            forwards = [site for call, site in facts.roles.forwards_in(bind.node)
+                        if facts.regions.grad_enabled(site) is True and facts.regions.grad_enabled(call) is True]
+            if not forwards or any(dotted == owner or dotted.startswith(owner + ".")
+                                   for dotted in map(dotted_name, expression_nodes(bind.node)) if dotted  # type: ignore[arg-type]
+                                   for owner in trained):
+                continue
+            self.report(forwards[0], (
+                f"`{show(forwards[0].func)}` runs before this loop with autograd recording, and every iteration's "
+                f"`backward(retain_graph=True)` goes back through it by `{bind.name}` (the graph retain_graph "
+                f"keeps), into a model no optimizer of the loop steps: compute `{bind.name}` under "
+                f"`torch.no_grad()` (or detach it), then drop retain_graph"))
+            return
 
     def _check(self, loop: Loop) -> None:
         found = self._finding(loop)

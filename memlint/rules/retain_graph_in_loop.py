@@ -8,7 +8,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import target_names
 from memlint.analysis.roles import Backward
-from memlint.analysis.tree import literal_bool, walk_scope
+from memlint.analysis.tree import literal_bool
 from memlint.rule import Invalid, Rule
 
 
@@ -55,7 +55,8 @@ class RetainGraphInLoop(Rule):
     ## When it is not reported
     Several backward calls per iteration through a shared graph (GAN updates, multi-loss
     steps) where only those before the last keep it, or where they run in different branches;
-    a loop that backwards through a graph built before it; loops that do not run a forward
+    a loop that backwards through a graph built before it (a list of them a comprehension made
+    included: MEM203 asks whether that graph should exist); loops that do not run a forward
     (Jacobian/Hessian rows of one graph); per-term backwards that read or reset the gradients
     in between (gradient surgery, per-task gradients); and `retain_graph` given a variable.
 
@@ -95,6 +96,16 @@ class RetainGraphInLoop(Rule):
         "import torch\nfor x, y in loader:\n    terms = model(x, y)\n    grads = []\n    for term in terms:\n"
         "        opt.zero_grad()\n        term.backward(retain_graph=True)\n"
         "        grads.append([p.grad.clone() for p in model.parameters()])\n    combine(grads)\n    opt.step()\n",
+        # the loss reads targets a comprehension computed with grad above the loop: the graph must be kept (MEM203 asks why it exists)
+        "import torch\n\n\ndef embed_text(model, prompt, device=\"cuda\"):\n"
+        "    return model.encode_text(clip.tokenize(prompt).to(device)).float()\n\n\n"
+        "def search(G, clip_model, texts, seeds, device=\"cuda\"):\n"
+        "    targets = [embed_text(clip_model.model, text, device=device) for text in texts]\n"
+        "    direction = torch.zeros(1, 16, 512, device=device, requires_grad=True)\n"
+        "    opt = torch.optim.AdamW([direction], lr=0.05)\n    for seed in seeds:\n"
+        "        embeds = clip_model(G(styles(seed) + direction))\n"
+        "        loss = sum(spherical_dist_loss(embeds, t) for t in targets)\n"
+        "        loss.backward(retain_graph=True)\n        opt.step()\n        opt.zero_grad()\n",
     )
     INVALID = (
         Invalid("import torch\nh = None\nfor x, y in loader:\n    out, h = rnn(x, h)\n"
@@ -135,24 +146,13 @@ class RetainGraphInLoop(Rule):
             backwards = facts.roles.backwards_in(loop)
             if not facts.roles.forwards_in(loop) or len(backwards) != 1 and not self._last(node, backwards):
                 return
-            if self._graph_from_before(loop):
-                return  # every iteration backwards through a graph built before the loop: it must be kept
+            if facts.values.graphs_from_before(loop):
+                return  # every iteration backwards through a graph built before the loop: it must be kept (MEM203 asks whether it should exist)
             self.report(node, (
                 "`backward(retain_graph=True)` in a loop that builds a new graph every iteration: "
                 "nothing backwards through it again, so its saved tensors stay alive until the loss "
                 "is dropped, and if carried state links the iterations' graphs (an RNN hidden state) "
                 "memory grows every step; detach the carried state (MEM206) and drop retain_graph"))
-
-    def _graph_from_before(self, loop: cst.CSTNode) -> bool:
-        """The loop reads a value bound before it that carries a graph (`emb = encoder(context)`
-        above the loop, `decoder(emb, x)` in it): each iteration's backward goes through it."""
-        facts = self.facts
-        for node in walk_scope(loop.body):  # type: ignore[attr-defined]
-            if type(node) is cst.Name and facts.values.carries_grad(node, node):
-                binds = facts.scopes.bindings_seen(node.value, node)  # type: ignore[attr-defined]
-                if binds and not any(facts.tree.contains(loop, b.node) for b in binds):
-                    return True
-        return False
 
     def _last(self, call: cst.Call, backwards: List[Tuple[Backward, cst.Call]]) -> bool:
         """`call` is the iteration's last backward: every other one runs before it, in the same
