@@ -21,7 +21,8 @@ ran once:
 
 Asked as `facts.hoisting`: `in_loop(statement, loop)` and `in_forward(statement)` (`Hoistable`,
 or None). Asked by MEM102. What a helper of this module computes, `helper(func)`, whether it
-returns a tensor it made on the host and only wrote into, `host_buffer(func)`, and what is
+returns a tensor it made on the host and only wrote into, `host_buffer(func)`, or computed there
+from a factory's tensor, `host_computed(func)`, and what is
 written into a tensor between its making and its move, `filled(name, made, until)`, are asked
 by MEM103 too (a tensor filled on the host, then moved).
 """
@@ -36,7 +37,7 @@ import libcst as cst
 
 from memlint.analysis.calls import CallGraph
 from memlint.analysis.dataflow import block_flow, parameter_names
-from memlint.analysis.loops import Loop, LoopFacts
+from memlint.analysis.loops import Loop, LoopFacts, few_literal
 from memlint.analysis.purity import Computation, Input, Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
@@ -101,6 +102,10 @@ def single_assignment(statement: cst.CSTNode) -> Optional[Tuple[str, cst.Assign]
             not isinstance(assign.targets[0].target, cst.Name):
         return None
     return assign.targets[0].target.value, assign
+
+
+# A name that speaks of a device: code that may place what it makes there (`device`, `dev`, `cuda`).
+_SPEAKS_OF_A_DEVICE = re.compile(r"(^|_)(device|dev|cuda|gpu)s?($|_)", re.IGNORECASE)
 
 
 class Hoisting:
@@ -268,6 +273,41 @@ class Hoisting:
                     return None
                 writes.extend(written)
         return HostBuffer(factory, tuple(writes))
+
+    def host_computed(self, func: cst.FunctionDef) -> Optional[str]:
+        """The torch factory that makes, on the host, the tensor `func` returns: its one return
+        reads names that its own assignments derive from that factory's tensor, and nothing in it
+        speaks of a device (no `.to()`, `.cuda()`, `device=`, no name of a device), so what it
+        computes stays on the CPU, or the function would fail mixing devices (SwinIR's
+        `calculate_mask`: `img_mask = torch.zeros((1, H, W, 1))`, filled over a few spelled
+        slices, windowed and masked, returned as `attn_mask`). Not where a loop of it runs more
+        than a few spelled times (filled item by item, the host is the cheaper place), nor where
+        a call is made for its effect (`fill(w, lens)` may do just that)."""
+        returned = self.scopes.returned(func)
+        if len(returned) != 1 or func.asynchronous is not None:
+            return None
+        for node in self.tree.walk_scope(func.body):
+            kind = type(node)
+            if kind in (cst.For, cst.While) and not few_literal(node, self.scopes) or \
+                    kind is cst.Expr and type(node.value) is cst.Call or \
+                    kind is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in ("to", "cuda") or \
+                    kind is cst.Arg and node.keyword is not None and node.keyword.value == "device" or \
+                    kind is cst.Name and _SPEAKS_OF_A_DEVICE.search(node.value):  # type: ignore[attr-defined]
+                return None
+        seen: Set[str] = set()
+        pending = [node.value for node in walk(returned[0]) if type(node) is cst.Name]  # type: ignore[attr-defined]
+        while pending:
+            name = pending.pop()
+            seen.add(name)
+            for bind in self.scopes.bindings(func, name):
+                value = bind.value
+                if bind.kind not in ("assign", "aug") or value is None:
+                    continue
+                if type(value) is cst.Call and self.purity.host_made(value) is not None:
+                    return self.purity.factory(value) or self.names.call_name(value)
+                pending.extend(node.value for node in walk(value) if type(node) is cst.Name  # type: ignore[attr-defined]
+                               and node.value not in seen and self.scopes.bindings(func, node.value))  # type: ignore[attr-defined]
+        return None
 
     def filled(self, name: str, made: cst.CSTNode, until: cst.CSTNode) -> List[cst.BaseExpression]:
         """The values written into the tensor that `made` binds to `name`, after `made` and

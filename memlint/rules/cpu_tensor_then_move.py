@@ -39,7 +39,9 @@ class CpuTensorThenMove(Rule):
     `torch.zeros(n).cuda()`, `torch.randn(b, d).to(device)`, `torch.arange(n).long().to(x.device)`,
     the result of a helper of the same file that builds a tensor from factories, or makes one on
     the CPU and only copies GPU values into it (`w = torch.zeros(b, t)`, `w[i, :n] = row`,
-    `return w`), and is moved at the call (`make_mask(t).to(device)`), a CPU factory used to index a tensor
+    `return w`), or computes what it returns there from a factory's tensor, speaking of no device
+    and looping only over a few spelled items (SwinIR's `calculate_mask`, run in every block of
+    every forward at test sizes), and is moved at the call (`make_mask(t).to(device)`), a CPU factory used to index a tensor
     (`x[torch.arange(x.shape[0]), idx]`, which copies the index to the tensor's device), and a
     sample of a `torch.distributions` object built from numbers or CPU tensors, moved to the
     device (`self.noise = Normal(0.0, eps)` in `__init__`, `self.noise.sample(x.shape).to(x)` in
@@ -287,8 +289,26 @@ class CpuTensorThenMove(Rule):
         "import torch\ndevice = torch.device(\"cuda\")\nmodel = model.to(device)\nfor x, lengths in loader:\n"
         "    mask = (torch.arange(lengths.size(0))[:, None] < lengths[None, :]).to(device)\n"
         "    model(x.to(device), mask).sum().backward()\n    optimizer.step()\n",
+        # ... but one filled row by row, as many times as there are rows: the host is the cheaper place
+        "import torch\n\n\nclass Decoder(torch.nn.Module):\n    def padding_mask(self, lengths):\n"
+        "        mask = torch.zeros(len(lengths), max(lengths))\n"
+        "        for i, n in enumerate(lengths):\n            mask[i, :n] = 1\n        return mask\n"
+        "\n    def forward(self, x, lengths):\n"
+        "        return self.attn(x, mask=self.padding_mask(lengths).to(x.device))\n",
     )
     INVALID = (
+        # a helper that computes a mask on the CPU from a factory's tensor, copied to the device every forward
+        Invalid(
+            "import torch\n\n\nclass SwinBlock(torch.nn.Module):\n    def calculate_mask(self, x_size):\n"
+            "        H, W = x_size\n        img_mask = torch.zeros((1, H, W, 1))\n"
+            "        h_slices = (slice(0, -self.window), slice(-self.window, -self.shift), slice(-self.shift, None))\n"
+            "        cnt = 0\n        for h in h_slices:\n            img_mask[:, h, :, :] = cnt\n"
+            "            cnt += 1\n        windows = img_mask.view(-1, self.window * self.window)\n"
+            "        attn_mask = windows.unsqueeze(1) - windows.unsqueeze(2)\n"
+            "        return attn_mask.masked_fill(attn_mask != 0, -100.0)\n\n"
+            "    def forward(self, x, x_size):\n"
+            "        return self.attn(x, mask=self.calculate_mask(x_size).to(x.device))\n"
+        ),
         # a `nonlocal` cache lives as long as the call that made it: here, one step
         Invalid(
             "import torch\nimport torch.nn.functional as F\n\n\ndef train(model, loader, optimizer):\n"
@@ -536,6 +556,8 @@ class CpuTensorThenMove(Rule):
                 buffer = self.facts.hoisting.host_buffer(helper)
                 if buffer is not None:
                     self._filled_from_device(node, buffer.writes, self._buffer_message(helper, buffer.factory))
+                elif self.facts.hoisting.host_computed(helper) is not None and self._per_step(node):
+                    self.report(node, self._helper_message(helper))
 
     def _from_numbers(self, computation) -> bool:  # type: ignore[no-untyped-def]
         """The computation's inputs are numbers, not tensors: each is used only where a number
