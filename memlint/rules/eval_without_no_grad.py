@@ -13,6 +13,7 @@ from memlint.analysis.loops import few_literal
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
 from memlint.analysis.often import TRAINING_METHOD
+from memlint.analysis.scopes import Binding
 from memlint.analysis.tree import dotted_name, expression_nodes, last_part, literal_bool, own_method, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -759,6 +760,17 @@ class EvalWithoutNoGrad(Rule):
         "        inputs = build_inputs(tokenizer(text, return_tensors=\"pt\").input_ids.cuda(), image_embeds)\n"
         "        print(tokenizer.decode(llm.generate(**inputs, max_new_tokens=256)[0]))\n\n\n"
         "if __name__ == \"__main__\":\n    main(parse_args())\n",
+        # above the loop, a helper that runs its forward under no_grad unless asked to train
+        "import torch\n\n\nclass ZeroShot:\n    def text_features(self, texts, train=False):\n"
+        "        tokens = clip.tokenize(texts).cuda()\n        if train:\n"
+        "            return self.model.encode_text(tokens)\n        with torch.no_grad():\n"
+        "            return self.model.encode_text(tokens)\n\n"
+        "    def evaluate(self, loader, texts):\n        self.model.eval()\n"
+        "        feats = self.text_features(texts)\n        hits = 0\n"
+        "        for images, labels in loader:\n            with torch.no_grad():\n"
+        "                logits = self.model.encode_image(images.cuda()) @ feats.T\n"
+        "            hits += (logits.argmax(-1) == labels.cuda()).sum().item()\n"
+        "        return hits\n",
     )
     INVALID = (
         # text targets computed with grad above a search loop that backwards through them with retain_graph
@@ -1650,6 +1662,17 @@ class EvalWithoutNoGrad(Rule):
         self._check_graph_reused(node)
         self._check_graph_kept(node)
 
+    def _recording_above(self, bind: Binding) -> List[cst.Call]:
+        """The call sites of the forwards the statement of `bind` runs, above a loop, where
+        every one records: a helper that runs one under no_grad on some path sees to grad mode
+        itself (`get_text_features_list(texts)`, recording only when asked to train)."""
+        facts = self.facts
+        pairs = facts.roles.forwards_in(bind.node)
+        if any(facts.regions.grad_enabled(call) is not True or facts.regions.grad_enabled(site) is not True or
+               facts.values.runs_without_grad(call) or facts.values.in_a_quiet_mode(call) for call, site in pairs):
+            return []
+        return [site for _, site in pairs]
+
     def _check_graph_kept(self, loop: Loop) -> None:
         """A forward above an evaluation or inference loop, with grad on, whose output the loop
         reads (xtuner's chat: the image encoded once, then `pixel_values` handed to every
@@ -1669,9 +1692,7 @@ class EvalWithoutNoGrad(Rule):
             if bind.kind != "assign" or facts.tree.loops_around(bind.node) or \
                     facts.values.reaches_backward(scope, {bind.name}):
                 continue
-            forwards = [site for call, site in facts.roles.forwards_in(bind.node)
-                        if facts.regions.grad_enabled(site) is True and facts.regions.grad_enabled(call) is True
-                        and not facts.values.runs_without_grad(call) and not facts.values.in_a_quiet_mode(call)]
+            forwards = self._recording_above(bind)
             if forwards:
                 self.report(forwards[0], (
                     f"`{show(forwards[0].func)}` runs before this loop ({_WHY[why]}) with autograd recording, and "
@@ -1697,8 +1718,7 @@ class EvalWithoutNoGrad(Rule):
         for bind in facts.values.graphs_from_before(loop):
             if bind.kind != "assign" or facts.tree.loops_around(bind.node):
                 continue
-            forwards = [site for call, site in facts.roles.forwards_in(bind.node)
-                        if facts.regions.grad_enabled(site) is True and facts.regions.grad_enabled(call) is True]
+            forwards = self._recording_above(bind)
             if not forwards or any(dotted == owner or dotted.startswith(owner + ".")
                                    for dotted in map(dotted_name, expression_nodes(bind.node)) if dotted  # type: ignore[arg-type]
                                    for owner in trained):
