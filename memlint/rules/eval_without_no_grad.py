@@ -53,6 +53,8 @@ _PERIODIC_SAMPLE = (
 )
 # An averaged copy of a model (stochastic weight averaging, an EMA, DomainBed's SMA).
 _AVERAGED_MODEL = re.compile(r"(^|_)(sma|ema|swa|avg|averaged?)(_|$)", re.IGNORECASE)
+# What a forward's output is bound from: the call, an attribute or item of it, a comprehension of them.
+_MADE_BY_A_CALL = (cst.Call, cst.Attribute, cst.Subscript, cst.ListComp)
 _KEEPS_VALUE = frozenset({"to", "cuda", "half", "float", "type", "type_as"})
 _LITERALS = (cst.Integer, cst.Float, cst.SimpleString)
 _CONSUMING_BUILTINS = frozenset({"list", "tuple", "set", "dict", "sum", "min", "max", "sorted", "any", "all"})
@@ -1678,26 +1680,48 @@ class EvalWithoutNoGrad(Rule):
         reads (xtuner's chat: the image encoded once, then `pixel_values` handed to every
         turn's `generate`): its saved activations stay alive while the whole loop runs, beside
         the loop's own forwards, for a backward that never comes. Only where the loop runs a
-        model (a forward or a generation) and nothing in its function backwards."""
+        model (a forward or a generation) and nothing in its function backwards; asked of the
+        outermost loop of its function."""
         facts = self.facts
-        why = facts.phase.eval_evidence(loop)
-        if why is None or facts.values.requires_grad_off or facts.phase.is_training(loop) or \
-                facts.roles.backwards_in(facts.tree.scope_of(loop)):
+        if facts.tree.loops_around(loop):
             return
+        above = self._forwards_above(loop)
+        if not above:
+            return
+        why = facts.phase.eval_evidence(loop)
+        scope = facts.tree.scope_of(loop)
+        if why is None or facts.values.requires_grad_off or facts.phase.is_training(loop) or \
+                facts.roles.backwards_in(scope) or facts.in_model_code(loop):
+            return  # (a model's method runs in the grad mode its caller chose)
         if not facts.roles.forwards_in(loop) and not any(
                 facts.roles.is_generate(call) for call, _ in facts.calls.calls_in(loop)):
             return
-        scope = facts.tree.scope_of(loop)
-        for bind in facts.values.graphs_from_before(loop):
-            if bind.kind != "assign" or facts.tree.loops_around(bind.node) or \
-                    facts.values.reaches_backward(scope, {bind.name}):
-                continue
-            forwards = self._recording_above(bind)
-            if forwards:
+        for bind, forwards in above:
+            if not facts.values.reaches_backward(scope, {bind.name}):
                 self.report(forwards[0], (
                     f"`{show(forwards[0].func)}` runs before this loop ({_WHY[why]}) with autograd recording, and "
                     f"`{bind.name}`, read in the loop, keeps its saved activations alive while the whole loop "
                     f"runs, for a backward that never comes: compute it under `torch.no_grad()`"))
+
+    def _forwards_above(self, loop: Loop) -> List[Tuple[Binding, List[cst.Call]]]:
+        """The assignments above `loop`, outside any loop, of names it reads that carry a graph,
+        that run a forward themselves, each with the forwards it runs, all recording
+        (`_recording_above`)."""
+        facts = self.facts
+        found: List[Tuple[Binding, List[cst.Call]]] = []
+        asked: Set[str] = set()
+        for node in walk_scope(loop.body):  # type: ignore[attr-defined]
+            if type(node) is not cst.Name or node.value in asked:  # type: ignore[attr-defined]
+                continue
+            asked.add(node.value)  # type: ignore[attr-defined]
+            binds = facts.scopes.bindings_seen(node.value, node)  # type: ignore[attr-defined]
+            if len(binds) != 1 or binds[0].kind != "assign" or type(binds[0].value) not in _MADE_BY_A_CALL or \
+                    not facts.roles.forwards_in(binds[0].node, follow=False) or facts.tree.loops_around(binds[0].node):
+                continue  # (a forward of its own: `image_embeds = encoder(image)`, not `model = build(cfg)`)
+            forwards = self._recording_above(binds[0])
+            if forwards and facts.values.carries_grad(node, node):
+                found.append((binds[0], forwards))
+        return found
 
     def _check_graph_reused(self, loop: Loop) -> None:
         """A forward above an optimisation loop, with grad on, whose output every iteration's
