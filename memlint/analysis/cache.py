@@ -53,13 +53,14 @@ def picks_device(test: cst.BaseExpression) -> bool:
 
 
 def only_empties_cache(func: cst.FunctionDef, call_name: Callable[[cst.CSTNode], Optional[str]]) -> bool:
-    """Whether the body of `func` only empties the allocator's cache (`call_name`: the qualified
-    name a call means): calls of `EMPTY_CACHE` (at least one), under conditions that pick the
-    device (`picks_device`: nnU-Net's `def empty_cache(device): if device.type == 'cuda': ...
-    elif device.type == 'mps': from torch import mps; mps.empty_cache() else: pass`), with a
-    docstring, imports, `pass` or a bare `return`; its parameters can then only pick the
-    device. Anything else (a `gc.collect()`, a log, a synchronise, a counter) is a reason to
-    keep the call."""
+    """Whether `func` takes no parameters and its body only empties the allocator's cache
+    (`call_name`: the qualified name a call means): calls of `EMPTY_CACHE` (at least one), under
+    conditions that pick the device (`picks_device`), with a docstring, `pass` or a bare `return`. Anything else
+    (a `gc.collect()`, a log, a synchronise, a counter) is a reason to keep the call."""
+    params = func.params
+    if params.params or params.posonly_params or params.kwonly_params or \
+            isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None:
+        return False
     return _empties(_lines(func.body), call_name) > 0
 
 
@@ -78,7 +79,7 @@ def _empties(statements, call_name: Callable[[cst.CSTNode], Optional[str]]) -> i
                     return 0
                 inner += found
                 orelse = orelse.orelse
-            if orelse is not None and not _does_nothing(_lines(orelse.body)):  # type: ignore[union-attr]
+            if orelse is not None:
                 found = _empties(_lines(orelse.body), call_name)  # type: ignore[union-attr]
                 if not found:
                     return 0
@@ -91,8 +92,7 @@ def _empties(statements, call_name: Callable[[cst.CSTNode], Optional[str]]) -> i
             return 0
         for small in statement.body:
             kind = type(small)
-            if kind is cst.Pass or kind is cst.Import or kind is cst.ImportFrom or \
-                    (kind is cst.Return and small.value is None):  # type: ignore[attr-defined]
+            if kind is cst.Pass or (kind is cst.Return and small.value is None):  # type: ignore[attr-defined]
                 continue
             if kind is not cst.Expr:
                 return 0
@@ -104,12 +104,6 @@ def _empties(statements, call_name: Callable[[cst.CSTNode], Optional[str]]) -> i
                 return 0
             count += 1
     return count
-
-
-def _does_nothing(statements: Sequence[cst.BaseStatement]) -> bool:
-    """`else: pass`: a branch for the devices that have no cache to empty."""
-    return all(type(statement) is cst.SimpleStatementLine and
-               all(type(small) is cst.Pass for small in statement.body) for statement in statements)  # type: ignore[attr-defined]
 
 
 def _lines(block: cst.BaseSuite) -> Sequence[cst.BaseStatement]:

@@ -263,31 +263,17 @@ class Steps:
         return found
 
     def _runs_its_own_steps(self, node: cst.CSTNode) -> bool:
-        """`node` is outside any loop of a function that runs steps of its own, itself or in a
-        helper of this module it calls directly, and is not a step by its name (a beam search's
-        `generate` before its decoding loop, a `train_epoch` before its batches, nnU-Net's
-        `predict_sliding_window_return_logits` around its helper's loop over the windows): it
-        runs once per run of those steps, not per step."""
+        """`node` is outside any loop of a function that runs steps of its own and is not a step
+        by its name (a beam search's `generate` before its decoding loop, a `train_epoch` before
+        its batches): it runs once per run of those steps, not per step."""
         func = self.tree.function_of(node)
         if func is None:
             return False
         found = self._own_steps.get(id(func))
         if found is None:
-            found = intrinsic_often(func.name.value, True) is None and (
-                any(self._own_step_loop(loop) for loop in self.tree.walk_scope(func.body) if type(loop) in _LOOPS) or
-                any(self._own_step_loop(loop) for helper in self._helpers_called(func)
-                    for loop in self.tree.walk_scope(helper.body) if type(loop) in _LOOPS))
+            found = intrinsic_often(func.name.value, True) is None and any(
+                self._own_step_loop(loop) for loop in self.tree.walk_scope(func.body) if type(loop) in _LOOPS)
             self._own_steps[id(func)] = found
-        return found
-
-    def _helpers_called(self, func: cst.FunctionDef) -> List[cst.FunctionDef]:
-        """The functions of this module that `func` calls itself, outside any loop of it."""
-        found: List[cst.FunctionDef] = []
-        for call in self.scopes.calls_of(func):
-            target = self.scopes.resolve(call)
-            if target is not None and target is not func and not self.tree.loops_around(call) and \
-                    not any(target is known for known in found):
-                found.append(target)
         return found
 
     def _own_step_loop(self, loop: cst.CSTNode) -> bool:

@@ -1072,8 +1072,8 @@ class Values:
     def graphs_from_before(self, loop: cst.CSTNode) -> List[Binding]:
         """The bindings, above `loop`, of the names it reads that carry a graph (`emb =
         encoder(context)` above the loop, `decoder(emb, x)` in it; a list a comprehension fills
-        with them, `targets = [embed_text(model, t) for t in texts]`): each iteration's backward
-        goes through them again."""
+        with them, `targets = [embed_text(model, t) for t in texts]`, read whole): each
+        iteration's backward goes through them again."""
         found: List[Binding] = []
         asked: Set[str] = set()
         for node in walk_scope(loop.body):  # type: ignore[attr-defined]
@@ -1085,10 +1085,17 @@ class Values:
                 continue
             if self.carries_grad(node, node):
                 found.extend(b for b in binds if b not in found)
-            else:
-                found.extend(b for b in binds if b not in found and type(b.value) in (cst.ListComp, cst.GeneratorExp)
+            elif self._read_whole(node.value, loop):  # type: ignore[attr-defined]
+                found.extend(b for b in binds if b not in found and type(b.value) is cst.ListComp
                              and self.carries_grad(b.value.elt, b.node))  # type: ignore[union-attr]
         return found
+
+    def _read_whole(self, name: str, loop: cst.CSTNode) -> bool:
+        """`loop` reads the list `name` whole somewhere (`for t in targets`, `f(targets)`), not
+        only an item of it (`embedded[t]`: one element's graph an iteration, used once)."""
+        return any(type(node) is cst.Name and node.value == name and not (  # type: ignore[attr-defined]
+            type(self.tree.parent(node)) is cst.Subscript and self.tree.parent(node).value is node)  # type: ignore[attr-defined]
+            for node in walk_scope(loop.body))  # type: ignore[attr-defined]
 
     def reaches_backward(self, scope: Scope, names: Set[str]) -> bool:
         """Whether anything derived from `names` in `scope` is backwarded there, or handed to a

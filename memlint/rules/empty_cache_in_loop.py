@@ -277,24 +277,14 @@ class EmptyCacheInLoop(Rule):
         "        empty_cache(self.device)\n        return logits\n\n"
         "    def predict_all(self, cases):\n"
         "        return [self.predict_case(case).cpu() for case in cases]\n",
+        # a lambda's conditional call every tenth step
+        "import torch\n\n\ndef train(model, loader, optimizer):\n"
+        "    for step, (x, y) in enumerate(loader):\n        model(x.cuda()).mean().backward()\n"
+        "        optimizer.step()\n        optimizer.zero_grad()\n"
+        "        free = lambda s: torch.cuda.empty_cache() if s % 10 == 0 else None\n"
+        "        free(step)\n",
     )
     INVALID = (
-        # a helper that picks the device (a parameter) and only empties the cache, called every step
-        Invalid(
-            "import torch\n\n\ndef empty_cache(device):\n    if device.type == \"cuda\":\n"
-            "        torch.cuda.empty_cache()\n    elif device.type == \"mps\":\n"
-            "        from torch import mps\n        mps.empty_cache()\n    else:\n        pass\n\n\n"
-            "def train(model, loader, optimizer, device):\n    for x, y in loader:\n"
-            "        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))\n"
-            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n"
-            "        empty_cache(device)\n",
-            "import torch\n\n\ndef empty_cache(device):\n    if device.type == \"cuda\":\n"
-            "        torch.cuda.empty_cache()\n    elif device.type == \"mps\":\n"
-            "        from torch import mps\n        mps.empty_cache()\n    else:\n        pass\n\n\n"
-            "def train(model, loader, optimizer, device):\n    for x, y in loader:\n"
-            "        loss = torch.nn.functional.cross_entropy(model(x.to(device)), y.to(device))\n"
-            "        loss.backward()\n        optimizer.step()\n        optimizer.zero_grad()\n"
-        ),
         # an API client's `chat` (handed no tokenizer) runs nothing on the GPU
         Invalid(
             "import torch\nfrom llama_index.llms.openai import OpenAI\n\nllm = OpenAI(model=\"gpt-4o\")\n"
@@ -528,10 +518,11 @@ class EmptyCacheInLoop(Rule):
         facts = self.facts
         if facts.names.call_name(node) in EMPTY_CACHE:
             function = facts.tree.function_of(node)
-            if function is not None and self._cache_helper(function):
+            if function is not None and facts.tree.scope_of(function) is facts.tree.module and \
+                    only_empties_cache(function, facts.names.call_name):
                 return None
             return f"{show(node.func)}()"
-        if self._calls_cache_helper(node, project):
+        if not node.args and self._calls_cache_helper(node, project):
             return cst.Module([]).code_for_node(node)
         return None
 
@@ -541,18 +532,12 @@ class EmptyCacheInLoop(Rule):
         facts = self.facts
         target = facts.scopes.resolve(node)
         if target is not None:
-            return self._cache_helper(target)
+            return facts.tree.scope_of(target) is facts.tree.module and \
+                only_empties_cache(target, facts.names.call_name)
         if not project:
             return False
         dotted = facts.values.project_callee(node)
         return dotted is not None and facts.project.empties_cache(dotted)
-
-    def _cache_helper(self, function: cst.FunctionDef) -> bool:
-        """A function of the module (not a method, which a subclass may override and a base
-        call by its name) that only empties the cache (memlint.analysis.cache)."""
-        tree = self.facts.tree
-        return tree.scope_of(function) is tree.module and tree.class_of(function) is None and \
-            only_empties_cache(function, self.facts.names.call_name)
 
     def _between_phases(self, node: cst.Call) -> bool:
         """`del logits; torch.cuda.empty_cache()`, then more of the step's work in the same
@@ -655,8 +640,9 @@ class EmptyCacheInLoop(Rule):
         tree = self.facts.tree
         statement = tree.statement_of(node)
         block = tree.parent(statement) if statement is not None else tree.parent(tree.parent(node))
-        alone = block is not None and len(getattr(block, "body", ())) == 1 and \
-            (statement is not None or type(block) is cst.SimpleStatementSuite)
+        body = getattr(block, "body", ())
+        alone = type(body) in (list, tuple) and len(body) == 1 and \
+            (statement is not None or type(block) is cst.SimpleStatementSuite)  # (not a lambda's conditional expression)
         owner = tree.parent(block) if block is not None else None
         if alone and type(owner) is cst.If and owner.orelse is None and owner.body is block and \
                 picks_device(owner.test):  # type: ignore[attr-defined]

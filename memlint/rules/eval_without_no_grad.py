@@ -773,8 +773,41 @@ class EvalWithoutNoGrad(Rule):
         "                logits = self.model.encode_image(images.cuda()) @ feats.T\n"
         "            hits += (logits.argmax(-1) == labels.cuda()).sum().item()\n"
         "        return hits\n",
+        # an encoder whose optimizer steps after the heads' loop: retain_graph carries its gradients
+        "import torch\nimport torch.nn.functional as F\n\n\n"
+        "def update(encoder, heads, x, targets, enc_opt, head_opt):\n    z = encoder(x)\n"
+        "    for name, head in heads.items():\n"
+        "        loss = F.cross_entropy(head(z), targets[name].cuda())\n"
+        "        loss.backward(retain_graph=True)\n        head_opt.step()\n"
+        "        head_opt.zero_grad()\n    enc_opt.step()\n    enc_opt.zero_grad()\n\n\n"
+        "def main(encoder, heads, loader):\n"
+        "    enc_opt = torch.optim.Adam(encoder.parameters(), lr=1e-4)\n"
+        "    head_opt = torch.optim.Adam(heads.parameters(), lr=1e-3)\n"
+        "    for x, targets in loader:\n"
+        "        update(encoder, heads, x.cuda(), targets, enc_opt, head_opt)\n",
+        # an anchor from the model trained by an optimizer of parameter groups
+        "import torch\nimport torch.nn.functional as F\n\n\ndef finetune(model, x0, loader):\n"
+        "    anchor = model(x0.cuda())\n"
+        "    opt = torch.optim.SGD([{\"params\": model.backbone.parameters()}, {\"params\": model.head.parameters(), \"lr\": 1e-2}], lr=1e-3)\n"
+        "    for x in loader:\n        loss = (model(x.cuda()) - anchor).pow(2).mean()\n"
+        "        loss.backward(retain_graph=True)\n        opt.step()\n        opt.zero_grad()\n",
     )
     INVALID = (
+        # a chain above the loop: reported at its first forward, with every name that keeps it
+        Invalid(
+            "import torch\nfrom transformers import AutoModel, AutoModelForCausalLM, CLIPVisionModel\n\n"
+            "\ndef main(args, tokenizer, build_inputs, load_image):\n"
+            "    llm = AutoModelForCausalLM.from_pretrained(args.llm).cuda()\n"
+            "    visual_encoder = CLIPVisionModel.from_pretrained(args.clip).cuda()\n"
+            "    projector = AutoModel.from_pretrained(args.projector, trust_remote_code=True).cuda()\n"
+            "    projector.eval()\n    llm.eval()\n    visual_encoder.eval()\n"
+            "    visual_outputs = visual_encoder(load_image(args.image).cuda(), output_hidden_states=True)\n"
+            "    pixel_values = projector(visual_outputs.hidden_states[-2][:, 1:])\n    while True:\n"
+            "        text = input(\">>> \")\n"
+            "        inputs = build_inputs(tokenizer(text, return_tensors=\"pt\").input_ids.cuda(), pixel_values)\n"
+            "        print(tokenizer.decode(llm.generate(**inputs, max_new_tokens=256)[0]))\n\n\n"
+            "if __name__ == \"__main__\":\n    main(parse_args(), *setup())\n"
+        ),
         # text targets computed with grad above a search loop that backwards through them with retain_graph
         Invalid(
             "import torch\n\n\ndef embed_text(model, prompt, device=\"cuda\"):\n"
@@ -1358,6 +1391,7 @@ class EvalWithoutNoGrad(Rule):
         super().__init__(context)
         self._findings: Dict[int, Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]] = {}
         self._hooks_reported: Set[int] = set()  # forwards a framework hook was reported for
+        self._above_reported: Set[int] = set()  # assignments above a loop reported (`_report_above`)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """An evaluation hook a framework calls per batch without turning grad off itself (an HF
@@ -1680,8 +1714,9 @@ class EvalWithoutNoGrad(Rule):
         reads (xtuner's chat: the image encoded once, then `pixel_values` handed to every
         turn's `generate`): its saved activations stay alive while the whole loop runs, beside
         the loop's own forwards, for a backward that never comes. Only where the loop runs a
-        model (a forward or a generation) and nothing in its function backwards; asked of the
-        outermost loop of its function."""
+        model (a forward or a generation), nothing in its function backwards and it hands back
+        nothing with a graph (a caller may backward through it); asked of the outermost loop of
+        its function."""
         facts = self.facts
         if facts.tree.loops_around(loop):
             return
@@ -1691,17 +1726,18 @@ class EvalWithoutNoGrad(Rule):
         why = facts.phase.eval_evidence(loop)
         scope = facts.tree.scope_of(loop)
         if why is None or facts.values.requires_grad_off or facts.phase.is_training(loop) or \
-                facts.roles.backwards_in(scope) or facts.in_model_code(loop):
+                facts.roles.backwards_in(scope) or facts.in_model_code(loop) or \
+                any(facts.values.carries_grad(value, value) for value in facts.scopes.returned(scope)):
             return  # (a model's method runs in the grad mode its caller chose)
         if not facts.roles.forwards_in(loop) and not any(
                 facts.roles.is_generate(call) for call, _ in facts.calls.calls_in(loop)):
             return
-        for bind, forwards in above:
+        for bind, _ in above:
             if not facts.values.reaches_backward(scope, {bind.name}):
-                self.report(forwards[0], (
-                    f"`{show(forwards[0].func)}` runs before this loop ({_WHY[why]}) with autograd recording, and "
-                    f"`{bind.name}`, read in the loop, keeps its saved activations alive while the whole loop "
-                    f"runs, for a backward that never comes: compute it under `torch.no_grad()`"))
+                self._report_above(bind, (
+                    f"runs before this loop ({_WHY[why]}) with autograd recording, and `{bind.name}`, read in the "
+                    f"loop, keeps its saved activations alive while the whole loop runs, for a backward that never "
+                    f"comes: compute NAMES under `torch.no_grad()`"))
 
     def _forwards_above(self, loop: Loop) -> List[Tuple[Binding, List[cst.Call]]]:
         """The assignments above `loop`, outside any loop, of names it reads that carry a graph,
@@ -1714,25 +1750,76 @@ class EvalWithoutNoGrad(Rule):
             if type(node) is not cst.Name or node.value in asked:  # type: ignore[attr-defined]
                 continue
             asked.add(node.value)  # type: ignore[attr-defined]
-            binds = facts.scopes.bindings_seen(node.value, node)  # type: ignore[attr-defined]
-            if len(binds) != 1 or binds[0].kind != "assign" or type(binds[0].value) not in _MADE_BY_A_CALL or \
-                    not facts.roles.forwards_in(binds[0].node, follow=False) or facts.tree.loops_around(binds[0].node):
-                continue  # (a forward of its own: `image_embeds = encoder(image)`, not `model = build(cfg)`)
-            forwards = self._recording_above(binds[0])
-            if forwards and facts.values.carries_grad(node, node):
-                found.append((binds[0], forwards))
+            bind = self._forward_bound_above(node)
+            if bind is not None and facts.values.carries_grad(node, node):
+                found.append((bind, self._recording_above(bind)))
         return found
+
+    def _forward_bound_above(self, name: cst.Name) -> Optional[Binding]:
+        """The one assignment of `name` seen where it is read, outside any loop, that runs a
+        forward itself, every forward it reaches recording (`image_embeds = encoder(image)`,
+        not `model = build(cfg)`)."""
+        facts = self.facts
+        binds = facts.scopes.bindings_seen(name.value, name)
+        if len(binds) != 1 or binds[0].kind != "assign" or type(binds[0].value) not in _MADE_BY_A_CALL or \
+                not facts.roles.forwards_in(binds[0].node, follow=False) or facts.tree.loops_around(binds[0].node):
+            return None
+        return binds[0] if self._recording_above(binds[0]) else None
+
+    def _report_above(self, bind: Binding, claim: str) -> None:
+        """Report the forward above a loop that `bind` makes, at the first forward of its chain:
+        the assignments above it, of the names its value reads, that run a forward themselves
+        (`visual_outputs = visual_encoder(image)`, then `pixel_values = projector(visual_outputs
+        ...)`), each kept alive by the names bound to it. Once per assignment."""
+        chain = [bind]
+        for earlier in chain:
+            for node in expression_nodes(earlier.value):  # type: ignore[arg-type]
+                if type(node) is cst.Name:
+                    upstream = self._forward_bound_above(node)
+                    if upstream is not None and all(upstream.node is not b.node for b in chain):
+                        chain.append(upstream)
+        if any(id(b.node) in self._above_reported for b in chain):
+            return
+        self._above_reported.update(id(b.node) for b in chain)
+        first = min(chain, key=lambda b: self.facts.tree.order(b.node))
+        site = self._recording_above(first)[0]
+        names = " and ".join(f"`{b.name}`" for b in sorted(chain, key=lambda b: self.facts.tree.order(b.node)))
+        self.report(site, f"`{show(site.func)}` " + claim.replace("NAMES", names))
 
     def _check_graph_reused(self, loop: Loop) -> None:
         """A forward above an optimisation loop, with grad on, whose output every iteration's
-        loss reads and backwards with `retain_graph=True` (StyleGAN-XL's CLIP text targets):
-        the backward goes through that forward's graph again on every iteration (which is why
-        it asks to retain it), into a model no optimizer of the loop steps. Not where the
-        stepped optimizer is built on that model's parameters (one encoder output feeding
-        several heads, trained), nor where an optimizer is not built in sight."""
+        loss reads and backwards with `retain_graph=True` (StyleGAN-XL's CLIP text targets, a
+        style image's VGG features): the backward goes through that forward's graph again on
+        every iteration (which is why it asks to retain it), into a model no optimizer trains.
+        Only where every optimizer its function steps is built on a list of tensors the code
+        names (`AdamW([direction])`, `LBFGS([image])`): an optimizer of a model's parameters
+        may train the one that made the graph."""
         facts = self.facts
         if not any(literal_bool(backward.retain_graph) is True for backward, _ in facts.roles.backwards_in(loop)):
             return
+        steps = facts.roles.steps_in(facts.tree.scope_of(loop))
+        if not steps or not all(self._steps_named_tensors(step.optimizer) for step, _ in steps):
+            return
+        for bind in facts.values.graphs_from_before(loop):
+            if bind.kind != "assign" or facts.tree.loops_around(bind.node) or not self._recording_above(bind):
+                continue
+            self._report_above(bind, (
+                f"runs before this loop with autograd recording, and every iteration's "
+                f"`backward(retain_graph=True)` goes back through it by `{bind.name}` (the graph retain_graph "
+                f"keeps), into a model no optimizer trains here: compute NAMES under `torch.no_grad()` (or "
+                f"detach them), then drop retain_graph"))
+            return
+
+    def _steps_named_tensors(self, optimizer: Optional[str]) -> bool:
+        """`optimizer` is bound once, here, by a call whose first argument is a list of plain
+        names (`torch.optim.AdamW([direction], lr=0.05)`): it trains those tensors, no model."""
+        assigns = [assign for assign in self.facts.scopes.assigns if type(assign.value) is cst.Call and
+                   any(dotted_name(target.target) == optimizer for target in assign.targets)]
+        if optimizer is None or len(assigns) != 1 or not assigns[0].value.args:  # type: ignore[attr-defined]
+            return False
+        first = assigns[0].value.args[0].value  # type: ignore[attr-defined]
+        return type(first) in (cst.List, cst.Tuple) and bool(first.elements) and \
+            all(type(element.value) is cst.Name for element in first.elements)  # type: ignore[attr-defined]
         steps = facts.roles.steps_in(loop)
         built = {dotted_name(target.target) for assign in facts.scopes.assigns if type(assign.value) is cst.Call
                  for target in assign.targets}

@@ -108,6 +108,16 @@ class RetainGraphInLoop(Rule):
         "        loss.backward(retain_graph=True)\n        opt.step()\n        opt.zero_grad()\n",
     )
     INVALID = (
+        # a list of graphs above the loop, one item read per iteration: nothing is backwarded twice
+        Invalid(
+            "import torch\nimport torch.nn.functional as F\n\n\n"
+            "def train_sequence(encoder, rnn, head, chunks, targets, optimizer):\n"
+            "    embedded = [encoder(c.cuda()) for c in chunks]\n    h = None\n"
+            "    for t in range(len(chunks)):\n        out, h = rnn(embedded[t], h)\n"
+            "        loss = F.cross_entropy(head(out[:, -1]), targets[t].cuda())\n"
+            "        optimizer.zero_grad()\n        loss.backward(retain_graph=True)\n"
+            "        optimizer.step()\n"
+        ),
         Invalid("import torch\nh = None\nfor x, y in loader:\n    out, h = rnn(x, h)\n"
                 "    loss = criterion(out, y)\n    loss.backward(retain_graph=True)\n    optimizer.step()\n"),
         Invalid("import torch\ndef step(x, y):\n    loss = criterion(model(x), y)\n"

@@ -474,6 +474,13 @@ class RetainedOutputs(Rule):
         "    return torch.stack(channels, dim=2).cpu().numpy()\n",
     )
     INVALID = (
+        # a few crops per batch, over every batch of the loader: the list grows with the outer loop
+        Invalid(
+            "import torch\n\n\n@torch.no_grad()\ndef extract_features(model, loader):\n    model.eval()\n"
+            "    feats = []\n    for images, _ in loader:\n        images = images.cuda()\n"
+            "        for crop in range(3):\n            feats.append(model(images[:, crop]))\n"
+            "    return torch.cat(feats).cpu()\n"
+        ),
         # appended where the flag holds, read only where it does not: it grows and is never used
         Invalid(_TABLE_QA.replace("RETURNED", "(logits, torch.cat(all_aggregations, 0)) if not self.aggregate else (logits,)")),
         # a step function keeps the items of its forward's outputs in a module's list: it outlives the call
@@ -785,7 +792,7 @@ class RetainedOutputs(Rule):
             if values:
                 self._graph_kept(node, container, dotted, values, region)
         elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)) \
-                and not few_literal(loops[0], facts.scopes):  # (`for c in range(3)`: a few tensors, no growth)
+                and not self._a_few_kept(node, loops, container.value):  # (`for c in range(3)`: a few tensors, no growth)
             loop = loops[0]
             values = [a for a in values if facts.values.holds_output(a.value, node) and
                       not self._piece_of_an_item(a.value, loop) and not facts.outputs.names_token_ids(root_name(a.value) or "")]
