@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import cached_property
 from typing import Dict, FrozenSet, List, Optional, Set, Tuple, Union
 
 import libcst as cst
@@ -1392,6 +1393,7 @@ class EvalWithoutNoGrad(Rule):
         self._findings: Dict[int, Optional[Tuple[List[Tuple[cst.Call, cst.Call]], str]]] = {}
         self._hooks_reported: Set[int] = set()  # forwards a framework hook was reported for
         self._above_reported: Set[int] = set()  # assignments above a loop reported (`_report_above`)
+        self._scope_forwards: Dict[int, List[cst.Assign]] = {}  # id(scope) -> `_forward_assigns`
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """An evaluation hook a framework calls per batch without turning grad off itself (an HF
@@ -1714,12 +1716,12 @@ class EvalWithoutNoGrad(Rule):
         reads (xtuner's chat: the image encoded once, then `pixel_values` handed to every
         turn's `generate`): its saved activations stay alive while the whole loop runs, beside
         the loop's own forwards, for a backward that never comes. Only where the loop runs a
-        model (a forward or a generation), nothing in its function backwards and it hands back
-        nothing with a graph (a caller may backward through it); asked of the outermost loop of
-        its function."""
+        model (a forward or a generation), in a module that never trains, whose function hands
+        back nothing with a graph (a caller may backward through it); asked of the outermost loop
+        of its function."""
         facts = self.facts
-        if facts.tree.loops_around(loop):
-            return
+        if facts.phase.trains or facts.tree.loops_around(loop):
+            return  # (a module that trains may backward what is kept: asked only of inference code)
         above = self._forwards_above(loop)
         if not above:
             return
@@ -1742,17 +1744,34 @@ class EvalWithoutNoGrad(Rule):
     def _forwards_above(self, loop: Loop) -> List[Tuple[Binding, List[cst.Call]]]:
         """The assignments above `loop`, outside any loop, of names it reads that carry a graph,
         that run a forward themselves, each with the forwards it runs, all recording
-        (`_recording_above`)."""
+        (`_recording_above`). Asked first of the function's assignments that run a forward
+        (most functions have none above their loops), then of the names the loop reads."""
         facts = self.facts
+        start = facts.tree.order(loop)
+        targets = {target.target.value for assign in self._forward_assigns(facts.tree.scope_of(loop))  # type: ignore[attr-defined]
+                   if facts.tree.order(assign) < start for target in assign.targets if type(target.target) is cst.Name}
         found: List[Tuple[Binding, List[cst.Call]]] = []
+        if not targets:
+            return found
         asked: Set[str] = set()
         for node in walk_scope(loop.body):  # type: ignore[attr-defined]
-            if type(node) is not cst.Name or node.value in asked:  # type: ignore[attr-defined]
+            if type(node) is not cst.Name or node.value not in targets or node.value in asked:  # type: ignore[attr-defined]
                 continue
             asked.add(node.value)  # type: ignore[attr-defined]
             bind = self._forward_bound_above(node)
             if bind is not None and facts.values.carries_grad(node, node):
                 found.append((bind, self._recording_above(bind)))
+        return found
+
+    def _forward_assigns(self, scope: cst.CSTNode) -> List[cst.Assign]:
+        """The assignments of `scope`, outside any loop, that run a forward themselves."""
+        found = self._scope_forwards.get(id(scope))
+        if found is None:
+            facts = self.facts
+            found = self._scope_forwards[id(scope)] = [
+                assign for assign in facts.scopes.assigns_of(scope)
+                if type(assign.value) in _MADE_BY_A_CALL and not facts.tree.loops_around(assign)
+                and facts.roles.forwards_in(assign, follow=False)]
         return found
 
     def _forward_bound_above(self, name: cst.Name) -> Optional[Binding]:
@@ -1795,7 +1814,8 @@ class EvalWithoutNoGrad(Rule):
         names (`AdamW([direction])`, `LBFGS([image])`): an optimizer of a model's parameters
         may train the one that made the graph."""
         facts = self.facts
-        if not any(literal_bool(backward.retain_graph) is True for backward, _ in facts.roles.backwards_in(loop)):
+        if not self._retains or \
+                not any(literal_bool(backward.retain_graph) is True for backward, _ in facts.roles.backwards_in(loop)):
             return
         steps = facts.roles.steps_in(facts.tree.scope_of(loop))
         if not steps or not all(self._steps_named_tensors(step.optimizer) for step, _ in steps):
@@ -1809,6 +1829,11 @@ class EvalWithoutNoGrad(Rule):
                 f"keeps), into a model no optimizer trains here: compute NAMES under `torch.no_grad()` (or "
                 f"detach them), then drop retain_graph"))
             return
+
+    @cached_property
+    def _retains(self) -> bool:
+        """The module backwards somewhere with `retain_graph=True`."""
+        return any(literal_bool(backward.retain_graph) is True for backward in self.facts.roles.backwards)
 
     def _steps_named_tensors(self, optimizer: Optional[str]) -> bool:
         """`optimizer` is bound once, here, by a call whose first argument is a list of plain
