@@ -17,6 +17,8 @@ Asked as `facts.guards`:
   `torch.cuda.device_count() > 1`, `x.is_cuda`, `device.type == "cuda"` for a device chosen
   by such a test) are not a choice.
 
+- `off_by_default(node)`: the node runs only under an instance's switch whose every value is
+  a parameter defaulting to `False` or `None` (`if self.proximal_bias:`);
 - `dead(node)`: the node is in the body of an `if` whose test is surely false as written
   (`debug = False`, then `if debug and ...:`), or in the `else` of one whose test is surely
   true (`if not debug:`): it never runs;
@@ -32,7 +34,7 @@ nor a flag about memory (`if args.empty_cache:` is the user asking for it).
 
 Asked by MEM601 (`chosen`), MEM501 (`a_setting`), MEM401 (`exclusive`), MEM602 (`holding`)
 every rule of a per-step cost (`dead`, through `Facts.per_step`), MEM203 and receivers (`dead`:
-a forward, or a model's binding, that never runs).
+a forward, or a model's binding, that never runs), MEM103 (`off_by_default`).
 """
 
 from __future__ import annotations
@@ -123,6 +125,29 @@ class Guards:
             sites = self.scopes.call_sites(func)
             self._chosen[key] = bool(sites) and all(self.chosen(site, depth + 1) for site in sites)
         return self._chosen[key]
+
+    def off_by_default(self, node: cst.CSTNode) -> bool:
+        """`node` runs only under a switch of its instance that is off unless a caller turns it
+        on: `if self.proximal_bias:` where every assignment of `self.proximal_bias` in the class
+        is a parameter of the method whose default is `False` or `None` (VITS's attention)."""
+        klass = self.scopes.enclosing_class(node)
+        if klass is None:
+            return False
+        for test in self.tests(node):
+            name = dotted_name(test) or ""
+            if not name.startswith("self.") or name.count(".") != 1:
+                continue
+            values = self.scopes.attribute_values(klass, name[5:])
+            if values and all(type(value) is cst.Name and self._defaults_off(value) for value in values):
+                return True
+        return False
+
+    def _defaults_off(self, name: cst.Name) -> bool:
+        binds = self.scopes.bindings_seen(name.value, name)
+        return bool(binds) and all(
+            bind.kind == "param" and type(bind.node) is cst.Param and bind.node.default is not None and  # type: ignore[attr-defined]
+            type(bind.node.default) is cst.Name and bind.node.default.value in ("False", "None")  # type: ignore[attr-defined]
+            for bind in binds)
 
     def dead(self, node: cst.CSTNode) -> bool:
         """`node` never runs as written: it is in the body of an `if` (or a conditional

@@ -295,8 +295,35 @@ class CpuTensorThenMove(Rule):
         "        for i, n in enumerate(lengths):\n            mask[i, :n] = 1\n        return mask\n"
         "\n    def forward(self, x, lengths):\n"
         "        return self.attn(x, mask=self.padding_mask(lengths).to(x.device))\n",
+        # ... or one under an instance's switch that is off unless a caller turns it on (VITS's proximal bias)
+        "import torch\n\n\nclass MultiHeadAttention(torch.nn.Module):\n"
+        "    def __init__(self, channels, heads, proximal_bias=False):\n"
+        "        super().__init__()\n        self.heads = heads\n"
+        "        self.proximal_bias = proximal_bias\n\n"
+        "    def _attention_bias_proximal(self, length):\n"
+        "        r = torch.arange(length, dtype=torch.float32)\n"
+        "        diff = torch.unsqueeze(r, 0) - torch.unsqueeze(r, 1)\n"
+        "        return torch.unsqueeze(torch.unsqueeze(-torch.log1p(torch.abs(diff)), 0), 0)\n\n"
+        "    def forward(self, query, key, value):\n"
+        "        scores = query @ key.transpose(-2, -1)\n        if self.proximal_bias:\n"
+        "            scores = scores + self._attention_bias_proximal(scores.size(-1)).to(scores.device)\n"
+        "        return scores.softmax(-1) @ value\n",
     )
     INVALID = (
+        # ... and with the switch on by default
+        Invalid(
+            "import torch\n\n\nclass MultiHeadAttention(torch.nn.Module):\n"
+            "    def __init__(self, channels, heads, proximal_bias=True):\n        super().__init__()\n"
+            "        self.heads = heads\n        self.proximal_bias = proximal_bias\n\n"
+            "    def _attention_bias_proximal(self, length):\n"
+            "        r = torch.arange(length, dtype=torch.float32)\n"
+            "        diff = torch.unsqueeze(r, 0) - torch.unsqueeze(r, 1)\n"
+            "        return torch.unsqueeze(torch.unsqueeze(-torch.log1p(torch.abs(diff)), 0), 0)\n\n"
+            "    def forward(self, query, key, value):\n"
+            "        scores = query @ key.transpose(-2, -1)\n        if self.proximal_bias:\n"
+            "            scores = scores + self._attention_bias_proximal(scores.size(-1)).to(scores.device)\n"
+            "        return scores.softmax(-1) @ value\n"
+        ),
         # a helper that computes a mask on the CPU from a factory's tensor, copied to the device every forward
         Invalid(
             "import torch\n\n\nclass SwinBlock(torch.nn.Module):\n    def calculate_mask(self, x_size):\n"
@@ -556,8 +583,9 @@ class CpuTensorThenMove(Rule):
                 buffer = self.facts.hoisting.host_buffer(helper)
                 if buffer is not None:
                     self._filled_from_device(node, buffer.writes, self._buffer_message(helper, buffer.factory))
-                elif self.facts.hoisting.host_computed(helper) is not None and self._per_step(node):
-                    self.report(node, self._helper_message(helper))
+                elif self.facts.hoisting.host_computed(helper) is not None and \
+                        not self.facts.guards.off_by_default(node) and self._per_step(node):
+                    self.report(node, self._helper_message(helper))  # (not `if self.proximal_bias:`, off unless asked for)
 
     def _from_numbers(self, computation) -> bool:  # type: ignore[no-untyped-def]
         """The computation's inputs are numbers, not tensors: each is used only where a number
