@@ -1394,6 +1394,7 @@ class EvalWithoutNoGrad(Rule):
         self._hooks_reported: Set[int] = set()  # forwards a framework hook was reported for
         self._above_reported: Set[int] = set()  # assignments above a loop reported (`_report_above`)
         self._scope_forwards: Dict[int, List[cst.Assign]] = {}  # id(scope) -> `_forward_assigns`
+        self._named_training: Dict[int, bool] = {}  # id(scope) -> `_trains_named_tensors`
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """An evaluation hook a framework calls per batch without turning grad off itself (an HF
@@ -1720,7 +1721,7 @@ class EvalWithoutNoGrad(Rule):
         back nothing with a graph (a caller may backward through it); asked of the outermost loop
         of its function."""
         facts = self.facts
-        if facts.phase.trains or facts.tree.loops_around(loop):
+        if facts.roles.backwards or facts.roles.optimizer_steps or facts.tree.loops_around(loop) or facts.phase.trains:
             return  # (a module that trains may backward what is kept: asked only of inference code)
         above = self._forwards_above(loop)
         if not above:
@@ -1817,8 +1818,7 @@ class EvalWithoutNoGrad(Rule):
         if not self._retains or \
                 not any(literal_bool(backward.retain_graph) is True for backward, _ in facts.roles.backwards_in(loop)):
             return
-        steps = facts.roles.steps_in(facts.tree.scope_of(loop))
-        if not steps or not all(self._steps_named_tensors(step.optimizer) for step, _ in steps):
+        if not self._trains_named_tensors(facts.tree.scope_of(loop)):
             return
         for bind in facts.values.graphs_from_before(loop):
             if bind.kind != "assign" or facts.tree.loops_around(bind.node) or not self._recording_above(bind):
@@ -1835,16 +1835,34 @@ class EvalWithoutNoGrad(Rule):
         """The module backwards somewhere with `retain_graph=True`."""
         return any(literal_bool(backward.retain_graph) is True for backward in self.facts.roles.backwards)
 
-    def _steps_named_tensors(self, optimizer: Optional[str]) -> bool:
-        """`optimizer` is bound once, here, by a call whose first argument is a list of plain
-        names (`torch.optim.AdamW([direction], lr=0.05)`): it trains those tensors, no model."""
-        assigns = [assign for assign in self.facts.scopes.assigns if type(assign.value) is cst.Call and
-                   any(dotted_name(target.target) == optimizer for target in assign.targets)]
-        if optimizer is None or len(assigns) != 1 or not assigns[0].value.args:  # type: ignore[attr-defined]
+    def _trains_named_tensors(self, scope: cst.CSTNode) -> bool:
+        """`scope` steps optimizers, and each is bound once, in the module, by a call whose
+        first argument is a list of plain names (`torch.optim.AdamW([direction], lr=0.05)`): it
+        trains those tensors, no model. Found once a scope."""
+        found = self._named_training.get(id(scope))
+        if found is None:
+            steps = self.facts.roles.steps_in(scope)
+            found = self._named_training[id(scope)] = bool(steps) and all(
+                self._named_tensors(step.optimizer) for step, _ in steps)
+        return found
+
+    def _named_tensors(self, optimizer: Optional[str]) -> bool:
+        bound = self._optimizers_bound.get(optimizer or "", [])
+        if len(bound) != 1 or not bound[0].args:
             return False
-        first = assigns[0].value.args[0].value  # type: ignore[attr-defined]
+        first = bound[0].args[0].value
         return type(first) in (cst.List, cst.Tuple) and bool(first.elements) and \
             all(type(element.value) is cst.Name for element in first.elements)  # type: ignore[attr-defined]
+
+    @cached_property
+    def _optimizers_bound(self) -> Dict[str, List[cst.Call]]:
+        """Each dotted name the module assigns a call to, with those calls."""
+        found: Dict[str, List[cst.Call]] = {}
+        for assign in self.facts.scopes.assigns:
+            if type(assign.value) is cst.Call:
+                for target in assign.targets:
+                    found.setdefault(dotted_name(target.target) or "", []).append(assign.value)  # type: ignore[arg-type]
+        return found
         steps = facts.roles.steps_in(loop)
         built = {dotted_name(target.target) for assign in facts.scopes.assigns if type(assign.value) is cst.Call
                  for target in assign.targets}
