@@ -27,6 +27,23 @@ _CASTS = frozenset({"float", "half", "double", "bfloat16", "long", "int", "bool"
 _RECORDERS = ("torch.jit.", "torch.onnx.", "torch.fx.", "torch.export.")
 
 
+# VITS's attention, its proximal bias behind a switch (SWITCH: its default)
+_PROXIMAL = (
+    "import torch\n\n\nclass MultiHeadAttention(torch.nn.Module):\n"
+    "    def __init__(self, channels, heads, proximal_bias=SWITCH):\n"
+    "        super().__init__()\n        self.heads = heads\n"
+    "        self.proximal_bias = proximal_bias\n\n"
+    "    def _attention_bias_proximal(self, length):\n"
+    "        r = torch.arange(length, dtype=torch.float32)\n"
+    "        diff = torch.unsqueeze(r, 0) - torch.unsqueeze(r, 1)\n"
+    "        return torch.unsqueeze(torch.unsqueeze(-torch.log1p(torch.abs(diff)), 0), 0)\n\n"
+    "    def forward(self, query, key, value):\n"
+    "        scores = query @ key.transpose(-2, -1)\n        if self.proximal_bias:\n"
+    "            scores = scores + self._attention_bias_proximal(scores.size(-1)).to(scores.device)\n"
+    "        return scores.softmax(-1) @ value\n"
+)
+
+
 def _kwarg(name: str, value: cst.BaseExpression) -> cst.Arg:
     return cst.Arg(value=value, keyword=cst.Name(name),
                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
@@ -296,34 +313,11 @@ class CpuTensorThenMove(Rule):
         "\n    def forward(self, x, lengths):\n"
         "        return self.attn(x, mask=self.padding_mask(lengths).to(x.device))\n",
         # ... or one under an instance's switch that is off unless a caller turns it on (VITS's proximal bias)
-        "import torch\n\n\nclass MultiHeadAttention(torch.nn.Module):\n"
-        "    def __init__(self, channels, heads, proximal_bias=False):\n"
-        "        super().__init__()\n        self.heads = heads\n"
-        "        self.proximal_bias = proximal_bias\n\n"
-        "    def _attention_bias_proximal(self, length):\n"
-        "        r = torch.arange(length, dtype=torch.float32)\n"
-        "        diff = torch.unsqueeze(r, 0) - torch.unsqueeze(r, 1)\n"
-        "        return torch.unsqueeze(torch.unsqueeze(-torch.log1p(torch.abs(diff)), 0), 0)\n\n"
-        "    def forward(self, query, key, value):\n"
-        "        scores = query @ key.transpose(-2, -1)\n        if self.proximal_bias:\n"
-        "            scores = scores + self._attention_bias_proximal(scores.size(-1)).to(scores.device)\n"
-        "        return scores.softmax(-1) @ value\n",
+        _PROXIMAL.replace("SWITCH", "False"),
     )
     INVALID = (
         # ... and with the switch on by default
-        Invalid(
-            "import torch\n\n\nclass MultiHeadAttention(torch.nn.Module):\n"
-            "    def __init__(self, channels, heads, proximal_bias=True):\n        super().__init__()\n"
-            "        self.heads = heads\n        self.proximal_bias = proximal_bias\n\n"
-            "    def _attention_bias_proximal(self, length):\n"
-            "        r = torch.arange(length, dtype=torch.float32)\n"
-            "        diff = torch.unsqueeze(r, 0) - torch.unsqueeze(r, 1)\n"
-            "        return torch.unsqueeze(torch.unsqueeze(-torch.log1p(torch.abs(diff)), 0), 0)\n\n"
-            "    def forward(self, query, key, value):\n"
-            "        scores = query @ key.transpose(-2, -1)\n        if self.proximal_bias:\n"
-            "            scores = scores + self._attention_bias_proximal(scores.size(-1)).to(scores.device)\n"
-            "        return scores.softmax(-1) @ value\n"
-        ),
+        Invalid(_PROXIMAL.replace("SWITCH", "True")),
         # a helper that computes a mask on the CPU from a factory's tensor, copied to the device every forward
         Invalid(
             "import torch\n\n\nclass SwinBlock(torch.nn.Module):\n    def calculate_mask(self, x_size):\n"

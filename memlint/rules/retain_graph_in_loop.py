@@ -96,15 +96,11 @@ class RetainGraphInLoop(Rule):
         "import torch\nfor x, y in loader:\n    terms = model(x, y)\n    grads = []\n    for term in terms:\n"
         "        opt.zero_grad()\n        term.backward(retain_graph=True)\n"
         "        grads.append([p.grad.clone() for p in model.parameters()])\n    combine(grads)\n    opt.step()\n",
-        # the loss reads targets a comprehension computed with grad above the loop: the graph must be kept (MEM203 asks why it exists)
-        "import torch\n\n\ndef embed_text(model, prompt, device=\"cuda\"):\n"
-        "    return model.encode_text(clip.tokenize(prompt).to(device)).float()\n\n\n"
-        "def search(G, clip_model, texts, seeds, device=\"cuda\"):\n"
-        "    targets = [embed_text(clip_model.model, text, device=device) for text in texts]\n"
-        "    direction = torch.zeros(1, 16, 512, device=device, requires_grad=True)\n"
-        "    opt = torch.optim.AdamW([direction], lr=0.05)\n    for seed in seeds:\n"
-        "        embeds = clip_model(G(styles(seed) + direction))\n"
-        "        loss = sum(spherical_dist_loss(embeds, t) for t in targets)\n"
+        # the loss reads a list of graphs a comprehension computed above the loop: the graph must be kept (MEM203 asks why it exists)
+        "import torch\n\n\ndef match(vgg, image, styles, steps):\n"
+        "    targets = [vgg(style) for style in styles]\n"
+        "    opt = torch.optim.Adam([image], lr=0.01)\n    for _ in range(steps):\n"
+        "        feats = vgg(image)\n        loss = sum(gram_loss(feats, t) for t in targets)\n"
         "        loss.backward(retain_graph=True)\n        opt.step()\n        opt.zero_grad()\n",
     )
     INVALID = (
