@@ -17,10 +17,11 @@ Asked as `facts.phase`:
   `main()` returning nothing, or, in a file run as `__main__` that no other module of the project
   imports, in any function that returns or yields nothing carrying a graph); else None;
 - `trains`: the module backwards, steps or clears an optimizer, or fits a framework's trainer;
+  `inference_signs`: it loads trained weights or puts a model in eval mode somewhere;
   `infers_without_grad_beside(func)`: another of its functions runs a model with grad off.
 
 Asked by: MEM201 and MEM202 (`in_training_function`, `eval_evidence`), MEM203 (`is_training`,
-`eval_evidence`, `trains`, `infers_without_grad_beside`), MEM401 and MEM404 (`backward_trains`).
+`eval_evidence`, `trains`, `inference_signs`, `infers_without_grad_beside`), MEM401 and MEM404 (`backward_trains`).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class Phase:
                     return None  # samples handed back with their graph: the caller may train on them
                 return "named"
             func = self.tree.function_of(func)
-        if not self.trains and self._inference_signs and (
+        if not self.trains and self.inference_signs and (
                 scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
                                          and not self.scopes.returned(scope))
                 or (isinstance(scope, cst.FunctionDef) and self._runs_as_script and
@@ -208,7 +209,7 @@ class Phase:
         return False
 
     @cached_property
-    def _inference_signs(self) -> bool:
+    def inference_signs(self) -> bool:
         """The file loads trained weights or puts a model in eval mode somewhere."""
         if any(m.mode == "eval" for m in self.roles.mode_calls):
             return True

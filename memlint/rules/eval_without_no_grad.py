@@ -1717,11 +1717,12 @@ class EvalWithoutNoGrad(Rule):
         reads (xtuner's chat: the image encoded once, then `pixel_values` handed to every
         turn's `generate`): its saved activations stay alive while the whole loop runs, beside
         the loop's own forwards, for a backward that never comes. Only where the loop runs a
-        model (a forward or a generation), in a module that never trains, whose function hands
-        back nothing with a graph (a caller may backward through it); asked of the outermost loop
+        model (a forward or a generation), in a module that never trains and loads weights or puts
+        a model in eval mode, whose function hands back nothing with a graph (a caller may backward through it); asked of the outermost loop
         of its function."""
         facts = self.facts
-        if facts.roles.backwards or facts.roles.optimizer_steps or facts.tree.loops_around(loop) or facts.phase.trains:
+        if facts.roles.backwards or facts.roles.optimizer_steps or facts.tree.loops_around(loop) or \
+                not facts.phase.inference_signs or facts.phase.trains:
             return  # (a module that trains may backward what is kept: asked only of inference code)
         above = self._forwards_above(loop)
         if not above:
