@@ -1721,8 +1721,8 @@ class EvalWithoutNoGrad(Rule):
         a model in eval mode, whose function hands back nothing with a graph (a caller may backward through it); asked of the outermost loop
         of its function."""
         facts = self.facts
-        if facts.roles.backwards or facts.roles.optimizer_steps or facts.tree.loops_around(loop) or \
-                not facts.phase.inference_signs or facts.phase.trains:
+        if facts.roles.backwards or facts.roles.optimizer_steps or not facts.phase.inference_signs or \
+                facts.phase.trains or not self._forward_assigns(facts.tree.scope_of(loop)) or facts.tree.loops_around(loop):
             return  # (a module that trains may backward what is kept: asked only of inference code)
         above = self._forwards_above(loop)
         if not above:
@@ -1772,8 +1772,8 @@ class EvalWithoutNoGrad(Rule):
             facts = self.facts
             found = self._scope_forwards[id(scope)] = [
                 assign for assign in facts.scopes.assigns_of(scope)
-                if type(assign.value) in _MADE_BY_A_CALL and not facts.tree.loops_around(assign)
-                and facts.roles.forwards_in(assign, follow=False)]
+                if type(assign.value) in _MADE_BY_A_CALL and facts.roles.forwards_in(assign, follow=False)
+                and not facts.tree.loops_around(assign)]
         return found
 
     def _forward_bound_above(self, name: cst.Name) -> Optional[Binding]:
