@@ -29,6 +29,9 @@ inference runtime (OpenVINO's `compile_model`, ONNX Runtime, TensorRT), which re
 A binding in code that never runs as written (memlint.analysis.guards: `dead`) makes no model
 of a name whose other bindings make a pipeline.
 
+`assignments_to(dotted)`: the module's assignments to a dotted name (MEM203: how an optimizer
+is built).
+
 Asked by: roles (what a forward, a step or a zero_grad is called on), phase (`model.eval()`,
 `forward` of a module class), MEM301 (`is_known_optimizer`), MEM302 (`is_model`,
 `parameters_owners`), MEM206 (`constructor_of`).
@@ -780,6 +783,10 @@ class Receivers:
         binds = self.scopes.bindings_seen(name.value, name)
         return bool(binds) and all(bind.kind == "for" and _element(bind.node.target, bind.value, name.value)  # type: ignore[attr-defined]
                                    in self.models for bind in binds)
+
+    def assignments_to(self, dotted: str) -> List[cst.Assign]:
+        """The assignments to the dotted name `dotted` in the module, in source order."""
+        return self._assigns_by_target.get(dotted, [])
 
     @cached_property
     def _assigns_by_target(self) -> Dict[str, List[cst.Assign]]:

@@ -1736,9 +1736,9 @@ class EvalWithoutNoGrad(Rule):
         if not facts.roles.forwards_in(loop) and not any(
                 facts.roles.is_generate(call) for call, _ in facts.calls.calls_in(loop)):
             return
-        for bind, _ in above:
+        for bind, forwards in above:
             if not facts.values.reaches_backward(scope, {bind.name}):
-                self._report_above(bind, (
+                self._report_above(bind, forwards, (
                     f"runs before this loop ({_WHY[why]}) with autograd recording, and `{bind.name}`, read in the "
                     f"loop, keeps its saved activations alive while the whole loop runs, for a backward that never "
                     f"comes: compute NAMES under `torch.no_grad()`"))
@@ -1760,9 +1760,9 @@ class EvalWithoutNoGrad(Rule):
             if type(node) is not cst.Name or node.value not in targets or node.value in asked:  # type: ignore[attr-defined]
                 continue
             asked.add(node.value)  # type: ignore[attr-defined]
-            bind = self._forward_bound_above(node)
-            if bind is not None and facts.values.carries_grad(node, node):
-                found.append((bind, self._recording_above(bind)))
+            above = self._forward_bound_above(node)
+            if above is not None and facts.values.carries_grad(node, node):
+                found.append(above)
         return found
 
     def _forward_assigns(self, scope: cst.CSTNode) -> List[cst.Assign]:
@@ -1776,35 +1776,36 @@ class EvalWithoutNoGrad(Rule):
                 and not facts.tree.loops_around(assign)]
         return found
 
-    def _forward_bound_above(self, name: cst.Name) -> Optional[Binding]:
+    def _forward_bound_above(self, name: cst.Name) -> Optional[Tuple[Binding, List[cst.Call]]]:
         """The one assignment of `name` seen where it is read, outside any loop, that runs a
         forward itself, every forward it reaches recording (`image_embeds = encoder(image)`,
-        not `model = build(cfg)`)."""
+        not `model = build(cfg)`), with those forwards' call sites."""
         facts = self.facts
         binds = facts.scopes.bindings_seen(name.value, name)
         if len(binds) != 1 or binds[0].kind != "assign" or type(binds[0].value) not in _MADE_BY_A_CALL or \
                 not facts.roles.forwards_in(binds[0].node, follow=False) or facts.tree.loops_around(binds[0].node):
             return None
-        return binds[0] if self._recording_above(binds[0]) else None
+        forwards = self._recording_above(binds[0])
+        return (binds[0], forwards) if forwards else None
 
-    def _report_above(self, bind: Binding, claim: str) -> None:
-        """Report the forward above a loop that `bind` makes, at the first forward of its chain:
-        the assignments above it, of the names its value reads, that run a forward themselves
+    def _report_above(self, bind: Binding, forwards: List[cst.Call], claim: str) -> None:
+        """Report the forward above a loop that `bind` makes (at `forwards`), at the first forward
+        of its chain: the assignments above it, of the names its value reads, that run a forward themselves
         (`visual_outputs = visual_encoder(image)`, then `pixel_values = projector(visual_outputs
         ...)`), each kept alive by the names bound to it. Once per assignment."""
-        chain = [bind]
-        for earlier in chain:
+        chain = [(bind, forwards)]
+        for earlier, _ in chain:
             for node in expression_nodes(earlier.value):  # type: ignore[arg-type]
                 if type(node) is cst.Name:
                     upstream = self._forward_bound_above(node)
-                    if upstream is not None and all(upstream.node is not b.node for b in chain):
+                    if upstream is not None and all(upstream[0].node is not b.node for b, _ in chain):
                         chain.append(upstream)
-        if any(id(b.node) in self._above_reported for b in chain):
+        if any(id(b.node) in self._above_reported for b, _ in chain):
             return
-        self._above_reported.update(id(b.node) for b in chain)
-        first = min(chain, key=lambda b: self.facts.tree.order(b.node))
-        site = self._recording_above(first)[0]
-        names = " and ".join(f"`{b.name}`" for b in sorted(chain, key=lambda b: self.facts.tree.order(b.node)))
+        self._above_reported.update(id(b.node) for b, _ in chain)
+        chain.sort(key=lambda pair: self.facts.tree.order(pair[0].node))
+        site = chain[0][1][0]
+        names = " and ".join(f"`{b.name}`" for b, _ in chain)
         self.report(site, f"`{show(site.func)}` " + claim.replace("NAMES", names))
 
     def _check_graph_reused(self, loop: Loop) -> None:
@@ -1822,9 +1823,10 @@ class EvalWithoutNoGrad(Rule):
         if not self._trains_named_tensors(facts.tree.scope_of(loop)):
             return
         for bind in facts.values.graphs_from_before(loop):
-            if bind.kind != "assign" or facts.tree.loops_around(bind.node) or not self._recording_above(bind):
+            forwards = self._recording_above(bind) if bind.kind == "assign" and not facts.tree.loops_around(bind.node) else []
+            if not forwards:
                 continue
-            self._report_above(bind, (
+            self._report_above(bind, forwards, (
                 f"runs before this loop with autograd recording, and every iteration's "
                 f"`backward(retain_graph=True)` goes back through it by `{bind.name}` (the graph retain_graph "
                 f"keeps), into a model no optimizer trains here: compute NAMES under `torch.no_grad()` (or "
@@ -1848,42 +1850,13 @@ class EvalWithoutNoGrad(Rule):
         return found
 
     def _named_tensors(self, optimizer: Optional[str]) -> bool:
-        bound = self._optimizers_bound.get(optimizer or "", [])
-        if len(bound) != 1 or not bound[0].args:
+        bound = [assign.value for assign in self.facts.roles.receivers.assignments_to(optimizer or "")
+                 if type(assign.value) is cst.Call]
+        if len(bound) != 1 or not bound[0].args:  # type: ignore[attr-defined]
             return False
-        first = bound[0].args[0].value
+        first = bound[0].args[0].value  # type: ignore[attr-defined]
         return type(first) in (cst.List, cst.Tuple) and bool(first.elements) and \
             all(type(element.value) is cst.Name for element in first.elements)  # type: ignore[attr-defined]
-
-    @cached_property
-    def _optimizers_bound(self) -> Dict[str, List[cst.Call]]:
-        """Each dotted name the module assigns a call to, with those calls."""
-        found: Dict[str, List[cst.Call]] = {}
-        for assign in self.facts.scopes.assigns:
-            if type(assign.value) is cst.Call:
-                for target in assign.targets:
-                    found.setdefault(dotted_name(target.target) or "", []).append(assign.value)  # type: ignore[arg-type]
-        return found
-        steps = facts.roles.steps_in(loop)
-        built = {dotted_name(target.target) for assign in facts.scopes.assigns if type(assign.value) is cst.Call
-                 for target in assign.targets}
-        if not steps or any(step.optimizer not in built for step, _ in steps):
-            return
-        trained = {owner for step, _ in steps for owner in facts.roles.receivers.parameters_owners(step.optimizer)}  # type: ignore[arg-type]
-        for bind in facts.values.graphs_from_before(loop):
-            if bind.kind != "assign" or facts.tree.loops_around(bind.node):
-                continue
-            forwards = self._recording_above(bind)
-            if not forwards or any(dotted == owner or dotted.startswith(owner + ".")
-                                   for dotted in map(dotted_name, expression_nodes(bind.node)) if dotted  # type: ignore[arg-type]
-                                   for owner in trained):
-                continue
-            self.report(forwards[0], (
-                f"`{show(forwards[0].func)}` runs before this loop with autograd recording, and every iteration's "
-                f"`backward(retain_graph=True)` goes back through it by `{bind.name}` (the graph retain_graph "
-                f"keeps), into a model no optimizer of the loop steps: compute `{bind.name}` under "
-                f"`torch.no_grad()` (or detach it), then drop retain_graph"))
-            return
 
     def _check(self, loop: Loop) -> None:
         found = self._finding(loop)
