@@ -27,12 +27,13 @@ import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
-
-import pathspec
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 from memlint.rule import Rule
 from memlint.torch_target import DeclaredTargets, TorchVersion, config_version
+
+if TYPE_CHECKING:  # imported when `exclude` or `per-file-ignores` is first matched: most runs set neither
+    import pathspec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -156,10 +157,14 @@ class Config:
 
     @cached_property
     def _exclude_spec(self) -> pathspec.PathSpec:
+        import pathspec
+
         return pathspec.GitIgnoreSpec.from_lines(self.exclude)
 
     @cached_property
     def _ignore_specs(self) -> List[Tuple[pathspec.PathSpec, List[str]]]:
+        import pathspec
+
         return [(pathspec.GitIgnoreSpec.from_lines([glob]), codes)
                 for glob, codes in self.per_file_ignores.items()]
 

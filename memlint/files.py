@@ -21,9 +21,7 @@ import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
-
-import pathspec
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple, Union
 
 from memlint.config import AnyConfig, location, relative_to
 
@@ -48,7 +46,10 @@ class BadPath:
     warning: bool = False  # skipped, but the run is not failed for it
 
 
-_Ignores = List[Tuple[str, pathspec.PathSpec]]  # (the folder of a .gitignore, resolved; its patterns)
+if TYPE_CHECKING:  # imported where a folder is walked: a run over named files (pre-commit's) needs none
+    import pathspec
+
+_Ignores = List[Tuple[str, "pathspec.PathSpec"]]  # (the folder of a .gitignore, resolved; its patterns)
 
 
 def _gitignore(folder: Path, problems: List["BadPath"]) -> Optional[pathspec.PathSpec]:
@@ -66,6 +67,8 @@ def _gitignore(folder: Path, problems: List["BadPath"]) -> Optional[pathspec.Pat
         problems.append(BadPath(file, f"cannot read: {_reason(file, error)}; its patterns are not applied",
                                 warning=True))
         return None
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 

@@ -17,9 +17,9 @@ import bisect
 import difflib
 import io
 import json
+import os
 import re
 import tokenize
-import uuid
 import warnings
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -262,7 +262,7 @@ class Notebook:
                 raise NotebookError("nbformat 3 notebooks are not supported "
                                     "(convert with `jupyter nbconvert --to notebook`)")
             raise NotebookError("not a notebook: no list of cells")
-        nonce = uuid.uuid4().hex
+        nonce = os.urandom(16).hex()  # (uuid4's randomness, without importing uuid and platform)
         language = _code_language(data)
         cells: List[_Cell] = []
         problems: List[str] = []
