@@ -5,15 +5,20 @@ LibCST knows a node's line and column only by printing the whole module while co
 nodes (what was reported, what fixes edit). So each is found from its innermost statement: the
 statement's line comes from Python's own parser (`ast`, a tenth of LibCST's cost, paired with
 LibCST's statements block by block), and only that statement is printed, at its indentation,
-to place the nodes inside it. Each printed statement is checked against the source lines it
-stands for; when one does not match, or the pairing does not line up, the whole module is
-printed once, the old way, and every position comes from that.
+to place the nodes inside it. Most statements need no parser at all: the printed statement
+(its comments and blank lines above it included) found once, and only once, in the source, at
+the start of a line, is there, whatever else the file holds; Python's parser is asked only
+when a statement's text repeats (`optimizer.zero_grad()` in two loops). Each printed statement
+is checked against the source lines it stands for; when one does not match, or the pairing
+does not line up, the whole module is printed once, the old way, and every position comes
+from that.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from bisect import bisect_right
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -153,8 +158,10 @@ class Positions:
         self._found: Dict[int, Tuple[int, int, int, int]] = {}  # id(node) -> line, column, end line, end column
         self._statement_lines: Optional[Dict[int, int]] = None
         self._lines: Optional[List[str]] = None
+        self._starts: Optional[List[int]] = None  # the offset in the source where each line starts
         self._whole: Optional[Mapping[cst.CSTNode, CodeRange]] = None
         self.statements_printed = 0  # how many statements were printed to place nodes
+        self.parsed = False  # whether Python's parser was asked for statements' lines
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
         found = self._found.get(id(node))
@@ -172,6 +179,7 @@ class Positions:
     def _line_of(self, statement: cst.CSTNode) -> Optional[int]:
         if self._statement_lines is None:
             self._statement_lines = {}
+            self.parsed = True
             try:
                 _pair(self._module.body, ast.parse(self._source).body, self._statement_lines)
             except (_Unpaired, SyntaxError, ValueError, RecursionError, MemoryError, AttributeError):
@@ -181,19 +189,22 @@ class Positions:
     def _place(self, statement: cst.CSTNode) -> bool:
         """Print `statement` alone and record the range of every node in it; False when it
         cannot be placed in the source."""
-        line = self._line_of(statement)
-        if line is None:
-            return False
         provider = PositionProvider()
         state = PositionProvidingCodegenState(default_indent=self._module.default_indent,
                                               default_newline=self._module.default_newline, provider=provider)
         state.indent_tokens = indents(statement, self._parents, self._module)
         statement._codegen(state)
         self.statements_printed += 1
-        shift = line - provider._computed[statement].start.line
-        printed = split_lines("".join(state.tokens))
+        text = "".join(state.tokens)
         if self._lines is None:
             self._lines = split_lines(self._source)
+        shift = self._only_place_of(text)  # the source line the printed text starts at
+        if shift is None:
+            line = self._line_of(statement)
+            if line is None:
+                return False
+            shift = line - provider._computed[statement].start.line
+        printed = split_lines(text)
         if shift < 0 or not _same(self._lines[shift:shift + len(printed)], printed):
             return False
         parents = self._parents
@@ -202,3 +213,18 @@ class Positions:
                 self._found[id(node)] = (where.start.line + shift, where.start.column,
                                          where.end.line + shift, where.end.column)
         return True
+
+    def _only_place_of(self, text: str) -> Optional[int]:
+        """The index of the source line at whose start `text` stands, when the source holds
+        `text` nowhere else; None when it holds it twice (then which is which takes the parser)
+        or not at all (the file's last line without its line end)."""
+        source = self._source
+        at = source.find(text)
+        if at < 0 or source.find(text, at + 1) >= 0:
+            return None
+        if self._starts is None:
+            self._starts = starts = [0]
+            for line in self._lines:  # type: ignore[union-attr]
+                starts.append(starts[-1] + len(line))
+        line = bisect_right(self._starts, at) - 1
+        return line if self._starts[line] == at else None

@@ -93,3 +93,27 @@ def test_findings_cost_their_statements_not_the_file():
     small, big = findings_and_printed(10), findings_and_printed(40)
     assert big[0] == 4 * small[0] > 0
     assert big[1] == 4 * small[1]  # statements printed: in proportion to the findings, not more
+
+
+def test_a_statement_whose_text_is_the_files_alone_needs_no_parser():
+    source = "import torch\n\n# evaluation\nfor x in loader:\n    out = model(x)\n    total = out.sum()\n"
+    module = parse(source)
+    tree = index(module)
+    positions = Positions(module, source, tree.parents)
+    whole = whole_module(module)
+    for node in tree.nodes[1:]:
+        assert positions[node] == whole[node], type(node).__name__
+    assert not positions.parsed
+
+
+def test_a_statement_whose_text_repeats_is_placed_by_the_parser():
+    # `y = model(x)` stands twice, at the same indentation: the text alone cannot tell which
+    source = "for x in a:\n    y = model(x)\nfor x in b:\n    y = model(x)\n"
+    module = parse(source)
+    tree = index(module)
+    second_loop = module.body[1]
+    statement = second_loop.body.body[0]
+    positions = Positions(module, source, tree.parents)
+    assert positions[statement].start.line == 4
+    assert positions.parsed
+    assert positions[module.body[0].body.body[0]].start.line == 2
