@@ -35,7 +35,7 @@ MODULES = (
     "torch.cuda", "torch.cuda.amp", "torch.cuda.memory", "torch.distributed", "torch.fft", "torch.hub",
     "torch.jit", "torch.linalg", "torch.multiprocessing", "torch.nn", "torch.nn.functional", "torch.nn.init",
     "torch.nn.parallel", "torch.nn.utils", "torch.optim", "torch.optim.lr_scheduler", "torch.random",
-    "torch.special", "torch.utils", "torch.utils.checkpoint", "torch.utils.data",
+    "torch.special", "torch.utils", "torch.utils.checkpoint", "torch.utils.data", "torch.mps", "torch.xpu",
 )
 CLASSES = ("torch.Tensor",)
 

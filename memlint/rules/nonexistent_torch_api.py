@@ -65,8 +65,9 @@ class NonexistentTorchApi(Rule):
     `torch.cuda.memory_cache` (the API is `torch.cuda.memory_reserved`),
     `torch.cuda.set_allocator` (`torch.cuda.memory.change_current_allocator`), in-place
     factories such as `torch.randn_(buf)` (`buf.normal_()`; also `rand_`, `randint_`, `zeros_`,
-    `ones_`, `full_`), and names that differ from a real one only in case
-    (`torch.nn.Batchnorm2d`).
+    `ones_`, `full_`), a device module's function written with an underscore for its dot
+    (`torch.xpu_empty_cache()`: `torch.xpu.empty_cache()`), and names that differ from a real
+    one only in case (`torch.nn.Batchnorm2d`).
 
     The public API comes from data shipped with memlint (memlint/data/torch_api.json, recorded
     from one torch release by scripts/torch_api.py); the linter does not import torch. A name is
@@ -114,6 +115,9 @@ class NonexistentTorchApi(Rule):
 
     VALID = (
         "import torch\nprint(torch.cuda.memory_reserved(), torch.cuda.max_memory_allocated())\nbuf.normal_()\n",
+        # real names with an underscore; a device module's function the data lacks under it
+        "import torch\ntorch.xpu.empty_cache()\ntorch.set_grad_enabled(False)\nx = torch.cudnn_convolution\n"
+        "torch.xpu_made_up_name()\n",
         "import torch\ntorch.nn.init.normal_(w)\ntorch.relu_(x)\ntorch.nn.init.zeros_(b)\n",
         # names the data lacks but other releases or plugins have
         "import torch\ntorch.set_deterministic(True)\nx = torch.npu.device_count()\n",
@@ -144,6 +148,10 @@ class NonexistentTorchApi(Rule):
         Invalid("import torch as t\nt.full_(self.mask, 0.5)\nt.ones_(w)\n",
                 "import torch as t\nself.mask.fill_(0.5)\nw.fill_(1)\n"),
         Invalid("import torch.nn as nn\nnorm = nn.Batchnorm2d(64)\n", "import torch.nn as nn\nnorm = nn.BatchNorm2d(64)\n"),
+        # llama-recipes' `clear_gpu_cache`: an AttributeError on every XPU run
+        Invalid("import torch\nif is_xpu_available():\n    torch.xpu_empty_cache()\nelse:\n    torch.cuda.empty_cache()\n",
+                "import torch\nif is_xpu_available():\n    torch.xpu.empty_cache()\nelse:\n    torch.cuda.empty_cache()\n"),
+        Invalid("import torch as t\nt.cuda_synchronize()\n", "import torch as t\nt.cuda.synchronize()\n"),
         Invalid("from torch.cuda import memory_cache\n"),
         # removed in torch 2.0 (ACKTR's K-FAC step): the stub raises; no fix (the arguments differ)
         Invalid("import torch\nd, Q = torch.symeig(m_aa, eigenvectors=True)\n"),
@@ -239,7 +247,7 @@ class NonexistentTorchApi(Rule):
             for part in path or ():
                 replacement = cst.Attribute(replacement, cst.Name(part))
             fix = Fix((Replace(node, replacement),), Safety.UNSAFE, f"use `{real}`") if path else None
-            return f"`{real}`" + ("()" if call is not None else ""), fix
+            return f"`{real}{'()' if call is not None else ''}`", fix
         factory = name[:-1]
         if module == "torch" and name.endswith("_") and factory in REFILL and api.has(f"torch.{factory}"):
             method = REFILL[factory][0]
@@ -249,6 +257,12 @@ class NonexistentTorchApi(Rule):
             fix = Fix((Replace(call, rewritten),), Safety.UNSAFE, f"refill the tensor in place: `.{method}()`") \
                 if call is not None and rewritten is not None else None
             return f"the tensor's own in-place refill, {shown}", fix
+        device, _, function = name.partition("_")
+        if module == "torch" and function and api.known_module(f"torch.{device}") and api.has(f"torch.{device}.{function}"):
+            real = f"torch.{device}.{function}"  # `torch.xpu_empty_cache`: an underscore for the dot
+            fix = Fix((Replace(node, cst.Attribute(cst.Attribute(node.value, cst.Name(device)), cst.Name(function))),),
+                      Safety.UNSAFE, f"use `{real}`") if node is not None else None
+            return f"`{real}{'()' if call is not None else ''}`", fix
         same = [real for real in api.names_of(module) if real.lower() == name.lower()]
         if len(same) == 1:
             fix = Fix((Replace(node, node.with_changes(attr=cst.Name(same[0]))),), Safety.UNSAFE,
