@@ -47,7 +47,7 @@ import libcst as cst
 
 from memlint.analysis.cache import speaks_of_memory
 from memlint.analysis.dataflow import conjuncts
-from memlint.analysis.scopes import Scopes
+from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, literal_bool
 
@@ -165,6 +165,11 @@ class Guards:
             child = ancestor
         return False
 
+    def surely_false(self, test: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`test` is false wherever `at` runs: `False`, `None`, `0`, a conjunction with such a
+        part, or a switch every binding of which in effect at `at` is one (`DEBUG = False`)."""
+        return self._surely_false(test, at, 0)
+
     def _surely_true(self, test: cst.BaseExpression) -> bool:
         """`True`, or `not` of a surely false test (`if not HF_MODE:` after `HF_MODE = False`)."""
         if type(test) is cst.Name:
@@ -182,7 +187,7 @@ class Guards:
             if test.value in self._declared_global:  # type: ignore[attr-defined]
                 return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function, or `nonlocal`)
             binds = self.scopes.in_effect(test.value, at) if depth < _MAX_DEPTH else []  # type: ignore[attr-defined]
-            if self._rebinds_dynamically and any(self.tree.scope_of(b.node) is self.tree.module for b in binds):
+            if self._rebinds_dynamically(binds):
                 return False  # (nanoGPT's `exec(open("configurator.py").read())` sets its switches from the command line)
             return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
                                        self._surely_false(b.value, b.node, depth + 1) for b in binds)
@@ -193,14 +198,30 @@ class Guards:
             return left or right if type(test.operator) is cst.And else left and right  # type: ignore[attr-defined]
         return False
 
+    def _rebinds_dynamically(self, binds: List["Binding"]) -> bool:
+        """A module-level name of `binds` may be bound in ways no assignment shows: the module
+        runs code (`exec(...)`, `eval(...)`) or writes its namespace (`globals()`, `vars()`), or
+        imports everything of another module (`from config.override import *`) after the
+        name's last binding (one before it is overridden by the binding: NeRF's `from
+        run_nerf_helpers import *` above `DEBUG = False`)."""
+        tree = self.tree
+        at_top = [tree.order(b.node) for b in binds if tree.scope_of(b.node) is tree.module]
+        if not at_top:
+            return False
+        return self._runs_code or any(star > max(at_top) for star in self._star_imports)
+
     @cached_property
-    def _rebinds_dynamically(self) -> bool:
-        """The module may bind its module-level names in ways no assignment shows: it runs code
-        (`exec(...)`, `eval(...)`), writes its namespace (`globals()`, `vars()`), or imports
-        everything of another module (`from config.override import *`)."""
-        return any(type(call.func) is cst.Name and call.func.value in ("exec", "eval", "globals", "vars")  # type: ignore[attr-defined]
-                   for call in self.scopes.calls) or \
-            any(type(node) is cst.ImportFrom and type(node.names) is cst.ImportStar for node, _ in self.tree.listed)  # type: ignore[attr-defined]
+    def _runs_code(self) -> bool:
+        """`exec(...)`, `eval(...)`, `globals()` or `vars()` (not `vars(args)`: another object's)."""
+        return any(type(call.func) is cst.Name and (call.func.value in ("exec", "eval", "globals") or  # type: ignore[attr-defined]
+                                                    call.func.value == "vars" and not call.args)  # type: ignore[attr-defined]
+                   for call in self.scopes.calls)
+
+    @cached_property
+    def _star_imports(self) -> List[int]:
+        """The source order of each `from ... import *`."""
+        return [self.tree.order(node) for node, _ in self.tree.listed
+                if type(node) is cst.ImportFrom and type(node.names) is cst.ImportStar]  # type: ignore[attr-defined]
 
     @cached_property
     def _declared_global(self) -> FrozenSet[str]:

@@ -918,16 +918,23 @@ class Syncs:
             return self._device_tensor(func.value, call)
         return False
 
-    def _condition_on_device(self, test: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    def condition_reads_tensor(self, test: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Testing `test` for truth reads a tensor's value on the host, wherever the tensor is
+        (on a GPU, a sync)."""
+        return self._condition_on_device(test, at, self.is_tensor)
+
+    def _condition_on_device(self, test: cst.BaseExpression, at: cst.CSTNode,
+                             read: Optional[Callable[[cst.BaseExpression, cst.CSTNode], bool]] = None) -> bool:
+        read = read or self._device_tensor
         if isinstance(test, cst.BooleanOperation):
-            return self._condition_on_device(test.left, at) or self._condition_on_device(test.right, at)
+            return self._condition_on_device(test.left, at, read) or self._condition_on_device(test.right, at, read)
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            return self._condition_on_device(test.expression, at)
+            return self._condition_on_device(test.expression, at, read)
         if isinstance(test, cst.Comparison):
             if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
                 return False
-            return any(self._device_tensor(part, at) for part in (test.left, *(c.comparator for c in test.comparisons)))
-        return self._device_tensor(test, at)
+            return any(read(part, at) for part in (test.left, *(c.comparator for c in test.comparisons)))
+        return read(test, at)
 
     def _device_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         return self.is_tensor(expr, at) and self.on_device(expr, at)

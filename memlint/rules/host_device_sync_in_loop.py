@@ -65,7 +65,9 @@ class HostDeviceSyncInLoop(Rule):
     on the device where it is moved or made there, computed from such values (the elements of
     `torch.sort(x)`, `x.topk(k)` are where `x` is), or returned by a helper of another module of
     the project that hands back a tensor on the device (StyleTTS2's `maximum_path`, imported
-    with `from utils import *`).
+    with `from utils import *`). Also a test on every step whose answer a switch that is off
+    throws away after reading a tensor: `if torch.isnan(x).any() and DEBUG:` after `DEBUG =
+    False` (NeRF's render step), whatever the loop around it.
 
     ## Why is this bad?
     The GPU runs kernels asynchronously; each of these calls makes the host wait until
@@ -187,6 +189,21 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # the switch tested first; a switch a later `import *` may set
+        "import torch\nfrom helpers import *\n\nDEBUG = False\ndevice = torch.device(\"cuda\")\n\n\n"
+        "def render_rays(model, rays):\n    raw = model(rays)\n    ret = {\"rgb\": raw[..., :3], \"disp\": raw[..., 3]}\n"
+        "    for k in ret:\n        if DEBUG and (torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()):\n"
+        "            print(k, \"contains nan or inf\")\n    return ret\n\n\n"
+        "def train(model, optimizer, loader, args):\n    print(vars(args))\n    for rays, target in loader:\n"
+        "        ret = render_rays(model, rays.to(device))\n        loss = ((ret[\"rgb\"] - target) ** 2).mean()\n"
+        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+        "import torch\nDEBUG = False\nfrom helpers import *\n\ndevice = torch.device(\"cuda\")\n\n\n"
+        "def render_rays(model, rays):\n    raw = model(rays)\n    ret = {\"rgb\": raw[..., :3], \"disp\": raw[..., 3]}\n"
+        "    for k in ret:\n        if (torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG:\n"
+        "            print(k, \"contains nan or inf\")\n    return ret\n\n\n"
+        "def train(model, optimizer, loader, args):\n    print(vars(args))\n    for rays, target in loader:\n"
+        "        ret = render_rays(model, rays.to(device))\n        loss = ((ret[\"rgb\"] - target) ** 2).mean()\n"
+        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
         # the lengths kept as Python numbers: sizes read on the host already
         "import torch\nimport torch.nn as nn\n\n\nclass NaViT(nn.Module):\n"
         "    def forward(self, images):\n        device = images[0].device\n"
@@ -531,6 +548,14 @@ class HostDeviceSyncInLoop(Rule):
         "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
+        # NeRF's render step: a NaN check whose answer `and DEBUG` throws away, read back on every step
+        Invalid("import torch\nfrom helpers import *\n\nDEBUG = False\ndevice = torch.device(\"cuda\")\n\n\n"
+        "def render_rays(model, rays):\n    raw = model(rays)\n    ret = {\"rgb\": raw[..., :3], \"disp\": raw[..., 3]}\n"
+        "    for k in ret:\n        if (torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG:\n"
+        "            print(k, \"contains nan or inf\")\n    return ret\n\n\n"
+        "def train(model, optimizer, loader, args):\n    print(vars(args))\n    for rays, target in loader:\n"
+        "        ret = render_rays(model, rays.to(device))\n        loss = ((ret[\"rgb\"] - target) ** 2).mean()\n"
+        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"),
         # elements of a GPU tensor as a size and a count (NaViT's token dropout): two waits per image
         Invalid(
             "import torch\nimport torch.nn as nn\n\n\nclass NaViT(nn.Module):\n"
@@ -951,7 +976,29 @@ class HostDeviceSyncInLoop(Rule):
 
     def visit_If(self, node: cst.If) -> None:
         if self.facts.device_code:
-            self._check(node, self.facts.syncs.implicit(node), node.test)
+            if not self._answer_thrown_away(node):
+                self._check(node, self.facts.syncs.implicit(node), node.test)
+
+    def _answer_thrown_away(self, node: cst.If) -> bool:
+        """`if (torch.isnan(x).any() or ...) and DEBUG:` after `DEBUG = False` (NeRF's render
+        step): the test can never hold, yet its tensor part is read on the host first, on every
+        step; testing the switch first skips the wait. Reported whatever the loop around it, and
+        wherever memlint cannot tell the tensor's device, in code that puts tensors on one: the
+        switch first is never worse."""
+        facts = self.facts
+        parts = conjuncts(node.test)
+        if len(parts) < 2:
+            return False
+        switch = next((at for at, part in enumerate(parts) if facts.guards.surely_false(part, node)), 0)
+        waits = next((part for part in parts[:switch] if facts.syncs.condition_reads_tensor(part, node)), None)
+        if waits is None or self._in_a_handler(node) or facts.per_step(node) is None:
+            return False
+        switch_shown = show(parts[switch])
+        self.report(node.test, (
+            f"this test needs `{switch_shown}`, which is false here, yet `{show(waits)}` is read back from the GPU "
+            f"before it, and the host waits for that on every step for an answer nothing uses; test `{switch_shown}` "
+            f"first (`if {switch_shown} and ...:`)"))
+        return True
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
         if type(node.operator) is cst.Not and self.facts.device_code:

@@ -122,7 +122,11 @@ class RetainedOutputs(Rule):
     - a model's output kept on the device on every iteration of a grad-free loop (predictions
       collected on the GPU, every sampling step kept), in a module that uses a device, when after
       the loop it is not used there: moved to the host (`torch.cat(preds).cpu()`), used only on
-      some paths (`torch.stack(frames) if keep_all else x`), or never read.
+      some paths (`torch.stack(frames) if keep_all else x`), or never read;
+    - the slice at a loop's own index of an output each iteration makes with grad off
+      (`all_token_probs.append(token_probs[:, 0, i])`, ESM's masked marginals): a view, which
+      keeps all of its output on the device, to use one position of it, whatever is done with
+      the slices after the loop.
 
     ## Why is this bad?
     Each stored tensor keeps its graph, and the graph keeps the activations it saved for a
@@ -183,7 +187,7 @@ class RetainedOutputs(Rule):
     `.detach()` on the stored value, before `.cpu()` / `.to()` when it is moved; `.cpu()` for a
     device tensor kept by a grad-free loop. A list that is never emptied is only reported: empty
     it once it is used (Lightning's `on_validation_epoch_end`). `.detach()` on the value written
-    into a buffer.
+    into a buffer. `.clone()` on a slice kept of each iteration's output.
 
     ## Fix safety
     `.detach()` is safe: the stored values are the same numbers; only their graph is dropped
@@ -192,7 +196,8 @@ class RetainedOutputs(Rule):
     list starts empty, this is its only append, and after the loop it is only moved to the host
     (or never read). Tuples and dicts of outputs are reported without a fix. `.detach()` on a
     value written into a buffer is unsafe: code that reads the buffer in the same step gets no
-    gradient through it.
+    gradient through it. `.clone()` of a slice is unsafe: what the iteration later writes into
+    its output in place no longer shows in the slice kept.
     """
 
     CODE = "MEM202"
@@ -205,6 +210,14 @@ class RetainedOutputs(Rule):
     REQUIRES = ("append", "extend", "insert", ".update(", ".add(", "] = ")
 
     VALID = (
+        # the slice copied; the slices of one output made before the loop
+        "import torch\nmodel = load().cuda()\nmodel.eval()\nall_token_probs = []\n"
+        "for i in range(batch_tokens.size(2)):\n    masked = batch_tokens.clone()\n    masked[0, 0, i] = mask_idx\n"
+        "    with torch.no_grad():\n        token_probs = torch.log_softmax(model(masked.cuda())[\"logits\"], dim=-1)\n"
+        "    all_token_probs.append(token_probs[:, 0, i].clone())\n"
+        "token_probs = torch.cat(all_token_probs, dim=0).unsqueeze(0)\n",
+        "import torch\nmodel = load().cuda()\nwith torch.no_grad():\n    probs = model(tokens.cuda())\nrows = []\n"
+        "for i in range(tokens.size(1)):\n    rows.append(probs[:, i])\nprint(torch.stack(rows).sum())\n",
         # appended only under the flag under which it is used after the loop
         _TABLE_QA.replace("RETURNED", "(logits,) if not self.aggregate else (logits, torch.cat(all_aggregations, 0))"),
         # a forward's outputs flattened into a list: every item was alive before the loop
@@ -474,6 +487,17 @@ class RetainedOutputs(Rule):
         "    return torch.stack(channels, dim=2).cpu().numpy()\n",
     )
     INVALID = (
+        # ESM's masked marginals: one position kept of each iteration's output, as a view that keeps all of it
+        Invalid("import torch\nmodel = load().cuda()\nmodel.eval()\nall_token_probs = []\n"
+                "for i in range(batch_tokens.size(2)):\n    masked = batch_tokens.clone()\n    masked[0, 0, i] = mask_idx\n"
+                "    with torch.no_grad():\n        token_probs = torch.log_softmax(model(masked.cuda())[\"logits\"], dim=-1)\n"
+                "    all_token_probs.append(token_probs[:, 0, i])\n"
+                "token_probs = torch.cat(all_token_probs, dim=0).unsqueeze(0)\n",
+                "import torch\nmodel = load().cuda()\nmodel.eval()\nall_token_probs = []\n"
+                "for i in range(batch_tokens.size(2)):\n    masked = batch_tokens.clone()\n    masked[0, 0, i] = mask_idx\n"
+                "    with torch.no_grad():\n        token_probs = torch.log_softmax(model(masked.cuda())[\"logits\"], dim=-1)\n"
+                "    all_token_probs.append(token_probs[:, 0, i].clone())\n"
+                "token_probs = torch.cat(all_token_probs, dim=0).unsqueeze(0)\n"),
         # a few crops per batch, over every batch of the loader: the list grows with the outer loop
         Invalid(
             "import torch\n\n\n@torch.no_grad()\ndef extract_features(model, loader):\n    model.eval()\n"
@@ -791,6 +815,8 @@ class RetainedOutputs(Rule):
                 return  # a gradient accumulator: another method of its class backwards what it keeps
             if values:
                 self._graph_kept(node, container, dotted, values, region)
+            elif loops and facts.device_code and type(container) is cst.Name:
+                self._view_kept(node, container, loops[0])
         elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)) \
                 and not self._a_few_kept(node, loops, container.value):  # (`for c in range(3)`: a few tensors, no growth)
             loop = loops[0]
@@ -1127,6 +1153,36 @@ class RetainedOutputs(Rule):
             return False
         self._reported.add(key)
         return True
+
+    def _view_kept(self, node: cst.Call, container: cst.Name, loop: cst.CSTNode) -> None:
+        """`all_token_probs.append(token_probs[:, 0, i])` (ESM's masked marginals): each
+        iteration runs a forward with grad off, then keeps the slice of its output at the
+        loop's own index. The slice is a view, so the whole output stays on the device with
+        it: the loop keeps a full output per iteration to use one position of each. With grad
+        off around the loop, the same append is a grad-free loop's (`_device_kept`); here grad
+        is on at the append, off at the forward."""
+        facts = self.facts
+        value = node.args[-1].value
+        if type(loop) is not cst.For or type(value) is not cst.Subscript or type(value.value) is not cst.Name:
+            return
+        index = target_names(loop.target)  # type: ignore[attr-defined]
+        if not all(type(e.slice) is cst.Slice or _basic_index(e.slice) or  # type: ignore[attr-defined]
+                   type(e.slice.value) is cst.Name and e.slice.value.value in index for e in value.slice) or \
+                not any(type(e.slice) is cst.Index and type(e.slice.value) is cst.Name and  # type: ignore[attr-defined]
+                        e.slice.value.value in index for e in value.slice):
+            return  # (indexed by the loop's own position, and only by views)
+        base = value.value.value
+        binds = [b for b in facts.scopes.bindings_seen(base, value) if facts.tree.contains(loop, b.node)]
+        if not binds or not all(b.kind == "assign" and facts.regions.grad_enabled(b.node) is False for b in binds) or \
+                not facts.values.holds_output(value.value, node) or not self._first_for(loop, container.value):
+            return  # (an output made afresh by each iteration, with grad off)
+        fix = Fix((Replace(value, cst.Call(cst.Attribute(value, cst.Name("clone")))),), Safety.UNSAFE,
+                  "keep a copy of the slice alone (`.clone()`)")
+        self.report(node, (
+            f"`{show(value)}` is a view of `{base}`, a new model output on every iteration, so `{container.value}` "
+            f"keeps all of each iteration's `{base}` on the device to use one position of it, and device memory "
+            f"grows by a whole output per iteration: keep a copy of the slice (`{show(value)}.clone()`, or "
+            f"`.cpu()`)"), fix)
 
     def _device_kept(self, node: cst.Call, container: cst.Name, values: List[cst.Arg], use: str) -> None:
         if not self._first_for(self.facts.tree.loops_around(node)[0], container.value):
