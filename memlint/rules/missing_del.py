@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from memlint.analysis.loops import innermost_loop
+from memlint.analysis.loops import LoopFacts, innermost_loop
 from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
 _LEAVES = (cst.Return, cst.Continue, cst.Break, cst.Raise)
+# Methods whose result is the tensor they are called on, or a tensor of its size: a view
+# (`view`, `transpose`, `[..., :-1, :]`) keeps the output's memory alive, and a copy
+# (`contiguous()` of a view that is not, `float()` of bf16 logits) is a second buffer as large.
+_SAME_SIZE = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "contiguous", "transpose", "permute",
+                        "squeeze", "unsqueeze", "float", "half", "double", "bfloat16", "to", "type", "type_as", "clone",
+                        "detach"})
+_COPIES = frozenset({"contiguous", "float", "half", "double", "bfloat16", "to", "type", "type_as", "clone"})
 
 
 def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
@@ -20,6 +27,29 @@ def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
             return value
         if type(value) in (cst.Attribute, cst.Subscript):
             value = value.value
+        else:
+            return None
+
+
+def _made_from(value: cst.BaseExpression, names: Sequence[str]) -> Optional[Tuple[str, bool]]:
+    """(the name of `names` that `value` is read off, whether the chain copies it) when `value`
+    is that tensor, a view of it or a copy as large (`outputs["logits"][..., :-1, :]`,
+    `shift_logits.contiguous().view(n, -1)`); None when it is anything else, smaller ones
+    included (an element `[0]`, a reduction)."""
+    copies = False
+    while True:
+        kind = type(value)
+        if kind is cst.Name:
+            return (value.value, copies) if value.value in names else None  # type: ignore[attr-defined]
+        if kind is cst.Attribute:
+            value = value.value  # type: ignore[attr-defined]
+        elif kind is cst.Subscript and all(
+                type(e.slice) is cst.Slice or type(e.slice.value) in (cst.Ellipsis, cst.SimpleString)  # type: ignore[attr-defined]
+                for e in value.slice):  # type: ignore[attr-defined]
+            value = value.value  # type: ignore[attr-defined]
+        elif kind is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _SAME_SIZE:  # type: ignore[attr-defined]
+            copies = copies or value.func.attr.value in _COPIES  # type: ignore[attr-defined]
+            value = value.func.value  # type: ignore[attr-defined]
         else:
             return None
 
@@ -68,7 +98,11 @@ class MissingDel(Rule):
     `del` them.
 
     ## Fix
-    `del name` after the last statement of the loop body.
+    `del name` after the last statement of the loop body, with the names the body binds to the
+    output, a view of it or a copy as large (`shift_logits = outputs["logits"][..., :-1, :]`,
+    `flatten_logits = shift_logits.contiguous().view(n, -1)`): a `del` of the output alone frees
+    nothing while a view of it is alive, and each copy, reported on its own, is another output's
+    worth at the forward's peak.
 
     ## Fix safety
     Safe: the name is not read after the loop nor in the next iteration before it is bound
@@ -109,6 +143,24 @@ class MissingDel(Rule):
         "import torch\nfor batch in loader:\n    ids = model.generate(**batch)\n    print(ids.shape)\n",
     )
     INVALID = (
+        # LLaMA-Factory's perplexity script: a view of the logits and a copy as large, deleted with them
+        Invalid(
+            "import torch\ncriterion = torch.nn.CrossEntropyLoss(reduction=\"none\")\nwith torch.no_grad():\n"
+            "    for batch in dataloader:\n        batch = batch.to(model.device)\n        outputs = model(**batch)\n"
+            "        shift_logits: torch.Tensor = outputs[\"logits\"][..., :-1, :]\n"
+            "        shift_labels = batch[\"labels\"][..., 1:]\n"
+            "        flatten_logits = shift_logits.contiguous().view(shift_labels.size(0) * shift_labels.size(1), -1)\n"
+            "        token_logps = criterion(flatten_logits, shift_labels.contiguous().view(-1))\n"
+            "        perplexities.extend(token_logps.view(shift_logits.size(0), -1).mean(-1).exp().tolist())\n",
+            "import torch\ncriterion = torch.nn.CrossEntropyLoss(reduction=\"none\")\nwith torch.no_grad():\n"
+            "    for batch in dataloader:\n        batch = batch.to(model.device)\n        outputs = model(**batch)\n"
+            "        shift_logits: torch.Tensor = outputs[\"logits\"][..., :-1, :]\n"
+            "        shift_labels = batch[\"labels\"][..., 1:]\n"
+            "        flatten_logits = shift_logits.contiguous().view(shift_labels.size(0) * shift_labels.size(1), -1)\n"
+            "        token_logps = criterion(flatten_logits, shift_labels.contiguous().view(-1))\n"
+            "        perplexities.extend(token_logps.view(shift_logits.size(0), -1).mean(-1).exp().tolist())\n"
+            "        del outputs, shift_logits, flatten_logits\n",
+        ),
         # a model bound through `global` in a function is bound: it may have come back on a GPU
         Invalid(
             "import torch\n\n\ndef setup(path):\n    global model\n    model = torch.load(path)\n\n\n"
@@ -167,13 +219,51 @@ class MissingDel(Rule):
             return
         body = loop.body.body
         last = body[-1] if isinstance(body, (tuple, list)) else body
+        made = self._made_from_output(body, line, name, loop_facts)
+        names = ", ".join([name] + [made_name for made_name, _, _ in made])
         fix = None
         if last is not line and not (isinstance(last, cst.SimpleStatementLine)
                                      and any(isinstance(s, _LEAVES) for s in last.body)):
-            fix = Fix((InsertAfter(last, (cst.parse_statement(f"del {name}"),)),), Safety.SAFE,
-                      f"`del {name}` at the end of the loop body")
+            fix = Fix((InsertAfter(last, (cst.parse_statement(f"del {names}"),)),), Safety.SAFE,
+                      f"`del {names}` at the end of the loop body")
+        views = f" (`{'`, `'.join(n for n, _, _ in made)}` {'is' if len(made) == 1 else 'are'} made from it: " \
+            f"a view keeps its memory, a copy is another as large)" if made else ""
         self.report(node, (
             f"in this loop without a backward, `{name}` (a forward output) is still alive when the next "
             f"iteration's forward runs, so the forward's peak holds two of them; that matters when the "
-            f"output is large next to the activations (vocabulary-sized logits): `del {name}` at the end "
-            f"of the loop body (`memlint verify` measures it)"), fix)
+            f"output is large next to the activations (vocabulary-sized logits): `del {names}` at the end "
+            f"of the loop body{views} (`memlint verify` measures it)"), fix)
+        for made_name, statement, copies in made:
+            if copies:
+                self.report(statement, (
+                    f"`{made_name}` is a copy of the forward output `{name}`, as large, and it too is still alive "
+                    f"when the next iteration's forward runs: `del {names}` at the end of the loop body"))
+
+    def _made_from_output(self, body: Sequence[cst.BaseStatement], line: cst.CSTNode, name: str,
+                          loop_facts: LoopFacts) -> List[Tuple[str, cst.CSTNode, bool]]:
+        """The names the loop body binds, once and at its own level, after the output, to the
+        output itself, a view of it or a copy as large, in order, each with its assignment and
+        whether it is a copy; none that outlives the iteration (a `del` of the output alone
+        would free nothing while a view of it is alive: LLaMA-Factory's `shift_logits`)."""
+        made: List[Tuple[str, cst.CSTNode, bool]] = []
+        after = False
+        for statement in body:
+            if statement is line:
+                after = True
+                continue
+            if not after or type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+                continue
+            small = statement.body[0]
+            if type(small) is cst.Assign and len(small.targets) == 1:
+                target, value = small.targets[0].target, small.value
+            elif type(small) is cst.AnnAssign and small.value is not None:
+                target, value = small.target, small.value
+            else:
+                continue
+            if type(target) is not cst.Name:
+                continue
+            found = _made_from(value, [name] + [n for n, _, _ in made])
+            if found is not None and loop_facts.bindings_of(target.value) == 1 and \
+                    not loop_facts.escapes(target.value):
+                made.append((target.value, small, found[1]))
+        return made
