@@ -217,10 +217,12 @@ class Positions:
     def _only_place_of(self, text: str) -> Optional[int]:
         """The index of the source line at whose start `text` stands, when the source holds
         `text` nowhere else; None when it holds it twice (then which is which takes the parser)
-        or not at all (the file's last line without its line end)."""
+        or not at all. Looked for without its last line end, which the file's last line may
+        lack: the statement there must count as a place too."""
         source = self._source
+        text = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith(("\n", "\r")) else text
         at = source.find(text)
-        if at < 0 or source.find(text, at + 1) >= 0:
+        if not text or at < 0 or source.find(text, at + 1) >= 0:
             return None
         if self._starts is None:
             self._starts = starts = [0]

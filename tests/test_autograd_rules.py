@@ -624,3 +624,51 @@ def test_a_method_that_trains_once_per_call_is_a_step_where_its_name_says_so():
     for name in ("update", "optimize_parameters", "optimizeParameters", "train_one_batch", "_train_step"):
         assert len(findings(step.replace("def update(", f"def {name}("), "MEM203")) == 1, name
     assert findings(step.replace("def update(", "def try_batch("), "MEM203") == []
+
+
+# -- MEM204: the views and copies of the output ---------------------------------------------------
+def test_mem204_reports_a_copy_only_where_one_is_surely_made():
+    found = findings("""
+        import torch
+        with torch.no_grad():
+            for batch in loader:
+                outputs = model(**batch)
+                logits = outputs.logits.contiguous()
+                probs = logits.float()
+                shifted = probs[..., :-1, :].contiguous()
+                kept = shifted.clone()
+                print(kept.logsumexp(-1).mean())
+    """, "MEM204")
+    # the output, then `shifted` (`contiguous()` of a strided view) and `kept` (`clone()`);
+    # `contiguous()` of the whole output and `.float()` may return the output itself
+    assert [f.line for f in found] == [5, 8, 9]
+    assert "`del outputs, logits, probs, shifted, kept`" in found[0].message
+
+
+# -- MEM202: a slice of each iteration's output ----------------------------------------------------
+def test_mem202_cloned_slices_are_the_slices_kept():
+    import torch
+
+    source = """
+        import torch
+        device = torch.device("cpu")  # (a GPU where it matters)
+        model = torch.nn.Linear(4, 3).to(device)
+        tokens = torch.ones(2, 5, 4, device=device)
+        kept = []
+        for i in range(tokens.size(1)):  # one position per iteration, of a length known at run time
+            with torch.no_grad():
+                probs = torch.log_softmax(model(tokens * i), dim=-1)
+            kept.append(probs[:, i])
+        result = torch.cat(kept)
+    """
+    (finding,) = findings(source, "MEM202")
+    assert "a view of `probs`" in finding.message
+    after = fixed(source, "MEM202")
+    assert "kept.append(probs[:, i].clone())" in after
+    before_run, after_run = {}, {}
+    torch.manual_seed(0)
+    exec(textwrap.dedent(source), before_run)
+    torch.manual_seed(0)
+    exec(after, after_run)
+    assert torch.equal(before_run["result"], after_run["result"])
+    assert before_run["kept"][0]._base is not None and after_run["kept"][0]._base is None  # a view, then a copy

@@ -117,3 +117,15 @@ def test_a_statement_whose_text_repeats_is_placed_by_the_parser():
     assert positions[statement].start.line == 4
     assert positions.parsed
     assert positions[module.body[0].body.body[0]].start.line == 2
+
+
+def test_the_last_statement_without_its_line_end_is_not_taken_for_its_copy_above():
+    # the last line lacks its line end: the statement's text with one stands only above it
+    source = "print(torch.cuda.memory_cache())\nx = 1\nprint(torch.cuda.memory_cache())"
+    module = parse(source)
+    tree = index(module)
+    positions = Positions(module, source, tree.parents)
+    whole = whole_module(module)
+    last = module.body[-1]
+    assert positions[last] == whole[last]
+    assert positions[last].start.line == 3

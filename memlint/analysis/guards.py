@@ -184,8 +184,9 @@ class Guards:
         if kind is cst.Name:
             if test.value in ("False", "None"):  # type: ignore[attr-defined]
                 return True
-            if test.value in self._declared_global:  # type: ignore[attr-defined]
-                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function, or `nonlocal`)
+            if test.value in self._declared_global or test.value in self._imported:  # type: ignore[attr-defined]
+                return False  # (`global VERBOSE; VERBOSE = args.verbose` in some function, or `nonlocal`;
+                # `from local_settings import DEBUG` after `DEBUG = False`)
             binds = self.scopes.in_effect(test.value, at) if depth < _MAX_DEPTH else []  # type: ignore[attr-defined]
             if self._rebinds_dynamically(binds):
                 return False  # (nanoGPT's `exec(open("configurator.py").read())` sets its switches from the command line)
@@ -201,21 +202,46 @@ class Guards:
     def _rebinds_dynamically(self, binds: List["Binding"]) -> bool:
         """A module-level name of `binds` may be bound in ways no assignment shows: the module
         runs code (`exec(...)`, `eval(...)`) or writes its namespace (`globals()`, `vars()`), or
-        imports everything of another module (`from config.override import *`) after the
-        name's last binding (one before it is overridden by the binding: NeRF's `from
-        run_nerf_helpers import *` above `DEBUG = False`)."""
+        imports everything of another module (`from config.override import *`) with no
+        binding of the name after it that surely runs (NeRF's `from run_nerf_helpers import *`
+        above `DEBUG = False` at the top level; not above `if FAST: DEBUG = False`)."""
         tree = self.tree
-        at_top = [tree.order(b.node) for b in binds if tree.scope_of(b.node) is tree.module]
+        at_top = [b.node for b in binds if tree.scope_of(b.node) is tree.module]
         if not at_top:
             return False
-        return self._runs_code or any(star > max(at_top) for star in self._star_imports)
+        if self._runs_code:
+            return True
+        stars = self._star_imports
+        return bool(stars) and not any(tree.order(node) > max(stars) and self._at_top_level(node) for node in at_top)
+
+    def _at_top_level(self, node: cst.CSTNode) -> bool:
+        """`node` is (in) a statement of the module's own body: it runs whenever the module does."""
+        for ancestor in self.tree.ancestors(node):
+            if type(ancestor) is cst.Module:
+                return True
+            if type(ancestor) is not cst.SimpleStatementLine:
+                return False
+        return False
 
     @cached_property
     def _runs_code(self) -> bool:
-        """`exec(...)`, `eval(...)`, `globals()` or `vars()` (not `vars(args)`: another object's)."""
+        """`exec(...)`, `eval(...)`, `globals()` or `vars()`, or `vars` of anything but a name
+        (`vars(sys.modules[__name__])`; `vars(args)` reads another object's)."""
         return any(type(call.func) is cst.Name and (call.func.value in ("exec", "eval", "globals") or  # type: ignore[attr-defined]
-                                                    call.func.value == "vars" and not call.args)  # type: ignore[attr-defined]
+                                                    call.func.value == "vars" and not (  # type: ignore[attr-defined]
+                                                        len(call.args) == 1 and type(call.args[0].value) is cst.Name))
                    for call in self.scopes.calls)
+
+    @cached_property
+    def _imported(self) -> FrozenSet[str]:
+        """The names the module's imports bind, anywhere in it."""
+        names = set()
+        for node, _ in self.tree.listed:
+            if type(node) is cst.Import or type(node) is cst.ImportFrom and type(node.names) is not cst.ImportStar:  # type: ignore[attr-defined]
+                for alias in node.names:  # type: ignore[attr-defined]
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    names.add((dotted_name(bound) or "").split(".")[0])
+        return frozenset(names)
 
     @cached_property
     def _star_imports(self) -> List[int]:

@@ -51,6 +51,18 @@ _FLAIR = (
 )
 
 
+# NeRF's render step, for the examples: HEAD sets the switch, TEST is the NaN check
+_NERF = (
+    "import torch\nHEAD\ndevice = torch.device(\"cuda\")\n\n\n"
+    "def render_rays(model, rays):\n    raw = model(rays)\n    ret = {\"rgb\": raw[..., :3], \"disp\": raw[..., 3]}\n"
+    "    for k in ret:\n        if TEST:\n            print(k, \"contains nan or inf\")\n    return ret\n\n\n"
+    "def train(model, optimizer, loader, args):\n    print(vars(args))\n    for rays, target in loader:\n"
+    "        ret = render_rays(model, rays.to(device))\n        loss = ((ret[\"rgb\"] - target) ** 2).mean()\n"
+    "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
+)
+_NAN_CHECK = "(torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any())"
+
+
 class HostDeviceSyncInLoop(Rule):
     """
     ## What it does
@@ -189,21 +201,20 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
-        # the switch tested first; a switch a later `import *` may set
-        "import torch\nfrom helpers import *\n\nDEBUG = False\ndevice = torch.device(\"cuda\")\n\n\n"
-        "def render_rays(model, rays):\n    raw = model(rays)\n    ret = {\"rgb\": raw[..., :3], \"disp\": raw[..., 3]}\n"
-        "    for k in ret:\n        if DEBUG and (torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()):\n"
-        "            print(k, \"contains nan or inf\")\n    return ret\n\n\n"
-        "def train(model, optimizer, loader, args):\n    print(vars(args))\n    for rays, target in loader:\n"
-        "        ret = render_rays(model, rays.to(device))\n        loss = ((ret[\"rgb\"] - target) ** 2).mean()\n"
-        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
-        "import torch\nDEBUG = False\nfrom helpers import *\n\ndevice = torch.device(\"cuda\")\n\n\n"
-        "def render_rays(model, rays):\n    raw = model(rays)\n    ret = {\"rgb\": raw[..., :3], \"disp\": raw[..., 3]}\n"
-        "    for k in ret:\n        if (torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG:\n"
-        "            print(k, \"contains nan or inf\")\n    return ret\n\n\n"
-        "def train(model, optimizer, loader, args):\n    print(vars(args))\n    for rays, target in loader:\n"
-        "        ret = render_rays(model, rays.to(device))\n        loss = ((ret[\"rgb\"] - target) ** 2).mean()\n"
-        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n",
+        # the switch tested first; a switch a later `import *` may set, one an import may override, one set
+        # only on some paths after a star import, one a namespace write may set; a batch checked on the host
+        _NERF.replace("HEAD", "from helpers import *\nDEBUG = False").replace("TEST", "DEBUG and " + _NAN_CHECK),
+        _NERF.replace("HEAD", "DEBUG = False\nfrom helpers import *").replace("TEST", _NAN_CHECK + " and DEBUG"),
+        _NERF.replace("HEAD", "DEBUG = False\ntry:\n    from local_settings import DEBUG\nexcept ImportError:\n    pass")
+        .replace("TEST", _NAN_CHECK + " and DEBUG"),
+        _NERF.replace("HEAD", "import os\nfrom config import *\nif os.environ.get(\"FAST\"):\n    DEBUG = False")
+        .replace("TEST", _NAN_CHECK + " and DEBUG"),
+        _NERF.replace("HEAD", "import sys\nDEBUG = False\nvars(sys.modules[__name__]).update(overrides())")
+        .replace("TEST", _NAN_CHECK + " and DEBUG"),
+        "import torch\nDEBUG = False\ndevice = torch.device(\"cuda\")\n\n\ndef train(model, opt, loader):\n"
+        "    for step, (x, y) in enumerate(loader):\n        if torch.isnan(x).any() and DEBUG:\n"
+        "            print(\"bad input at\", step)\n        x, y = x.to(device), y.to(device)\n"
+        "        loss = ((model(x) - y) ** 2).mean()\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n",
         # the lengths kept as Python numbers: sizes read on the host already
         "import torch\nimport torch.nn as nn\n\n\nclass NaViT(nn.Module):\n"
         "    def forward(self, images):\n        device = images[0].device\n"
@@ -549,13 +560,7 @@ class HostDeviceSyncInLoop(Rule):
     )
     INVALID = (
         # NeRF's render step: a NaN check whose answer `and DEBUG` throws away, read back on every step
-        Invalid("import torch\nfrom helpers import *\n\nDEBUG = False\ndevice = torch.device(\"cuda\")\n\n\n"
-        "def render_rays(model, rays):\n    raw = model(rays)\n    ret = {\"rgb\": raw[..., :3], \"disp\": raw[..., 3]}\n"
-        "    for k in ret:\n        if (torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any()) and DEBUG:\n"
-        "            print(k, \"contains nan or inf\")\n    return ret\n\n\n"
-        "def train(model, optimizer, loader, args):\n    print(vars(args))\n    for rays, target in loader:\n"
-        "        ret = render_rays(model, rays.to(device))\n        loss = ((ret[\"rgb\"] - target) ** 2).mean()\n"
-        "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"),
+        Invalid(_NERF.replace("HEAD", "from helpers import *\n\nDEBUG = False").replace("TEST", _NAN_CHECK + " and DEBUG")),
         # elements of a GPU tensor as a size and a count (NaViT's token dropout): two waits per image
         Invalid(
             "import torch\nimport torch.nn as nn\n\n\nclass NaViT(nn.Module):\n"
@@ -991,7 +996,7 @@ class HostDeviceSyncInLoop(Rule):
             return False
         switch = next((at for at, part in enumerate(parts) if facts.guards.surely_false(part, node)), 0)
         waits = next((part for part in parts[:switch] if facts.syncs.condition_reads_tensor(part, node)), None)
-        if waits is None or self._in_a_handler(node) or facts.per_step(node) is None:
+        if waits is None or self._moved_after(waits, node) or self._in_a_handler(node) or facts.per_step(node) is None:
             return False
         switch_shown = show(parts[switch])
         self.report(node.test, (
@@ -1003,6 +1008,20 @@ class HostDeviceSyncInLoop(Rule):
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
         if type(node.operator) is cst.Not and self.facts.device_code:
             self._check(node, self.facts.syncs.implicit(node))
+
+    def _moved_after(self, test: cst.BaseExpression, node: cst.CSTNode) -> bool:
+        """A name `test` reads is moved to the device after it, in the same function (a batch
+        checked before `x, y = x.to(device), y.to(device)`): on the host where it is tested."""
+        facts = self.facts
+        scope = facts.tree.scope_of(node)
+        after = facts.tree.order(node)
+        for name in {n.value for n in walk(test) if type(n) is cst.Name}:
+            for bind in facts.scopes.bindings(scope, name):
+                if facts.tree.order(bind.node) > after and any(
+                        type(call) is cst.Call and facts.purity.mover(call) is not None and  # type: ignore[arg-type]
+                        dotted_name(call.func.value) == name for call in walk(bind.node)):  # type: ignore[attr-defined]
+                    return True
+        return False
 
     def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
         facts = self.facts

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -11,13 +12,14 @@ from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
 _LEAVES = (cst.Return, cst.Continue, cst.Break, cst.Raise)
-# Methods whose result is the tensor they are called on, or a tensor of its size: a view
-# (`view`, `transpose`, `[..., :-1, :]`) keeps the output's memory alive, and a copy
-# (`contiguous()` of a view that is not, `float()` of bf16 logits) is a second buffer as large.
+# Methods whose result is the tensor they are called on, a view of it or a copy of its size on
+# its device: a view (`view`, `transpose`, `[..., :-1, :]`) keeps the output's memory alive, and
+# a copy is a second buffer as large. `.to(...)` is not one of them: it may go to the CPU.
 _SAME_SIZE = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "contiguous", "transpose", "permute",
-                        "squeeze", "unsqueeze", "float", "half", "double", "bfloat16", "to", "type", "type_as", "clone",
-                        "detach"})
-_COPIES = frozenset({"contiguous", "float", "half", "double", "bfloat16", "to", "type", "type_as", "clone"})
+                        "squeeze", "unsqueeze", "float", "half", "double", "bfloat16", "clone", "detach"})
+# What of a model's output is the output itself (the vocabulary-sized part): `outputs.logits`,
+# `outputs["logits"]`; a loss or a shape read off it is not.
+_OUTPUT_PARTS = re.compile(r"(\w*_)?logits|last_hidden_state")
 
 
 def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
@@ -31,27 +33,45 @@ def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
             return None
 
 
-def _made_from(value: cst.BaseExpression, names: Sequence[str]) -> Optional[Tuple[str, bool]]:
-    """(the name of `names` that `value` is read off, whether the chain copies it) when `value`
-    is that tensor, a view of it or a copy as large (`outputs["logits"][..., :-1, :]`,
-    `shift_logits.contiguous().view(n, -1)`); None when it is anything else, smaller ones
-    included (an element `[0]`, a reduction)."""
-    copies = False
+def _made_from(value: cst.BaseExpression, strided: Dict[str, bool]) -> Optional[Tuple[bool, bool]]:
+    """(whether it is a strided view, whether it is surely a copy as large) when `value` is one
+    of the tensors `strided` names (each with whether it is a strided view), a view of it or a
+    copy of its size (`outputs["logits"][..., :-1, :]`, `shift_logits.contiguous().view(n,
+    -1)`: `contiguous()` of a strided view copies it); None when it is anything else, smaller
+    ones included (an element `[0]`, a reduction, a loss read off the output)."""
+    methods: List[str] = []  # outermost first
+    sliced = False
     while True:
         kind = type(value)
         if kind is cst.Name:
-            return (value.value, copies) if value.value in names else None  # type: ignore[attr-defined]
-        if kind is cst.Attribute:
+            if value.value not in strided:  # type: ignore[attr-defined]
+                return None
+            view = strided[value.value]  # type: ignore[attr-defined]
+            break
+        if kind is cst.Attribute and _OUTPUT_PARTS.fullmatch(value.attr.value):  # type: ignore[attr-defined]
             value = value.value  # type: ignore[attr-defined]
-        elif kind is cst.Subscript and all(
-                type(e.slice) is cst.Slice or type(e.slice.value) in (cst.Ellipsis, cst.SimpleString)  # type: ignore[attr-defined]
-                for e in value.slice):  # type: ignore[attr-defined]
+        elif kind is cst.Subscript and all(type(e.slice) is cst.Slice or type(e.slice.value) is cst.Ellipsis  # type: ignore[attr-defined]
+                                           for e in value.slice):  # type: ignore[attr-defined]
+            sliced = sliced or any(type(e.slice) is cst.Slice and (e.slice.lower is not None or  # type: ignore[attr-defined]
+                                                                    e.slice.upper is not None)  # type: ignore[attr-defined]
+                                   for e in value.slice)  # type: ignore[attr-defined]
+            value = value.value  # type: ignore[attr-defined]
+        elif kind is cst.Subscript and len(value.slice) == 1 and type(value.slice[0].slice) is cst.Index and \
+                type(value.slice[0].slice.value) is cst.SimpleString and \
+                _OUTPUT_PARTS.fullmatch(value.slice[0].slice.value.evaluated_value or ""):  # type: ignore[attr-defined]
             value = value.value  # type: ignore[attr-defined]
         elif kind is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _SAME_SIZE:  # type: ignore[attr-defined]
-            copies = copies or value.func.attr.value in _COPIES  # type: ignore[attr-defined]
+            methods.append(value.func.attr.value)  # type: ignore[attr-defined]
             value = value.func.value  # type: ignore[attr-defined]
         else:
             return None
+    # read from the inside out: a slice makes a strided view, `contiguous()` of one copies it
+    view = view or sliced and not methods
+    copies = False
+    for method in reversed(methods):
+        if method == "clone" or method == "contiguous" and (view or sliced):
+            copies, view, sliced = True, False, False
+    return view or (sliced and not copies), copies
 
 
 class MissingDel(Rule):
@@ -143,6 +163,15 @@ class MissingDel(Rule):
         "import torch\nfor batch in loader:\n    ids = model.generate(**batch)\n    print(ids.shape)\n",
     )
     INVALID = (
+        # what is not the output: its loss, its shape, a copy on the CPU
+        Invalid(
+            "import torch\nwith torch.no_grad():\n    for batch in loader:\n        outputs = model(**batch)\n"
+            "        loss = outputs.loss\n        shape = outputs.logits.shape\n        logits = outputs.logits.to(\"cpu\")\n"
+            "        total += loss.item() * shape[0]\n        print(logits.float().mean())\n",
+            "import torch\nwith torch.no_grad():\n    for batch in loader:\n        outputs = model(**batch)\n"
+            "        loss = outputs.loss\n        shape = outputs.logits.shape\n        logits = outputs.logits.to(\"cpu\")\n"
+            "        total += loss.item() * shape[0]\n        print(logits.float().mean())\n        del outputs\n",
+        ),
         # LLaMA-Factory's perplexity script: a view of the logits and a copy as large, deleted with them
         Invalid(
             "import torch\ncriterion = torch.nn.CrossEntropyLoss(reduction=\"none\")\nwith torch.no_grad():\n"
@@ -246,6 +275,7 @@ class MissingDel(Rule):
         whether it is a copy; none that outlives the iteration (a `del` of the output alone
         would free nothing while a view of it is alive: LLaMA-Factory's `shift_logits`)."""
         made: List[Tuple[str, cst.CSTNode, bool]] = []
+        strided = {name: False}  # the names made from the output so far, each with whether it is a strided view
         after = False
         for statement in body:
             if statement is line:
@@ -262,8 +292,9 @@ class MissingDel(Rule):
                 continue
             if type(target) is not cst.Name:
                 continue
-            found = _made_from(value, [name] + [n for n, _, _ in made])
+            found = _made_from(value, strided)
             if found is not None and loop_facts.bindings_of(target.value) == 1 and \
                     not loop_facts.escapes(target.value):
+                strided[target.value] = found[0]
                 made.append((target.value, small, found[1]))
         return made

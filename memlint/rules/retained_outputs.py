@@ -22,6 +22,26 @@ _VIEWS = frozenset({"chunk", "split", "unbind", "view", "squeeze", "unsqueeze", 
                     "expand", "narrow"})
 
 
+def _position(loop: cst.CSTNode) -> Optional[str]:
+    """The name a loop binds to its integer position: `for i in range(n)` (also through
+    `tqdm(...)`), `for i, x in enumerate(xs)`; None for any other loop (a loader's items may be
+    tensors, and indexing with a tensor copies)."""
+    if type(loop) is not cst.For:
+        return None
+    iterable, target = loop.iter, loop.target  # type: ignore[attr-defined]
+    while type(iterable) is cst.Call and last_part(dotted_name(iterable.func)) in ("tqdm", "track"):  # type: ignore[attr-defined]
+        if not iterable.args:  # type: ignore[attr-defined]
+            return None
+        iterable = iterable.args[0].value  # type: ignore[attr-defined]
+    called = last_part(dotted_name(iterable.func)) if type(iterable) is cst.Call else None  # type: ignore[attr-defined]
+    if called in ("range", "trange") and type(target) is cst.Name:
+        return target.value  # type: ignore[attr-defined]
+    if called == "enumerate" and type(target) in (cst.Tuple, cst.List) and target.elements and \
+            type(target.elements[0].value) is cst.Name:  # type: ignore[attr-defined]
+        return target.elements[0].value.value  # type: ignore[attr-defined]
+    return None
+
+
 def _basic_index(index: cst.BaseSlice) -> bool:
     """A slice or a literal integer: indexing that returns a view (a tensor or a list as the
     index copies)."""
@@ -218,6 +238,19 @@ class RetainedOutputs(Rule):
         "token_probs = torch.cat(all_token_probs, dim=0).unsqueeze(0)\n",
         "import torch\nmodel = load().cuda()\nwith torch.no_grad():\n    probs = model(tokens.cuda())\nrows = []\n"
         "for i in range(tokens.size(1)):\n    rows.append(probs[:, i])\nprint(torch.stack(rows).sum())\n",
+        # indexed by a loader's tensor (a copy), a tuple's item (a whole tensor), a few per batch, a window
+        "import torch\nmodel = load().cuda()\nmodel.eval()\npicked = []\nfor tokens, pos in loader:\n"
+        "    with torch.no_grad():\n        logits = model(tokens.cuda())\n    picked.append(logits[:, pos])\n"
+        "result = torch.cat(picked)\n",
+        "import torch\nmodel = load().cuda()\nfeats = []\nfor i in range(n_layers):\n    with torch.no_grad():\n"
+        "        hidden_states = model(x.cuda(), output_hidden_states=True).hidden_states\n"
+        "    feats.append(hidden_states[i])\nprint(torch.stack(feats).mean())\n",
+        "import torch\nmodel = load().cuda()\nfor batch in loader:\n    cols = []\n    for i in range(3):\n"
+        "        with torch.no_grad():\n            logits = model(batch[i].cuda())\n        cols.append(logits[:, i])\n"
+        "    print(torch.stack(cols).sum().item())\n",
+        "import torch\nmodel = load().cuda()\nwindow = []\nfor i in range(steps):\n    with torch.no_grad():\n"
+        "        logits = model(x.cuda())\n    window.append(logits[:, i])\n    if len(window) > 4:\n        window.pop(0)\n"
+        "print(torch.stack(window).sum())\n",
         # appended only under the flag under which it is used after the loop
         _TABLE_QA.replace("RETURNED", "(logits,) if not self.aggregate else (logits, torch.cat(all_aggregations, 0))"),
         # a forward's outputs flattened into a list: every item was alive before the loop
@@ -816,7 +849,7 @@ class RetainedOutputs(Rule):
             if values:
                 self._graph_kept(node, container, dotted, values, region)
             elif loops and facts.device_code and type(container) is cst.Name:
-                self._view_kept(node, container, loops[0])
+                self._view_kept(node, container, dotted, loops)
         elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)) \
                 and not self._a_few_kept(node, loops, container.value):  # (`for c in range(3)`: a few tensors, no growth)
             loop = loops[0]
@@ -1154,7 +1187,7 @@ class RetainedOutputs(Rule):
         self._reported.add(key)
         return True
 
-    def _view_kept(self, node: cst.Call, container: cst.Name, loop: cst.CSTNode) -> None:
+    def _view_kept(self, node: cst.Call, container: cst.Name, dotted: str, loops: List[cst.CSTNode]) -> None:
         """`all_token_probs.append(token_probs[:, 0, i])` (ESM's masked marginals): each
         iteration runs a forward with grad off, then keeps the slice of its output at the
         loop's own index. The slice is a view, so the whole output stays on the device with
@@ -1162,15 +1195,20 @@ class RetainedOutputs(Rule):
         off around the loop, the same append is a grad-free loop's (`_device_kept`); here grad
         is on at the append, off at the forward."""
         facts = self.facts
+        loop = loops[0]
         value = node.args[-1].value
-        if type(loop) is not cst.For or type(value) is not cst.Subscript or type(value.value) is not cst.Name:
+        if type(value) is not cst.Subscript or type(value.value) is not cst.Name:
             return
-        index = target_names(loop.target)  # type: ignore[attr-defined]
-        if not all(type(e.slice) is cst.Slice or _basic_index(e.slice) or  # type: ignore[attr-defined]
-                   type(e.slice.value) is cst.Name and e.slice.value.value in index for e in value.slice) or \
+        index = _position(loop)
+        if index is None or not any(type(e.slice) is cst.Slice for e in value.slice) or \
+                not all(type(e.slice) is cst.Slice or _basic_index(e.slice) or  # type: ignore[attr-defined]
+                        type(e.slice.value) is cst.Name and e.slice.value.value == index for e in value.slice) or \
                 not any(type(e.slice) is cst.Index and type(e.slice.value) is cst.Name and  # type: ignore[attr-defined]
-                        e.slice.value.value in index for e in value.slice):
-            return  # (indexed by the loop's own position, and only by views)
+                        e.slice.value.value == index for e in value.slice):
+            return  # (a tensor's dimensions, one of them at the loop's own integer position, views only)
+        if all(map(over_model_parts, loops)) or self._a_few_kept(node, loops, container.value) or \
+                not self._outlives_loop(node, container, dotted):
+            return  # (a few slices, or a window the loop drops items from: no growth)
         base = value.value.value
         binds = [b for b in facts.scopes.bindings_seen(base, value) if facts.tree.contains(loop, b.node)]
         if not binds or not all(b.kind == "assign" and facts.regions.grad_enabled(b.node) is False for b in binds) or \
