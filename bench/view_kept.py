@@ -7,8 +7,8 @@
    log-probabilities of shape 1 x rows x length x vocabulary (float32), and the loop keeps the
    row-0 slice at its own position: `probs[:, 0, i]` (a view, as written) against
    `probs[:, 0, i].clone()` (memlint's fix).
-2. LLaMA-Factory's perplexity loop: a no-grad forward whose logits (batch 4 x 1,024 tokens x
-   32,000, bf16) are sliced (`shift_logits`, a view) and made contiguous (`flatten_logits`, a
+2. LLaMA-Factory's perplexity loop: a no-grad forward (whose own peak, as an LLM's, is above
+   what the loss needs) whose logits (batch 4 x 1,024 tokens x 32,000, bf16) are sliced (`shift_logits`, a view) and made contiguous (`flatten_logits`, a
    copy), six batches, with nothing deleted, with `del outputs` alone, and with `del outputs,
    shift_logits, flatten_logits` (memlint's fix).
 
@@ -45,11 +45,25 @@ def masked_marginals(rows: int, length: int, vocabulary: int, copy: bool) -> tor
     return torch.cat(kept, dim=0)
 
 
+class WideLM(nn.Module):
+    """A stand-in language model whose forward, as a real one's, holds more than its logits
+    while it runs: a 1 GiB intermediate (4 x 1,024 x 131,072 bf16), gone when it returns."""
+
+    def __init__(self, vocabulary: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, 256)
+        self.head = nn.Linear(256, vocabulary)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        wide = self.embed(ids).repeat(1, 1, 512)
+        return self.head(wide.view(*ids.shape, 512, 256).mean(-2))
+
+
 def perplexities(deleted: tuple) -> list:
     """The loop of LLaMA-Factory's `cal_ppl.py`, with a stand-in model that returns logits."""
     torch.manual_seed(0)
     vocabulary, batch, tokens = 32000, 4, 1024
-    model = nn.Sequential(nn.Embedding(vocabulary, 256), nn.Linear(256, vocabulary)).cuda().to(torch.bfloat16)
+    model = WideLM(vocabulary).cuda().to(torch.bfloat16)
     criterion = nn.CrossEntropyLoss(reduction="none")
     found = []
     with torch.no_grad():
@@ -59,7 +73,7 @@ def perplexities(deleted: tuple) -> list:
             shift_logits = outputs["logits"][..., :-1, :]
             shift_labels = ids[..., 1:]
             flatten_logits = shift_logits.contiguous().view(shift_labels.size(0) * shift_labels.size(1), -1)
-            token_logps = criterion(flatten_logits.float(), shift_labels.contiguous().view(-1))
+            token_logps = criterion(flatten_logits, shift_labels.contiguous().view(-1))
             found.extend(token_logps.view(batch, -1).mean(-1).exp().tolist())
             if "outputs" in deleted:
                 del outputs
