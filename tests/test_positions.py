@@ -95,13 +95,16 @@ def test_findings_cost_their_statements_not_the_file():
     assert big[1] == 4 * small[1]  # statements printed: in proportion to the findings, not more
 
 
+def _placed(source):
+    """The module, its positions found a statement at a time, and LibCST's for the whole module."""
+    module = parse(source)
+    return module, Positions(module, source, index(module).parents), whole_module(module)
+
+
 def test_a_statement_whose_text_is_the_files_alone_needs_no_parser():
     source = "import torch\n\n# evaluation\nfor x in loader:\n    out = model(x)\n    total = out.sum()\n"
-    module = parse(source)
-    tree = index(module)
-    positions = Positions(module, source, tree.parents)
-    whole = whole_module(module)
-    for node in tree.nodes[1:]:
+    module, positions, whole = _placed(source)
+    for node in index(module).nodes[1:]:
         assert positions[node] == whole[node], type(node).__name__
     assert not positions.parsed
 
@@ -109,11 +112,8 @@ def test_a_statement_whose_text_is_the_files_alone_needs_no_parser():
 def test_a_statement_whose_text_repeats_is_placed_by_the_parser():
     # `y = model(x)` stands twice, at the same indentation: the text alone cannot tell which
     source = "for x in a:\n    y = model(x)\nfor x in b:\n    y = model(x)\n"
-    module = parse(source)
-    tree = index(module)
-    second_loop = module.body[1]
-    statement = second_loop.body.body[0]
-    positions = Positions(module, source, tree.parents)
+    module, positions, _ = _placed(source)
+    statement = module.body[1].body.body[0]
     assert positions[statement].start.line == 4
     assert positions.parsed
     assert positions[module.body[0].body.body[0]].start.line == 2
@@ -122,10 +122,7 @@ def test_a_statement_whose_text_repeats_is_placed_by_the_parser():
 def test_the_last_statement_without_its_line_end_is_not_taken_for_its_copy_above():
     # the last line lacks its line end: the statement's text with one stands only above it
     source = "print(torch.cuda.memory_cache())\nx = 1\nprint(torch.cuda.memory_cache())"
-    module = parse(source)
-    tree = index(module)
-    positions = Positions(module, source, tree.parents)
-    whole = whole_module(module)
+    module, positions, whole = _placed(source)
     last = module.body[-1]
     assert positions[last] == whole[last]
     assert positions[last].start.line == 3

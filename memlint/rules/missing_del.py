@@ -74,6 +74,18 @@ def _made_from(value: cst.BaseExpression, strided: Dict[str, bool]) -> Optional[
     return view or (sliced and not copies), copies
 
 
+# LLaMA-Factory's perplexity loop, for the examples
+_PERPLEXITY = (
+    "import torch\ncriterion = torch.nn.CrossEntropyLoss(reduction=\"none\")\nwith torch.no_grad():\n"
+    "    for batch in dataloader:\n        batch = batch.to(model.device)\n        outputs = model(**batch)\n"
+    "        shift_logits: torch.Tensor = outputs[\"logits\"][..., :-1, :]\n"
+    "        shift_labels = batch[\"labels\"][..., 1:]\n"
+    "        flatten_logits = shift_logits.contiguous().view(shift_labels.size(0) * shift_labels.size(1), -1)\n"
+    "        token_logps = criterion(flatten_logits, shift_labels.contiguous().view(-1))\n"
+    "        perplexities.extend(token_logps.view(shift_logits.size(0), -1).mean(-1).exp().tolist())\n"
+)
+
+
 class MissingDel(Rule):
     """
     ## What it does
@@ -173,23 +185,7 @@ class MissingDel(Rule):
             "        total += loss.item() * shape[0]\n        print(logits.float().mean())\n        del outputs\n",
         ),
         # LLaMA-Factory's perplexity script: a view of the logits and a copy as large, deleted with them
-        Invalid(
-            "import torch\ncriterion = torch.nn.CrossEntropyLoss(reduction=\"none\")\nwith torch.no_grad():\n"
-            "    for batch in dataloader:\n        batch = batch.to(model.device)\n        outputs = model(**batch)\n"
-            "        shift_logits: torch.Tensor = outputs[\"logits\"][..., :-1, :]\n"
-            "        shift_labels = batch[\"labels\"][..., 1:]\n"
-            "        flatten_logits = shift_logits.contiguous().view(shift_labels.size(0) * shift_labels.size(1), -1)\n"
-            "        token_logps = criterion(flatten_logits, shift_labels.contiguous().view(-1))\n"
-            "        perplexities.extend(token_logps.view(shift_logits.size(0), -1).mean(-1).exp().tolist())\n",
-            "import torch\ncriterion = torch.nn.CrossEntropyLoss(reduction=\"none\")\nwith torch.no_grad():\n"
-            "    for batch in dataloader:\n        batch = batch.to(model.device)\n        outputs = model(**batch)\n"
-            "        shift_logits: torch.Tensor = outputs[\"logits\"][..., :-1, :]\n"
-            "        shift_labels = batch[\"labels\"][..., 1:]\n"
-            "        flatten_logits = shift_logits.contiguous().view(shift_labels.size(0) * shift_labels.size(1), -1)\n"
-            "        token_logps = criterion(flatten_logits, shift_labels.contiguous().view(-1))\n"
-            "        perplexities.extend(token_logps.view(shift_logits.size(0), -1).mean(-1).exp().tolist())\n"
-            "        del outputs, shift_logits, flatten_logits\n",
-        ),
+        Invalid(_PERPLEXITY, _PERPLEXITY + "        del outputs, shift_logits, flatten_logits\n"),
         # a model bound through `global` in a function is bound: it may have come back on a GPU
         Invalid(
             "import torch\n\n\ndef setup(path):\n    global model\n    model = torch.load(path)\n\n\n"
