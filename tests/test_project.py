@@ -1677,3 +1677,40 @@ def test_a_method_a_local_class_inherits_from_another_module_is_judged_by_the_pr
             """,
     })
     assert not {code for name, _, code in lint(tmp_path) if name == "script.py"} & {"MEM202", "MEM203"}
+
+
+_NERF = """
+    import torch
+    from helpers import *
+
+    DEBUG = False
+    device = torch.device("cuda")
+
+
+    def render_rays(model, rays):
+        ret = {"rgb": model(rays)}
+        for k in ret:
+            if torch.isnan(ret[k]).any() and DEBUG:
+                print(k, "contains nan")
+        return ret
+
+
+    def train(model, optimizer, loader):
+        for rays, target in loader:
+            loss = ((render_rays(model, rays.to(device))["rgb"] - target) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+"""
+
+
+def test_a_switch_another_module_sets_is_not_read_as_its_module_writes_it(tmp_path):
+    """MEM105's test thrown away after a tensor (`... and DEBUG`) needs the switch off: where
+    `main.py` sets `nerf.DEBUG = args.debug`, it may be on; where no module sets it, it is
+    off; linted alone, `nerf.py` cannot tell, and does not report."""
+    nerf, = tree(tmp_path / "a", {"nerf.py": _NERF})
+    tree(tmp_path / "a", {"main.py": "import nerf\n\nnerf.train(model, optimizer, loader)\n"})
+    assert lint(tmp_path / "a", select=("MEM105",)) == [("nerf.py", 12, "MEM105")]
+    assert lint(tmp_path / "a", nerf, select=("MEM105",)) == []  # alone
+    tree(tmp_path / "a", {"main.py": "import nerf\n\nnerf.DEBUG = args.debug\nnerf.train(model, optimizer, loader)\n"})
+    assert lint(tmp_path / "a", select=("MEM105",)) == []

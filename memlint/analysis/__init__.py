@@ -199,7 +199,7 @@ class Facts:
     @cached_property
     def guards(self) -> Guards:
         """The conditions code runs under, and whether they are the user's choice."""
-        return Guards(self.names, self.tree, self.scopes)
+        return Guards(self.names, self.tree, self.scopes, self.project)
 
     @cached_property
     def checkpoints(self) -> Checkpoints:

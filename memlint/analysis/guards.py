@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -50,6 +50,9 @@ from memlint.analysis.dataflow import conjuncts
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, literal_bool
+
+if TYPE_CHECKING:
+    from memlint.analysis.project import ProjectView
 
 # Calls that only ask what hardware there is.
 HARDWARE_CALLS = frozenset({
@@ -77,10 +80,12 @@ _LITERAL, _HARDWARE, _CHOICE = 0, 1, 2
 class Guards:
     """The conditions around the code of one module (see the module docstring)."""
 
-    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes) -> None:
+    def __init__(self, names: TorchNames, tree: TreeIndex, scopes: Scopes,
+                 project: Optional["ProjectView"] = None) -> None:
         self.names = names
         self.tree = tree
         self.scopes = scopes
+        self.project = project  # (None: nothing known of other modules)
         self._chosen: Dict[int, bool] = {}
 
     def tests(self, node: cst.CSTNode) -> List[cst.BaseExpression]:
@@ -167,8 +172,10 @@ class Guards:
 
     def surely_false(self, test: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """`test` is false wherever `at` runs: `False`, `None`, `0`, a conjunction with such a
-        part, or a switch every binding of which in effect at `at` is one (`DEBUG = False`)."""
-        return self._surely_false(test, at, 0)
+        part, or a switch every binding of which in effect at `at` is one (`DEBUG = False`).
+        For a finding that needs it false: where the other modules are not known, a module's
+        switch may be set by one of them (`dead`, which hides findings, reads it as written)."""
+        return self._surely_false(test, at, 0, True)
 
     def _surely_true(self, test: cst.BaseExpression) -> bool:
         """`True`, or `not` of a surely false test (`if not HF_MODE:` after `HF_MODE = False`)."""
@@ -177,7 +184,7 @@ class Guards:
         return type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and \
             self._surely_false(test.expression, test.expression, 0)  # type: ignore[attr-defined]
 
-    def _surely_false(self, test: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+    def _surely_false(self, test: cst.BaseExpression, at: cst.CSTNode, depth: int, unseen_set: bool = False) -> bool:
         """`False`, `None`, `0`, a conjunction with such a part, or a name whose every binding
         in effect at `at` is one (a switch set off in the code)."""
         kind = type(test)
@@ -191,11 +198,12 @@ class Guards:
             if self._rebinds_dynamically(binds):
                 return False  # (nanoGPT's `exec(open("configurator.py").read())` sets its switches from the command line)
             return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
-                                       self._surely_false(b.value, b.node, depth + 1) for b in binds)
+                                       self._surely_false(b.value, b.node, depth + 1, unseen_set) for b in binds) and \
+                not self._set_elsewhere(test.value, binds, unseen_set)  # type: ignore[attr-defined]
         if kind is cst.Integer:
             return test.value == "0"  # type: ignore[attr-defined]
         if kind is cst.BooleanOperation:
-            left, right = (self._surely_false(part, at, depth) for part in (test.left, test.right))  # type: ignore[attr-defined]
+            left, right = (self._surely_false(part, at, depth, unseen_set) for part in (test.left, test.right))  # type: ignore[attr-defined]
             return left or right if type(test.operator) is cst.And else left and right  # type: ignore[attr-defined]
         return False
 
@@ -213,6 +221,13 @@ class Guards:
             return True
         stars = self._star_imports
         return bool(stars) and not any(tree.order(node) > max(stars) and self._at_top_level(node) for node in at_top)
+
+    def _set_elsewhere(self, name: str, binds: List[Binding], unseen: bool) -> bool:
+        """A module-level `name` that another module of the project assigns (`nerf.DEBUG =
+        args.debug` in `main.py`), or, with `unseen`, may assign where the others are not known;
+        asked last, of a switch the module itself sets off."""
+        return self.project is not None and any(self.tree.scope_of(b.node) is self.tree.module for b in binds) and \
+            self.project.set_elsewhere(name, unseen)
 
     def _at_top_level(self, node: cst.CSTNode) -> bool:
         """`node` is (in) a statement of the module's own body: it runs whenever the module does."""

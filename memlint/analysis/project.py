@@ -110,6 +110,17 @@ class Project:
         self._subclasses: Optional[Dict[Tuple[str, str, str], List[Tuple[str, str, str]]]] = None
         self._device_called: Optional[Set[Tuple[str, str]]] = None
         self._grad_off_methods: Optional[FrozenSet[str]] = None
+        self._set: Optional[Dict[str, Set[str]]] = None
+
+    def set_elsewhere(self, name: str, module: str) -> bool:
+        """Whether a module of the project other than `module` assigns `name` (`nerf.DEBUG =
+        args.debug` for `nerf`'s `DEBUG`)."""
+        if self._set is None:
+            self._set = {}
+            for (_, setter), summary in self._modules.items():
+                for assigned in summary.sets:
+                    self._set.setdefault(assigned, set()).add(setter)
+        return bool(self._set.get(name, set()) - {module})
 
     # -- finding things --------------------------------------------------------------------
     def _module(self, root: str, name: str) -> Optional[Tuple[str, str]]:
@@ -513,6 +524,14 @@ class ProjectView:
     def uses_torch(self, dotted: str) -> bool:
         """Whether the project module `dotted` comes from imports torch (or a library on it)."""
         return self._ask(f"torch {dotted}", lambda p: p.uses_torch(self.root, dotted), False, False)  # type: ignore[return-value]
+
+    def set_elsewhere(self, name: str, unseen: bool) -> bool:
+        """Whether another module of the project assigns this module's module-level `name`
+        (`nerf.DEBUG = args.debug`): what its own assignments say of it does not hold. Before
+        the others are known, and linted on its own, `unseen` (each asker's leaning towards
+        reporting less)."""
+        return self._ask(f"set {name} {unseen}", lambda p: p.set_elsewhere(f"{self.name}.{name}", self.name),
+                         unseen, unseen)  # type: ignore[return-value]
 
     def imported_elsewhere(self) -> bool:
         """Whether another module of the project imports this one (a module linted on its own

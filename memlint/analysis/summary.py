@@ -149,6 +149,7 @@ class ModuleSummary:
     device: bool = False
     stars: Tuple[str, ...] = ()  # the modules it imports everything of (`from .models import *`), absolute
     forward_asks_for_grad: bool = True  # a model's forward here asks for gradients (True: not known)
+    sets: Tuple[str, ...] = ()  # the names of imported modules it assigns (`nerf.DEBUG = args.debug`), absolute
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -160,7 +161,8 @@ class ModuleSummary:
                 "functions": {k: v.to_json() for k, v in self.functions.items()},
                 "classes": {k: v.to_json() for k, v in self.classes.items()},
                 "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves],
-                "device": self.device, "stars": list(self.stars), "forward_asks_for_grad": self.forward_asks_for_grad}
+                "device": self.device, "stars": list(self.stars), "forward_asks_for_grad": self.forward_asks_for_grad,
+                "sets": list(self.sets)}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
@@ -172,7 +174,7 @@ class ModuleSummary:
                    {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
                    tuple(Edge.from_json(e) for e in data["calls"]),
                    tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device,
-                   _names(data.get("stars", [])), asks)
+                   _names(data.get("stars", [])), asks, _names(data.get("sets", [])))
 
 
 def _name(value: object) -> str:
@@ -212,9 +214,33 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods,
                 _learns(facts, statement, asks))
-    return ModuleSummary(facts.project.name, names.absolute_imports(), functions, classes, tuple(_edges(facts)),
+    imports = names.absolute_imports()
+    return ModuleSummary(facts.project.name, imports, functions, classes, tuple(_edges(facts)),
                          _saved_files(facts), facts.names_device, names.star_modules,
-                         _forward_asks_for_grad(facts, asks))
+                         _forward_asks_for_grad(facts, asks), _sets(facts, imports))
+
+
+def _sets(facts: "Facts", imports: Dict[str, str]) -> Tuple[str, ...]:
+    """The names of imported modules the module assigns, anywhere in it (`nerf.DEBUG =
+    args.debug` in `main`): a switch another module sets is not what its own module binds."""
+    found: Dict[str, None] = {}
+    for node, _ in facts.tree.listed:
+        kind = type(node)
+        if kind is cst.Assign:
+            targets = [t.target for t in node.targets]  # type: ignore[attr-defined]
+        elif kind is cst.AugAssign or kind is cst.AnnAssign:
+            targets = [node.target]  # type: ignore[attr-defined]
+        else:
+            continue
+        for target in targets:
+            if type(target) is cst.Attribute:
+                owner = dotted_name(target.value)  # type: ignore[attr-defined]
+                head, _, rest = (owner or "").partition(".")
+                module = imports.get(head)
+                name = ".".join(filter(None, (module, rest, target.attr.value))) if module else ""  # type: ignore[attr-defined]
+                if name and facts.project.knows(name):  # (a module of the project's, not torch's)
+                    found[name] = None
+    return tuple(found)
 
 
 # names a module spells where its code may ask for gradients (memlint.analysis.roles.Roles.asks_for_grad)
