@@ -521,3 +521,30 @@ def test_arguments_bind_to_parameters_as_python_binds_them():
 ])
 def test_a_setting_is_a_flag_of_the_configuration_not_of_the_state(test, setting):
     assert a_setting(cst.parse_expression(test)) is setting
+
+
+# -- guards: a switch that is off --------------------------------------------------------------------
+_SWITCHED = """
+import torch
+HEAD
+
+
+def step(x):
+    if DEBUG:
+        report(x)
+"""
+
+
+@pytest.mark.parametrize("head,off", [
+    ("DEBUG = False", True),
+    ("from helpers import *\nDEBUG = False", True),  # the binding after the star import surely runs
+    ("print(vars(args))\nDEBUG = False", True),  # another object's namespace read
+    ("DEBUG = False\nfrom helpers import *", False),  # the star import may set it
+    ("import os\nfrom helpers import *\nif os.environ.get('FAST'):\n    DEBUG = False", False),  # only on some paths
+    ("DEBUG = False\ntry:\n    from local_settings import DEBUG\nexcept ImportError:\n    pass", False),
+    ("import sys\nDEBUG = False\nvars(sys.modules[__name__]).update(overrides())", False),
+    ("import sys\nDEBUG = False\nsetattr(sys.modules[__name__], 'DEBUG', '-d' in sys.argv)", False),
+])
+def test_code_under_a_switch_that_is_off_never_runs(head, off):
+    f = facts(_SWITCHED.replace("HEAD", head))
+    assert f.guards.dead(call_named(f, "report(x)")) is off

@@ -240,11 +240,15 @@ class Guards:
 
     @cached_property
     def _runs_code(self) -> bool:
-        """`exec(...)`, `eval(...)`, `globals()` or `vars()`, or `vars` of anything but a name
-        (`vars(sys.modules[__name__])`; `vars(args)` reads another object's)."""
+        """`exec(...)`, `eval(...)`, `globals()` or `vars()`, `vars` of anything but a name
+        (`vars(sys.modules[__name__])`; `vars(args)` reads another object's), or `setattr` on
+        a module found in `sys.modules`."""
         return any(type(call.func) is cst.Name and (call.func.value in ("exec", "eval", "globals") or  # type: ignore[attr-defined]
                                                     call.func.value == "vars" and not (  # type: ignore[attr-defined]
-                                                        len(call.args) == 1 and type(call.args[0].value) is cst.Name))
+                                                        len(call.args) == 1 and type(call.args[0].value) is cst.Name) or
+                                                    call.func.value == "setattr" and bool(call.args) and  # type: ignore[attr-defined]
+                                                    type(call.args[0].value) is cst.Subscript and
+                                                    dotted_name(call.args[0].value.value) == "sys.modules")  # type: ignore[attr-defined]
                    for call in self.scopes.calls)
 
     @cached_property

@@ -202,18 +202,11 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
-        # the switch tested first; a switch a later `import *` may set, one an import may override, one set
-        # only on some paths after a star import, one a namespace write may set; a batch checked on the host
-        _NERF.replace("HEAD", "from helpers import *\nDEBUG = False").replace("TEST", "DEBUG and " + _NAN_CHECK),
-        _NERF.replace("HEAD", "DEBUG = False\nfrom helpers import *").replace("TEST", _NAN_CHECK + " and DEBUG"),
-        _NERF.replace("HEAD", "DEBUG = False\ntry:\n    from local_settings import DEBUG\nexcept ImportError:\n    pass")
-        .replace("TEST", _NAN_CHECK + " and DEBUG"),
-        _NERF.replace("HEAD", "import os\nfrom config import *\nif os.environ.get(\"FAST\"):\n    DEBUG = False")
-        .replace("TEST", _NAN_CHECK + " and DEBUG"),
-        _NERF.replace("HEAD", "import sys\nDEBUG = False\nvars(sys.modules[__name__]).update(overrides())")
-        .replace("TEST", _NAN_CHECK + " and DEBUG"),
-        "import torch\nDEBUG = False\ndevice = torch.device(\"cuda\")\n\n\ndef train(model, opt, loader):\n"
-        "    for step, (x, y) in enumerate(loader):\n        if torch.isnan(x).any() and DEBUG:\n"
+        # the switch tested first; a batch tested on the host, before it is moved
+        _NERF.replace("HEAD", "from helpers import *").replace("    raw = model(rays)", "    debug = False\n    raw = model(rays)")
+        .replace("TEST", "debug and " + _NAN_CHECK),
+        "import torch\ndevice = torch.device(\"cuda\")\n\n\ndef train(model, opt, loader):\n    debug = False\n"
+        "    for step, (x, y) in enumerate(loader):\n        if torch.isnan(x).any() and debug:\n"
         "            print(\"bad input at\", step)\n        x, y = x.to(device), y.to(device)\n"
         "        loss = ((model(x) - y) ** 2).mean()\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n",
         # the lengths kept as Python numbers: sizes read on the host already
