@@ -1714,3 +1714,45 @@ def test_a_switch_another_module_sets_is_not_read_as_its_module_writes_it(tmp_pa
     assert lint(tmp_path / "a", nerf, select=("MEM105",)) == []  # alone
     tree(tmp_path / "a", {"main.py": "import nerf\n\nnerf.DEBUG = args.debug\nnerf.train(model, optimizer, loader)\n"})
     assert lint(tmp_path / "a", select=("MEM105",)) == []
+
+
+@pytest.mark.parametrize("setter", [
+    "import argparse\nimport nerf\n\nargs = argparse.ArgumentParser().parse_args()\nnerf.DEBUG = args.debug\n",  # no rule's word
+    "import nerf\n\nfor key, value in vars(args).items():\n    setattr(nerf, key, value)\n",
+    "import nerf\n\nnerf.__dict__.update(vars(args))\n",
+    "import nerf\n\nnerf.DEBUG, nerf.STEPS = args.debug, 10\n",
+])
+def test_a_switch_set_by_another_module_in_other_ways(tmp_path, setter):
+    tree(tmp_path / "a", {"nerf.py": _NERF, "main.py": setter + "nerf.train(model, optimizer, loader)\n"})
+    assert lint(tmp_path / "a", select=("MEM105",)) == []
+
+
+def test_a_module_that_reaches_itself_may_set_its_own_switch(tmp_path):
+    own = textwrap.dedent(_NERF).replace("DEBUG = False", "DEBUG = False\nthis = sys.modules[__name__]\n\n\n"
+                                         "def debug(flag):\n    this.DEBUG = flag")
+    tree(tmp_path / "a", {"nerf.py": "import sys\n" + own, "main.py": "import nerf\n\nnerf.train(m, o, d)\n"})
+    assert lint(tmp_path / "a", select=("MEM105",)) == []
+
+
+def test_code_under_a_switch_another_module_sets_is_read_as_its_module_writes_it(tmp_path):
+    """Rules that leave out code under a switch that is off read it as its module writes it,
+    in the project as alone: the same findings both ways (MEM207 where `torch.compile` is off)."""
+    trainer, = tree(tmp_path / "a", {"trainer.py": """
+        import torch
+
+        USE_COMPILE = False
+
+
+        def fit(model, loader, optimizer, steps):
+            if USE_COMPILE:
+                model = torch.compile(model)
+            for step in range(steps):
+                x, y = loader.next_batch()
+                logits, loss = model(x, y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """})
+    tree(tmp_path / "a", {"main.py": "import trainer\n\ntrainer.USE_COMPILE = args.compile\ntrainer.fit(m, l, o, 1000)\n"})
+    whole = lint(tmp_path / "a", select=("MEM207",))
+    assert whole == [("trainer.py", 12, "MEM207")] == lint(tmp_path / "a", trainer, select=("MEM207",))

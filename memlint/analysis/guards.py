@@ -173,8 +173,9 @@ class Guards:
     def surely_false(self, test: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """`test` is false wherever `at` runs: `False`, `None`, `0`, a conjunction with such a
         part, or a switch every binding of which in effect at `at` is one (`DEBUG = False`).
-        For a finding that needs it false: where the other modules are not known, a module's
-        switch may be set by one of them (`dead`, which hides findings, reads it as written)."""
+        For a finding that needs it false, so another module of the project may set a module's
+        switch, and where the others are not known, one may (`dead`, which hides code and so
+        serves findings both ways, reads the module's own code alone, whatever is linted)."""
         return self._surely_false(test, at, 0, True)
 
     def _surely_true(self, test: cst.BaseExpression) -> bool:
@@ -184,7 +185,7 @@ class Guards:
         return type(test) is cst.UnaryOperation and type(test.operator) is cst.Not and \
             self._surely_false(test.expression, test.expression, 0)  # type: ignore[attr-defined]
 
-    def _surely_false(self, test: cst.BaseExpression, at: cst.CSTNode, depth: int, unseen_set: bool = False) -> bool:
+    def _surely_false(self, test: cst.BaseExpression, at: cst.CSTNode, depth: int, asks_project: bool = False) -> bool:
         """`False`, `None`, `0`, a conjunction with such a part, or a name whose every binding
         in effect at `at` is one (a switch set off in the code)."""
         kind = type(test)
@@ -198,12 +199,12 @@ class Guards:
             if self._rebinds_dynamically(binds):
                 return False  # (nanoGPT's `exec(open("configurator.py").read())` sets its switches from the command line)
             return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None and
-                                       self._surely_false(b.value, b.node, depth + 1, unseen_set) for b in binds) and \
-                not self._set_elsewhere(test.value, binds, unseen_set)  # type: ignore[attr-defined]
+                                       self._surely_false(b.value, b.node, depth + 1, asks_project) for b in binds) and \
+                not (asks_project and self._set_elsewhere(test.value, binds))  # type: ignore[attr-defined]
         if kind is cst.Integer:
             return test.value == "0"  # type: ignore[attr-defined]
         if kind is cst.BooleanOperation:
-            left, right = (self._surely_false(part, at, depth, unseen_set) for part in (test.left, test.right))  # type: ignore[attr-defined]
+            left, right = (self._surely_false(part, at, depth, asks_project) for part in (test.left, test.right))  # type: ignore[attr-defined]
             return left or right if type(test.operator) is cst.And else left and right  # type: ignore[attr-defined]
         return False
 
@@ -217,17 +218,17 @@ class Guards:
         at_top = [b.node for b in binds if tree.scope_of(b.node) is tree.module]
         if not at_top:
             return False
-        if self._runs_code:
+        if self._runs_code or self._reaches_itself:
             return True
         stars = self._star_imports
         return bool(stars) and not any(tree.order(node) > max(stars) and self._at_top_level(node) for node in at_top)
 
-    def _set_elsewhere(self, name: str, binds: List[Binding], unseen: bool) -> bool:
+    def _set_elsewhere(self, name: str, binds: List[Binding]) -> bool:
         """A module-level `name` that another module of the project assigns (`nerf.DEBUG =
-        args.debug` in `main.py`), or, with `unseen`, may assign where the others are not known;
-        asked last, of a switch the module itself sets off."""
+        args.debug` in `main.py`), or may, where the others are not known; asked last, of a
+        switch the module itself sets off."""
         return self.project is not None and any(self.tree.scope_of(b.node) is self.tree.module for b in binds) and \
-            self.project.set_elsewhere(name, unseen)
+            self.project.set_elsewhere(name)
 
     def _at_top_level(self, node: cst.CSTNode) -> bool:
         """`node` is (in) a statement of the module's own body: it runs whenever the module does."""
@@ -241,15 +242,18 @@ class Guards:
     @cached_property
     def _runs_code(self) -> bool:
         """`exec(...)`, `eval(...)`, `globals()` or `vars()`, `vars` of anything but a name
-        (`vars(sys.modules[__name__])`; `vars(args)` reads another object's), or `setattr` on
-        a module found in `sys.modules`."""
-        return any(type(call.func) is cst.Name and (call.func.value in ("exec", "eval", "globals") or  # type: ignore[attr-defined]
-                                                    call.func.value == "vars" and not (  # type: ignore[attr-defined]
-                                                        len(call.args) == 1 and type(call.args[0].value) is cst.Name) or
-                                                    call.func.value == "setattr" and bool(call.args) and  # type: ignore[attr-defined]
-                                                    type(call.args[0].value) is cst.Subscript and
-                                                    dotted_name(call.args[0].value.value) == "sys.modules")  # type: ignore[attr-defined]
+        (`vars(sys.modules[__name__])`; `vars(args)` reads another object's); not a function of
+        the module's own by those names."""
+        own = {node.name.value for node, _ in self.tree.listed if type(node) is cst.FunctionDef}  # type: ignore[attr-defined]
+        return any(type(call.func) is cst.Name and call.func.value not in own and _writes_namespace(call)  # type: ignore[attr-defined]
                    for call in self.scopes.calls)
+
+    @cached_property
+    def _reaches_itself(self) -> bool:
+        """The module takes itself from `sys.modules` (`this = sys.modules[__name__]`), through
+        which it may set its own names (`this.DEBUG = flag`)."""
+        return any(type(node) is cst.Subscript and dotted_name(node.value) == "sys.modules"  # type: ignore[attr-defined]
+                   for node in self.tree.nodes)
 
     @cached_property
     def _imported(self) -> FrozenSet[str]:
@@ -359,6 +363,14 @@ class Guards:
             return _CHOICE  # a parameter, a loop variable, a name from elsewhere
         found = max(self._depends_on(b.value, b.node, depth + 1) for b in binds)
         return _CHOICE if found == _LITERAL else found
+
+
+def _writes_namespace(call: cst.Call) -> bool:
+    """A call of a builtin that runs code or may write a module's names (see `_runs_code`)."""
+    name, args = call.func.value, call.args  # type: ignore[attr-defined]
+    if name in ("exec", "eval", "globals"):
+        return True
+    return name == "vars" and not (len(args) == 1 and type(args[0].value) is cst.Name)
 
 
 def selects_a_mode(test: cst.BaseExpression) -> bool:

@@ -115,12 +115,15 @@ class Project:
     def set_elsewhere(self, name: str, module: str) -> bool:
         """Whether a module of the project other than `module` assigns `name` (`nerf.DEBUG =
         args.debug` for `nerf`'s `DEBUG`)."""
-        if self._set is None:
+        if self._set is None:  # (a module of a namespace package by its own name: `models.nerf` is `nerf`)
             self._set = {}
             for (_, setter), summary in self._modules.items():
                 for assigned in summary.sets:
-                    self._set.setdefault(assigned, set()).add(setter)
-        return bool(self._set.get(name, set()) - {module})
+                    owner, _, attr = assigned.rpartition(".")
+                    owner = self.aliases[owner][1] if owner in self.aliases else owner
+                    self._set.setdefault(f"{owner}.{attr}", set()).add(setter)
+        setters = self._set.get(name, set()) | self._set.get(f"{module}.*", set())
+        return bool(setters - {module})
 
     # -- finding things --------------------------------------------------------------------
     def _module(self, root: str, name: str) -> Optional[Tuple[str, str]]:
@@ -525,13 +528,12 @@ class ProjectView:
         """Whether the project module `dotted` comes from imports torch (or a library on it)."""
         return self._ask(f"torch {dotted}", lambda p: p.uses_torch(self.root, dotted), False, False)  # type: ignore[return-value]
 
-    def set_elsewhere(self, name: str, unseen: bool) -> bool:
+    def set_elsewhere(self, name: str) -> bool:
         """Whether another module of the project assigns this module's module-level `name`
         (`nerf.DEBUG = args.debug`): what its own assignments say of it does not hold. Before
-        the others are known, and linted on its own, `unseen` (each asker's leaning towards
-        reporting less)."""
-        return self._ask(f"set {name} {unseen}", lambda p: p.set_elsewhere(f"{self.name}.{name}", self.name),
-                         unseen, unseen)  # type: ignore[return-value]
+        the others are known, and linted on its own, one may."""
+        return self._ask(f"set {name}", lambda p: p.set_elsewhere(f"{self.name}.{name}", self.name),
+                         True, True)  # type: ignore[return-value]
 
     def imported_elsewhere(self) -> bool:
         """Whether another module of the project imports this one (a module linted on its own

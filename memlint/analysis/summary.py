@@ -221,25 +221,40 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
 
 
 def _sets(facts: "Facts", imports: Dict[str, str]) -> Tuple[str, ...]:
-    """The names of imported modules the module assigns, anywhere in it (`nerf.DEBUG =
-    args.debug` in `main`): a switch another module sets is not what its own module binds."""
+    """The names of the project's modules the module assigns, anywhere in it (`nerf.DEBUG =
+    args.debug` in `main`), `module.*` where it may set any (`setattr(nerf, key, value)`,
+    `vars(nerf).update(...)`, `nerf.__dict__`): a switch another module sets is not what its
+    own module binds."""
     found: Dict[str, None] = {}
+
+    def absolute(owner: Optional[str], attr: str) -> None:
+        head, _, rest = (owner or "").partition(".")
+        module = imports.get(head)
+        name = ".".join(filter(None, (module, rest, attr))) if module else ""
+        if name and facts.project.knows(name):  # (a module of the project's, not torch's)
+            found[name] = None
+
     for node, _ in facts.tree.listed:
         kind = type(node)
         if kind is cst.Assign:
             targets = [t.target for t in node.targets]  # type: ignore[attr-defined]
-        elif kind is cst.AugAssign or kind is cst.AnnAssign:
+        elif kind is cst.AugAssign or kind is cst.AnnAssign or kind is cst.For:
             targets = [node.target]  # type: ignore[attr-defined]
+        elif kind is cst.Call and type(node.func) is cst.Name and node.func.value in ("setattr", "vars") and node.args:  # type: ignore[attr-defined]
+            absolute(dotted_name(node.args[0].value), "*")  # type: ignore[attr-defined]
+            continue
         else:
+            if kind is cst.Call and type(node.func) is cst.Attribute and type(node.func.value) is cst.Attribute and \
+                    node.func.value.attr.value == "__dict__":  # type: ignore[attr-defined]
+                absolute(dotted_name(node.func.value.value), "*")  # type: ignore[attr-defined]
             continue
         for target in targets:
-            if type(target) is cst.Attribute:
-                owner = dotted_name(target.value)  # type: ignore[attr-defined]
-                head, _, rest = (owner or "").partition(".")
-                module = imports.get(head)
-                name = ".".join(filter(None, (module, rest, target.attr.value))) if module else ""  # type: ignore[attr-defined]
-                if name and facts.project.knows(name):  # (a module of the project's, not torch's)
-                    found[name] = None
+            for leaf in ([e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]):  # type: ignore[attr-defined]
+                if type(leaf) is cst.Attribute:
+                    absolute(dotted_name(leaf.value), leaf.attr.value)  # type: ignore[attr-defined]
+                elif type(leaf) is cst.Subscript and type(leaf.value) is cst.Attribute and \
+                        leaf.value.attr.value == "__dict__":  # type: ignore[attr-defined]
+                    absolute(dotted_name(leaf.value.value), "*")  # type: ignore[attr-defined]
     return tuple(found)
 
 
@@ -326,7 +341,8 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
     imports: Dict[str, str] = {}
     stars: List[str] = []
     classes: Dict[str, ClassSummary] = {}
-    for statement in (ast.parse(source) if isinstance(source, str) else source).body:
+    tree = ast.parse(source) if isinstance(source, str) else source
+    for statement in tree.body:
         if isinstance(statement, ast.Import):
             for alias in statement.names:
                 imports[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
@@ -356,7 +372,25 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                                                                       *f.args.kwonlyargs)))
                        for f in statement.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
             classes[statement.name] = ClassSummary(tuple(bases), False, methods)
-    return ModuleSummary(name, imports, {}, classes, (), stars=tuple(dict.fromkeys(stars)), forward_asks_for_grad=False)
+    return ModuleSummary(name, imports, {}, classes, (), stars=tuple(dict.fromkeys(stars)), forward_asks_for_grad=False,
+                         sets=_plain_sets(tree, imports))
+
+
+def _plain_sets(tree: ast.Module, imports: Dict[str, str]) -> Tuple[str, ...]:
+    """`_sets` of a module summarised plain (a launcher that sets `nerf.DEBUG = args.debug` and
+    names nothing a rule needs): the assignments at its top level, and in the bodies of its
+    top-level `if`s and functions."""
+    found: Dict[str, None] = {}
+    blocks = [tree.body] + [s.body for s in tree.body if isinstance(s, (ast.If, ast.FunctionDef))]
+    for statement in (s for block in blocks for s in block):
+        targets = statement.targets if isinstance(statement, ast.Assign) else \
+            [statement.target] if isinstance(statement, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            owner = _ast_dotted(target.value) if isinstance(target, ast.Attribute) else None
+            head, _, rest = (owner or "").partition(".")
+            if head in imports:
+                found[".".join(filter(None, (imports[head], rest, target.attr)))] = None  # type: ignore[attr-defined]
+    return tuple(found)
 
 
 def _ast_dotted(expr: ast.expr) -> Optional[str]:

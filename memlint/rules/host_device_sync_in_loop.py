@@ -209,6 +209,11 @@ class HostDeviceSyncInLoop(Rule):
         "    for step, (x, y) in enumerate(loader):\n        if torch.isnan(x).any() and debug:\n"
         "            print(\"bad input at\", step)\n        x, y = x.to(device), y.to(device)\n"
         "        loss = ((model(x) - y) ** 2).mean()\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n",
+        "import torch\ndevice = torch.device(\"cuda\")\n\n\ndef train(model, opt, loader):\n    debug = False\n"
+        "    for batch in loader:\n        inputs, target = batch[\"x\"], batch[\"y\"]\n"
+        "        if torch.isnan(inputs).any() and debug:\n            print(\"bad batch\")\n"
+        "        loss = ((model(inputs.to(device)) - target.to(device)) ** 2).mean()\n"
+        "        opt.zero_grad()\n        loss.backward()\n        opt.step()\n",
         # the lengths kept as Python numbers: sizes read on the host already
         "import torch\nimport torch.nn as nn\n\n\nclass NaViT(nn.Module):\n"
         "    def forward(self, images):\n        device = images[0].device\n"
@@ -990,7 +995,8 @@ class HostDeviceSyncInLoop(Rule):
         parts = conjuncts(node.test)
         if len(parts) < 2:
             return False
-        switch = next((at for at, part in enumerate(parts) if facts.guards.surely_false(part, node)), 0)
+        switch = next((at for at, part in enumerate(parts) if type(part) is cst.Name and  # (a named switch, not `and False`)
+                       part.value not in ("False", "None") and facts.guards.surely_false(part, node)), 0)
         waits = next((part for part in parts[:switch] if facts.syncs.condition_reads_tensor(part, node)), None)
         if waits is None or self._moved_after(waits, node) or self._in_a_handler(node) or facts.per_step(node) is None:
             return False
@@ -1007,17 +1013,14 @@ class HostDeviceSyncInLoop(Rule):
 
     def _moved_after(self, test: cst.BaseExpression, node: cst.CSTNode) -> bool:
         """A name `test` reads is moved to the device after it, in the same function (a batch
-        checked before `x, y = x.to(device), y.to(device)`): on the host where it is tested."""
+        checked before `x = batch.to(device)` or `model(inputs.to(device))`): on the host where
+        it is tested."""
         facts = self.facts
-        scope = facts.tree.scope_of(node)
+        names = {n.value for n in walk(test) if type(n) is cst.Name}
         after = facts.tree.order(node)
-        for name in {n.value for n in walk(test) if type(n) is cst.Name}:
-            for bind in facts.scopes.bindings(scope, name):
-                if facts.tree.order(bind.node) > after and any(
-                        type(call) is cst.Call and facts.purity.mover(call) is not None and  # type: ignore[arg-type]
-                        dotted_name(call.func.value) == name for call in walk(bind.node)):  # type: ignore[attr-defined]
-                    return True
-        return False
+        return any(facts.tree.order(call) > after and type(call.func) is cst.Attribute and  # type: ignore[attr-defined]
+                   dotted_name(call.func.value) in names and facts.purity.mover(call) is not None  # type: ignore[attr-defined]
+                   for call in facts.scopes.calls_of(facts.tree.scope_of(node)))
 
     def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
         facts = self.facts

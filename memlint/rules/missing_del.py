@@ -33,6 +33,17 @@ def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
             return None
 
 
+def _shifts(bound: cst.Slice) -> bool:
+    """`:-1` or `1:` (no step): the output less one position, as a language model's loss
+    shifts its logits against its labels; a view of nearly all of it, and strided."""
+    edge = bound.upper if bound.lower is None else bound.lower if bound.upper is None else None
+    if edge is None or bound.step is not None:
+        return False
+    if type(edge) is cst.UnaryOperation and type(edge.operator) is cst.Minus:  # type: ignore[attr-defined]
+        return edge is bound.upper and type(edge.expression) is cst.Integer and edge.expression.value == "1"  # type: ignore[attr-defined]
+    return edge is bound.lower and type(edge) is cst.Integer and edge.value == "1"  # type: ignore[attr-defined]
+
+
 def _made_from(value: cst.BaseExpression, strided: Dict[str, bool]) -> Optional[Tuple[bool, bool]]:
     """(whether it is a strided view, whether it is surely a copy as large) when `value` is one
     of the tensors `strided` names (each with whether it is a strided view), a view of it or a
@@ -52,13 +63,16 @@ def _made_from(value: cst.BaseExpression, strided: Dict[str, bool]) -> Optional[
             value = value.value  # type: ignore[attr-defined]
         elif kind is cst.Subscript and all(type(e.slice) is cst.Slice or type(e.slice.value) is cst.Ellipsis  # type: ignore[attr-defined]
                                            for e in value.slice):  # type: ignore[attr-defined]
-            sliced = sliced or any(type(e.slice) is cst.Slice and (e.slice.lower is not None or  # type: ignore[attr-defined]
-                                                                    e.slice.upper is not None)  # type: ignore[attr-defined]
-                                   for e in value.slice)  # type: ignore[attr-defined]
+            bounded = [e.slice for e in value.slice if type(e.slice) is cst.Slice and  # type: ignore[attr-defined]
+                       (e.slice.lower is not None or e.slice.upper is not None)]  # type: ignore[attr-defined]
+            if not all(_shifts(bound) for bound in bounded):
+                return None  # (`[:, -1:, :]`: a position of the output, not one as large)
+            sliced = sliced or bool(bounded)
             value = value.value  # type: ignore[attr-defined]
         elif kind is cst.Subscript and len(value.slice) == 1 and type(value.slice[0].slice) is cst.Index and \
                 type(value.slice[0].slice.value) is cst.SimpleString and \
-                _OUTPUT_PARTS.fullmatch(value.slice[0].slice.value.evaluated_value or ""):  # type: ignore[attr-defined]
+                isinstance(value.slice[0].slice.value.evaluated_value, str) and \
+                _OUTPUT_PARTS.fullmatch(value.slice[0].slice.value.evaluated_value):  # type: ignore[attr-defined]
             value = value.value  # type: ignore[attr-defined]
         elif kind is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _SAME_SIZE:  # type: ignore[attr-defined]
             methods.append(value.func.attr.value)  # type: ignore[attr-defined]

@@ -251,6 +251,12 @@ class RetainedOutputs(Rule):
         "import torch\nmodel = load().cuda()\nwindow = []\nfor i in range(steps):\n    with torch.no_grad():\n"
         "        logits = model(x.cuda())\n    window.append(logits[:, i])\n    if len(window) > 4:\n        window.pop(0)\n"
         "print(torch.stack(window).sum())\n",
+        "import collections\nimport torch\nmodel = load().cuda()\nwindow = collections.deque(maxlen=4)\nfor i in range(steps):\n"
+        "    with torch.no_grad():\n        logits = model(x.cuda())\n    window.append(logits[:, i])\n"
+        "print(torch.stack(list(window)).sum())\n",
+        "import torch\nmodel = load().cuda()\nwindow = []\nfor i in range(steps):\n    with torch.no_grad():\n"
+        "        logits = model(x.cuda())\n    window.append(logits[:, i])\n    window = window[-4:]\n"
+        "print(torch.stack(window).sum())\n",
         # appended only under the flag under which it is used after the loop
         _TABLE_QA.replace("RETURNED", "(logits,) if not self.aggregate else (logits, torch.cat(all_aggregations, 0))"),
         # a forward's outputs flattened into a list: every item was alive before the loop
@@ -1207,7 +1213,7 @@ class RetainedOutputs(Rule):
                         e.slice.value.value == index for e in value.slice):
             return  # (a tensor's dimensions, one of them at the loop's own integer position, views only)
         if all(map(over_model_parts, loops)) or self._a_few_kept(node, loops, container.value) or \
-                not self._outlives_loop(node, container, dotted):
+                not self._outlives_loop(node, container, dotted) or self._bounded(container.value, node, loop):
             return  # (a few slices, or a window the loop drops items from: no growth)
         base = value.value.value
         binds = [b for b in facts.scopes.bindings_seen(base, value) if facts.tree.contains(loop, b.node)]
@@ -1221,6 +1227,16 @@ class RetainedOutputs(Rule):
             f"keeps all of each iteration's `{base}` on the device to use one position of it, and device memory "
             f"grows by a whole output per iteration: keep a copy of the slice (`{show(value)}.clone()`, or "
             f"`.cpu()`)"), fix)
+
+    def _bounded(self, name: str, node: cst.Call, loop: cst.CSTNode) -> bool:
+        """The list keeps a few items however long the loop: the loop binds it again (`rows =
+        rows[-4:]`), or it is a `deque` with a `maxlen`."""
+        facts = self.facts
+        return any(bind.kind == "assign" and facts.tree.contains(loop, bind.node) or
+                   bind.value is not None and type(bind.value) is cst.Call and
+                   last_part(dotted_name(bind.value.func)) == "deque" and  # type: ignore[attr-defined]
+                   (argument(bind.value, "maxlen", 1) is not None)  # type: ignore[arg-type]
+                   for bind in facts.scopes.bindings_seen(name, node))
 
     def _device_kept(self, node: cst.Call, container: cst.Name, values: List[cst.Arg], use: str) -> None:
         if not self._first_for(self.facts.tree.loops_around(node)[0], container.value):
