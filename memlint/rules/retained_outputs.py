@@ -526,6 +526,10 @@ class RetainedOutputs(Rule):
         "    return torch.stack(channels, dim=2).cpu().numpy()\n",
     )
     INVALID = (
+        # the same loop in a function that runs without grad, its slices stacked on the device
+        Invalid("import torch\n\n\n@torch.no_grad()\ndef marginals(model, tokens):\n    rows = []\n"
+                "    for i in range(tokens.size(1)):\n        probs = model(tokens.cuda()).log_softmax(-1)\n"
+                "        rows.append(probs[:, i])\n    return torch.stack(rows, 1)\n"),
         # ESM's masked marginals: one position kept of each iteration's output, as a view that keeps all of it
         Invalid("import torch\nmodel = load().cuda()\nmodel.eval()\nall_token_probs = []\n"
                 "for i in range(batch_tokens.size(2)):\n    masked = batch_tokens.clone()\n    masked[0, 0, i] = mask_idx\n"
@@ -862,6 +866,8 @@ class RetainedOutputs(Rule):
             values = [a for a in values if facts.values.holds_output(a.value, node) and
                       not self._piece_of_an_item(a.value, loop) and not facts.outputs.names_token_ids(root_name(a.value) or "")]
             use = facts.values.use_after_loop(loop, container.value)
+            if use is None and self._view_kept(node, container, dotted, loops):
+                return  # (used on the device after the loop: the slices are needed there, not their outputs)
             if use == "some-paths" and self._filled_on_those_paths(node, container.value, loop):
                 use = None  # appended only where it is used: `if self.aggregate:` ... `if not self.aggregate else`
             if values and use is not None and self._outlives_loop(node, container, dotted):
@@ -1193,33 +1199,34 @@ class RetainedOutputs(Rule):
         self._reported.add(key)
         return True
 
-    def _view_kept(self, node: cst.Call, container: cst.Name, dotted: str, loops: List[cst.CSTNode]) -> None:
+    def _view_kept(self, node: cst.Call, container: cst.Name, dotted: str, loops: List[cst.CSTNode]) -> bool:
         """`all_token_probs.append(token_probs[:, 0, i])` (ESM's masked marginals): each
         iteration runs a forward with grad off, then keeps the slice of its output at the
         loop's own index. The slice is a view, so the whole output stays on the device with
-        it: the loop keeps a full output per iteration to use one position of each. With grad
-        off around the loop, the same append is a grad-free loop's (`_device_kept`); here grad
-        is on at the append, off at the forward."""
+        it: the loop keeps a full output per iteration to use one position of each. Asked
+        where grad is on at the append (off at the forward), and in a grad-free loop whose list
+        is used on the device after it, where `_device_kept` does not report; True when it
+        reports."""
         facts = self.facts
         loop = loops[0]
         value = node.args[-1].value
         if type(value) is not cst.Subscript or type(value.value) is not cst.Name:
-            return
+            return False
         index = _position(loop)
         if index is None or not any(type(e.slice) is cst.Slice for e in value.slice) or \
                 not all(type(e.slice) is cst.Slice or _basic_index(e.slice) or  # type: ignore[attr-defined]
                         type(e.slice.value) is cst.Name and e.slice.value.value == index for e in value.slice) or \
                 not any(type(e.slice) is cst.Index and type(e.slice.value) is cst.Name and  # type: ignore[attr-defined]
                         e.slice.value.value == index for e in value.slice):
-            return  # (a tensor's dimensions, one of them at the loop's own integer position, views only)
+            return False  # (a tensor's dimensions, one of them at the loop's own integer position, views only)
         if all(map(over_model_parts, loops)) or self._a_few_kept(node, loops, container.value) or \
                 not self._outlives_loop(node, container, dotted) or self._bounded(container.value, node, loop):
-            return  # (a few slices, or a window the loop drops items from: no growth)
+            return False  # (a few slices, or a window the loop drops items from: no growth)
         base = value.value.value
         binds = [b for b in facts.scopes.bindings_seen(base, value) if facts.tree.contains(loop, b.node)]
         if not binds or not all(b.kind == "assign" and facts.regions.grad_enabled(b.node) is False for b in binds) or \
                 not facts.values.holds_output(value.value, node) or not self._first_for(loop, container.value):
-            return  # (an output made afresh by each iteration, with grad off)
+            return False  # (an output made afresh by each iteration, with grad off)
         fix = Fix((Replace(value, cst.Call(cst.Attribute(value, cst.Name("clone")))),), Safety.UNSAFE,
                   "keep a copy of the slice alone (`.clone()`)")
         self.report(node, (
@@ -1227,6 +1234,7 @@ class RetainedOutputs(Rule):
             f"keeps all of each iteration's `{base}` on the device to use one position of it, and device memory "
             f"grows by a whole output per iteration: keep a copy of the slice (`{show(value)}.clone()`, or "
             f"`.cpu()`)"), fix)
+        return True
 
     def _bounded(self, name: str, node: cst.Call, loop: cst.CSTNode) -> bool:
         """The list keeps a few items however long the loop: the loop binds it again (`rows =
