@@ -215,7 +215,7 @@ class Guards:
         binding of the name after it that surely runs (NeRF's `from run_nerf_helpers import *`
         above `DEBUG = False` at the top level; not above `if FAST: DEBUG = False`)."""
         tree = self.tree
-        at_top = [b.node for b in binds if tree.scope_of(b.node) is tree.module]
+        at_top = self._module_level(binds)
         if not at_top:
             return False
         if self._runs_code or self._reaches_itself:
@@ -227,8 +227,11 @@ class Guards:
         """A module-level `name` that another module of the project assigns (`nerf.DEBUG =
         args.debug` in `main.py`), or may, where the others are not known; asked last, of a
         switch the module itself sets off."""
-        return self.project is not None and any(self.tree.scope_of(b.node) is self.tree.module for b in binds) and \
-            self.project.set_elsewhere(name)
+        return self.project is not None and bool(self._module_level(binds)) and self.project.set_elsewhere(name)
+
+    def _module_level(self, binds: List[Binding]) -> List[cst.CSTNode]:
+        """The bindings of `binds` made in the module's own scope (which other code may rebind)."""
+        return [b.node for b in binds if self.tree.scope_of(b.node) is self.tree.module]
 
     def _at_top_level(self, node: cst.CSTNode) -> bool:
         """`node` is (in) a statement of the module's own body: it runs whenever the module does."""
