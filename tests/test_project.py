@@ -1756,3 +1756,53 @@ def test_code_under_a_switch_another_module_sets_is_read_as_its_module_writes_it
     tree(tmp_path / "a", {"main.py": "import trainer\n\ntrainer.USE_COMPILE = args.compile\ntrainer.fit(m, l, o, 1000)\n"})
     whole = lint(tmp_path / "a", select=("MEM207",))
     assert whole == [("trainer.py", 12, "MEM207")] == lint(tmp_path / "a", trainer, select=("MEM207",))
+
+
+def test_a_model_built_by_a_language_models_module_is_a_language_model(tmp_path):
+    """MEM207: `outputs = model(...); loss = outputs.loss` holds vocabulary-sized logits when the
+    model is what a function of a language model's module returns (CodeT5's
+    `build_or_load_gen_model`, its module naming `T5ForConditionalGeneration`), also wrapped in
+    DataParallel under the same name; a classifier's builder says nothing, and alone the
+    training script knows nothing of either."""
+    builder = """
+        import torch
+        from transformers import {classes}
+        MODEL_CLASSES = {{"t5": (T5Config, {model}), "roberta": (RobertaConfig, RobertaModel)}}
+
+
+        def build_model(args):
+            config_class, model_class = MODEL_CLASSES[args.model_type]
+            model = model_class.from_pretrained(args.model_name)
+            return config_class, model
+    """
+    train = """
+        import torch
+        from models import build_model
+
+
+        def main(args, loader, optimizer):
+            config, model = build_model(args)
+            model.to(args.device)
+            if args.n_gpu > 1:
+                model = torch.nn.DataParallel(model)
+            while True:
+                batch = next(loader)
+                outputs = model(input_ids=batch[0], labels=batch[1])
+                loss = outputs.loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if args.do_eval:
+                    with torch.no_grad():
+                        outputs = model(input_ids=batch[0], labels=batch[1])
+                        print(outputs.loss.item())
+    """
+    lm = "T5Config, T5ForConditionalGeneration, RobertaConfig, RobertaModel"
+    script, _ = tree(tmp_path / "lm", {"train.py": train, "models.py": builder.format(
+        classes=lm, model="T5ForConditionalGeneration")})
+    assert lint(tmp_path / "lm", select=("MEM207",)) == [("train.py", 13, "MEM207")]
+    assert lint(tmp_path / "lm", script, select=("MEM207",)) == []
+    classifier = "T5Config, T5ForSequenceClassification, RobertaConfig, RobertaModel"
+    tree(tmp_path / "cls", {"train.py": train, "models.py": builder.format(
+        classes=classifier, model="T5ForSequenceClassification")})
+    assert lint(tmp_path / "cls", select=("MEM207",)) == []

@@ -9,7 +9,7 @@ no read that could see the value runs after that point. Asked as `facts.liveness
   `target`, provided they all lie between the assignment and the position `until` inside
   `step` (the loop body or function that binds it); None when a read elsewhere may see it
   (after `until`, in the next iteration of a loop around it, after the loop), when `step`
-  binds the name again, a nested function reads it, it is declared global, or `exec()` /
+  binds the name again before `until`, a nested function reads it, it is declared global, or `exec()` /
   `locals()` can run once it is bound. A read that a later binding surely precedes (an
   evaluation loop binding the name itself) does not see it;
 - `surely_rebound(scope, name, start, read)`: that later binding.
@@ -79,9 +79,9 @@ class Liveness:
                         tree.contains(step, use.node) and holds_it(use.node):  # type: ignore[arg-type]
                     holders.add(id(next(a for a in tree.ancestors(use.node) if isinstance(a, cst.Assign))))
                     continue
-                if tree.contains(step, use.node):
-                    return None  # bound again in the step
-                continue
+                if tree.contains(step, use.node) and tree.order(use.node) < until:
+                    return None  # bound again in the step, before `until`
+                continue  # (bound again later, an evaluation after the backward: its reads must see that)
             if start <= tree.order(use.node) < until and tree.contains(step, use.node):
                 reads.append(use.node)  # type: ignore[arg-type]
             elif not self.surely_rebound(scope, name, start, use.node, holders):

@@ -242,6 +242,12 @@ class Project:
                 return any(is_torch_library(full) for full in self._modules[key].imports.values())
         return False
 
+    def language_model(self, root: str, dotted: str) -> bool:
+        """Whether the project's definition `dotted` is in a module that names a language model
+        or a vocabulary, and no classifier (memlint.analysis.outputs.Outputs.language_model_module)."""
+        ref = self.resolve(root, dotted)
+        return ref is not None and self._modules[ref[:2]].language_model
+
     def function(self, root: str, dotted: str) -> Optional[FunctionSummary]:
         """What the function or method `dotted` names does, when it is the project's."""
         ref = self.resolve(root, dotted)
@@ -571,6 +577,11 @@ class ProjectView:
             found = project.function(self.root, dotted)
             return found is not None and found.returns_device
         return self._ask(f"returns-device {dotted}", answer, False, False)  # type: ignore[return-value]
+
+    def language_model(self, dotted: str) -> bool:
+        """Whether the project's function `dotted` is defined in a language model's module."""
+        return self._ask(f"language-model {dotted}", lambda p: p.language_model(self.root, dotted),  # type: ignore[return-value]
+                         False, False)
 
     def context(self, dotted: str) -> Optional[List[str]]:
         """What the project's `@contextmanager` function `dotted` enters around its `yield`

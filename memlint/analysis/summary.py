@@ -150,6 +150,7 @@ class ModuleSummary:
     stars: Tuple[str, ...] = ()  # the modules it imports everything of (`from .models import *`), absolute
     forward_asks_for_grad: bool = True  # a model's forward here asks for gradients (True: not known)
     sets: Tuple[str, ...] = ()  # the names of imported modules it assigns (`nerf.DEBUG = args.debug`), absolute
+    language_model: bool = False  # it names a language model or a vocabulary, and no classifier (Outputs)
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -162,19 +163,20 @@ class ModuleSummary:
                 "classes": {k: v.to_json() for k, v in self.classes.items()},
                 "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves],
                 "device": self.device, "stars": list(self.stars), "forward_asks_for_grad": self.forward_asks_for_grad,
-                "sets": list(self.sets)}
+                "sets": list(self.sets), "language_model": self.language_model}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
         imports, device, asks = data["imports"], data.get("device", False), data.get("forward_asks_for_grad", True)
-        if not isinstance(imports, dict) or not isinstance(device, bool) or not isinstance(asks, bool):
+        language_model = data.get("language_model", False)
+        if not isinstance(imports, dict) or not all(isinstance(flag, bool) for flag in (device, asks, language_model)):
             raise ValueError("not a module summary")
         return cls(_name(data["name"]), {_name(k): _name(v) for k, v in imports.items()},
                    {_name(k): FunctionSummary.from_json(v) for k, v in data["functions"].items()},
                    {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
                    tuple(Edge.from_json(e) for e in data["calls"]),
                    tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device,
-                   _names(data.get("stars", [])), asks, _names(data.get("sets", [])))
+                   _names(data.get("stars", [])), asks, _names(data.get("sets", [])), language_model)
 
 
 def _name(value: object) -> str:
@@ -217,7 +219,8 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     imports = names.absolute_imports()
     return ModuleSummary(facts.project.name, imports, functions, classes, tuple(_edges(facts)),
                          _saved_files(facts), facts.names_device, names.star_modules,
-                         _forward_asks_for_grad(facts, asks), _sets(facts, imports))
+                         _forward_asks_for_grad(facts, asks), _sets(facts, imports),
+                         facts.outputs.language_model_module)
 
 
 def _sets(facts: "Facts", imports: Dict[str, str]) -> Tuple[str, ...]:

@@ -72,6 +72,10 @@ _INFERENCE_MODE = re.compile(r"^(mode|phase|stage)=(inference|infer|test|testing
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
+# What hands back the model it is given, moved, cast or wrapped to run on several devices.
+_MODEL_MOVES = frozenset({"to", "cuda", "half", "bfloat16", "float", "train", "eval"})
+_DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                            "torch.nn.parallel.DistributedDataParallel"})
 # Return annotations that hold no tensor (`-> List[int]`, `-> Optional[str]`): integers, text and
 # flags, and the containers that hold only them (by the container's last name: `typing.List`,
 # `t.Dict`, `collections.abc.Sequence`). Not `float`: a loss helper annotated `-> float` often
@@ -82,6 +86,8 @@ _CONTAINER_TYPES = frozenset({"List", "list", "Tuple", "tuple", "Dict", "dict", 
 # A model's own computation, which its class defines: other classes of a module that define a
 # method by that name say nothing of a model whose class the code does not name (unlike a
 # project's convention for a helper such as PyG's `@torch.no_grad() def inference`).
+# A helper named for running the model (`_model_call`, `_model_forward`, `run_model`, `forward_model`).
+_MODEL_CALL_HELPER = re.compile(r"^_*(model_(call|forward|run)|(call|forward|run)_model)$")
 _OWN_COMPUTATION = re.compile(r"^(forward\w*|encode\w*|decode\w*|embed\w*|extract_features?)$")
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
@@ -593,6 +599,47 @@ class Values:
         if dotted is None and self._imports_project and not self.scopes.in_effect(local.partition(".")[0], at):
             dotted = next((name for name in reversed(self.names.star_names(local)) if self.project.defines(name)), None)
         return dotted
+
+    def forward_through_helper(self, call: cst.Call) -> bool:
+        """`call` runs a model through a method or function of this module named for it
+        (lm-evaluation-harness's `self._model_forward(input_ids, ...)`, `self._model_call(inps)`)
+        that returns the model's output as it is (memlint.analysis.values: `returns_output`)."""
+        target = self.scopes.resolve(call)
+        return target is not None and bool(_MODEL_CALL_HELPER.match(target.name.value)) and self.returns_output(target)
+
+    def built_in_language_model_module(self, forward: cst.Call) -> bool:
+        """The model `forward` calls (a plain name) is what a function of another module of the
+        project returns, a module that names a language model or a vocabulary and no classifier
+        (CodeT5's `config, model, tokenizer = build_or_load_gen_model(args)`, its `models.py`
+        naming `T5ForConditionalGeneration`), also through a data-parallel wrapper of it bound
+        to the same name; every binding that may be the one seen must say so."""
+        if type(forward.func) is not cst.Name or not self._imports_project:
+            return False
+        return self._built_in_language_model_module(forward.func.value, forward, 0)  # type: ignore[attr-defined]
+
+    def _built_in_language_model_module(self, name: str, at: cst.CSTNode, depth: int) -> bool:
+        binds = self.scopes.in_effect(name, at)
+        if not binds or depth > 2:
+            return False
+        for bind in binds:
+            value = bind.value
+            if bind.kind != "assign" or type(value) is not cst.Call:
+                return False
+            dotted = self.project_callee(value)  # type: ignore[arg-type]
+            if dotted is not None:
+                if not self.project.language_model(dotted):
+                    return False
+                continue
+            func = value.func  # type: ignore[attr-defined]
+            if type(func) is cst.Attribute and func.attr.value in _MODEL_MOVES:  # `model = model.to(device)`
+                wrapped: Optional[cst.BaseExpression] = func.value
+            else:  # `model = torch.nn.DataParallel(model)`
+                wrapped = value.args[0].value if value.args and self.names.call_name(value) in _DATA_PARALLEL else None  # type: ignore[attr-defined, arg-type]
+            if not (bind.whole and type(wrapped) is cst.Name and wrapped.value == name):  # type: ignore[attr-defined]
+                return False
+            if not self._built_in_language_model_module(name, bind.node, depth + 1):
+                return False
+        return True
 
     def returned_on_device(self, call: cst.Call) -> bool:
         """`call` calls a function of another module of the project that returns a tensor on

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -16,7 +16,11 @@ _LEAVES = (cst.Return, cst.Continue, cst.Break, cst.Raise)
 # its device: a view (`view`, `transpose`, `[..., :-1, :]`) keeps the output's memory alive, and
 # a copy is a second buffer as large. `.to(...)` is not one of them: it may go to the CPU.
 _SAME_SIZE = frozenset({"view", "view_as", "reshape", "reshape_as", "flatten", "contiguous", "transpose", "permute",
-                        "squeeze", "unsqueeze", "float", "half", "double", "bfloat16", "clone", "detach"})
+                        "squeeze", "unsqueeze", "float", "half", "double", "bfloat16", "clone", "detach", "softmax",
+                        "log_softmax"})
+# Functions whose result is a new tensor the size of their first argument.
+_SOFTMAX_FUNCTIONS = frozenset({"torch.nn.functional.softmax", "torch.nn.functional.log_softmax", "torch.softmax",
+                                "torch.log_softmax", "torch.special.softmax", "torch.special.log_softmax"})
 # What of a model's output is the output itself (the vocabulary-sized part): `outputs.logits`,
 # `outputs["logits"]`; a loss or a shape read off it is not.
 _OUTPUT_PARTS = re.compile(r"(\w*_)?logits|last_hidden_state")
@@ -44,12 +48,15 @@ def _shifts(bound: cst.Slice) -> bool:
     return edge is bound.lower and type(edge) is cst.Integer and edge.value == "1"  # type: ignore[attr-defined]
 
 
-def _made_from(value: cst.BaseExpression, strided: Dict[str, bool]) -> Optional[Tuple[bool, bool]]:
+def _made_from(value: cst.BaseExpression, strided: Dict[str, bool],
+               call_name: Callable[[cst.Call], Optional[str]]) -> Optional[Tuple[bool, bool]]:
     """(whether it is a strided view, whether it is surely a copy as large) when `value` is one
     of the tensors `strided` names (each with whether it is a strided view), a view of it or a
     copy of its size (`outputs["logits"][..., :-1, :]`, `shift_logits.contiguous().view(n,
-    -1)`: `contiguous()` of a strided view copies it); None when it is anything else, smaller
-    ones included (an element `[0]`, a reduction, a loss read off the output)."""
+    -1)`: `contiguous()` of a strided view copies it; a softmax or log-softmax of it,
+    `F.log_softmax(logits.float(), dim=-1)`); None when it is anything else, smaller ones
+    included (an element `[0]`, a reduction, a loss read off the output). `call_name`: a
+    call's import-aware name."""
     methods: List[str] = []  # outermost first
     sliced = False
     while True:
@@ -74,6 +81,10 @@ def _made_from(value: cst.BaseExpression, strided: Dict[str, bool]) -> Optional[
                 isinstance(value.slice[0].slice.value.evaluated_value, str) and \
                 _OUTPUT_PARTS.fullmatch(value.slice[0].slice.value.evaluated_value):  # type: ignore[attr-defined]
             value = value.value  # type: ignore[attr-defined]
+        elif kind is cst.Call and value.args and not value.args[0].keyword and \
+                call_name(value) in _SOFTMAX_FUNCTIONS:  # type: ignore[arg-type, attr-defined]
+            methods.append("softmax")
+            value = value.args[0].value  # type: ignore[attr-defined]
         elif kind is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _SAME_SIZE:  # type: ignore[attr-defined]
             methods.append(value.func.attr.value)  # type: ignore[attr-defined]
             value = value.func.value  # type: ignore[attr-defined]
@@ -83,7 +94,7 @@ def _made_from(value: cst.BaseExpression, strided: Dict[str, bool]) -> Optional[
     view = view or sliced and not methods
     copies = False
     for method in reversed(methods):
-        if method == "clone" or method == "contiguous" and (view or sliced):
+        if method in ("clone", "softmax", "log_softmax") or method == "contiguous" and (view or sliced):
             copies, view, sliced = True, False, False
     return view or (sliced and not copies), copies
 
@@ -100,12 +111,23 @@ _PERPLEXITY = (
 )
 
 
+# lm-evaluation-harness's Megatron-LM scorer, for the examples
+_HARNESS = (
+    "import torch\n\n\nclass MegatronLM:\n    @torch.no_grad()\n    def _model_forward(self, input_ids):\n"
+    "        return self.model(input_ids)\n\n    def loglikelihood(self, chunks, targets):\n        scores = []\n"
+    "        for input_ids in chunks:\n            logits = self._model_forward(input_ids.to(self.device))\n"
+    "            log_probs = torch.nn.functional.log_softmax(logits.float(), dim=-1)\n"
+    "            scores.append(log_probs[0, -1, targets[0]].item())\n"
+)
+
+
 class MissingDel(Rule):
     """
     ## What it does
     Finds a model output bound in the body of a loop without a backward (evaluation, inference)
     and still referenced when the next iteration's forward runs: nothing frees it between the
-    end of one iteration and the rebinding in the next. Opt-in: whether it matters depends on
+    end of one iteration and the rebinding in the next. The model may run through a helper of
+    the module named for it that hands back its output (`self._model_forward(input_ids)`). Opt-in: whether it matters depends on
     the output's size, so the verifier decides.
 
     ## Why is this bad?
@@ -146,7 +168,8 @@ class MissingDel(Rule):
     ## Fix
     `del name` after the last statement of the loop body, with the names the body binds to the
     output, a view of it or a copy as large (`shift_logits = outputs["logits"][..., :-1, :]`,
-    `flatten_logits = shift_logits.contiguous().view(n, -1)`): a `del` of the output alone frees
+    `flatten_logits = shift_logits.contiguous().view(n, -1)`, `log_probs =
+    F.log_softmax(logits.float(), dim=-1)`): a `del` of the output alone frees
     nothing while a view of it is alive, and each copy, reported on its own, is another output's
     worth at the forward's peak.
 
@@ -187,6 +210,9 @@ class MissingDel(Rule):
         "    for ids in batches:\n        logits = model(ids).logits\n        print(logits.logsumexp(-1).mean())\n",
         # HF generate() results are not forward outputs with activations
         "import torch\nfor batch in loader:\n    ids = model.generate(**batch)\n    print(ids.shape)\n",
+        # a helper not named for running the model, and one named so that hands back host values
+        _HARNESS.replace("_model_forward", "_score"),
+        _HARNESS.replace("return self.model(input_ids)", "return self.model(input_ids).tolist()"),
     )
     INVALID = (
         # what is not the output: its loss, its shape, a copy on the CPU
@@ -200,6 +226,9 @@ class MissingDel(Rule):
         ),
         # LLaMA-Factory's perplexity script: a view of the logits and a copy as large, deleted with them
         Invalid(_PERPLEXITY, _PERPLEXITY + "        del outputs, shift_logits, flatten_logits\n"),
+        # lm-evaluation-harness's Megatron-LM scorer: the model run through a helper named for it,
+        # and a log-softmax of its logits, as large
+        Invalid(_HARNESS, _HARNESS + "            del logits, log_probs\n"),
         # a model bound through `global` in a function is bound: it may have come back on a GPU
         Invalid(
             "import torch\n\n\ndef setup(path):\n    global model\n    model = torch.load(path)\n\n\n"
@@ -240,7 +269,7 @@ class MissingDel(Rule):
             return
         loop = innermost_loop(self.context.ancestors)
         facts = self.facts
-        if loop is None or not facts.roles.is_forward(call):
+        if loop is None or not (facts.roles.is_forward(call) or facts.values.forward_through_helper(call)):
             return
         if any(facts.roles.backwards_in(outer) for outer in facts.tree.loops_around(node)) or \
                 facts.phase.in_training_function(node):
@@ -302,7 +331,7 @@ class MissingDel(Rule):
                 continue
             if type(target) is not cst.Name:
                 continue
-            found = _made_from(value, strided)
+            found = _made_from(value, strided, self.facts.names.call_name)
             if found is not None and loop_facts.bindings_of(target.value) == 1 and \
                     not loop_facts.escapes(target.value):
                 strided[target.value] = found[0]

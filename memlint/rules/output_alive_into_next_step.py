@@ -119,7 +119,9 @@ class OutputAliveIntoNextStep(Rule):
     `num_labels`) and no vocabulary. Everything else needs a language model's module, one
     that names a language model or a vocabulary (`AutoModelForCausalLM`, `vocab_size`,
     `ntokens`, or a class of a language model's family, `Llama`, `GPT`, `TransformerLM`,
-    where it names no number of classes) and no transformers classifier: another name beside the loss, a model's
+    where it names no number of classes) and no transformers classifier, or whose model is what
+    a function of such a module of the project returns (CodeT5's `config, model, tokenizer =
+    build_or_load_gen_model(args)`, also wrapped in DataParallel): another name beside the loss, a model's
     result whose `.loss` is taken, or an output scored by a cross-entropy flattened per
     token (`logits.view(-1, logits.size(-1))`; with a vocabulary-sized class dimension,
     `view(-1, vocab_size)`, the module need not say more). A classifier's scores are tiny.
@@ -336,9 +338,12 @@ class OutputAliveIntoNextStep(Rule):
         outputs = facts.outputs
         if outputs.compiled or outputs.engine_runs_step:
             return  # a compiled backward keeps the logits anyway; an engine's step returns none
+        language_model = outputs.language_model_module
         if not (loss is not None and (kept.value == "_" or outputs.names_logits(kept.value))) and \
-                not outputs.language_model_module and not outputs.names_vocabulary:
-            return  # no sign of a vocabulary-sized output can turn up
+                not language_model and not outputs.names_vocabulary:
+            language_model = not outputs.classifier_module and facts.values.built_in_language_model_module(node.value)
+            if not language_model:
+                return  # no sign of a vocabulary-sized output can turn up
         scope = tree.scope_of(node)
         loops = tree.loops_around(node)
         if not loops and not isinstance(scope, cst.FunctionDef):
@@ -357,7 +362,7 @@ class OutputAliveIntoNextStep(Rule):
         loss_names = {dotted_name(loss) or ""} if loss is not None else {kept.value}
         if not _reaches(backward, site, facts.values.derived_names(scope, loss_names) | loss_names):
             return
-        what = self._what(kept.value, loss is not None, reads)
+        what = self._what(kept.value, loss is not None, reads, language_model)
         if what is None:
             return
         fix = None
@@ -412,24 +417,25 @@ class OutputAliveIntoNextStep(Rule):
                  if tree.order(site) >= start and tree.contains(body, site) and tree.scope_of(site) is scope]
         return min(later, key=lambda found: tree.order(found[1])) if later else None
 
-    def _what(self, name: str, beside_loss: bool, reads: List[OutputRead]) -> Optional[str]:
-        """What the output is, by its signs of a vocabulary; None without them."""
+    def _what(self, name: str, beside_loss: bool, reads: List[OutputRead], language_model: bool) -> Optional[str]:
+        """What the output is, by its signs of a vocabulary; None without them (`language_model`:
+        the model is a language model's, by its module or by the module that builds it)."""
         outputs = self.facts.outputs
         kinds = {read.kind for read in reads}
         if beside_loss:
-            if "loss" in kinds or (outputs.classifier_module and not outputs.language_model_module):
+            if "loss" in kinds or (outputs.classifier_module and not language_model):
                 return None
             if outputs.names_logits(name):
                 return "the logits the model returns beside its loss"
             if name == "_":
                 return "the output the model returns beside its loss"
             return "the model's output beside its loss, in a language model's code" \
-                if outputs.language_model_module else None
+                if language_model else None
         if "loss" in kinds:
-            return "the model's result, holding its vocabulary-sized logits" if outputs.language_model_module else None
+            return "the model's result, holding its vocabulary-sized logits" if language_model else None
         scores = [read for read in reads if read.kind == "scores"]
         if any(read.per_token for read in scores) and (
-                any(read.vocabulary for read in scores) or outputs.language_model_module):
+                any(read.vocabulary for read in scores) or language_model):
             return "vocabulary-sized logits, scored per token"
         return None
 
