@@ -1806,3 +1806,25 @@ def test_a_model_built_by_a_language_models_module_is_a_language_model(tmp_path)
     tree(tmp_path / "cls", {"train.py": train, "models.py": builder.format(
         classes=classifier, model="T5ForSequenceClassification")})
     assert lint(tmp_path / "cls", select=("MEM207",)) == []
+    # a language model's class beside a classifier of the module's own, and a text classifier
+    # whose embedding a vocabulary sizes: neither says what the builder returns is a language model
+    tree(tmp_path / "mixed", {"train.py": train, "models.py": textwrap.dedent(builder.format(
+        classes=lm, model="T5ForConditionalGeneration"))
+                              + "\n\nclass Classifier(torch.nn.Module):\n    def __init__(self, num_labels):\n"
+                              "        super().__init__()\n"})
+    assert lint(tmp_path / "mixed", select=("MEM207",)) == []
+    tree(tmp_path / "text", {"train.py": train, "models.py": """
+        import torch
+
+
+        class SentimentNet(torch.nn.Module):
+            def __init__(self, cfg):
+                super().__init__()
+                self.emb = torch.nn.Embedding(cfg.vocab_size, 128)
+                self.out = torch.nn.Linear(128, 3)
+
+
+        def build_model(cfg):
+            return None, SentimentNet(cfg)
+    """})
+    assert lint(tmp_path / "text", select=("MEM207",)) == []

@@ -158,6 +158,15 @@ class Outputs:
             not self.classifier_module and any(_LANGUAGE_MODEL_NAME.match(name) for name in self.identifiers)
 
     @cached_property
+    def builds_language_model(self) -> bool:
+        """The module names a language model's class (`T5ForConditionalGeneration`, `GPT`) and
+        neither a classifier nor a number of classes or labels: what its functions build for
+        other modules is a language model. A vocabulary alone does not say so: it sizes a text
+        classifier's embedding as well."""
+        return not self.classifier_module and any(
+            _LANGUAGE_MODEL_CLASS.search(name) or _LANGUAGE_MODEL_NAME.match(name) for name in self.identifiers)
+
+    @cached_property
     def names_vocabulary(self) -> bool:
         """Some name of the module is a vocabulary or its size (`vocab_size`, `tgt_vocab`, `ntokens`)."""
         return any(_VOCABULARY.match(name) for name in self.identifiers)

@@ -243,8 +243,8 @@ class Project:
         return False
 
     def language_model(self, root: str, dotted: str) -> bool:
-        """Whether the project's definition `dotted` is in a module that names a language model
-        or a vocabulary, and no classifier (memlint.analysis.outputs.Outputs.language_model_module)."""
+        """Whether the project's definition `dotted` is in a module whose builds are language
+        models (memlint.analysis.outputs.Outputs.builds_language_model)."""
         ref = self.resolve(root, dotted)
         return ref is not None and self._modules[ref[:2]].language_model
 

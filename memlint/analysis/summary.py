@@ -150,7 +150,7 @@ class ModuleSummary:
     stars: Tuple[str, ...] = ()  # the modules it imports everything of (`from .models import *`), absolute
     forward_asks_for_grad: bool = True  # a model's forward here asks for gradients (True: not known)
     sets: Tuple[str, ...] = ()  # the names of imported modules it assigns (`nerf.DEBUG = args.debug`), absolute
-    language_model: bool = False  # it names a language model or a vocabulary, and no classifier (Outputs)
+    language_model: bool = False  # what it builds is a language model (Outputs.builds_language_model)
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -220,7 +220,7 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     return ModuleSummary(facts.project.name, imports, functions, classes, tuple(_edges(facts)),
                          _saved_files(facts), facts.names_device, names.star_modules,
                          _forward_asks_for_grad(facts, asks), _sets(facts, imports),
-                         facts.outputs.language_model_module)
+                         facts.outputs.builds_language_model)
 
 
 def _sets(facts: "Facts", imports: Dict[str, str]) -> Tuple[str, ...]:

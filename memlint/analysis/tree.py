@@ -367,16 +367,26 @@ class TreeIndex:
         return body[position + 1] if 0 <= position < len(body) - 1 else None
 
     def dominating_block(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        """The block after whose statement `node` has surely run (a `with` body runs whole)."""
+        """The block after whose statement `node` has surely run (a `with` body runs whole,
+        unless its manager swallows exceptions: `with contextlib.suppress(...)`)."""
         block = self.parent(node)
         while block is not None:
             kind = type(block)
             if kind is cst.Module:
                 return block
-            if (kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite) and type(self.parent(block)) is not cst.With:
-                return block
+            if kind is cst.IndentedBlock or kind is cst.SimpleStatementSuite:
+                around = self.parent(block)
+                if type(around) is not cst.With or _suppresses(around):  # type: ignore[arg-type]
+                    return block
             block = self.parent(block)
         return None
+
+
+def _suppresses(statement: cst.With) -> bool:
+    """`with suppress(...)` (contextlib's, by its name): the body may stop anywhere and the code
+    after the `with` still run."""
+    return any(type(item.item) is cst.Call and last_part(dotted_name(item.item.func) or "") == "suppress"  # type: ignore[attr-defined]
+               for item in statement.items)
 
 
 def index(module: cst.Module) -> TreeIndex:

@@ -603,14 +603,32 @@ class Values:
     def forward_through_helper(self, call: cst.Call) -> bool:
         """`call` runs a model through a method or function of this module named for it
         (lm-evaluation-harness's `self._model_forward(input_ids, ...)`, `self._model_call(inps)`)
-        that returns the model's output as it is (memlint.analysis.values: `returns_output`)."""
+        whose every `return` hands back the output as the forward made it (or its `.logits`,
+        its `[0]`), not a loss, a choice or anything else computed from it."""
         target = self.scopes.resolve(call)
-        return target is not None and bool(_MODEL_CALL_HELPER.match(target.name.value)) and self.returns_output(target)
+        if target is None or not _MODEL_CALL_HELPER.match(target.name.value):
+            return False
+        returns = [node for node in self.tree.walk_scope(target) if type(node) is cst.Return]
+        return bool(returns) and all(node.value is not None and self._the_output(node.value, node, 0)  # type: ignore[attr-defined]
+                                     for node in returns)
+
+    def _the_output(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """`value` is a forward's output, a part of it by name or position, or a name every
+        binding of which seen at `at` is."""
+        while type(value) is cst.Subscript or type(value) is cst.Attribute and value.attr.value != "loss":  # type: ignore[attr-defined]
+            value = value.value  # type: ignore[attr-defined]
+        if type(value) is cst.Call:
+            return self.roles.is_forward(value)  # type: ignore[arg-type]
+        if type(value) is not cst.Name or depth > 2:
+            return False
+        binds = self.scopes.in_effect(value.value, at)  # type: ignore[attr-defined]
+        return bool(binds) and all(bind.kind == "assign" and bind.whole and bind.value is not None and
+                                   self._the_output(bind.value, bind.node, depth + 1) for bind in binds)
 
     def built_in_language_model_module(self, forward: cst.Call) -> bool:
         """The model `forward` calls (a plain name) is what a function of another module of the
-        project returns, a module that names a language model or a vocabulary and no classifier
-        (CodeT5's `config, model, tokenizer = build_or_load_gen_model(args)`, its `models.py`
+        project returns, a module that names a language model's class and no classifier nor a
+        number of classes (memlint.analysis.outputs.Outputs.builds_language_model; CodeT5's `config, model, tokenizer = build_or_load_gen_model(args)`, its `models.py`
         naming `T5ForConditionalGeneration`), also through a data-parallel wrapper of it bound
         to the same name; every binding that may be the one seen must say so."""
         if type(forward.func) is not cst.Name or not self._imports_project:

@@ -26,10 +26,14 @@ _SOFTMAX_FUNCTIONS = frozenset({"torch.nn.functional.softmax", "torch.nn.functio
 _OUTPUT_PARTS = re.compile(r"(\w*_)?logits|last_hidden_state")
 
 
-def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
-    """`model(x)`, also reached through `.logits`, `[0]` or `.float()`."""
+def _forward_of(value: cst.BaseExpression, call_name: Callable[[cst.Call], Optional[str]]) -> Optional[cst.Call]:
+    """`model(x)`, also reached through `.logits`, `[0]`, `.float()` or a softmax of it
+    (`F.log_softmax(model(x), dim=-1)`, as large)."""
     while True:
         if isinstance(value, cst.Call):
+            if value.args and not value.args[0].keyword and call_name(value) in _SOFTMAX_FUNCTIONS:
+                value = value.args[0].value
+                continue
             return value
         if type(value) in (cst.Attribute, cst.Subscript):
             value = value.value
@@ -210,9 +214,12 @@ class MissingDel(Rule):
         "    for ids in batches:\n        logits = model(ids).logits\n        print(logits.logsumexp(-1).mean())\n",
         # HF generate() results are not forward outputs with activations
         "import torch\nfor batch in loader:\n    ids = model.generate(**batch)\n    print(ids.shape)\n",
-        # a helper not named for running the model, and one named so that hands back host values
+        # a helper not named for running the model, and ones named so that hand back host
+        # values, a loss or a choice computed from the output
         _HARNESS.replace("_model_forward", "_score"),
         _HARNESS.replace("return self.model(input_ids)", "return self.model(input_ids).tolist()"),
+        _HARNESS.replace("return self.model(input_ids)", "return torch.nn.functional.cross_entropy(self.model(input_ids), self.y)"),
+        _HARNESS.replace("return self.model(input_ids)", "return self.model(input_ids).topk(5, dim=-1)"),
     )
     INVALID = (
         # what is not the output: its loss, its shape, a copy on the CPU
@@ -229,6 +236,12 @@ class MissingDel(Rule):
         # lm-evaluation-harness's Megatron-LM scorer: the model run through a helper named for it,
         # and a log-softmax of its logits, as large
         Invalid(_HARNESS, _HARNESS + "            del logits, log_probs\n"),
+        # the log-softmax of a forward bound instead of the forward: as large
+        Invalid("import torch\nimport torch.nn.functional as F\nwith torch.no_grad():\n    for ids in batches:\n"
+                "        log_probs = F.log_softmax(model(ids.cuda()), dim=-1)\n        print(log_probs[0, -1].max().item())\n",
+                "import torch\nimport torch.nn.functional as F\nwith torch.no_grad():\n    for ids in batches:\n"
+                "        log_probs = F.log_softmax(model(ids.cuda()), dim=-1)\n        print(log_probs[0, -1].max().item())\n"
+                "        del log_probs\n"),
         # a model bound through `global` in a function is bound: it may have come back on a GPU
         Invalid(
             "import torch\n\n\ndef setup(path):\n    global model\n    model = torch.load(path)\n\n\n"
@@ -264,7 +277,7 @@ class MissingDel(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
-        call = _forward_of(node.value)
+        call = _forward_of(node.value, self.facts.names.call_name)
         if call is None:
             return
         loop = innermost_loop(self.context.ancestors)

@@ -120,8 +120,10 @@ class OutputAliveIntoNextStep(Rule):
     that names a language model or a vocabulary (`AutoModelForCausalLM`, `vocab_size`,
     `ntokens`, or a class of a language model's family, `Llama`, `GPT`, `TransformerLM`,
     where it names no number of classes) and no transformers classifier, or whose model is what
-    a function of such a module of the project returns (CodeT5's `config, model, tokenizer =
-    build_or_load_gen_model(args)`, also wrapped in DataParallel): another name beside the loss, a model's
+    a function of another module of the project returns, one that names a language model's class
+    and neither a classifier nor a number of classes (CodeT5's `config, model, tokenizer =
+    build_or_load_gen_model(args)`, also wrapped in DataParallel; a vocabulary alone there may
+    size a text classifier's embedding): another name beside the loss, a model's
     result whose `.loss` is taken, or an output scored by a cross-entropy flattened per
     token (`logits.view(-1, logits.size(-1))`; with a vocabulary-sized class dimension,
     `view(-1, vocab_size)`, the module need not say more). A classifier's scores are tiny.
@@ -192,6 +194,13 @@ class OutputAliveIntoNextStep(Rule):
         "    model = AutoModelForCausalLM.from_pretrained(args.model)\n"
         "    for batch in loader:\n        outputs = model(**batch)\n"
         "        loss = outputs.loss\n        model.backward(loss)\n",
+        # bound again after the backward, but under a manager that may swallow the error first:
+        # the read after it may see the step's output
+        "import contextlib\nimport torch\nfrom transformers import GPT2LMHeadModel\n\n\n"
+        "def train(model, loader, optimizer, eval_batch):\n    for batch in loader:\n        outputs = model(**batch)\n"
+        "        loss = outputs.loss\n        loss.backward()\n        optimizer.step()\n"
+        "        with contextlib.suppress(RuntimeError):\n            outputs = model(**eval_batch)\n"
+        "        print(outputs.loss)\n",
         # only the loss is bound
         "import torch\nfor X, Y in batches:\n    loss = model(X, Y)[1]\n    loss.backward()\n    optimizer.step()\n",
         "import torch\nfor X, Y in batches:\n    logits, loss = model(X, Y)\n    del logits\n    loss.backward()\n"
