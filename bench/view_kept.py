@@ -11,6 +11,11 @@
    what the loss needs) whose logits (batch 4 x 1,024 tokens x 32,000, bf16) are sliced (`shift_logits`, a view) and made contiguous (`flatten_logits`, a
    copy), six batches, with nothing deleted, with `del outputs` alone, and with `del outputs,
    shift_logits, flatten_logits` (memlint's fix).
+3. lm-evaluation-harness's Megatron-LM scorer: the same stand-in model run through a helper
+   (`_model_forward`), its bf16 logits turned into float32 log-probabilities
+   (`log_softmax(logits.float(), dim=-1)`, a copy twice as large) and a few read back, six
+   chunks, with nothing deleted, with `del logits` alone, and with `del logits, log_probs`
+   (memlint's fix).
 
 Prints, per run, the peak device memory (torch.cuda.max_memory_allocated) and what is still
 allocated after the loop, in MiB, and whether the variants give the same numbers. Needs CUDA.
@@ -84,6 +89,34 @@ def perplexities(deleted: tuple) -> list:
     return found
 
 
+class Scorer:
+    """lm-evaluation-harness's Megatron-LM scorer, with the stand-in model."""
+
+    def __init__(self) -> None:
+        torch.manual_seed(0)
+        self.vocabulary = 32000
+        self.model = WideLM(self.vocabulary).cuda().to(torch.bfloat16)
+
+    @torch.no_grad()
+    def _model_forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids)
+
+    def loglikelihoods(self, deleted: tuple) -> list:
+        found = []
+        generator = torch.Generator(device="cuda").manual_seed(0)
+        for _ in range(6):
+            input_ids = torch.randint(self.vocabulary, (4, 1024), device="cuda", generator=generator)
+            logits = self._model_forward(input_ids)
+            log_probs = torch.nn.functional.log_softmax(logits.float(), dim=-1)
+            for i in range(4):
+                found.append(log_probs[i, -1, input_ids[i, -1]].item())
+            if "logits" in deleted:
+                del logits
+            if "log_probs" in deleted:
+                del log_probs
+        return found
+
+
 def _measured(run):
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -116,6 +149,15 @@ def main() -> int:
         found, peak, _ = _measured(lambda: perplexities(deleted))
         values.append(found)
         print(f"  {label:24} peak {_mib(peak):>12}")
+    print(f"  same numbers: {values[0] == values[1] == values[2]}")
+    print("Megatron-LM scorer, 6 chunks of 4 x 1,024 tokens, vocabulary 32,000, bf16 logits, float32 log-probabilities:")
+    scorer = Scorer()
+    values = []
+    for label, deleted in (("nothing deleted", ()), ("del logits", ("logits",)),
+                           ("del logits, log_probs (fix)", ("logits", "log_probs"))):
+        found, peak, _ = _measured(lambda: scorer.loglikelihoods(deleted))
+        values.append(found)
+        print(f"  {label:27} peak {_mib(peak):>12}")
     print(f"  same numbers: {values[0] == values[1] == values[2]}")
     return 0
 
