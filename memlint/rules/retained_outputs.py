@@ -53,6 +53,11 @@ def _basic_index(index: cst.BaseSlice) -> bool:
     return type(value) is cst.Integer
 
 
+def _spans(index: cst.BaseSlice) -> bool:
+    """A slice or `...`: an index that keeps a whole dimension (or several) of the tensor."""
+    return type(index) is cst.Slice or type(index.value) is cst.Ellipsis  # type: ignore[attr-defined]
+
+
 def _root(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     while isinstance(expr, cst.Subscript):
         expr = expr.value
@@ -144,9 +149,10 @@ class RetainedOutputs(Rule):
       the loop it is not used there: moved to the host (`torch.cat(preds).cpu()`), used only on
       some paths (`torch.stack(frames) if keep_all else x`), or never read;
     - the slice at a loop's own index of an output each iteration makes with grad off
-      (`all_token_probs.append(token_probs[:, 0, i])`, ESM's masked marginals): a view, which
-      keeps all of its output on the device, to use one position of it, whatever is done with
-      the slices after the loop.
+      (`all_token_probs.append(token_probs[:, 0, i])`, ESM's masked marginals; also `[..., i]`,
+      and the slice's `.detach()`, which shares its storage): a view, which keeps all of its
+      output on the device, to use one position of it, whatever is done with the slices after
+      the loop.
 
     ## Why is this bad?
     Each stored tensor keeps its graph, and the graph keeps the activations it saved for a
@@ -530,6 +536,13 @@ class RetainedOutputs(Rule):
         Invalid("import torch\n\n\n@torch.no_grad()\ndef marginals(model, tokens):\n    rows = []\n"
                 "    for i in range(tokens.size(1)):\n        probs = model(tokens.cuda()).log_softmax(-1)\n"
                 "        rows.append(probs[:, i])\n    return torch.stack(rows, 1)\n"),
+        # ... the position taken after `...`, or the slice detached: still a view of the whole output
+        Invalid("import torch\n\n\n@torch.no_grad()\ndef marginals(model, tokens):\n    rows = []\n"
+                "    for i in range(tokens.size(1)):\n        probs = model(tokens.cuda()).log_softmax(-1)\n"
+                "        rows.append(probs[..., i, :])\n    return torch.stack(rows, 1)\n"),
+        Invalid("import torch\n\n\n@torch.no_grad()\ndef marginals(model, tokens):\n    rows = []\n"
+                "    for i in range(tokens.size(1)):\n        probs = model(tokens.cuda()).log_softmax(-1)\n"
+                "        rows.append(probs[:, i].detach())\n    return torch.stack(rows, 1)\n"),
         # ESM's masked marginals: one position kept of each iteration's output, as a view that keeps all of it
         Invalid("import torch\nmodel = load().cuda()\nmodel.eval()\nall_token_probs = []\n"
                 "for i in range(batch_tokens.size(2)):\n    masked = batch_tokens.clone()\n    masked[0, 0, i] = mask_idx\n"
@@ -1209,23 +1222,27 @@ class RetainedOutputs(Rule):
         reports."""
         facts = self.facts
         loop = loops[0]
-        value = node.args[-1].value
-        if type(value) is not cst.Subscript or type(value.value) is not cst.Name:
+        value = sliced = node.args[-1].value
+        while type(sliced) is cst.Call and type(sliced.func) is cst.Attribute and \
+                sliced.func.attr.value == "detach" and not sliced.args:  # type: ignore[attr-defined]
+            sliced = sliced.func.value  # type: ignore[attr-defined]  # (`.detach()` shares the storage)
+        if type(sliced) is not cst.Subscript or type(sliced.value) is not cst.Name:  # type: ignore[attr-defined]
             return False
         index = _position(loop)
-        if index is None or not any(type(e.slice) is cst.Slice for e in value.slice) or \
-                not all(type(e.slice) is cst.Slice or _basic_index(e.slice) or  # type: ignore[attr-defined]
-                        type(e.slice.value) is cst.Name and e.slice.value.value == index for e in value.slice) or \
+        elements = sliced.slice  # type: ignore[attr-defined]
+        if index is None or not any(_spans(e.slice) for e in elements) or \
+                not all(_spans(e.slice) or _basic_index(e.slice) or  # type: ignore[attr-defined]
+                        type(e.slice.value) is cst.Name and e.slice.value.value == index for e in elements) or \
                 not any(type(e.slice) is cst.Index and type(e.slice.value) is cst.Name and  # type: ignore[attr-defined]
-                        e.slice.value.value == index for e in value.slice):
+                        e.slice.value.value == index for e in elements):
             return False  # (a tensor's dimensions, one of them at the loop's own integer position, views only)
         if all(map(over_model_parts, loops)) or self._a_few_kept(node, loops, container.value) or \
                 not self._outlives_loop(node, container, dotted) or self._bounded(container.value, node, loop):
             return False  # (a few slices, or a window the loop drops items from: no growth)
-        base = value.value.value
-        binds = [b for b in facts.scopes.bindings_seen(base, value) if facts.tree.contains(loop, b.node)]
+        base = sliced.value.value  # type: ignore[attr-defined]
+        binds = [b for b in facts.scopes.bindings_seen(base, sliced) if facts.tree.contains(loop, b.node)]
         if not binds or not all(b.kind == "assign" and facts.regions.grad_enabled(b.node) is False for b in binds) or \
-                not facts.values.holds_output(value.value, node) or not self._first_for(loop, container.value):
+                not facts.values.holds_output(sliced.value, node) or not self._first_for(loop, container.value):  # type: ignore[attr-defined]
             return False  # (an output made afresh by each iteration, with grad off)
         fix = Fix((Replace(value, cst.Call(cst.Attribute(value, cst.Name("clone")))),), Safety.UNSAFE,
                   "keep a copy of the slice alone (`.clone()`)")
