@@ -20,7 +20,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
-from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_names,
+from memlint.analysis.project import (Project, ProjectView, imported_by_device_code, imported_modules, module_name,
+                                      namespace_names,
                                       project_files, same_answers)
 from memlint.analysis.summary import ModuleSummary
 from memlint.cache import Cache, Entry, file_key, text_digest
@@ -173,17 +174,17 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
 
 
 def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
-          imported: FrozenSet[str] = frozenset()) -> FileOutcome:
+          imported: FrozenSet[str] = frozenset(), device_imported: FrozenSet[str] = frozenset()) -> FileOutcome:
     """Lint or fix one file (in a worker process, or here), knowing what `project` says of
     the other modules (`names`: those of the project's modules; `imported`: those the others
-    import). What the lint found of the text as it is goes with the outcome (`entry`), for the
+    import; `device_imported`: those that files which may name a device import). What the lint found of the text as it is goes with the outcome (`entry`), for the
     run to cache once it knows that it stands. Never raises: a bug of memlint's becomes one
     line for this file, and the run goes on."""
     outcome = FileOutcome(task.display)
     timer = Timer() if task.options.profile else None
     source = task.source
     fixing = task.options.fix or task.options.diff
-    view = ProjectView(project, names, str(task.path), imported)
+    view = ProjectView(project, names, str(task.path), imported, device_imported)
     try:
         if is_notebook(task.path):
             outcome = _lint_notebook(source, task.display, task.rules, task.options, task.target, view)
@@ -423,6 +424,8 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     aliases = namespace_names(modules, imported) if names else {}
     names |= frozenset(aliases)
     imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
+    device_imported = imported_by_device_code(sources, modules) if names else frozenset()
+    device_imported |= frozenset(aliases[name][1] for name in device_imported if name in aliases)
     named = text_digest(json.dumps(sorted(names)))  # what every summary's key holds of the names
     if cache is not None and names:
         for p in prepared:
@@ -432,7 +435,7 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
 
     # The first phase: every module of the project whose summary is not in the cache, linted alone.
     first = [p for p in prepared if names and p.summary is None and str(p.task.path) in modules]
-    alone = map_in_order(partial(_lint, names=names, imported=imported), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
+    alone = map_in_order(partial(_lint, names=names, imported=imported, device_imported=device_imported), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
                          memory=options.memory_budget, notices=notices)
     found: Dict[int, FileOutcome] = {}
