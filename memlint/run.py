@@ -24,6 +24,7 @@ from memlint.analysis.project import (Project, ProjectView, imported_by_device_c
                                       namespace_names,
                                       project_files, same_answers)
 from memlint.analysis.summary import ModuleSummary
+from memlint.analysis.testcode import is_test_file
 from memlint.cache import Cache, Entry, file_key, text_digest
 from memlint.config import AnyConfig, forget_folders
 from memlint.engine import (SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff,
@@ -144,7 +145,9 @@ def _lint_notebook(source: SourceText, display: str, rules: Sequence[Type[Rule]]
 class _Task:
     """One file to lint or fix, with its text already read (a worker process needs no more).
     `summarize`: the first phase of a run over a project (memlint.analysis.project): lint
-    without the other modules' summaries, which are not known yet, and summarise this one."""
+    without the other modules' summaries, which are not known yet, and summarise this one.
+    `compiled`: the first phase already put this very text through the syntax gate (a module
+    linted again in the second phase), which is not run again."""
 
     path: Path
     display: str
@@ -153,6 +156,7 @@ class _Task:
     options: Options
     target: Optional[TorchVersion]  # the oldest torch its fixes must run on
     summarize: bool = False
+    compiled: bool = False
 
 
 def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer],
@@ -196,7 +200,7 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
             _fix_file(task, source, outcome, timer, view)
         else:
             checked = check(source.text, task.display, task.rules, task.target, timer, project=view,
-                            summarize=task.summarize)
+                            summarize=task.summarize, compiled=task.compiled)
             outcome.findings = [f.detached() for f in checked.findings]
             outcome.asked, outcome.summary = checked.asked, checked.summary
             if task.options.fix_diffs:
@@ -478,7 +482,10 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
                 rewritten.append(outcome.display)
 
     try:
-        linted = map_in_order(lint, [p.task for p in second], options.jobs, size=_size,
+        # (a module of tests is gated again: its gate also tells which rules may report there)
+        linted = map_in_order(lint, [replace(p.task, compiled=True) if p.index in found and
+                                     not is_test_file(p.task.display) else p.task for p in second],
+                              options.jobs, size=_size,
                               failed=_failed, budget=options.file_timeout, memory=options.memory_budget,
                               notices=notices, done=write)
     except KeyboardInterrupt as stop:
