@@ -20,9 +20,11 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
-from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_names,
+from memlint.analysis.project import (Project, ProjectView, imported_by_device_code, imported_modules, module_name,
+                                      namespace_names,
                                       project_files, same_answers)
 from memlint.analysis.summary import ModuleSummary
+from memlint.analysis.testcode import is_test_file
 from memlint.cache import Cache, Entry, file_key, text_digest
 from memlint.config import AnyConfig, forget_folders
 from memlint.engine import (SourceError, TooDeep, apply_fixes, check, diff_header, fix, fix_allowed, fix_diff,
@@ -143,7 +145,9 @@ def _lint_notebook(source: SourceText, display: str, rules: Sequence[Type[Rule]]
 class _Task:
     """One file to lint or fix, with its text already read (a worker process needs no more).
     `summarize`: the first phase of a run over a project (memlint.analysis.project): lint
-    without the other modules' summaries, which are not known yet, and summarise this one."""
+    without the other modules' summaries, which are not known yet, and summarise this one.
+    `compiled`: the first phase already put this very text through the syntax gate (a module
+    linted again in the second phase), which is not run again."""
 
     path: Path
     display: str
@@ -152,6 +156,7 @@ class _Task:
     options: Options
     target: Optional[TorchVersion]  # the oldest torch its fixes must run on
     summarize: bool = False
+    compiled: bool = False
 
 
 def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Optional[Timer],
@@ -173,17 +178,17 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
 
 
 def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
-          imported: FrozenSet[str] = frozenset()) -> FileOutcome:
+          imported: FrozenSet[str] = frozenset(), device_imported: FrozenSet[str] = frozenset()) -> FileOutcome:
     """Lint or fix one file (in a worker process, or here), knowing what `project` says of
     the other modules (`names`: those of the project's modules; `imported`: those the others
-    import). What the lint found of the text as it is goes with the outcome (`entry`), for the
+    import; `device_imported`: those that files which may name a device import). What the lint found of the text as it is goes with the outcome (`entry`), for the
     run to cache once it knows that it stands. Never raises: a bug of memlint's becomes one
     line for this file, and the run goes on."""
     outcome = FileOutcome(task.display)
     timer = Timer() if task.options.profile else None
     source = task.source
     fixing = task.options.fix or task.options.diff
-    view = ProjectView(project, names, str(task.path), imported)
+    view = ProjectView(project, names, str(task.path), imported, device_imported)
     try:
         if is_notebook(task.path):
             outcome = _lint_notebook(source, task.display, task.rules, task.options, task.target, view)
@@ -195,7 +200,7 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
             _fix_file(task, source, outcome, timer, view)
         else:
             checked = check(source.text, task.display, task.rules, task.target, timer, project=view,
-                            summarize=task.summarize)
+                            summarize=task.summarize, compiled=task.compiled)
             outcome.findings = [f.detached() for f in checked.findings]
             outcome.asked, outcome.summary = checked.asked, checked.summary
             if task.options.fix_diffs:
@@ -423,6 +428,8 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     aliases = namespace_names(modules, imported) if names else {}
     names |= frozenset(aliases)
     imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
+    device_imported = imported_by_device_code(sources, modules) if names else frozenset()
+    device_imported |= frozenset(aliases[name][1] for name in device_imported if name in aliases)
     named = text_digest(json.dumps(sorted(names)))  # what every summary's key holds of the names
     if cache is not None and names:
         for p in prepared:
@@ -432,7 +439,7 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
 
     # The first phase: every module of the project whose summary is not in the cache, linted alone.
     first = [p for p in prepared if names and p.summary is None and str(p.task.path) in modules]
-    alone = map_in_order(partial(_lint, names=names, imported=imported), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
+    alone = map_in_order(partial(_lint, names=names, imported=imported, device_imported=device_imported), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
                          memory=options.memory_budget, notices=notices)
     found: Dict[int, FileOutcome] = {}
@@ -475,7 +482,10 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
                 rewritten.append(outcome.display)
 
     try:
-        linted = map_in_order(lint, [p.task for p in second], options.jobs, size=_size,
+        # (a module of tests is gated again: its gate also tells which rules may report there)
+        linted = map_in_order(lint, [replace(p.task, compiled=True) if p.index in found and
+                                     not is_test_file(p.task.display) else p.task for p in second],
+                              options.jobs, size=_size,
                               failed=_failed, budget=options.file_timeout, memory=options.memory_budget,
                               notices=notices, done=write)
     except KeyboardInterrupt as stop:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Callable, Dict, FrozenSet, List, Optional, Set, Union
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -106,6 +106,8 @@ class Steps:
         self._samplers: Dict[int, bool] = {}  # id(loop) -> a sampler's loop over its schedule (`_denoises`)
         self._functions: Dict[int, Optional[str]] = {}
         self._flags: Dict[int, bool] = {}  # id(Name tested) -> `_counting_flag`
+        # id(block) -> (block, its statements' positions, those passed rarely) (`_rare_statements`)
+        self._rare: Dict[int, Tuple[cst.CSTNode, Dict[int, int], List[Tuple[int, cst.CSTNode]]]] = {}
         self.layers = Layers(tree, scopes, receivers)
 
     # -- loops -------------------------------------------------------------------------------
@@ -355,11 +357,25 @@ class Steps:
                     return any(self._after_step_work(ancestor, guard) for guard in guards)
                 return bool(guards)
             if kind is cst.IndentedBlock:
-                statements = ancestor.body  # type: ignore[attr-defined]
-                position = next(i for i, statement in enumerate(statements) if statement is child)
-                guards.extend(statement for statement in statements[:position] if _passed_rarely(statement))
+                positions, rare = self._rare_statements(ancestor)
+                position = positions.get(id(child))
+                if position is None:
+                    position = next(i for i, statement in enumerate(ancestor.body) if statement is child)  # type: ignore[attr-defined]
+                guards.extend(statement for at, statement in rare if at < position)
             child = ancestor
         return False
+
+    def _rare_statements(self, block: cst.CSTNode) -> Tuple[Dict[int, int], List[Tuple[int, cst.CSTNode]]]:
+        """A block's statements by position, and those passed rarely (`_passed_rarely`) with
+        theirs: read once per block, where each node under it asked again of all the statements
+        before it (every call of a long function body, for the summary's edges)."""
+        found = self._rare.get(id(block))
+        if found is None or found[0] is not block:
+            statements = block.body  # type: ignore[attr-defined]
+            found = (block, {id(statement): at for at, statement in enumerate(statements)},
+                     [(at, statement) for at, statement in enumerate(statements) if _passed_rarely(statement)])
+            self._rare[id(block)] = found
+        return found[1], found[2]
 
     def _after_step_work(self, loop: cst.CSTNode, guard: cst.CSTNode) -> bool:
         """The loop runs a forward, a backward or an optimizer step before `guard`, and neither

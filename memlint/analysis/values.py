@@ -578,8 +578,11 @@ class Values:
                 stack.extend(arg.value for arg in call.args)
         return False
 
+    @per_node
     def project_callee(self, call: cst.Call) -> Optional[str]:
-        """The absolute name of what `call` calls when another module of the project may define it."""
+        """The absolute name of what `call` calls when another module of the project may define it
+        (asked of a call by the summary's edges, the traces of what functions return and several
+        rules: kept per call)."""
         if not self._imports_project:
             return None  # linted alone, or nothing of the project imported
         func = call.func
