@@ -62,8 +62,12 @@ _LANGUAGE_MODEL_NAME = re.compile(r"^(Llama\d*|LLaMA|Mistral|Mixtral|Qwen\d*|Gem
 # transformers classes whose head scores a few labels per example (or per token)
 _CLASSIFIER_CLASS = re.compile(r"For\w*Classification$|ForQuestionAnswering$|ForMultipleChoice$|"
                                r"ForNextSentencePrediction$|ForObjectDetection$|ForSemanticSegmentation$")
+# The same patterns over a module's names joined a name a line (`Outputs.builds_language_model`).
+_NAMED_LANGUAGE_MODEL = re.compile(f"{_LANGUAGE_MODEL_CLASS.pattern}|{_LANGUAGE_MODEL_NAME.pattern}", re.MULTILINE)
+_NAMED_CLASSIFIER = re.compile(_CLASSIFIER_CLASS.pattern, re.MULTILINE)
 _VOCABULARY = re.compile(r"^(\w+_)?(n_?)?vocab(_size|ulary|ulary_size)?$|^n_?tokens?$|^num_tokens$", re.IGNORECASE)
 _CLASSES = re.compile(r"^(num|n)_?(classes|labels|class)$", re.IGNORECASE)
+_NAMED_CLASSES = re.compile(_CLASSES.pattern, re.IGNORECASE | re.MULTILINE)
 _MEGATRON_ENGINE = frozenset({"MEGATRON_LM", "MegatronLMDummyScheduler", "MegatronLMPlugin"})
 _LOGITS = re.compile(r"^(\w+_)?logits$")
 # Token ids a decoder picks or returns (`sampled_tokens`, `input_ids`, `hyps`): a few integers a step.
@@ -162,9 +166,11 @@ class Outputs:
         """The module names a language model's class (`T5ForConditionalGeneration`, `GPT`) and
         neither a classifier nor a number of classes or labels: what its functions build for
         other modules is a language model. A vocabulary alone does not say so: it sizes a text
-        classifier's embedding as well."""
-        return not self.classifier_module and any(
-            _LANGUAGE_MODEL_CLASS.search(name) or _LANGUAGE_MODEL_NAME.match(name) for name in self.identifiers)
+        classifier's embedding as well. Asked of every module a summary is made of, so read
+        off the module's names as one text, a name a line (one scan a pattern, not one a name)."""
+        names = "\n".join(self.identifiers)
+        return bool(_NAMED_LANGUAGE_MODEL.search(names)) and not _NAMED_CLASSIFIER.search(names) and \
+            not _NAMED_CLASSES.search(names)
 
     @cached_property
     def names_vocabulary(self) -> bool:
