@@ -83,11 +83,11 @@ _DATA_PARALLEL = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DataPara
 _PLAIN_TYPES = frozenset({"int", "str", "bool", "bytes", "None"})
 _CONTAINER_TYPES = frozenset({"List", "list", "Tuple", "tuple", "Dict", "dict", "Set", "set", "FrozenSet",
                               "frozenset", "Optional", "Union", "Sequence", "Iterable", "Iterator", "Mapping"})
+# A helper named for running the model (`_model_call`, `_model_forward`, `run_model`, `forward_model`).
+_MODEL_CALL_HELPER = re.compile(r"^_*(model_(call|forward|run)|(call|forward|run)_model)$")
 # A model's own computation, which its class defines: other classes of a module that define a
 # method by that name say nothing of a model whose class the code does not name (unlike a
 # project's convention for a helper such as PyG's `@torch.no_grad() def inference`).
-# A helper named for running the model (`_model_call`, `_model_forward`, `run_model`, `forward_model`).
-_MODEL_CALL_HELPER = re.compile(r"^_*(model_(call|forward|run)|(call|forward|run)_model)$")
 _OWN_COMPUTATION = re.compile(r"^(forward\w*|encode\w*|decode\w*|embed\w*|extract_features?)$")
 _CLASS_PICKS = frozenset({"argmax", "max", "topk"})
 # Methods whose result carries no autograd graph.
@@ -631,9 +631,10 @@ class Values:
     def built_in_language_model_module(self, forward: cst.Call) -> bool:
         """The model `forward` calls (a plain name) is what a function of another module of the
         project returns, a module that names a language model's class and no classifier nor a
-        number of classes (memlint.analysis.outputs.Outputs.builds_language_model; CodeT5's `config, model, tokenizer = build_or_load_gen_model(args)`, its `models.py`
-        naming `T5ForConditionalGeneration`), also through a data-parallel wrapper of it bound
-        to the same name; every binding that may be the one seen must say so."""
+        number of classes (memlint.analysis.outputs.Outputs.builds_language_model; CodeT5's
+        `config, model, tokenizer = build_or_load_gen_model(args)`, its `models.py` naming
+        `T5ForConditionalGeneration`), also through a move or a data-parallel wrapper of it
+        bound to the same name; every binding that may be the one seen must say so."""
         if type(forward.func) is not cst.Name or not self._imports_project:
             return False
         return self._built_in_language_model_module(forward.func.value, forward, 0)  # type: ignore[attr-defined]

@@ -131,8 +131,8 @@ class MissingDel(Rule):
     Finds a model output bound in the body of a loop without a backward (evaluation, inference)
     and still referenced when the next iteration's forward runs: nothing frees it between the
     end of one iteration and the rebinding in the next. The model may run through a helper of
-    the module named for it that hands back its output (`self._model_forward(input_ids)`). Opt-in: whether it matters depends on
-    the output's size, so the verifier decides.
+    the module named for it that hands back its output (`self._model_forward(input_ids)`).
+    Opt-in: whether it matters depends on the output's size, so the verifier decides.
 
     ## Why is this bad?
     `out = model(x)` allocates the new output while the name still holds the previous one, so
@@ -173,8 +173,8 @@ class MissingDel(Rule):
     `del name` after the last statement of the loop body, with the names the body binds to the
     output, a view of it or a copy as large (`shift_logits = outputs["logits"][..., :-1, :]`,
     `flatten_logits = shift_logits.contiguous().view(n, -1)`, `log_probs =
-    F.log_softmax(logits.float(), dim=-1)`): a `del` of the output alone frees
-    nothing while a view of it is alive, and each copy, reported on its own, is another output's
+    F.log_softmax(logits.float(), dim=-1)`): a `del` of the output alone frees nothing while a
+    view of it is alive, and each copy, reported on its own, is another output's
     worth at the forward's peak.
 
     ## Fix safety
@@ -277,12 +277,12 @@ class MissingDel(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
             return
-        call = _forward_of(node.value, self.facts.names.call_name)
-        if call is None:
-            return
         loop = innermost_loop(self.context.ancestors)
+        if loop is None:
+            return  # (asked first: naming the calls a value is made through costs more)
         facts = self.facts
-        if loop is None or not (facts.roles.is_forward(call) or facts.values.forward_through_helper(call)):
+        call = _forward_of(node.value, facts.names.call_name)
+        if call is None or not (facts.roles.is_forward(call) or facts.values.forward_through_helper(call)):
             return
         if any(facts.roles.backwards_in(outer) for outer in facts.tree.loops_around(node)) or \
                 facts.phase.in_training_function(node):
