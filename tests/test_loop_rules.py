@@ -987,3 +987,68 @@ def test_a_class_built_in_a_loops_iterable_is_built_once():
         model = Model().cuda()
         """
     assert _found(source, "MEM105") == []
+
+
+# -- waits per time step of a decoder loop inside a step ----------------------------------------
+_DECODER = """
+    import torch
+    from torch import nn
+
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("r", torch.tensor(2, dtype=torch.int))
+            self.cell = nn.LSTMCell(80, 256)
+
+        def forward(self, frame, state):
+            h, c = self.cell(frame, state)
+            return h[:, :128 * self.r], (h, c)
+
+
+    class Tacotron(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.decoder = Decoder()
+
+        @property
+        def r(self):
+            return self.decoder.r.item()
+
+        def forward(self, mels, state):
+            frames = []
+            for t in range(0, mels.size(1), self.r):
+                frame, state = self.decoder(mels[:, t], state)
+                frames.extend([frame] * self.r)
+            return torch.stack(frames, 1)
+
+
+    model = Tacotron().cuda()
+"""
+
+
+def test_a_decoder_loop_s_settled_waits_are_named_with_the_loop_that_repeats_them():
+    by_line = {f.line: f.message for f in _found(_DECODER, "MEM105")}
+    assert sorted(by_line) == [14, 30]
+    assert "once per iteration of the loop over `range(0, mels.size(1), self.r)` in `Tacotron.forward`" in by_line[14]
+    assert "a property that returns `self.decoder.r.item()`" in by_line[30]
+    assert "`Tacotron.forward` runs on every step, though `self.decoder.r` is the same on each" in by_line[30]
+
+
+@pytest.mark.parametrize("change", [
+    "        self.step += 1\n        self.r += 1\n",  # stored outside `__init__`: it may change per time step
+    "        self.r.fill_(3)\n",  # changed in place
+])
+def test_a_value_the_decoder_changes_is_not_settled(change):
+    source = textwrap.dedent(_DECODER).replace("        h, c = self.cell(frame, state)\n",
+                                                "        h, c = self.cell(frame, state)\n" + change)
+    assert [f.line for f in _found(source, "MEM105") if "property" in f.message] == []
+
+
+def test_a_module_called_in_a_loop_over_a_spelled_count_runs_no_time_steps():
+    module, facts = _facts(_DECODER.replace("range(0, mels.size(1), self.r)", "range(3)"))
+    decoder = facts.scopes.classes["Decoder"]
+    assert not facts.steps.layers.is_layer(decoder)
+    module, facts = _facts(_DECODER)
+    loop = facts.steps.layers.time_step_loop(facts.scopes.classes["Decoder"])
+    assert isinstance(loop, cst.For) and facts.tree.function_of(loop).name.value == "forward"

@@ -27,6 +27,7 @@ objects it names as its dependencies:
     facts.hoisting   hoisting.py    GPU work that computes the same value every iteration or call
     facts.steps      steps.py       how often code runs per training step (step, inner, boundary)
     facts.syncs      syncs.py       host-device syncs, which values are tensors, what loops repeat over
+    facts.settled    settled.py     what a loop reads the same on every iteration
     facts.project    project.py     what the other modules of the project say about this one's
                                     functions and classes, and the names it imports from them
     facts.guards     guards.py      the conditions code runs under: the hardware's, or the user's choice
@@ -75,6 +76,7 @@ from memlint.analysis.regions import Regions
 from memlint.analysis.requirement import Requirement
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
+from memlint.analysis.settled import Settled
 from memlint.analysis.steps import Steps
 from memlint.analysis.syncs import Syncs
 from memlint.analysis.testcode import in_test_code, is_benchmark_file, is_test_file
@@ -195,6 +197,11 @@ class Facts:
         """Host-device syncs, tensor values, and what a loop repeats over."""
         return Syncs(self.names, self.tree, self.scopes, self.regions, self.roles, self.purity,
                      self.values.returned_on_device)
+
+    @cached_property
+    def settled(self) -> Settled:
+        """What a loop reads the same on every iteration."""
+        return Settled(self.tree, self.scopes, self.calls)
 
     @cached_property
     def guards(self) -> Guards:

@@ -161,6 +161,11 @@ def target_names(target: cst.CSTNode) -> Set[str]:
     return {leaf.value for leaf in leaf_targets(target) if isinstance(leaf, cst.Name)}
 
 
+def stored_attributes(target: cst.CSTNode) -> Set[str]:
+    """The attribute names a target stores (`self.a = ...`, `x.a, y.b = ...`)."""
+    return {leaf.attr.value for leaf in leaf_targets(target) if isinstance(leaf, cst.Attribute)}
+
+
 def _containers(target: cst.CSTNode) -> Set[str]:
     """For `a.b = v` / `a[i] = v` (also inside tuples): the names the containers come from."""
     found: Set[str] = set()

@@ -36,7 +36,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.dataflow import block_flow, parameter_names
+from memlint.analysis.dataflow import block_flow, parameter_names, stored_attributes
 from memlint.analysis.loops import Loop, LoopFacts, few_literal
 from memlint.analysis.purity import Computation, Input, Purity
 from memlint.analysis.receivers import Receivers
@@ -365,7 +365,7 @@ class Hoisting:
                 if kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
                     targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
                     for target in targets:
-                        stored |= _attribute_names(target)
+                        stored |= stored_attributes(target)
                 elif kind is cst.Call and self.names.call_name(node) in _CHANGES_FACTORIES:
                     opaque = True
                 elif kind is cst.With and any(
@@ -608,7 +608,7 @@ class Hoisting:
                 targets = [t.target for t in node.targets] if node_type is cst.Assign else [node.target]
                 inside = self.tree.contains(init, node)  # type: ignore[arg-type]
                 for target in targets:
-                    attributes = _attribute_names(target)
+                    attributes = stored_attributes(target)
                     if inside and node_type is cst.Assign:
                         in_init |= attributes
                     else:
@@ -626,21 +626,6 @@ def _plain_number(expr: cst.BaseExpression) -> bool:
         return _plain_number(expr.expression)
     return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and \
         expr.func.value in ("int", "float", "len", "round", "bool")
-
-
-def _attribute_names(target: cst.CSTNode) -> Set[str]:
-    """The attribute names an assignment target stores (`self.a = ...`, `x.a, y.b = ...`)."""
-    found: Set[str] = set()
-    stack = [target]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Attribute):
-            found.add(node.attr.value)
-        elif isinstance(node, (cst.Tuple, cst.List)):
-            stack.extend(e.value for e in node.elements)
-        elif isinstance(node, cst.StarredElement):
-            stack.append(node.value)
-    return found
 
 
 def _globals_declared(func: cst.FunctionDef) -> Set[str]:

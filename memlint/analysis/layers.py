@@ -19,6 +19,12 @@ builds one
 - in a method of a layer that a method of a module class calls on each element of a loop
   (`for block in self.h: block.attn.kv_cache = block.attn.build_kv_cache(...)`).
 
+A module class is also run once per time step where a module class of this module builds it
+in `__init__` as an attribute (`self.decoder = Decoder(...)`) and its `forward` calls that
+attribute in a loop over a count or a `while` loop (a Tacotron's decoder, one call per output
+frame: `for t in range(0, steps, self.r): ... self.decoder(...)`); so is what such a class
+builds in its own `__init__`. `time_step_loop(klass)` gives that loop, for the message.
+
 Only this module's classes and their constructions here, found as a fixed point (whatever the
 order of the classes): a model built in a loop of a script (a sweep over configurations) is no
 layer, and neither is a class another module builds, a forward a layer inherits from a base, or
@@ -29,11 +35,12 @@ module class.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import FrozenSet, Optional, Set
+from typing import Dict, FrozenSet, Optional, Set, Tuple
 
 import libcst as cst
 
 from memlint.analysis.dataflow import target_names
+from memlint.analysis.loops import range_span
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, walk
@@ -49,33 +56,74 @@ class Layers:
         self.receivers = receivers
 
     def is_layer(self, klass: cst.ClassDef) -> bool:
-        """Whether this module builds `klass` once per layer of a model (see the module docstring)."""
+        """Whether this module builds `klass` once per layer of a model, or runs it once per
+        time step of another module's `forward` (see the module docstring)."""
         return id(klass) in self._layers
 
+    def time_step_loop(self, klass: cst.ClassDef) -> Optional[cst.CSTNode]:
+        """The loop of another module's `forward` that runs `klass` (or the module that builds
+        it) once per time step; None for a layer or a class that is neither."""
+        return self._layers.get(id(klass))
+
     @cached_property
-    def _layers(self) -> FrozenSet[int]:
+    def _layers(self) -> Dict[int, Optional[cst.CSTNode]]:
+        """id(class) -> the time step loop that runs it, or None for a layer."""
         classes = list(self.scopes.classes.values())
-        found: Set[int] = set()
+        found: Dict[int, Optional[cst.CSTNode]] = {}
         changed = True
         while changed:
             changed = False
             for klass in classes:
-                if id(klass) not in found and any(self._per_layer(call, found)
-                                                  for call in self.scopes.constructions(klass)):
-                    found.add(id(klass))
-                    changed = True
-        return frozenset(found)
+                if id(klass) in found:
+                    continue
+                for call in self.scopes.constructions(klass):
+                    placed, loop = self._per_layer(call, found)
+                    if placed:
+                        found[id(klass)] = loop
+                        changed = True
+                        break
+        return found
 
-    def _per_layer(self, construction: cst.Call, layers: Set[int]) -> bool:
+    def _per_layer(self, construction: cst.Call,
+                   layers: Dict[int, Optional[cst.CSTNode]]) -> Tuple[bool, Optional[cst.CSTNode]]:
+        """Whether `construction` makes a layer (or a module run per time step), and the time
+        step loop that runs it."""
         method = self._module_method(construction)
         if method is None:
-            return False
+            return False, None
         if self._one_per_iteration(construction):
-            return True
+            return True, None
+        loop = self._called_per_time_step(construction, method)
+        if loop is not None:
+            return True, loop
         owner = self.tree.class_of(method)
         if id(owner) not in layers:
-            return False
-        return method.name.value == "__init__" or method.name.value in self._called_per_element
+            return False, None
+        placed = method.name.value == "__init__" or method.name.value in self._called_per_element
+        return placed, layers[id(owner)] if placed else None
+
+    def _called_per_time_step(self, construction: cst.Call, method: cst.FunctionDef) -> Optional[cst.CSTNode]:
+        """`self.decoder = Decoder(...)` in `__init__`, and `self.decoder(...)` in a loop over a
+        count or a `while` loop of the same class's `forward`: that loop."""
+        assign = self.tree.parent(construction)
+        if method.name.value != "__init__" or type(assign) is not cst.Assign or \
+                len(assign.targets) != 1:  # type: ignore[attr-defined]
+            return None
+        attribute = dotted_name(assign.targets[0].target)  # type: ignore[attr-defined]
+        if attribute is None or not attribute.startswith("self.") or attribute.count(".") != 1:
+            return None
+        owner = self.tree.class_of(method)
+        forward = next((s for s in owner.body.body  # type: ignore[union-attr]
+                        if type(s) is cst.FunctionDef and s.name.value == "forward"), None)
+        if forward is None:
+            return None
+        for call in self.scopes.calls_of(forward):
+            if dotted_name(call.func) != attribute:
+                continue
+            loops = self.tree.loops_around(call)
+            if loops and (type(loops[0]) is cst.While or _counts_steps(loops[0].iter)):  # type: ignore[attr-defined]
+                return loops[0]
+        return None
 
     def _module_method(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         """The method of a module class of this module that `node` runs in."""
@@ -142,6 +190,13 @@ def _adds(node: Optional[cst.CSTNode]) -> bool:
     """`layers.append(...)`, `self.add_module(name, ...)`, `blocks.extend([...])`, `insert`."""
     return type(node) is cst.Call and type(node.func) is cst.Attribute and \
         node.func.attr.value in _ADDS  # type: ignore[attr-defined]
+
+
+def _counts_steps(iterable: cst.BaseExpression) -> bool:
+    """`range(steps)`, `range(0, steps, self.r)`: a count not spelled as a number (`range(3)`
+    is a few passes, not time steps)."""
+    return type(iterable) is cst.Call and type(iterable.func) is cst.Name and \
+        iterable.func.value == "range" and range_span(iterable) is None  # type: ignore[attr-defined]
 
 
 def _counts_layers(iterable: cst.BaseExpression) -> bool:

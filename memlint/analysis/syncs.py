@@ -135,6 +135,16 @@ _SIZED_BY_DATA = frozenset({"torch.nonzero", "torch.masked_select", "torch.uniqu
 _COPIES_IN = frozenset({"to_device", "move_to_cuda", "move_to_device"})
 
 
+def _only_return(func: cst.FunctionDef) -> Optional[cst.BaseExpression]:
+    """What a function returns when its body is that one `return` (a docstring aside)."""
+    body = [s for s in func.body.body if not (  # type: ignore[attr-defined]
+        type(s) is cst.SimpleStatementLine and type(s.body[0]) is cst.Expr and
+        isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]  # type: ignore[attr-defined]
+    if len(body) != 1 or type(body[0]) is not cst.SimpleStatementLine or type(body[0].body[0]) is not cst.Return:
+        return None
+    return body[0].body[0].value  # type: ignore[attr-defined]
+
+
 def may_sync(call: cst.Call) -> bool:
     """By its shape alone, `call` may be a sync (`x.item()`, `int(x)`, `torch.cuda.synchronize()`):
     the cheap test to make before asking `Syncs.sync`."""
@@ -330,6 +340,7 @@ class Syncs:
         self._registers: Optional[Dict[int, FrozenSet[str]]] = None  # id(class) -> what it registers by name
         self._model_slices: Dict[int, FrozenSet[str]] = {}  # id(scope) -> names a model is called with a slice of
         self._stored: Dict[Tuple[int, int], Optional[cst.BaseExpression]] = {}  # (`_stored_item`)
+        self._properties: Dict[int, Dict[str, cst.Call]] = {}  # id(class) -> `syncing_property`
 
     def returns_device(self, func: cst.FunctionDef) -> bool:
         """Whether every `return` of `func` gives a tensor on the device, where it moves or makes
@@ -359,6 +370,26 @@ class Syncs:
                 not self.on_host(call.args[0].value, call):
             return func.value
         return None
+
+    def syncing_property(self, node: cst.Attribute) -> Optional[cst.Call]:
+        """The sync a property of the class returns, read as `self.r` in a method (`@property
+        def r(self): return self.decoder.r.item()`): the attribute waits as the call does."""
+        if type(node.value) is not cst.Name or node.value.value != "self":  # type: ignore[attr-defined]
+            return None
+        klass = self.tree.class_of(self.tree.function_of(node))  # type: ignore[arg-type]
+        if klass is None:
+            return None
+        found = self._properties.get(id(klass))
+        if found is None:
+            found = self._properties[id(klass)] = {}
+            for method in klass.body.body:
+                if type(method) is cst.FunctionDef and any(
+                        type(d.decorator) is cst.Name and d.decorator.value == "property"  # type: ignore[attr-defined]
+                        for d in method.decorators):
+                    returned = _only_return(method)
+                    if type(returned) is cst.Call and may_sync(returned) and self.sync(returned) is not None:
+                        found[method.name.value] = returned  # type: ignore[assignment]
+        return found.get(node.attr.value)
 
     def printed(self, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, str]]:
         """The GPU tensor a builtin `print(...)` formats (an argument, or a value in an
@@ -552,14 +583,25 @@ class Syncs:
     def _registered(self, expr: cst.Attribute, at: cst.CSTNode) -> bool:
         """`self.<name>` in a method of a class that registers `<name>` as a parameter or a
         buffer (`self.table = nn.Parameter(...)`, every value the class gives it;
-        `self.register_buffer("index", ...)`)."""
-        if type(expr.value) is not cst.Name or expr.value.value != "self":  # type: ignore[attr-defined]
-            return False
+        `self.register_buffer("index", ...)`); `self.<part>.<name>` where every value the class
+        gives `<part>` is an instance of a class of this module that registers `<name>`
+        (`self.decoder = Decoder(...)`, whose `__init__` registers the buffer `r`)."""
+        owner = expr.value
         func = self.tree.function_of(at)
         klass = self.tree.class_of(func) if func is not None else None
         if klass is None:
             return False
-        name = expr.attr.value
+        if type(owner) is cst.Attribute and type(owner.value) is cst.Name and owner.value.value == "self":  # type: ignore[attr-defined]
+            parts = self.scopes.attribute_values(klass, owner.attr.value)  # type: ignore[attr-defined]
+            classes = self.scopes.classes
+            return bool(parts) and all(
+                type(v) is cst.Call and type(v.func) is cst.Name and v.func.value in classes and  # type: ignore[attr-defined]
+                self._registers_name(classes[v.func.value], expr.attr.value) for v in parts)  # type: ignore[attr-defined]
+        if type(owner) is not cst.Name or owner.value != "self":  # type: ignore[attr-defined]
+            return False
+        return self._registers_name(klass, expr.attr.value)
+
+    def _registers_name(self, klass: cst.ClassDef, name: str) -> bool:
         if name in self._buffers(klass):
             return True
         values = self.scopes.attribute_values(klass, name)

@@ -8,7 +8,7 @@ import libcst as cst
 
 from memlint.analysis.dataflow import conjuncts
 from memlint.analysis.guards import selects_a_mode, speaks_of_logging
-from memlint.analysis.often import STEP
+from memlint.analysis.often import INNER, STEP
 from memlint.analysis.steps import skips_one_in_n
 from memlint.analysis.syncs import may_sync
 from memlint.analysis.tree import dotted_name, walk
@@ -16,6 +16,7 @@ from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
 _IMPLICIT = frozenset({"slice", "mask", "condition", "iterate", "size"})  # syncs memlint.analysis.syncs.implicit finds
+_READS_A_VALUE = frozenset({"item", "tolist", "cpu", "int", "float", "bool"})  # sync calls that read their receiver or argument
 # Statements under which a print is meant: a flag, a periodic test, a handler
 _CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
 _SCOPE_ENDS = (cst.FunctionDef, cst.For, cst.While)  # where the search for a condition around a log stops
@@ -61,6 +62,22 @@ _NERF = (
     "        optimizer.zero_grad()\n        loss.backward()\n        optimizer.step()\n"
 )
 _NAN_CHECK = "(torch.isnan(ret[k]).any() or torch.isinf(ret[k]).any())"
+
+
+# a Tacotron's decoder loop, for the examples: R is what the loop reads, CHANGE what the decoder does to `r`
+_TACOTRON = (
+    "import torch\nfrom torch import nn\n\n\nclass Decoder(nn.Module):\n    def __init__(self, n_mels):\n"
+    "        super().__init__()\n        self.register_buffer(\"r\", torch.tensor(1, dtype=torch.int))\n"
+    "        self.cell = nn.LSTMCell(n_mels, 256)\n        self.proj = nn.Linear(256, n_mels)\n\n"
+    "    def forward(self, frame, state):\n        h, c = self.cell(frame, state)\nCHANGE"
+    "        return self.proj(h), (h, c)\n\n\nclass Tacotron(nn.Module):\n    def __init__(self, n_mels):\n"
+    "        super().__init__()\n        self.decoder = Decoder(n_mels)\n\n    @property\n    def r(self):\n"
+    "        return self.decoder.r.item()\n\n    @r.setter\n    def r(self, value):\n"
+    "        self.decoder.r = self.decoder.r.new_tensor(value)\n\n    def forward(self, mels, state):\n"
+    "        frames, stops = [], []\n        for t in RANGE:\n"
+    "            frame, state = self.decoder(mels[:, t], state)\n            frames.append(frame)\n"
+    "            stops.extend([frame] * R)\n        return torch.stack(frames, 1)\n\n\nmodel = Tacotron(80).cuda()\n"
+)
 
 
 class HostDeviceSyncInLoop(Rule):
@@ -147,6 +164,16 @@ class HostDeviceSyncInLoop(Rule):
     part of its name says it holds lengths or sizes (`lengths`, `seq_lens`, `ilens`, which
     `pack_padded_sequence` takes on the host; not flash-attention's `cu_seqlens`).
 
+    And a loop of time steps inside a step (a Tacotron's `forward` runs its decoder once per
+    output frame): a wait there on a value every iteration reads the same (a 0-d buffer
+    `self.decoder.r.item()`, directly or through a property of the class, `self.r`, that
+    returns it) can be made once before the loop for the same number; and a wait in the
+    `forward` of a module that such a loop calls (`self.decoder = Decoder(...)`, then
+    `self.decoder(...)` in `for t in range(0, steps, self.r):`), once per time step, like a
+    layer's. Only a value no code of the module stores or changes in place outside `__init__`
+    and a property's setter (`self.step += 1` in a `forward` changes it), in a loop over a count
+    not spelled as a number, or a `while` loop, in a function that runs on every step.
+
     And a log meant for one step in N under a test that holds on all the others: `if step %
     50:` (or `% 50 != 0`) where `if step % 50 == 0:` was meant, over a print of the loss (a
     GPU tensor formatted, or its `.item()`), reads the GPU back on 49 steps of 50. Only where N
@@ -202,6 +229,13 @@ class HostDeviceSyncInLoop(Rule):
     CLAIM = Claim.TIME_LOWER
 
     VALID = (
+        # a decoder loop's value changed by the decoder each time step, or a loop over a few passes
+        _TACOTRON.replace("CHANGE", "        self.r.add_(1)\n").replace("RANGE", "range(0, mels.size(1), self.r)")
+        .replace("R)", "self.r)"),
+        _TACOTRON.replace("CHANGE", "").replace("RANGE", "range(3)").replace("R)", "self.r)"),
+        # ... a value the loop itself rebinds
+        _TACOTRON.replace("CHANGE", "").replace("RANGE", "range(mels.size(1))")
+        .replace("            stops.extend([frame] * R)\n", "            n = frame.sum()\n            stops.append(n.item())\n"),
         # the switch tested first; a batch tested on the host, before it is moved
         _NERF.replace("HEAD", "from helpers import *").replace("    raw = model(rays)", "    debug = False\n    raw = model(rays)")
         .replace("TEST", "debug and " + _NAN_CHECK),
@@ -558,6 +592,13 @@ class HostDeviceSyncInLoop(Rule):
         "for step in range(steps):\n    forward_step(next(data), model, args).backward()\n",
     )
     INVALID = (
+        # a Tacotron's reduction factor read per decoder step, through a property and as the item itself
+        Invalid(_TACOTRON.replace("CHANGE", "").replace("RANGE", "range(0, mels.size(1), self.r)").replace("R)", "self.r)")),
+        Invalid(_TACOTRON.replace("CHANGE", "").replace("RANGE", "range(mels.size(1))")
+                .replace("R)", "self.decoder.r.item())")),
+        # ... and a 0-d buffer as a slice bound in the decoder, which runs once per time step
+        Invalid(_TACOTRON.replace("CHANGE", "        h = h[:, :256 // self.r]\n").replace("RANGE", "range(mels.size(1))")
+                .replace("R)", "2)")),
         # NeRF's render step: a NaN check whose answer `and debug` throws away, read back on every step
         # (a module's own switch counts only where the project shows no other module setting it)
         Invalid(_NERF.replace("HEAD", "from helpers import *").replace("    raw = model(rays)", "    debug = False\n    raw = model(rays)")
@@ -1022,9 +1063,24 @@ class HostDeviceSyncInLoop(Rule):
                    dotted_name(call.func.value) in names and facts.purity.mover(call) is not None  # type: ignore[attr-defined]
                    for call in facts.scopes.calls_of(facts.tree.scope_of(node)))
 
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        """`self.r` in a method, where the class's property `r` returns a sync."""
+        facts = self.facts
+        if not any(type(s) is cst.FunctionDef and s.decorators for s in node.body.body) or not facts.device_code:
+            return  # (the cheap test first: no decorated method, no property)
+        syncing_property = facts.syncs.syncing_property
+        for attribute in walk(node.body):
+            if type(attribute) is cst.Attribute and type(attribute.value) is cst.Name and \
+                    attribute.value.value == "self":  # type: ignore[attr-defined]
+                call = syncing_property(attribute)  # type: ignore[arg-type]
+                if call is not None:
+                    self._read_each_iteration(attribute, facts.syncs.sync(call), call)  # type: ignore[arg-type]
+
     def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
         facts = self.facts
         if kind is None:
+            return
+        if kind in _READS_A_VALUE and self._read_each_iteration(node, kind, node):  # type: ignore[arg-type]
             return
         if kind == "iterate":  # `min(t)`: the builtin is the loop, once per element wherever it runs
             if node.func.value == "sum":  # type: ignore[attr-defined]
@@ -1068,6 +1124,35 @@ class HostDeviceSyncInLoop(Rule):
             f"(e.g. `(a == b).sum().item()`, `torch.stack(values).tolist()`), or every N steps"))
 
 
+    def _read_each_iteration(self, node: cst.CSTNode, kind: str, call: cst.Call) -> bool:
+        """A wait, in a loop of time steps inside a function that runs on every step (a Tacotron
+        decoder's frames in its `forward`), on a value every iteration reads the same
+        (memlint.analysis.settled): made once before the loop, it gives the same number. `call`
+        is the sync (`node` itself, or what the property `node` reads returns)."""
+        facts = self.facts
+        loops = facts.tree.loops_around(node)
+        if not loops or id(loops[0]) in self._repeated:
+            return False
+        loop = loops[0]
+        if type(loop) is cst.For and not facts.syncs.many(loop.iter, node):  # type: ignore[attr-defined]
+            return False
+        value = call.func.value if type(call.func) is cst.Attribute else call.args[0].value  # type: ignore[attr-defined]
+        function = facts.tree.function_of(loop)
+        if not facts.device_code or not facts.steps.does_step_work(loop) or \
+                not facts.settled.in_loop(value, loop, facts.loop(loop, facts.tree.scope_of(loop))) or \
+                facts.steps.function_how_often(function) not in (STEP, INNER) or self._in_a_handler(node) or \
+                facts.per_step(node) is None:
+            return False
+        self._repeated.add(id(loop))
+        klass = facts.tree.class_of(function)  # type: ignore[arg-type]
+        runs = f"{klass.name.value}.{function.name.value}" if klass is not None else function.name.value  # type: ignore[union-attr]
+        through = f" (a property that returns `{show(call)}`)" if call is not node else ""
+        self.report(node, (
+            f"`{show(node)}`{through} {_WHAT[kind]} and makes the host wait for the GPU on every iteration of this "
+            f"loop, which `{runs}` runs on every step, though `{show(value)}` is the same on each; read it once "
+            f"before the loop and use the number"))
+        return True
+
     def _in_a_layer(self, node: cst.CSTNode, kind: str, shown: Optional[cst.CSTNode]) -> None:
         """A wait in the `forward` of a class the model builds once per layer (a KV cache's
         `input_pos.max().item()`): paid once per layer, on every step or generated token."""
@@ -1078,11 +1163,19 @@ class HostDeviceSyncInLoop(Rule):
                 self._under_a_choice(node) or facts.per_step(node, inner=True) is None:
             return
         self._repeated.add(id(layer))  # one finding per forward: one value kept on the host removes them all
-        klass = facts.tree.class_of(layer).name.value  # type: ignore[union-attr]
+        klass = facts.tree.class_of(layer)
+        name = klass.name.value  # type: ignore[union-attr]
+        loop = facts.steps.layers.time_step_loop(klass)  # type: ignore[arg-type]
+        if loop is None:
+            runs, outside = f"once per layer (this module builds one `{name}` per layer)", "the layers"
+        else:
+            caller = facts.tree.class_of(facts.tree.function_of(loop)).name.value  # type: ignore[union-attr, arg-type]
+            over = f"over `{show(loop.iter)}`" if type(loop) is cst.For else "`while`"  # type: ignore[attr-defined]
+            runs, outside = f"once per iteration of the loop {over} in `{caller}.forward`", "that loop"
         self.report(node, (
-            f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU in `{klass}.forward`, "
-            f"which runs once per layer (this module builds one `{klass}` per layer), on every step; read the "
-            f"value once per step outside the layers and pass it down, or keep the work on the device"))
+            f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU in `{name}.forward`, "
+            f"which runs {runs}, on every step; read the value once per step outside {outside} and pass it "
+            f"down, or keep the work on the device"))
 
 
     def _in_a_handler(self, node: cst.CSTNode) -> bool:
