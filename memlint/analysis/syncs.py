@@ -371,25 +371,20 @@ class Syncs:
             return func.value
         return None
 
-    def syncing_property(self, node: cst.Attribute) -> Optional[cst.Call]:
-        """The sync a property of the class returns, read as `self.r` in a method (`@property
-        def r(self): return self.decoder.r.item()`): the attribute waits as the call does."""
-        if type(node.value) is not cst.Name or node.value.value != "self":  # type: ignore[attr-defined]
-            return None
-        klass = self.tree.class_of(self.tree.function_of(node))  # type: ignore[arg-type]
-        if klass is None:
-            return None
+    def syncing_properties(self, klass: cst.ClassDef) -> Dict[str, cst.Call]:
+        """The properties of `klass` that return a sync, by name (`@property def r(self): return
+        self.decoder.r.item()`): reading `self.r` in a method waits as the call does."""
         found = self._properties.get(id(klass))
         if found is None:
             found = self._properties[id(klass)] = {}
-            for method in klass.body.body:
+            for method in klass.body.body:  # type: ignore[attr-defined]
                 if type(method) is cst.FunctionDef and any(
                         type(d.decorator) is cst.Name and d.decorator.value == "property"  # type: ignore[attr-defined]
                         for d in method.decorators):
                     returned = _only_return(method)
                     if type(returned) is cst.Call and may_sync(returned) and self.sync(returned) is not None:
                         found[method.name.value] = returned  # type: ignore[assignment]
-        return found.get(node.attr.value)
+        return found
 
     def printed(self, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, str]]:
         """The GPU tensor a builtin `print(...)` formats (an argument, or a value in an

@@ -1068,13 +1068,14 @@ class HostDeviceSyncInLoop(Rule):
         facts = self.facts
         if not any(type(s) is cst.FunctionDef and s.decorators for s in node.body.body) or not facts.device_code:
             return  # (the cheap test first: no decorated method, no property)
-        syncing_property = facts.syncs.syncing_property
+        properties = facts.syncs.syncing_properties(node)
+        if not properties:
+            return
         for attribute in walk(node.body):
-            if type(attribute) is cst.Attribute and type(attribute.value) is cst.Name and \
-                    attribute.value.value == "self":  # type: ignore[attr-defined]
-                call = syncing_property(attribute)  # type: ignore[arg-type]
-                if call is not None:
-                    self._read_each_iteration(attribute, facts.syncs.sync(call), call)  # type: ignore[arg-type]
+            if type(attribute) is cst.Attribute and attribute.attr.value in properties and \
+                    type(attribute.value) is cst.Name and attribute.value.value == "self":  # type: ignore[attr-defined]
+                call = properties[attribute.attr.value]  # type: ignore[attr-defined]
+                self._read_each_iteration(attribute, facts.syncs.sync(call), call)  # type: ignore[arg-type]
 
     def _check(self, node: cst.CSTNode, kind: Optional[str], shown: Optional[cst.CSTNode] = None) -> None:
         facts = self.facts
