@@ -11,7 +11,8 @@ Asked as `facts.guards`:
   there (each part of an `and` test whose true branch holds the node, with that branch);
 - `chosen(node)`: the node runs only because of something other than the hardware: a test
   reads a command-line argument, a configuration, an environment variable, a parameter, an
-  attribute or a module-level setting (`num_gpus = 1; if num_gpus > 1:` is a setting, and dead
+  attribute (not one its class sets only to the hardware's answer: `self.n_gpu =
+  torch.cuda.device_count()`) or a module-level setting (`num_gpus = 1; if num_gpus > 1:` is a setting, and dead
   as written), or a literal false test; also when every call of the node's function in the
   module is so guarded. Tests about the hardware alone (`torch.cuda.is_available()`,
   `torch.cuda.device_count() > 1`, `x.is_cuda`, `device.type == "cuda"` for a device chosen
@@ -329,8 +330,8 @@ class Guards:
         if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
             return _LITERAL
         if isinstance(expr, cst.Name):
-            if expr.value in ("True", "False", "None"):
-                return _LITERAL
+            if expr.value in ("True", "False", "None", "__name__"):
+                return _LITERAL  # (`if __name__ == "__main__":` runs the script: no one's choice)
             return self._name(expr.value, at, depth)
         if isinstance(expr, cst.BooleanOperation):
             return max(self._depends_on(expr.left, at, depth), self._depends_on(expr.right, at, depth))
@@ -346,6 +347,8 @@ class Guards:
                 return _HARDWARE
             if expr.attr.value == "type":  # `device.type`: whatever chose the device
                 return self._depends_on(expr.value, at, depth)
+            if type(expr.value) is cst.Name and expr.value.value == "self":
+                return self._attribute(expr.attr.value, at, depth)
             return _CHOICE
         if isinstance(expr, cst.Call):
             name = self.names.call_name(expr)
@@ -365,6 +368,21 @@ class Guards:
         if not binds or any(b.kind not in ("assign", "walrus") or not b.whole or b.value is None for b in binds):
             return _CHOICE  # a parameter, a loop variable, a name from elsewhere
         found = max(self._depends_on(b.value, b.node, depth + 1) for b in binds)
+        return _CHOICE if found == _LITERAL else found
+
+
+    def _attribute(self, name: str, at: cst.CSTNode, depth: int) -> int:
+        """`self.n_gpu` is the hardware's answer where every value its class gives it is
+        (`self.n_gpu = torch.cuda.device_count()`), and the user's choice where one is not or
+        the class gives it none (set from outside: `model.n_gpu = args.n_gpu`)."""
+        func = self.tree.function_of(at)
+        klass = self.tree.class_of(func) if func is not None else None
+        if klass is None or depth >= _MAX_DEPTH:
+            return _CHOICE
+        values = self.scopes.attribute_values(klass, name)
+        if not values:
+            return _CHOICE
+        found = max(self._depends_on(value, value, depth + 1) for value in values)
         return _CHOICE if found == _LITERAL else found
 
 

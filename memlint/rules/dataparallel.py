@@ -75,7 +75,9 @@ class DataParallel(Rule):
     ## When it is not reported
     - DataParallel behind the user's choice: a test of a command-line argument, a
       configuration, an environment variable, a parameter, an attribute or a setting
-      (`if args.multi_gpu:`, `if self.ngpu > 1:`, `if cfg.n_gpu > 1:`), also where every call of
+      (`if args.multi_gpu:`, `if self.ngpu > 1:`, `if cfg.n_gpu > 1:`; not an attribute its
+      class sets only to the hardware's answer, `self.n_gpu = torch.cuda.device_count()`, nor a
+      script's `if __name__ == "__main__":`), also where every call of
       the function wrapping the model is so guarded; a setting that keeps it from running
       (`num_gpus = 1` above `if num_gpus > 1:`) makes it dead code;
     - a fallback: the same file offers the distributed way too (`DistributedDataParallel`,
@@ -115,6 +117,12 @@ class DataParallel(Rule):
         "        self.ngpu = ngpu\n\n    def forward(self, x):\n        if x.is_cuda and self.ngpu > 1:\n"
         "            return nn.parallel.data_parallel(self.main, x, range(self.ngpu))\n        return self.main(x)\n\n"
         "loss = criterion(net(x), y)\nloss.backward()\n",
+        # ... a GPU count its class takes from the hardware or from its caller
+        "import torch\nimport torch.nn as nn\n\nclass Trainer:\n    def __init__(self, model, n_gpu=None):\n"
+        "        self.model = model\n        self.n_gpu = torch.cuda.device_count()\n"
+        "        if n_gpu is not None:\n            self.n_gpu = n_gpu\n\n"
+        "    def train(self, loader):\n        if self.n_gpu > 1:\n            self.model = nn.DataParallel(self.model)\n"
+        "        for x, y in loader:\n            nn.functional.cross_entropy(self.model(x), y).backward()\n",
         "import torch\nnum_gpus = 1\nif torch.cuda.is_available() and num_gpus > 1:\n"
         "    model = torch.nn.DataParallel(model, list(range(num_gpus)))\nloss = criterion(model(x), y)\n",
         "import torch\n\ndef wrap(model, gpus):\n    return torch.nn.DataParallel(model, device_ids=gpus)\n\n"
@@ -135,6 +143,15 @@ class DataParallel(Rule):
     INVALID = (
         Invalid("import torch\nmodel = torch.nn.DataParallel(model).cuda()\nfor x, y in loader:\n"
                 "    loss = criterion(model(x), y)\n    loss.backward()\n"),
+        # ... in a function a script runs under its main guard (no one's choice)
+        Invalid("import torch\n\ndef main():\n    model = torch.nn.DataParallel(net).cuda()\n    for x, y in loader:\n"
+                "        criterion(model(x), y).backward()\n\nif __name__ == \"__main__\":\n    main()\n"),
+        # ... by a GPU count its class reads off the hardware (reformer-pytorch's trainer)
+        Invalid("import torch\nimport torch.nn as nn\n\nclass Trainer:\n    def __init__(self, model):\n"
+                "        self.model = model\n"
+                "        self.n_gpu = torch.cuda.device_count() if torch.cuda.is_available() else 0\n\n"
+                "    def train(self, loader):\n        if self.n_gpu > 1:\n            self.model = nn.DataParallel(self.model)\n"
+                "        for x, y in loader:\n            nn.functional.cross_entropy(self.model(x), y).backward()\n"),
         Invalid("import torch\nimport torch.nn as nn\nif torch.cuda.device_count() > 1:\n    model = nn.DataParallel(model)\n"
                 "loss = criterion(model(x), y)\n"),
         Invalid("import torch\ndevice = \"cuda\" if torch.cuda.is_available() else \"cpu\"\nnet = net.to(device)\n"
