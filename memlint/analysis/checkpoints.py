@@ -24,7 +24,8 @@ gathers a full state dict with `offload_to_cpu=True`. Asked as `facts.checkpoint
   model under a key put in eval mode: `torch.load(f)["model"].eval()`), numpy arrays (it or an
   item of it handed to `torch.from_numpy`);
   `under_safe_globals(call)`: the load runs where the program chose what `weights_only` may
-  load (`torch.serialization.safe_globals`, `add_safe_globals`).
+  load (`torch.serialization.safe_globals`, `add_safe_globals`); `read_for_progress(call)`:
+  all it takes out is how far training got (`ckpt["epoch"]`).
 - `matching(load)`: the saves of this module that write what the load reads: the same file
   name, the keys it reads among the keys written, or the state of the same model (by name or
   class). Across modules only the file name is compared (memlint.analysis.project asks
@@ -63,6 +64,8 @@ _CONFIG = re.compile(r"^(args|opts?|options|cfg|config|conf|hparams|hps|hyperpar
 # keys a loaded checkpoint is read at that name such objects (`ckpt["args"]`: fairseq's Namespace);
 # not `config` or `model_args`, as often plain dicts
 _CONFIG_KEY = re.compile(r"^(args|opts?|cfg|hparams|hps|namespace)$")
+# Keys of a training checkpoint that count its progress or record its best score: numbers
+_PROGRESS_KEY = re.compile(r"^(epochs?|(global_)?steps?|iters?|iterations?|(best|last)_\w+|num_updates|updates)$")
 _PLAIN = frozenset({"dict", "vars", "list", "tuple", "OrderedDict"})  # containers weights_only loads
 _FILE = re.compile(r"^[^.].*\.(pt|pth|ckpt|bin|tar|pkl|model|chkpt|th)$", re.IGNORECASE)  # `best.pt`, not `.pt`
 _FOLLOW = 2  # names and call sites followed this far
@@ -390,6 +393,16 @@ class Checkpoints:
                 if type(base) is cst.Name and base.value == name:  # type: ignore[attr-defined]
                     return True
         return False
+
+    def read_for_progress(self, call: cst.Call) -> Optional[str]:
+        """The key, when everything taken out of what `call` loaded is how far a training run
+        got (`ckpt["epoch"]`, `"epoch" in ckpt`, `best_acc`): a checkpoint loaded whole, every
+        tensor it holds included, to read a number."""
+        keys = self.load(call).keys
+        if not keys or not all(_PROGRESS_KEY.match(key) for key in keys) or \
+                not self._read_by_key_only(call, self.tree.scope_of(call)):
+            return None
+        return min(keys)
 
     def _read_by_key_only(self, call: cst.Call, scope: cst.CSTNode) -> bool:
         """Every read of the names holding what `call` loaded takes an item by key

@@ -24,8 +24,10 @@ class TorchLoadWithoutMapLocation(Rule):
     `ckpt = torch.load(path); model.load_state_dict(ckpt["model"])`), or whose pickled models,
     the only items taken out of it, the program moves to its device itself (`decoder =
     checkpoint["decoder"].to(device)`): what else the checkpoint holds (the optimizers that
-    trained them) is loaded onto the saved GPU only to stay there unused. Not when a model is
-    only cast (`.to(torch.float16)`), nor when the checkpoint is handed on or walked whole
+    trained them) is loaded onto the saved GPU only to stay there unused; or that a loop loads
+    again and again only to read how far training got (`ckpt["epoch"]`, a driver polling its
+    workers' checkpoints): every tensor comes onto that GPU on each pass, for a number. Not
+    when a model is only cast (`.to(torch.float16)`), nor when the checkpoint is handed on or walked whole
     (`restore_ema(model, checkpoint)`, `checkpoint.items()`): then all of it may be used there.
     Also through an import name (`from torch import load`), an alias (`ckpt_load =
     torch.load`) and a function of the same module that passes its own `map_location`
@@ -95,6 +97,10 @@ class TorchLoadWithoutMapLocation(Rule):
     CLAIM = Claim.PEAK_LOWER
 
     VALID = (
+        # how far a run got, read once; or what a polling loop reads is more than a number
+        "import torch\nckpt = torch.load(path)\nstart = ckpt[\"epoch\"]\n",
+        "import time\nimport torch\nwhile True:\n    ckpt = torch.load(path)\n    if ckpt[\"epoch\"] >= epochs:\n"
+        "        report(ckpt[\"metrics\"])\n        break\n    time.sleep(10)\n",
         "import torch\nmodel.load_state_dict(torch.load(path, map_location=\"cpu\"))\n",
         "import torch\nstate = torch.load(path, map_location=device)\nmodel.load_state_dict(state)\n",
         "import torch\nmodel.load_state_dict(torch.load(path, lambda storage, loc: storage))\n",  # by position
@@ -151,6 +157,13 @@ class TorchLoadWithoutMapLocation(Rule):
         "import torch\nimport numpy as np\nx = np.load(path)\n",
     )
     INVALID = (
+        # a driver polling its workers' checkpoints for their epoch (fast-autoaugment's search)
+        Invalid("import time\nimport torch\nwhile True:\n    done = 0\n    for path in paths:\n"
+                "        latest = torch.load(path)\n        if \"epoch\" in latest and latest[\"epoch\"] >= epochs:\n"
+                "            done += 1\n    if done == len(paths):\n        break\n    time.sleep(10)\n",
+                "import time\nimport torch\nwhile True:\n    done = 0\n    for path in paths:\n"
+                "        latest = torch.load(path, map_location=\"cpu\")\n        if \"epoch\" in latest and latest[\"epoch\"] >= epochs:\n"
+                "            done += 1\n    if done == len(paths):\n        break\n    time.sleep(10)\n"),
         Invalid("import torch\ncheckpoint = torch.load(args.resume)\nmodel.load_state_dict(checkpoint[\"model\"])\n",
                 "import torch\ncheckpoint = torch.load(args.resume, map_location=\"cpu\")\n"
                 "model.load_state_dict(checkpoint[\"model\"])\n"),
@@ -222,7 +235,8 @@ class TorchLoadWithoutMapLocation(Rule):
             checkpoints = self.facts.checkpoints
             self._sites = {id(site.call): site for site in apicalls.sites(LOAD, "map_location", 1)
                            if site.given == ABSENT and not self.facts.in_test(site.call) and (
-                               apicalls.loaded_into(site.call) or checkpoints.load(site.call).placed)}
+                               apicalls.loaded_into(site.call) or checkpoints.load(site.call).placed or
+                               self._polled(site.call) is not None)}
         site = self._sites.get(id(node))
         if site is None:
             return
@@ -232,7 +246,11 @@ class TorchLoadWithoutMapLocation(Rule):
             return  # the project saves this checkpoint from the CPU: nothing lands on a GPU
         where = "`torch.load`" if not site.via else f"`{site.via}` (it calls `torch.load`)"
         what = "this checkpoint, which this project saves from a GPU," if saved_from_gpu else "a checkpoint saved from a GPU"
-        if load.placed:
+        polled = self._polled(node)
+        if polled is not None:
+            then = (f"on every pass of this loop, only to read `[\"{polled}\"]`: whatever tensors it holds (a model's "
+                    f"weights, an optimizer's state) take that GPU's memory each time, and without a GPU the load fails")
+        elif load.placed:
             models = " and ".join(f"`{name}`" for name in load.placed)
             then = (f"and the program moves the pickled {models} to its device itself: whatever else the checkpoint "
                     "holds (an optimizer's state, other models) stays on that GPU as long as the checkpoint is "
@@ -246,6 +264,14 @@ class TorchLoadWithoutMapLocation(Rule):
                   Safety.UNSAFE, f"load onto the CPU: `{site.keyword}=\"cpu\"`")
         self.report(node, f"{where} without `{site.keyword}` puts the tensors of {what} back on that GPU (in every "
                           f"process, the same one), {then}; load with `map_location=\"cpu\"`", fix)
+
+    def _polled(self, call: cst.Call) -> Optional[str]:
+        """The key read, where a loop loads a checkpoint again and again only to read how far a
+        training run got (fast-autoaugment's driver, waiting for its workers' epochs): a load
+        per pass, every tensor it holds included, for a number."""
+        if not self.facts.tree.loops_around(call) or self.facts.apicalls.loaded_into(call):
+            return None
+        return self.facts.checkpoints.read_for_progress(call)
 
     def _on_tpu(self) -> bool:
         """The module is written for TPUs: it imports `torch_xla` whatever the machine (at its
