@@ -19,20 +19,19 @@ LOAD = "torch.load"
 class TorchLoadWithoutMapLocation(Rule):
     """
     ## What it does
-    Finds `torch.load(...)` called without `map_location` whose result is loaded into a model or
-    an optimizer (`model.load_state_dict(torch.load(path))`, or through the names bound from it:
-    `ckpt = torch.load(path); model.load_state_dict(ckpt["model"])`), or whose pickled models,
-    the only items taken out of it, the program moves to its device itself (`decoder =
-    checkpoint["decoder"].to(device)`): what else the checkpoint holds (the optimizers that
-    trained them) is loaded onto the saved GPU only to stay there unused; or that a loop loads
-    again and again only to read how far training got (`ckpt["epoch"]`, a driver polling its
-    workers' checkpoints): every tensor comes onto that GPU on each pass, for a number. Not
-    when a model is only cast (`.to(torch.float16)`), nor when the checkpoint is handed on or walked whole
-    (`restore_ema(model, checkpoint)`, `checkpoint.items()`): then all of it may be used there.
-    Also through an import name (`from torch import load`), an alias (`ckpt_load =
-    torch.load`) and a function of the same module that passes its own `map_location`
-    parameter (left at None) or its `**kwargs` on to `torch.load`: then the call of that
-    function is reported.
+    Finds `torch.load(...)` called without `map_location` whose result is loaded into a model or an
+    optimizer (`model.load_state_dict(torch.load(path))`, or through the names bound from it: `ckpt
+    = torch.load(path); model.load_state_dict(ckpt["model"])`), or whose pickled models, the only
+    items taken out of it, the program moves to its device itself (`decoder =
+    checkpoint["decoder"].to(device)`): what else the checkpoint holds (the optimizers that trained
+    them) is loaded onto the saved GPU only to stay there unused; or that a loop loads again and
+    again only to read how far training got (`ckpt["epoch"]`, a driver polling its workers'
+    checkpoints): every tensor comes onto that GPU on each pass, for a number. Not when a model is
+    only cast (`.to(torch.float16)`), nor when the checkpoint is handed on or walked whole
+    (`restore_ema(model, checkpoint)`, `checkpoint.items()`): then all of it may be used there. Also
+    through an import name (`from torch import load`), an alias (`ckpt_load = torch.load`) and a
+    function of the same module that passes its own `map_location` parameter (left at None) or its
+    `**kwargs` on to `torch.load`: then the call of that function is reported.
 
     ## Why is this bad?
     `torch.load` puts every tensor back on the device it was saved from. A checkpoint saved on
