@@ -1828,3 +1828,52 @@ def test_a_model_built_by_a_language_models_module_is_a_language_model(tmp_path)
             return None, SentimentNet(cfg)
     """})
     assert lint(tmp_path / "text", select=("MEM207",)) == []
+
+
+_PET_HELPERS = """
+    import torch
+
+
+    class TaskHelper:
+        def __init__(self, wrapper):
+            self.wrapper = wrapper
+
+        def eval_step(self, batch):
+            outputs = []
+            for choice in batch["choices"]:
+                outputs.append(self.wrapper.model(choice.cuda())[0])
+            return torch.stack(outputs)
+"""
+_PET_WRAPPER = """
+    import torch
+    from helpers import TaskHelper
+
+
+    class Wrapper:
+        def __init__(self, model):
+            self.model = model
+            self.task_helper = {{"copa": TaskHelper}}["copa"](self)
+
+        def eval(self, loader):
+            self.model.eval()
+            preds = []
+            for batch in loader:
+                {call}
+                preds.append(logits.cpu())
+            return preds
+"""
+
+
+@pytest.mark.parametrize("call, reported", [
+    ("with torch.no_grad():\n                    logits = self.task_helper.eval_step(batch)", False),
+    ("logits = self.task_helper.eval_step(batch)", True),
+])
+def test_an_evaluation_method_every_other_module_calls_without_grad_records_no_graph(tmp_path, call, reported):
+    """PET's task helpers' `eval_step`, called nowhere in its module and, through a registry of
+    helpers whose class the caller cannot tell, only inside `with torch.no_grad():`: no graph
+    is recorded. Where a call records one, the loop in the helper is reported; linted alone,
+    the helper's callers are unknown, and it is not."""
+    paths = tree(tmp_path, {"helpers.py": _PET_HELPERS, "wrapper.py": _PET_WRAPPER.format(call=call)})
+    found = {(name, code) for name, _, code in lint(tmp_path, *paths)}
+    assert (("helpers.py", "MEM203") in found) is reported
+    assert ("helpers.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path, paths[0])}

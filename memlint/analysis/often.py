@@ -33,6 +33,10 @@ _STEP_HOOK = re.compile(r"^on_\w*batch_(start|end)$|^on_(before|after)_(backward
 _EPOCH_HOOK = re.compile(r"^on_\w*(epoch|fit|train|validation|test|predict)_(start|end)$")
 # Functions a trainer calls once per step by convention (their caller backwards the result).
 STEP_FUNCTIONS = frozenset({"training_step", "train_step", "compute_loss", "loss", "get_loss", "compute_losses"})
+# A function named for evaluation or inference (`evaluate`, `eval_step`, `predict_batch`, `generate`)
+EVAL_FUNCTION = re.compile(
+    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
+    r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
 # Hooks a generation loop calls once per generated token (Transformers' `generate`).
 _TOKEN_HOOKS = frozenset({"prepare_inputs_for_generation"})
 

@@ -32,7 +32,7 @@ from typing import List, Optional, Set
 
 import libcst as cst
 
-from memlint.analysis.often import STEP_FUNCTIONS
+from memlint.analysis.often import EVAL_FUNCTION, STEP_FUNCTIONS
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.project import ProjectView
 from memlint.analysis.regions import Regions
@@ -44,9 +44,6 @@ from memlint.analysis.values import Values
 
 # A framework's trainer, which backwards for the script that fits it
 _FRAMEWORK_TRAINER = re.compile(r"^(pytorch_lightning|lightning|transformers|trl)(\.\w+)*\.\w*Trainer$")
-_EVAL_FUNCTION = re.compile(
-    r"(^|_)(eval|evaluate|evaluation|valid|validate|validation|val|test|predict|prediction|infer|"
-    r"inference|generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
 _SAMPLING_FUNCTION = re.compile(r"(^|_)(generate|generation|sample|sampling)(_|$)", re.IGNORECASE)
 # Functions whose result is, by convention, backwarded by their caller.
 TRAINING_FUNCTIONS = STEP_FUNCTIONS | {"forward", "__call__"}
@@ -137,7 +134,7 @@ class Phase:
         func = self.tree.function_of(loop)
         while func is not None:
             name = func.name.value
-            if _EVAL_FUNCTION.search(name) and not name.startswith("test_"):
+            if EVAL_FUNCTION.search(name) and not name.startswith("test_"):
                 if _SAMPLING_FUNCTION.search(name) and any(
                         self.values.carries_grad(value, value) for value in self.scopes.returned(func)):
                     return None  # samples handed back with their graph: the caller may train on them

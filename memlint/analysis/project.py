@@ -291,6 +291,12 @@ class Project:
                          for caller, off in self._grad_off_calls.get((root, module, qualified), ())
                          if caller[:2] != (root, module))
 
+    def evaluation_call_modes(self, root: str, module: str, name: str) -> FrozenSet[bool]:
+        """For the calls the other modules make of a method named `name` on an object (not
+        `self`; memlint.analysis.summary: `evaluation_calls`), whether each runs with grad off."""
+        return frozenset(quiet for key in sorted(self._modules) if key != (root, module)
+                         for called, quiet in self._modules[key].evaluation_calls if called == name)
+
     def _always_quiet(self, function: Ref) -> bool:
         """Every call of `function` in the project runs with grad off (and there is one)."""
         if function in self._quiet:
@@ -504,6 +510,14 @@ class ProjectView:
         return self._ask(f"called-{'quiet' if grad_off else 'recording'} {qualified}",
                          lambda p: grad_off in p.external_grad_off(self.root, self.name, qualified),
                          grad_off, grad_off)  # type: ignore[return-value]
+
+    def method_called_quietly(self, name: str) -> bool:
+        """Whether other modules of the project call a method named `name` on an object, and
+        every such call runs with grad off (memlint.analysis.project.Project.evaluation_call_modes).
+        Linted on its own, a module's methods may be called so."""
+        return self._ask(f"method-quiet {name}",
+                         lambda p: p.evaluation_call_modes(self.root, self.name, name) == {True},
+                         False, True)  # type: ignore[return-value]
 
     def forward_asks_for_grad(self) -> bool:
         """Whether a model class of the project asks for gradients in its `forward`; linted on

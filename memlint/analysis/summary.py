@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple, Union
 import libcst as cst
 
 from memlint.analysis.cache import only_empties_cache
-from memlint.analysis.often import BOUNDARY, INNER, STEP, TRAINING_METHOD, at_site, intrinsic_often
+from memlint.analysis.often import BOUNDARY, EVAL_FUNCTION, INNER, STEP, TRAINING_METHOD, at_site, intrinsic_often
 from memlint.analysis.tree import base_class, dotted_name
 
 if TYPE_CHECKING:
@@ -151,6 +151,8 @@ class ModuleSummary:
     forward_asks_for_grad: bool = True  # a model's forward here asks for gradients (True: not known)
     sets: Tuple[str, ...] = ()  # the names of imported modules it assigns (`nerf.DEBUG = args.debug`), absolute
     language_model: bool = False  # what it builds is a language model (Outputs.builds_language_model)
+    # the methods named for evaluation it calls on objects (not `self`), with whether each call runs with grad off
+    evaluation_calls: Tuple[Tuple[str, bool], ...] = ()
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -163,20 +165,25 @@ class ModuleSummary:
                 "classes": {k: v.to_json() for k, v in self.classes.items()},
                 "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves],
                 "device": self.device, "stars": list(self.stars), "forward_asks_for_grad": self.forward_asks_for_grad,
-                "sets": list(self.sets), "language_model": self.language_model}
+                "sets": list(self.sets), "language_model": self.language_model,
+                "evaluation_calls": [[name, quiet] for name, quiet in self.evaluation_calls]}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
         imports, device, asks = data["imports"], data.get("device", False), data.get("forward_asks_for_grad", True)
         language_model = data.get("language_model", False)
-        if not isinstance(imports, dict) or not all(isinstance(flag, bool) for flag in (device, asks, language_model)):
+        evaluation_calls = data.get("evaluation_calls", [])
+        if not isinstance(imports, dict) or not all(isinstance(flag, bool) for flag in (device, asks, language_model)) \
+                or not isinstance(evaluation_calls, list) or not all(
+                    isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], bool) for pair in evaluation_calls):
             raise ValueError("not a module summary")
         return cls(_name(data["name"]), {_name(k): _name(v) for k, v in imports.items()},
                    {_name(k): FunctionSummary.from_json(v) for k, v in data["functions"].items()},
                    {_name(k): ClassSummary.from_json(v) for k, v in data["classes"].items()},
                    tuple(Edge.from_json(e) for e in data["calls"]),
                    tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device,
-                   _names(data.get("stars", [])), asks, _names(data.get("sets", [])), language_model)
+                   _names(data.get("stars", [])), asks, _names(data.get("sets", [])), language_model,
+                   tuple((_name(name), quiet) for name, quiet in evaluation_calls))
 
 
 def _name(value: object) -> str:
@@ -220,7 +227,22 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     return ModuleSummary(facts.project.name, imports, functions, classes, tuple(_edges(facts)),
                          _saved_files(facts), facts.names_device, names.star_modules,
                          _forward_asks_for_grad(facts, asks), _sets(facts, imports),
-                         facts.outputs.builds_language_model)
+                         facts.outputs.builds_language_model, _evaluation_calls(facts))
+
+
+def _evaluation_calls(facts: "Facts") -> Tuple[Tuple[str, bool], ...]:
+    """The methods named for evaluation (memlint.analysis.phase: `EVAL_FUNCTION`) the module
+    calls on an object other than `self` (`self.task_helper.eval_step(batch)`, its class not
+    known here), each with whether a call of it runs with grad off: where every call of such a
+    method in the project does, the method records no graph (PET's task helpers)."""
+    quiet = bool(facts.regions.grad_regions) or facts.regions.off_at_top or bool(_GRAD_OFF_NAMES & facts.identifiers)
+    found: Dict[Tuple[str, bool], None] = {}
+    for call in facts.scopes.calls:
+        func = call.func
+        if type(func) is cst.Attribute and EVAL_FUNCTION.search(func.attr.value) and \
+                not (type(func.value) is cst.Name and func.value.value == "self"):  # type: ignore[attr-defined]
+            found[(func.attr.value, quiet and _quiet(facts.regions, call))] = None  # type: ignore[attr-defined]
+    return tuple(sorted(found))
 
 
 def _sets(facts: "Facts", imports: Dict[str, str]) -> Tuple[str, ...]:

@@ -13,7 +13,7 @@ from memlint.analysis.figures import over_dataset
 from memlint.analysis.loops import few_literal
 from memlint.analysis.frameworks import HF_EVAL_HOOKS
 from memlint.analysis.steps import LOADER_NAME
-from memlint.analysis.often import TRAINING_METHOD
+from memlint.analysis.often import EVAL_FUNCTION, TRAINING_METHOD
 from memlint.analysis.scopes import Binding
 from memlint.analysis.tree import dotted_name, expression_nodes, last_part, literal_bool, own_method, root_name, walk_scope
 from memlint.findings import Fix, Replace, Safety
@@ -43,7 +43,7 @@ _LLAMA = (
     "        for cur_pos in range(1, total_len):\n"
     "            logits = self.model.forward(tokens[:, prev_pos:cur_pos], prev_pos)\n"
     "            tokens[:, cur_pos] = torch.argmax(logits, dim=-1)\n            prev_pos = cur_pos\n"
-    "        return tokens\n"
+    "        return tokens\n\n\ndef main(model, tokens):\n    return LLaMA(model).generate(tokens, 64)\n"
 )
 # A training loop that samples every 100 steps; DROP is what it does with the sample after printing it.
 _PERIODIC_SAMPLE = (
@@ -209,6 +209,10 @@ class EvalWithoutNoGrad(Rule):
     model's parameters (an anchor computed by the model the loop trains), or is not built in sight.
 
     ## When it is not reported
+    A method named for evaluation (`eval_step`, `generate`) that its module never calls, where
+    every call other modules of the project make of a method of that name runs without grad (PET's
+    task helpers, whose `eval_step` the wrapper calls, through a registry of helpers, inside `with
+    torch.no_grad():`); linted alone, such a method's callers are unknown, and it is not reported.
     A model of another framework by its name's prefix (`tf_model(x, training=False)`, `onnx_model`)
     or its Transformers class (`FlaxWhisperForConditionalGeneration`, `TFBertModel`), a model
     quantized dynamically (`torch.quantization.quantize_dynamic`: it runs on the CPU only). Under a
@@ -992,7 +996,8 @@ class EvalWithoutNoGrad(Rule):
             "\n\nclass Classifier(nn.Module):\n    def forward(self, x):\n        return self.fc(x)\n"
             "\n\nclass Evaluator(BaseRunner):\n    def evaluate(self):\n"
             "        kept = []\n        for x, _ in self.loader:\n            logits = self.model.forward(x.cuda())\n"
-            "            kept.append(logits)\n        return torch.cat(kept)\n"))
+            "            kept.append(logits)\n        return torch.cat(kept)\n\n\ndef main():\n"
+            "    return Evaluator().evaluate()\n"))
             .replace("import torch\n", "import torch\nfrom runners import BaseRunner\n", 1)),
         # a periodic sample that a binding before the loop does not free between runs
         Invalid(_PERIODIC_SAMPLE.replace("DROP", "").replace("    for step,", "    sample = None\n    for step,"),
@@ -2073,7 +2078,25 @@ class EvalWithoutNoGrad(Rule):
         if bound and facts.values.reaches_backward(scope, bound):
             return None
         live = [pair for pair in forwards if not facts.guards.dead(pair[1])]  # (not `if HF_MODE:` after `HF_MODE = False`)
-        return (live, why) if live else None
+        if not live or self._called_only_quietly(loop):  # (asked last: a question to the project)
+            return None
+        return live, why
+
+    def _called_only_quietly(self, loop: Loop) -> bool:
+        """The loop's method is named for evaluation and called nowhere in its module, and every
+        call other modules make of a method of that name runs with grad off (PET's task
+        helpers' `eval_step`, each called through a registry of helpers inside `with
+        torch.no_grad():`)."""
+        facts = self.facts
+        func = facts.tree.function_of(loop)
+        if func is None or facts.tree.class_of(func) is None or not EVAL_FUNCTION.search(func.name.value):
+            return False
+        name = func.name.value
+        if facts.scopes.call_sites(func) or any(
+                type(call.func) is cst.Attribute and call.func.attr.value == name  # type: ignore[attr-defined]
+                for call in facts.scopes.calls):
+            return False
+        return facts.project.method_called_quietly(name)
 
     def _reported_in_helper(self, pair: Tuple[cst.Call, cst.Call]) -> bool:
         """A forward reached through a helper whose own evaluation loop runs it: reported there,
