@@ -36,6 +36,13 @@ def _chosen(source: str) -> bool:
     ("import os\nRANK = int(os.getenv('RANK', -1))\nif RANK == -1:\n    wrap(m)\n", True),
     ("import torch\nnum_gpus = 1\nif torch.cuda.is_available() and num_gpus > 1:\n    wrap(m)\n", True),
     ("import torch\nif False:\n    wrap(m)\n", True),
+    # a script's main guard is no one's choice; a GPU count its class takes from the hardware alone
+    ("import torch\nif __name__ == '__main__':\n    wrap(m)\n", False),
+    ("import torch\ndef main():\n    wrap(m)\nif '__main__' == __name__:\n    main()\n", False),
+    ("import torch\nclass T:\n    def __init__(self):\n        self.n_gpu = torch.cuda.device_count()\n"
+     "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", False),
+    ("import torch\nclass T:\n    def __init__(self, n):\n        self.n_gpu = torch.cuda.device_count()\n"
+     "        if n:\n            self.n_gpu = n\n    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", True),
     # an earlier branch of the chain was the user's
     ("import torch\nif args.distributed:\n    pass\nelif torch.cuda.is_available():\n    wrap(m)\n", True),
     # every call of the function doing it is behind a flag
@@ -78,3 +85,10 @@ def test_a_script_that_computes_a_loss_but_never_backwards():
 
 def test_a_script_without_a_loss_is_not_reported():
     assert _messages("import torch\nnet = torch.nn.DataParallel(net)\nprint(net(x))\n") == []
+
+
+def test_a_script_s_main_guard_is_not_said_to_be_the_hardware_s_choice():
+    source = ("import torch\nimport torch.nn as nn\nif __name__ == '__main__':\n    model = nn.DataParallel(net)\n"
+              "    loss = criterion(model(x), y)\n    loss.backward()\n")
+    [finding] = check(source, "train.py", [RULE]).findings
+    assert "whenever the hardware allows it" not in finding.message

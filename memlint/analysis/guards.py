@@ -90,13 +90,15 @@ class Guards:
         self._chosen: Dict[int, bool] = {}
 
     def tests(self, node: cst.CSTNode) -> List[cst.BaseExpression]:
-        """The tests deciding whether `node` runs, within its function (see the module docstring)."""
+        """The tests deciding whether `node` runs, within its function (see the module docstring);
+        not a script's `if __name__ == "__main__":`, which runs it whenever the script runs."""
         found: List[cst.BaseExpression] = []
         child = node
         for ancestor in self.tree.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
                 break
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and \
+                    not _main_guard(ancestor.test):
                 found.append(ancestor.test)
             child = ancestor
         return found
@@ -330,8 +332,8 @@ class Guards:
         if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
             return _LITERAL
         if isinstance(expr, cst.Name):
-            if expr.value in ("True", "False", "None", "__name__"):
-                return _LITERAL  # (`if __name__ == "__main__":` runs the script: no one's choice)
+            if expr.value in ("True", "False", "None"):
+                return _LITERAL
             return self._name(expr.value, at, depth)
         if isinstance(expr, cst.BooleanOperation):
             return max(self._depends_on(expr.left, at, depth), self._depends_on(expr.right, at, depth))
@@ -384,6 +386,17 @@ class Guards:
             return _CHOICE
         found = max(self._depends_on(value, value, depth + 1) for value in values)
         return _CHOICE if found == _LITERAL else found
+
+
+def _main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or \
+            type(test.comparisons[0].operator) is not cst.Equal:  # type: ignore[attr-defined]
+        return False
+    sides = (test.left, test.comparisons[0].comparator)  # type: ignore[attr-defined]
+    names = {side.value for side in sides if type(side) is cst.Name}  # type: ignore[attr-defined]
+    strings = {side.evaluated_value for side in sides if type(side) is cst.SimpleString}  # type: ignore[attr-defined]
+    return names == {"__name__"} and strings == {"__main__"}
 
 
 def _writes_namespace(call: cst.Call) -> bool:
