@@ -43,6 +43,18 @@ def _chosen(source: str) -> bool:
      "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", False),
     ("import torch\nclass T:\n    def __init__(self, n):\n        self.n_gpu = torch.cuda.device_count()\n"
      "        if n:\n            self.n_gpu = n\n    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", True),
+    # ... but not one set from outside the class, by a base of another module, unpacked or augmented
+    ("import torch\nclass T:\n    def __init__(self):\n        self.n_gpu = torch.cuda.device_count()\n"
+     "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\nt = T()\nt.n_gpu = args.n_gpu\n", True),
+    ("import torch\nfrom base import BaseTrainer\nclass T(BaseTrainer):\n    def __init__(self):\n"
+     "        self.n_gpu = torch.cuda.device_count()\n"
+     "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", True),
+    ("import torch\nclass T:\n    def __init__(self):\n        self.n_gpu = torch.cuda.device_count()\n"
+     "        self.device, self.n_gpu = setup(args)\n"
+     "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", True),
+    ("import torch\nclass T:\n    def __init__(self):\n        self.n_gpu = torch.cuda.device_count()\n"
+     "        self.n_gpu //= args.model_parallel\n"
+     "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", True),
     # an earlier branch of the chain was the user's
     ("import torch\nif args.distributed:\n    pass\nelif torch.cuda.is_available():\n    wrap(m)\n", True),
     # every call of the function doing it is behind a flag

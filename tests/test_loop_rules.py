@@ -1037,12 +1037,48 @@ def test_a_decoder_loop_s_settled_waits_are_named_with_the_loop_that_repeats_the
 
 @pytest.mark.parametrize("change", [
     "        self.step += 1\n        self.r += 1\n",  # stored outside `__init__`: it may change per time step
-    "        self.r.fill_(3)\n",  # changed in place
+    "        self.r.fill_(3)\n",  # changed in place, itself or through what it holds
+    "        self.r.data += 1\n",
+    "        self.r.data.add_(1)\n",
+    "        self.r[...] = 3\n",
+    "        setattr(self, \"r\", self.r + 1)\n",
+    "        torch.add(self.r, 1, out=self.r)\n",
+    "        r = self.r\n        r.add_(1)\n",  # under another name
 ])
 def test_a_value_the_decoder_changes_is_not_settled(change):
     source = textwrap.dedent(_DECODER).replace("        h, c = self.cell(frame, state)\n",
                                                 "        h, c = self.cell(frame, state)\n" + change)
     assert [f.line for f in _found(source, "MEM105") if "property" in f.message] == []
+
+
+_SETTER = ("            return self.decoder.r.item()\n",
+           "            return self.decoder.r.item()\n\n        @r.setter\n        def r(self, value):\n"
+           "            self.decoder.r = self.decoder.r.new_tensor(value)\n")
+
+
+@pytest.mark.parametrize("edits", [
+    # the read runs once, or by a switch
+    [("                frames.extend([frame] * self.r)\n",
+      "                if t == 0:\n                    frames.extend([frame] * self.r)\n")],
+    [("                frames.extend([frame] * self.r)\n",
+      "                if self.debug:\n                    frames.extend([frame] * self.r)\n")],
+    # a setter the loop calls changes what the property reads
+    [_SETTER, ("                frames.extend([frame] * self.r)\n",
+               "                frames.extend([frame] * self.r)\n                self.r = 1\n")],
+    # a base of another module may change it
+    [("    class Tacotron(nn.Module):", "    class Tacotron(Stepping):")],
+])
+def test_a_read_that_may_not_repeat_the_same_value_is_not_reported(edits):
+    source = _DECODER
+    for old, new in edits:
+        assert old in source
+        source = source.replace(old, new)
+    assert [f.line for f in _found(source, "MEM105") if "property" in f.message] == []
+
+
+def test_a_setter_no_code_of_the_module_calls_leaves_the_value_settled():
+    source = _DECODER.replace(*_SETTER)
+    assert [f.line for f in _found(source, "MEM105") if "property" in f.message] == [34]
 
 
 def test_a_module_called_in_a_loop_over_a_spelled_count_runs_no_time_steps():

@@ -1877,3 +1877,13 @@ def test_an_evaluation_method_every_other_module_calls_without_grad_records_no_g
     found = {(name, code) for name, _, code in lint(tmp_path, *paths)}
     assert (("helpers.py", "MEM203") in found) is reported
     assert ("helpers.py", "MEM203") not in {(name, code) for name, _, code in lint(tmp_path, paths[0])}
+
+
+def test_a_module_s_eval_mode_is_no_call_of_an_evaluation_method(tmp_path):
+    """`model.eval()` under no_grad elsewhere switches a mode: it is no quiet call of the
+    helper's evaluation method `eval(batch)`."""
+    helpers = _PET_HELPERS.replace("def eval_step(self, batch):", "def eval(self, batch):")
+    caller = ("import torch\nfrom helpers import TaskHelper\n\n\ndef run(model):\n"
+              "    with torch.no_grad():\n        model.eval()\n")
+    paths = tree(tmp_path, {"helpers.py": helpers, "runner.py": caller})
+    assert ("helpers.py", "MEM203") in {(name, code) for name, _, code in lint(tmp_path, *paths)}

@@ -201,7 +201,7 @@ class Facts:
     @cached_property
     def settled(self) -> Settled:
         """What a loop reads the same on every iteration."""
-        return Settled(self.tree, self.scopes, self.calls)
+        return Settled(self.names, self.tree, self.scopes)
 
     @cached_property
     def guards(self) -> Guards:

@@ -65,7 +65,8 @@ _CONFIG = re.compile(r"^(args|opts?|options|cfg|config|conf|hparams|hps|hyperpar
 # not `config` or `model_args`, as often plain dicts
 _CONFIG_KEY = re.compile(r"^(args|opts?|cfg|hparams|hps|namespace)$")
 # Keys of a training checkpoint that count its progress or record its best score: numbers
-_PROGRESS_KEY = re.compile(r"^(epochs?|(global_)?steps?|iters?|iterations?|(best|last)_\w+|num_updates|updates)$")
+_PROGRESS_KEY = re.compile(
+    r"^(epoch|(global_)?step|iter|iteration|num_updates|best_(acc\w*|prec\w*|loss|score|metric|epoch|step|val_\w+))$")
 _PLAIN = frozenset({"dict", "vars", "list", "tuple", "OrderedDict"})  # containers weights_only loads
 _FILE = re.compile(r"^[^.].*\.(pt|pth|ckpt|bin|tar|pkl|model|chkpt|th)$", re.IGNORECASE)  # `best.pt`, not `.pt`
 _FOLLOW = 2  # names and call sites followed this far
@@ -399,10 +400,18 @@ class Checkpoints:
         got (`ckpt["epoch"]`, `"epoch" in ckpt`, `best_acc`): a checkpoint loaded whole, every
         tensor it holds included, to read a number."""
         keys = self.load(call).keys
+        scope = self.tree.scope_of(call)
         if not keys or not all(_PROGRESS_KEY.match(key) for key in keys) or \
-                not self._read_by_key_only(call, self.tree.scope_of(call)):
+                not self._read_by_key_only(call, scope) or not self._read_by_literal_key(call, scope):
             return None
         return min(keys)
+
+    def _read_by_literal_key(self, call: cst.Call, scope: cst.CSTNode) -> bool:
+        """Every item taken of what `call` loaded is named by a string (`ckpt["epoch"]`, not
+        `ckpt[key]`): the keys read are all there is."""
+        holders = self.apicalls.bound_from(call, follow=False)
+        return all(string_key(node) is not None for node in self.tree.walk_scope(scope)
+                   if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value in holders)  # type: ignore[attr-defined]
 
     def _read_by_key_only(self, call: cst.Call, scope: cst.CSTNode) -> bool:
         """Every read of the names holding what `call` loaded takes an item by key

@@ -47,8 +47,9 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
 import libcst as cst
 
 from memlint.analysis.cache import speaks_of_memory
-from memlint.analysis.dataflow import conjuncts
+from memlint.analysis.dataflow import conjuncts, leaf_targets
 from memlint.analysis.scopes import Binding, Scopes
+from memlint.analysis.settled import own_lineage
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, literal_bool
 
@@ -373,19 +374,34 @@ class Guards:
         return _CHOICE if found == _LITERAL else found
 
 
+    def _stores_of(self, name: str) -> int:
+        """How many places of this module store an attribute `name`, in any binding statement."""
+        return sum(_stores_in(node, name) for node, _ in self.tree.listed
+                   if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign))
+
     def _attribute(self, name: str, at: cst.CSTNode, depth: int) -> int:
         """`self.n_gpu` is the hardware's answer where every value its class gives it is
-        (`self.n_gpu = torch.cuda.device_count()`), and the user's choice where one is not or
-        the class gives it none (set from outside: `model.n_gpu = args.n_gpu`)."""
+        (`self.n_gpu = torch.cuda.device_count()`), its class has no base of another module
+        (which may set it: `self.n_gpu = args.n_gpu`), and no other statement of this module
+        stores it (`trainer.n_gpu = args.n_gpu`, `self.device, self.n_gpu = setup(args)`,
+        `self.n_gpu //= 2`); else the user's choice."""
         func = self.tree.function_of(at)
         klass = self.tree.class_of(func) if func is not None else None
-        if klass is None or depth >= _MAX_DEPTH:
+        if klass is None or depth >= _MAX_DEPTH or not own_lineage(klass, self.scopes, self.names):
             return _CHOICE
         values = self.scopes.attribute_values(klass, name)
-        if not values:
+        if not values or self._stores_of(name) != len(values):
             return _CHOICE
         found = max(self._depends_on(value, value, depth + 1) for value in values)
         return _CHOICE if found == _LITERAL else found
+
+
+def _stores_in(statement: cst.CSTNode, name: str) -> int:
+    """How many targets of a binding statement store an attribute `name` (`x.name = ...`, in a
+    tuple too, or augmented)."""
+    targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
+    return sum(1 for target in targets for leaf in leaf_targets(target)
+               if type(leaf) is cst.Attribute and leaf.attr.value == name)  # type: ignore[attr-defined]
 
 
 def _main_guard(test: cst.BaseExpression) -> bool:

@@ -240,7 +240,8 @@ def _evaluation_calls(facts: "Facts") -> Tuple[Tuple[str, bool], ...]:
     for call in facts.scopes.calls:
         func = call.func
         if type(func) is cst.Attribute and EVAL_FUNCTION.search(func.attr.value) and \
-                not (type(func.value) is cst.Name and func.value.value == "self"):  # type: ignore[attr-defined]
+                not (type(func.value) is cst.Name and func.value.value == "self") and \
+                not (func.attr.value == "eval" and not call.args):  # (`model.eval()`: a mode, no evaluation)  # type: ignore[attr-defined]
             found[(func.attr.value, quiet and _quiet(facts.regions, call))] = None  # type: ignore[attr-defined]
     return tuple(sorted(found))
 

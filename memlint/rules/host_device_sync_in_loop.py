@@ -11,7 +11,7 @@ from memlint.analysis.guards import selects_a_mode, speaks_of_logging
 from memlint.analysis.often import INNER, STEP
 from memlint.analysis.steps import skips_one_in_n
 from memlint.analysis.syncs import may_sync
-from memlint.analysis.tree import dotted_name, walk
+from memlint.analysis.tree import TreeIndex, dotted_name, walk
 from memlint.rule import Claim, Invalid, Rule
 from memlint.rules._code import show
 
@@ -1139,11 +1139,11 @@ class HostDeviceSyncInLoop(Rule):
             return False
         value = call.func.value if type(call.func) is cst.Attribute else call.args[0].value  # type: ignore[attr-defined]
         function = facts.tree.function_of(loop)
-        if not facts.device_code or not facts.steps.does_step_work(loop) or \
-                not facts.settled.in_loop(value, loop, facts.loop(loop, facts.tree.scope_of(loop))) or \
+        if not facts.device_code or _conditional_in(node, loop, facts.tree) or not facts.steps.does_step_work(loop) or \
+                not facts.settled.in_loop(value, loop) or \
                 facts.steps.function_how_often(function) not in (STEP, INNER) or self._in_a_handler(node) or \
                 facts.per_step(node) is None:
-            return False
+            return False  # (under an `if` in the loop it may run once, `if t == 0:`, or by a switch)
         self._repeated.add(id(loop))
         klass = facts.tree.class_of(function)  # type: ignore[arg-type]
         runs = f"{klass.name.value}.{function.name.value}" if klass is not None else function.name.value  # type: ignore[union-attr]
@@ -1171,8 +1171,8 @@ class HostDeviceSyncInLoop(Rule):
             runs, outside = f"once per layer (this module builds one `{name}` per layer)", "the layers"
         else:
             caller = facts.tree.class_of(facts.tree.function_of(loop)).name.value  # type: ignore[union-attr, arg-type]
-            over = f"over `{show(loop.iter)}`" if type(loop) is cst.For else "`while`"  # type: ignore[attr-defined]
-            runs, outside = f"once per iteration of the loop {over} in `{caller}.forward`", "that loop"
+            which = f"the loop over `{show(loop.iter)}`" if type(loop) is cst.For else "the `while` loop"  # type: ignore[attr-defined]
+            runs, outside = f"once per iteration of {which} in `{caller}.forward`", "that loop"
         self.report(node, (
             f"`{show(shown or node)}` {_WHAT[kind]} and makes the host wait for the GPU in `{name}.forward`, "
             f"which runs {runs}, on every step; read the value once per step outside {outside} and pass it "
@@ -1195,6 +1195,16 @@ class HostDeviceSyncInLoop(Rule):
             type(side) is cst.Attribute and side.attr.value == "dtype"  # type: ignore[attr-defined]
             for side in (test.left, test.comparisons[0].comparator))  # type: ignore[attr-defined]
             or speaks_of_logging(dotted_name(test) or "") for test in tests)
+
+
+def _conditional_in(node: cst.CSTNode, loop: cst.CSTNode, tree: TreeIndex) -> bool:
+    """`node` runs under a condition inside `loop` (an `if`, a conditional expression, `and`/`or`)."""
+    for ancestor in tree.ancestors(node):
+        if ancestor is loop:
+            return False
+        if type(ancestor) in _CONDITIONAL:
+            return True
+    return False
 
 
 def _only_logs(branch: cst.If) -> bool:

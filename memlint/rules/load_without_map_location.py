@@ -100,6 +100,16 @@ class TorchLoadWithoutMapLocation(Rule):
         "import torch\nckpt = torch.load(path)\nstart = ckpt[\"epoch\"]\n",
         "import time\nimport torch\nwhile True:\n    ckpt = torch.load(path)\n    if ckpt[\"epoch\"] >= epochs:\n"
         "        report(ckpt[\"metrics\"])\n        break\n    time.sleep(10)\n",
+        # ... a model under a key that only looks like a score, an item by a key held in a name
+        "import glob\nimport torch\nmodels = []\nfor path in glob.glob(\"runs/*/ckpt.pt\"):\n"
+        "    models.append(torch.load(path)[\"best_model\"])\n",
+        "import torch\nfor path in paths:\n    ckpt = torch.load(path)\n    if \"epoch\" in ckpt:\n"
+        "        print(path, ckpt[\"epoch\"])\n    weights.append(ckpt[key])\n",
+        # ... numbers the module itself saves, with no model's state
+        "import time\nimport torch\n\ndef save_progress(epoch, step):\n"
+        "    torch.save({\"epoch\": epoch, \"step\": step}, \"progress.pt\")\n\n"
+        "def wait_for(epochs):\n    while True:\n        state = torch.load(\"progress.pt\")\n"
+        "        if state[\"epoch\"] >= epochs:\n            return state[\"step\"]\n        time.sleep(30)\n",
         "import torch\nmodel.load_state_dict(torch.load(path, map_location=\"cpu\"))\n",
         "import torch\nstate = torch.load(path, map_location=device)\nmodel.load_state_dict(state)\n",
         "import torch\nmodel.load_state_dict(torch.load(path, lambda storage, loc: storage))\n",  # by position
@@ -268,9 +278,16 @@ class TorchLoadWithoutMapLocation(Rule):
         """The key read, where a loop loads a checkpoint again and again only to read how far a
         training run got (fast-autoaugment's driver, waiting for its workers' epochs): a load
         per pass, every tensor it holds included, for a number."""
-        if not self.facts.tree.loops_around(call) or self.facts.apicalls.loaded_into(call):
+        facts = self.facts
+        if not facts.tree.loops_around(call) or facts.apicalls.loaded_into(call):
             return None
-        return self.facts.checkpoints.read_for_progress(call)
+        key = facts.checkpoints.read_for_progress(call)
+        if key is None:
+            return None
+        own = facts.checkpoints.matching(facts.checkpoints.load(call))
+        if own and not any(save.models for save in own):
+            return None  # the module saves it, and with no model's state: numbers alone
+        return key
 
     def _on_tpu(self) -> bool:
         """The module is written for TPUs: it imports `torch_xla` whatever the machine (at its
