@@ -20,8 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
-from memlint.analysis.project import (Project, ProjectView, imported_by_device_code, imported_modules, module_name,
-                                      namespace_names,
+from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_names,
                                       project_files, same_answers)
 from memlint.analysis.summary import ModuleSummary
 from memlint.analysis.testcode import is_test_file
@@ -424,11 +423,10 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     else in the first phase), then keep what stands and lint the rest knowing the project.
     The names of its modules get the longer ones its imports give some (namespace packages)."""
     sources = {str(p.task.path): p.task.source.text for p in prepared if str(p.task.path) in modules}
-    imported = imported_modules(sources, modules) if names else frozenset()
+    imported, device_imported = imported_modules(sources, modules) if names else (frozenset(), frozenset())
     aliases = namespace_names(modules, imported) if names else {}
     names |= frozenset(aliases)
     imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
-    device_imported = imported_by_device_code(sources, modules) if names else frozenset()
     device_imported |= frozenset(aliases[name][1] for name in device_imported if name in aliases)
     named = text_digest(json.dumps(sorted(names)))  # what every summary's key holds of the names
     if cache is not None and names:

@@ -50,7 +50,7 @@ def facts_in_project(paths: List[Path], path: Path) -> Facts:
     """The facts of `path` as a run over `paths` sees them once every summary is known."""
     modules = project_files(paths)
     sources = {str(p): p.read_text() for p in paths}
-    imported = imported_modules(sources, modules)
+    imported, _ = imported_modules(sources, modules)
     aliases = namespace_names(modules, imported)
     names = frozenset(name for _, name in modules.values()) | frozenset(aliases)
     imported |= frozenset(aliases[name][1] for name in imported if name in aliases)
@@ -78,7 +78,7 @@ def test_the_modules_a_project_imports_are_read_from_its_import_lines(tmp_path):
         "script.py": "from pkg.train import run  # the entry point\n",
     })
     modules = project_files(paths)
-    found = imported_modules({str(p): p.read_text() for p in paths}, modules)
+    found, _ = imported_modules({str(p): p.read_text() for p in paths}, modules)
     assert {"pkg.metrics", "pkg.metrics.Accuracy", "os", "pkg.losses", "pkg.models", "pkg.data",
             "pkg.train", "pkg.train.run"} <= found
     assert "script" not in found

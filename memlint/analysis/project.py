@@ -722,14 +722,23 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)
                      re.MULTILINE)
 
 
-def imported_modules(sources: Dict[str, str], modules: Dict[str, Tuple[str, str]]) -> FrozenSet[str]:
+def imported_modules(sources: Dict[str, str],
+                     modules: Dict[str, Tuple[str, str]]) -> Tuple[FrozenSet[str], FrozenSet[str]]:
     """The names of the modules that the project's files import, read from the import lines of
     their texts (before any is parsed), relative imports resolved: a module no other file
-    imports needs no summary of its functions and classes."""
-    found: Set[str] = set()
+    imports needs no summary of its functions and classes. Second, those of them that a file
+    whose text may name a device imports for its functions (`_imports_of`): the first phase's
+    guess of whether device code calls into a module (ProjectView.called_from_device_code),
+    which the project then checks. Guessed no, a module called from another file's training
+    loop was linted a second time. Each file's import lines are read once, for both."""
+    imported: Set[str] = set()
+    by_device_code: Set[str] = set()
     for path, text in sources.items():
-        found |= _imports_of(path, text, modules)
-    return frozenset(found)
+        every, called = _imports_of(path, text, modules)
+        imported |= every
+        if any(word in text for word in _DEVICE_WORDS):
+            by_device_code |= called
+    return frozenset(imported), frozenset(by_device_code)
 
 
 # The words of a text whose module may name a device (`Facts.names_device` reads its names;
@@ -740,40 +749,34 @@ _DEVICE_WORDS = ("device", "cuda", "gpu", "Device", "CUDA", "GPU", "Cuda", "Gpu"
                  "fabric", "Fabric", "FairseqTask", "LightningModule", "mps", "xpu", "MPS", "XPU")
 
 
-def imported_by_device_code(sources: Dict[str, str], modules: Dict[str, Tuple[str, str]]) -> FrozenSet[str]:
-    """The names of the modules imported by a file of the project whose text may name a device
-    (`imported_modules`, of those files alone): the first phase's guess of whether device code
-    calls into a module (ProjectView.called_from_device_code), which the project then checks.
-    Guessed no, a module called from another file's training loop was linted a second time."""
-    found: Set[str] = set()
-    for path, text in sources.items():
-        if any(word in text for word in _DEVICE_WORDS):
-            found |= _imports_of(path, text, modules, called=True)
-    return frozenset(found)
-
-
-def _imports_of(path: str, text: str, modules: Dict[str, Tuple[str, str]], called: bool = False) -> Set[str]:
-    """The names of the modules one file's import lines name (`imported_modules`); `called`:
-    only those whose functions it may call, a module imported whole or one it imports a
-    function of (a lower-case name, or everything), not one it takes only classes from."""
-    found: Set[str] = set()
+def _imports_of(path: str, text: str, modules: Dict[str, Tuple[str, str]]) -> Tuple[Set[str], Set[str]]:
+    """The names of the modules one file's import lines name (`imported_modules`), and those
+    of them whose functions it may call: a module imported whole or one it imports a function
+    of (a lower-case name, or everything), not one it takes only classes from."""
+    every: Set[str] = set()
+    called: Set[str] = set()
     if "import" not in text:
-        return found
+        return every, called
     name = modules.get(path, ("", ""))[1]
     package = name if os.path.basename(path) == "__init__.py" else name.rpartition(".")[0]
     for match in _IMPORT.finditer(text):
         dots, base, names, plain = match.groups()
         if plain is not None:
-            found.update(part.split()[0] for part in plain.split(",") if part.strip())
+            whole = {part.split()[0] for part in plain.split(",") if part.strip()}
+            every |= whole
+            called |= whole
             continue
         if dots:
             parts = package.split(".") if package else []
             base = ".".join([*parts[:len(parts) - (len(dots) - 1)], *([base] if base else [])])
         imports = [part.split()[0] for part in names.strip("()").replace("\n", " ").split(",") if part.strip()]
-        if not called or any(item[:1].islower() or item == "*" for item in imports):
-            found.add(base)
-        found.update(f"{base}.{item}" for item in imports)
-    return found
+        inside = {f"{base}.{item}" for item in imports}
+        every.add(base)
+        every |= inside
+        if any(item[:1].islower() or item == "*" for item in imports):
+            called.add(base)
+        called |= inside
+    return every, called
 
 
 def namespace_names(modules: Dict[str, Tuple[str, str]], imported: FrozenSet[str]) -> Dict[str, Tuple[str, str]]:

@@ -17,7 +17,8 @@ file's text, and read by memlint.analysis.project:
 - `calls`: every call of a function of the project (this module's, or one it imports from a
   project module, or a method on `self`) from a module-level function or method, or from the
   module's own code, with how often the call runs in its function (memlint.analysis.often)
-  and, for another module's function, whether it is made with grad off;
+  and, for another module's function, whether it is made with grad off; a call of this
+  module's own function only where that function leads to a call out of the module;
   a call in a function nested in one counts as the outer function's, where the nested
   function tells how often it runs by itself;
 - `device`: the module's own code names a device (`Facts.names_device`): the helpers it calls
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -471,15 +472,18 @@ def _what_it_does(facts: "Facts", func: cst.FunctionDef) -> FunctionSummary:
 def _edges(facts: "Facts") -> List[Edge]:
     """Every call of a function of the project that a module-level function or method, or the
     module's own code, makes; in nested functions, only the calls `_nested_caller` can place
-    (lambdas are not followed)."""
+    (lambdas are not followed). A call of this module's own function is kept only where that
+    function leads out of the module (`_leading_out`): the project follows the calls into a
+    function of another module back up through their callers, never down, so a local call that
+    leads nowhere else is never read, and how often it runs is not worked out."""
     tree, scopes, regions = facts.tree, facts.scopes, facts.regions
     # (grad is off at no call of a module that turns it off nowhere: not asked call by call)
     quiet = bool(regions.grad_regions) or regions.off_at_top or bool(_GRAD_OFF_NAMES & facts.identifiers)
-    found: List[Edge] = []
+    found: List[Tuple[cst.Call, Edge]] = []  # each with its call; its kind "" until the edge is known to be kept
     for call in scopes.calls:
         scope = tree.scope_of(call)
         caller = _qualified(facts, scope)
-        kind = None
+        kind = ""
         if caller is None:
             caller, kind = _nested_caller(facts, scope, call)
             if caller is None:
@@ -488,21 +492,39 @@ def _edges(facts: "Facts") -> List[Edge]:
         if target is not None:
             callee = _qualified(facts, target)
             if callee:
-                kind = kind or facts.steps.site(call)
-                found.append(Edge(caller, callee, kind, local=True, grad_off=quiet and _quiet(regions, call)))
+                found.append((call, Edge(caller, callee, kind, local=True)))
         func = call.func
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             klass = scopes.enclosing_class(call)
             if klass is not None and tree.scope_of(klass) is tree.module and klass is tree.class_of(scope):
-                kind = kind or facts.steps.site(call)
-                found.append(Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True,
-                                  grad_off=quiet and _quiet(regions, call)))
+                found.append((call, Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True)))
             continue
         if target is None:
             dotted = facts.values.project_callee(call)
             if dotted is not None:
-                found.append(Edge(caller, dotted, kind or facts.steps.site(call), grad_off=quiet and _quiet(regions, call)))
-    return found
+                found.append((call, Edge(caller, dotted, kind)))
+    leading_out = _leading_out([edge for _, edge in found])
+    return [Edge(edge.caller, edge.callee, edge.kind or facts.steps.site(call), edge.local, edge.on_self,
+                 quiet and _quiet(regions, call))
+            for call, edge in found if not edge.local or edge.callee in leading_out]
+
+
+def _leading_out(edges: List[Edge]) -> Set[str]:
+    """The callers that make a call another module's function may answer (`on_self` too: an
+    override in a subclass elsewhere), and those that reach one of them through the module's
+    own functions."""
+    leading = {edge.caller for edge in edges if not edge.local}
+    callers: Dict[str, Set[str]] = {}
+    for edge in edges:
+        if edge.local:
+            callers.setdefault(edge.callee, set()).add(edge.caller)
+    pending = list(leading)
+    while pending:
+        for caller in callers.get(pending.pop(), ()):
+            if caller not in leading:
+                leading.add(caller)
+                pending.append(caller)
+    return leading
 
 
 # names a module spells where its code may turn grad off

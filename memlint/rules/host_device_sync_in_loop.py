@@ -968,8 +968,6 @@ class HostDeviceSyncInLoop(Rule):
         """`print(predictions)` of a GPU tensor on every step, under no condition: a leftover
         of debugging, which copies the tensor to the host and waits for the GPU each time."""
         facts = self.facts
-        if not facts.device_code:
-            return
         child: cst.CSTNode = node
         for ancestor in facts.tree.ancestors(node):
             kind = type(ancestor)
@@ -983,7 +981,7 @@ class HostDeviceSyncInLoop(Rule):
                 break
             child = ancestor
         printed = facts.syncs.printed(node)
-        if printed is None or facts.per_step(node) is None:  # (asked last: the answer may come from the project)
+        if printed is None or not facts.device_code or facts.per_step(node) is None:  # (asked last: the project)
             return
         value, what = printed
         copied = "the tensor" if what == "a GPU tensor" else "each tensor"
@@ -1018,13 +1016,11 @@ class HostDeviceSyncInLoop(Rule):
             f"`if {show(remainder)} == 0:`"))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if self.facts.device_code:  # (every finding needs it; the implicit waits cost more to find)
-            self._check(node, self.facts.syncs.implicit(node))
+        self._check(node, self.facts.syncs.implicit(node))
 
     def visit_If(self, node: cst.If) -> None:
-        if self.facts.device_code:
-            if not self._answer_thrown_away(node):
-                self._check(node, self.facts.syncs.implicit(node), node.test)
+        if not self._answer_thrown_away(node):
+            self._check(node, self.facts.syncs.implicit(node), node.test)
 
     def _answer_thrown_away(self, node: cst.If) -> bool:
         """`if (torch.isnan(x).any() or ...) and DEBUG:` after `DEBUG = False` (NeRF's render
@@ -1039,7 +1035,8 @@ class HostDeviceSyncInLoop(Rule):
         switch = next((at for at, part in enumerate(parts) if type(part) is cst.Name and  # (a named switch, not `and False`)
                        part.value not in ("False", "None") and facts.guards.surely_false(part, node)), 0)
         waits = next((part for part in parts[:switch] if facts.syncs.condition_reads_tensor(part, node)), None)
-        if waits is None or self._moved_after(waits, node) or self._in_a_handler(node) or facts.per_step(node) is None:
+        if waits is None or not facts.device_code or self._moved_after(waits, node) or self._in_a_handler(node) or \
+                facts.per_step(node) is None:
             return False
         switch_shown = show(parts[switch])
         self.report(node.test, (
@@ -1049,7 +1046,7 @@ class HostDeviceSyncInLoop(Rule):
         return True
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
-        if type(node.operator) is cst.Not and self.facts.device_code:
+        if type(node.operator) is cst.Not:
             self._check(node, self.facts.syncs.implicit(node))
 
     def _moved_after(self, test: cst.BaseExpression, node: cst.CSTNode) -> bool:

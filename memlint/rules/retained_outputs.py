@@ -871,7 +871,7 @@ class RetainedOutputs(Rule):
                 return  # a gradient accumulator: another method of its class backwards what it keeps
             if values:
                 self._graph_kept(node, container, dotted, values, region)
-            elif loops and facts.device_code and type(container) is cst.Name:
+            elif loops and type(container) is cst.Name:
                 self._view_kept(node, container, dotted, loops)
         elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)) \
                 and not self._a_few_kept(node, loops, container.value):  # (`for c in range(3)`: a few tensors, no growth)
@@ -1236,7 +1236,7 @@ class RetainedOutputs(Rule):
                 not any(type(e.slice) is cst.Index and type(e.slice.value) is cst.Name and  # type: ignore[attr-defined]
                         e.slice.value.value == index for e in elements):
             return False  # (a tensor's dimensions, one of them at the loop's own integer position, views only)
-        if all(map(over_model_parts, loops)) or self._a_few_kept(node, loops, container.value) or \
+        if not facts.device_code or all(map(over_model_parts, loops)) or self._a_few_kept(node, loops, container.value) or \
                 not self._outlives_loop(node, container, dotted) or self._bounded(container.value, node, loop):
             return False  # (a few slices, or a window the loop drops items from: no growth)
         base = sliced.value.value  # type: ignore[attr-defined]
