@@ -1063,7 +1063,7 @@ class HostDeviceSyncInLoop(Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         """`self.r` in a method, where the class's property `r` returns a sync."""
         facts = self.facts
-        if not any(type(s) is cst.FunctionDef and s.decorators for s in node.body.body) or not facts.device_code:
+        if not any(type(s) is cst.FunctionDef and s.decorators for s in node.body.body):
             return  # (the cheap test first: no decorated method, no property)
         properties = facts.syncs.syncing_properties(node)
         if not properties:
@@ -1136,10 +1136,10 @@ class HostDeviceSyncInLoop(Rule):
             return False
         value = call.func.value if type(call.func) is cst.Attribute else call.args[0].value  # type: ignore[attr-defined]
         function = facts.tree.function_of(loop)
-        if not facts.device_code or _conditional_in(node, loop, facts.tree) or not facts.steps.does_step_work(loop) or \
-                not facts.settled.in_loop(value, loop) or \
-                facts.steps.function_how_often(function) not in (STEP, INNER) or self._in_a_handler(node) or \
-                facts.per_step(node) is None:
+        if _conditional_in(node, loop, facts.tree) or not facts.settled.in_loop(value, loop) or \
+                not facts.steps.does_step_work(loop) or self._in_a_handler(node) or \
+                facts.steps.function_how_often(function) not in (STEP, INNER) or not facts.device_code or \
+                facts.per_step(node) is None:  # (the project's questions last)
             return False  # (under an `if` in the loop it may run once, `if t == 0:`, or by a switch)
         self._repeated.add(id(loop))
         klass = facts.tree.class_of(function)  # type: ignore[arg-type]
