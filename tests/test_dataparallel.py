@@ -55,6 +55,17 @@ def _chosen(source: str) -> bool:
     ("import torch\nclass T:\n    def __init__(self):\n        self.n_gpu = torch.cuda.device_count()\n"
      "        self.n_gpu //= args.model_parallel\n"
      "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", True),
+    ("import torch\nclass T:\n    def __init__(self):\n        self.n_gpu = torch.cuda.device_count()\n"
+     "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\nt = T()\nsetattr(t, 'n_gpu', args.n_gpu)\n", True),
+    ("import torch\nclass Base:\n    def __init__(self, args):\n        self.n_gpu = args.n_gpu\nclass T(Base):\n"
+     "    def __init__(self, args):\n        super().__init__(args)\n        if self.n_gpu < 0:\n"
+     "            self.n_gpu = torch.cuda.device_count()\n"
+     "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", True),
+    # ... another class's own count is its own; the main guard beside a hardware test
+    ("import torch\nclass A:\n    def __init__(self):\n        self.n_gpu = torch.cuda.device_count()\n"
+     "class T:\n    def __init__(self):\n        self.n_gpu = torch.cuda.device_count()\n"
+     "    def fit(self, m):\n        if self.n_gpu > 1:\n            wrap(m)\n", False),
+    ("import torch\nif __name__ == '__main__' and torch.cuda.device_count() > 1:\n    wrap(m)\n", False),
     # an earlier branch of the chain was the user's
     ("import torch\nif args.distributed:\n    pass\nelif torch.cuda.is_available():\n    wrap(m)\n", True),
     # every call of the function doing it is behind a flag

@@ -1044,6 +1044,10 @@ def test_a_decoder_loop_s_settled_waits_are_named_with_the_loop_that_repeats_the
     "        setattr(self, \"r\", self.r + 1)\n",
     "        torch.add(self.r, 1, out=self.r)\n",
     "        r = self.r\n        r.add_(1)\n",  # under another name
+    "        r, c = self.r, 0\n        r += 1\n",
+    "        nn.init.constant_(self.r, 3)\n",  # by a function that writes in place
+    "        self.register_buffer(\"r\", self.r + 1)\n",  # registered again
+    "        for k, v in self.overrides.items():\n            setattr(self, k, v)\n",  # by a name it computes
 ])
 def test_a_value_the_decoder_changes_is_not_settled(change):
     source = textwrap.dedent(_DECODER).replace("        h, c = self.cell(frame, state)\n",
@@ -1065,8 +1069,14 @@ _SETTER = ("            return self.decoder.r.item()\n",
     # a setter the loop calls changes what the property reads
     [_SETTER, ("                frames.extend([frame] * self.r)\n",
                "                frames.extend([frame] * self.r)\n                self.r = 1\n")],
-    # a base of another module may change it
+    # a base of another module may change it, the model's or the decoder's
     [("    class Tacotron(nn.Module):", "    class Tacotron(Stepping):")],
+    [("    class Decoder(nn.Module):", "    class Decoder(Stepping):")],
+    # ... past a `continue` the first iterations take, or in one case of a `match`
+    [("                frames.extend([frame] * self.r)\n",
+      "                if t > 0:\n                    continue\n                frames.extend([frame] * self.r)\n")],
+    [("                frames.extend([frame] * self.r)\n",
+      "                match t:\n                    case 0:\n                        frames.extend([frame] * self.r)\n")],
 ])
 def test_a_read_that_may_not_repeat_the_same_value_is_not_reported(edits):
     source = _DECODER

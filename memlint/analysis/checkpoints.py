@@ -66,7 +66,8 @@ _CONFIG = re.compile(r"^(args|opts?|options|cfg|config|conf|hparams|hps|hyperpar
 _CONFIG_KEY = re.compile(r"^(args|opts?|cfg|hparams|hps|namespace)$")
 # Keys of a training checkpoint that count its progress or record its best score: numbers
 _PROGRESS_KEY = re.compile(
-    r"^(epoch|(global_)?step|iter|iteration|num_updates|best_(acc\w*|prec\w*|loss|score|metric|epoch|step|val_\w+))$")
+    r"^(epoch|(global_)?step|iter|iteration|num_updates|"
+    r"best_(acc|accuracy|top1|prec1|prec5|loss|score|metric|epoch|step|val_loss|val_acc|val_score))$")
 _PLAIN = frozenset({"dict", "vars", "list", "tuple", "OrderedDict"})  # containers weights_only loads
 _FILE = re.compile(r"^[^.].*\.(pt|pth|ckpt|bin|tar|pkl|model|chkpt|th)$", re.IGNORECASE)  # `best.pt`, not `.pt`
 _FOLLOW = 2  # names and call sites followed this far
@@ -407,11 +408,24 @@ class Checkpoints:
         return min(keys)
 
     def _read_by_literal_key(self, call: cst.Call, scope: cst.CSTNode) -> bool:
-        """Every item taken of what `call` loaded is named by a string (`ckpt["epoch"]`, not
-        `ckpt[key]`): the keys read are all there is."""
+        """Every item taken of what `call` loaded is named by a string (`ckpt["epoch"]`,
+        `ckpt.get("step")`, not `ckpt[key]` nor `ckpt.get(name)`): the keys read are all there is."""
         holders = self.apicalls.bound_from(call, follow=False)
-        return all(string_key(node) is not None for node in self.tree.walk_scope(scope)
-                   if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value in holders)  # type: ignore[attr-defined]
+        for node in self.tree.walk_scope(scope):
+            if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value in holders:  # type: ignore[attr-defined]
+                if string_key(node) is None:
+                    return False
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute and \
+                    type(node.func.value) is cst.Name and node.func.value.value in holders and \
+                    node.func.attr.value in ("get", "pop") and (  # type: ignore[attr-defined]
+                        not node.args or _string(node.args[0].value) is None):  # type: ignore[attr-defined]
+                return False
+        return True
+
+    @staticmethod
+    def saves_progress_only(save: Save) -> bool:
+        """`save` writes a dict of progress counters alone (`{"epoch": epoch, "step": step}`)."""
+        return bool(save.keys) and all(_PROGRESS_KEY.match(key) for key in save.keys)
 
     def _read_by_key_only(self, call: cst.Call, scope: cst.CSTNode) -> bool:
         """Every read of the names holding what `call` loaded takes an item by key

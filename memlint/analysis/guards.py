@@ -49,7 +49,7 @@ import libcst as cst
 from memlint.analysis.cache import speaks_of_memory
 from memlint.analysis.dataflow import conjuncts, leaf_targets
 from memlint.analysis.scopes import Binding, Scopes
-from memlint.analysis.settled import own_lineage
+from memlint.analysis.settled import own_lineage, stores_any_attribute
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, literal_bool
 
@@ -341,6 +341,8 @@ class Guards:
         if isinstance(expr, cst.UnaryOperation):
             return self._depends_on(expr.expression, at, depth)
         if isinstance(expr, cst.Comparison):
+            if _main_guard(expr):
+                return _LITERAL  # (`__name__ == "__main__" and ...`: the script runs it)
             return max([self._depends_on(expr.left, at, depth),
                         *(self._depends_on(target.comparator, at, depth) for target in expr.comparisons)])
         if isinstance(expr, cst.IfExp):
@@ -374,10 +376,28 @@ class Guards:
         return _CHOICE if found == _LITERAL else found
 
 
-    def _stores_of(self, name: str) -> int:
-        """How many places of this module store an attribute `name`, in any binding statement."""
-        return sum(_stores_in(node, name) for node, _ in self.tree.listed
-                   if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign))
+    def _stores_of(self, name: str, klass: cst.ClassDef) -> int:
+        """How many places of this module store an attribute `name` on `klass`'s instances: in
+        its methods, its bases' or its subclasses' of this module, by `setattr`, or on any
+        object but `self` anywhere (other classes' own `self.name` are theirs)."""
+        classes = self.scopes.classes
+        owners = {klass.name.value}
+        pending = [klass]
+        while pending:  # its bases of this module
+            for base in pending.pop().bases:
+                local = classes.get(dotted_name(base.value) or "")
+                if local is not None and local.name.value not in owners:
+                    owners.add(local.name.value)
+                    pending.append(local)
+        owners |= {c.name.value for c in classes.values() if any(dotted_name(b.value) == klass.name.value for b in c.bases)}
+        count = sum(1 for call in self.scopes.calls if type(call.func) is cst.Name and call.func.value == "setattr"
+                    and len(call.args) > 1 and type(call.args[1].value) is cst.SimpleString
+                    and call.args[1].value.evaluated_value == name)  # type: ignore[attr-defined]
+        for node, scope in self.tree.listed:
+            if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+                owner = self.tree.class_of(scope) if type(scope) is cst.FunctionDef else None
+                count += _stores_in(node, name, on_self=owner is not None and owner.name.value in owners)
+        return count
 
     def _attribute(self, name: str, at: cst.CSTNode, depth: int) -> int:
         """`self.n_gpu` is the hardware's answer where every value its class gives it is
@@ -390,18 +410,19 @@ class Guards:
         if klass is None or depth >= _MAX_DEPTH or not own_lineage(klass, self.scopes, self.names):
             return _CHOICE
         values = self.scopes.attribute_values(klass, name)
-        if not values or self._stores_of(name) != len(values):
+        if not values or self._stores_of(name, klass) != len(values) or stores_any_attribute(self.scopes):
             return _CHOICE
         found = max(self._depends_on(value, value, depth + 1) for value in values)
         return _CHOICE if found == _LITERAL else found
 
 
-def _stores_in(statement: cst.CSTNode, name: str) -> int:
+def _stores_in(statement: cst.CSTNode, name: str, on_self: bool) -> int:
     """How many targets of a binding statement store an attribute `name` (`x.name = ...`, in a
-    tuple too, or augmented)."""
+    tuple too, or augmented): on any object but `self`, and on `self` where `on_self`."""
     targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
     return sum(1 for target in targets for leaf in leaf_targets(target)
-               if type(leaf) is cst.Attribute and leaf.attr.value == name)  # type: ignore[attr-defined]
+               if type(leaf) is cst.Attribute and leaf.attr.value == name and  # type: ignore[attr-defined]
+               (on_self or dotted_name(leaf.value) != "self"))  # type: ignore[attr-defined]
 
 
 def _main_guard(test: cst.BaseExpression) -> bool:

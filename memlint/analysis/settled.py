@@ -10,9 +10,11 @@ no code of this module can change:
   receiver that reads one (`self.r.add_(1)`, `self.r.data.fill_(2)`), nor hands one to `out=`,
   nor names one to `setattr`, nor binds one to a name (`r = self.r`, which may be changed in
   place under that name), outside `__init__` and a property's setter;
-- the class of the function the loop is in derives from `nn.Module` (or `object`) and classes
-  of this module alone (`own_lineage`): a base class of another module may change its
-  attributes unseen (`def advance(self): self.t += 1`).
+- the classes along the chain (the loop's, then the class of each attribute's one value, the
+  decoder's) derive from torch's modules, Lightning's, `object` and classes of this module alone
+  (`own_lineage`): a base class of another module may change their attributes unseen (`def
+  advance(self): self.t += 1`); and the module stores no attribute by a name it computes
+  (`setattr(self, k, v)`, `__dict__`).
 
 A name of the function, which a helper may change in place (`bump(count)`), is never settled.
 Asked as `facts.settled`, by MEM105.
@@ -20,6 +22,7 @@ Asked as `facts.settled`, by MEM105.
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import FrozenSet, Set
 
@@ -31,7 +34,8 @@ from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, walk
 
 _BINDINGS = (cst.Assign, cst.AugAssign, cst.AnnAssign)
-_ROOT_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+# Bases whose code changes no attribute of a subclass's own: torch's module, a framework's
+_ROOT_BASES = re.compile(r"^(torch\.nn\.|pytorch_lightning\.|lightning\.|typing\.Generic)")
 
 
 class Settled:
@@ -43,12 +47,23 @@ class Settled:
     def in_loop(self, value: cst.BaseExpression, loop: cst.CSTNode) -> bool:
         """`value` reads the same on every iteration of `loop` (see the module docstring)."""
         chain = dotted_name(value)
-        if chain is None or not chain.startswith("self.") or chain.count(".") < 1:
+        if chain is None or not chain.startswith("self.") or self._anything_changeable:
             return False
+        parts = chain.split(".")[1:]
         klass = self.tree.class_of(self.tree.function_of(loop))  # type: ignore[arg-type]
+        for part in parts[:-1]:  # `self.decoder.r`: the loop's class, then the decoder's
+            if klass is None or not own_lineage(klass, self.scopes, self.names):
+                return False
+            values = self.scopes.attribute_values(klass, part)
+            kinds = {v.func.value for v in values if type(v) is cst.Call and type(v.func) is cst.Name}  # type: ignore[attr-defined]
+            klass = self.scopes.classes.get(kinds.pop()) if len(kinds) == 1 and len(values) == 1 else None
         if klass is None or not own_lineage(klass, self.scopes, self.names):
             return False
-        return not any(name in self._changeable for name in chain.split(".")[1:])
+        return not any(name in self._changeable for name in parts)
+
+    @cached_property
+    def _anything_changeable(self) -> bool:
+        return stores_any_attribute(self.scopes)
 
     @cached_property
     def _changeable(self) -> FrozenSet[str]:
@@ -64,13 +79,23 @@ class Settled:
                 targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]  # type: ignore[attr-defined]
                 for target in targets:
                     names |= _attributes_in(target)
-                if kind is cst.Assign and type(node.value) is cst.Attribute:  # type: ignore[attr-defined]
-                    names |= _attributes_in(node.value)  # `r = self.r`: an alias to change in place  # type: ignore[attr-defined]
+                value = node.value if kind is cst.Assign else None  # type: ignore[attr-defined]
+                for aliased in (value.elements if type(value) in (cst.Tuple, cst.List) else [value]):  # type: ignore[union-attr]
+                    if type(aliased) is cst.Element:
+                        aliased = aliased.value  # type: ignore[union-attr]
+                    if type(aliased) is cst.Attribute:
+                        names |= _attributes_in(aliased)  # `r = self.r`: an alias to change in place
             elif kind is cst.Call:
                 func = node.func  # type: ignore[attr-defined]
-                if type(func) is cst.Attribute and func.attr.value.endswith("_") and \
-                        not func.attr.value.startswith("_"):
-                    names |= _attributes_in(func.value)  # `self.r.data.add_(1)`
+                last = func.attr.value if type(func) is cst.Attribute else func.value if type(func) is cst.Name else ""
+                if last.endswith("_") and not last.startswith("_"):  # `self.r.add_(1)`, `nn.init.constant_(self.r, 2)`
+                    if type(func) is cst.Attribute:
+                        names |= _attributes_in(func.value)
+                    for arg in node.args:  # type: ignore[attr-defined]
+                        names |= _attributes_in(arg.value)
+                if last in ("register_buffer", "register_parameter") and node.args and \
+                        type(node.args[0].value) is cst.SimpleString:  # type: ignore[attr-defined]
+                    names.add(node.args[0].value.evaluated_value)  # registered again outside `__init__`  # type: ignore[attr-defined]
                 for arg in node.args:  # type: ignore[attr-defined]
                     if arg.keyword is not None and arg.keyword.value == "out":
                         names |= _attributes_in(arg.value)
@@ -93,16 +118,33 @@ class Settled:
         return frozenset(names)
 
 
+def stores_any_attribute(scopes: Scopes) -> bool:
+    """The module may store any attribute: `setattr` with a name that is no literal,
+    `__dict__`, `vars(...).update(...)`."""
+    for call in scopes.calls:
+        func = call.func
+        if type(func) is cst.Name and func.value == "setattr" and (
+                len(call.args) < 2 or type(call.args[1].value) is not cst.SimpleString):
+            return True
+        if type(func) is cst.Attribute and type(func.value) is cst.Attribute and \
+                func.value.attr.value == "__dict__":  # type: ignore[attr-defined]
+            return True
+        if type(func) is cst.Attribute and func.attr.value == "update" and type(func.value) is cst.Call and \
+                type(func.value.func) is cst.Name and func.value.func.value == "vars":  # type: ignore[attr-defined]
+            return True
+    return False
+
+
 def own_lineage(klass: cst.ClassDef, scopes: Scopes, names: TorchNames) -> bool:
-    """`klass` derives from `nn.Module`, `object` and classes of this module that do too: no
-    base of another module's can set or change its attributes unseen."""
+    """`klass` derives from torch's modules, Lightning's, `object` and classes of this module
+    that do too: no base of another module's can set or change its attributes unseen."""
     pending, seen = [klass], {klass.name.value}
     while pending:
         for base in pending.pop().bases:
             name = dotted_name(base.value) or ""
             local = scopes.classes.get(name)
             if local is None:
-                if name != "object" and names.qualified_name(base.value) not in _ROOT_BASES:
+                if name != "object" and not _ROOT_BASES.match(names.qualified_name(base.value) or ""):
                     return False
             elif local.name.value not in seen:
                 seen.add(local.name.value)

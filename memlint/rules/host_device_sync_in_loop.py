@@ -20,6 +20,7 @@ _READS_A_VALUE = frozenset({"item", "tolist", "cpu", "int", "float", "bool"})  #
 # Statements under which a print is meant: a flag, a periodic test, a handler
 _CONDITIONAL = (cst.If, cst.IfExp, cst.Try, cst.ExceptHandler, cst.BooleanOperation)
 _SCOPE_ENDS = (cst.FunctionDef, cst.For, cst.While)  # where the search for a condition around a log stops
+_EXITS = (cst.Continue, cst.Break, cst.Return, cst.Raise)  # statements past which a loop's body may not run
 _WHAT = {
     "item": "copies one number to the host",
     "tolist": "copies the tensor to the host",
@@ -1195,13 +1196,16 @@ class HostDeviceSyncInLoop(Rule):
 
 
 def _conditional_in(node: cst.CSTNode, loop: cst.CSTNode, tree: TreeIndex) -> bool:
-    """`node` runs under a condition inside `loop` (an `if`, a conditional expression, `and`/`or`)."""
+    """`node` may be skipped on some iterations of `loop`: it runs under a condition inside it
+    (an `if`, a `match`, a conditional expression, `and`/`or`, a `try`), or after a `continue`,
+    `break`, `return` or `raise` of the loop's body (`if t > 0: continue`)."""
     for ancestor in tree.ancestors(node):
         if ancestor is loop:
-            return False
-        if type(ancestor) in _CONDITIONAL:
+            break
+        if type(ancestor) in _CONDITIONAL or type(ancestor) is cst.Match:
             return True
-    return False
+    at = tree.order(node)
+    return any(type(exit) in _EXITS and tree.order(exit) < at for exit in walk(loop.body))  # type: ignore[attr-defined]
 
 
 def _only_logs(branch: cst.If) -> bool:

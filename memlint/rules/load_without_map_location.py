@@ -105,6 +105,9 @@ class TorchLoadWithoutMapLocation(Rule):
         "    models.append(torch.load(path)[\"best_model\"])\n",
         "import torch\nfor path in paths:\n    ckpt = torch.load(path)\n    if \"epoch\" in ckpt:\n"
         "        print(path, ckpt[\"epoch\"])\n    weights.append(ckpt[key])\n",
+        "import torch\nfor path in paths:\n    ckpt = torch.load(path)\n    print(path, ckpt[\"epoch\"])\n"
+        "    weights.append(ckpt.get(key))\n",
+        "import torch\nfor path in paths:\n    models.append(torch.load(path)[\"best_val_model\"])\n",
         # ... numbers the module itself saves, with no model's state
         "import time\nimport torch\n\ndef save_progress(epoch, step):\n"
         "    torch.save({\"epoch\": epoch, \"step\": step}, \"progress.pt\")\n\n"
@@ -285,8 +288,8 @@ class TorchLoadWithoutMapLocation(Rule):
         if key is None:
             return None
         own = facts.checkpoints.matching(facts.checkpoints.load(call))
-        if own and not any(save.models for save in own):
-            return None  # the module saves it, and with no model's state: numbers alone
+        if own and all(facts.checkpoints.saves_progress_only(save) for save in own):
+            return None  # the module saves it, with its progress counters alone: numbers
         return key
 
     def _on_tpu(self) -> bool:
