@@ -161,6 +161,13 @@ def target_names(target: cst.CSTNode) -> Set[str]:
     return {leaf.value for leaf in leaf_targets(target) if isinstance(leaf, cst.Name)}
 
 
+def binding_targets(statement: cst.CSTNode) -> List[cst.BaseAssignTargetExpression]:
+    """The targets of an assignment, augmented or annotated assignment (`a = b = v`: both)."""
+    if type(statement) is cst.Assign:
+        return [t.target for t in statement.targets]  # type: ignore[attr-defined]
+    return [statement.target]  # type: ignore[attr-defined]
+
+
 def stored_attributes(target: cst.CSTNode) -> Set[str]:
     """The attribute names a target stores (`self.a = ...`, `x.a, y.b = ...`)."""
     return {leaf.attr.value for leaf in leaf_targets(target) if isinstance(leaf, cst.Attribute)}

@@ -47,11 +47,11 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
 import libcst as cst
 
 from memlint.analysis.cache import speaks_of_memory
-from memlint.analysis.dataflow import conjuncts, leaf_targets
+from memlint.analysis.dataflow import binding_targets, conjuncts, leaf_targets
 from memlint.analysis.scopes import Binding, Scopes
-from memlint.analysis.settled import own_lineage, stores_any_attribute
+from memlint.analysis.settled import lineage, own_lineage, stores_any_attribute
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, literal_bool
+from memlint.analysis.tree import TreeIndex, compares_name_to_main, dotted_name, literal_bool
 
 if TYPE_CHECKING:
     from memlint.analysis.project import ProjectView
@@ -375,20 +375,12 @@ class Guards:
         found = max(self._depends_on(b.value, b.node, depth + 1) for b in binds)
         return _CHOICE if found == _LITERAL else found
 
-
     def _stores_of(self, name: str, klass: cst.ClassDef) -> int:
         """How many places of this module store an attribute `name` on `klass`'s instances: in
         its methods, its bases' or its subclasses' of this module, by `setattr`, or on any
         object but `self` anywhere (other classes' own `self.name` are theirs)."""
         classes = self.scopes.classes
-        owners = {klass.name.value}
-        pending = [klass]
-        while pending:  # its bases of this module
-            for base in pending.pop().bases:
-                local = classes.get(dotted_name(base.value) or "")
-                if local is not None and local.name.value not in owners:
-                    owners.add(local.name.value)
-                    pending.append(local)
+        owners = {c.name.value for c in lineage(klass, self.scopes)[0]}  # it and its bases of this module
         owners |= {c.name.value for c in classes.values() if any(dotted_name(b.value) == klass.name.value for b in c.bases)}
         count = sum(1 for call in self.scopes.calls if type(call.func) is cst.Name and call.func.value == "setattr"
                     and len(call.args) > 1 and type(call.args[1].value) is cst.SimpleString
@@ -419,21 +411,14 @@ class Guards:
 def _stores_in(statement: cst.CSTNode, name: str, on_self: bool) -> int:
     """How many targets of a binding statement store an attribute `name` (`x.name = ...`, in a
     tuple too, or augmented): on any object but `self`, and on `self` where `on_self`."""
-    targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]  # type: ignore[attr-defined]
-    return sum(1 for target in targets for leaf in leaf_targets(target)
+    return sum(1 for target in binding_targets(statement) for leaf in leaf_targets(target)
                if type(leaf) is cst.Attribute and leaf.attr.value == name and  # type: ignore[attr-defined]
                (on_self or dotted_name(leaf.value) != "self"))  # type: ignore[attr-defined]
 
 
 def _main_guard(test: cst.BaseExpression) -> bool:
     """`__name__ == "__main__"` (either way round)."""
-    if type(test) is not cst.Comparison or len(test.comparisons) != 1 or \
-            type(test.comparisons[0].operator) is not cst.Equal:  # type: ignore[attr-defined]
-        return False
-    sides = (test.left, test.comparisons[0].comparator)  # type: ignore[attr-defined]
-    names = {side.value for side in sides if type(side) is cst.Name}  # type: ignore[attr-defined]
-    strings = {side.evaluated_value for side in sides if type(side) is cst.SimpleString}  # type: ignore[attr-defined]
-    return names == {"__name__"} and strings == {"__main__"}
+    return compares_name_to_main(test) and type(test.comparisons[0].operator) is cst.Equal  # type: ignore[attr-defined]
 
 
 def _writes_namespace(call: cst.Call) -> bool:

@@ -36,13 +36,13 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 import libcst as cst
 
 from memlint.analysis.calls import CallGraph
-from memlint.analysis.dataflow import block_flow, parameter_names, stored_attributes
+from memlint.analysis.dataflow import binding_targets, block_flow, parameter_names, stored_attributes
 from memlint.analysis.loops import Loop, LoopFacts, few_literal
 from memlint.analysis.purity import Computation, Input, Purity
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name, last_part, walk
+from memlint.analysis.tree import TreeIndex, dotted_name, is_docstring, last_part, walk
 
 # Calls that change what a factory makes or where `.cuda()` puts it.
 _CHANGES_FACTORIES = frozenset({
@@ -197,7 +197,7 @@ class Hoisting:
         free: List[Input] = []
         factories = False
         statements = list(body.body)
-        if statements and _is_docstring(statements[0]):
+        if statements and is_docstring(statements[0]):
             statements = statements[1:]
         if not statements:
             return impure
@@ -363,8 +363,7 @@ class Hoisting:
             for node in walk(root):
                 kind = type(node)
                 if kind is cst.Assign or kind is cst.AugAssign or kind is cst.AnnAssign:
-                    targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]
-                    for target in targets:
+                    for target in binding_targets(node):
                         stored |= stored_attributes(target)
                 elif kind is cst.Call and self.names.call_name(node) in _CHANGES_FACTORIES:
                     opaque = True
@@ -605,9 +604,8 @@ class Hoisting:
         for node, _ in self.tree.listed if init is not None else ():  # every binding statement
             node_type = type(node)
             if node_type is cst.Assign or node_type is cst.AugAssign or node_type is cst.AnnAssign:
-                targets = [t.target for t in node.targets] if node_type is cst.Assign else [node.target]
                 inside = self.tree.contains(init, node)  # type: ignore[arg-type]
-                for target in targets:
+                for target in binding_targets(node):
                     attributes = stored_attributes(target)
                     if inside and node_type is cst.Assign:
                         in_init |= attributes
@@ -631,9 +629,3 @@ def _plain_number(expr: cst.BaseExpression) -> bool:
 def _globals_declared(func: cst.FunctionDef) -> Set[str]:
     return {name.name.value for node in walk(func.body) if type(node) in (cst.Global, cst.Nonlocal)
             for name in node.names}
-
-
-def _is_docstring(statement: cst.CSTNode) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and \
-        isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value,
-                                                               (cst.SimpleString, cst.ConcatenatedString))

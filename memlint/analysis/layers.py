@@ -43,7 +43,7 @@ from memlint.analysis.dataflow import target_names
 from memlint.analysis.loops import range_span
 from memlint.analysis.receivers import Receivers
 from memlint.analysis.scopes import Scopes
-from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, walk
+from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, own_method, walk
 
 _SEQUENCES = (cst.ListComp, cst.SetComp, cst.GeneratorExp)  # comprehensions of layers run in turn
 _ADDS = frozenset({"append", "add_module", "insert", "extend"})  # a loop adding one more layer each iteration
@@ -113,8 +113,7 @@ class Layers:
         if attribute is None or not attribute.startswith("self.") or attribute.count(".") != 1:
             return None
         owner = self.tree.class_of(method)
-        forward = next((s for s in owner.body.body  # type: ignore[union-attr]
-                        if type(s) is cst.FunctionDef and s.name.value == "forward"), None)
+        forward = own_method(owner, "forward")  # type: ignore[arg-type]
         if forward is None:
             return None
         for call in self.scopes.calls_of(forward):

@@ -39,7 +39,7 @@ from memlint.analysis.regions import Regions
 from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, dotted_name
+from memlint.analysis.tree import TreeIndex, compares_name_to_main, dotted_name
 from memlint.analysis.values import Values
 
 # A framework's trainer, which backwards for the script that fits it
@@ -171,11 +171,7 @@ class Phase:
     def _runs_as_script(self) -> bool:
         """The module is a script: it has an `if __name__ == "__main__":` block."""
         for statement in self.module.body:
-            test = statement.test if isinstance(statement, cst.If) else None
-            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
-                    {dotted_name(test.left), dotted_name(test.comparisons[0].comparator)} == {"__name__"} | {None} and \
-                    any(isinstance(side, cst.SimpleString) and side.evaluated_value == "__main__"
-                        for side in (test.left, test.comparisons[0].comparator)):
+            if isinstance(statement, cst.If) and compares_name_to_main(statement.test):
                 return True
         return False
 

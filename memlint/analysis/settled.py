@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import FrozenSet, Set
+from typing import FrozenSet, List, Set, Tuple
 
 import libcst as cst
 
-from memlint.analysis.dataflow import leaf_targets
+from memlint.analysis.dataflow import binding_targets, stored_attributes
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
 from memlint.analysis.tree import TreeIndex, dotted_name, walk
@@ -76,8 +76,7 @@ class Settled:
                 continue
             kind = type(node)
             if kind in _BINDINGS:
-                targets = [t.target for t in node.targets] if kind is cst.Assign else [node.target]  # type: ignore[attr-defined]
-                for target in targets:
+                for target in binding_targets(node):
                     names |= _attributes_in(target)
                 value = node.value if kind is cst.Assign else None  # type: ignore[attr-defined]
                 for aliased in (value.elements if type(value) in (cst.Tuple, cst.List) else [value]):  # type: ignore[union-attr]
@@ -104,7 +103,6 @@ class Settled:
                     names.add(node.args[1].value.evaluated_value)  # type: ignore[attr-defined]
         return frozenset(names)
 
-
     @cached_property
     def _assigned_after_construction(self) -> FrozenSet[str]:
         """Attribute names assigned outside `__init__` (`self.rf = 1` calls the setter of the
@@ -112,9 +110,8 @@ class Settled:
         names: Set[str] = set()
         for node, scope in self.tree.listed:
             if type(node) in _BINDINGS and not _constructs(scope, frozenset()):
-                targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[attr-defined]
-                for target in targets:
-                    names |= {leaf.attr.value for leaf in leaf_targets(target) if type(leaf) is cst.Attribute}  # type: ignore[attr-defined]
+                for target in binding_targets(node):
+                    names |= stored_attributes(target)
         return frozenset(names)
 
 
@@ -135,21 +132,25 @@ def stores_any_attribute(scopes: Scopes) -> bool:
     return False
 
 
+def lineage(klass: cst.ClassDef, scopes: Scopes) -> Tuple[List[cst.ClassDef], List[cst.Arg]]:
+    """`klass` and the classes of this module it derives from, at any depth; and the bases of
+    those that are not classes of this module."""
+    found, foreign = [klass], []
+    for current in found:  # (grows as it goes: each class's bases once)
+        for base in current.bases:
+            local = scopes.classes.get(dotted_name(base.value) or "")
+            if local is None:
+                foreign.append(base)
+            elif all(local is not seen for seen in found):
+                found.append(local)
+    return found, foreign
+
+
 def own_lineage(klass: cst.ClassDef, scopes: Scopes, names: TorchNames) -> bool:
     """`klass` derives from torch's modules, Lightning's, `object` and classes of this module
     that do too: no base of another module's can set or change its attributes unseen."""
-    pending, seen = [klass], {klass.name.value}
-    while pending:
-        for base in pending.pop().bases:
-            name = dotted_name(base.value) or ""
-            local = scopes.classes.get(name)
-            if local is None:
-                if name != "object" and not _ROOT_BASES.match(names.qualified_name(base.value) or ""):
-                    return False
-            elif local.name.value not in seen:
-                seen.add(local.name.value)
-                pending.append(local)
-    return True
+    return all(dotted_name(base.value) == "object" or _ROOT_BASES.match(names.qualified_name(base.value) or "")
+               for base in lineage(klass, scopes)[1])
 
 
 def _attributes_in(node: cst.CSTNode) -> Set[str]:

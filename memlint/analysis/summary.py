@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple, U
 import libcst as cst
 
 from memlint.analysis.cache import only_empties_cache
+from memlint.analysis.dataflow import binding_targets
 from memlint.analysis.often import BOUNDARY, EVAL_FUNCTION, INNER, STEP, TRAINING_METHOD, at_site, intrinsic_often
 from memlint.analysis.tree import base_class, dotted_name
 
@@ -342,7 +343,7 @@ def _hands_on(facts: "Facts", method: cst.FunctionDef, given: FrozenSet[str]) ->
 def _stored_on_self(node: cst.CSTNode) -> Optional[cst.BaseExpression]:
     """What `node` stores on `self` (`self.x = v`, `self.x += v`, `self.items.append(v)`), if it does."""
     if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
-        targets = [t.target for t in node.targets] if type(node) is cst.Assign else [node.target]  # type: ignore[attr-defined]
+        targets = binding_targets(node)
         if any(dotted_name(t) is not None and (dotted_name(t) or "").startswith("self.") or
                type(t) is cst.Subscript and (dotted_name(t.value) or "").startswith("self.") for t in targets):
             return node.value  # type: ignore[attr-defined]

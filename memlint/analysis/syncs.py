@@ -62,8 +62,8 @@ from memlint.analysis.roles import Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.steps import LOADER_NAME
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import (OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, last_part,
-                                   string_key, walk)
+from memlint.analysis.tree import (OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, children, dotted_name, is_docstring,
+                                   last_part, string_key, walk)
 
 # What only a tensor has: a field read like this is one
 _TENSOR_ATTRIBUTES = frozenset({"shape", "size", "device", "dtype", "dim", "ndim", "numel"})
@@ -137,9 +137,7 @@ _COPIES_IN = frozenset({"to_device", "move_to_cuda", "move_to_device"})
 
 def _only_return(func: cst.FunctionDef) -> Optional[cst.BaseExpression]:
     """What a function returns when its body is that one `return` (a docstring aside)."""
-    body = [s for s in func.body.body if not (  # type: ignore[attr-defined]
-        type(s) is cst.SimpleStatementLine and type(s.body[0]) is cst.Expr and
-        isinstance(s.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))]  # type: ignore[attr-defined]
+    body = [s for s in func.body.body if not is_docstring(s)]  # type: ignore[attr-defined]
     if len(body) != 1 or type(body[0]) is not cst.SimpleStatementLine or type(body[0].body[0]) is not cst.Return:
         return None
     return body[0].body[0].value  # type: ignore[attr-defined]

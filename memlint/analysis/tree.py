@@ -542,6 +542,22 @@ def string_key(node: cst.Subscript) -> Optional[str]:
     return None
 
 
+def is_docstring(statement: cst.CSTNode) -> bool:
+    """A statement line that is one string and nothing else."""
+    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and \
+        isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value,
+                                                               (cst.SimpleString, cst.ConcatenatedString))
+
+
+def compares_name_to_main(test: cst.BaseExpression) -> bool:
+    """`__name__` compared once with `"__main__"` (either way round, by any operator)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:  # type: ignore[attr-defined]
+        return False
+    sides = (test.left, test.comparisons[0].comparator)  # type: ignore[attr-defined]
+    return {dotted_name(side) for side in sides} == {"__name__", None} and any(
+        type(side) is cst.SimpleString and side.evaluated_value == "__main__" for side in sides)  # type: ignore[attr-defined]
+
+
 def literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
     """True / False for the literal names, else None."""
     if isinstance(expr, cst.Name) and expr.value in ("True", "False"):

@@ -1137,7 +1137,7 @@ class HostDeviceSyncInLoop(Rule):
             return False
         value = call.func.value if type(call.func) is cst.Attribute else call.args[0].value  # type: ignore[attr-defined]
         function = facts.tree.function_of(loop)
-        if _conditional_in(node, loop, facts.tree) or not facts.settled.in_loop(value, loop) or \
+        if not facts.settled.in_loop(value, loop) or _conditional_in(node, loop, facts.tree) or \
                 not facts.steps.does_step_work(loop) or self._in_a_handler(node) or \
                 facts.steps.function_how_often(function) not in (STEP, INNER) or not facts.device_code or \
                 facts.per_step(node) is None:  # (the project's questions last)

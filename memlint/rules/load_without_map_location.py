@@ -8,6 +8,7 @@ import libcst as cst
 
 from memlint.analysis.apicalls import ABSENT, ApiSite
 from memlint.analysis.checkpoints import Load
+from memlint.analysis.memo import per_node
 from memlint.analysis.tree import NEW_SCOPES, TreeIndex, dotted_name, last_part
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -277,10 +278,12 @@ class TorchLoadWithoutMapLocation(Rule):
         self.report(node, f"{where} without `{site.keyword}` puts the tensors of {what} back on that GPU (in every "
                           f"process, the same one), {then}; load with `map_location=\"cpu\"`", fix)
 
+    @per_node
     def _polled(self, call: cst.Call) -> Optional[str]:
         """The key read, where a loop loads a checkpoint again and again only to read how far a
         training run got (fast-autoaugment's driver, waiting for its workers' epochs): a load
-        per pass, every tensor it holds included, for a number."""
+        per pass, every tensor it holds included, for a number (asked when the sites are found,
+        and again to report)."""
         facts = self.facts
         if not facts.tree.loops_around(call) or facts.apicalls.loaded_into(call):
             return None
