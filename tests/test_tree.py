@@ -187,7 +187,7 @@ def test_where_each_node_sits_agrees_with_its_chain_of_parents():
     listed = [node for node, _ in tree.listed]
     assert listed == [n for n in tree.nodes if type(n) in (
         cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Return, cst.Yield, cst.Assign, cst.AnnAssign,
-        cst.AugAssign, cst.NamedExpr, cst.For, cst.With, cst.Import, cst.ImportFrom)]
+        cst.AugAssign, cst.NamedExpr, cst.For, cst.While, cst.With, cst.Import, cst.ImportFrom)]
 
 
 @pytest.mark.parametrize("source", _sources(), ids=lambda s: s.split("\n", 2)[1][:40])
@@ -203,3 +203,23 @@ def test_the_index_walks_a_scope_as_the_tree_walk_does(source):
         assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected)), type(node).__name__
     made = cst.parse_statement("def f():\n    g = lambda: h()\n    return g\n")
     assert [type(n) for n in tree.walk_scope(made)] == [type(n) for n in walk_scope(made)]
+
+
+@pytest.mark.parametrize("source", _sources(), ids=lambda s: s.split("\n", 2)[1][:40])
+def test_the_nodes_of_a_kind_in_a_scope_are_those_its_walk_finds(source):
+    """`scope_nodes` reads a scope's calls, sums, loops or returns off the listed nodes'
+    positions: for every node, exactly the nodes of those kinds its walk yields, in its order
+    (a nested function, class or lambda yielded, its inside left out, however deep the nesting
+    and wherever it ends); a node the index has not seen is walked."""
+    module = cst.parse_module(source)
+    tree = index(module)
+    kinds = [frozenset({cst.Call}), frozenset({cst.Assign, cst.AugAssign}), frozenset({cst.For, cst.While}),
+             frozenset({cst.Return, cst.Yield, cst.FunctionDef, cst.Lambda, cst.ClassDef})]
+    for node in tree.nodes:
+        for wanted in kinds:
+            expected = [n for n in walk_scope(node) if type(n) in wanted]
+            found = tree.scope_nodes(node, wanted)
+            assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected)), type(node).__name__
+    made = cst.parse_statement("def f():\n    g = lambda: h()\n    return k(g)\n")
+    assert [n.func.value for n in tree.scope_nodes(made, frozenset({cst.Call}))] == ["k"]
+

@@ -228,7 +228,7 @@ class Facts:
         """How the names of a function (or the module) are read, closures included."""
         uses = self._scope_uses.get(id(scope))
         if uses is None:
-            body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
+            body = scope.body if type(scope) in (cst.FunctionDef, cst.Module) else scope
             flow = block_flow(body)
             loads = [u for u in flow.uses if not u.store]
             uses = ScopeUses(
@@ -302,8 +302,8 @@ class Facts:
         (or after the step, or never: an unread value is another matter)."""
         targets: List[cst.Name] = []
         for target in (t.target for t in assign.targets):
-            elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-            if not all(isinstance(e, cst.Name) for e in elements):
+            elements = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+            if not all(type(e) is cst.Name for e in elements):
                 return None
             targets.extend(elements)  # type: ignore[arg-type]
         tree = self.tree
@@ -377,5 +377,5 @@ class Facts:
         (`tokens.to("cuda")`). A word in a docstring or a message is not one."""
         names = self.identifiers  # read as one text, a name a line: one scan, not one per name
         return bool(_DEVICE_NAMES & names) or bool(_DEVICE_NAME_WORD.search("\n".join(names))) or any(
-            type(node) is cst.SimpleString and _DEVICE_STRING.match(node.value)  # type: ignore[attr-defined]
-            for node in self.tree.nodes)
+            _DEVICE_STRING.match(node.value)  # type: ignore[attr-defined]
+            for node in [n for n in self.tree.nodes if type(n) is cst.SimpleString])

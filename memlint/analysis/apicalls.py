@@ -109,11 +109,11 @@ class ApiCalls:
         returns reaches, as `loaded_into` follows it."""
         tree, scopes = self.tree, self.scopes
         for ancestor in tree.ancestors(call):
-            if isinstance(ancestor, cst.Arg):
+            if type(ancestor) is cst.Arg:
                 owner = tree.parent(ancestor)
-                if isinstance(owner, cst.Call) and _loads_state(owner):
+                if type(owner) is cst.Call and _loads_state(owner):
                     return [owner]
-                target = scopes.resolve(owner) if isinstance(owner, cst.Call) and depth < _WRAPPER_DEPTH else None
+                target = scopes.resolve(owner) if type(owner) is cst.Call and depth < _WRAPPER_DEPTH else None
                 passed = {name for arg, name in scopes.parameters_given(owner, target)  # type: ignore[arg-type]
                           if arg is ancestor} if target is not None else set()
                 inside = self._loads_of(target, derived(scopes.flows(target), passed), depth + 1) if passed else []  # type: ignore[arg-type]
@@ -126,7 +126,7 @@ class ApiCalls:
         found = self._loads_of(scope, names, depth)
         if found:
             return found
-        if isinstance(scope, cst.FunctionDef) and depth < _WRAPPER_DEPTH and any(
+        if type(scope) is cst.FunctionDef and depth < _WRAPPER_DEPTH and any(
                 tree.contains(value, call) or sources_of(value) & names for value in scopes.returned(scope)):
             return [loader for site in scopes.call_sites(scope) for loader in self.state_loads(site, depth + 1)]
         return []
@@ -167,9 +167,9 @@ class ApiCalls:
         if first is None:
             return False
         values = [first.value]
-        if isinstance(first.value, cst.Name):
+        if type(first.value) is cst.Name:
             values = [b.value for b in self.scopes.in_effect(first.value.value, call)]
-        return bool(values) and all(isinstance(v, cst.Call) and last_part(dotted_name(v.func)) == "BytesIO"
+        return bool(values) and all(type(v) is cst.Call and last_part(dotted_name(v.func)) == "BytesIO"
                                     for v in values)
 
     def _find(self, api: str, direct: _Callable) -> List[ApiSite]:
@@ -182,7 +182,7 @@ class ApiCalls:
             via = ""
             if names.call_name(call) == api:
                 callee = direct
-            elif isinstance(call.func, cst.Name) and call.func.value in aliases:
+            elif type(call.func) is cst.Name and call.func.value in aliases:
                 binding = scopes.bindings_seen(call.func.value, call)
                 if len(binding) == 1 and binding[0].node is aliases[call.func.value][1]:
                     callee, via = aliases[call.func.value][0], call.func.value
@@ -230,7 +230,7 @@ class ApiCalls:
             if self.tree.scope_of(assign) is not module or len(assign.targets) != 1:
                 continue
             target = assign.targets[0].target
-            if isinstance(target, cst.Name) and len(self.scopes.bindings(module, target.value)) == 1:
+            if type(target) is cst.Name and len(self.scopes.bindings(module, target.value)) == 1:
                 found.append((target, assign))
         return found
 
@@ -241,7 +241,7 @@ class ApiCalls:
             value = assign.value
             if self.names.qualified_name(value) == api:
                 found[target.value] = (direct, assign)
-            elif isinstance(value, cst.Call) and self.names.call_name(value) in _PARTIAL and value.args \
+            elif type(value) is cst.Call and self.names.call_name(value) in _PARTIAL and value.args \
                     and value.args[0].keyword is None and not value.args[0].star \
                     and self.names.qualified_name(value.args[0].value) == api:
                 partial = cst.Call(value.args[0].value, value.args[1:])
@@ -260,14 +260,14 @@ class ApiCalls:
         if func is None or site.given == GIVEN and argument(site.call, site.keyword) is None:
             return None
         params = func.params
-        star_kwargs = params.star_kwarg.name.value if isinstance(params.star_kwarg, cst.Param) else None
+        star_kwargs = params.star_kwarg.name.value if type(params.star_kwarg) is cst.Param else None
         if site.given == UNKNOWN:
-            if star_kwargs is None or not any(arg.star == "**" and isinstance(arg.value, cst.Name)
+            if star_kwargs is None or not any(arg.star == "**" and type(arg.value) is cst.Name
                                               and arg.value.value == star_kwargs for arg in site.call.args):
                 return None
             return func, _Callable(site.keyword, None, "")
         arg = argument(site.call, site.keyword)
-        if site.given != GIVEN or arg is None or not isinstance(arg.value, cst.Name):
+        if site.given != GIVEN or arg is None or not type(arg.value) is cst.Name:
             return None
         named = arg.value.value
         positional = [*params.posonly_params, *params.params]
@@ -277,7 +277,7 @@ class ApiCalls:
             if any(b.kind != "param" for b in self.scopes.bindings(func, named)):
                 return None  # rebound inside the wrapper: not simply passed on
             default = param.default
-            if default is not None and not (isinstance(default, cst.Name) and default.value == "None"):
+            if default is not None and not (type(default) is cst.Name and default.value == "None"):
                 return func, _Callable(named, None, GIVEN)
             method = self.tree.class_of(func) is not None and positional and positional[0] is not param \
                 and positional[0].name.value in ("self", "cls")
@@ -298,7 +298,7 @@ class ApiCalls:
 def _loads_state(call: cst.Call) -> bool:
     """`x.load_state_dict(...)` where x is not a scheduler or a scaler."""
     func = call.func
-    if not isinstance(func, cst.Attribute) or func.attr.value != "load_state_dict":
+    if not type(func) is cst.Attribute or func.attr.value != "load_state_dict":
         return False
     return not _STATELESS_OWNER.search(last_part(dotted_name(func.value)) or "")
 

@@ -59,7 +59,7 @@ def only_empties_cache(func: cst.FunctionDef, call_name: Callable[[cst.CSTNode],
     (a `gc.collect()`, a log, a synchronise, a counter) is a reason to keep the call."""
     params = func.params
     if params.params or params.posonly_params or params.kwonly_params or \
-            isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None:
+            type(params.star_arg) is cst.Param or params.star_kwarg is not None:
         return False
     return _empties(_lines(func.body), call_name) > 0
 

@@ -134,7 +134,7 @@ class Checkpoints:
     def _values(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> List[Tuple[cst.BaseExpression, cst.CSTNode]]:
         """What `expr` may be: itself, or for a parameter of the function it is in, the
         arguments the function's calls in the module pass (with where each is)."""
-        if isinstance(expr, cst.Name) and depth < _FOLLOW:
+        if type(expr) is cst.Name and depth < _FOLLOW:
             binds = self.scopes.in_effect(expr.value, at)
             if binds and all(b.kind == "param" for b in binds):
                 func = self.tree.function_of(at)
@@ -160,7 +160,7 @@ class Checkpoints:
 
     def _bound(self, expr: cst.BaseExpression, at: cst.CSTNode) -> List[Tuple[cst.BaseExpression, cst.CSTNode]]:
         """The values a plain name may hold at `at` (assignments only), else nothing."""
-        if not isinstance(expr, cst.Name):
+        if not type(expr) is cst.Name:
             return []
         binds = self.scopes.in_effect(expr.value, at)
         if not binds or any(b.kind != "assign" or not b.whole or b.value is None for b in binds):
@@ -169,24 +169,24 @@ class Checkpoints:
 
     def _on_cpu(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """Whether every tensor `expr` holds is on the CPU."""
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             func = expr.func
-            method = func.attr.value if isinstance(func, cst.Attribute) else None
+            method = func.attr.value if type(func) is cst.Attribute else None
             if method == "cpu" or method == "to" and _names_cpu(expr):
                 return True
             if _TO_CPU.search(last_part(dotted_name(func))):
                 return True
             if method == "state_dict":
                 owner = func.value  # type: ignore[union-attr]
-                if isinstance(owner, cst.Call) and _move(owner) is not None:
+                if type(owner) is cst.Call and _move(owner) is not None:
                     return bool(_move(owner))  # `model.cpu().state_dict()`
                 return self._offloads or self.on_cpu(owner, at) is True
             return False
-        if isinstance(expr, cst.Dict):
-            values = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+        if type(expr) is cst.Dict:
+            values = [e.value for e in expr.elements if type(e) is cst.DictElement]
             held = [v for v in values if self._holds_state(v, at)]
             return bool(held) and all(self._on_cpu(v, at, depth) for v in held)
-        if isinstance(expr, cst.DictComp):
+        if type(expr) is cst.DictComp:
             return self._on_cpu(expr.value, at, depth)
         if depth < _FOLLOW:
             bound = self._bound(expr, at)
@@ -195,7 +195,7 @@ class Checkpoints:
 
     def _holds_state(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """`expr` holds tensors of a model: a `state_dict()`, a CPU copy of one, a model."""
-        if any(isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "state_dict"
+        if any(type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value == "state_dict"
                for n in walk(expr)):
             return True
         if self.receivers.is_model(expr):
@@ -206,19 +206,19 @@ class Checkpoints:
     def _offloads(self) -> bool:
         """The module gathers full state dicts onto the CPU (FSDP's `offload_to_cpu=True`)."""
         return any(arg.keyword is not None and arg.keyword.value == "offload_to_cpu" and
-                   isinstance(arg.value, cst.Name) and arg.value.value == "True"
+                   type(arg.value) is cst.Name and arg.value.value == "True"
                    for call in self.scopes.calls for arg in call.args)
 
     def _dict_keys(self, expr: cst.BaseExpression, at: cst.CSTNode) -> Set[str]:
-        if isinstance(expr, cst.Call) and _TO_CPU.search(last_part(dotted_name(expr.func))) and expr.args:
+        if type(expr) is cst.Call and _TO_CPU.search(last_part(dotted_name(expr.func))) and expr.args:
             expr = expr.args[0].value  # `move_to_cpu({...})` writes the same keys
-        if isinstance(expr, cst.Dict):
-            return {key for e in expr.elements if isinstance(e, cst.DictElement)
+        if type(expr) is cst.Dict:
+            return {key for e in expr.elements if type(e) is cst.DictElement
                     for key in [_string(e.key)] if key is not None}
         keys: Set[str] = set()
         for value, node in self._bound(expr, at):
             keys |= self._dict_keys(value, node)
-        if keys and isinstance(expr, cst.Name):  # `state["epoch"] = epoch` after the dict is made
+        if keys and type(expr) is cst.Name:  # `state["epoch"] = epoch` after the dict is made
             keys |= self._keys_set(expr.value, at)
         return keys
 
@@ -228,7 +228,7 @@ class Checkpoints:
         for assign in self.scopes.assigns_of(scope):
             for target in assign.targets:
                 node = target.target
-                if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
+                if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value == name:
                     key = string_key(node)
                     if key is not None:
                         found.add(key)
@@ -238,7 +238,7 @@ class Checkpoints:
         """Whose state `expr` writes: `name:<model>` and `class:<Class>` for each model whose
         `state_dict()` (or which itself) it holds."""
         found: Set[str] = set()
-        owners = [n.func.value for n in walk(expr) if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute)
+        owners = [n.func.value for n in walk(expr) if type(n) is cst.Call and type(n.func) is cst.Attribute
                   and n.func.attr.value == "state_dict"]
         if not owners and self.receivers.is_model(expr):
             owners = [expr]
@@ -250,7 +250,7 @@ class Checkpoints:
         return found
 
     def _model_tokens(self, owner: cst.BaseExpression) -> Set[str]:
-        while isinstance(owner, cst.Attribute) and owner.attr.value == "module":
+        while type(owner) is cst.Attribute and owner.attr.value == "module":
             owner = owner.value  # `model.module.state_dict()`: the wrapped model
         dotted = dotted_name(owner)
         if dotted is None:
@@ -266,7 +266,7 @@ class Checkpoints:
             if not any(dotted_name(t.target) == dotted for t in assign.targets):
                 continue
             base = _chain_base(assign.value)
-            if isinstance(base, cst.Call):
+            if type(base) is cst.Call:
                 first = base.args[0].value if base.args else None
                 if first is not None and dotted_name(_chain_base(first)) == dotted:
                     continue  # a wrapper of itself
@@ -282,16 +282,16 @@ class Checkpoints:
     def _objects(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> List[str]:
         """What `expr` writes that `weights_only=True` refuses: a configuration or parsed
         arguments (by name), a whole model."""
-        if isinstance(expr, cst.Dict):
+        if type(expr) is cst.Dict:
             found: List[str] = []
             for element in expr.elements:
-                if isinstance(element, cst.DictElement):
+                if type(element) is cst.DictElement:
                     found += self._objects(element.value, at, depth)
             return found
-        if _plain(expr) or isinstance(expr, cst.Name) and self._bound(expr, at) and all(
+        if _plain(expr) or type(expr) is cst.Name and self._bound(expr, at) and all(
                 _plain(value) for value, _ in self._bound(expr, at)):
             return []  # `model_args = dict(n_layer=12)`: plain, whatever its name
-        if self.receivers.is_model(expr) and not isinstance(expr, cst.Call):
+        if self.receivers.is_model(expr) and not type(expr) is cst.Call:
             return [f"the model `{dotted_name(expr)}`"]
         dotted = dotted_name(_subscripted(expr))
         if dotted is not None and _CONFIG.search(last_part(dotted)):
@@ -308,9 +308,9 @@ class Checkpoints:
         found: Set[str] = set()
         for node in walk(expr):
             text = None
-            if isinstance(node, cst.SimpleString):
+            if type(node) is cst.SimpleString:
                 text = _string(node)
-            elif isinstance(node, cst.FormattedStringText):
+            elif type(node) is cst.FormattedStringText:
                 text = node.value
             if text:
                 name = os.path.basename(text.replace("\\", "/"))
@@ -439,7 +439,7 @@ class Checkpoints:
             kind = type(parent)
             if kind is cst.AssignTarget or kind is cst.Subscript and parent.value is node or \
                     kind is cst.Attribute and parent.attr.value in ("get", "keys") or \
-                    kind is cst.ComparisonTarget and isinstance(parent.operator, (cst.In, cst.NotIn)):  # type: ignore[attr-defined]
+                    kind is cst.ComparisonTarget and type(parent.operator) in (cst.In, cst.NotIn):  # type: ignore[attr-defined]
                 continue
             return False
         return True
@@ -486,13 +486,13 @@ class Checkpoints:
         for node in self.tree.walk_scope(scope):
             if type(node) is cst.Subscript and type(node.value) is cst.Name and node.value.value in names:
                 key = string_key(node)
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                    isinstance(node.func.value, cst.Name) and node.func.value.value in names and \
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute and \
+                    type(node.func.value) is cst.Name and node.func.value.value in names and \
                     node.func.attr.value in ("get", "pop") and node.args:
                 key = _string(node.args[0].value)
             elif type(node) is cst.Comparison and len(node.comparisons) == 1 and \
-                    isinstance(node.comparisons[0].operator, cst.In) and \
-                    isinstance(node.comparisons[0].comparator, cst.Name) and \
+                    type(node.comparisons[0].operator) is cst.In and \
+                    type(node.comparisons[0].comparator) is cst.Name and \
                     node.comparisons[0].comparator.value in names:
                 key = _string(node.left)
             else:
@@ -513,8 +513,8 @@ class Checkpoints:
         if self._registers_safe_globals:
             return True
         for ancestor in self.tree.ancestors(call):
-            if isinstance(ancestor, cst.With) and any(
-                    isinstance(item.item, cst.Call) and self.names.call_name(item.item) == _SAFE_GLOBALS
+            if type(ancestor) is cst.With and any(
+                    type(item.item) is cst.Call and self.names.call_name(item.item) == _SAFE_GLOBALS
                     for item in ancestor.items):
                 return True
         return False
@@ -529,7 +529,7 @@ class Checkpoints:
         """Whether the model `receiver` names is on the CPU at `at`, from what its function did
         to it before: built (`Net()`), moved (`.cpu()`, `.to("cpu")` / `.cuda()`, `.to(device)`);
         None when its function does not say."""
-        while isinstance(receiver, cst.Attribute) and receiver.attr.value == "module":
+        while type(receiver) is cst.Attribute and receiver.attr.value == "module":
             receiver = receiver.value
         dotted = dotted_name(receiver)
         if dotted is None:
@@ -543,7 +543,7 @@ class Checkpoints:
                 if placed != "same":
                     events.append((self.tree.order(assign), placed))  # type: ignore[arg-type]
         for call in self.scopes.calls_of(scope):
-            if self.tree.order(call) < position and isinstance(call.func, cst.Attribute) and \
+            if self.tree.order(call) < position and type(call.func) is cst.Attribute and \
                     call.func.attr.value in ("cpu", "cuda", "to") and \
                     dotted_name(_chain_base(call)) == dotted and not self._assigned(call, dotted):
                 events.append((self.tree.order(call), _move(call)))
@@ -554,16 +554,16 @@ class Checkpoints:
     def _assigned(self, call: cst.Call, dotted: str) -> bool:
         """The call's value is assigned to the model's own name (the assignment is the event)."""
         parent = self.tree.parent(call)
-        return isinstance(parent, cst.Assign) and any(dotted_name(t.target) == dotted for t in parent.targets)
+        return type(parent) is cst.Assign and any(dotted_name(t.target) == dotted for t in parent.targets)
 
     def _placed(self, value: cst.BaseExpression, dotted: str) -> "Optional[bool] | str":
         """Where an assignment puts the model: True (CPU), False (a GPU), None (not known),
         "same" (a move-free wrapper of itself: `net = DataParallel(net)`)."""
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+        if type(value) is cst.Call and type(value.func) is cst.Attribute and \
                 value.func.attr.value in ("cpu", "cuda", "to"):
             return _move(value)
         base = _chain_base(value)
-        if isinstance(base, cst.Call):
+        if type(base) is cst.Call:
             first = base.args[0].value if base.args else None
             if first is not None and dotted_name(_chain_base(first)) == dotted:
                 return "same"
@@ -586,15 +586,15 @@ class Checkpoints:
 
 def _plain(expr: cst.BaseExpression) -> bool:
     """A literal, or a container `weights_only=True` loads (`dict(...)`, `vars(args)`)."""
-    if isinstance(expr, (cst.List, cst.Tuple, cst.ListComp, cst.DictComp, cst.SimpleString, cst.Integer, cst.Float)):
+    if type(expr) in (cst.List, cst.Tuple, cst.ListComp, cst.DictComp, cst.SimpleString, cst.Integer, cst.Float):
         return True
-    return isinstance(expr, cst.Call) and last_part(dotted_name(expr.func)) in _PLAIN
+    return type(expr) is cst.Call and last_part(dotted_name(expr.func)) in _PLAIN
 
 
 def _chain_base(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`Net()` of `Net().to(device).eval()`, `net` of `net.eval().cpu()`: what a chain of
     moves starts from."""
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MOVERS:
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in _MOVERS:
         expr = expr.func.value
     return expr
 
@@ -623,7 +623,7 @@ def _names_a_device(call: cst.Call) -> bool:
 def _move(call: cst.Call) -> Optional[bool]:
     """The outermost move of a chain: True (to the CPU), False (to a GPU), None (not a move)."""
     func = call.func
-    if not isinstance(func, cst.Attribute):
+    if not type(func) is cst.Attribute:
         return None
     if func.attr.value == "cpu":
         return True
@@ -640,13 +640,13 @@ def _names_cpu(call: cst.Call) -> bool:
     if arg is None:
         return False
     value = arg.value
-    if isinstance(value, cst.Call) and value.args:
+    if type(value) is cst.Call and value.args:
         value = value.args[0].value
     return _string(value) == "cpu"
 
 
 def _string(expr: Optional[cst.BaseExpression]) -> Optional[str]:
-    if isinstance(expr, cst.SimpleString):
+    if type(expr) is cst.SimpleString:
         value = expr.evaluated_value
         return value if isinstance(value, str) else None
     return None
@@ -654,6 +654,6 @@ def _string(expr: Optional[cst.BaseExpression]) -> Optional[str]:
 
 def _subscripted(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`cfg` of `cfg[cfg.model]`, `cfg.model.encoder` stays itself."""
-    while isinstance(expr, cst.Subscript):
+    while type(expr) is cst.Subscript:
         expr = expr.value
     return expr

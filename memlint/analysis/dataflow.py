@@ -92,7 +92,7 @@ _NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 
 def _is_scalar_call(call: cst.Call) -> bool:
     func = call.func
-    return (isinstance(func, cst.Attribute) and func.attr.value in SCALAR_METHODS) or (
+    return (type(func) is cst.Attribute and func.attr.value in SCALAR_METHODS) or (
         type(func) is cst.Name and func.value in SCALAR_FUNCTIONS)
 
 
@@ -145,20 +145,20 @@ def leaf_targets(target: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def unpacked_position(statement: cst.CSTNode, name: str) -> Optional[int]:
     """Where `name` sits in the tuple an assignment unpacks (`a, b = f()`: `b` at 1; also in
     a chained one, `pair = a, b = f()`)."""
-    if not isinstance(statement, cst.Assign):
+    if not type(statement) is cst.Assign:
         return None
     for target in statement.targets:
-        if isinstance(target.target, (cst.Tuple, cst.List)) and \
-                not any(isinstance(e, cst.StarredElement) for e in target.target.elements):  # (`a, *rest, b`)
+        if type(target.target) in (cst.Tuple, cst.List) and \
+                not any(type(e) is cst.StarredElement for e in target.target.elements):  # (`a, *rest, b`)
             for position, element in enumerate(target.target.elements):
-                if isinstance(element.value, cst.Name) and element.value.value == name:
+                if type(element.value) is cst.Name and element.value.value == name:
                     return position
     return None
 
 
 def target_names(target: cst.CSTNode) -> Set[str]:
     """Plain names a target binds."""
-    return {leaf.value for leaf in leaf_targets(target) if isinstance(leaf, cst.Name)}
+    return {leaf.value for leaf in leaf_targets(target) if type(leaf) is cst.Name}
 
 
 def binding_targets(statement: cst.CSTNode) -> List[cst.BaseAssignTargetExpression]:
@@ -170,14 +170,14 @@ def binding_targets(statement: cst.CSTNode) -> List[cst.BaseAssignTargetExpressi
 
 def stored_attributes(target: cst.CSTNode) -> Set[str]:
     """The attribute names a target stores (`self.a = ...`, `x.a, y.b = ...`)."""
-    return {leaf.attr.value for leaf in leaf_targets(target) if isinstance(leaf, cst.Attribute)}
+    return {leaf.attr.value for leaf in leaf_targets(target) if type(leaf) is cst.Attribute}
 
 
 def _containers(target: cst.CSTNode) -> Set[str]:
     """For `a.b = v` / `a[i] = v` (also inside tuples): the names the containers come from."""
     found: Set[str] = set()
     for leaf in leaf_targets(target):
-        if isinstance(leaf, (cst.Attribute, cst.Subscript)):
+        if type(leaf) in (cst.Attribute, cst.Subscript):
             found |= sources_of(leaf.value) or {"<expr>"}
     return found
 
@@ -185,7 +185,7 @@ def _containers(target: cst.CSTNode) -> Set[str]:
 def parameter_names(params: cst.Parameters) -> Set[str]:
     names = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
     for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             names.add(star.name.value)
     return names
 
@@ -193,7 +193,7 @@ def parameter_names(params: cst.Parameters) -> Set[str]:
 def _local_bindings(scope: cst.CSTNode) -> Set[str]:
     """Names a nested function or lambda binds itself (its parameters and assignments)."""
     params = getattr(scope, "params", None)
-    names = parameter_names(params) if isinstance(params, cst.Parameters) else set()
+    names = parameter_names(params) if type(params) is cst.Parameters else set()
     collector = _Collector()
     collector.block(getattr(scope, "body", scope), conditional=False, nested=True)
     names |= {use.name for use in collector.flow.uses if use.store}
@@ -214,7 +214,7 @@ class _Collector:
 
     def _store(self, target: cst.CSTNode, conditional: bool, nested: bool) -> None:
         for leaf in leaf_targets(target):
-            if isinstance(leaf, cst.Name):
+            if type(leaf) is cst.Name:
                 self._use(leaf, True, conditional, nested)
             else:  # attribute or subscript target: its parts are loads
                 self.expr(leaf, conditional, nested)
@@ -241,7 +241,7 @@ class _Collector:
             self.flow.sinks.append(Sink("stored", sources, frozenset(containers), node))
         for target in targets:
             for leaf in leaf_targets(target):
-                if isinstance(leaf, cst.Attribute) and leaf.attr.value == "requires_grad":
+                if type(leaf) is cst.Attribute and leaf.attr.value == "requires_grad":
                     self._made_leaf(leaf.value, node)
 
     def _made_leaf(self, tensor: cst.CSTNode, node: cst.CSTNode) -> None:
@@ -259,13 +259,13 @@ class _Collector:
             self.statement(body, conditional, nested)
 
     def statement(self, stmt: cst.CSTNode, conditional: bool, nested: bool) -> None:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 self.small(small, conditional, nested)
-        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        elif type(stmt) in (cst.FunctionDef, cst.ClassDef):
             self.scope(stmt, conditional)
             self._use(stmt.name, True, conditional, nested)
-        elif isinstance(stmt, cst.For):
+        elif type(stmt) is cst.For:
             self.expr(stmt.iter, conditional, nested)
             self._bind([stmt.target], None, stmt, True, nested)
             if not nested:
@@ -275,7 +275,7 @@ class _Collector:
             self.block(stmt.body, True, nested)
             if stmt.orelse is not None:
                 self.block(stmt.orelse.body, True, nested)
-        elif isinstance(stmt, cst.With):
+        elif type(stmt) is cst.With:
             for item in stmt.items:
                 targets = [item.asname.name] if item.asname is not None else []
                 self._bind(targets, item.item, stmt, conditional, nested)
@@ -285,15 +285,15 @@ class _Collector:
             for child in children(stmt):
                 if isinstance(child, (cst.BaseSuite, cst.BaseStatement)):
                     self.block(child, inner, nested)
-                elif isinstance(child, (cst.Else, cst.Finally)):
+                elif type(child) in (cst.Else, cst.Finally):
                     self.block(child.body, inner, nested)
-                elif isinstance(child, (cst.ExceptHandler, cst.ExceptStarHandler)):
+                elif type(child) in (cst.ExceptHandler, cst.ExceptStarHandler):
                     if child.type is not None:
                         self.expr(child.type, inner, nested)
                     if child.name is not None:
                         self._store(child.name.name, inner, nested)
                     self.block(child.body, inner, nested)
-                elif isinstance(child, cst.MatchCase):
+                elif type(child) is cst.MatchCase:
                     self.expr(child.pattern, inner, nested)
                     self.block(child.body, inner, nested)
                 else:
@@ -302,45 +302,45 @@ class _Collector:
             self.small(stmt, conditional, nested)
 
     def small(self, small: cst.CSTNode, conditional: bool, nested: bool) -> None:
-        if isinstance(small, cst.Assign):
+        if type(small) is cst.Assign:
             self._bind([t.target for t in small.targets], small.value, small, conditional, nested)
-        elif isinstance(small, cst.AnnAssign):
+        elif type(small) is cst.AnnAssign:
             self._bind([small.target], small.value, small, conditional, nested)
-        elif isinstance(small, cst.AugAssign):
+        elif type(small) is cst.AugAssign:
             self._bind([small.target], small.value, small, conditional, nested, augmented=True)
-            if not nested and isinstance(small.target, cst.Name):
+            if not nested and type(small.target) is cst.Name:
                 # `acc += x` folds x into acc (a list would keep x itself)
                 self.flow.sinks.append(Sink(
                     "accumulated", frozenset(sources_of(small.value)),
                     frozenset(target_names(small.target)), small,
                 ))
-        elif isinstance(small, cst.Expr):
+        elif type(small) is cst.Expr:
             self.expr(small.value, conditional, nested)
             call = small.value
-            if isinstance(call, cst.Call) and not nested:
+            if type(call) is cst.Call and not nested:
                 self._discarded_call(call)
-        elif isinstance(small, (cst.Return,)):
+        elif type(small) in (cst.Return,):
             if small.value is not None:
                 self.expr(small.value, conditional, nested)
                 if not nested:
                     self.flow.sinks.append(Sink("returned", frozenset(sources_of(small.value)), node=small))
-        elif isinstance(small, (cst.Global, cst.Nonlocal)):
+        elif type(small) in (cst.Global, cst.Nonlocal):
             if not nested:
                 names = frozenset(item.name.value for item in small.names)
                 self.flow.sinks.append(Sink("global", names, node=small))
-        elif isinstance(small, cst.Del):
+        elif type(small) is cst.Del:
             self.expr(small.target, conditional, nested)
             if not nested:
                 self.flow.sinks.append(Sink("deleted", frozenset(sources_of(small.target)), node=small))
-        elif isinstance(small, (cst.Import, cst.ImportFrom)):
-            if isinstance(small.names, cst.ImportStar):
+        elif type(small) in (cst.Import, cst.ImportFrom):
+            if type(small.names) is cst.ImportStar:
                 self.flow.dynamic = True
                 return
             for alias in small.names:
                 bound = alias.asname.name if alias.asname is not None else alias.name
-                while isinstance(bound, cst.Attribute):
+                while type(bound) is cst.Attribute:
                     bound = bound.value
-                if isinstance(bound, cst.Name):
+                if type(bound) is cst.Name:
                     self._use(bound, True, conditional, nested)
         else:  # Raise, Assert, Pass, Break, Continue
             for child in children(small):
@@ -352,7 +352,7 @@ class _Collector:
         if not args:
             return
         receiver: FrozenSet[str] = frozenset()
-        if isinstance(call.func, cst.Attribute):
+        if type(call.func) is cst.Attribute:
             receiver = frozenset(sources_of(call.func.value))
         self.flow.sinks.append(Sink("called", args, receiver, call))
 
@@ -360,16 +360,16 @@ class _Collector:
         """A nested function, class or lambda: what it reads from outside is captured."""
         outer_hidden = self._hidden
         self._hidden = outer_hidden | _local_bindings(node)
-        if isinstance(node, cst.FunctionDef):
+        if type(node) is cst.FunctionDef:
             for decorator in node.decorators:
                 self.expr(decorator.decorator, conditional, nested=False)
             self._defaults(node.params, conditional)
             self.block(node.body, conditional, nested=True)
-        elif isinstance(node, cst.ClassDef):
+        elif type(node) is cst.ClassDef:
             for part in (*node.bases, *node.keywords):
                 self.expr(part.value, conditional, nested=False)
             self.block(node.body, conditional, nested=True)
-        elif isinstance(node, cst.Lambda):
+        elif type(node) is cst.Lambda:
             self._defaults(node.params, conditional)
             self.expr(node.body, conditional, nested=True)
         self._hidden = outer_hidden
@@ -397,8 +397,8 @@ class _Collector:
             elif kind is cst.NamedExpr:
                 self._bind([current.target], current.value, current, conditional, nested)
             elif kind is cst.Yield or kind is cst.Await:
-                inner = current.value if isinstance(current, cst.Yield) else current.expression
-                if isinstance(inner, cst.From):
+                inner = current.value if type(current) is cst.Yield else current.expression
+                if type(inner) is cst.From:
                     inner = inner.item
                 if inner is not None:
                     stack.append((inner, scalar))
@@ -420,11 +420,11 @@ class _Collector:
 
     def _call(self, call: cst.Call, nested: bool) -> None:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in DYNAMIC_FUNCTIONS:
+        if type(func) is cst.Name and func.value in DYNAMIC_FUNCTIONS:
             self.flow.dynamic = True
         if not nested:
             self.flow.calls.append(call)
-        if nested or not isinstance(func, cst.Attribute):
+        if nested or not type(func) is cst.Attribute:
             return
         method = func.attr.value
         if method in MUTATING_METHODS or (method.endswith("_") and not method.startswith("_")):

@@ -73,7 +73,7 @@ class Distributions:
         one it may hold is built from host parameters; else None."""
         if depth > _DEPTH:
             return None
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             built = self._constructed(expr, depth)
             return None if built is None else (built,)
         values = self._values(expr, at)
@@ -115,19 +115,19 @@ class Distributions:
             return False
         if Purity.constant(expr):
             return True
-        if isinstance(expr, cst.UnaryOperation):
-            return isinstance(expr.operator, (cst.Minus, cst.Plus)) and self.host_number(expr.expression, at, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.UnaryOperation:
+            return type(expr.operator) in (cst.Minus, cst.Plus) and self.host_number(expr.expression, at, depth + 1)
+        if type(expr) is cst.BinaryOperation:
             return self.host_number(expr.left, at, depth + 1) and self.host_number(expr.right, at, depth + 1)
-        if isinstance(expr, (cst.List, cst.Tuple)):
-            return all(isinstance(e, cst.Element) and self.host_number(e.value, at, depth + 1) for e in expr.elements)
-        if isinstance(expr, cst.Call):
+        if type(expr) in (cst.List, cst.Tuple):
+            return all(type(e) is cst.Element and self.host_number(e.value, at, depth + 1) for e in expr.elements)
+        if type(expr) is cst.Call:
             return self._host_call(expr, at, depth)
         dotted = dotted_name(expr)
         if dotted is None:
             return False
         parts = dotted.split(".")
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             if self.names.qualified_name(expr) is not None:
                 return False  # an imported module's attribute that is no literal constant
             if parts[0] in _CONFIG_ROOTS or parts[0] == "self" and len(parts) > 2 and parts[1] in _CONFIG_ROOTS:
@@ -150,11 +150,11 @@ class Distributions:
                 return argument(call, "device") is None and data is not None and \
                     self.host_number(data.value, at, depth + 1)
             return name in DETERMINISTIC_FACTORIES and not name.endswith("_like") and argument(call, "device") is None
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             if func.value in ("float", "int"):
                 return True  # a Python number, whatever it is made from
             return func.value in _NUMBER_BUILTINS and all(self.host_number(a.value, at, depth + 1) for a in call.args)
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             if func.attr.value == "item" and not call.args:
                 return True
             if func.attr.value in _CASTS and not call.args:
@@ -167,7 +167,7 @@ class Distributions:
         """Every value `expr` (a name, or `self.<attr>`) may hold at `at`, each with the node it
         is evaluated at; None when some binding is not a plain assignment of a whole value (a
         parameter, a loop target, an unpacking, an augmented assignment) or `expr` is neither."""
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             binds = self.scopes.in_effect(expr.value, at)
             if not binds or any(b.kind != "assign" or not b.whole or b.value is None for b in binds):
                 return None
@@ -192,24 +192,24 @@ class Distributions:
         whole = f"self.{attr}"
         values: List[cst.BaseExpression] = []
         for method in klass.body.body:
-            if not isinstance(method, cst.FunctionDef):
+            if not type(method) is cst.FunctionDef:
                 continue
             for node in self.tree.walk_scope(method):
-                if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "setattr":
+                if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "setattr":
                     return None
-                if isinstance(node, cst.Assign):
+                if type(node) is cst.Assign:
                     targets = [t.target for t in node.targets]
-                elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                elif type(node) in (cst.AnnAssign, cst.AugAssign):
                     targets = [node.target]
                 else:
                     continue
                 for target in targets:
                     for leaf in _leaves(target):
-                        name = dotted_name(leaf) if not isinstance(leaf, cst.Subscript) else \
+                        name = dotted_name(leaf) if not type(leaf) is cst.Subscript else \
                             f"{dotted_name(leaf.value)}[]"
                         if name is None or not (name == whole or name.startswith((whole + ".", whole + "["))):
                             continue
-                        if name != whole or not isinstance(node, cst.Assign) or leaf is not target:
+                        if name != whole or not type(node) is cst.Assign or leaf is not target:
                             return None
                         values.append(node.value)
         return values or None
@@ -220,14 +220,14 @@ class Distributions:
         constructor that also takes a device (`def __init__(self, std, device)`) may be handed
         tensors made there, and its parameters are not taken for host values; nor one that this
         module hands anything but a number where it constructs the class."""
-        if not isinstance(expr, cst.Name):
+        if not type(expr) is cst.Name:
             return False
         binds = self.scopes.in_effect(expr.value, at)
         if len(binds) != 1 or binds[0].kind != "param":
             return False
         param = binds[0].node
         function = self.tree.scope_of(at)
-        if not isinstance(param, cst.Param) or not isinstance(function, cst.FunctionDef) or \
+        if not type(param) is cst.Param or not type(function) is cst.FunctionDef or \
                 function.name.value != "__init__" or self.tree.class_of(function) is None:
             return False
         params = function.params
@@ -259,8 +259,8 @@ class Distributions:
 
 def _leaves(target: cst.BaseExpression) -> List[cst.BaseExpression]:
     """The stores an assignment target makes (`a, (b, c)`: a, b, c), starred ones included."""
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return [leaf for element in target.elements for leaf in _leaves(element.value)]
-    if isinstance(target, cst.StarredElement):
+    if type(target) is cst.StarredElement:
         return _leaves(target.value)
     return [target]

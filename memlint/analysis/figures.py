@@ -24,6 +24,6 @@ if TYPE_CHECKING:
 
 def over_dataset(facts: "Facts", node: cst.CSTNode) -> bool:
     """Whether `node` runs in a loop over a data loader, outside tests (see the module docstring)."""
-    loops = [node] if isinstance(node, cst.For) else []
+    loops = [node] if type(node) is cst.For else []
     loops += facts.tree.loops_around(node)
     return any(Steps.iterates_loader(loop) for loop in loops) and not facts.in_test(node)

@@ -96,9 +96,9 @@ class Guards:
         found: List[cst.BaseExpression] = []
         child = node
         for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
                 break
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and \
+            if type(ancestor) in (cst.If, cst.IfExp) and child is not ancestor.test and \
                     not _main_guard(ancestor.test):
                 found.append(ancestor.test)
             child = ancestor
@@ -113,9 +113,9 @@ class Guards:
         found: List[Tuple[cst.BaseExpression, cst.CSTNode]] = []
         child = node
         for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
                 break
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and child is ancestor.body:
+            if type(ancestor) in (cst.If, cst.IfExp) and child is ancestor.body:
                 found.extend((part, child) for part in conjuncts(ancestor.test))
             child = ancestor
         return found
@@ -165,9 +165,9 @@ class Guards:
         surely true (`if not HF_MODE:` after `HF_MODE = False`)."""
         child = node
         for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
                 return False
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and (
+            if type(ancestor) in (cst.If, cst.IfExp) and (
                     child is ancestor.body and self._surely_false(ancestor.test, ancestor.test, 0) or
                     child is ancestor.orelse and self._surely_true(ancestor.test)):
                 return True
@@ -302,7 +302,7 @@ class Guards:
         sides: Dict[str, bool] = {}
         child = node
         for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
                 break
             if type(ancestor) is cst.If and child is not ancestor.test:
                 test, holds = ancestor.test, child is ancestor.body
@@ -330,24 +330,24 @@ class Guards:
         """_LITERAL, _HARDWARE or _CHOICE: the most telling thing `expr` reads."""
         if expr is None:
             return _CHOICE
-        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+        if type(expr) in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString):
             return _LITERAL
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             if expr.value in ("True", "False", "None"):
                 return _LITERAL
             return self._name(expr.value, at, depth)
-        if isinstance(expr, cst.BooleanOperation):
+        if type(expr) is cst.BooleanOperation:
             return max(self._depends_on(expr.left, at, depth), self._depends_on(expr.right, at, depth))
-        if isinstance(expr, cst.UnaryOperation):
+        if type(expr) is cst.UnaryOperation:
             return self._depends_on(expr.expression, at, depth)
-        if isinstance(expr, cst.Comparison):
+        if type(expr) is cst.Comparison:
             if _main_guard(expr):
                 return _LITERAL  # (`__name__ == "__main__" and ...`: the script runs it)
             return max([self._depends_on(expr.left, at, depth),
                         *(self._depends_on(target.comparator, at, depth) for target in expr.comparisons)])
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             return max(self._depends_on(part, at, depth) for part in (expr.test, expr.body, expr.orelse))
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             if expr.attr.value in _PLACEMENT:
                 return _HARDWARE
             if expr.attr.value == "type":  # `device.type`: whatever chose the device
@@ -355,7 +355,7 @@ class Guards:
             if type(expr.value) is cst.Name and expr.value.value == "self":
                 return self._attribute(expr.attr.value, at, depth)
             return _CHOICE
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             name = self.names.call_name(expr)
             if name in HARDWARE_CALLS:
                 return _HARDWARE

@@ -95,11 +95,11 @@ class HostBuffer:
 
 def single_assignment(statement: cst.CSTNode) -> Optional[Tuple[str, cst.Assign]]:
     """`name = value` alone on its line: (name, the Assign)."""
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+    if not type(statement) is cst.SimpleStatementLine or len(statement.body) != 1:
         return None
     assign = statement.body[0]
-    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or \
-            not isinstance(assign.targets[0].target, cst.Name):
+    if not type(assign) is cst.Assign or len(assign.targets) != 1 or \
+            not type(assign.targets[0].target) is cst.Name:
         return None
     return assign.targets[0].target.value, assign
 
@@ -156,7 +156,7 @@ class Hoisting:
     def _computation(self, value: cst.BaseExpression) -> Tuple[Optional[Computation], Optional[cst.FunctionDef]]:
         """What `value` computes: itself, or a call of a pure helper with pure arguments."""
         computation = self.purity.of(value)
-        if computation.pure and computation.placed or not isinstance(value, cst.Call):
+        if computation.pure and computation.placed or not type(value) is cst.Call:
             return computation, None
         helper = self.scopes.resolve(value)
         if helper is None or any(arg.star or arg.keyword is not None for arg in value.args):
@@ -165,9 +165,9 @@ class Hoisting:
         if not summary.pure or not summary.placed:
             return None, None
         params = [p.name.value for p in helper.params.params]
-        if isinstance(value.func, cst.Attribute):  # a method: `self` is bound by the call
+        if type(value.func) is cst.Attribute:  # a method: `self` is bound by the call
             params = params[1:]
-        if len(value.args) > len(params) or isinstance(helper.params.star_arg, cst.Param) or \
+        if len(value.args) > len(params) or type(helper.params.star_arg) is cst.Param or \
                 helper.params.star_kwarg is not None or helper.params.kwonly_params or \
                 any(p.default is not None and not Purity.constant(p.default) for p in helper.params.params):
             return None, None
@@ -188,7 +188,7 @@ class Hoisting:
         impure = Helper(False, False, frozenset(), (), False)
         self._helpers[id(func)] = impure  # recursion is not pure
         body = func.body
-        if not isinstance(body, cst.IndentedBlock) or func.decorators or func.asynchronous is not None:
+        if not type(body) is cst.IndentedBlock or func.decorators or func.asynchronous is not None:
             return impure
         params = parameter_names(func.params)
         locals_: Set[str] = set()
@@ -203,13 +203,13 @@ class Hoisting:
             return impure
         for position, statement in enumerate(statements):
             last = position == len(statements) - 1
-            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and \
+            small = statement.body[0] if type(statement) is cst.SimpleStatementLine and \
                 len(statement.body) == 1 else None
-            if last and isinstance(small, cst.Return) and small.value is not None:
+            if last and type(small) is cst.Return and small.value is not None:
                 value: cst.BaseExpression = small.value
                 target = None
-            elif not last and isinstance(small, cst.Assign) and len(small.targets) == 1 and \
-                    isinstance(small.targets[0].target, cst.Name):
+            elif not last and type(small) is cst.Assign and len(small.targets) == 1 and \
+                    type(small.targets[0].target) is cst.Name:
                 value, target = small.value, small.targets[0].target.value
             else:
                 return impure
@@ -244,7 +244,7 @@ class Hoisting:
         (`weights[i, :t, :s] = w`, `weights.fill_(0)`, in loops too). None otherwise (the
         tensor read, handed on, aliased or bound again; another return)."""
         body = func.body
-        statements = body.body if isinstance(body, cst.IndentedBlock) else ()
+        statements = body.body if type(body) is cst.IndentedBlock else ()
         last = statements[-1] if statements else None
         if last is None or type(last) is not cst.SimpleStatementLine or len(last.body) != 1 or \
                 type(last.body[0]) is not cst.Return or type(last.body[0].value) is not cst.Name or \
@@ -368,7 +368,7 @@ class Hoisting:
                 elif kind is cst.Call and self.names.call_name(node) in _CHANGES_FACTORIES:
                     opaque = True
                 elif kind is cst.With and any(
-                        isinstance(i.item, cst.Call) and self.names.call_name(i.item) == "torch.cuda.device"
+                        type(i.item) is cst.Call and self.names.call_name(i.item) == "torch.cuda.device"
                         for i in node.items):
                     opaque = True
         for function in self.calls.functions_reached(loop):  # a helper's globals and `global` names
@@ -401,14 +401,14 @@ class Hoisting:
         that works in place (`torch.nn.init.normal_(w)`, `out=`, `inplace=True`) or a function
         that cannot be followed (`fill(w)`)."""
         for call in facts.flow.calls:
-            if not any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args):
+            if not any(type(a.value) is cst.Name and a.value.value == name for a in call.args):
                 continue
             qualified = self.names.call_name(call)
             if qualified is not None:
                 if qualified.endswith("_") or any(
                         a.keyword is not None and a.keyword.value in ("out", "inplace") for a in call.args):
                     return True
-            elif not (isinstance(call.func, cst.Name) and call.func.value in _HARMLESS_BUILTINS):
+            elif not (type(call.func) is cst.Name and call.func.value in _HARMLESS_BUILTINS):
                 return True
         return False
 
@@ -449,10 +449,10 @@ class Hoisting:
             if self.scopes.resolve(call) is not None or self.names.call_name(call) is not None:
                 continue
             func = call.func
-            receiver = dotted_name(func.value) if isinstance(func, cst.Attribute) else None
+            receiver = dotted_name(func.value) if type(func) is cst.Attribute else None
             if receiver is not None and receiver.split(".")[0] == root:
                 return True
-            if any(isinstance(a.value, cst.Name) and a.value.value == root for a in call.args):
+            if any(type(a.value) is cst.Name and a.value.value == root for a in call.args):
                 return True
         return False
 
@@ -474,7 +474,7 @@ class Hoisting:
             qualified = self.names.call_name(call) or ""
             writes = qualified.endswith("_") or any(
                 a.keyword is not None and a.keyword.value in ("out", "inplace") for a in call.args)
-            if writes and any(isinstance(a.value, cst.Name) and a.value.value in derived for a in call.args):
+            if writes and any(type(a.value) is cst.Name and a.value.value in derived for a in call.args):
                 return True
         return False
 
@@ -560,7 +560,7 @@ class Hoisting:
         if not sizes:
             return None
         return [e.value for size in sizes
-                for e in (size.elements if isinstance(size, (cst.Tuple, cst.List)) else [cst.Element(size)])]
+                for e in (size.elements if type(size) in (cst.Tuple, cst.List) else [cst.Element(size)])]
 
     def _one_number(self, value: cst.BaseExpression) -> bool:
         """`torch.tensor(1.0, ...)`, `torch.scalar_tensor(0)`, `torch.zeros(())`: a tensor of
@@ -597,7 +597,7 @@ class Hoisting:
         found = self._settled.get(id(klass))
         if found is not None:
             return found
-        init = next((s for s in klass.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+        init = next((s for s in klass.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"),
                     None)
         in_init: Set[str] = set()
         elsewhere: Set[str] = set()
@@ -618,11 +618,11 @@ class Hoisting:
 
 def _plain_number(expr: cst.BaseExpression) -> bool:
     """A literal number, or what `int()`, `float()`, `len()`, `round()` or `bool()` return."""
-    if isinstance(expr, (cst.Integer, cst.Float)):
+    if type(expr) in (cst.Integer, cst.Float):
         return True
-    if isinstance(expr, cst.UnaryOperation):
+    if type(expr) is cst.UnaryOperation:
         return _plain_number(expr.expression)
-    return isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and \
+    return type(expr) is cst.Call and type(expr.func) is cst.Name and \
         expr.func.value in ("int", "float", "len", "round", "bool")
 
 

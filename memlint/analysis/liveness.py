@@ -41,7 +41,7 @@ class Liveness:
         (nested functions' reads flagged `nested`), sinks such as `global`, `dynamic`."""
         found = self._uses.get(id(scope))
         if found is None:
-            body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
+            body = scope.body if type(scope) in (cst.FunctionDef, cst.Module) else scope
             found = block_flow(body)
             self._uses[id(scope)] = found
         return found
@@ -53,7 +53,7 @@ class Liveness:
         `holds_it`: a binding of the same name that still holds the value (a view of it, `out =
         out.view(-1, v)`), whose reads count as the value's own."""
         tree = self.tree
-        assign = next((a for a in tree.ancestors(target) if isinstance(a, cst.Assign)), None)
+        assign = next((a for a in tree.ancestors(target) if type(a) is cst.Assign), None)
         if assign is None:
             return None
         scope = tree.scope_of(assign)
@@ -65,7 +65,7 @@ class Liveness:
         if any(sink.kind == "global" and name in sink.sources for sink in flow.sinks):
             return None
         if flow.dynamic and any(tree.order(call) >= start or tree.contains(outermost, call) for call in flow.calls
-                                if isinstance(call.func, cst.Name) and call.func.value in DYNAMIC_FUNCTIONS):
+                                if type(call.func) is cst.Name and call.func.value in DYNAMIC_FUNCTIONS):
             return None  # `exec(...)`, `locals()` run once the name is bound: they may read it
         reads: List[cst.Name] = []
         holders: Set[int] = set()
@@ -77,7 +77,7 @@ class Liveness:
             if use.store:
                 if holds_it is not None and start <= tree.order(use.node) < until and \
                         tree.contains(step, use.node) and holds_it(use.node):  # type: ignore[arg-type]
-                    holders.add(id(next(a for a in tree.ancestors(use.node) if isinstance(a, cst.Assign))))
+                    holders.add(id(next(a for a in tree.ancestors(use.node) if type(a) is cst.Assign)))
                     continue
                 if tree.contains(step, use.node) and tree.order(use.node) < until:
                     return None  # bound again in the step, before `until`

@@ -54,7 +54,7 @@ class LoopFacts:
         self._scope = scope
         self.flow: BlockFlow = block_flow(loop.body)
         bound = {use.name for use in self.flow.uses if use.store and not use.nested}
-        if isinstance(loop, cst.For):
+        if type(loop) is cst.For:
             bound |= target_names(loop.target)
         self.bound: FrozenSet[str] = frozenset(bound)
         self._mutated: FrozenSet[str] = frozenset(
@@ -70,7 +70,7 @@ class LoopFacts:
     def bindings_of(self, name: str) -> int:
         """How many places in the loop (its target included) bind `name`."""
         count = sum(1 for use in self.flow.uses if use.store and use.name == name)
-        if isinstance(self.loop, cst.For) and name in target_names(self.loop.target):
+        if type(self.loop) is cst.For and name in target_names(self.loop.target):
             count += 1
         return count
 
@@ -90,19 +90,18 @@ class LoopFacts:
         stack = [expr]
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.Name):
+            if type(node) is cst.Name:
                 if node.value in self.bound or node.value in self._mutated:
                     return False
-            elif isinstance(node, cst.Attribute):
+            elif type(node) is cst.Attribute:
                 stack.append(node.value)
-            elif isinstance(node, cst.Arg):
+            elif type(node) is cst.Arg:
                 stack.append(node.value)
-            elif isinstance(node, cst.Call):
+            elif type(node) is cst.Call:
                 if not self._is_pure_call(node):
                     return False
                 stack.extend(children(node))
-            elif isinstance(node, (cst.Lambda, cst.NamedExpr, cst.Yield, cst.Await,
-                                   cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            elif type(node) in (cst.Lambda, cst.NamedExpr, cst.Yield, cst.Await, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp):
                 return False
             else:
                 stack.extend(children(node))
@@ -110,9 +109,9 @@ class LoopFacts:
 
     def _is_pure_call(self, call: cst.Call) -> bool:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in _PURE_BUILTINS:
+        if type(func) is cst.Name and func.value in _PURE_BUILTINS:
             return func.value not in self.bound
-        if isinstance(func, cst.Attribute) and func.attr.value in SIZE_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in SIZE_METHODS:
             return True
         return self._names.qualified_name(func) in _PURE_TORCH
 
@@ -144,9 +143,9 @@ class LoopFacts:
     def _sink_keeps(self, sink: Sink, tainted: Set[str]) -> bool:
         if not sink.sources & tainted or sink.receiver & tainted:
             return False
-        if sink.kind == "called" and isinstance(sink.node, cst.Call):
+        if sink.kind == "called" and type(sink.node) is cst.Call:
             func = sink.node.func
-            if isinstance(func, cst.Name) and func.value in _HARMLESS_CALLS:
+            if type(func) is cst.Name and func.value in _HARMLESS_CALLS:
                 return False
             qualified = self._names.qualified_name(func)
             if qualified is not None and qualified.split(".")[0] == "torch":
@@ -163,7 +162,7 @@ class LoopFacts:
     def _carried(self, name: str, tainted: Set[str]) -> bool:
         """A derived name read before it is bound in the iteration reads the previous one (not
         the loop's own target, which the loop binds afresh before the body runs)."""
-        seen: Set[str] = target_names(self.loop.target) if isinstance(self.loop, cst.For) else set()
+        seen: Set[str] = target_names(self.loop.target) if type(self.loop) is cst.For else set()
         conditionally_bound: Set[str] = set()
         for use in self.flow.uses:
             if use.nested or use.name not in tainted:

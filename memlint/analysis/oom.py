@@ -49,9 +49,9 @@ class OomHandler:
 def _mentions_oom(node: cst.CSTNode) -> bool:
     """A string saying "out of memory", or a call of a helper named for it (`is_oom_error(e)`)."""
     for part in expression_nodes(node):
-        if isinstance(part, cst.SimpleString) and _OOM_TEXT.search(part.value):
+        if type(part) is cst.SimpleString and _OOM_TEXT.search(part.value):
             return True
-        if isinstance(part, cst.Call) and _OOM_HELPER.match(last_part(dotted_name(part.func))):
+        if type(part) is cst.Call and _OOM_HELPER.match(last_part(dotted_name(part.func))):
             return True
     return False
 
@@ -60,19 +60,19 @@ def _tested(test: cst.BaseExpression) -> Optional[bool]:
     """True when `test` holds only for out of memory (`"out of memory" in str(e)`, also `and`
     another condition), False when it holds for every other error (`... not in str(e)`,
     `not is_oom(e)`), None when it is no such test."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = _tested(test.expression)
         return None if inner is None else not inner
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         sides = (_tested(test.left), _tested(test.right))
-        if isinstance(test.operator, cst.And):
+        if type(test.operator) is cst.And:
             return True if True in sides else None
         return False if False in sides else None  # `x or not oom`: holds for other errors too
-    if isinstance(test, cst.Comparison) and _mentions_oom(test):
-        if any(isinstance(c.operator, cst.NotIn) for c in test.comparisons):
+    if type(test) is cst.Comparison and _mentions_oom(test):
+        if any(type(c.operator) is cst.NotIn for c in test.comparisons):
             return False
         return True
-    if isinstance(test, cst.Call) and _mentions_oom(test):
+    if type(test) is cst.Call and _mentions_oom(test):
         return True
     return None
 
@@ -80,7 +80,7 @@ def _tested(test: cst.BaseExpression) -> Optional[bool]:
 def _path(body: Sequence[cst.BaseStatement]) -> Optional[Tuple[cst.BaseStatement, ...]]:
     """The statements of a broad handler's body that run for out of memory; None without a test."""
     for position, stmt in enumerate(body):
-        if isinstance(stmt, cst.If):
+        if type(stmt) is cst.If:
             holds = _tested(stmt.test)
             if holds is True:
                 return tuple(stmt.body.body)  # type: ignore[arg-type]
@@ -115,7 +115,7 @@ class OutOfMemory:
         kind = handler.type
         if kind is None:
             return ["BaseException"]
-        elements = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+        elements = [e.value for e in kind.elements] if type(kind) is cst.Tuple else [kind]
         caught = []
         for element in elements:
             name = self.names.qualified_name(element) or dotted_name(element)
@@ -137,12 +137,12 @@ class OutOfMemory:
         enclosing = self.tree.function_of(found.attempt)
         retried: List[cst.Call] = []
         for stmt in found.path:
-            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            if type(stmt) in (cst.FunctionDef, cst.ClassDef):
                 continue  # defined there, not run
             sites = {id(site) for _, site in self.roles.forwards_in(stmt)}
             sites |= {id(site) for _, site in self.roles.backwards_in(stmt)}
             for node in self.tree.walk_scope(stmt):
-                if not isinstance(node, cst.Call):
+                if not type(node) is cst.Call:
                     continue
                 again = id(node) in sites or self.roles.is_generate(node) or \
                     (enclosing is not None and self.scopes.resolve(node) is enclosing)

@@ -100,15 +100,15 @@ class OutputRead:
 
 
 def _is_minus_one(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus) and \
-        isinstance(expr.expression, cst.Integer) and expr.expression.value == "1"
+    return type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus and \
+        type(expr.expression) is cst.Integer and expr.expression.value == "1"
 
 
 def _basic_index(expr: cst.BaseExpression) -> bool:
     """An index that takes a view: an integer, `...`, `None`."""
-    return isinstance(expr, (cst.Integer, cst.Ellipsis)) or _is_minus_one(expr) or (
-        isinstance(expr, cst.UnaryOperation) and isinstance(expr.expression, cst.Integer)) or (
-        isinstance(expr, cst.Name) and expr.value == "None")
+    return type(expr) in (cst.Integer, cst.Ellipsis) or _is_minus_one(expr) or (
+        type(expr) is cst.UnaryOperation and type(expr.expression) is cst.Integer) or (
+        type(expr) is cst.Name and expr.value == "None")
 
 
 def _integers(call: cst.Call) -> Optional[tuple]:
@@ -117,7 +117,7 @@ def _integers(call: cst.Call) -> Optional[tuple]:
     for arg in call.args:
         if arg.keyword is not None or arg.star:
             return None
-        if isinstance(arg.value, cst.Integer):
+        if type(arg.value) is cst.Integer:
             found.append(int(arg.value.value))
         elif _is_minus_one(arg.value):
             found.append(-1)
@@ -193,7 +193,7 @@ class Outputs:
         if "compile" not in self.identifiers:
             return False
         return any(type(node) is cst.Call and (self.names.call_name(node) == "torch.compile" or
-                                               isinstance(node.func, cst.Attribute) and  # type: ignore[attr-defined]
+                                               type(node.func) is cst.Attribute and  # type: ignore[attr-defined]
                                                node.func.attr.value == "compile")  # type: ignore[attr-defined]
                    and not self.guards.dead(node) for node in self.tree.nodes)
 
@@ -215,7 +215,7 @@ class Outputs:
 
     def vocabulary_sized(self, expr: cst.BaseExpression) -> bool:
         """`vocab_size`, `config.vocab_size`, `ntokens`, `len(vocab)`."""
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "len" and \
+        if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "len" and \
                 len(expr.args) == 1:
             expr = expr.args[0].value
         dotted = dotted_name(expr)
@@ -228,10 +228,10 @@ class Outputs:
         per_token = vocabulary = False
         while True:
             parent = tree.parent(node)
-            if isinstance(parent, cst.Attribute) and parent.value is node:
+            if type(parent) is cst.Attribute and parent.value is node:
                 attr = parent.attr.value
                 call = tree.parent(parent)
-                if isinstance(call, cst.Call) and call.func is parent:
+                if type(call) is cst.Call and call.func is parent:
                     if attr in _VIEWS:
                         if _per_token(call, attr):
                             per_token = True
@@ -250,33 +250,33 @@ class Outputs:
                     node = parent
                     continue
                 return None
-            if isinstance(parent, cst.Subscript) and parent.value is node:
+            if type(parent) is cst.Subscript and parent.value is node:
                 index = parent.slice[0].slice if len(parent.slice) == 1 else None
-                if node is name and isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString) and \
+                if node is name and type(index) is cst.Index and type(index.value) is cst.SimpleString and \
                         index.value.evaluated_value in ("loss", "logits"):
                     if index.value.evaluated_value == "loss":
                         return OutputRead("loss", parent)
                     node = parent
                     continue
-                if all(isinstance(e.slice, cst.Slice) or (isinstance(e.slice, cst.Index) and _basic_index(e.slice.value))
+                if all(type(e.slice) is cst.Slice or (type(e.slice) is cst.Index and _basic_index(e.slice.value))
                        for e in parent.slice):
                     node = parent  # `logits[:, :-1]`, `logits[..., -1, :]`: a view
                     continue
                 return None
-            if isinstance(parent, cst.Arg) and parent.value is node and parent.star == "":
+            if type(parent) is cst.Arg and parent.value is node and parent.star == "":
                 call = tree.parent(parent)
-                if not isinstance(call, cst.Call) or call.func is node:
+                if not type(call) is cst.Call or call.func is node:
                     return None
                 first = call.args[0] is parent and parent.keyword is None or \
                     (parent.keyword is not None and parent.keyword.value == "input")
                 if first and self._consumes_scores(call):
                     return OutputRead("scores", call, per_token, vocabulary)
                 qualified = self.names.call_name(call)
-                if qualified in _VALUE_FUNCTIONS or (isinstance(call.func, cst.Name) and
+                if qualified in _VALUE_FUNCTIONS or (type(call.func) is cst.Name and
                                                      call.func.value in SCALAR_FUNCTIONS and qualified is None):
                     return OutputRead("value", call)
                 return None
-            if isinstance(parent, (cst.Comparison, cst.ComparisonTarget)):
+            if type(parent) in (cst.Comparison, cst.ComparisonTarget):
                 return OutputRead("value", parent)
             return None
 
@@ -288,33 +288,33 @@ class Outputs:
         per_token = False
         while True:
             parent = self.tree.parent(node)
-            call = self.tree.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
-            if not isinstance(call, cst.Call) or call.func is not parent or parent.attr.value not in _VIEWS:  # type: ignore[union-attr]
+            call = self.tree.parent(parent) if type(parent) is cst.Attribute and parent.value is node else None
+            if not type(call) is cst.Call or call.func is not parent or parent.attr.value not in _VIEWS:  # type: ignore[union-attr]
                 break
             per_token = per_token or _per_token(call, parent.attr.value)  # type: ignore[union-attr]
             node = call
         assign = self.tree.parent(node)
-        if node is name or not isinstance(assign, cst.Assign) or assign.value is not node or len(assign.targets) != 1:
+        if node is name or not type(assign) is cst.Assign or assign.value is not node or len(assign.targets) != 1:
             return None
         target = assign.targets[0].target
-        return (target, per_token) if isinstance(target, cst.Name) and target.value == name.value else None
+        return (target, per_token) if type(target) is cst.Name and target.value == name.value else None
 
     def view_of_itself(self, target: cst.Name) -> bool:
         """`target` is bound to a view of what the same name held (`outputs = outputs.view(B *
         T, -1)`)."""
         assign = self.tree.parent(self.tree.parent(target))
-        if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or assign.targets[0].target is not target:
+        if not type(assign) is cst.Assign or len(assign.targets) != 1 or assign.targets[0].target is not target:
             return False
         value = assign.value
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _VIEWS:
+        while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _VIEWS:
             value = value.func.value
-        return value is not assign.value and isinstance(value, cst.Name) and value.value == target.value
+        return value is not assign.value and type(value) is cst.Name and value.value == target.value
 
     def _consumes_scores(self, call: cst.Call) -> bool:
         """A cross-entropy, softmax or log-softmax call: each keeps its own result for backward."""
         if self.names.call_name(call) in _SCORE_FUNCTIONS:
             return True
         func = call.func
-        if isinstance(func, cst.Call):  # nn.CrossEntropyLoss()(logits, y)
+        if type(func) is cst.Call:  # nn.CrossEntropyLoss()(logits, y)
             return self.names.call_name(func) in _SCORE_LOSSES
         return self.receivers.constructor_of(func) in _SCORE_LOSSES

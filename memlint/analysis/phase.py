@@ -92,7 +92,7 @@ class Phase:
             seen.add(id(scope))
             if self.roles.steps_in(scope):
                 return True
-            if isinstance(scope, cst.FunctionDef) and depth < 3:
+            if type(scope) is cst.FunctionDef and depth < 3:
                 pending.extend((self.tree.scope_of(site), depth + 1) for site in self.scopes.call_sites(scope))
         return False
 
@@ -141,9 +141,9 @@ class Phase:
                 return "named"
             func = self.tree.function_of(func)
         if not self.trains and self.inference_signs and (
-                scope is self.module or (isinstance(scope, cst.FunctionDef) and scope.name.value == "main"
+                scope is self.module or (type(scope) is cst.FunctionDef and scope.name.value == "main"
                                          and not self.scopes.returned(scope))
-                or (isinstance(scope, cst.FunctionDef) and self._runs_as_script and
+                or (type(scope) is cst.FunctionDef and self._runs_as_script and
                     not any(self.values.carries_grad(value, value) for value in self.scopes.returned(scope))
                     and not self.project.imported_elsewhere())):
             return "script"
@@ -171,7 +171,7 @@ class Phase:
     def _runs_as_script(self) -> bool:
         """The module is a script: it has an `if __name__ == "__main__":` block."""
         for statement in self.module.body:
-            if isinstance(statement, cst.If) and compares_name_to_main(statement.test):
+            if type(statement) is cst.If and compares_name_to_main(statement.test):
                 return True
         return False
 
@@ -208,7 +208,7 @@ class Phase:
             return True
         for call in self.scopes.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("load_state_dict", "from_pretrained"):
+            if type(func) is cst.Attribute and func.attr.value in ("load_state_dict", "from_pretrained"):
                 return True
             if self.names.call_name(call) in ("torch.load", "torch.hub.load", "torch.jit.load"):
                 return True

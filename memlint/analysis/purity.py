@@ -170,10 +170,10 @@ class Purity:
         if name == "torch.tensor" and call.args and self.constant(call.args[0].value):
             return name
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _IN_PLACE_FILLS and isinstance(func.value, cst.Call):
+        if type(func) is cst.Attribute and func.attr.value in _IN_PLACE_FILLS and type(func.value) is cst.Call:
             legacy = self.names.call_name(func.value)
             if legacy is not None and _LEGACY_CONSTRUCTOR.match(legacy) and func.value.args and all(
-                    not isinstance(a.value, (cst.List, cst.Tuple, cst.ListComp)) for a in func.value.args):
+                    not type(a.value) in (cst.List, cst.Tuple, cst.ListComp) for a in func.value.args):
                 return legacy
         return None
 
@@ -221,40 +221,40 @@ class Purity:
     @staticmethod
     def constant(expr: cst.BaseExpression) -> bool:
         """A literal number or bool, a nested tuple or list of them, `-1`, `math.pi`, `float("inf")`."""
-        if isinstance(expr, (cst.Integer, cst.Float, cst.Imaginary)):
+        if type(expr) in (cst.Integer, cst.Float, cst.Imaginary):
             return True
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return expr.value in ("True", "False", "None")
-        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        if type(expr) is cst.UnaryOperation and type(expr.operator) in (cst.Minus, cst.Plus):
             return Purity.constant(expr.expression)
-        if isinstance(expr, (cst.Tuple, cst.List)):
-            return all(isinstance(e, cst.Element) and Purity.constant(e.value) for e in expr.elements)
-        if isinstance(expr, cst.Attribute):
+        if type(expr) in (cst.Tuple, cst.List):
+            return all(type(e) is cst.Element and Purity.constant(e.value) for e in expr.elements)
+        if type(expr) is cst.Attribute:
             return dotted_name(expr) in ("math.pi", "math.e", "math.inf", "math.tau")
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "float":
-            return len(expr.args) == 1 and isinstance(expr.args[0].value, cst.SimpleString)
+        if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "float":
+            return len(expr.args) == 1 and type(expr.args[0].value) is cst.SimpleString
         return False
 
     def is_device(self, expr: cst.BaseExpression) -> bool:
         """Whether `expr` names a device that may be a GPU (not the literal CPU)."""
-        if isinstance(expr, cst.SimpleString):
+        if type(expr) is cst.SimpleString:
             value = expr.evaluated_value
             return isinstance(value, str) and value.split(":")[0] not in ("cpu", "meta")
-        if isinstance(expr, cst.FormattedString):
-            return bool(expr.parts) and isinstance(expr.parts[0], cst.FormattedStringText) and \
+        if type(expr) is cst.FormattedString:
+            return bool(expr.parts) and type(expr.parts[0]) is cst.FormattedStringText and \
                 expr.parts[0].value.startswith("cuda")
-        if isinstance(expr, cst.Integer):
+        if type(expr) is cst.Integer:
             return True  # `.to(0)`: cuda:0
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             if self.names.call_name(expr) == "torch.device":
                 first = argument(expr, "type", 0)
-                return first is not None and (not isinstance(first.value, cst.SimpleString)
+                return first is not None and (not type(first.value) is cst.SimpleString
                                               or self.is_device(first.value))
             return False
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "device":
+        if type(expr) is cst.Attribute and expr.attr.value == "device":
             return True
-        if isinstance(expr, (cst.Name, cst.Attribute)):
-            last = expr.value if isinstance(expr, cst.Name) else expr.attr.value
+        if type(expr) in (cst.Name, cst.Attribute):
+            last = expr.value if type(expr) is cst.Name else expr.attr.value
             return bool(_DEVICE_NAME.search(last)) and self.names.qualified_name(expr) is None
         return False
 
@@ -270,7 +270,7 @@ class Purity:
         keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         if func.attr.value == "cuda":
             device = keywords.get("device", positional[0].value if positional else None)
-            if positional and not isinstance(positional[0].value, cst.Integer):
+            if positional and not type(positional[0].value) is cst.Integer:
                 return None
             return Move(call, device, set(keywords) <= {"device", "non_blocking"} and len(positional) <= 1)
         device = keywords.get("device")
@@ -319,14 +319,14 @@ class _Walk:
     def visit(self, node: cst.CSTNode, as_tensor: bool) -> None:
         if not self.pure and not self.random:
             return
-        if isinstance(node, cst.Attribute) and node.attr.value in _TENSOR_VIEWS:
+        if type(node) is cst.Attribute and node.attr.value in _TENSOR_VIEWS:
             self.visit(node.value, as_tensor)  # `w.T`: a view of `w`
             return
-        if isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) is not None:
-            if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        if type(node) in (cst.Name, cst.Attribute) and dotted_name(node) is not None:
+            if type(node) is cst.Name and node.value in ("True", "False", "None"):
                 return
             qualified = self.names.qualified_name(node)
-            if qualified is not None and not isinstance(node, cst.Name):
+            if qualified is not None and not type(node) is cst.Name:
                 return  # `torch.float32`, `math.pi`: a constant of an imported module
             if qualified is not None:
                 return  # an imported name itself
@@ -334,49 +334,49 @@ class _Walk:
             sized = any(part in _DESCRIPTIVE for part in dotted.split(".")[1:])
             self.inputs.append(Input(node, dotted, as_tensor and not sized))  # type: ignore[arg-type]
             return
-        if isinstance(node, cst.Attribute):  # `(a @ b).T`, `f(x).shape`
+        if type(node) is cst.Attribute:  # `(a @ b).T`, `f(x).shape`
             self.visit(node.value, as_tensor and node.attr.value not in _DESCRIPTIVE)
             return
         if type(node) in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString):
             return
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             self.call(node, as_tensor)
             return
-        if isinstance(node, cst.BinaryOperation):
+        if type(node) is cst.BinaryOperation:
             if not isinstance(node.operator, _EXACT_OPERATORS):
                 self.exact = False
             self.visit(node.left, as_tensor)
             self.visit(node.right, as_tensor)
             return
-        if isinstance(node, cst.UnaryOperation):
+        if type(node) is cst.UnaryOperation:
             self.visit(node.expression, as_tensor)
             return
-        if isinstance(node, cst.Comparison):
+        if type(node) is cst.Comparison:
             self.visit(node.left, as_tensor)
             for target in node.comparisons:
                 self.visit(target.comparator, as_tensor)
             return
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             self.visit(node.value, as_tensor)
             for element in node.slice:
                 self.visit(element.slice, False)
             return
-        if isinstance(node, (cst.Index,)):
+        if type(node) in (cst.Index,):
             self.visit(node.value, as_tensor)
             return
-        if isinstance(node, cst.Slice):
+        if type(node) is cst.Slice:
             for part in (node.lower, node.upper, node.step):
                 if part is not None:
                     self.visit(part, False)
             return
-        if isinstance(node, (cst.Tuple, cst.List)):
+        if type(node) in (cst.Tuple, cst.List):
             for element in node.elements:
-                if not isinstance(element, cst.Element):
+                if not type(element) is cst.Element:
                     self.impure()
                     return
                 self.visit(element.value, as_tensor)
             return
-        if isinstance(node, cst.IfExp):
+        if type(node) is cst.IfExp:
             self.visit(node.test, False)
             self.visit(node.body, as_tensor)
             self.visit(node.orelse, as_tensor)
@@ -433,13 +433,13 @@ class _Walk:
                 return
             self.impure()
             return
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             if func.value in _PURE_BUILTINS:
                 self.args(call, False)
                 return
             self.impure()
             return
-        if not isinstance(func, cst.Attribute):
+        if not type(func) is cst.Attribute:
             self.impure()
             return
         method = func.attr.value
@@ -473,7 +473,7 @@ class _Walk:
 
 
 def literal_false(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Name) and expr.value == "False"
+    return type(expr) is cst.Name and expr.value == "False"
 
 
 def _casts_only(call: cst.Call, names: TorchNames) -> bool:

@@ -230,14 +230,14 @@ class Receivers:
         found: Set[str] = set()
         for call in self.scopes.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "zero_grad":
+            if type(func) is cst.Attribute and func.attr.value == "zero_grad":
                 receiver = dotted_name(func.value)
                 if receiver is not None and not _MODEL_NAME.search(last_part(receiver)):
                     found.add(receiver)
         for node in self.scopes.assigns:
             for target in node.targets:
                 receiver = dotted_name(target.target)
-                if receiver is not None and isinstance(node.value, cst.Call) and \
+                if receiver is not None and type(node.value) is cst.Call and \
                         self._is_optimizer_factory(node.value):
                     found.add(receiver)
         for attr in self._param_group_receivers():
@@ -249,7 +249,7 @@ class Receivers:
         found: Set[str] = set()
         for bind in self.scopes.every_binding():
             node = bind.node
-            if bind.kind == "param" and isinstance(node, cst.Param) and node.annotation is not None:
+            if bind.kind == "param" and type(node) is cst.Param and node.annotation is not None:
                 qualified = self.names.qualified_name(node.annotation.annotation) or ""
                 if qualified.startswith("torch.optim.") and "lr_scheduler" not in qualified:
                     found.add(bind.name)
@@ -259,11 +259,11 @@ class Receivers:
         """Names bound to an object built on a model's parameters, `hydra.utils.instantiate(cfg.optim,
         model.parameters())`, that are stepped somewhere (`x.step()`): optimizers by what they do."""
         stepped = {dotted_name(c.func.value) for c in self.scopes.calls  # type: ignore[attr-defined]
-                   if isinstance(c.func, cst.Attribute) and c.func.attr.value == "step"}
+                   if type(c.func) is cst.Attribute and c.func.attr.value == "step"}
         found: Set[str] = set()
         for assign in self.scopes.assigns:
             value = assign.value
-            if not isinstance(value, cst.Call) or "lr_scheduler" in (self.names.call_name(value) or ""):
+            if not type(value) is cst.Call or "lr_scheduler" in (self.names.call_name(value) or ""):
                 continue
             if not any(_is_parameters_call(arg.value) for arg in value.args):
                 continue
@@ -284,7 +284,7 @@ class Receivers:
                 last_part(qualified) in ("AdamW", "Adafactor", "Adam", "SGD", "Lion"):
             return True
         func = call.func
-        return isinstance(func, cst.Attribute) and func.attr.value in ("optimizers", "create_optimizer")
+        return type(func) is cst.Attribute and func.attr.value in ("optimizers", "create_optimizer")
 
     def _param_group_receivers(self) -> Iterator[str]:
         for call in self.scopes.calls:  # `opt.param_groups` reached from calls is enough: loops read it
@@ -360,12 +360,12 @@ class Receivers:
         """The models an optimizer is built on: `{"model"}` for `opt = SGD(model.parameters())`."""
         owners: Set[str] = set()
         for assign in self.scopes.assigns:
-            if not isinstance(assign.value, cst.Call) or \
+            if not type(assign.value) is cst.Call or \
                     not any(dotted_name(t.target) == optimizer for t in assign.targets):
                 continue
             for arg in assign.value.args:
                 for node in expression_nodes(arg.value):
-                    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                    if type(node) is cst.Call and type(node.func) is cst.Attribute and \
                             node.func.attr.value in ("parameters", "named_parameters"):
                         owner = dotted_name(node.func.value)
                         if owner is not None:
@@ -388,7 +388,7 @@ class Receivers:
         if dotted is None:
             return False
         for bind in self.scopes.bindings(self.module, dotted):
-            if isinstance(bind.value, cst.Call) and self.names.call_name(bind.value) in GRAD_SCALER:
+            if type(bind.value) is cst.Call and self.names.call_name(bind.value) in GRAD_SCALER:
                 return True
         return "scaler" in last_part(dotted).lower()
 
@@ -397,7 +397,7 @@ class Receivers:
         a module class, a class defining `forward`, or one deriving from a model-like base."""
         if klass.name.value in self.module_classes:
             return True
-        if any(isinstance(s, cst.FunctionDef) and s.name.value == "forward" for s in klass.body.body):
+        if any(type(s) is cst.FunctionDef and s.name.value == "forward" for s in klass.body.body):
             return True
         return any(MODEL_BASE.search(last_part(dotted_name(b.value))) for b in klass.bases)
 
@@ -435,14 +435,14 @@ class Receivers:
                 not _PARAMETER_FREE.match(qualified):
             return True
         func = value.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained" and \
+        if type(func) is cst.Attribute and func.attr.value == "from_pretrained" and \
                 self._compiled_model_class(func.value, frozenset()):
             return False
         if _MODEL_FACTORIES.search(qualified) and not _NOT_A_MODULE.search(qualified):
             return True
         if type(func) is cst.Name and func.value in self.module_classes:
             return True
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             if func.attr.value == "from_pretrained" and not _NOT_A_MODULE.search(dotted_name(func.value) or ""):
                 return True
             if func.attr.value in _MODEL_MOVERS and (dotted_name(func.value) in known or
@@ -478,7 +478,7 @@ class Receivers:
         receiver = dotted[:-len(last)].rstrip(".")
         if receiver in ("", "self"):
             return bool(_MODEL_COMPOUND.search(last)) and not _LABEL_ENCODER.match(last)
-        return isinstance(expr, cst.Attribute) and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
+        return type(expr) is cst.Attribute and bool(_SUBMODULE.search(last)) and self.is_model(expr.value)
 
     def _built_by_another_framework(self, name: cst.Name) -> bool:
         """Every binding of `name` seen where it is used builds a model of Transformers' Flax or
@@ -673,11 +673,7 @@ class Receivers:
             kind = type(node)
             if kind is cst.Global or kind is cst.Nonlocal:
                 bound.update(item.name.value for item in node.names)  # type: ignore[attr-defined]
-            elif kind is cst.Name and isinstance(self.tree.parent(node), (cst.AssignTarget, cst.Param, cst.For,
-                                                                           cst.AsName, cst.CompFor, cst.NamedExpr,
-                                                                           cst.FunctionDef, cst.ClassDef, cst.Element,
-                                                                           cst.Tuple, cst.List, cst.AugAssign,
-                                                                           cst.AnnAssign, cst.ImportAlias)):
+            elif kind is cst.Name and type(self.tree.parent(node)) in (cst.AssignTarget, cst.Param, cst.For, cst.AsName, cst.CompFor, cst.NamedExpr, cst.FunctionDef, cst.ClassDef, cst.Element, cst.Tuple, cst.List, cst.AugAssign, cst.AnnAssign, cst.ImportAlias):
                 bound.add(node.value)  # type: ignore[attr-defined]
         return frozenset(bound)
 
@@ -808,10 +804,10 @@ class Receivers:
         found: Set[Optional[str]] = set()
         for assign in self._assigns_by_target.get(dotted, ()):
             value = assign.value
-            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
-                    value.func.attr.value in _MODEL_MOVERS and isinstance(value.func.value, cst.Call):
+            while type(value) is cst.Call and type(value.func) is cst.Attribute and \
+                    value.func.attr.value in _MODEL_MOVERS and type(value.func.value) is cst.Call:
                 value = value.func.value
-            found.add(self._class_called(value) if isinstance(value, cst.Call) else None)
+            found.add(self._class_called(value) if type(value) is cst.Call else None)
         return found.pop() if len(found) == 1 else None
 
     def class_of(self, expr: cst.BaseExpression) -> Optional[str]:

@@ -170,11 +170,11 @@ class Regions:
 
     def _region(self, node: cst.With, item: cst.WithItem) -> None:
         call = item.item
-        if isinstance(call, cst.Call) and _RAISES.search(last_part(dotted_name(call.func))):
+        if type(call) is cst.Call and _RAISES.search(last_part(dotted_name(call.func))):
             self._raises_withs.add(id(node))
         if self._counts_flops(call, node):
             self._flop_counting_withs.add(id(node))
-        if not isinstance(call, cst.Call):
+        if not type(call) is cst.Call:
             qualified = self.names.qualified_name(call)
             if qualified in _GRAD_OFF:  # `with torch.no_grad:` is an error, but mean it kindly
                 region = Region(node, item, "no_grad", False)
@@ -201,7 +201,7 @@ class Regions:
             self.autocasts.append(autocast)
         elif qualified is None and not call.args and (preset := self._autocast_partial(call.func)) is not None:
             self.autocasts.append(self._autocast(node, item, *preset))
-        elif isinstance(call.func, cst.Attribute) and call.func.attr.value == "accumulate" and \
+        elif type(call.func) is cst.Attribute and call.func.attr.value == "accumulate" and \
                 "accelerat" in (dotted_name(call.func.value) or "").lower():
             accumulate = Region(node, item, "accumulate", None)
             self.accumulate_regions.append(accumulate)
@@ -265,7 +265,7 @@ class Regions:
             every = every[1:]  # (`self` or `cls`: not the caller's first argument)
         every += list(func.params.kwonly_params)
         names = {p.name.value for p in every}
-        splat = func.params.star_kwarg.name.value if isinstance(func.params.star_kwarg, cst.Param) else None
+        splat = func.params.star_kwarg.name.value if type(func.params.star_kwarg) is cst.Param else None
         args = []
         for arg in first.call.args:
             read = {n.value for n in walk(arg.value) if type(n) is cst.Name} & (names | {splat})
@@ -342,7 +342,7 @@ class Regions:
         else:
             device_arg = argument(call, "device_type", 0)
             device = None
-            if device_arg is not None and isinstance(device_arg.value, cst.SimpleString):
+            if device_arg is not None and type(device_arg.value) is cst.SimpleString:
                 device = device_arg.value.evaluated_value.split(":")[0]  # type: ignore[union-attr]
             dtype_arg, enabled_arg = argument(call, "dtype", 1), argument(call, "enabled", 2)
         dtype = self.names.qualified_name(dtype_arg.value) if dtype_arg is not None else None
@@ -356,7 +356,7 @@ class Regions:
         no-grad hooks, True for `@torch.enable_grad()`, None when nothing says."""
         for decorator in func.decorators:
             expr = decorator.decorator
-            call = expr if isinstance(expr, cst.Call) else None
+            call = expr if type(expr) is cst.Call else None
             qualified = self.names.call_name(call) if call is not None else self.names.qualified_name(expr)
             if qualified in _GRAD_OFF:
                 if call is not None and qualified.endswith("inference_mode"):
@@ -401,7 +401,7 @@ class Regions:
     def _unknown_decorator(self, func: cst.FunctionDef) -> bool:
         for decorator in func.decorators:
             expr = decorator.decorator
-            target = expr.func if isinstance(expr, cst.Call) else expr
+            target = expr.func if type(expr) is cst.Call else expr
             if self.names.qualified_name(target) is None and \
                     last_part(dotted_name(target)) not in _NEUTRAL_DECORATORS:
                 return True
@@ -418,7 +418,7 @@ class Regions:
             absolute = self.names.absolute_name(name)
             if absolute is not None and self.project.knows(absolute) and self.project.is_lightning_module(absolute):
                 return True
-        methods = {s.name.value for s in klass.body.body if isinstance(s, cst.FunctionDef)}
+        methods = {s.name.value for s in klass.body.body if type(s) is cst.FunctionDef}
         return "configure_optimizers" in methods
 
     def in_hf_trainer(self, func: cst.FunctionDef) -> bool:
@@ -487,9 +487,9 @@ class Regions:
         scope = self.tree.scope_of(node)
         if any(self._toggled_at(node, toggle) for toggle in self._toggles.get(id(scope), ())):
             return None
-        if isinstance(scope, cst.FunctionDef):
+        if type(scope) is cst.FunctionDef:
             return self._function_grad_enabled(scope)
-        if isinstance(scope, cst.Lambda):
+        if type(scope) is cst.Lambda:
             return self.grad_enabled(scope)
         return True
 
@@ -535,7 +535,7 @@ class Regions:
         """The branch ends in a return, and every statement is a no-grad block (no
         `enable_grad()` inside), or a return or assignment whose value calls nothing and reads
         only names those blocks bind at their own level (not on some paths only), or no name."""
-        statements = list(body.body) if isinstance(body, cst.IndentedBlock) else []
+        statements = list(body.body) if type(body) is cst.IndentedBlock else []
         quiet = [s for s in statements if type(s) is cst.With and id(s) in self._grad_region_of and
                  self._grad_region_of[id(s)].grad_enabled is False]
         if not quiet or not statements or not self._returns_last(statements[-1], quiet):
@@ -550,7 +550,7 @@ class Regions:
                         bound.update(name for target in small.targets for name in target_names(target.target))
         for statement in statements:
             if statement in quiet:
-                if any(isinstance(node, cst.With) and self.grad_enabled(node.body) is not False
+                if any(type(node) is cst.With and self.grad_enabled(node.body) is not False
                        for node in walk(statement.body)):  # type: ignore[attr-defined]
                     return False  # `with torch.enable_grad():` inside
                 continue
@@ -573,12 +573,12 @@ class Regions:
 
     def expects_error(self, node: cst.CSTNode) -> bool:
         """Inside `with pytest.raises(...)` / `with self.assertRaises(...)`: meant to fail."""
-        return any(isinstance(a, cst.With) and id(a) in self._raises_withs for a in self.tree.ancestors(node))
+        return any(type(a) is cst.With and id(a) in self._raises_withs for a in self.tree.ancestors(node))
 
     def flops_counted(self, node: cst.CSTNode) -> bool:
         """Inside a context that counts the operations run in it (`with FlopCounterMode():`, also
         bound to a name first): code run to be counted."""
-        return any(isinstance(a, cst.With) and id(a) in self._flop_counting_withs for a in self.tree.ancestors(node))
+        return any(type(a) is cst.With and id(a) in self._flop_counting_withs for a in self.tree.ancestors(node))
 
     def _counts_flops(self, context: cst.BaseExpression, at: cst.With) -> bool:
         """`context` is a counting context's call, or a name every value in effect of which is one."""
@@ -590,7 +590,7 @@ class Regions:
 
     def in_accumulate(self, node: cst.CSTNode) -> bool:
         """Inside `with accelerator.accumulate(model):`."""
-        return any(isinstance(a, cst.With) and id(a) in self._accumulate_withs for a in self.tree.ancestors(node))
+        return any(type(a) is cst.With and id(a) in self._accumulate_withs for a in self.tree.ancestors(node))
 
     @cached_property
     def _autocast_by_with(self) -> Dict[int, Autocast]:
@@ -620,9 +620,9 @@ class Regions:
         by_with = self._autocast_by_with
         child = node
         for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            if type(ancestor) in (cst.FunctionDef, cst.Lambda):
                 return None
-            if isinstance(ancestor, cst.With) and child is ancestor.body and id(ancestor) in by_with:
+            if type(ancestor) is cst.With and child is ancestor.body and id(ancestor) in by_with:
                 return by_with[id(ancestor)]
             child = ancestor
         return None
@@ -633,27 +633,27 @@ class Regions:
         and a plain name bound once (in its function or the module) to one of these."""
         if depth > 8:
             return None
-        if isinstance(expr, cst.SimpleString):
+        if type(expr) is cst.SimpleString:
             value = expr.evaluated_value
             return frozenset({value.split(":")[0]}) if isinstance(value, str) else None
-        if isinstance(expr, cst.FormattedString) and expr.parts and isinstance(expr.parts[0], cst.FormattedStringText):
+        if type(expr) is cst.FormattedString and expr.parts and type(expr.parts[0]) is cst.FormattedStringText:
             head = expr.parts[0].value  # f"cuda:{rank}"
             return frozenset({head.split(":")[0]}) if ":" in head else None
-        if isinstance(expr, cst.IfExp):
+        if type(expr) is cst.IfExp:
             body, orelse = self.device_types(expr.body, depth + 1), self.device_types(expr.orelse, depth + 1)
             return None if body is None or orelse is None else body | orelse
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "type":
+        if type(expr) is cst.Attribute and expr.attr.value == "type":
             return self.device_types(expr.value, depth + 1)
-        if isinstance(expr, cst.Call) and expr.args and not expr.args[0].keyword and not expr.args[0].star:
-            is_str = isinstance(expr.func, cst.Name) and expr.func.value == "str"
+        if type(expr) is cst.Call and expr.args and not expr.args[0].keyword and not expr.args[0].star:
+            is_str = type(expr.func) is cst.Name and expr.func.value == "str"
             if is_str or self.names.call_name(expr) == "torch.device":
                 return self.device_types(expr.args[0].value, depth + 1)
             return None
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             binds = self.scopes.bindings_seen(expr.value, expr)
             if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
                 return self.device_types(binds[0].value, depth + 1)
-            if len(binds) == 1 and binds[0].kind == "param" and isinstance(binds[0].node, cst.Param):
+            if len(binds) == 1 and binds[0].kind == "param" and type(binds[0].node) is cst.Param:
                 return self._parameter_devices(binds[0].node, depth)
         return None
 
@@ -676,33 +676,33 @@ class Regions:
         qualified = self.names.qualified_name(expr)
         if qualified is not None:
             return frozenset({_DTYPE_ALIASES.get(qualified, qualified)})
-        if isinstance(expr, cst.IfExp) and depth < 8:
+        if type(expr) is cst.IfExp and depth < 8:
             on_cuda = _holds_on_cuda(expr.test)
             if on_cuda is not None:  # `torch.bfloat16 if device.type == "cuda" else torch.float16`
                 return self._dtype_values(expr.body if on_cuda else expr.orelse, depth + 1)
             body, orelse = self._dtype_values(expr.body, depth + 1), self._dtype_values(expr.orelse, depth + 1)
             return None if body is None or orelse is None else body | orelse
-        if isinstance(expr, cst.Name) and depth < 8:
+        if type(expr) is cst.Name and depth < 8:
             binds = self.scopes.bindings_seen(expr.value, expr)
             if len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and binds[0].value is not None:
                 return self._dtype_values(binds[0].value, depth + 1)
-        if isinstance(expr, cst.SimpleString):  # `"float16"`, as `getattr(torch, ...)` or a table key takes it
+        if type(expr) is cst.SimpleString:  # `"float16"`, as `getattr(torch, ...)` or a table key takes it
             name = expr.value.strip("'\"")
             return frozenset({_DTYPE_ALIASES.get(f"torch.{name}", f"torch.{name}")}) if name in _DTYPE_WORDS else None
-        if isinstance(expr, cst.Subscript) and depth < 8:  # `{"float16": torch.float16, ...}[dtype]`: any value
+        if type(expr) is cst.Subscript and depth < 8:  # `{"float16": torch.float16, ...}[dtype]`: any value
             table = expr.value
-            if isinstance(table, cst.Name):
+            if type(table) is cst.Name:
                 binds = self.scopes.bindings_seen(table.value, table)
                 table = binds[0].value if len(binds) == 1 and binds[0].kind == "assign" else None  # type: ignore[assignment]
-            if isinstance(table, cst.Dict) and table.elements:
+            if type(table) is cst.Dict and table.elements:
                 found: FrozenSet[str] = frozenset()
                 for element in table.elements:
-                    values = self._dtype_values(element.value, depth + 1) if isinstance(element, cst.DictElement) else None
+                    values = self._dtype_values(element.value, depth + 1) if type(element) is cst.DictElement else None
                     if values is None:
                         return None
                     found |= values
                 return found
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "getattr" and \
+        if type(expr) is cst.Call and type(expr.func) is cst.Name and expr.func.value == "getattr" and \
                 len(expr.args) == 2 and self.names.qualified_name(expr.args[0].value) == "torch" and depth < 8:
             return self._dtype_values(expr.args[1].value, depth + 1)  # `getattr(torch, dtype)`
         return None

@@ -53,6 +53,7 @@ from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, la
 _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
 AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
+_ASSIGN = frozenset({cst.Assign})
 _GENERATING = frozenset({"generate", "chat", "stream_chat", "batch_chat"})  # methods that decode a sequence
 _TOKENIZER = re.compile(r"(^|_)tokeni[sz]er$", re.IGNORECASE)
 _STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
@@ -72,9 +73,9 @@ _FUNCTIONAL_LOSS = re.compile(r"^torch\.nn\.functional\.(\w+_loss|cross_entropy|
 
 def _is_grad(expr: cst.BaseExpression) -> bool:
     """`p.grad`, `p.grad.data`, `p.grad[i]`."""
-    while isinstance(expr, cst.Subscript) or (isinstance(expr, cst.Attribute) and expr.attr.value == "data"):
+    while type(expr) is cst.Subscript or (type(expr) is cst.Attribute and expr.attr.value == "data"):
         expr = expr.value
-    return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
+    return type(expr) is cst.Attribute and expr.attr.value == "grad"
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ class Roles:
             value = call.args[0].value if call.args else None
             return Backward(call, value, "owner", None, retain.value if retain else None,
                             frozenset(sources_of(value)) if value is not None else frozenset())
-        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and \
+        if type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and \
                 receiver.func.attr.value == "scale" and receiver.args:
             value = receiver.args[0].value
             return Backward(call, value, "scaled", receiver.func.value, retain.value if retain else None,
@@ -292,15 +293,15 @@ class Roles:
         """A call that clears gradients: `x.zero_grad()`, `p.grad.zero_()` / `.detach_()` /
         `.fill_(0)`, `torch._foreach_zero_(...)`, or a helper named like it (`zero_grads(model)`)."""
         func = call.func
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             method = func.attr.value
             if method == "zero_grad":
                 return True
             if method in ("zero_", "detach_", "fill_", "requires_grad_"):
                 receiver = func.value
-                while isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                while type(receiver) is cst.Attribute and receiver.attr.value == "data":
                     receiver = receiver.value
-                if isinstance(receiver, cst.Attribute) and receiver.attr.value == "grad":
+                if type(receiver) is cst.Attribute and receiver.attr.value == "grad":
                     return True
         qualified = self.names.call_name(call)
         if qualified == "torch._foreach_zero_":
@@ -330,16 +331,16 @@ class Roles:
         stack: List[cst.CSTNode] = [node]
         while stack:
             current = stack.pop()
-            if current is not node and isinstance(current, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if current is not node and type(current) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
                 continue
-            if isinstance(current, cst.Assign):
+            if type(current) is cst.Assign:
                 stack.append(current.value)
                 stack.extend(t.target.value for t in current.targets
-                             if isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad")
+                             if type(t.target) is cst.Attribute and t.target.attr.value == "grad")
                 stack.extend(t.target for t in current.targets
-                             if not (isinstance(t.target, cst.Attribute) and t.target.attr.value == "grad"))
+                             if not (type(t.target) is cst.Attribute and t.target.attr.value == "grad"))
                 continue
-            if isinstance(current, cst.Attribute) and current.attr.value == "grad":
+            if type(current) is cst.Attribute and current.attr.value == "grad":
                 found.append(current)
             stack.extend(children(current))
         return found
@@ -351,7 +352,7 @@ class Roles:
         between a `zero_grad()` and the next backward."""
         for call in self.scopes.calls:
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value.endswith("_") and \
+            if type(func) is cst.Attribute and func.attr.value.endswith("_") and \
                     func.attr.value not in ("zero_", "detach_", "requires_grad_") and _is_grad(func.value):
                 return True
         for node in self.tree.nodes:
@@ -362,9 +363,9 @@ class Roles:
     def after_step(self, step: OptimizerStep, stmt: cst.CSTNode) -> cst.CSTNode:
         """Where code that runs after the step goes: after `scaler.update()` when that follows it."""
         following = self.tree.next_statement(stmt)
-        if step.scaler is not None and isinstance(following, cst.SimpleStatementLine) and len(following.body) == 1:
+        if step.scaler is not None and type(following) is cst.SimpleStatementLine and len(following.body) == 1:
             expr = following.body[0]
-            if isinstance(expr, cst.Expr) and isinstance(expr.value, cst.Call) and \
+            if type(expr) is cst.Expr and type(expr.value) is cst.Call and \
                     dotted_name(expr.value.func) == f"{step.scaler}.update":
                 return following
         return stmt
@@ -373,7 +374,7 @@ class Roles:
     def step_hooked(self) -> bool:
         """A hook is registered on an optimizer's step somewhere in the module (it may clear the
         gradients)."""
-        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _STEP_HOOKS for c in self.scopes.calls)
+        return any(type(c.func) is cst.Attribute and c.func.attr.value in _STEP_HOOKS for c in self.scopes.calls)
 
     @cached_property
     def uses_grad_scaler(self) -> bool:
@@ -386,7 +387,7 @@ class Roles:
         for call in self.scopes.calls:
             if self.names.call_name(call) in GRAD_SCALER:
                 made += 1
-            elif isinstance(call.func, cst.Attribute) and call.func.attr.value in ("scale", "unscale_") and \
+            elif type(call.func) is cst.Attribute and call.func.attr.value in ("scale", "unscale_") and \
                     "scaler" in last_part(dotted_name(call.func.value)).lower():
                 return True  # `loss = self.scaler.scale(loss)`
         return made > len(self.unread_grad_scalers)
@@ -418,15 +419,15 @@ class Roles:
         `enable_grad()`, `x.requires_grad_()`, `x.requires_grad = True`, `register_hook`."""
         for call, _ in self.calls.calls_in(node):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _ASKS_FOR_GRAD_METHODS:
+            if type(func) is cst.Attribute and func.attr.value in _ASKS_FOR_GRAD_METHODS:
                 return True
             if self.names.call_name(call) in _ASKS_FOR_GRAD_CALLS:
                 return True
         roots = [node, *self.calls.functions_reached(node)]
-        return any(isinstance(n, cst.Assign) and any(
-            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad" and
-            literal_bool(n.value) is not False for t in n.targets)
-            for root in roots for n in self.tree.walk_scope(root))
+        return any(any(
+            type(t.target) is cst.Attribute and t.target.attr.value == "requires_grad" and
+            literal_bool(n.value) is not False for t in n.targets)  # type: ignore[attr-defined]
+            for root in roots for n in self.tree.scope_nodes(root, _ASSIGN))
 
     @cached_property
     def _backwards_by_order(self) -> Tuple[List[Backward], List[int]]:

@@ -61,11 +61,11 @@ class Binding:
 
 def _binding_targets(target: cst.CSTNode) -> Iterator[Tuple[cst.Name, bool]]:
     """Names a target binds, each with whether it gets the whole value."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         yield target, True
         return
     for leaf in leaf_targets(target):
-        if isinstance(leaf, cst.Name):
+        if type(leaf) is cst.Name:
             yield leaf, False
 
 
@@ -119,7 +119,7 @@ class Scopes:
 
     def _params(self, node: cst.CSTNode) -> None:
         params = getattr(node, "params", None)
-        if not isinstance(params, cst.Parameters):
+        if not type(params) is cst.Parameters:
             return
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             self._bind(node, param.name.value, param, None, "param")
@@ -137,16 +137,16 @@ class Scopes:
         if node_type is cst.Return or node_type is cst.Yield:
             value = node.value  # type: ignore[attr-defined]
             if value is not None:
-                self._returned.setdefault(id(scope), []).append(value.item if isinstance(value, cst.From) else value)
+                self._returned.setdefault(id(scope), []).append(value.item if type(value) is cst.From else value)
         elif node_type is cst.Call:
             self.calls.append(node)  # type: ignore[arg-type]
             self._calls_of.setdefault(id(scope), []).append(node)  # type: ignore[arg-type]
             func = node.func  # type: ignore[attr-defined]
             if type(func) is cst.Attribute and func.attr.value in _APPENDING and node.args:  # type: ignore[attr-defined]
                 root = func.value
-                while isinstance(root, (cst.Attribute, cst.Subscript)):
+                while type(root) in (cst.Attribute, cst.Subscript):
                     root = root.value
-                if isinstance(root, cst.Name):
+                if type(root) is cst.Name:
                     self._bind(scope, root.value, node, node.args[-1].value, "append")  # type: ignore[attr-defined]
         elif node_type is cst.Assign:
             self.assigns.append(node)  # type: ignore[arg-type]
@@ -242,9 +242,9 @@ class Scopes:
         if not tree.contains(bind.node, at):
             return True
         node = bind.node
-        if isinstance(node, cst.For):
+        if type(node) is cst.For:
             return tree.contains(node.body, at)
-        if isinstance(node, cst.With):
+        if type(node) is cst.With:
             return tree.contains(node.body, at)
         return False
 
@@ -282,14 +282,14 @@ class Scopes:
             scope = tree.scope_of(call)
             while True:  # a nested def in an enclosing function, else a module-level function
                 for binding in self.bindings(scope, func.value):
-                    if binding.kind == "def" and isinstance(binding.node, cst.FunctionDef):
+                    if binding.kind == "def" and type(binding.node) is cst.FunctionDef:
                         return binding.node
                 if scope is self.module:
                     return None
                 if self.bindings(scope, func.value):
                     return None  # bound to something else locally
                 scope = tree.scope_of(scope)
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:
             if func.value.value in ("self", "cls"):
                 method = self.method_of(self.enclosing_class(call), func.attr.value)
                 if method is not None:
@@ -299,7 +299,7 @@ class Scopes:
             if self.on_class(call):  # `Unet.from_config(...)`: a class or static method
                 return self.method_of(self.classes[func.value.value], func.attr.value)
             return self.method_of(self.instance_class(func.value), func.attr.value)
-        if isinstance(func, cst.Attribute) and dotted_name(func.value) is not None and \
+        if type(func) is cst.Attribute and dotted_name(func.value) is not None and \
                 (dotted_name(func.value) or "").count(".") == 1 and (dotted_name(func.value) or "").startswith("self."):
             return self.method_of(self._attribute_class(call, (dotted_name(func.value) or "")[5:]), func.attr.value)
         return None
@@ -322,7 +322,7 @@ class Scopes:
             return found
         kinds: Dict[str, Set[Optional[str]]] = {}
         for method in klass.body.body:
-            if not isinstance(method, cst.FunctionDef):
+            if not type(method) is cst.FunctionDef:
                 continue
             for node in self.assigns_of(method):
                 for target in node.targets:
@@ -330,10 +330,10 @@ class Scopes:
                     if name is None or not name.startswith("self."):
                         continue
                     value = node.value
-                    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
-                            value.func.attr.value in ("cuda", "to", "eval", "cpu") and isinstance(value.func.value, cst.Call):
+                    while type(value) is cst.Call and type(value.func) is cst.Attribute and \
+                            value.func.attr.value in ("cuda", "to", "eval", "cpu") and type(value.func.value) is cst.Call:
                         value = value.func.value  # `Wrapper(path).cuda(gpu)`
-                    built = value.func.value if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) \
+                    built = value.func.value if type(value) is cst.Call and type(value.func) is cst.Name \
                         and value.func.value in self.classes else None
                     kinds.setdefault(name[5:], set()).add(built)
         found = {attr: next(iter(built)) if len(built) == 1 else None for attr, built in kinds.items()}
@@ -372,8 +372,8 @@ class Scopes:
         classes = set()
         for bind in binds:
             value = bind.value
-            if bind.kind != "assign" or not bind.whole or not isinstance(value, cst.Call) or \
-                    not isinstance(value.func, cst.Name) or value.func.value not in self.classes:
+            if bind.kind != "assign" or not bind.whole or not type(value) is cst.Call or \
+                    not type(value.func) is cst.Name or value.func.value not in self.classes:
                 return None
             classes.add(value.func.value)
         return self.classes[classes.pop()] if len(classes) == 1 else None
@@ -407,8 +407,8 @@ class Scopes:
             return None
         values = [constructed(v, _MOVES_ITSELF) if v is not None else v for v in values]
         built = {absolute(dotted_name(v.func)) for v in values
-                 if isinstance(v, cst.Call) and type(v.func) in (cst.Name, cst.Attribute)}
-        if len(built) != 1 or len(values) == 0 or any(not isinstance(v, cst.Call) for v in values):
+                 if type(v) is cst.Call and type(v.func) in (cst.Name, cst.Attribute)}
+        if len(built) != 1 or len(values) == 0 or any(not type(v) is cst.Call for v in values):
             return None
         return built.pop()
 
@@ -450,26 +450,26 @@ class Scopes:
 
     def emptied_by(self, klass: cst.ClassDef, attr: str) -> List[cst.FunctionDef]:
         """The methods of `klass` (other than `__init__`) that rebind or empty `self.<attr>`."""
-        return [method for method in klass.body.body if isinstance(method, cst.FunctionDef)
+        return [method for method in klass.body.body if type(method) is cst.FunctionDef
                 and method.name.value != "__init__" and self._empties(method, attr)]
 
     def _empties(self, method: cst.FunctionDef, attr: str) -> bool:
         """Whether `method` rebinds or empties `self.<attr>`."""
         for node in self.tree.walk_scope(method):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and \
                     node.func.attr.value in ("clear", "pop", "popleft", "remove") and \
                     dotted_name(node.func.value) == f"self.{attr}":
                 return True
             targets: List[cst.BaseExpression] = []
-            if isinstance(node, cst.Assign):
+            if type(node) is cst.Assign:
                 targets = [t.target for t in node.targets]
-            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            elif type(node) in (cst.AnnAssign, cst.AugAssign):
                 targets = [node.target]
-            elif isinstance(node, cst.Del):
+            elif type(node) is cst.Del:
                 targets = [node.target]
             for target in targets:
                 for leaf in leaf_targets(target):
-                    while isinstance(leaf, cst.Subscript):
+                    while type(leaf) is cst.Subscript:
                         leaf = leaf.value
                     if dotted_name(leaf) == f"self.{attr}":  # type: ignore[arg-type]
                         return True
@@ -479,23 +479,23 @@ class Scopes:
     def class_list(klass: cst.ClassDef, attr: str) -> bool:
         """`attr = []` (or `list()`) in the class body: one list shared by every instance."""
         for line in klass.body.body:
-            if isinstance(line, cst.SimpleStatementLine):
+            if type(line) is cst.SimpleStatementLine:
                 for small in line.body:
                     value = getattr(small, "value", None)
-                    is_list = isinstance(value, cst.List) or (isinstance(value, cst.Call) and
+                    is_list = type(value) is cst.List or (type(value) is cst.Call and
                                                              dotted_name(value.func) == "list" and not value.args)
-                    if is_list and isinstance(small, (cst.Assign, cst.AnnAssign)) and any(
+                    if is_list and type(small) in (cst.Assign, cst.AnnAssign) and any(
                             dotted_name(t) == attr for t in ([t.target for t in small.targets]
-                                                             if isinstance(small, cst.Assign) else [small.target])):
+                                                             if type(small) is cst.Assign else [small.target])):
                         return True
         return False
 
     def assigned_on_instances(self, klass: cst.ClassDef, attr: str) -> bool:
         """Whether any method of `klass` binds `self.<attr>` (which then hides a class attribute)."""
-        return any(isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and any(
-            dotted_name(leaf) == f"self.{attr}" for t in (node.targets if isinstance(node, cst.Assign) else [node])
+        return any(type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign) and any(
+            dotted_name(leaf) == f"self.{attr}" for t in (node.targets if type(node) is cst.Assign else [node])
             for leaf in leaf_targets(t.target))
-            for method in klass.body.body if isinstance(method, cst.FunctionDef)
+            for method in klass.body.body if type(method) is cst.FunctionDef
             for node in self.tree.walk_scope(method))
 
     def resolve(self, call: cst.Call) -> Optional[cst.FunctionDef]:

@@ -69,6 +69,7 @@ _BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassD
 _COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batch_?i(dx)?|\w*_(step|steps|iter|"
                       r"iters|iteration|idx|epoch|count|counter))$|^(step|iter|iteration|epoch)_?\w*$", re.IGNORECASE)
 _LOOPS = frozenset({cst.For, cst.While})
+_YIELD = frozenset({cst.Yield})
 _FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step % 2`), not a slip
 # What a diffusion sampler's schedule is named: a loop over it runs one denoising step an iteration.
 _SCHEDULE = re.compile(r"^(timesteps|sigmas)$")
@@ -157,8 +158,7 @@ class Steps:
         if found is None:
             self._one_step[id(func)] = False  # a recursive call decides nothing
             roles = self.roles
-            loops = [node for node in self.tree.walk_scope(func.body)
-                     if type(node) in _LOOPS and self.does_step_work(node)]
+            loops = [node for node in self.tree.scope_nodes(func.body, _LOOPS) if self.does_step_work(node)]
             found = bool(loops) and all(
                 roles.backwards_in(loop) and not roles.steps_in(loop) and not self._resets_in(loop) for loop in loops) \
                 and any(roles.resets_grads(call) and not any(self.tree.contains(loop, call) for loop in loops)
@@ -172,10 +172,10 @@ class Steps:
     @staticmethod
     def iterates_loader(loop: cst.CSTNode) -> bool:
         """`for batch in loader`, `enumerate(tqdm(train_loader))`, `self.train_dataloader()`."""
-        if not isinstance(loop, cst.For):
+        if not type(loop) is cst.For:
             return False
         iterable = _unwrapped(loop.iter)
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and \
                 iterable.func.attr.value.endswith("dataloader"):
             return True  # self.train_dataloader()
         return bool(LOADER_NAME.search(last_part(dotted_name(iterable))))
@@ -208,8 +208,7 @@ class Steps:
         return found
 
     def _step_loop_under(self, root: cst.CSTNode, besides: Optional[cst.CSTNode]) -> bool:
-        return any(type(node) in _LOOPS and node is not besides and self.does_step_work(node)
-                   for node in self.tree.walk_scope(root))
+        return any(node is not besides and self.does_step_work(node) for node in self.tree.scope_nodes(root, _LOOPS))
 
     # -- any node ----------------------------------------------------------------------------
     def how_often(self, node: cst.CSTNode) -> Optional[str]:
@@ -274,7 +273,7 @@ class Steps:
         found = self._own_steps.get(id(func))
         if found is None:
             found = intrinsic_often(func.name.value, True) is None and any(
-                self._own_step_loop(loop) for loop in self.tree.walk_scope(func.body) if type(loop) in _LOOPS)
+                self._own_step_loop(loop) for loop in self.tree.scope_nodes(func.body, _LOOPS))
             self._own_steps[id(func)] = found
         return found
 
@@ -327,7 +326,7 @@ class Steps:
         consumes it: its body runs once per item the caller takes."""
         found = self._yields.get(id(loop))
         if found is None:
-            found = any(type(node) is cst.Yield for node in self.tree.walk_scope(loop.body))  # type: ignore[attr-defined]
+            found = bool(self.tree.scope_nodes(loop.body, _YIELD))  # type: ignore[attr-defined]
             self._yields[id(loop)] = found
         return found
 
@@ -737,7 +736,7 @@ def _fills_cache(branch: cst.CSTNode, tree: TreeIndex, module_names: Callable[[c
 
 def _alternatives(test: cst.BaseExpression) -> List[cst.BaseExpression]:
     """The parts of `a or b or c`."""
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.Or:
         return _alternatives(test.left) + _alternatives(test.right)
     return [test]
 
@@ -748,9 +747,9 @@ def _tested_for_none(test: cst.BaseExpression, shared: FrozenSet[str]) -> Option
     made on first use; a generation hook's argument that generation hands back on the next
     token (`carried_between_tokens`). A local name tested so is an argument's default, filled
     on every call."""
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
-            isinstance(test.comparisons[0].operator, cst.Is) and \
-            isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and \
+            type(test.comparisons[0].operator) is cst.Is and \
+            type(test.comparisons[0].comparator) is cst.Name and test.comparisons[0].comparator.value == "None":
         name = dotted_name(test.left)
         if name is not None and ("." in name or name in shared):
             return name

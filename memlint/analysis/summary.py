@@ -213,15 +213,15 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
     functions: Dict[str, FunctionSummary] = {}
     classes: Dict[str, ClassSummary] = {}
     for statement in module.body:
-        if isinstance(statement, cst.FunctionDef) and imported:
+        if type(statement) is cst.FunctionDef and imported:
             functions[statement.name.value] = replace(_function(facts, statement),
                                                       empties_cache=only_empties_cache(statement, names.call_name),
                                                       context=facts.regions.context_of(statement))
-        elif isinstance(statement, cst.ClassDef):
+        elif type(statement) is cst.ClassDef:
             bases = tuple(base for base in (_base_name(facts, b.value) for b in statement.bases) if base)
             methods = {s.name.value: _function(facts, s) if imported else
                        FunctionSummary(_params(s), grad_off=facts.regions.runs_without_grad(s))
-                       for s in statement.body.body if isinstance(s, cst.FunctionDef)}
+                       for s in statement.body.body if type(s) is cst.FunctionDef}
             classes[statement.name.value] = ClassSummary(
                 bases, statement.name.value in facts.receivers.local_module_classes, methods,
                 _learns(facts, statement, asks))
@@ -296,7 +296,7 @@ def _forward_asks_for_grad(facts: "Facts", asks: bool) -> bool:
     `torch.autograd.grad(energy, positions)`): run under no_grad, it would fail."""
     return asks and any(
         method.name.value in ("forward", "__call__") and facts.roles.asks_for_grad(method)
-        for klass in facts.scopes.classes.values() for method in klass.body.body if isinstance(method, cst.FunctionDef))
+        for klass in facts.scopes.classes.values() for method in klass.body.body if type(method) is cst.FunctionDef)
 
 
 def _learns(facts: "Facts", klass: cst.ClassDef, asks: bool) -> bool:
@@ -310,7 +310,7 @@ def _learns(facts: "Facts", klass: cst.ClassDef, asks: bool) -> bool:
         return True
     helpers_train = bool(training)  # (elsewhere in the module: a helper a method calls may train)
     for method in klass.body.body:
-        if not isinstance(method, cst.FunctionDef):
+        if not type(method) is cst.FunctionDef:
             continue
         if helpers_train and (roles.backwards_in(method.body) or roles.steps_in(method.body)) or \
                 asks and roles.asks_for_grad(method):
@@ -320,7 +320,7 @@ def _learns(facts: "Facts", klass: cst.ClassDef, asks: bool) -> bool:
         given = frozenset(_params(method)[1:])  # (what the instance is called with may carry a graph)
         if _hands_on(facts, method, given):
             return True
-        for node in facts.tree.walk_scope(method.body):
+        for node in facts.tree.scope_nodes(method.body, _STORING):
             stored = _stored_on_self(node)
             if stored is not None and values.carries_grad_from(stored, node, given):
                 return True
@@ -338,6 +338,10 @@ def _hands_on(facts: "Facts", method: cst.FunctionDef, given: FrozenSet[str]) ->
                 any(values.carries_grad_from(arg.value, call, given) for arg in call.args):
             return True
     return False
+
+
+# the statements and calls `_stored_on_self` reads
+_STORING = frozenset({cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Call})
 
 
 def _stored_on_self(node: cst.CSTNode) -> Optional[cst.BaseExpression]:
@@ -546,9 +550,9 @@ def _nested_caller(facts: "Facts", scope: cst.CSTNode, call: cst.Call) -> Tuple[
     on who calls it, which this module's summary cannot know."""
     tree = facts.tree
     outer = scope
-    while isinstance(outer, cst.FunctionDef) and _qualified(facts, outer) is None:
+    while type(outer) is cst.FunctionDef and _qualified(facts, outer) is None:
         outer = tree.scope_of(outer)
-    caller = _qualified(facts, outer) if outer is not scope and isinstance(scope, cst.FunctionDef) else None
+    caller = _qualified(facts, outer) if outer is not scope and type(scope) is cst.FunctionDef else None
     if caller is None:
         return None, None
     often = at_site(facts.steps.site(call), intrinsic_often(scope.name.value, False))  # type: ignore[attr-defined]
@@ -561,7 +565,7 @@ def _qualified(facts: "Facts", scope: cst.CSTNode) -> Optional[str]:
     tree = facts.tree
     if scope is tree.module:
         return ""
-    if not isinstance(scope, cst.FunctionDef):
+    if not type(scope) is cst.FunctionDef:
         return None
     parent = tree.scope_of(scope)
     if parent is not tree.module:

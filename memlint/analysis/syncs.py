@@ -67,6 +67,8 @@ from memlint.analysis.tree import (OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, c
 
 # What only a tensor has: a field read like this is one
 _TENSOR_ATTRIBUTES = frozenset({"shape", "size", "device", "dtype", "dim", "ndim", "numel"})
+_RETURN = frozenset({cst.Return})
+_RETURN_OR_YIELD = frozenset({cst.Return, cst.Yield})
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
 _GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled"})
@@ -161,7 +163,7 @@ def _compared(expr: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, cs
     if type(expr) is not cst.Comparison or len(expr.comparisons) != 1:  # type: ignore[attr-defined]
         return None
     comparison = expr.comparisons[0]  # type: ignore[attr-defined]
-    if isinstance(comparison.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)):
+    if type(comparison.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn):
         return None
     return expr.left, comparison.comparator  # type: ignore[attr-defined]
 
@@ -224,16 +226,16 @@ def element_source(target: cst.BaseExpression, iterable: cst.BaseExpression, nam
     it takes (`for i, (s, t) in enumerate(zip(a, b))`: `s` from `a`); through a module's
     `named_parameters()` / `named_buffers()`, its `parameters()` / `buffers()` (`for n, p in
     model.named_parameters()`: `p` from `model.parameters()`); None when it cannot be told."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return iterable if target.value == name else None
-    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(iterable, cst.Call):
+    if not type(target) in (cst.Tuple, cst.List) or not type(iterable) is cst.Call:
         return None
     parts = [e.value for e in target.elements]
     func = iterable.func
-    if isinstance(func, cst.Attribute) and func.attr.value in _NAMED_TENSORS and len(parts) == 2 and \
-            isinstance(parts[1], cst.Name) and parts[1].value == name:
+    if type(func) is cst.Attribute and func.attr.value in _NAMED_TENSORS and len(parts) == 2 and \
+            type(parts[1]) is cst.Name and parts[1].value == name:
         return cst.Call(cst.Attribute(func.value, cst.Name(_NAMED_TENSORS[func.attr.value])))
-    if not isinstance(func, cst.Name) or any(a.keyword is not None or a.star for a in iterable.args):
+    if not type(func) is cst.Name or any(a.keyword is not None or a.star for a in iterable.args):
         return None
     if iterable.func.value == "enumerate" and len(parts) == 2 and len(iterable.args) == 1:
         return element_source(parts[1], iterable.args[0].value, name)
@@ -347,7 +349,7 @@ class Syncs:
                    any(arg.keyword is not None and arg.keyword.value == "device" for arg in call.args)
                    for call in self.scopes.calls_of(func)):
             return False  # (the cheap test first: nothing placed on a device)
-        returned = [node for node in self.tree.walk_scope(func) if type(node) is cst.Return]
+        returned = self.tree.scope_nodes(func, _RETURN)
         return bool(returned) and all(
             ret.value is not None and self.is_tensor(ret.value, ret) and self.on_device(ret.value, ret)  # type: ignore[attr-defined]
             for ret in returned)
@@ -358,12 +360,12 @@ class Syncs:
         func = call.func
         if self.names.call_name(call) == "torch.cuda.synchronize":
             return "synchronize"
-        if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist", "cpu") and not call.args:
+        if type(func) is cst.Attribute and func.attr.value in ("item", "tolist", "cpu") and not call.args:
             receiver = func.value
             if func.attr.value == "cpu" and self.roles.receivers.is_model(receiver):
                 return None
             return func.attr.value if self.is_tensor(receiver, call) and not self.on_host(receiver, call) else None
-        if isinstance(func, cst.Name) and func.value in ("int", "float", "bool") and len(call.args) == 1 and \
+        if type(func) is cst.Name and func.value in ("int", "float", "bool") and len(call.args) == 1 and \
                 self.names.qualified_name(func) is None and self.is_tensor(call.args[0].value, call) and \
                 not self.on_host(call.args[0].value, call):
             return func.value
@@ -447,28 +449,26 @@ class Syncs:
         host (`return loss.item(), acc.item()`), and does nothing else a caller could rely on
         (no backward, no optimizer step, no attribute or global stored): an evaluation, every
         call of which waits for its forward."""
-        body = list(self.tree.walk_scope(func.body))  # walked once, for its returns and then its effects
-        returned = [node for node in body if type(node) is cst.Return or type(node) is cst.Yield]
+        returned = self.tree.scope_nodes(func.body, _RETURN_OR_YIELD)
         if not returned or any(type(node) is cst.Yield or node.value is None for node in returned):  # type: ignore[attr-defined]
             return False
         confirmed = False
         for node in returned:
             value = node.value  # type: ignore[attr-defined]
-            parts = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
-            if not all(isinstance(part, cst.Call) and may_sync(part) for part in parts):
+            parts = [e.value for e in value.elements] if type(value) is cst.Tuple else [value]
+            if not all(type(part) is cst.Call and may_sync(part) for part in parts):
                 return False
             # each read back by its shape, one at least known to read a tensor
             confirmed = confirmed or any(self.sync(part) not in (None, "synchronize") for part in parts)  # type: ignore[arg-type]
         if not confirmed or not any(self.roles.is_forward(call) for call in self.scopes.calls_of(func)):
             return False
-        return self._keeps_to_itself(func, body)
+        return self._keeps_to_itself(func)
 
-    def _keeps_to_itself(self, func: cst.FunctionDef, body: List[cst.CSTNode]) -> bool:
-        """Nothing `func` (whose nodes are `body`) does outlives its call but its return value
-        (and a model's eval/train mode): it stores no attribute, subscript or global, and calls
-        only models, losses, pure torch functions, a few builtins, and methods of values it made
-        itself."""
-        for node in body:
+    def _keeps_to_itself(self, func: cst.FunctionDef) -> bool:
+        """Nothing `func` does outlives its call but its return value (and a model's eval/train
+        mode): it stores no attribute, subscript or global, and calls only models, losses, pure
+        torch functions, a few builtins, and methods of values it made itself."""
+        for node in self.tree.walk_scope(func.body):
             kind = type(node)
             if kind is cst.Global or kind is cst.Nonlocal:
                 return False
@@ -488,9 +488,9 @@ class Syncs:
         if qualified is not None:
             return qualified in _GRAD_MODES or bool(_TENSOR_FUNCTION.match(qualified)) and self.purity.of(call).pure
         callee = call.func
-        if isinstance(callee, cst.Name):
+        if type(callee) is cst.Name:
             return callee.value in _PURE_BUILTINS
-        if not isinstance(callee, cst.Attribute):
+        if not type(callee) is cst.Attribute:
             return False
         if callee.attr.value in ("eval", "train") and roles.receivers.is_model(callee.value):
             return True  # a model's mode: the step sets its own
@@ -499,9 +499,9 @@ class Syncs:
     def _made_here(self, expr: cst.BaseExpression, func: cst.FunctionDef) -> bool:
         """A value `func` computed itself: an expression, or a name only it binds (no parameter)."""
         root = expr
-        while isinstance(root, (cst.Attribute, cst.Subscript, cst.Call)):
-            root = root.func if isinstance(root, cst.Call) else root.value
-        if not isinstance(root, cst.Name):
+        while type(root) in (cst.Attribute, cst.Subscript, cst.Call):
+            root = root.func if type(root) is cst.Call else root.value
+        if not type(root) is cst.Name:
             return True  # (a comparison, arithmetic: a fresh value)
         binds = self.scopes.bindings(func, root.value)
         return bool(binds) and all(b.kind not in ("param", "append") for b in binds)
@@ -510,23 +510,23 @@ class Syncs:
     def is_tensor(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         if depth > _MAX_DEPTH:
             return False
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             return self._name_is_tensor(expr.value, at)
-        if isinstance(expr, cst.Attribute):
+        if type(expr) is cst.Attribute:
             if expr.attr.value in ("grad", "data", "T", "mT", "real", "imag", "values", "indices"):
                 return self.is_tensor(expr.value, at, depth + 1)
             value = expr.value  # `model(x).logits`, `out.loss`
             if type(value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS:  # `out = model(x)` ... `out.logits`
                 return self.is_tensor(value, at, depth + 1)
-            return isinstance(value, cst.Call) and self.roles.is_forward(value) or self._registered(expr, at)
-        if isinstance(expr, cst.Subscript):
+            return type(value) is cst.Call and self.roles.is_forward(value) or self._registered(expr, at)
+        if type(expr) is cst.Subscript:
             stored = self._stored_item(expr, at)
             return self.is_tensor(stored if stored is not None else expr.value, at, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             return self.is_tensor(expr.left, at, depth + 1) or self.is_tensor(expr.right, at, depth + 1)
-        if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+        if type(expr) is cst.UnaryOperation and not type(expr.operator) is cst.Not:
             return self.is_tensor(expr.expression, at, depth + 1)
-        if isinstance(expr, cst.Call):
+        if type(expr) is cst.Call:
             return self._call_is_tensor(expr, at, depth)
         compared = _compared(expr)
         return compared is not None and any(self.is_tensor(side, at, depth + 1) for side in compared)
@@ -546,13 +546,13 @@ class Syncs:
     def _last_stored(self, expr: cst.Subscript, at: cst.CSTNode) -> Optional[cst.BaseExpression]:
         code = self.tree.module.code_for_node
         key = code(expr)
-        line = next((a for a in self.tree.ancestors(at) if isinstance(a, cst.SimpleStatementLine)), None)
+        line = next((a for a in self.tree.ancestors(at) if type(a) is cst.SimpleStatementLine), None)
         block = self.tree.parent(line) if line is not None else None
         body = getattr(block, "body", None)
         if not isinstance(body, (list, tuple)) or line not in body:
             return None
         for statement in reversed(body[:body.index(line)]):
-            smalls = statement.body if isinstance(statement, cst.SimpleStatementLine) else ()
+            smalls = statement.body if type(statement) is cst.SimpleStatementLine else ()
             if len(smalls) == 1 and type(smalls[0]) is cst.Assign and len(smalls[0].targets) == 1 and \
                     type(smalls[0].targets[0].target) is cst.Subscript and code(smalls[0].targets[0].target) == key:
                 return smalls[0].value  # type: ignore[attr-defined]
@@ -632,14 +632,14 @@ class Syncs:
         if self._from_project(call):
             return True  # a helper of another module of the project returning a device tensor
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_CASTS and not call.args and \
+        if type(func) is cst.Attribute and func.attr.value in _TENSOR_CASTS and not call.args and \
                 not self.roles.receivers.is_model(func.value):
             return True  # `g.float()` (not of a model: `model.half()` gives the model)
-        if isinstance(func, cst.Attribute) and func.attr.value in _TENSOR_ONLY_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in _TENSOR_ONLY_METHODS:
             return True  # `labels.masked_fill(...)`, `x.contiguous()`
-        if isinstance(func, cst.Attribute) and _PREDICATE.match(func.attr.value):
+        if type(func) is cst.Attribute and _PREDICATE.match(func.attr.value):
             return False  # `h.is_complex()`, `x.has_names()`: a Python bool
-        if isinstance(func, cst.Attribute) and (func.attr.value not in _NOT_TENSOR_METHODS or
+        if type(func) is cst.Attribute and (func.attr.value not in _NOT_TENSOR_METHODS or
                                                 func.attr.value == "type" and call.args):
             return self.is_tensor(func.value, at, depth + 1)
         return False
@@ -671,13 +671,13 @@ class Syncs:
                 gathered = self._gathered(bind, name) or _unpacked(bind, name)
                 if gathered is not None:
                     result = self.is_tensor(gathered, bind.node, depth + 1)
-                elif not bind.whole and isinstance(value, cst.Call) and \
+                elif not bind.whole and type(value) is cst.Call and \
                         (position := unpacked_position(bind.node, name)) is not None and \
                         self._returns_tensors(self.scopes.resolve(value), position, depth + 1):
                     result = True  # `error, accuracy = fast_adapt(...)`, a helper returning a tensor there
                 elif not bind.whole and type(value) is cst.Name and self._hook_batch_field(bind, name):
                     result = True  # `imgs, _ = batch` in a Lightning step hook
-                elif not bind.whole and not (isinstance(value, cst.Call) and (
+                elif not bind.whole and not (type(value) is cst.Call and (
                         self.roles.is_forward(value) or self._call_is_tensor(value, bind.node, depth + 1))):
                     result = False
                 else:
@@ -848,7 +848,7 @@ class Syncs:
         if type(node) is cst.Subscript:
             for element in node.slice:  # type: ignore[attr-defined]
                 index = element.slice
-                if isinstance(index, cst.Slice):
+                if type(index) is cst.Slice:
                     if any(bound is not None and self._device_tensor(bound, node)
                            for bound in (index.lower, index.upper, index.step)):
                         return "slice"
@@ -903,18 +903,18 @@ class Syncs:
         """A boolean mask of device tensors: a comparison, `&`, `|` or `~` of them, a view or a
         slice of one (`mask[..., k].contiguous().view(-1)`), or a name bound to one (`mask =
         (x > 0) & keep`, then `x[mask]`)."""
-        if isinstance(index, cst.Comparison):
+        if type(index) is cst.Comparison:
             return self._device_tensor(index.left, at)
         if type(index) is cst.Call and type(index.func) is cst.Attribute and \
                 index.func.attr.value in _MASK_VIEWS:  # type: ignore[attr-defined]
             return self._mask(index.func.value, at, depth)  # type: ignore[attr-defined]
         if type(index) is cst.Subscript:  # any part of a boolean tensor is boolean
             return self._mask(index.value, at, depth)  # type: ignore[attr-defined]
-        if isinstance(index, cst.BinaryOperation) and isinstance(index.operator, (cst.BitAnd, cst.BitOr)):
+        if type(index) is cst.BinaryOperation and type(index.operator) in (cst.BitAnd, cst.BitOr):
             return self._mask(index.left, at, depth) or self._mask(index.right, at, depth)
-        if isinstance(index, cst.UnaryOperation) and isinstance(index.operator, cst.BitInvert):
+        if type(index) is cst.UnaryOperation and type(index.operator) is cst.BitInvert:
             return self._mask(index.expression, at, depth)
-        if isinstance(index, cst.Name) and depth < 3:
+        if type(index) is cst.Name and depth < 3:
             binds = self.scopes.in_effect(index.value, at)
             return bool(binds) and all(b.kind == "assign" and b.whole and b.value is not None
                                        and self._mask(b.value, b.node, depth + 1) for b in binds)
@@ -948,7 +948,7 @@ class Syncs:
         func = call.func
         if qualified in _SIZED_BY_DATA or qualified == "torch.where" and len(call.args) == 1:
             return bool(call.args) and (self._device_tensor(call.args[0].value, call) or self._mask(call.args[0].value, call))
-        if isinstance(func, cst.Attribute) and func.attr.value in ("nonzero", "masked_select", "unique") and \
+        if type(func) is cst.Attribute and func.attr.value in ("nonzero", "masked_select", "unique") and \
                 not qualified:
             return self._device_tensor(func.value, call)
         return False
@@ -961,12 +961,12 @@ class Syncs:
     def _condition_on_device(self, test: cst.BaseExpression, at: cst.CSTNode,
                              read: Optional[Callable[[cst.BaseExpression, cst.CSTNode], bool]] = None) -> bool:
         read = read or self._device_tensor
-        if isinstance(test, cst.BooleanOperation):
+        if type(test) is cst.BooleanOperation:
             return self._condition_on_device(test.left, at, read) or self._condition_on_device(test.right, at, read)
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
             return self._condition_on_device(test.expression, at, read)
-        if isinstance(test, cst.Comparison):
-            if any(isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons):
+        if type(test) is cst.Comparison:
+            if any(type(c.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for c in test.comparisons):
                 return False
             return any(read(part, at) for part in (test.left, *(c.comparator for c in test.comparisons)))
         return read(test, at)
@@ -979,13 +979,13 @@ class Syncs:
         a tuple with a tensor at `position` (`error, accuracy = fast_adapt(...)`: `error` at 0)."""
         if func is None or depth > _MAX_DEPTH:
             return False
-        returned = [r for r in self.tree.walk_scope(func.body) if type(r) is cst.Return]
+        returned = self.tree.scope_nodes(func.body, _RETURN)
         if not returned:
             return False
         for node in returned:
             value = node.value  # type: ignore[attr-defined]
             if position is not None:
-                if not isinstance(value, cst.Tuple) or len(value.elements) <= position:
+                if not type(value) is cst.Tuple or len(value.elements) <= position:
                     return False
                 value = value.elements[position].value
             if value is None or not self.is_tensor(value, node, depth):
@@ -1001,11 +1001,11 @@ class Syncs:
     def _iterates_tensors(self, iterable: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """Each element of `iterable` is a tensor: the elements of a tensor or of `.parameters()`,
         or of anything whose elements' gradients the loop reads."""
-        if isinstance(iterable, cst.Call):
+        if type(iterable) is cst.Call:
             func = iterable.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "buffers"):
+            if type(func) is cst.Attribute and func.attr.value in ("parameters", "buffers"):
                 return True
-            if isinstance(func, cst.Name) and func.value == "zip":
+            if type(func) is cst.Name and func.value == "zip":
                 return all(self._iterates_tensors(a.value, at, depth + 1) for a in iterable.args)
         return self.is_tensor(iterable, at, depth + 1) or self._reads_grads_of_elements(iterable)
 
@@ -1022,7 +1022,7 @@ class Syncs:
             return self.is_tensor(expr, at) and not self.on_host(expr, at)
         if depth > _MAX_DEPTH:
             return False
-        if isinstance(expr, cst.Name):
+        if type(expr) is cst.Name:
             key = (expr.value, id(at))
             known = self._placed.known(key)
             if known is None:
@@ -1030,21 +1030,21 @@ class Syncs:
                 known = self._placed.decided(key, bool(binds) and all(  # (names followed: counted in _Bindings)
                     self._binds_device_value(b, expr.value, 0) for b in binds))
             return known
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "grad":  # where its tensor is, else where
+        if type(expr) is cst.Attribute and expr.attr.value == "grad":  # where its tensor is, else where
             return self.on_device(expr.value, at, depth + 1) or \
                 self.is_tensor(expr, at) and not self.on_host(expr.value, at)  # backward ran: the device
-        if isinstance(expr, cst.Attribute) and (expr.attr.value in ("data", "T", "mT") or
+        if type(expr) is cst.Attribute and (expr.attr.value in ("data", "T", "mT") or
                                                 type(expr.value) is cst.Name and expr.attr.value in _OUTPUT_FIELDS):
             return self.on_device(expr.value, at, depth + 1)
-        if isinstance(expr, cst.Subscript):
+        if type(expr) is cst.Subscript:
             stored = self._stored_item(expr, at)
             return self.on_device(stored if stored is not None else expr.value, at, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
+        if type(expr) is cst.BinaryOperation:
             return self.on_device(expr.left, at, depth + 1) or self.on_device(expr.right, at, depth + 1)
         compared = _compared(expr)
         if compared is not None:
             return any(self.on_device(side, at, depth + 1) for side in compared)
-        if not isinstance(expr, cst.Call) or _to_host(expr):
+        if not type(expr) is cst.Call or _to_host(expr):
             return False
         if self.purity.mover(expr) is not None or self.roles.is_forward(expr) or self.roles.is_loss(expr) or \
                 self._from_project(expr):
@@ -1056,7 +1056,7 @@ class Syncs:
             return False
         func = expr.func
         operands = [a.value for a in expr.args if a.keyword is None]
-        if isinstance(func, cst.Attribute) and self.names.call_name(expr) is None:
+        if type(func) is cst.Attribute and self.names.call_name(expr) is None:
             operands.append(func.value)
         return any(self.on_device(operand, at, depth + 1) for operand in operands)
 
@@ -1268,13 +1268,13 @@ class Syncs:
         """The iterable of the innermost `for` loop or comprehension around `node` in its function."""
         child = node
         for ancestor in self.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef):
                 return None
-            if isinstance(ancestor, cst.While) and child is ancestor.body:
+            if type(ancestor) is cst.While and child is ancestor.body:
                 return None
-            if isinstance(ancestor, cst.For) and child is ancestor.body:
+            if type(ancestor) is cst.For and child is ancestor.body:
                 return ancestor.iter
-            if isinstance(ancestor, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)) and \
+            if type(ancestor) in (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp) and \
                     not self.tree.contains(ancestor.for_in.iter, node):
                 return ancestor.for_in.iter
             child = ancestor
@@ -1284,7 +1284,7 @@ class Syncs:
         """Iterating `iterable` runs many times (see the module docstring)."""
         if type(iterable) is cst.NamedExpr:  # `for _ in (pbar := trange(n)):`
             return self.many(iterable.value, at)  # type: ignore[attr-defined]
-        if isinstance(iterable, cst.Call):
+        if type(iterable) is cst.Call:
             func = iterable.func
             qualified = self.names.qualified_name(func)
             if qualified in _PROGRESS_RANGES or qualified is None and type(func) is cst.Name and func.value == "range":
@@ -1294,13 +1294,13 @@ class Syncs:
                 return span >= FEW_ITERATIONS if span is not None else bool(iterable.args)
             if qualified in _PROGRESS_BARS and iterable.args:  # `tqdm(loader)`: what it wraps
                 return self.many(iterable.args[0].value, at)
-            if isinstance(func, cst.Attribute) and func.attr.value in _FEW_METHODS:
+            if type(func) is cst.Attribute and func.attr.value in _FEW_METHODS:
                 return False
-            if isinstance(func, cst.Name) and qualified is None:
+            if type(func) is cst.Name and qualified is None:
                 if func.value in ("zip", "enumerate", "reversed"):
                     return bool(iterable.args) and any(self.many(a.value, at) for a in iterable.args
                                                        if a.keyword is None)
-        if isinstance(iterable, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
+        if type(iterable) in (cst.Tuple, cst.List, cst.Set, cst.Dict):
             return False
         return self.is_tensor(iterable, at) or self.over_parameters(iterable)
 

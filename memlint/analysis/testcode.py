@@ -55,9 +55,9 @@ def in_test_code(tree: TreeIndex, node: cst.CSTNode) -> bool:
     """Inside a function named `test*` / `_test*`, or a class named `Test*` / `*Test`, or one
     deriving from a `TestCase`."""
     for ancestor in tree.ancestors(node):
-        if isinstance(ancestor, cst.FunctionDef) and _TEST_FUNCTION.match(ancestor.name.value):
+        if type(ancestor) is cst.FunctionDef and _TEST_FUNCTION.match(ancestor.name.value):
             return True
-        if isinstance(ancestor, cst.ClassDef) and (
+        if type(ancestor) is cst.ClassDef and (
                 _TEST_CLASS.search(ancestor.name.value)
                 or any(_TEST_CLASS.search(last_part(dotted_name(base.value))) for base in ancestor.bases)):
             return True

@@ -161,9 +161,9 @@ def _in_torch(qualified: str) -> bool:
 
 def _checks_api(test: cst.CSTNode) -> bool:
     for node in expression_nodes(test):
-        if isinstance(node, cst.Call) and last_part(dotted_name(node.func)) in _CHECKS:
+        if type(node) is cst.Call and last_part(dotted_name(node.func)) in _CHECKS:
             return True
-        if isinstance(node, (cst.Name, cst.Attribute)) and "version" in (last_part(dotted_name(node)) or "").lower():
+        if type(node) in (cst.Name, cst.Attribute) and "version" in (last_part(dotted_name(node)) or "").lower():
             return True
     return False
 
@@ -172,18 +172,18 @@ def checked_first(tree: TreeIndex, node: cst.CSTNode) -> bool:
     """Whether `node` runs only where the code made sure an API exists (see the module docstring)."""
     child = node
     for ancestor in tree.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             return False
-        if isinstance(ancestor, cst.Try) and child is ancestor.body:
+        if type(ancestor) is cst.Try and child is ancestor.body:
             for handler in ancestor.handlers:
                 kind = handler.type
-                caught = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+                caught = [e.value for e in kind.elements] if type(kind) is cst.Tuple else [kind]
                 if kind is None or any(last_part(dotted_name(c)) in _CATCHES_MISSING for c in caught if c is not None):
                     return True
-        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and child is not ancestor.test \
+        if type(ancestor) in (cst.If, cst.IfExp, cst.While) and child is not ancestor.test \
                 and _checks_api(ancestor.test):
             return True
-        if isinstance(ancestor, cst.BooleanOperation) and child is ancestor.right and _checks_api(ancestor.left):
+        if type(ancestor) is cst.BooleanOperation and child is ancestor.right and _checks_api(ancestor.left):
             return True
         child = ancestor
     return False

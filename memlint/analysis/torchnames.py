@@ -22,7 +22,7 @@ def _imports(module: cst.Module, tree: Optional[TreeIndex]) -> Iterator[cst.CSTN
     """Every import statement, nested blocks included (imports inside functions count)."""
     if tree is not None:
         return (node for node, _ in tree.listed if type(node) is cst.Import or type(node) is cst.ImportFrom)
-    return (node for node in walk(module) if isinstance(node, (cst.Import, cst.ImportFrom)))
+    return (node for node in walk(module) if type(node) in (cst.Import, cst.ImportFrom))
 
 
 class TorchNames:
@@ -46,7 +46,7 @@ class TorchNames:
             imports.setdefault(local, []).append(statement)
 
         for small in _imports(module, tree):
-            if isinstance(small, cst.Import):
+            if type(small) is cst.Import:
                 for alias in small.names:
                     full = dotted_name(alias.name)
                     if full is None:
@@ -56,8 +56,8 @@ class TorchNames:
                     else:
                         top = full.split(".")[0]
                         bind(top, top, small)
-            elif isinstance(small, cst.ImportFrom):
-                if isinstance(small.names, cst.ImportStar):
+            elif type(small) is cst.ImportFrom:
+                if type(small.names) is cst.ImportStar:
                     base = dotted_name(small.module) if small.module is not None else ""
                     if small.relative:
                         base = _relative_base(package, len(small.relative), base)
@@ -78,17 +78,17 @@ class TorchNames:
                     local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
                     bind(local, f"{base}.{name}", small, table)
         for stmt in module.body:  # module-level rebinding shadows an import for the whole file
-            if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            if type(stmt) in (cst.FunctionDef, cst.ClassDef):
                 rebound.add(stmt.name.value)
-            elif isinstance(stmt, cst.SimpleStatementLine):
+            elif type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     targets = ()
-                    if isinstance(small, cst.Assign):
+                    if type(small) is cst.Assign:
                         targets = tuple(t.target for t in small.targets)
-                    elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+                    elif type(small) in (cst.AnnAssign, cst.AugAssign):
                         targets = (small.target,)
                     for target in targets:
-                        if isinstance(target, cst.Name):
+                        if type(target) is cst.Name:
                             rebound.add(target.value)
         self._aliases = {
             local: full
@@ -206,7 +206,7 @@ class Reference:
     @property
     def call(self) -> Optional[cst.Call]:
         """The call that calls it, when it is called."""
-        if isinstance(self.parent, cst.Call) and self.parent.func is self.node:
+        if type(self.parent) is cst.Call and self.parent.func is self.node:
             return self.parent
         return None
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import typing
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import AbstractSet, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import libcst as cst
 
@@ -193,7 +193,8 @@ _SCOPE_RECORDED = frozenset({
 # calls, what binds or returns a value, and imports. The name index (memlint.analysis.scopes)
 # and the import table (memlint.analysis.torchnames) read them instead of walking the tree again.
 _LISTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Return, cst.Yield, cst.Assign,
-                     cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For, cst.With, cst.Import, cst.ImportFrom})
+                     cst.AnnAssign, cst.AugAssign, cst.NamedExpr, cst.For, cst.While, cst.With, cst.Import,
+                     cst.ImportFrom})
 _CLOSING = object()  # on the walk's stack, below a node's children: its subtree ends when it is popped
 _FUNCTION_KINDS = (cst.FunctionDef, cst.Lambda)
 _STATEMENT_KINDS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -225,6 +226,7 @@ class TreeIndex:
         self.parents = parents  # id(node) -> parent; the module has none
         self.module: cst.Module = nodes[0]  # type: ignore[assignment]
         self._placement = placement
+        self._by_kinds: Dict[FrozenSet[type], Tuple[List[int], List[cst.CSTNode]]] = {}  # `_listed_of`
 
     @property
     def listed(self) -> List[Tuple[cst.CSTNode, Scope]]:
@@ -273,7 +275,7 @@ class TreeIndex:
 
     def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         scope = self.scope_of(node)
-        return scope if isinstance(scope, cst.FunctionDef) else None
+        return scope if type(scope) is cst.FunctionDef else None
 
     def class_of(self, func: cst.CSTNode) -> Optional[cst.ClassDef]:
         """The class a method is defined in (directly), or None."""
@@ -314,6 +316,44 @@ class TreeIndex:
             yield current
             at = ends[at] if type(current) in new_scopes else at + 1
 
+    def scope_nodes(self, node: cst.CSTNode, kinds: FrozenSet[type]) -> List[cst.CSTNode]:
+        """The nodes of `kinds` (listed kinds: `_LISTED`) that `walk_scope(node)` yields, in its
+        order, read off the listed nodes' positions: a binary search for the node's span, the
+        nested functions, classes and lambdas in it jumped over. The analyses ask a function's
+        body for its calls, or its sums, over and over; walking it node by node cost a twentieth
+        of a lint."""
+        placement = self._placement
+        start = placement.order.get(id(node))
+        if start is None or not kinds <= _LISTED:
+            return [n for n in self.walk_scope(node) if type(n) in kinds]
+        ends = placement.ends
+        end = ends[start]
+        positions, found = self._listed_of(kinds)
+        low, high = bisect_left(positions, start), bisect_left(positions, end)
+        if low == high:
+            return []
+        nested, _ = self._listed_of(_NEW_SCOPES)
+        next_scope = bisect_right(nested, start)
+        blocked = -1  # the end of the nested scopes seen so far: positions before it are theirs
+        kept: List[cst.CSTNode] = []
+        for at in range(low, high):
+            position = positions[at]
+            while next_scope < len(nested) and nested[next_scope] < position:
+                blocked = max(blocked, ends[nested[next_scope]])
+                next_scope += 1
+            if position >= blocked:
+                kept.append(found[at])
+        return kept
+
+    def _listed_of(self, kinds: FrozenSet[type]) -> Tuple[List[int], List[cst.CSTNode]]:
+        """The pre-order positions of the listed nodes of `kinds`, ascending, and the nodes."""
+        known = self._by_kinds.get(kinds)
+        if known is None:
+            order = self._placement.order
+            nodes = [n for n, _ in self._placement.listed if type(n) in kinds]
+            known = self._by_kinds[kinds] = ([order[id(n)] for n in nodes], nodes)
+        return known
+
     def in_subtree(self, node: cst.CSTNode, items: Sequence[T], orders: Sequence[int]) -> Sequence[T]:
         """The `items` under `node`, given their pre-order `orders` in ascending order: a
         binary search, where testing each item would cost the length of the list per question."""
@@ -342,7 +382,7 @@ class TreeIndex:
         """The statement line that is nothing but `call` (`opt.step()`), else None."""
         expr = self.parent(call)
         line = self.parent(expr) if expr is not None else None
-        if isinstance(expr, cst.Expr) and isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+        if type(expr) is cst.Expr and type(line) is cst.SimpleStatementLine and len(line.body) == 1:
             return line
         return None
 
@@ -544,9 +584,8 @@ def string_key(node: cst.Subscript) -> Optional[str]:
 
 def is_docstring(statement: cst.CSTNode) -> bool:
     """A statement line that is one string and nothing else."""
-    return isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 and \
-        isinstance(statement.body[0], cst.Expr) and isinstance(statement.body[0].value,
-                                                               (cst.SimpleString, cst.ConcatenatedString))
+    return type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 and \
+        type(statement.body[0]) is cst.Expr and type(statement.body[0].value) in (cst.SimpleString, cst.ConcatenatedString)
 
 
 def compares_name_to_main(test: cst.BaseExpression) -> bool:
@@ -560,7 +599,7 @@ def compares_name_to_main(test: cst.BaseExpression) -> bool:
 
 def literal_bool(expr: Optional[cst.BaseExpression]) -> Optional[bool]:
     """True / False for the literal names, else None."""
-    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+    if type(expr) is cst.Name and expr.value in ("True", "False"):
         return expr.value == "True"
     return None
 

@@ -70,6 +70,8 @@ from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeInde
 _INFERENCE_MODE = re.compile(r"^(mode|phase|stage)=(inference|infer|test|testing|eval|evaluation|predict|"
                              r"prediction|sample|sampling|generate|generation|val|valid|validation)$")
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
+_RETURN = frozenset({cst.Return})
+_SUM_STATEMENTS = frozenset({cst.AugAssign, cst.Assign})  # where `_accumulates_into_self` looks
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 # What hands back the model it is given, moved, cast or wrapped to run on several devices.
@@ -175,14 +177,14 @@ def _indices_of(node: cst.Subscript) -> bool:
 
 def _moves_off_device(call: cst.Call) -> bool:
     """`t.cpu()`, `t.to("cpu")`, `t.to(device="cpu")`."""
-    method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+    method = call.func.attr.value if type(call.func) is cst.Attribute else ""
     return method == "cpu" or method == "to" and any(
-        isinstance(a.value, cst.SimpleString) and a.value.value.strip("'\"").startswith("cpu") for a in call.args)
+        type(a.value) is cst.SimpleString and a.value.value.strip("'\"").startswith("cpu") for a in call.args)
 
 
 def _stores_into_container(target: cst.CSTNode) -> bool:
     """`obj.a = v`, `d[k] = v`, also inside a tuple target."""
-    return any(isinstance(leaf, (cst.Attribute, cst.Subscript)) for leaf in leaf_targets(target))
+    return any(type(leaf) in (cst.Attribute, cst.Subscript) for leaf in leaf_targets(target))
 
 
 class Values:
@@ -357,35 +359,35 @@ class Values:
         stack: List[cst.CSTNode] = [expr]
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.Name):
+            if type(node) is cst.Name:
                 if node.value in trace.through and self._as_given(node.value, at) or \
                         self._name_traces(node.value, at, trace):
                     return True
-            elif isinstance(node, cst.Attribute):
+            elif type(node) is cst.Attribute:
                 if node.attr.value not in DETACHING_ATTRIBUTES:
                     stack.append(node.value)
-            elif isinstance(node, cst.Subscript):
+            elif type(node) is cst.Subscript:
                 if not _indices_of(node):
                     stack.append(node.value)
-            elif isinstance(node, cst.Call):
+            elif type(node) is cst.Call:
                 if self._call_traces(node, at, stack, trace):
                     return True
-            elif isinstance(node, (cst.BinaryOperation,)):
+            elif type(node) in (cst.BinaryOperation,):
                 stack.extend((node.left, node.right))
-            elif isinstance(node, cst.UnaryOperation):
-                if not isinstance(node.operator, cst.Not):
+            elif type(node) is cst.UnaryOperation:
+                if not type(node.operator) is cst.Not:
                     stack.append(node.expression)
-            elif isinstance(node, cst.BooleanOperation):
+            elif type(node) is cst.BooleanOperation:
                 stack.extend((node.left, node.right))
-            elif isinstance(node, cst.IfExp):
+            elif type(node) is cst.IfExp:
                 stack.extend((node.body, node.orelse))
-            elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+            elif type(node) in (cst.Tuple, cst.List, cst.Set):
                 stack.extend(e.value for e in node.elements)
-            elif isinstance(node, cst.Dict):
-                stack.extend(e.value for e in node.elements if isinstance(e, (cst.DictElement, cst.StarredDictElement)))
-            elif isinstance(node, cst.StarredElement):
+            elif type(node) is cst.Dict:
+                stack.extend(e.value for e in node.elements if type(e) in (cst.DictElement, cst.StarredDictElement))
+            elif type(node) is cst.StarredElement:
                 stack.append(node.value)
-            elif isinstance(node, cst.NamedExpr):
+            elif type(node) is cst.NamedExpr:
                 stack.append(node.value)
             # constants, comparisons, f-strings, lambdas, comprehensions: no graph (or unknown)
         return False
@@ -539,7 +541,7 @@ class Values:
 
     def _call_traces(self, call: cst.Call, at: cst.CSTNode, stack: List[cst.CSTNode], trace: "_Trace") -> bool:
         func = call.func
-        if isinstance(func, cst.Name) and func.value in SCALAR_FUNCTIONS:
+        if type(func) is cst.Name and func.value in SCALAR_FUNCTIONS:
             return False
         if self.roles.is_forward(call):
             # a forward records a graph in grad mode (unless the file freezes parameters: then
@@ -556,7 +558,7 @@ class Values:
                 stack.extend(arg.value for arg in call.args)
                 return False
             return self._returned_by_another_module(call, trace)
-        if isinstance(func, cst.Name) and func.value in self._record_types:
+        if type(func) is cst.Name and func.value in self._record_types:
             stack.extend(arg.value for arg in call.args)  # `ModelPrediction(noise, x0)`: it holds them
             return False
         target = self.scopes.resolve(call)
@@ -567,7 +569,7 @@ class Values:
             return bool(handed) and self._returns_from(target, handed, trace.graph)
         if self.project_callee(call) is not None:
             return self._returned_by_another_module(call, trace)
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             if func.attr.value in DETACHING_METHODS or (not trace.graph and _moves_off_device(call)) or \
                     func.attr.value in ("to", "type") and any(
                         self.names.qualified_name(a.value) in INTEGER_DTYPES for a in call.args):
@@ -722,7 +724,7 @@ class Values:
             self._memo_returns_from[key] = not _annotated_tensorless(func) and any(
                 ret.value is not None and not (graph and self.regions.grad_enabled(ret) is False)  # type: ignore[attr-defined]
                 and self._traces(ret.value, ret, trace)  # type: ignore[attr-defined]
-                for ret in self.tree.walk_scope(func) if type(ret) is cst.Return)
+                for ret in self.tree.scope_nodes(func, _RETURN))
         return self._memo_returns_from[key]
 
     def _name_traces(self, name: str, at: cst.CSTNode, trace: "_Trace") -> bool:
@@ -743,7 +745,7 @@ class Values:
                 continue
             if trace.graph and self.regions.grad_enabled(bind.node) is False and bind.kind != "append":
                 continue
-            if not bind.whole and isinstance(bind.value, cst.Call) and (
+            if not bind.whole and type(bind.value) is cst.Call and (
                     last_part(dotted_name(bind.value.func)) in VALUES_INDICES or _COUNT_NAME.match(bind.name)
                     or self._graphless_element(bind)):
                 continue  # `_, predicted = out.max(1)`: do not guess which element it is; a count has no graph
@@ -801,20 +803,20 @@ class Values:
         return any(b is bind for b in self.scopes.in_effect(bind.name, at))
 
     def _iter_traces(self, iterable: cst.BaseExpression, at: cst.CSTNode, trace: "_Trace") -> bool:
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Name and \
                 iterable.func.value in ("zip", "enumerate", "reversed"):
             return any(self._iter_traces(a.value, at, trace) for a in iterable.args)
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and \
                 iterable.func.attr.value in ("items", "values") and not iterable.args:
             return self._iter_traces(iterable.func.value, at, trace)  # `for k, v in losses.items()`
-        if isinstance(iterable, cst.Name):
+        if type(iterable) is cst.Name:
             return self._traces(iterable, at, trace)
         return False
 
     @cached_property
     def _record_types(self) -> FrozenSet[str]:
         """Names this module binds to a `namedtuple(...)` type: a call of one holds its arguments."""
-        return frozenset(dotted for assign in self.scopes.assigns if isinstance(assign.value, cst.Call)
+        return frozenset(dotted for assign in self.scopes.assigns if type(assign.value) is cst.Call
                          and self.names.call_name(assign.value) in _NAMEDTUPLE
                          for dotted in (dotted_name(t.target) for t in assign.targets) if dotted)
 
@@ -833,7 +835,7 @@ class Values:
             if tree.scope_of(node) is not scope:
                 return None  # captured by a nested function: unknown use
             parent = tree.parent(node)
-            if isinstance(parent, cst.AssignTarget) or (isinstance(parent, (cst.AugAssign, cst.AnnAssign))
+            if type(parent) is cst.AssignTarget or (type(parent) in (cst.AugAssign, cst.AnnAssign)
                                                         and parent.target is node):
                 continue
             statement = tree.statement_around(node)
@@ -849,14 +851,14 @@ class Values:
         for ancestor in self.tree.ancestors(node):
             if ancestor is statement:
                 return False
-            if isinstance(ancestor, cst.IfExp) and not self.tree.contains(ancestor.test, node):
+            if type(ancestor) is cst.IfExp and not self.tree.contains(ancestor.test, node):
                 return True
         return False
 
     @staticmethod
     def _moved_to_host(statement: Optional[cst.CSTNode]) -> bool:
         return statement is not None and any(
-            isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _TO_HOST
+            type(n) is cst.Call and type(n.func) is cst.Attribute and n.func.attr.value in _TO_HOST
             for n in walk_scope(statement))
 
     def class_predictions_from(self, loop: cst.CSTNode, name: str) -> bool:
@@ -864,15 +866,15 @@ class Values:
         the whole of it (`name.argmax(1)`, `name.max(1)`, `torch.max(name, 1)`) and compares the
         classes with labels (`pred.eq(y)`, `pred == y`). A classifier's scores, one per class,
         are small next to the activations that made them."""
-        picks = [n for n in self.tree.walk_scope(loop) if isinstance(n, cst.Call) and self._picks_classes(n, name)]
+        picks = [n for n in self.tree.walk_scope(loop) if type(n) is cst.Call and self._picks_classes(n, name)]
         if not picks:
             return False
         predicted = {name for pick in picks for name in self._bound_from(pick, loop)}
         for node in self.tree.walk_scope(loop):
             compared: List[cst.BaseExpression] = []
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "eq":
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "eq":
                 compared = [node.func.value, *(a.value for a in node.args)]
-            elif isinstance(node, cst.Comparison) and any(isinstance(c.operator, cst.Equal) for c in node.comparisons):
+            elif type(node) is cst.Comparison and any(type(c.operator) is cst.Equal for c in node.comparisons):
                 compared = [node.left, *(c.comparator for c in node.comparisons)]
             for side in compared:
                 if any(n in picks for n in expression_nodes(side)) or sources_of(side) & predicted:
@@ -881,7 +883,7 @@ class Values:
 
     def _picks_classes(self, call: cst.Call, name: str) -> bool:
         func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _CLASS_PICKS and call.args:
+        if type(func) is cst.Attribute and func.attr.value in _CLASS_PICKS and call.args:
             return dotted_name(func.value) == name
         return self.names.call_name(call) in ("torch.argmax", "torch.max") and len(call.args) > 1 and \
             dotted_name(call.args[0].value) == name
@@ -891,7 +893,7 @@ class Values:
         statement = self.tree.statement_around(call)
         found: Set[str] = set()
         for node in self.tree.walk_scope(statement) if statement is not None and self.tree.contains(loop, statement) else ():
-            if isinstance(node, cst.Assign) and self.tree.contains(node.value, call):
+            if type(node) is cst.Assign and self.tree.contains(node.value, call):
                 found |= {n for t in node.targets for n in target_names(t.target)}
         return found
 
@@ -900,16 +902,16 @@ class Values:
         bound once to one (`batch = 32`, `batch, seq = 8, 256`); None otherwise."""
         if depth > 8:
             return None
-        if isinstance(expr, cst.Integer):
+        if type(expr) is cst.Integer:
             return int(expr.evaluated_value)
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Add, cst.FloorDivide)):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Multiply, cst.Add, cst.FloorDivide):
             left, right = self.constant_int(expr.left, depth + 1), self.constant_int(expr.right, depth + 1)
-            if left is None or right is None or (isinstance(expr.operator, cst.FloorDivide) and not right):
+            if left is None or right is None or (type(expr.operator) is cst.FloorDivide and not right):
                 return None
-            if isinstance(expr.operator, cst.Multiply):
+            if type(expr.operator) is cst.Multiply:
                 return left * right
-            return left + right if isinstance(expr.operator, cst.Add) else left // right
-        if not isinstance(expr, cst.Name):
+            return left + right if type(expr.operator) is cst.Add else left // right
+        if not type(expr) is cst.Name:
             return None
         binds = self.scopes.bindings_seen(expr.value, expr)
         if len(binds) != 1 or binds[0].kind != "assign" or binds[0].value is None:
@@ -918,11 +920,11 @@ class Values:
         if not binds[0].whole:  # `batch, seq = 8, 256`
             targets = getattr(binds[0].node, "targets", ())
             target = targets[0].target if len(targets) == 1 else None
-            if not (isinstance(target, cst.Tuple) and isinstance(value, cst.Tuple) and
+            if not (type(target) is cst.Tuple and type(value) is cst.Tuple and
                     len(target.elements) == len(value.elements)):
                 return None
             position = [i for i, e in enumerate(target.elements)
-                        if isinstance(e.value, cst.Name) and e.value.value == expr.value]
+                        if type(e.value) is cst.Name and e.value.value == expr.value]
             if len(position) != 1:
                 return None
             value = value.elements[position[0]].value
@@ -1026,7 +1028,7 @@ class Values:
         self._sums[id(method)] = found
         if self.regions.runs_without_grad(method):
             return found  # `@torch.no_grad() def update(...)`: its arithmetic records nothing
-        for statement in self.tree.walk_scope(method.body):
+        for statement in self.tree.scope_nodes(method.body, _SUM_STATEMENTS):
             kind = type(statement)
             if kind is cst.AugAssign and type(statement.operator) is cst.AddAssign:  # type: ignore[attr-defined]
                 target, added = statement.target, statement.value  # type: ignore[attr-defined]
@@ -1206,8 +1208,8 @@ class Values:
                for inner in self.tree.walk_scope(statement)):
             return True
         bound = set()
-        for small in (statement.body if isinstance(statement, cst.SimpleStatementLine) else ()):
-            if isinstance(small, cst.Assign):
+        for small in (statement.body if type(statement) is cst.SimpleStatementLine else ()):
+            if type(small) is cst.Assign:
                 bound |= {name for t in small.targets for name in target_names(t.target)}
         return bool(bound) and self.reaches_backward(self.tree.scope_of(node), bound)
 
@@ -1334,12 +1336,12 @@ class Values:
         if region is not None and region.grad_enabled is False:
             return False
         func = call.func
-        if isinstance(func, cst.Name) and (func.value in _HARMLESS_FUNCTIONS or self.scopes.resolve(call)):
+        if type(func) is cst.Name and (func.value in _HARMLESS_FUNCTIONS or self.scopes.resolve(call)):
             return False
         if self.names.call_name(call) is not None or self.roles.is_forward(call) or self.roles.is_loss(call) or \
                 self.roles.receivers.is_parameter_free(func) or self._of_a_class_that_never_learns(call):
             return False
-        return not (isinstance(func, cst.Attribute) and (
+        return not (type(func) is cst.Attribute and (
             func.attr.value in _HARMLESS_METHODS or self.carries_grad(func.value, call) or
             self._computes(call) or func.attr.value == "add_batch" and all(
                 arg.keyword is not None and arg.keyword.value in _METRIC_INPUTS for arg in call.args)))
@@ -1412,7 +1414,7 @@ class Values:
         values: List[Tuple[cst.CSTNode, cst.CSTNode]] = [(backward.loss, backward.call)]
         while values:
             value, at = values.pop()
-            for call in (n for n in expression_nodes(value) if isinstance(n, cst.Call)):
+            for call in (n for n in expression_nodes(value) if type(n) is cst.Call):
                 target = self.scopes.resolve(call)
                 if target is not None:
                     functions.setdefault(id(target), target)
@@ -1438,9 +1440,9 @@ class Values:
         if self.carries_grad(backward.loss, backward.call):
             return True
         loss = backward.loss
-        while isinstance(loss, cst.Call) and isinstance(loss.func, cst.Attribute):  # loss.mean().backward()
+        while type(loss) is cst.Call and type(loss.func) is cst.Attribute:  # loss.mean().backward()
             loss = loss.func.value
-        return isinstance(loss, cst.Name) and "loss" in loss.value.lower()
+        return type(loss) is cst.Name and "loss" in loss.value.lower()
 
 
 class _ScopeSummary:
@@ -1489,10 +1491,11 @@ def _annotated_tensorless(func: cst.FunctionDef) -> bool:
 def _holds_no_tensor(annotation: cst.BaseExpression) -> bool:
     """Whether a value of the type `annotation` holds no tensor: one of `_PLAIN_TYPES`, or a
     container of them; `-> Tensor`, `-> List[torch.Tensor]`, `-> float` and anything else may."""
-    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+    if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
         return _holds_no_tensor(annotation.left) and _holds_no_tensor(annotation.right)
-    if isinstance(annotation, cst.Subscript):
+    if type(annotation) is cst.Subscript:
         return last_part(dotted_name(annotation.value)) in _CONTAINER_TYPES and all(
-            isinstance(element.slice, cst.Index) and _holds_no_tensor(element.slice.value)
+            type(element.slice) is cst.Index and _holds_no_tensor(element.slice.value)
             for element in annotation.slice)
-    return dotted_name(annotation) in _PLAIN_TYPES or isinstance(annotation, cst.Ellipsis)
+    return dotted_name(annotation) in _PLAIN_TYPES or type(annotation) is cst.Ellipsis
+

@@ -41,7 +41,7 @@ def show(node: cst.CSTNode) -> str:
 
 def detached(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`expr.detach()`, parenthesizing `expr` when it needs it."""
-    if not isinstance(expr, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not expr.lpar:
+    if not type(expr) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) and not expr.lpar:
         expr = expr.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     return cst.Call(cst.Attribute(expr, cst.Name("detach")))
 
@@ -54,9 +54,9 @@ def with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst
     if not call.args:
         return call.with_changes(args=[new])
     *rest, last = call.args
-    if isinstance(last.comma, cst.Comma):  # a trailing comma: the new argument goes after it, keeping it
+    if type(last.comma) is cst.Comma:  # a trailing comma: the new argument goes after it, keeping it
         separator = last.comma.with_changes(whitespace_after=call.whitespace_before_args) \
-            if isinstance(last.comma.whitespace_after, cst.ParenthesizedWhitespace) else last.comma
+            if type(last.comma.whitespace_after) is cst.ParenthesizedWhitespace else last.comma
         return call.with_changes(args=[*rest, last.with_changes(comma=separator), new.with_changes(comma=last.comma)])
     moved = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
     last = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
@@ -67,9 +67,9 @@ def with_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst
 def detach_before_move(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     """`out.detach()`; `out.detach().cpu()` for `out.cpu()` (and `.to(...)` alike); None for a
     tuple, list or dict (each element would need it)."""
-    if isinstance(value, (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.StarredElement)):
+    if type(value) in (cst.Tuple, cst.List, cst.Dict, cst.Set, cst.StarredElement):
         return None
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+    if type(value) is cst.Call and type(value.func) is cst.Attribute and \
             value.func.attr.value in ("cpu", "to"):
         return value.with_changes(func=value.func.with_changes(value=detached(value.func.value)))
     return detached(value)

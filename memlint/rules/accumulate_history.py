@@ -20,8 +20,8 @@ def _same_entry(expr: cst.BaseExpression, target: cst.BaseExpression) -> bool:
     code = cst.Module([]).code_for_node
     if code(expr) == code(target):
         return True
-    if isinstance(target, cst.Subscript) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index) \
-            and isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "get" \
+    if type(target) is cst.Subscript and len(target.slice) == 1 and type(target.slice[0].slice) is cst.Index \
+            and type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "get" \
             and expr.args and code(expr.func.value) == code(target.value):
         return code(expr.args[0].value) == code(target.slice[0].slice.value)
     return False
@@ -29,10 +29,10 @@ def _same_entry(expr: cst.BaseExpression, target: cst.BaseExpression) -> bool:
 
 def _unscaled(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`ema` for `0.9 * ema`, `ema * decay` or `ema / 2`: a running average scales what it keeps."""
-    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Multiply, cst.Divide)):
-        if isinstance(expr.left, (cst.Float, cst.Integer, cst.Name)) and isinstance(expr.operator, cst.Multiply):
+    if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Multiply, cst.Divide):
+        if type(expr.left) in (cst.Float, cst.Integer, cst.Name) and type(expr.operator) is cst.Multiply:
             return expr.right
-        if isinstance(expr.right, (cst.Float, cst.Integer, cst.Name)):
+        if type(expr.right) in (cst.Float, cst.Integer, cst.Name):
             return expr.left
     return expr
 
@@ -559,7 +559,7 @@ class AccumulateHistory(Rule):
                 over_dataset(facts, node)), fix)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.operator, cst.AddAssign):
+        if type(node.operator) is cst.AddAssign:
             self._check(node, node.target, node.value)
         self._check_running_state(node, node.target, node.value)
 
@@ -581,12 +581,12 @@ class AccumulateHistory(Rule):
                     fixable = not any(self.facts.values.carries_grad(a.value, node) for a in default)
                     self._check(node, target, added, fixable)
                     break
-        elif isinstance(value, cst.Call) and self.facts.names.call_name(value) == "torch.cat" and value.args and \
-                isinstance(value.args[0].value, (cst.Tuple, cst.List)):
+        elif type(value) is cst.Call and self.facts.names.call_name(value) == "torch.cat" and value.args and \
+                type(value.args[0].value) in (cst.Tuple, cst.List):
             parts = [e.value for e in value.args[0].value.elements]  # `acc = torch.cat((acc, out))`
             if any(_same_entry(p, target) for p in parts):
                 for part in parts:
-                    if not _same_entry(part, target) and not isinstance(part, cst.StarredElement):
+                    if not _same_entry(part, target) and not type(part) is cst.StarredElement:
                         self._check(node, target, part)
 
     def _check_running_state(self, node: Union[cst.Assign, cst.AugAssign], target: cst.BaseExpression,
@@ -602,7 +602,7 @@ class AccumulateHistory(Rule):
                 facts.regions.grad_enabled(node) is not True:
             return
         tree = facts.tree
-        reads_itself = isinstance(node, cst.AugAssign) or any(  # (not `self.avg.detach()`: cut every step)
+        reads_itself = type(node) is cst.AugAssign or any(  # (not `self.avg.detach()`: cut every step)
             type(part) is cst.Attribute and dotted_name(part) == state and not (
                 type(tree.parent(part)) is cst.Attribute and tree.parent(part).attr.value in _DETACHED_READS)  # type: ignore[attr-defined]
             for part in expression_nodes(value))
@@ -618,7 +618,7 @@ class AccumulateHistory(Rule):
     def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression,
                fixable: bool = True) -> None:
         ancestors = self.context.ancestors
-        if innermost_loop(ancestors) is None and not any(isinstance(a, (cst.For, cst.While)) for a in ancestors):
+        if innermost_loop(ancestors) is None and not any(type(a) in (cst.For, cst.While) for a in ancestors):
             return
         facts = self.facts
         loops = facts.tree.loops_around(node)
@@ -627,16 +627,16 @@ class AccumulateHistory(Rule):
             return
         if not facts.values.carries_grad(value, node):
             return
-        if (isinstance(target, cst.Name) or isinstance(holder(target), cst.Name)) and (
+        if (type(target) is cst.Name or type(holder(target)) is cst.Name) and (
                 facts.values.reset_in_iteration(loops[0], root, node) or facts.values.reset_each_step(node, root)):
             return  # `total = 0` or `terms = {}` in the iteration, or in the step around it: nothing outlives it
         scope = facts.tree.scope_of(node)
-        accumulator = {root} if isinstance(target, cst.Name) else {root, dotted_name(target) or root}
+        accumulator = {root} if type(target) is cst.Name else {root, dotted_name(target) or root}
         if facts.values.reaches_backward(scope, accumulator) or facts.values.handed_to_backward(scope, {root}):
             return  # backwarded, or handed to what may backward it (`balancer.backward(terms)`)
-        if not isinstance(target, cst.Name) and facts.values.attribute_backwarded(dotted_name(holder(target)) or ""):
+        if not type(target) is cst.Name and facts.values.attribute_backwarded(dotted_name(holder(target)) or ""):
             return  # `self.total` backwarded by another method
-        local = isinstance(holder(target), cst.Name)  # `total`, `stats["loss"]`; not `self.total`
+        local = type(holder(target)) is cst.Name  # `total`, `stats["loss"]`; not `self.total`
         if local and facts.values.leaves_scope(scope, {root}, besides=node) and (
                 facts.phase.in_training_function(node) or facts.phase.eval_evidence(loops[0]) is None) and \
                 not facts.values.backwarded_in(value, loops[0]):

@@ -59,16 +59,16 @@ def _device_arg(call: cst.Call) -> Optional[cst.Arg]:
             return _bare(keywords["device"])
         if not positional:
             return _kwarg("device", cst.SimpleString('"cuda"'))
-        if len(positional) == 1 and isinstance(positional[0].value, cst.Integer):
+        if len(positional) == 1 and type(positional[0].value) is cst.Integer:
             return _kwarg("device", cst.SimpleString(f'"cuda:{positional[0].value.value}"'))
         return None
     if "device" in keywords and not positional:
         return _bare(keywords["device"])
     if len(positional) == 1 and "device" not in keywords:
         value = positional[0].value
-        last = value.attr.value if isinstance(value, cst.Attribute) else getattr(value, "value", "")
-        is_device = isinstance(value, cst.SimpleString) or (
-            isinstance(value, (cst.Name, cst.Attribute)) and bool(_DEVICE_NAME.search(last))
+        last = value.attr.value if type(value) is cst.Attribute else getattr(value, "value", "")
+        is_device = type(value) is cst.SimpleString or (
+            type(value) in (cst.Name, cst.Attribute) and bool(_DEVICE_NAME.search(last))
         )
         return _kwarg("device", value) if is_device else None
     return None
@@ -100,7 +100,7 @@ def _split(name: str, call: cst.Call, int64: cst.BaseExpression) -> Optional[Tup
         sizes = positional[:1] or ([keywords.pop("size")] if "size" in keywords else [])
         has_dtype = any(a.keyword.value == "dtype" for a in empty if a.keyword)
         # without dtype=, full() takes its dtype from the fill value: only a float matches empty()
-        if len(fill) != 1 or not sizes or not (has_dtype or isinstance(fill[0].value, cst.Float)):
+        if len(fill) != 1 or not sizes or not (has_dtype or type(fill[0].value) is cst.Float):
             return None
         refill = [cst.Arg(fill[0].value)]
     else:
@@ -227,7 +227,7 @@ class TensorAllocInLoop(Rule):
     )
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        if len(node.targets) != 1 or not type(node.targets[0].target) is cst.Name:
             return
         loop = innermost_loop(self.context.ancestors)
         if loop is None:
@@ -254,7 +254,7 @@ class TensorAllocInLoop(Rule):
         sizes = [a.value for a in split[0] if a.keyword is None or a.keyword.value == "size"]
         count = 1
         for size in sizes:
-            dims = [e.value for e in size.elements] if isinstance(size, (cst.Tuple, cst.List)) else [size]
+            dims = [e.value for e in size.elements] if type(size) in (cst.Tuple, cst.List) else [size]
             for dim in dims:
                 value = self.facts.values.constant_int(dim)
                 if value is None:
@@ -264,16 +264,16 @@ class TensorAllocInLoop(Rule):
 
     def _factory(self, value: cst.BaseExpression) -> Optional[_Factory]:
         mover = None
-        if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value in ("cuda", "to") and isinstance(value.func.value, cst.Call)):
+        if (type(value) is cst.Call and type(value.func) is cst.Attribute
+                and value.func.attr.value in ("cuda", "to") and type(value.func.value) is cst.Call):
             mover, value = value, value.func.value
-        if not isinstance(value, cst.Call):
+        if not type(value) is cst.Call:
             return None
         name = self.facts.names.call_name(value)
         if name not in _REFILL:
             return None
         requires_grad = next((a for a in value.args if a.keyword and a.keyword.value == "requires_grad"), None)
-        if requires_grad is not None and not (isinstance(requires_grad.value, cst.Name)
+        if requires_grad is not None and not (type(requires_grad.value) is cst.Name
                                               and requires_grad.value.value == "False"):
             return None
         return _Factory(name, value, mover)

@@ -18,24 +18,24 @@ _STEP_METHODS = frozenset({"update", "unscale_"})
 def _step_part(facts: Facts, stmt: cst.CSTNode) -> bool:
     """A statement that is only a backward, an optimizer or scheduler step, a gradient reset,
     clipping, or `scaler.update()` / `scaler.unscale_(opt)`."""
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+    if not type(stmt) is cst.SimpleStatementLine or len(stmt.body) != 1:
         return False
     small = stmt.body[0]
-    if isinstance(small, cst.Expr):
+    if type(small) is cst.Expr:
         call = small.value
-    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+    elif type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name:
         call = small.value  # grad_norm = clip_grad_norm_(...)
-        if not (isinstance(call, cst.Call) and facts.roles.is_grad_clip(call)):
+        if not (type(call) is cst.Call and facts.roles.is_grad_clip(call)):
             return False
     else:
         return False
-    if not isinstance(call, cst.Call):
+    if not type(call) is cst.Call:
         return False
     roles = facts.roles
     if roles.backward_of(call) or roles.step_of(call) or roles.resets_grads(call) or roles.is_grad_clip(call):
         return True
     func = call.func
-    if isinstance(func, cst.Attribute):
+    if type(func) is cst.Attribute:
         receiver = (dotted_name(func.value) or "").lower()
         if func.attr.value in _STEP_METHODS and "scaler" in receiver:
             return True
@@ -205,7 +205,7 @@ class BackwardUnderAutocast(Rule):
     @staticmethod
     def _fix(facts: Facts, call: cst.Call, with_node: cst.With) -> Optional[Fix]:
         block = with_node.body
-        if len(with_node.items) != 1 or not isinstance(block, cst.IndentedBlock):
+        if len(with_node.items) != 1 or not type(block) is cst.IndentedBlock:
             return None
         statement = facts.tree.statement_of(call)
         body: Sequence[cst.BaseStatement] = block.body

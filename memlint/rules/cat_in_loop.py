@@ -358,7 +358,7 @@ class CatInLoop(Rule):
         reads = [use for use in facts.flow.uses if use.name == growth.name and not use.store
                  and use.node is not self._acc_node(growth)
                  and not (growth.first is not None and self.facts.tree.contains(growth.first, use.node))]
-        if isinstance(loop, cst.While) and growth.name in sources_of(loop.test):
+        if type(loop) is cst.While and growth.name in sources_of(loop.test):
             return  # grown until it is long enough: the loop is about its length
         message = (f"`{growth.name}` is grown by `torch.cat` on every iteration: each one copies everything gathered "
                    f"so far and holds the old and the new `{growth.name}` at once; ")
@@ -374,7 +374,7 @@ class CatInLoop(Rule):
 
     def _long(self, loop: Loop) -> bool:
         """The loop runs many times: a `while`, a data loader, a `range` that is not short, a tensor."""
-        if isinstance(loop, cst.While):
+        if type(loop) is cst.While:
             return True
         return self.facts.steps.iterates_loader(loop) or self.facts.syncs.many(loop.iter, loop)
 
@@ -419,7 +419,7 @@ class CatInLoop(Rule):
         return False
 
     def _growth(self, node: cst.Assign) -> Optional[_Growth]:
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        if len(node.targets) != 1 or not type(node.targets[0].target) is cst.Name:
             return None
         name = node.targets[0].target.value
         call, test, bindings = node.value, None, 1
@@ -428,21 +428,21 @@ class CatInLoop(Rule):
         elif type(call) is cst.Call and self.facts.names.call_name(call) in _CAT:
             test = _if_statement_branch(self.facts.tree, node, name)  # `if acc is None: acc = piece` / `else:`
             bindings = 1 if test is None else 2
-        if not isinstance(call, cst.Call) or self.facts.names.call_name(call) not in _CAT:
+        if not type(call) is cst.Call or self.facts.names.call_name(call) not in _CAT:
             return None
         tensors = argument(call, "tensors", 0)
         dim = argument(call, "dim", 1)
         if tensors is None or any(a.keyword is not None and a.keyword.value not in ("tensors", "dim")
                                   for a in call.args) or any(a.star for a in call.args):
             return None
-        if not isinstance(tensors.value, (cst.Tuple, cst.List)) or len(tensors.value.elements) != 2:
+        if not type(tensors.value) in (cst.Tuple, cst.List) or len(tensors.value.elements) != 2:
             return None
-        first, second = (e.value if isinstance(e, cst.Element) else None for e in tensors.value.elements)
+        first, second = (e.value if type(e) is cst.Element else None for e in tensors.value.elements)
         if first is None or second is None:
             return None
-        if isinstance(first, cst.Name) and first.value == name and name not in sources_of(second):
+        if type(first) is cst.Name and first.value == name and name not in sources_of(second):
             piece, prepends = second, False
-        elif isinstance(second, cst.Name) and second.value == name and name not in sources_of(first):
+        elif type(second) is cst.Name and second.value == name and name not in sources_of(first):
             piece, prepends = first, True
         else:
             return None
@@ -455,25 +455,25 @@ class CatInLoop(Rule):
 
     def _designed(self, loop: cst.CSTNode, accumulator: str) -> bool:
         """A loop over a model's layers or a short literal range: concatenation is its design."""
-        if not isinstance(loop, cst.For):
+        if not type(loop) is cst.For:
             return False
         iterable = loop.iter
-        while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
+        while type(iterable) is cst.Call and type(iterable.func) is cst.Name and \
                 iterable.func.value in ("enumerate", "zip", "reversed") and iterable.args:
             iterable = iterable.args[0].value
-        if isinstance(iterable, (cst.Tuple, cst.List)):
+        if type(iterable) in (cst.Tuple, cst.List):
             return True
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and \
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute and \
                 iterable.func.attr.value in ("items", "values", "keys"):
             return True
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "range":
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Name and iterable.func.value == "range":
             span = range_span(iterable)
             if span is not None:
                 return span < FEW_ITERATIONS
             return any("self." in cst.Module([]).code_for_node(a.value) or
                        self._counts_model_parts(a.value, loop, accumulator) for a in iterable.args)
         dotted = dotted_name(iterable) or ""
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute):
+        if type(iterable) is cst.Call and type(iterable.func) is cst.Attribute:
             dotted = dotted_name(iterable.func.value) or ""  # self.blocks.children()
         return dotted.startswith("self.") or self.facts.receivers.is_model(iterable)
 
@@ -492,7 +492,7 @@ class CatInLoop(Rule):
 
     def _over_pieces(self, loop: Loop) -> bool:
         """`for image in torch.chunk(batch, n)` (or a name bound once to such pieces)."""
-        iterable = loop.iter if isinstance(loop, cst.For) else None
+        iterable = loop.iter if type(loop) is cst.For else None
         if type(iterable) is cst.Name:
             binds = self.facts.scopes.bindings_seen(iterable.value, loop)  # type: ignore[union-attr]
             return len(binds) == 1 and binds[0].kind == "assign" and binds[0].whole and self._pieces(binds[0].value)
@@ -540,21 +540,21 @@ class CatInLoop(Rule):
         stack: List[cst.CSTNode] = [expr]
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.Name):
+            if type(node) is cst.Name:
                 found.add(node.value)
-            elif isinstance(node, cst.Attribute):
+            elif type(node) is cst.Attribute:
                 stack.append(node.value)
-            elif isinstance(node, cst.Call):
+            elif type(node) is cst.Call:
                 stack.extend(a.value for a in node.args)
                 func = node.func
-                if isinstance(func, cst.Attribute) and not self.facts.roles.is_forward(node) and \
+                if type(func) is cst.Attribute and not self.facts.roles.is_forward(node) and \
                         self.facts.names.qualified_name(func) is None:
                     stack.append(func.value)
             elif isinstance(node, cst.BaseExpression):
                 stack.extend(c for c in children(node) if isinstance(c, cst.BaseExpression))
-                stack.extend(c.value for c in children(node) if isinstance(c, (cst.Element, cst.Arg)))
+                stack.extend(c.value for c in children(node) if type(c) in (cst.Element, cst.Arg))
                 stack.extend(c.slice.value for c in children(node)  # type: ignore[attr-defined]
-                             if isinstance(c, cst.SubscriptElement) and isinstance(c.slice, cst.Index))
+                             if type(c) is cst.SubscriptElement and type(c.slice) is cst.Index)
         return found
 
     def _parts_name(self, name: str) -> str:

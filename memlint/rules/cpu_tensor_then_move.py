@@ -550,7 +550,7 @@ class CpuTensorThenMove(Rule):
             return  # (whether it runs every step is asked last, of a move that would be reported)
         receiver = node.func.value  # type: ignore[attr-defined]
         core, casts = _peel_casts(receiver)
-        if isinstance(core, cst.Call):
+        if type(core) is cst.Call:
             factory = self.facts.purity.factory(core)
             if factory is not None:
                 if _has_device(core) or factory in RANDOM_FACTORIES and in_test_code(self.facts.tree, node):
@@ -566,7 +566,7 @@ class CpuTensorThenMove(Rule):
             if self._per_step(node):
                 self.report(node, self._message(None, move))
             return
-        if isinstance(core, cst.Call):
+        if type(core) is cst.Call:
             helper = self.facts.scopes.resolve(core)
             if helper is not None:
                 summary = self.facts.hoisting.helper(helper)
@@ -673,7 +673,7 @@ class CpuTensorThenMove(Rule):
         """`x.type_as(t)` / `x.to(t)`, where `t` is a tensor on the device: a move too."""
         like = self._device_like(node)
         func = node.func
-        if like is None or not isinstance(like, (cst.Name, cst.Attribute, cst.Subscript)) or \
+        if like is None or not type(like) in (cst.Name, cst.Attribute, cst.Subscript) or \
                 self.facts.purity.is_device(like) and func.attr.value == "to":  # type: ignore[attr-defined]
             return
         core, _ = _peel_casts(func.value)  # type: ignore[attr-defined]
@@ -689,12 +689,12 @@ class CpuTensorThenMove(Rule):
         drawn: Optional[Tuple[str, ...]] = None
         draw: cst.BaseExpression = core
         where = ""
-        if isinstance(core, cst.Call):
+        if type(core) is cst.Call:
             made = facts.purity.host_made(core)
             drawn = facts.distributions.host_draw(core) if made is None else None
-        elif isinstance(core, cst.Name):
+        elif type(core) is cst.Name:
             binding = _only_binding(facts, core, node)
-            if binding is not None and isinstance(binding.value, cst.Call):
+            if binding is not None and type(binding.value) is cst.Call:
                 made = facts.purity.host_made(binding.value)
                 if made is None:
                     computation = facts.purity.of(binding.value)
@@ -713,7 +713,7 @@ class CpuTensorThenMove(Rule):
             if in_test_code(facts.tree, node):
                 return False
             if self._per_step(node):
-                into = f" into `{core.value}`" if isinstance(core, cst.Name) else ""
+                into = f" into `{core.value}`" if type(core) is cst.Name else ""
                 self.report(node, _draw_message(draw, drawn, into, target))
             return True
         if made is None or made in RANDOM_FACTORIES and in_test_code(facts.tree, node):
@@ -733,13 +733,13 @@ class CpuTensorThenMove(Rule):
 
     def _traced(self, node: cst.Call) -> bool:
         """Inside a call that records the code itself (`torch.jit.trace(lambda: ...)`)."""
-        return any(isinstance(a, cst.Call) and (self.facts.names.call_name(a) or "").startswith(_RECORDERS)
+        return any(type(a) is cst.Call and (self.facts.names.call_name(a) or "").startswith(_RECORDERS)
                    for a in self.facts.tree.ancestors(node))
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         for element in node.slice:
             index = element.slice
-            if not isinstance(index, cst.Index) or not isinstance(index.value, cst.Call):
+            if not type(index) is cst.Index or not type(index.value) is cst.Call:
                 continue
             call = index.value
             factory = self.facts.purity.factory(call)
@@ -799,7 +799,7 @@ class CpuTensorThenMove(Rule):
         device = move.device
         if device is None:
             device = cst.SimpleString('"cuda"')
-        elif move.call.func.attr.value == "cuda" and isinstance(device, cst.Integer):  # type: ignore[attr-defined]
+        elif move.call.func.attr.value == "cuda" and type(device) is cst.Integer:  # type: ignore[attr-defined]
             device = cst.SimpleString(f'"cuda:{device.value}"')
         made: cst.BaseExpression = core.with_changes(args=_with_arg(core.args, _kwarg("device", device)))
         for cast in casts:
@@ -863,7 +863,7 @@ def _cast_alike(number: cst.BaseExpression) -> bool:
 def _peel_casts(expr: cst.BaseExpression) -> Tuple[cst.BaseExpression, List[cst.Call]]:
     """`torch.ones(n).bool()` -> (`torch.ones(n)`, [the `.bool()` call]), innermost cast first."""
     casts: List[cst.Call] = []
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and \
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute and \
             expr.func.attr.value in _CASTS and not expr.args:
         casts.append(expr)
         expr = expr.func.value
@@ -888,7 +888,7 @@ def _with_arg(args: Sequence[cst.Arg], new: cst.Arg) -> List[cst.Arg]:
         new = new.with_changes(whitespace_after_arg=last.whitespace_after_arg)
     else:  # a trailing comma: the new argument goes where the next one would, laid out like the others
         comma = last.comma
-        between = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) \
+        between = args[-2].comma.whitespace_after if len(args) > 1 and type(args[-2].comma) is cst.Comma \
             else cst.SimpleWhitespace(" ")
         args[-1] = last.with_changes(comma=comma.with_changes(whitespace_after=between))
         new = new.with_changes(comma=cst.Comma(whitespace_after=comma.whitespace_after))  # type: ignore[union-attr]

@@ -83,16 +83,16 @@ class _Site:
             args = _new_args(self.api, call.args)
             return None if args is None else (call, call.with_changes(func=func, args=args))
         decorator = self.reference.parent
-        if not isinstance(decorator, cst.Decorator):
+        if not type(decorator) is cst.Decorator:
             return None  # handed on uncalled (`_handed_on`): no call to rewrite here
         return decorator, decorator.with_changes(decorator=cst.Call(func, [_device_type()]))
 
 
 def _spliced(func: cst.BaseExpression) -> cst.BaseExpression:
     """`t.cuda.amp.autocast` -> `t.amp.autocast`."""
-    assert isinstance(func, cst.Attribute) and isinstance(func.value, cst.Attribute)
+    assert type(func) is cst.Attribute and type(func.value) is cst.Attribute
     cuda = func.value.value  # t.cuda
-    assert isinstance(cuda, cst.Attribute)
+    assert type(cuda) is cst.Attribute
     return func.with_changes(value=cuda.with_changes(attr=cst.Name("amp")))
 
 
@@ -271,7 +271,7 @@ class DeprecatedCudaAmpApi(Rule):
             self._report(node)
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
-        if isinstance(node.decorator, (cst.Name, cst.Attribute)):
+        if type(node.decorator) in (cst.Name, cst.Attribute):
             name = self.facts.names.qualified_name(node.decorator)
             if name is not None and name.rpartition(".")[0] == _OLD and name.rpartition(".")[2] in _DECORATORS:
                 self._report(node.decorator)
@@ -313,7 +313,7 @@ class DeprecatedCudaAmpApi(Rule):
                               "(or behind a version flag)")
             return
         namespace = "torch" if site.api == "autocast" and self._before(_SINCE["autocast"]) else "torch.amp"
-        if site.reference.call is None and not isinstance(site.reference.parent, cst.Decorator):
+        if site.reference.call is None and not type(site.reference.parent) is cst.Decorator:
             self.report(node, f"{what} is deprecated since torch 2.4: handed on here, it warns (a FutureWarning) "
                               f"where it is called; hand on `functools.partial({namespace}.{site.api}, {_CUDA})` "
                               "instead, called with keywords (its positional parameters differ)")
@@ -327,7 +327,7 @@ class DeprecatedCudaAmpApi(Rule):
         for api in _POSITIONAL:
             for reference in self.facts.references(f"{_OLD}.{api}"):
                 called = reference.call is not None
-                bare = isinstance(reference.parent, cst.Decorator) and api in _DECORATORS or \
+                bare = type(reference.parent) is cst.Decorator and api in _DECORATORS or \
                     api in _HANDED and _handed_on(reference.node, reference.parent, self.facts.tree)
                 if (called or bare) and not self._compatibility(reference, api):
                     sites.append(_Site(reference, api))
@@ -373,9 +373,9 @@ class DeprecatedCudaAmpApi(Rule):
         if any(facts.tree.scope_of(node) is scope and checked_first(facts.tree, node) for node in new):
             return True
         for ancestor in facts.tree.ancestors(reference.node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+            if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Module):
                 return False
-            if isinstance(ancestor, (cst.IfExp, cst.If, cst.Try)) and \
+            if type(ancestor) in (cst.IfExp, cst.If, cst.Try) and \
                     any(facts.tree.contains(ancestor, n) for n in new):
                 return True
         return False
@@ -421,13 +421,13 @@ def _handed_on(node: cst.CSTNode, parent: Optional[cst.CSTNode], tree: TreeIndex
     assignment (`autocast = torch.cuda.amp.autocast`), or what a partial will call
     (`functools.partial(torch.cuda.amp.autocast, dtype=torch.bfloat16)`, funcy's alike). Not a
     type tested with `isinstance`."""
-    if isinstance(parent, cst.IfExp):
+    if type(parent) is cst.IfExp:
         return parent.body is node or parent.orelse is node
-    if isinstance(parent, cst.Arg):
+    if type(parent) is cst.Arg:
         call = tree.parent(parent)
         return type(call) is cst.Call and call.args[0] is parent and parent.keyword is None and \
             last_part(dotted_name(call.func)) == "partial"  # type: ignore[attr-defined]
-    return isinstance(parent, cst.Assign) and parent.value is node
+    return type(parent) is cst.Assign and parent.value is node
 
 
 def _call(api: str) -> str:
@@ -454,7 +454,7 @@ def _bound_names(statement: cst.CSTNode) -> List[str]:
 
 def _moved_import(statement: cst.CSTNode) -> Optional[cst.CSTNode]:
     """The same import from torch.amp; None when it imports anything that would not move."""
-    if isinstance(statement, cst.ImportFrom) and statement.module is not None and not statement.relative:
+    if type(statement) is cst.ImportFrom and statement.module is not None and not statement.relative:
         module = dotted_name(statement.module)
         names = [dotted_name(alias.name) for alias in statement.names]  # type: ignore[union-attr]
         if module == _OLD and all(name in _POSITIONAL for name in names):
@@ -462,7 +462,7 @@ def _moved_import(statement: cst.CSTNode) -> Optional[cst.CSTNode]:
         if module == "torch.cuda" and names == ["amp"]:
             return statement.with_changes(module=cst.Name("torch"))
         return None
-    if isinstance(statement, cst.Import) and len(statement.names) == 1:
+    if type(statement) is cst.Import and len(statement.names) == 1:
         alias = statement.names[0]
         if dotted_name(alias.name) == _OLD and alias.asname is not None:
             return statement.with_changes(names=[alias.with_changes(name=cst.parse_expression(_NEW))])

@@ -604,15 +604,15 @@ class EmptyCacheInLoop(Rule):
             return True
         child: cst.CSTNode = node
         for ancestor in self.facts.tree.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.For, cst.While)):
-                if isinstance(ancestor, (cst.For, cst.While)) and child is not ancestor.body:
+            if type(ancestor) in (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.For, cst.While):
+                if type(ancestor) in (cst.For, cst.While) and child is not ancestor.body:
                     return True  # in a loop's else, or its header
-                if not isinstance(ancestor, (cst.For, cst.While)):
+                if not type(ancestor) in (cst.For, cst.While):
                     return False
-            if isinstance(ancestor, cst.If) and child is not ancestor.test and \
+            if type(ancestor) is cst.If and child is not ancestor.test and \
                     not picks_device(ancestor.test) and not a_setting(ancestor.test):
                 return True
-            if isinstance(ancestor, cst.IfExp):
+            if type(ancestor) is cst.IfExp:
                 return True
             child = ancestor
         return False
@@ -624,9 +624,9 @@ class EmptyCacheInLoop(Rule):
         for ancestor in self.facts.tree.ancestors(node):
             if type(ancestor) in NEW_SCOPES:
                 return False
-            if isinstance(ancestor, (cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)):
+            if type(ancestor) in (cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally):
                 return True
-            if isinstance(ancestor, (cst.Try, cst.TryStar)) and child is ancestor.body and any(
+            if type(ancestor) in (cst.Try, cst.TryStar) and child is ancestor.body and any(
                     handler.type is None or _CATCHES_OOM.search(cst.Module([]).code_for_node(handler.type))
                     for handler in ancestor.handlers):
                 return True

@@ -93,7 +93,7 @@ def _on_self(target: cst.BaseExpression) -> bool:
 
 def _named(loop: Loop) -> str:
     """How a message names a loop: `for x in xs`, `while ...`."""
-    if isinstance(loop, cst.For):
+    if type(loop) is cst.For:
         return f"`for {show(loop.target)} in {show(loop.iter)}`"
     return f"`while {show(loop.test)}`"
 
@@ -107,9 +107,9 @@ def _forward_of(value: cst.BaseExpression) -> Optional[cst.Call]:
 
 def _suspends(loop: Loop) -> bool:
     """A `yield` or `await` in the loop: a `with` around it would leak no-grad mode to the caller."""
-    if isinstance(loop, cst.For) and loop.asynchronous is not None:
+    if type(loop) is cst.For and loop.asynchronous is not None:
         return True
-    return any(isinstance(n, (cst.Yield, cst.Await)) for n in walk_scope(loop))
+    return any(type(n) in (cst.Yield, cst.Await) for n in walk_scope(loop))
 
 
 class EvalWithoutNoGrad(Rule):
@@ -1495,12 +1495,13 @@ class EvalWithoutNoGrad(Rule):
         project makes with grad off, nor one no call is seen of (linted alone, its callers in
         other modules are unknown)."""
         facts = self.facts
-        if node.decorators or facts.tree.scope_of(node) is not facts.tree.module or facts.phase.trains:
+        if node.decorators or facts.tree.scope_of(node) is not facts.tree.module or facts.phase.trains or \
+                not facts.phase.infers_without_grad_beside(node):
             return
         runs = [call for call, _ in facts.roles.forwards_in(node.body, follow=False)
                 if not facts.tree.loops_around(call) and facts.regions.grad_enabled(call) is not False
                 and not self._runs_without_grad_elsewhere(call)]
-        if not runs or not facts.phase.infers_without_grad_beside(node):
+        if not runs:
             return
         if any(not facts.values.graphless(value, value) or type(facts.tree.parent(value)) is not cst.Return
                for value in facts.scopes.returned(node)):
@@ -1534,9 +1535,9 @@ class EvalWithoutNoGrad(Rule):
         read where it is made (`model(x).argmax(-1)` in an assignment to a name), or returned."""
         tree = self.facts.tree
         statement = next((a for a in tree.ancestors(forward) if isinstance(a, cst.BaseSmallStatement)), None)
-        if isinstance(statement, cst.Return):
+        if type(statement) is cst.Return:
             return True
-        return isinstance(statement, cst.Assign) and all(
+        return type(statement) is cst.Assign and all(
             type(leaf) is cst.Name for target in statement.targets for leaf in leaf_targets(target.target))
 
     def _learns(self, klass: cst.ClassDef) -> bool:
@@ -1544,7 +1545,7 @@ class EvalWithoutNoGrad(Rule):
         module asks for them: what its model records may be wanted."""
         roles = self.facts.roles
         return any(roles.backwards_in(m.body) or roles.steps_in(m.body) or roles.asks_for_grad(m)
-                   for m in klass.body.body if isinstance(m, cst.FunctionDef)) or roles.asks_for_grad(self.facts.tree.module)
+                   for m in klass.body.body if type(m) is cst.FunctionDef) or roles.asks_for_grad(self.facts.tree.module)
 
     def _graph_stays_in(self, method: cst.FunctionDef) -> bool:
         """Nothing the method computes with a graph leaves it for what might backward it (a
@@ -1642,7 +1643,7 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         for call, _ in facts.calls.calls_in(hook.body, follow=False):
             func = call.func
-            if not isinstance(func, cst.Attribute) or facts.regions.grad_enabled(call) is False:
+            if not type(func) is cst.Attribute or facts.regions.grad_enabled(call) is False:
                 continue
             receiver = dotted_name(func.value) or ""
             if receiver.startswith("self.") and not facts.receivers.is_model(func.value) and \
@@ -2117,7 +2118,7 @@ class EvalWithoutNoGrad(Rule):
             return None
         tree = self.facts.tree
         for node in walk_scope(loop):
-            if node is not loop and isinstance(node, (cst.For, cst.While)) and not _suspends(node) and \
+            if node is not loop and type(node) in (cst.For, cst.While) and not _suspends(node) and \
                     all(tree.contains(node.body, site) for site in sites):
                 return node
         return None
@@ -2158,7 +2159,7 @@ class EvalWithoutNoGrad(Rule):
         facts = self.facts
         return any(facts.roles.asks_for_grad(method) for klass in facts.scopes.classes.values()
                    if facts.receivers.is_model_class(klass)
-                   for method in klass.body.body if isinstance(method, cst.FunctionDef))
+                   for method in klass.body.body if type(method) is cst.FunctionDef)
 
     @staticmethod
     def _outputs_bound(loop: Loop, sites: Set[int]) -> Set[str]:
@@ -2176,12 +2177,12 @@ class EvalWithoutNoGrad(Rule):
             return {name for leaf in leaf_targets(target) for name in (root_name(leaf),) if name}  # type: ignore[arg-type]
 
         for node in walk_scope(loop):
-            if isinstance(node, cst.Assign) and from_outputs(node.value):
+            if type(node) is cst.Assign and from_outputs(node.value):
                 produced.update(name for target in node.targets for name in roots(target.target))
-            elif isinstance(node, cst.AugAssign) and from_outputs(node.value):
+            elif type(node) is cst.AugAssign and from_outputs(node.value):
                 produced.update(roots(node.target))  # `loss += criterion(model(x), y)`
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                    node.func.attr.value in ("append", "extend", "insert") and isinstance(node.func.value, cst.Name) \
+            elif type(node) is cst.Call and type(node.func) is cst.Attribute and \
+                    node.func.attr.value in ("append", "extend", "insert") and type(node.func.value) is cst.Name \
                     and any(from_outputs(arg.value) for arg in node.args):
                 produced.add(node.func.value.value)
         return produced

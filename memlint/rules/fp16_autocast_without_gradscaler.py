@@ -379,7 +379,7 @@ class Fp16AutocastWithoutGradScaler(Rule):
         func = backward.call.func
         tree = facts.tree
         statement = tree.statement_of(backward.call)
-        if backward.kind != "method" or statement is None or not isinstance(func, cst.Attribute):
+        if backward.kind != "method" or statement is None or not type(func) is cst.Attribute:
             return None
         if len(facts.roles.backwards_in(loop)) != 1:
             return None

@@ -1179,7 +1179,7 @@ class HostDeviceSyncInLoop(Rule):
 
     def _in_a_handler(self, node: cst.CSTNode) -> bool:
         """`node` runs while an exception is handled: not on the step's normal path."""
-        return any(isinstance(a, cst.ExceptHandler) for a in self.facts.tree.ancestors(node))
+        return any(type(a) is cst.ExceptHandler for a in self.facts.tree.ancestors(node))
 
     def _under_a_choice(self, node: cst.CSTNode) -> bool:
         """A wait a layer makes only where its caller chose so: under a test of a dtype (`if

@@ -176,9 +176,9 @@ class TorchLoadWithoutWeightsOnly(Rule):
         whose `try` calls `torch.load` with it."""
         tree, names = self.facts.tree, self.facts.names
         for ancestor in tree.ancestors(call):
-            if isinstance(ancestor, cst.ExceptHandler):
+            if type(ancestor) is cst.ExceptHandler:
                 attempt = tree.parent(ancestor)
-                return isinstance(attempt, cst.Try) and any(
-                    isinstance(node, cst.Call) and names.call_name(node) == LOAD and argument(node, "weights_only")
+                return type(attempt) is cst.Try and any(
+                    type(node) is cst.Call and names.call_name(node) == LOAD and argument(node, "weights_only")
                     for node in walk(attempt.body))
         return False

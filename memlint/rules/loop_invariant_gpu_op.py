@@ -372,7 +372,7 @@ class LoopInvariantGpuOp(Rule):
         self._loop(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if node.name.value != "forward" or not isinstance(node.body, cst.IndentedBlock):
+        if node.name.value != "forward" or not type(node.body) is cst.IndentedBlock:
             return
         for statement in node.body.body:
             found = self.facts.hoisting.in_forward(statement)
@@ -380,7 +380,7 @@ class LoopInvariantGpuOp(Rule):
                 self.report(statement, self._forward_message(found), self._buffer_fix(node, found))
 
     def _loop(self, loop: Loop) -> None:
-        if not isinstance(loop.body, cst.IndentedBlock):
+        if not type(loop.body) is cst.IndentedBlock:
             return
         per_step: Optional[bool] = None  # asked once something is found: the question may go
         for statement in loop.body.body:  # to the project, whose answer a file then depends on
@@ -417,11 +417,11 @@ class LoopInvariantGpuOp(Rule):
 
     def _buffer_fix(self, forward: cst.FunctionDef, found: Hoistable) -> Optional[Fix]:
         klass = self.facts.tree.class_of(forward)
-        if klass is None or not isinstance(klass.body, cst.IndentedBlock):
+        if klass is None or not type(klass.body) is cst.IndentedBlock:
             return None
-        init = next((s for s in klass.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+        init = next((s for s in klass.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"),
                     None)
-        if init is None or not isinstance(init.body, cst.IndentedBlock) or not init.body.body:
+        if init is None or not type(init.body) is cst.IndentedBlock or not init.body.body:
             return None
         stripped = _without_placement(found.value, self.facts.purity)
         if stripped is None:
@@ -464,11 +464,11 @@ def _free_attribute(klass: cst.ClassDef, wanted: str) -> str:
     """An attribute name for the buffer that nothing in the class uses yet."""
     used: Set[str] = set()
     for node in walk(klass):
-        if isinstance(node, cst.Attribute):
+        if type(node) is cst.Attribute:
             used.add(node.attr.value)
-        elif isinstance(node, cst.FunctionDef):
+        elif type(node) is cst.FunctionDef:
             used.add(node.name.value)
-        elif isinstance(node, cst.SimpleString) and isinstance(node.evaluated_value, str):
+        elif type(node) is cst.SimpleString and isinstance(node.evaluated_value, str):
             used.add(node.evaluated_value)
     candidate, number = wanted, 1
     while candidate in used:

@@ -30,7 +30,7 @@ def _forward_of(value: cst.BaseExpression, call_name: Callable[[cst.Call], Optio
     """`model(x)`, also reached through `.logits`, `[0]`, `.float()` or a softmax of it
     (`F.log_softmax(model(x), dim=-1)`, as large)."""
     while True:
-        if isinstance(value, cst.Call):
+        if type(value) is cst.Call:
             if value.args and not value.args[0].keyword and call_name(value) in _SOFTMAX_FUNCTIONS:
                 value = value.args[0].value
                 continue
@@ -275,7 +275,7 @@ class MissingDel(Rule):
     )
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+        if len(node.targets) != 1 or not type(node.targets[0].target) is cst.Name:
             return
         loop = innermost_loop(self.context.ancestors)
         if loop is None:
@@ -288,7 +288,7 @@ class MissingDel(Rule):
                 facts.phase.in_training_function(node):
             return  # the peak is in forward+backward, after rebinding released the old output
         line = facts.tree.parent(node)
-        if not isinstance(line, cst.SimpleStatementLine) or facts.tree.parent(line) is not loop.body:
+        if not type(line) is cst.SimpleStatementLine or facts.tree.parent(line) is not loop.body:
             return  # bound only on some paths: `del` could meet an unbound name
         name = node.targets[0].target.value
         if facts.runs_on_the_cpu([call]):
@@ -303,7 +303,7 @@ class MissingDel(Rule):
         made = self._made_from_output(body, line, name, loop_facts)
         names = ", ".join([name] + [made_name for made_name, _, _ in made])
         fix = None
-        if last is not line and not (isinstance(last, cst.SimpleStatementLine)
+        if last is not line and not (type(last) is cst.SimpleStatementLine
                                      and any(isinstance(s, _LEAVES) for s in last.body)):
             fix = Fix((InsertAfter(last, (cst.parse_statement(f"del {names}"),)),), Safety.SAFE,
                       f"`del {names}` at the end of the loop body")

@@ -276,7 +276,7 @@ class MissingZeroGrad(Rule):
         if facts.roles.step_hooked:
             return True  # a hook on the step may clear the gradients
         roots = [loop, *facts.calls.functions_reached(loop)]
-        return any(isinstance(z.node, cst.Assign) and facts.tree.under(z.node, roots) for z in facts.roles.zero_grads)
+        return any(type(z.node) is cst.Assign and facts.tree.under(z.node, roots) for z in facts.roles.zero_grads)
 
     def _fix(self, facts: Facts, loop: Loop, steps: List[Tuple[OptimizerStep, cst.Call]],
              backwards: List[Tuple[Backward, cst.Call]]) -> Optional[Fix]:

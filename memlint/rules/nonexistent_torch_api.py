@@ -45,7 +45,7 @@ def _refill(node: cst.Attribute, call: Optional[cst.Call], factory: str) -> Tupl
     if any(arg.keyword is not None or arg.star for arg in rest) or (fixed_args is not None and rest):
         return shown, None
     target = call.args[0].value
-    if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)):
+    if not type(target) in (cst.Name, cst.Attribute, cst.Subscript, cst.Call):
         return shown, None
     args = [cst.Arg(cst.parse_expression(a)) for a in fixed_args] if fixed_args is not None else rest
     if args:
@@ -174,14 +174,14 @@ class NonexistentTorchApi(Rule):
         missing = torch_api().missing_last(qualified)
         if missing is None or missing[1].startswith("_"):
             return
-        call = parent if isinstance(parent, cst.Call) and parent.func is node else None
+        call = parent if type(parent) is cst.Call and parent.func is node else None
         if qualified in REMOVED:  # (`checked_first` is no guard: torch 2 keeps the stub that raises)
             if call is not None and (self.target_torch is None or self.target_torch >= _LINALG) and \
                     not self._fallback(call):
                 self.report(call, f"`{qualified}` was removed in torch 2.0: from 2.0 on, calling it raises "
                                   f"RuntimeError; use `{REMOVED[qualified]}`{_REMOVED_DIFFERS.get(qualified, '')}")
             return
-        if isinstance(parent, (cst.AssignTarget, cst.Del)) or checked_first(self.facts.tree, node):
+        if type(parent) in (cst.AssignTarget, cst.Del) or checked_first(self.facts.tree, node):
             return
         found = self._instead(node, call, *missing)
         if found is not None:
@@ -196,11 +196,11 @@ class NonexistentTorchApi(Rule):
         2 keeps the stub, so the test holds and the call raises."""
         tree = self.facts.tree
         for ancestor in tree.ancestors(call):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
                 return False
-            if isinstance(ancestor, cst.ExceptHandler):
+            if type(ancestor) is cst.ExceptHandler:
                 return True
-            test = ancestor.test if isinstance(ancestor, (cst.If, cst.IfExp)) else None
+            test = ancestor.test if type(ancestor) in (cst.If, cst.IfExp) else None
             if test is not None and not tree.contains(test, call) and self._tests_the_replacement(test):
                 return True
         return False
@@ -209,12 +209,12 @@ class NonexistentTorchApi(Rule):
         """A test of torch's version or of `torch.linalg`, here or in the one assignment of a
         flag it reads."""
         for node in expression_nodes(test):
-            name = last_part(dotted_name(node)) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            name = last_part(dotted_name(node)) if type(node) in (cst.Name, cst.Attribute) else None
             if name is not None and ("version" in name.lower() or name == "linalg"):
                 return True
-            if isinstance(node, cst.SimpleString) and node.evaluated_value in ("linalg", "__version__"):
+            if type(node) is cst.SimpleString and node.evaluated_value in ("linalg", "__version__"):
                 return True
-            if isinstance(node, cst.Name) and depth == 0:
+            if type(node) is cst.Name and depth == 0:
                 binds = self.facts.scopes.in_effect(node.value, test)
                 if len(binds) == 1 and binds[0].value is not None and \
                         self._tests_the_replacement(binds[0].value, depth + 1):
@@ -222,7 +222,7 @@ class NonexistentTorchApi(Rule):
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        if node.relative or node.module is None or type(node.names) is cst.ImportStar:
             return
         module = self.facts.names.qualified_name(node.module) or dotted_name(node.module)
         for alias in node.names:

@@ -28,14 +28,14 @@ def _loss_target(expr: cst.BaseExpression) -> bool:
 def _held(target: cst.BaseAssignTargetExpression) -> Optional[Tuple[cst.Name, Optional[cst.BaseExpression], int]]:
     """The name that holds the output, the loss bound beside it (`logits, loss = model(x, y)`)
     and that loss's position; None for other targets."""
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return target, None, -1
-    if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != 2 or \
-            any(isinstance(e, cst.StarredElement) for e in target.elements):
+    if not type(target) in (cst.Tuple, cst.List) or len(target.elements) != 2 or \
+            any(type(e) is cst.StarredElement for e in target.elements):
         return None
     first, second = (e.value for e in target.elements)
     for position, (kept, loss) in enumerate(((second, first), (first, second))):
-        if isinstance(kept, cst.Name) and not _loss_target(kept) and _loss_target(loss):
+        if type(kept) is cst.Name and not _loss_target(kept) and _loss_target(loss):
             return kept, loss, position
     return None
 
@@ -335,10 +335,10 @@ class OutputAliveIntoNextStep(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         facts = self.facts
         tree = facts.tree
-        if len(node.targets) != 1 or not isinstance(node.value, cst.Call) or not facts.roles.backwards:
+        if len(node.targets) != 1 or not type(node.value) is cst.Call or not facts.roles.backwards:
             return
         line = tree.parent(node)
-        if not isinstance(line, cst.SimpleStatementLine) or not facts.roles.is_forward(node.value):
+        if not type(line) is cst.SimpleStatementLine or not facts.roles.is_forward(node.value):
             return
         held = _held(node.targets[0].target)
         if held is None:
@@ -355,7 +355,7 @@ class OutputAliveIntoNextStep(Rule):
                 return  # no sign of a vocabulary-sized output can turn up
         scope = tree.scope_of(node)
         loops = tree.loops_around(node)
-        if not loops and not isinstance(scope, cst.FunctionDef):
+        if not loops and not type(scope) is cst.FunctionDef:
             return  # one forward and backward at module level: not a step that repeats
         region = loops[0].body if loops else scope  # type: ignore[attr-defined]
         after = self._next_backward(node, loops[0] if loops else scope)
@@ -421,7 +421,7 @@ class OutputAliveIntoNextStep(Rule):
         function), with the call there that runs it (itself, or a helper's call)."""
         tree = self.facts.tree
         scope, start = tree.scope_of(node), tree.span(node)[1]
-        body = region.body if isinstance(region, (cst.For, cst.While)) else region  # type: ignore[attr-defined]
+        body = region.body if type(region) in (cst.For, cst.While) else region  # type: ignore[attr-defined]
         later = [(b, site) for b, site in self.facts.roles.backwards_in(region)
                  if tree.order(site) >= start and tree.contains(body, site) and tree.scope_of(site) is scope]
         return min(later, key=lambda found: tree.order(found[1])) if later else None
@@ -466,11 +466,11 @@ class OutputAliveIntoNextStep(Rule):
                 break
             block = tree.parent(statement)
             owner = tree.parent(block) if block is not None else None
-            if not isinstance(owner, cst.With) or owner.body is not block:
+            if not type(owner) is cst.With or owner.body is not block:
                 return None
             statement = owner
         while tree.contains(anchor, site):  # `with loss_parallel(): loss = ...; backward(loss)`
-            if not isinstance(anchor, cst.With) or not isinstance(anchor.body, cst.IndentedBlock):
+            if not type(anchor) is cst.With or not type(anchor.body) is cst.IndentedBlock:
                 return None
             anchor = next((s for s in anchor.body.body if tree.contains(s, last)), None)  # type: ignore[arg-type]
             if anchor is None:

@@ -182,7 +182,7 @@ class RetainGraphInLoop(Rule):
         and does nothing between them with the gradients: no forward, no `.grad` read, no reset
         or step. Then one backward of the sum gives the same gradients."""
         roles = self.facts.roles
-        if not isinstance(loop, cst.For) or not backwarded & target_names(loop.target):
+        if not type(loop) is cst.For or not backwarded & target_names(loop.target):
             return False
         return not (roles.forwards_in(loop) or roles.grad_reads(loop) or roles.steps_in(loop) or any(
             roles.resets_grads(call) for call, _ in self.facts.calls.calls_in(loop)))

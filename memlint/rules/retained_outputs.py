@@ -59,18 +59,18 @@ def _spans(index: cst.BaseSlice) -> bool:
 
 
 def _root(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    while isinstance(expr, cst.Subscript):
+    while type(expr) is cst.Subscript:
         expr = expr.value
     return expr if dotted_name(expr) is not None else None
 
 
 def _moved_to_cpu(value: cst.BaseExpression) -> bool:
-    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+    if not type(value) is cst.Call or not type(value.func) is cst.Attribute:
         return False
     if value.func.attr.value == "cpu":
         return True
     return value.func.attr.value == "to" and any(
-        isinstance(a.value, cst.SimpleString) and "cpu" in a.value.value for a in value.args)
+        type(a.value) is cst.SimpleString and "cpu" in a.value.value for a in value.args)
 
 
 def _bounded(value: cst.BaseExpression) -> bool:
@@ -841,7 +841,7 @@ class RetainedOutputs(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or not node.args:
+        if not type(func) is cst.Attribute or not node.args:
             return
         facts = self.facts
         storing = func.attr.value in _STORING
@@ -873,7 +873,7 @@ class RetainedOutputs(Rule):
                 self._graph_kept(node, container, dotted, values, region)
             elif loops and type(container) is cst.Name:
                 self._view_kept(node, container, dotted, loops)
-        elif loops and facts.device_code and isinstance(container, cst.Name) and not all(map(over_model_parts, loops)) \
+        elif loops and facts.device_code and type(container) is cst.Name and not all(map(over_model_parts, loops)) \
                 and not self._a_few_kept(node, loops, container.value):  # (`for c in range(3)`: a few tensors, no growth)
             loop = loops[0]
             values = [a for a in values if facts.values.holds_output(a.value, node) and
@@ -1097,7 +1097,7 @@ class RetainedOutputs(Rule):
         facts = self.facts
         loops = facts.tree.loops_around(node)
         root = dotted.split(".")[0]
-        if isinstance(container, cst.Name) and facts.values.reset_in_iteration(loops[0], root, node):
+        if type(container) is cst.Name and facts.values.reset_in_iteration(loops[0], root, node):
             return False
         return not self._drops_items(loops[0], dotted)
 
@@ -1164,12 +1164,12 @@ class RetainedOutputs(Rule):
         # derived from every attribute)
         if facts.values.reaches_backward(scope, {dotted} if loops == [] and root == "self" else {root, dotted}):
             return
-        if not isinstance(container, cst.Name) and facts.values.attribute_backwarded(dotted):
+        if not type(container) is cst.Name and facts.values.attribute_backwarded(dotted):
             return  # `self.losses` backwarded by another method
         if facts.phase.in_training_function(node) and (
-                not isinstance(container, cst.Name) or facts.values.leaves_scope(scope, {root})):
+                not type(container) is cst.Name or facts.values.leaves_scope(scope, {root})):
             return  # a forward or loss function collecting what its caller backwards
-        handed_on = isinstance(container, cst.Name) and facts.values.leaves_scope(scope, {root})
+        handed_on = type(container) is cst.Name and facts.values.leaves_scope(scope, {root})
         if handed_on and (facts.phase.eval_evidence(region) is None and not facts.values.backwarded_in(value, region)
                           or facts.values.callers_backward(facts.tree.function_of(node))):
             return  # handed to the caller (or stored), which may backward it
@@ -1179,7 +1179,7 @@ class RetainedOutputs(Rule):
             return  # a model's loop (over its layers) runs in the grad mode its caller chose
         elif facts.values.hands_graph_away(region):
             context = "unknown"  # the graph goes to code that may backward it
-        elif isinstance(container, cst.Name) and self._a_few_kept(node, loops, root):
+        elif type(container) is cst.Name and self._a_few_kept(node, loops, root):
             return  # a handful of values the code spells (a search over settings), not one per batch
         else:
             context = "no-backward"
@@ -1190,7 +1190,7 @@ class RetainedOutputs(Rule):
             # what the function returns, a caller elsewhere may backward: then detaching breaks it;
             # so may a module that imports this one, what is kept on an object or a caller's list
             kept_for_importers = not handed_on and scope is not facts.tree.module and (
-                not isinstance(container, cst.Name) or not loops  # (a module's list, kept by a step function)
+                not type(container) is cst.Name or not loops  # (a module's list, kept by a step function)
                 or any(b.kind == "param" for b in facts.scopes.bindings(scope, root))
             ) and facts.project.imported_elsewhere()
             why = ("a caller may backward what is returned" if handed_on else
@@ -1268,9 +1268,9 @@ class RetainedOutputs(Rule):
             return
         fix = None
         if use != "some-paths" and self._only_append(node, container) and \
-                not any(isinstance(arg.value, (cst.Tuple, cst.List, cst.Dict, cst.StarredElement)) for arg in values):
+                not any(type(arg.value) in (cst.Tuple, cst.List, cst.Dict, cst.StarredElement) for arg in values):
             moved = [(arg, arg.value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-                      if not isinstance(arg.value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) else arg.value)
+                      if not type(arg.value) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript) else arg.value)
                      for arg in values]
             fix = Fix(tuple(Replace(arg.value, cst.Call(cst.Attribute(value, cst.Name("cpu")))) for arg, value in moved),
                       Safety.UNSAFE, "store the tensors on the CPU (`.cpu()`)")
@@ -1313,7 +1313,7 @@ class RetainedOutputs(Rule):
         binds = facts.scopes.bindings(facts.tree.scope_of(node), container.value)
         starts = [b for b in binds if b.kind != "append"]
         return [b.node for b in binds if b.kind == "append"] == [node] and len(starts) == 1 and \
-            isinstance(starts[0].value, cst.List) and not starts[0].value.elements
+            type(starts[0].value) is cst.List and not starts[0].value.elements
 
     @staticmethod
     def _message(container: str, value: cst.BaseExpression, fixed: Optional[cst.BaseExpression],

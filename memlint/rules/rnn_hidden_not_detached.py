@@ -17,9 +17,9 @@ _TUPLE_STATE = frozenset({"torch.nn.LSTM"})
 
 
 def _state_names(target: cst.BaseExpression, whole: bool = True) -> List[cst.Name]:
-    if isinstance(target, cst.Name):
+    if type(target) is cst.Name:
         return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return [n for e in target.elements for n in _state_names(e.value, False)]
     return []
 
@@ -222,12 +222,12 @@ class RnnHiddenNotDetached(Rule):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         call = node.value
-        if len(node.targets) != 1 or not isinstance(call, cst.Call) or not call.args:
+        if len(node.targets) != 1 or not type(call) is cst.Call or not call.args:
             return
         facts = self.facts
         if not facts.roles.is_forward(call):
             return
-        if not any(isinstance(a, (cst.For, cst.While)) for a in self.context.ancestors):
+        if not any(type(a) in (cst.For, cst.While) for a in self.context.ancestors):
             self._attribute_state(node, call)
             return
         names = _state_names(node.targets[0].target)
@@ -258,7 +258,7 @@ class RnnHiddenNotDetached(Rule):
     @staticmethod
     def _detached_in_place(loop: cst.CSTNode, names: Set[str]) -> bool:
         for node in walk_scope(loop):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+            if type(node) is cst.Call and type(node.func) is cst.Attribute and \
                     node.func.attr.value in ("detach_", "zero_") and sources_of(node.func.value) & names:
                 return True
         return False
@@ -266,7 +266,7 @@ class RnnHiddenNotDetached(Rule):
     def _fix(self, node: cst.Assign, loop: cst.CSTNode, call: cst.Call, state: List[cst.Name]) -> Optional[Fix]:
         facts = self.facts
         line = facts.tree.parent(node)
-        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        if not type(line) is cst.SimpleStatementLine or len(line.body) != 1:
             return None
         constructor = facts.receivers.constructor_of(call.func)
         lines = []
@@ -287,9 +287,9 @@ class RnnHiddenNotDetached(Rule):
     def _is_tuple_element(node: cst.Assign, name: cst.Name) -> bool:
         """`(h, c)` inside `out, (h, c) = ...`: an element of a nested tuple target."""
         target = node.targets[0].target
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if type(target) in (cst.Tuple, cst.List):
             for element in target.elements:
-                if isinstance(element.value, (cst.Tuple, cst.List)) and any(
+                if type(element.value) in (cst.Tuple, cst.List) and any(
                         e.value is name for e in element.value.elements):
                     return True
         return False
@@ -298,7 +298,7 @@ class RnnHiddenNotDetached(Rule):
         facts = self.facts
         position = facts.tree.order(node)
         for other in walk_scope(loop.body):  # type: ignore[attr-defined]
-            if isinstance(other, cst.Name) and other.value in names and facts.tree.order(other) > position \
+            if type(other) is cst.Name and other.value in names and facts.tree.order(other) > position \
                     and not facts.tree.contains(node, other):
                 return True
         return False
@@ -314,7 +314,7 @@ class RnnHiddenNotDetached(Rule):
             return  # run once, as the instance is built: nothing is fed back
         read = {dotted for a in call.args for dotted in _dotted_names(a.value)}
         state = [leaf for leaf in leaf_targets(node.targets[0].target)
-                 if isinstance(leaf, cst.Attribute) and dotted_name(leaf) in read
+                 if type(leaf) is cst.Attribute and dotted_name(leaf) in read
                  and (dotted_name(leaf) or "").count(".") == 1 and (dotted_name(leaf) or "").startswith("self.")]
         if not state or facts.regions.grad_enabled(node) is not True:
             return
@@ -363,13 +363,13 @@ class RnnHiddenNotDetached(Rule):
     def _reset_elsewhere(klass: cst.ClassDef, node: cst.Assign, attr: str) -> bool:
         """Another method (not `__init__`), or another statement, binds `self.<attr>` or detaches it in place."""
         for method in klass.body.body:
-            if not isinstance(method, cst.FunctionDef) or method.name.value == "__init__":
+            if not type(method) is cst.FunctionDef or method.name.value == "__init__":
                 continue
             for other in walk_scope(method):
-                if isinstance(other, cst.Assign) and other is not node and any(
+                if type(other) is cst.Assign and other is not node and any(
                         dotted_name(leaf) == f"self.{attr}" for t in other.targets for leaf in leaf_targets(t.target)):
                     return True
-                if isinstance(other, cst.Call) and isinstance(other.func, cst.Attribute) and \
+                if type(other) is cst.Call and type(other.func) is cst.Attribute and \
                         other.func.attr.value in ("detach_", "zero_") and \
                         (dotted_name(other.func.value) or "").startswith(f"self.{attr}"):
                     return True
@@ -381,6 +381,6 @@ def _dotted_names(expr: cst.BaseExpression) -> Set[str]:
     dotted = dotted_name(expr)
     if dotted is not None:
         return {dotted}
-    if isinstance(expr, (cst.Tuple, cst.List)):
+    if type(expr) in (cst.Tuple, cst.List):
         return {d for e in expr.elements for d in _dotted_names(e.value)}
     return set()

@@ -9,7 +9,7 @@ from memlint.rule import Claim, Invalid, Rule
 
 
 def _is_false(arg: cst.Arg) -> bool:
-    return isinstance(arg.value, cst.Name) and arg.value.value == "False"
+    return type(arg.value) is cst.Name and arg.value.value == "False"
 
 
 class ZeroGradNotSetToNone(Rule):
@@ -105,6 +105,6 @@ class ZeroGradNotSetToNone(Rule):
         func = self.facts.tree.function_of(node)
         if func is None or not func.name.value.startswith("test"):
             return False
-        return any(isinstance(call.func, cst.Attribute) and call.func.attr.value.startswith("assert")
+        return any(type(call.func) is cst.Attribute and call.func.attr.value.startswith("assert")
                    and any(a.keyword is not None and a.keyword.value == "set_to_none" for a in call.args)
                    for call, _ in self.facts.calls.calls_in(func, follow=False))
