@@ -188,6 +188,15 @@ def _walk(context: FileContext, rules: Sequence[Rule], timer: Optional[Timer] = 
     enter = _handlers(rules, "visit_", timer)
     leave = _handlers(rules, "leave_", timer)
     tree = context.facts.tree
+    if not leave:  # (no rule of memlint's leaves a node: one look-up a node, no depths to follow)
+        handled = enter.get
+        for node in tree.nodes:
+            handlers = handled(type(node))
+            if handlers is not None:
+                context.node = node
+                for handler in handlers:
+                    handler(node)
+        return
     pending: List[Tuple[cst.CSTNode, int]] = []  # nodes with leave handlers, not yet left
     for node, depth in zip(tree.nodes, tree.depths):
         while pending and pending[-1][1] >= depth:
@@ -320,11 +329,16 @@ def parse(source: str) -> cst.Module:
 
 def wanted_rules(source: str, rule_types: Sequence[Type[Rule]], path: str = "") -> List[Type[Rule]]:
     """The rules that could find something in `source`: it has a word each needs, and, in a
-    test module (`path`), the rule reports in tests at all. The others' reports there would be
-    dropped (`_report`), so a test module that no rule of tests wants is never parsed: a sixth
-    of a real project's lines are its tests'."""
+    test module (`path`), the rule reports in tests at all; in a source that imports nothing,
+    only a rule not kept to PyTorch code (memlint.analysis.Facts.uses_torch: what a module, or
+    a module of the project it imports, imports). The others' reports there would be dropped
+    (`_report`), so a test module that no rule of tests wants is never parsed: a sixth of a
+    real project's lines are its tests'; nor is a table of data (detectron2's LVIS categories,
+    a fifth of a megabyte of literals each)."""
     test_module = bool(path) and is_test_file(path)
-    return [r for r in rule_types if (r.IN_TESTS or not test_module) and any(word in source for word in r.REQUIRES)]
+    imports = "import" in source
+    return [r for r in rule_types if (r.IN_TESTS or not test_module) and (imports or not r.TORCH_ONLY)
+            and any(word in source for word in r.REQUIRES)]
 
 
 @lru_cache(maxsize=1)
@@ -336,10 +350,15 @@ def _summary_words() -> FrozenSet[str]:
 
 def _worth_summarizing(source: str) -> bool:
     """Whether a module's summary may say more than its imports and classes: it has a word
-    some rule needs. Asked of every rule, not the selected ones, so that what the project knows
-    of a module (a meter in a file that never names torch, summing what it is given) is the same
-    whatever a run selects."""
-    return any(word in source for word in _summary_words())
+    some rule needs, and a function, a class or an import (what the summary tells of: a module
+    of nothing but statements on literals and builtins calls nothing of the project's, and
+    defines nothing another module calls). Asked of every rule, not the selected ones, so that
+    what the project knows of a module (a meter in a file that never names torch, summing what
+    it is given) is the same whatever a run selects."""
+    return any(word in source for word in _summary_words()) and any(word in source for word in _DEFINING_WORDS)
+
+
+_DEFINING_WORDS = ("def", "class", "import")  # (as substrings: a word that only contains one costs a parse)
 
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],
