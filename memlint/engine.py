@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import difflib
 import io
+import re
 import sys
 import warnings
 from collections import Counter
@@ -355,10 +356,12 @@ def _worth_summarizing(source: str) -> bool:
     defines nothing another module calls). Asked of every rule, not the selected ones, so that
     what the project knows of a module (a meter in a file that never names torch, summing what
     it is given) is the same whatever a run selects."""
-    return any(word in source for word in _summary_words()) and any(word in source for word in _DEFINING_WORDS)
+    return any(word in source for word in _summary_words()) and ("import" in source or bool(_DEFINES.search(source)))
 
 
-_DEFINING_WORDS = ("def", "class", "import")  # (as substrings: a word that only contains one costs a parse)
+# a line that starts a function or a class (a compound statement starts its line); a table of
+# data spells `"def": ...` in every entry
+_DEFINES = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]|^[ \t]*class[ \t]", re.MULTILINE)
 
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],

@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from memlint.analysis.project import ProjectView
-from memlint.engine import MAX_FIX_ROUNDS, SourceError, check, fix
+from memlint.engine import MAX_FIX_ROUNDS, SourceError, check, fix, wanted_rules
 from memlint.findings import Fix, InsertAfter, InsertBefore, Replace, Safety
 from memlint.rule import Rule
 from memlint.rules import registry
@@ -198,6 +198,47 @@ def test_a_test_module_whose_ast_names_nothing_torch_lacks_is_not_parsed_by_libc
     imported = ProjectView(None, names, path, imported=frozenset({alone.name}))
     with pytest.raises(AssertionError, match="parsed"):  # its helpers are the others': summarised whole
         check(_TEST_MODULE_LOOP, path, rules, project=imported, summarize=True)
+
+
+_DATA_TABLE = """LVIS_CATEGORIES = [
+    {"id": 1, "name": "aerosol_can", "def": "a dispenser that holds a substance under pressure"},
+    {"id": 2, "name": "air_conditioner", "def": "a machine that keeps air cool and dry"},
+]
+BY_NAME = {c["name"]: c for c in LVIS_CATEGORIES}
+for c in LVIS_CATEGORIES:
+    BY_NAME[c["name"]]["val"] = c["id"]
+"""
+
+_METER = """class AverageMeter:
+    def __init__(self):
+        self.sum = 0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+"""
+
+
+def test_a_module_that_imports_nothing_is_not_looked_into_unless_it_defines_something(monkeypatch):
+    """A source that imports nothing is no PyTorch code (`Facts.uses_torch`), so no rule runs
+    there; with no function or class either (a table of data), there is nothing to summarise
+    beyond it, and it is never parsed by LibCST. A meter that imports nothing but sums what it
+    is given is summarised whole: another module's loop may hand it a loss."""
+    rules = list(registry().values())
+    names = frozenset({"lvis", "meters", "train"})  # (the modules of a folder with no `__init__.py`)
+    assert wanted_rules(_DATA_TABLE, rules, "pkg/lvis.py") == []
+    assert wanted_rules(_DATA_TABLE + "import torch\n", rules, "pkg/lvis.py")  # (MEM202: `] = ` in a loop)
+    meters = ProjectView(None, names, "pkg/meters.py", imported=frozenset({"meters"}))
+    summary = check(_METER, "pkg/meters.py", rules, project=meters, summarize=True).summary
+    assert summary is not None and summary.classes["AverageMeter"].methods["update"].accumulates_graph == ("val", "n")
+
+    def fail(*args, **kwargs):
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(cst, "parse_module", fail)
+    table = ProjectView(None, names, "pkg/lvis.py", imported=frozenset({"lvis"}))
+    summary = check(_DATA_TABLE, "pkg/lvis.py", rules, project=table, summarize=True).summary
+    assert summary is not None and not summary.functions and not summary.classes and not summary.calls
+    assert check(_DATA_TABLE, "pkg/lvis.py", rules).findings == []
 
 
 def test_noqa_hides_from_lint_and_fix():
