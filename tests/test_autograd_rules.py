@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import libcst as cst
+import pytest
 
 from memlint import lint_source
 from memlint.analysis import Facts
@@ -675,3 +676,22 @@ def test_mem202_cloned_slices_are_the_slices_kept():
     exec(after, after_run)
     assert torch.equal(before_run["result"], after_run["result"])
     assert before_run["kept"][0]._base is not None and after_run["kept"][0]._base is None  # a view, then a copy
+
+
+@pytest.mark.parametrize("where, off", [
+    ("def f(model, x):\n    return model(x)\n", False),
+    ("def f(model, x):\n    with torch.no_grad():\n        return model(x)\n", True),
+    ("@torch.inference_mode()\ndef f(model, x):\n    return model(x)\n", True),
+    ("@smart_inference_mode()\ndef f(model, x):\n    return model(x)\n", True),
+    ("torch.set_grad_enabled(False)\ndef f(model, x):\n    return model(x)\n", True),
+    ("class M(pl.LightningModule):\n    def validation_step(self, batch, i):\n        return self(batch)\n", True),
+    ("def f(model, x):\n    with torch.enable_grad():\n        return model(x)\n", False),
+    ("def f(model, x, on):\n    with torch.set_grad_enabled(on):\n        return model(x)\n", False),
+])
+def test_a_module_turns_grad_off_where_some_call_may_run_without_it(where, off):
+    """`Regions.turns_grad_off`, the shortcut of the questions about calls made without grad:
+    a block, a statement, a decorator (a home-made one too) or a hook Lightning runs without
+    grad; where none is, no call of the module runs without grad."""
+    facts = Facts(cst.parse_module("import torch\nimport pytorch_lightning as pl\n" + where))
+    assert facts.regions.turns_grad_off is off
+    assert off or all(facts.regions.grad_enabled(call) is not False for call in facts.scopes.calls)

@@ -165,6 +165,8 @@ class Phase:
     @cached_property
     def _forwards_without_grad(self) -> List[cst.Call]:
         regions, roles = self.regions, self.roles
+        if not regions.turns_grad_off:
+            return []
         return [call for call in self.scopes.calls if roles.is_forward(call) and regions.grad_enabled(call) is False]
 
     @cached_property

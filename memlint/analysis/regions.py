@@ -155,6 +155,18 @@ class Regions:
                 return True
         return False
 
+    @cached_property
+    def turns_grad_off(self) -> bool:
+        """Some code of the module may run without grad: a block or a statement that turns it
+        off, a function decorated to (a home-made no_grad too), or a hook Lightning may run
+        without it. Where none does, `grad_enabled` is False nowhere: what looks for the calls
+        made without grad, over every call of a module, has its answer at once."""
+        if self.off_at_top or any(region.grad_enabled is False for region in self.grad_regions):
+            return True
+        return any(type(node) is cst.FunctionDef and (  # (a hook's class is not asked after: any such name may be one)
+            node.name.value in _LIGHTNING_NO_GRAD or node.decorators and self.grad_enabled_by_decorator(node) is False)  # type: ignore[attr-defined]
+            for node, _ in self.tree.listed)
+
     def _toggled_at(self, node: cst.CSTNode, toggle: cst.Call) -> bool:
         """A bare grad-mode statement `toggle` of `node`'s scope may be in force at `node`: it
         comes before it, or a loop runs both."""

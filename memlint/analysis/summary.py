@@ -480,7 +480,9 @@ def _edges(facts: "Facts") -> List[Edge]:
     (lambdas are not followed). A call of this module's own function is kept only where that
     function leads out of the module (`_leading_out`): the project follows the calls into a
     function of another module back up through their callers, never down, so a local call that
-    leads nowhere else is never read, and how often it runs is not worked out."""
+    leads nowhere else is never read, and how often it runs is not worked out. A call on `self`
+    of what the class's methods assign to the instance (`self.conv(x)` after `self.conv =
+    nn.Conv2d(...)`) calls that object, not a method a subclass could override: no edge."""
     tree, scopes, regions = facts.tree, facts.scopes, facts.regions
     # (grad is off at no call of a module that turns it off nowhere: not asked call by call)
     quiet = bool(regions.grad_regions) or regions.off_at_top or bool(_GRAD_OFF_NAMES & facts.identifiers)
@@ -501,7 +503,8 @@ def _edges(facts: "Facts") -> List[Edge]:
         func = call.func
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             klass = scopes.enclosing_class(call)
-            if klass is not None and tree.scope_of(klass) is tree.module and klass is tree.class_of(scope):
+            if klass is not None and tree.scope_of(klass) is tree.module and klass is tree.class_of(scope) and \
+                    not scopes.attribute_values(klass, func.attr.value):  # (`self.conv(x)`: what the instance holds)
                 found.append((call, Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True)))
             continue
         if target is None:
