@@ -1035,6 +1035,8 @@ class Values:
             elif kind is cst.Assign and len(statement.targets) == 1 and \
                     type(statement.value) is cst.BinaryOperation and type(statement.value.operator) is cst.Add:  # type: ignore[attr-defined]
                 target, value = statement.targets[0].target, statement.value  # type: ignore[attr-defined]
+                if type(target) is cst.Name or root_name(target) != "self":
+                    continue  # (`x = x + self.block(x)`: no sum of the instance's; the cheap test first)
                 if self._kept_of(value.left, target):
                     added = value.right
                 elif self._kept_of(value.right, target):
