@@ -86,6 +86,7 @@ class Scopes:
         self._calls_of: Dict[int, List[cst.Call]] = {}  # id(scope) -> the calls it runs itself
         self._assigns_of: Dict[int, List[cst.Assign]] = {}
         self._flows: Dict[int, List[Flow]] = {}
+        self._in_effect: Dict[Tuple[str, int], Tuple[cst.CSTNode, List[Binding]]] = {}  # (name, id(node)) -> (node, ...)
         self._attribute_classes: Dict[int, Dict[str, Optional[str]]] = {}  # id(ClassDef) -> its instances' attributes
         self._attribute_values: Dict[int, Dict[str, List[cst.BaseExpression]]] = {}  # id(ClassDef) -> attr -> values
         self._index()
@@ -193,7 +194,16 @@ class Scopes:
         """The bindings of `name` that may be the one seen at `at`, latest first: those before
         `at` back to the last one that surely ran (in a block enclosing `at`), then those after
         it that a loop around it carries into its next iteration; those of an enclosing scope
-        when its own scope binds none."""
+        when its own scope binds none. Kept per name and node: a fifth of the questions are
+        asked again (a name's tensor-ness, then its constructor, then its use)."""
+        known = self._in_effect.get((name, id(at)))
+        if known is not None and known[0] is at:
+            return list(known[1])
+        found = self._bindings_in_effect(name, at)
+        self._in_effect[(name, id(at))] = (at, found)
+        return list(found)
+
+    def _bindings_in_effect(self, name: str, at: cst.CSTNode) -> List[Binding]:
         tree = self.tree
         scope = tree.scope_of(at)
         binds = self.bindings(scope, name)
