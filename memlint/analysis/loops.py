@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Counter as CounterType
-from typing import TYPE_CHECKING, Callable, FrozenSet, Optional, Sequence, Set, Union
+from typing import TYPE_CHECKING, Callable, FrozenSet, Optional, Set, Union
 
 import libcst as cst
 
@@ -260,15 +260,3 @@ def one_per_model_part(name: str, at: cst.CSTNode, scopes: "Scopes") -> bool:
         if not loops or not all(map(over_model_parts, loops)):
             return False
     return True
-
-
-def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> Optional[Loop]:
-    """The innermost loop whose body holds the last ancestor, within the same function scope."""
-    for index in range(len(ancestors) - 2, -1, -1):
-        node = ancestors[index]
-        node_type = type(node)  # identity, not ABC isinstance: a question asked of every node walked
-        if node_type is cst.FunctionDef or node_type is cst.ClassDef or node_type is cst.Lambda:
-            return None
-        if (node_type is cst.For or node_type is cst.While) and ancestors[index + 1] is node.body:  # type: ignore[attr-defined]
-            return node  # type: ignore[return-value]
-    return None

@@ -8,7 +8,6 @@ import libcst as cst
 
 from memlint.analysis.figures import over_dataset
 from memlint.analysis.frameworks import HF_SUMMED_STEP
-from memlint.analysis.loops import innermost_loop
 from memlint.analysis.tree import dotted_name, expression_nodes, holder, root_name
 from memlint.findings import Fix, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
@@ -617,9 +616,6 @@ class AccumulateHistory(Rule):
 
     def _check(self, node: cst.CSTNode, target: cst.BaseExpression, value: cst.BaseExpression,
                fixable: bool = True) -> None:
-        ancestors = self.context.ancestors
-        if innermost_loop(ancestors) is None and not any(type(a) in (cst.For, cst.While) for a in ancestors):
-            return
         facts = self.facts
         loops = facts.tree.loops_around(node)
         root = root_name(target)

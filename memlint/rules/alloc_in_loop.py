@@ -8,7 +8,6 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from memlint.analysis.loops import innermost_loop
 from memlint.findings import Fix, InsertBefore, Replace, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -229,9 +228,10 @@ class TensorAllocInLoop(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not type(node.targets[0].target) is cst.Name:
             return
-        loop = innermost_loop(self.context.ancestors)
-        if loop is None:
+        loops = self.facts.tree.loops_around(node)
+        if not loops:
             return
+        loop = loops[0]
         factory = self._factory(node.value)
         if factory is None:
             return

@@ -7,7 +7,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from memlint.analysis.loops import LoopFacts, innermost_loop
+from memlint.analysis.loops import LoopFacts
 from memlint.findings import Fix, InsertAfter, Safety
 from memlint.rule import Claim, Invalid, Rule
 
@@ -277,9 +277,10 @@ class MissingDel(Rule):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not type(node.targets[0].target) is cst.Name:
             return
-        loop = innermost_loop(self.context.ancestors)
-        if loop is None:
+        loops = self.facts.tree.loops_around(node)
+        if not loops:
             return  # (asked first: naming the calls a value is made through costs more)
+        loop = loops[0]
         facts = self.facts
         call = _forward_of(node.value, facts.names.call_name)
         if call is None or not (facts.roles.is_forward(call) or facts.values.forward_through_helper(call)):
