@@ -359,9 +359,10 @@ def _worth_summarizing(source: str) -> bool:
     return any(word in source for word in _summary_words()) and ("import" in source or bool(_DEFINES.search(source)))
 
 
-# a line that starts a function or a class (a compound statement starts its line); a table of
-# data spells `"def": ...` in every entry
-_DEFINES = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]|^[ \t]*class[ \t]", re.MULTILINE)
+# a line that starts a function or a class (a compound statement starts its line, after any
+# indentation Python takes, form feeds too; a line may end in a lone CR); a table of data spells
+# `"def": ...` in every entry
+_DEFINES = re.compile(r"(?:^|\r)[ \t\f]*(?:(?:async[ \t\f]+)?def|class)[ \t\f]", re.MULTILINE)
 
 
 def check(source: str, path: str, rule_types: Sequence[Type[Rule]],

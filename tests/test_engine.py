@@ -228,8 +228,9 @@ def test_a_module_that_imports_nothing_is_not_looked_into_unless_it_defines_some
     assert wanted_rules(_DATA_TABLE, rules, "pkg/lvis.py") == []
     assert wanted_rules(_DATA_TABLE + "import torch\n", rules, "pkg/lvis.py")  # (MEM202: `] = ` in a loop)
     meters = ProjectView(None, names, "pkg/meters.py", imported=frozenset({"meters"}))
-    summary = check(_METER, "pkg/meters.py", rules, project=meters, summarize=True).summary
-    assert summary is not None and summary.classes["AverageMeter"].methods["update"].accumulates_graph == ("val", "n")
+    for text in (_METER, '"""Meters."""\r' + _METER.replace("\n", "\r"), "x = 1\n\f" + _METER):  # (CR lines, a form feed)
+        summary = check(text, "pkg/meters.py", rules, project=meters, summarize=True).summary
+        assert summary is not None and summary.classes["AverageMeter"].methods["update"].accumulates_graph == ("val", "n")
 
     def fail(*args, **kwargs):
         raise AssertionError("parsed")

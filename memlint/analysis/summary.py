@@ -38,7 +38,7 @@ import libcst as cst
 from memlint.analysis.cache import only_empties_cache
 from memlint.analysis.dataflow import binding_targets
 from memlint.analysis.often import BOUNDARY, EVAL_FUNCTION, INNER, STEP, TRAINING_METHOD, at_site, intrinsic_often
-from memlint.analysis.tree import base_class, dotted_name
+from memlint.analysis.tree import base_class, dotted_name, expression_nodes, own_method
 
 if TYPE_CHECKING:
     from memlint.analysis import Facts
@@ -481,12 +481,13 @@ def _edges(facts: "Facts") -> List[Edge]:
     function leads out of the module (`_leading_out`): the project follows the calls into a
     function of another module back up through their callers, never down, so a local call that
     leads nowhere else is never read, and how often it runs is not worked out. A call on `self`
-    of what the class's methods assign to the instance (`self.conv(x)` after `self.conv =
+    of what `__init__` always puts on the instance (`self.conv(x)` after `self.conv =
     nn.Conv2d(...)`) calls that object, not a method a subclass could override: no edge."""
     tree, scopes, regions = facts.tree, facts.scopes, facts.regions
     # (grad is off at no call of a module that turns it off nowhere: not asked call by call)
     quiet = bool(regions.grad_regions) or regions.off_at_top or bool(_GRAD_OFF_NAMES & facts.identifiers)
     found: List[Tuple[cst.Call, Edge]] = []  # each with its call; its kind "" until the edge is known to be kept
+    held: Dict[int, FrozenSet[str]] = {}  # id(class) -> `_held_by_instance`
     for call in scopes.calls:
         scope = tree.scope_of(call)
         caller = _qualified(facts, scope)
@@ -504,7 +505,7 @@ def _edges(facts: "Facts") -> List[Edge]:
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             klass = scopes.enclosing_class(call)
             if klass is not None and tree.scope_of(klass) is tree.module and klass is tree.class_of(scope) and \
-                    not scopes.attribute_values(klass, func.attr.value):  # (`self.conv(x)`: what the instance holds)
+                    func.attr.value not in held.setdefault(id(klass), _held_by_instance(klass)):
                 found.append((call, Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True)))
             continue
         if target is None:
@@ -515,6 +516,27 @@ def _edges(facts: "Facts") -> List[Edge]:
     return [Edge(edge.caller, edge.callee, edge.kind or facts.steps.site(call), edge.local, edge.on_self,
                  quiet and _quiet(regions, call))
             for call, edge in found if not edge.local or edge.callee in leading_out]
+
+
+def _held_by_instance(klass: cst.ClassDef) -> FrozenSet[str]:
+    """The attributes the class's own `__init__` always sets (at the top of its body) to
+    something other than the method of that name (`self.conv = nn.Conv2d(...)`, not `self.step
+    = torch.compile(self.step)`, which still calls the method, nor one set only on a condition):
+    a call of one on `self` reaches the object the instance holds, which hides any method of
+    that name, a subclass's too."""
+    init = own_method(klass, "__init__")
+    found: Set[str] = set()
+    for line in init.body.body if init is not None else ():
+        for statement in line.body if type(line) is cst.SimpleStatementLine else ():  # type: ignore[attr-defined]
+            if type(statement) is not cst.Assign:
+                continue
+            for target in statement.targets:  # type: ignore[attr-defined]
+                dotted = dotted_name(target.target) or ""
+                attr = dotted[5:] if dotted.startswith("self.") else ""
+                if attr and "." not in attr and not any(
+                        dotted_name(node) == f"self.{attr}" for node in expression_nodes(statement.value)):  # type: ignore[attr-defined]
+                    found.add(attr)
+    return frozenset(found)
 
 
 def _leading_out(edges: List[Edge]) -> Set[str]:
