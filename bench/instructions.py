@@ -35,10 +35,13 @@ def instructions(command: List[str], folder: Path) -> int:
 
     A forked child inherits callgrind's counts of its parent up to the fork, so summing the
     processes' totals would count the parent's start-up twice. Dumping the counts right before
-    each fork (which also zeroes them) makes each instruction appear in exactly one dump."""
+    each fork (which also zeroes them) makes each instruction appear in exactly one dump. Every
+    contender imports this tree's memlint (the floor's script runs from a temporary folder,
+    where an installed memlint would otherwise answer)."""
     subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes", "--dump-before=fork",
                     f"--callgrind-out-file={folder}/callgrind.out.%p", *command],
-                   check=True, capture_output=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                   check=True, capture_output=True, cwd=REPO,
+                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(REPO)})
     total = 0
     for out in folder.glob("callgrind.out.*"):
         match = re.search(r"^summary:\s*(\d+)", out.read_text(), re.MULTILINE)
@@ -58,7 +61,7 @@ def main() -> int:
     parser.add_argument("--every", type=int, default=1)
     parser.add_argument("--select", default="ALL")
     args = parser.parse_args()
-    files = corpus_files(args.files, args.root)[::args.every]
+    files = [f.resolve() for f in corpus_files(args.files, args.root)[::args.every]]  # (run from this tree)
     compileall.compile_dir(str(REPO / "memlint"), quiet=1)
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
