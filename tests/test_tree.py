@@ -213,13 +213,13 @@ def test_the_nodes_of_a_kind_in_a_scope_are_those_its_walk_finds(source):
     and wherever it ends); a node the index has not seen is walked."""
     module = cst.parse_module(source)
     tree = index(module)
-    kinds = [frozenset({cst.Call}), frozenset({cst.Assign, cst.AugAssign}), frozenset({cst.For, cst.While}),
-             frozenset({cst.Return, cst.Yield, cst.FunctionDef, cst.Lambda, cst.ClassDef})]
+    kinds = [(cst.Call,), (cst.Assign, cst.AugAssign), (cst.For, cst.While), (cst.If, cst.Return),
+             (cst.Return, cst.Yield, cst.FunctionDef, cst.Lambda, cst.ClassDef)]
     for node in tree.nodes:
         for wanted in kinds:
             expected = [n for n in walk_scope(node) if type(n) in wanted]
-            found = tree.scope_nodes(node, wanted)
+            found = tree.scope_nodes(node, *wanted)
             assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected)), type(node).__name__
     made = cst.parse_statement("def f():\n    g = lambda: h()\n    return k(g)\n")
-    assert [n.func.value for n in tree.scope_nodes(made, frozenset({cst.Call}))] == ["k"]
+    assert [n.func.value for n in tree.scope_nodes(made, cst.Call)] == ["k"]
 

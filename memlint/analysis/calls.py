@@ -78,7 +78,7 @@ class CallGraph:
         """The calls under `node`, in source order, not inside nested functions or classes."""
         found = self._direct.get(id(node))
         if found is None:
-            found = self.tree.scope_nodes(node, _CALL)  # type: ignore[assignment]
+            found = self.tree.scope_nodes(node, cst.Call)  # type: ignore[assignment]
             self._direct[id(node)] = found
         return found
 
@@ -90,6 +90,3 @@ class CallGraph:
             if target is not None and not self.tree.contains(target, node):
                 found.setdefault(id(target), target)
         return list(found.values())
-
-
-_CALL = frozenset({cst.Call})

@@ -256,7 +256,7 @@ class Regions:
         if not any(self.names.qualified_name(d.decorator) in _CONTEXT_MANAGER or
                    last_part(dotted_name(d.decorator)) == "contextmanager" for d in func.decorators):
             return ()
-        yields = [n for n in self.tree.walk_scope(func) if type(n) is cst.Yield]
+        yields = self.tree.scope_nodes(func, cst.Yield)
         if not yields:
             return ()
         if all(self.region_at(y) is not None and self.grad_enabled(y) is False for y in yields):

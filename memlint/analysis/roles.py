@@ -53,7 +53,6 @@ from memlint.analysis.tree import TreeIndex, argument, children, dotted_name, la
 _RESET_NAME = re.compile(r"zero_?grad|reset_?grad|clear_?grad|grad\w*_?(zero|reset|clear|none)", re.IGNORECASE)
 AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
 _AUTOGRAD_GRAD = frozenset({"torch.autograd.grad"})
-_ASSIGN = frozenset({cst.Assign})
 _GENERATING = frozenset({"generate", "chat", "stream_chat", "batch_chat"})  # methods that decode a sequence
 _TOKENIZER = re.compile(r"(^|_)tokeni[sz]er$", re.IGNORECASE)
 _STEP_HOOKS = frozenset({"register_step_post_hook", "register_step_pre_hook", "register_optimizer_step_post_hook"})
@@ -427,7 +426,7 @@ class Roles:
         return any(any(
             type(t.target) is cst.Attribute and t.target.attr.value == "requires_grad" and
             literal_bool(n.value) is not False for t in n.targets)  # type: ignore[attr-defined]
-            for root in roots for n in self.tree.scope_nodes(root, _ASSIGN))
+            for root in roots for n in self.tree.scope_nodes(root, cst.Assign))
 
     @cached_property
     def _backwards_by_order(self) -> Tuple[List[Backward], List[int]]:

@@ -68,8 +68,6 @@ _BOUNDS = frozenset({cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassD
 # Names of iteration counters (`i`, `step`, `global_step`, `batch_idx`, `ni`, `epoch`).
 _COUNTER = re.compile(r"^(i|j|k|n|ni|it|idx|iters?|iteration|steps?|epochs?|batch_?i(dx)?|\w*_(step|steps|iter|"
                       r"iters|iteration|idx|epoch|count|counter))$|^(step|iter|iteration|epoch)_?\w*$", re.IGNORECASE)
-_LOOPS = frozenset({cst.For, cst.While})
-_YIELD = frozenset({cst.Yield})
 _FEW_STEPS = 10  # a remainder test on fewer steps than this is a choice (`step % 2`), not a slip
 # What a diffusion sampler's schedule is named: a loop over it runs one denoising step an iteration.
 _SCHEDULE = re.compile(r"^(timesteps|sigmas)$")
@@ -158,7 +156,7 @@ class Steps:
         if found is None:
             self._one_step[id(func)] = False  # a recursive call decides nothing
             roles = self.roles
-            loops = [node for node in self.tree.scope_nodes(func.body, _LOOPS) if self.does_step_work(node)]
+            loops = [node for node in self.tree.scope_nodes(func.body, cst.For, cst.While) if self.does_step_work(node)]
             found = bool(loops) and all(
                 roles.backwards_in(loop) and not roles.steps_in(loop) and not self._resets_in(loop) for loop in loops) \
                 and any(roles.resets_grads(call) and not any(self.tree.contains(loop, call) for loop in loops)
@@ -208,7 +206,7 @@ class Steps:
         return found
 
     def _step_loop_under(self, root: cst.CSTNode, besides: Optional[cst.CSTNode]) -> bool:
-        return any(node is not besides and self.does_step_work(node) for node in self.tree.scope_nodes(root, _LOOPS))
+        return any(node is not besides and self.does_step_work(node) for node in self.tree.scope_nodes(root, cst.For, cst.While))
 
     # -- any node ----------------------------------------------------------------------------
     def how_often(self, node: cst.CSTNode) -> Optional[str]:
@@ -273,7 +271,7 @@ class Steps:
         found = self._own_steps.get(id(func))
         if found is None:
             found = intrinsic_often(func.name.value, True) is None and any(
-                self._own_step_loop(loop) for loop in self.tree.scope_nodes(func.body, _LOOPS))
+                self._own_step_loop(loop) for loop in self.tree.scope_nodes(func.body, cst.For, cst.While))
             self._own_steps[id(func)] = found
         return found
 
@@ -326,7 +324,7 @@ class Steps:
         consumes it: its body runs once per item the caller takes."""
         found = self._yields.get(id(loop))
         if found is None:
-            found = bool(self.tree.scope_nodes(loop.body, _YIELD))  # type: ignore[attr-defined]
+            found = bool(self.tree.scope_nodes(loop.body, cst.Yield))  # type: ignore[attr-defined]
             self._yields[id(loop)] = found
         return found
 
@@ -725,7 +723,7 @@ def _fills_cache(branch: cst.CSTNode, tree: TreeIndex, module_names: Callable[[c
     tested = {name for _, name in parts if name is not None}
     if not tested or not all(name is not None or _reads(part, tested) for part, name in parts):
         return False
-    filled = {name for node in tree.walk_scope(branch.body) if type(node) is cst.Assign  # type: ignore[attr-defined]
+    filled = {name for node in tree.scope_nodes(branch.body, cst.Assign)
               for target in node.targets for name in (dotted_name(target.target), *target_names(target.target))} & tested  # type: ignore[attr-defined]
     return bool(filled) and not any(
         type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "None"  # type: ignore[attr-defined]

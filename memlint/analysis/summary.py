@@ -320,7 +320,7 @@ def _learns(facts: "Facts", klass: cst.ClassDef, asks: bool) -> bool:
         given = frozenset(_params(method)[1:])  # (what the instance is called with may carry a graph)
         if _hands_on(facts, method, given):
             return True
-        for node in facts.tree.scope_nodes(method.body, _STORING):
+        for node in facts.tree.scope_nodes(method.body, *_STORING):
             stored = _stored_on_self(node)
             if stored is not None and values.carries_grad_from(stored, node, given):
                 return True
@@ -341,7 +341,7 @@ def _hands_on(facts: "Facts", method: cst.FunctionDef, given: FrozenSet[str]) ->
 
 
 # the statements and calls `_stored_on_self` reads
-_STORING = frozenset({cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Call})
+_STORING = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Call)
 
 
 def _stored_on_self(node: cst.CSTNode) -> Optional[cst.BaseExpression]:

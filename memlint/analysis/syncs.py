@@ -67,8 +67,6 @@ from memlint.analysis.tree import (OWN_SCOPE_EXPRESSIONS, TreeIndex, argument, c
 
 # What only a tensor has: a field read like this is one
 _TENSOR_ATTRIBUTES = frozenset({"shape", "size", "device", "dtype", "dim", "ndim", "numel"})
-_RETURN = frozenset({cst.Return})
-_RETURN_OR_YIELD = frozenset({cst.Return, cst.Yield})
 _TENSOR_FUNCTION = re.compile(r"^torch\.(\w+|nn\.functional\.\w+|linalg\.\w+|fft\.\w+|special\.\w+)$")
 # What an evaluation may call besides models, losses, pure torch and its own values' methods
 _GRAD_MODES = frozenset({"torch.no_grad", "torch.inference_mode", "torch.enable_grad", "torch.set_grad_enabled"})
@@ -349,7 +347,7 @@ class Syncs:
                    any(arg.keyword is not None and arg.keyword.value == "device" for arg in call.args)
                    for call in self.scopes.calls_of(func)):
             return False  # (the cheap test first: nothing placed on a device)
-        returned = self.tree.scope_nodes(func, _RETURN)
+        returned = self.tree.scope_nodes(func, cst.Return)
         return bool(returned) and all(
             ret.value is not None and self.is_tensor(ret.value, ret) and self.on_device(ret.value, ret)  # type: ignore[attr-defined]
             for ret in returned)
@@ -449,7 +447,7 @@ class Syncs:
         host (`return loss.item(), acc.item()`), and does nothing else a caller could rely on
         (no backward, no optimizer step, no attribute or global stored): an evaluation, every
         call of which waits for its forward."""
-        returned = self.tree.scope_nodes(func.body, _RETURN_OR_YIELD)
+        returned = self.tree.scope_nodes(func.body, cst.Return, cst.Yield)
         if not returned or any(type(node) is cst.Yield or node.value is None for node in returned):  # type: ignore[attr-defined]
             return False
         confirmed = False
@@ -979,7 +977,7 @@ class Syncs:
         a tuple with a tensor at `position` (`error, accuracy = fast_adapt(...)`: `error` at 0)."""
         if func is None or depth > _MAX_DEPTH:
             return False
-        returned = self.tree.scope_nodes(func.body, _RETURN)
+        returned = self.tree.scope_nodes(func.body, cst.Return)
         if not returned:
             return False
         for node in returned:

@@ -19,7 +19,7 @@ import typing
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import AbstractSet, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import AbstractSet, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 import libcst as cst
 
@@ -226,7 +226,7 @@ class TreeIndex:
         self.parents = parents  # id(node) -> parent; the module has none
         self.module: cst.Module = nodes[0]  # type: ignore[assignment]
         self._placement = placement
-        self._by_kinds: Dict[FrozenSet[type], Tuple[List[int], List[cst.CSTNode]]] = {}  # `_listed_of`
+        self._by_kinds: Dict[Tuple[type, ...], Optional[Tuple[List[int], List[cst.CSTNode]]]] = {}  # `_listed_of`
 
     @property
     def listed(self) -> List[Tuple[cst.CSTNode, Scope]]:
@@ -316,23 +316,24 @@ class TreeIndex:
             yield current
             at = ends[at] if type(current) in new_scopes else at + 1
 
-    def scope_nodes(self, node: cst.CSTNode, kinds: FrozenSet[type]) -> List[cst.CSTNode]:
-        """The nodes of `kinds` (listed kinds: `_LISTED`) that `walk_scope(node)` yields, in its
-        order, read off the listed nodes' positions: a binary search for the node's span, the
-        nested functions, classes and lambdas in it jumped over. The analyses ask a function's
-        body for its calls, or its sums, over and over; walking it node by node cost a twentieth
-        of a lint."""
+    def scope_nodes(self, node: cst.CSTNode, *kinds: type) -> List[cst.CSTNode]:
+        """The nodes of `kinds` that `walk_scope(node)` yields, in its order, read off the listed
+        nodes' positions (kinds in `_LISTED`; others are walked): a binary search for the node's
+        span, the nested functions, classes and lambdas in it jumped over. The analyses ask a
+        function's body for its calls, or its sums, over and over; walking it node by node cost
+        a twentieth of a lint."""
         placement = self._placement
         start = placement.order.get(id(node))
-        if start is None or not kinds <= _LISTED:
+        listed = self._listed_of(kinds) if start is not None else None
+        if listed is None:
             return [n for n in self.walk_scope(node) if type(n) in kinds]
+        positions, found = listed
         ends = placement.ends
-        end = ends[start]
-        positions, found = self._listed_of(kinds)
-        low, high = bisect_left(positions, start), bisect_left(positions, end)
+        end = ends[start]  # type: ignore[index]
+        low, high = bisect_left(positions, start), bisect_left(positions, end)  # type: ignore[arg-type]
         if low == high:
             return []
-        nested, _ = self._listed_of(_NEW_SCOPES)
+        nested, _ = self._listed_of(_SCOPE_KINDS)  # type: ignore[misc]
         next_scope = bisect_right(nested, start)
         blocked = -1  # the end of the nested scopes seen so far: positions before it are theirs
         kept: List[cst.CSTNode] = []
@@ -345,14 +346,14 @@ class TreeIndex:
                 kept.append(found[at])
         return kept
 
-    def _listed_of(self, kinds: FrozenSet[type]) -> Tuple[List[int], List[cst.CSTNode]]:
-        """The pre-order positions of the listed nodes of `kinds`, ascending, and the nodes."""
-        known = self._by_kinds.get(kinds)
-        if known is None:
+    def _listed_of(self, kinds: Tuple[type, ...]) -> Optional[Tuple[List[int], List[cst.CSTNode]]]:
+        """The pre-order positions of the listed nodes of `kinds`, ascending, and the nodes;
+        None where a kind is not listed."""
+        if kinds not in self._by_kinds:
             order = self._placement.order
             nodes = [n for n, _ in self._placement.listed if type(n) in kinds]
-            known = self._by_kinds[kinds] = ([order[id(n)] for n in nodes], nodes)
-        return known
+            self._by_kinds[kinds] = ([order[id(n)] for n in nodes], nodes) if _LISTED.issuperset(kinds) else None
+        return self._by_kinds[kinds]
 
     def in_subtree(self, node: cst.CSTNode, items: Sequence[T], orders: Sequence[int]) -> Sequence[T]:
         """The `items` under `node`, given their pre-order `orders` in ascending order: a
@@ -487,6 +488,7 @@ def index(module: cst.Module) -> TreeIndex:
 
 
 _NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_SCOPE_KINDS = tuple(_NEW_SCOPES)  # (for `scope_nodes`' look-up of the nested scopes)
 NEW_SCOPES = _NEW_SCOPES  # for `type(node) in NEW_SCOPES`, where an ABC isinstance is too slow
 # Every concrete expression class: `type(node) in EXPRESSION_KINDS` is `isinstance(node,
 # cst.BaseExpression)` without the ABC's cost (LibCST's concrete node classes have no subclasses).

@@ -70,8 +70,6 @@ from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeInde
 _INFERENCE_MODE = re.compile(r"^(mode|phase|stage)=(inference|infer|test|testing|eval|evaluation|predict|"
                              r"prediction|sample|sampling|generate|generation|val|valid|validation)$")
 _APPENDING = frozenset({"append", "extend", "insert", "appendleft"})
-_RETURN = frozenset({cst.Return})
-_SUM_STATEMENTS = frozenset({cst.AugAssign, cst.Assign})  # where `_accumulates_into_self` looks
 _NAMEDTUPLE = frozenset({"collections.namedtuple", "typing.NamedTuple"})
 _TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
 # What hands back the model it is given, moved, cast or wrapped to run on several devices.
@@ -613,7 +611,7 @@ class Values:
         target = self.scopes.resolve(call)
         if target is None or not _MODEL_CALL_HELPER.match(target.name.value):
             return False
-        returns = [node for node in self.tree.walk_scope(target) if type(node) is cst.Return]
+        returns = self.tree.scope_nodes(target, cst.Return)
         return bool(returns) and all(node.value is not None and self._the_output(node.value, node, 0)  # type: ignore[attr-defined]
                                      for node in returns)
 
@@ -724,7 +722,7 @@ class Values:
             self._memo_returns_from[key] = not _annotated_tensorless(func) and any(
                 ret.value is not None and not (graph and self.regions.grad_enabled(ret) is False)  # type: ignore[attr-defined]
                 and self._traces(ret.value, ret, trace)  # type: ignore[attr-defined]
-                for ret in self.tree.scope_nodes(func, _RETURN))
+                for ret in self.tree.scope_nodes(func, cst.Return))
         return self._memo_returns_from[key]
 
     def _name_traces(self, name: str, at: cst.CSTNode, trace: "_Trace") -> bool:
@@ -771,7 +769,7 @@ class Values:
         forward = own_method(klass, "forward") if klass is not None else None
         if position is None or forward is None or any(type(e) is not cst.Element for e in elements):
             return False
-        returns = [node for node in self.tree.walk_scope(forward) if type(node) is cst.Return]
+        returns = self.tree.scope_nodes(forward, cst.Return)
         return bool(returns) and all(
             type(ret.value) is cst.Tuple and len(ret.value.elements) == len(elements)  # type: ignore[attr-defined]
             and self.graphless(ret.value.elements[position].value, ret) for ret in returns)  # type: ignore[attr-defined]
@@ -866,7 +864,7 @@ class Values:
         the whole of it (`name.argmax(1)`, `name.max(1)`, `torch.max(name, 1)`) and compares the
         classes with labels (`pred.eq(y)`, `pred == y`). A classifier's scores, one per class,
         are small next to the activations that made them."""
-        picks = [n for n in self.tree.walk_scope(loop) if type(n) is cst.Call and self._picks_classes(n, name)]
+        picks = [n for n in self.tree.scope_nodes(loop, cst.Call) if self._picks_classes(n, name)]
         if not picks:
             return False
         predicted = {name for pick in picks for name in self._bound_from(pick, loop)}
@@ -1028,7 +1026,7 @@ class Values:
         self._sums[id(method)] = found
         if self.regions.runs_without_grad(method):
             return found  # `@torch.no_grad() def update(...)`: its arithmetic records nothing
-        for statement in self.tree.scope_nodes(method.body, _SUM_STATEMENTS):
+        for statement in self.tree.scope_nodes(method.body, cst.AugAssign, cst.Assign):
             kind = type(statement)
             if kind is cst.AugAssign and type(statement.operator) is cst.AddAssign:  # type: ignore[attr-defined]
                 target, added = statement.target, statement.value  # type: ignore[attr-defined]
