@@ -189,7 +189,7 @@ def _walk(context: FileContext, rules: Sequence[Rule], timer: Optional[Timer] = 
     enter = _handlers(rules, "visit_", timer)
     leave = _handlers(rules, "leave_", timer)
     tree = context.facts.tree
-    if not leave:  # (no rule of memlint's leaves a node: one look-up a node, no depths to follow)
+    if not leave:  # (no rule of memlint's leaves a node: one look-up a node, no subtrees to follow)
         handled = enter.get
         for node in tree.nodes:
             handlers = handled(type(node))
@@ -198,9 +198,10 @@ def _walk(context: FileContext, rules: Sequence[Rule], timer: Optional[Timer] = 
                 for handler in handlers:
                     handler(node)
         return
-    pending: List[Tuple[cst.CSTNode, int]] = []  # nodes with leave handlers, not yet left
-    for node, depth in zip(tree.nodes, tree.depths):
-        while pending and pending[-1][1] >= depth:
+    pending: List[Tuple[cst.CSTNode, int]] = []  # nodes with leave handlers, not yet left, with their subtree's end
+    ends = tree.ends
+    for position, node in enumerate(tree.nodes):
+        while pending and pending[-1][1] <= position:
             left = pending.pop()[0]
             _dispatch(context, leave[type(left)], left)
         node_type = type(node)
@@ -209,7 +210,7 @@ def _walk(context: FileContext, rules: Sequence[Rule], timer: Optional[Timer] = 
             for handler in enter[node_type]:
                 handler(node)
         if node_type in leave:
-            pending.append((node, depth))
+            pending.append((node, ends[position]))
     while pending:
         left = pending.pop()[0]
         _dispatch(context, leave[type(left)], left)

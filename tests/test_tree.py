@@ -150,13 +150,14 @@ def test_the_index_holds_each_meaningful_node_once_below_its_parent():
         reachable.append(node)
         stack.extend(reversed(_reference(node)))
     assert [id(n) for n in tree.nodes] == [id(n) for n in reachable]  # pre-order, each once
-    for node, depth in zip(tree.nodes, tree.depths):
+    for position, node in enumerate(tree.nodes):
         parent = tree.parent(node)
         if node is module:
-            assert parent is None and depth == 0
+            assert parent is None and tree.ends[position] == len(tree.nodes)
         else:
             assert any(child is node for child in children(parent))
-            assert depth == tree.depths[tree.order(parent)] + 1
+            start, end = tree.span(parent)
+            assert start < position < end and tree.ends[position] <= end
 
 
 def test_where_each_node_sits_agrees_with_its_chain_of_parents():
@@ -223,3 +224,27 @@ def test_the_nodes_of_a_kind_in_a_scope_are_those_its_walk_finds(source):
     made = cst.parse_statement("def f():\n    g = lambda: h()\n    return k(g)\n")
     assert [n.func.value for n in tree.scope_nodes(made, cst.Call)] == ["k"]
 
+
+
+@pytest.mark.parametrize("source", _sources(), ids=lambda s: s.split("\n", 2)[1][:40])
+def test_the_loops_around_a_node_are_those_its_ancestors_hold(source):
+    """`loops_around`, kept per statement, is the climb up the node's own ancestors: every
+    `for` and `while` whose body (not its header, nor its `else`) holds the node, innermost
+    first, up to the function, class or lambda the node runs in; and `nodes_of` gives the
+    listed nodes of its kinds in source order, nested scopes included."""
+    module = cst.parse_module(source)
+    tree = index(module)
+    for node in tree.nodes:
+        expected, child = [], node
+        for ancestor in tree.ancestors(node):
+            if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                break
+            if type(ancestor) in (cst.For, cst.While) and child is ancestor.body:
+                expected.append(ancestor)
+            child = ancestor
+        found = tree.loops_around(node)
+        assert len(found) == len(expected) and all(a is b for a, b in zip(found, expected)), type(node).__name__
+        found.append(node)  # the caller's own list: what the index keeps is untouched
+        assert len(tree.loops_around(node)) == len(expected)
+    for kinds in [(cst.FunctionDef,), (cst.Import, cst.ImportFrom), (cst.Call, cst.Return, cst.While)]:
+        assert [id(n) for n in tree.nodes_of(*kinds)] == [id(n) for n in tree.nodes if type(n) in kinds]

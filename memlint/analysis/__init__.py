@@ -107,7 +107,7 @@ class Facts:
 
     @cached_property
     def tree(self) -> TreeIndex:
-        """Every node in source order, with depths and parents (one walk, shared); where a node is."""
+        """Every node in source order, with parents and subtrees' ends (one walk, shared); where a node is."""
         return index(self.module)
 
     @cached_property

@@ -251,7 +251,7 @@ class Guards:
         """`exec(...)`, `eval(...)`, `globals()` or `vars()`, `vars` of anything but a name
         (`vars(sys.modules[__name__])`; `vars(args)` reads another object's); not a function of
         the module's own by those names."""
-        own = {node.name.value for node, _ in self.tree.listed if type(node) is cst.FunctionDef}  # type: ignore[attr-defined]
+        own = {node.name.value for node in self.tree.nodes_of(cst.FunctionDef)}  # type: ignore[attr-defined]
         return any(type(call.func) is cst.Name and call.func.value not in own and _writes_namespace(call)  # type: ignore[attr-defined]
                    for call in self.scopes.calls)
 
@@ -266,8 +266,8 @@ class Guards:
     def _imported(self) -> FrozenSet[str]:
         """The names the module's imports bind, anywhere in it."""
         names = set()
-        for node, _ in self.tree.listed:
-            if type(node) is cst.Import or type(node) is cst.ImportFrom and type(node.names) is not cst.ImportStar:  # type: ignore[attr-defined]
+        for node in self.tree.nodes_of(cst.Import, cst.ImportFrom):
+            if type(node) is cst.Import or type(node.names) is not cst.ImportStar:  # type: ignore[attr-defined]
                 for alias in node.names:  # type: ignore[attr-defined]
                     bound = alias.asname.name if alias.asname is not None else alias.name
                     names.add((dotted_name(bound) or "").split(".")[0])
@@ -276,8 +276,8 @@ class Guards:
     @cached_property
     def _star_imports(self) -> List[int]:
         """The source order of each `from ... import *`."""
-        return [self.tree.order(node) for node, _ in self.tree.listed
-                if type(node) is cst.ImportFrom and type(node.names) is cst.ImportStar]  # type: ignore[attr-defined]
+        return [self.tree.order(node) for node in self.tree.nodes_of(cst.ImportFrom)
+                if type(node.names) is cst.ImportStar]  # type: ignore[attr-defined]
 
     @cached_property
     def _declared_global(self) -> FrozenSet[str]:

@@ -851,7 +851,7 @@ class Receivers:
     def _annotated_parameters(self) -> FrozenSet[str]:
         """The names of the module's parameters annotated with what may be a class (`model:
         Transformer`, a capitalised name): the only ones `annotated_class` can place."""
-        return frozenset(param.name.value for node, _ in self.tree.listed if type(node) is cst.FunctionDef
+        return frozenset(param.name.value for node in self.tree.nodes_of(cst.FunctionDef)
                          for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)  # type: ignore[attr-defined]
                          if param.annotation is not None and
                          last_part(dotted_name(param.annotation.annotation))[:1].isupper())

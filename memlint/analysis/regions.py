@@ -163,9 +163,9 @@ class Regions:
         made without grad, over every call of a module, has its answer at once."""
         if self.off_at_top or any(region.grad_enabled is False for region in self.grad_regions):
             return True
-        return any(type(node) is cst.FunctionDef and (  # (a hook's class is not asked after: any such name may be one)
-            node.name.value in _LIGHTNING_NO_GRAD or node.decorators and self.grad_enabled_by_decorator(node) is False)  # type: ignore[attr-defined]
-            for node, _ in self.tree.listed)
+        return any(  # (a hook's class is not asked after: any such name may be one)
+            node.name.value in _LIGHTNING_NO_GRAD or node.decorators and self.grad_enabled_by_decorator(node) is False  # type: ignore[attr-defined]
+            for node in self.tree.nodes_of(cst.FunctionDef))
 
     def _toggled_at(self, node: cst.CSTNode, toggle: cst.Call) -> bool:
         """A bare grad-mode statement `toggle` of `node`'s scope may be in force at `node`: it
@@ -477,6 +477,8 @@ class Regions:
 
     def region_at(self, node: cst.CSTNode) -> Optional[Region]:
         """The innermost grad-mode `with` whose body holds `node`."""
+        if not self._grad_region_of:  # (most modules enter none: no ancestors to climb)
+            return None
         child = node
         for ancestor in self.tree.ancestors(node):
             kind = type(ancestor)  # identity, not ABC isinstance (memlint.analysis.tree)

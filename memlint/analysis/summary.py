@@ -487,7 +487,7 @@ def _edges(facts: "Facts") -> List[Edge]:
     # (grad is off at no call of a module that turns it off nowhere: not asked call by call)
     quiet = bool(regions.grad_regions) or regions.off_at_top or bool(_GRAD_OFF_NAMES & facts.identifiers)
     found: List[Tuple[cst.Call, Edge]] = []  # each with its call; its kind "" until the edge is known to be kept
-    held: Dict[int, FrozenSet[str]] = {}  # id(class) -> `_held_by_instance`
+    held: Dict[Tuple[int, str], bool] = {}  # (id(class), attribute) -> `_held_by_instance`
     for call in scopes.calls:
         scope = tree.scope_of(call)
         caller = _qualified(facts, scope)
@@ -505,7 +505,7 @@ def _edges(facts: "Facts") -> List[Edge]:
         if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             klass = scopes.enclosing_class(call)
             if klass is not None and tree.scope_of(klass) is tree.module and klass is tree.class_of(scope) and \
-                    func.attr.value not in held.setdefault(id(klass), _held_by_instance(klass)):
+                    not _held(held, klass, func.attr.value):
                 found.append((call, Edge(caller, f"{klass.name.value}.{func.attr.value}", kind, on_self=True)))
             continue
         if target is None:
@@ -518,25 +518,36 @@ def _edges(facts: "Facts") -> List[Edge]:
             for call, edge in found if not edge.local or edge.callee in leading_out]
 
 
-def _held_by_instance(klass: cst.ClassDef) -> FrozenSet[str]:
-    """The attributes the class's own `__init__` always sets (at the top of its body) to
+def _held(held: Dict[Tuple[int, str], bool], klass: cst.ClassDef, attr: str) -> bool:
+    """`_held_by_instance`, kept in `held` for the module's calls on `self`."""
+    key = (id(klass), attr)
+    found = held.get(key)
+    if found is None:
+        found = held[key] = _held_by_instance(klass, attr)
+    return found
+
+
+def _held_by_instance(klass: cst.ClassDef, attr: str) -> bool:
+    """The class's own `__init__` always sets `self.<attr>` (at the top of its body) to
     something other than the method of that name (`self.conv = nn.Conv2d(...)`, not `self.step
     = torch.compile(self.step)`, which still calls the method, nor one set only on a condition):
-    a call of one on `self` reaches the object the instance holds, which hides any method of
+    a call of it on `self` reaches the object the instance holds, which hides any method of
     that name, a subclass's too."""
     init = own_method(klass, "__init__")
-    found: Set[str] = set()
     for line in init.body.body if init is not None else ():
         for statement in line.body if type(line) is cst.SimpleStatementLine else ():  # type: ignore[attr-defined]
-            if type(statement) is not cst.Assign:
-                continue
-            for target in statement.targets:  # type: ignore[attr-defined]
-                dotted = dotted_name(target.target) or ""
-                attr = dotted[5:] if dotted.startswith("self.") else ""
-                if attr and "." not in attr and not any(
-                        dotted_name(node) == f"self.{attr}" for node in expression_nodes(statement.value)):  # type: ignore[attr-defined]
-                    found.add(attr)
-    return frozenset(found)
+            if type(statement) is cst.Assign and \
+                    any(_self_attribute(target.target) == attr for target in statement.targets) and \
+                    not any(_self_attribute(node) == attr for node in expression_nodes(statement.value)):  # type: ignore[attr-defined]
+                return True
+    return False
+
+
+def _self_attribute(node: cst.CSTNode) -> Optional[str]:
+    """`conv` for `self.conv`; None for any other node."""
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":  # type: ignore[attr-defined]
+        return node.attr.value  # type: ignore[attr-defined]
+    return None
 
 
 def _leading_out(edges: List[Edge]) -> Set[str]:

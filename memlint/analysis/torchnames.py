@@ -21,7 +21,7 @@ from memlint.analysis.tree import TreeIndex, dotted_name, walk
 def _imports(module: cst.Module, tree: Optional[TreeIndex]) -> Iterator[cst.CSTNode]:
     """Every import statement, nested blocks included (imports inside functions count)."""
     if tree is not None:
-        return (node for node, _ in tree.listed if type(node) is cst.Import or type(node) is cst.ImportFrom)
+        return iter(tree.nodes_of(cst.Import, cst.ImportFrom))
     return (node for node in walk(module) if type(node) in (cst.Import, cst.ImportFrom))
 
 

@@ -198,6 +198,9 @@ _LISTED = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Call, cst.Re
 _CLOSING = object()  # on the walk's stack, below a node's children: its subtree ends when it is popped
 _FUNCTION_KINDS = (cst.FunctionDef, cst.Lambda)
 _STATEMENT_KINDS = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+# the concrete statement classes, for `type(node) in _STATEMENTS`
+_STATEMENTS = frozenset(kind for kind in vars(cst).values() if isinstance(kind, type) and
+                        any(base in kind.__mro__ for base in _STATEMENT_KINDS) and not kind.__subclasses__())
 
 
 @dataclass(frozen=True)
@@ -209,24 +212,25 @@ class _Placement:
     scopes: Dict[int, Scope]  # id(node) -> the scope it runs in, for the kinds in _SCOPE_RECORDED
     classes: Dict[int, Optional[cst.ClassDef]]  # id(function or lambda) -> the class it is defined in
     listed: List[Tuple[cst.CSTNode, Scope]]  # the kinds in _LISTED, in source order
+    listed_at: List[int]  # the pre-order position of each of `listed`
 
 
 class TreeIndex:
-    """Every meaningful node of a module in pre-order (source order), with its depth and
-    parent: the one full walk of a file, which the engine's rule dispatch and every analysis
+    """Every meaningful node of a module in pre-order (source order), with its parent and
+    where its subtree ends: the one full walk of a file, which the engine's rule dispatch and every analysis
     that needs the whole tree read instead of walking again.
 
     It also answers where a node is: its parent and ancestors, its source order, the scope and
     function it runs in, the class a method belongs to, the loops and the statement around it."""
 
-    def __init__(self, nodes: List[cst.CSTNode], depths: List[int], parents: Dict[int, cst.CSTNode],
-                 placement: _Placement) -> None:
+    def __init__(self, nodes: List[cst.CSTNode], parents: Dict[int, cst.CSTNode], placement: _Placement) -> None:
         self.nodes = nodes
-        self.depths = depths
         self.parents = parents  # id(node) -> parent; the module has none
         self.module: cst.Module = nodes[0]  # type: ignore[assignment]
         self._placement = placement
         self._by_kinds: Dict[Tuple[type, ...], Optional[Tuple[List[int], List[cst.CSTNode]]]] = {}  # `_listed_of`
+        self._statement_loops: Dict[int, Tuple[cst.CSTNode, ...]] = {}  # id(statement) -> `_loops_above`
+        self._by_kind: Optional[Dict[type, Tuple[List[int], List[cst.CSTNode]]]] = None  # `_listed_of`, one kind
 
     @property
     def listed(self) -> List[Tuple[cst.CSTNode, Scope]]:
@@ -346,14 +350,38 @@ class TreeIndex:
                 kept.append(found[at])
         return kept
 
+    def nodes_of(self, *kinds: type) -> List[cst.CSTNode]:
+        """Every node of `kinds` (kinds in `_LISTED`) in the module, nested scopes included, in
+        source order: read off the listed nodes, grouped by kind once."""
+        listed = self._listed_of(kinds)
+        assert listed is not None, kinds
+        return listed[1]
+
     def _listed_of(self, kinds: Tuple[type, ...]) -> Optional[Tuple[List[int], List[cst.CSTNode]]]:
         """The pre-order positions of the listed nodes of `kinds`, ascending, and the nodes;
         None where a kind is not listed."""
-        if kinds not in self._by_kinds:
-            order = self._placement.order
-            nodes = [n for n, _ in self._placement.listed if type(n) in kinds]
-            self._by_kinds[kinds] = ([order[id(n)] for n in nodes], nodes) if _LISTED.issuperset(kinds) else None
-        return self._by_kinds[kinds]
+        found = self._by_kinds.get(kinds, ())
+        if found != ():
+            return found  # type: ignore[return-value]
+        if self._by_kind is None:
+            by_kind: Dict[type, Tuple[List[int], List[cst.CSTNode]]] = {}
+            placement = self._placement
+            for (node, _), position in zip(placement.listed, placement.listed_at):
+                entry = by_kind.get(type(node))
+                if entry is None:
+                    entry = by_kind[type(node)] = ([], [])
+                entry[0].append(position)
+                entry[1].append(node)
+            self._by_kind = by_kind
+        if not _LISTED.issuperset(kinds):
+            found = None
+        elif len(kinds) == 1:
+            found = self._by_kind.get(kinds[0], ([], []))
+        else:
+            pairs = sorted(pair for kind in kinds for pair in zip(*self._by_kind.get(kind, ([], []))))
+            found = ([position for position, _ in pairs], [node for _, node in pairs])
+        self._by_kinds[kinds] = found  # type: ignore[assignment]
+        return found  # type: ignore[return-value]
 
     def in_subtree(self, node: cst.CSTNode, items: Sequence[T], orders: Sequence[int]) -> Sequence[T]:
         """The `items` under `node`, given their pre-order `orders` in ascending order: a
@@ -367,16 +395,27 @@ class TreeIndex:
 
     def loops_around(self, node: cst.CSTNode) -> List[cst.CSTNode]:
         """The loops whose body holds `node`, innermost first, within its function."""
-        loops: List[cst.CSTNode] = []
-        child = node
-        for ancestor in self.ancestors(node):
+        return list(self._loops_above(node))
+
+    def _loops_above(self, node: cst.CSTNode) -> Tuple[cst.CSTNode, ...]:
+        """`loops_around`, kept for each statement: a loop is a statement, so none lies between
+        a node and the innermost statement above it, and the nodes of a statement share the
+        loops above it (the rules ask this of most calls, names and assignments)."""
+        parents = self.parents
+        child, ancestor = node, parents.get(id(node))
+        while ancestor is not None:
             kind = type(ancestor)
             if kind in _NEW_SCOPES:
-                break
-            if (kind is cst.For or kind is cst.While) and child is ancestor.body:  # type: ignore[attr-defined]
-                loops.append(ancestor)
-            child = ancestor
-        return loops
+                return ()
+            if kind in _STATEMENTS:
+                known = self._statement_loops.get(id(ancestor))
+                if known is None:
+                    known = self._statement_loops[id(ancestor)] = self._loops_above(ancestor)
+                if (kind is cst.For or kind is cst.While) and child is ancestor.body:  # type: ignore[attr-defined]
+                    return (ancestor, *known)
+                return known
+            child, ancestor = ancestor, parents.get(id(ancestor))
+        return ()
 
     # -- statements --------------------------------------------------------------------------
     def statement_of(self, call: cst.Call) -> Optional[cst.SimpleStatementLine]:
@@ -431,50 +470,49 @@ def _suppresses(statement: cst.With) -> bool:
 
 
 def index(module: cst.Module) -> TreeIndex:
-    """Walk the module once: every meaningful node in pre-order with its depth and parent, and
-    where it sits (`_Placement`). The walk keeps the parent, depth, scope and class of the nodes
-    it pops; a node with children pushes them whole, above a marker that holds its position and
-    what was current before it: popped, the marker closes the node's subtree and restores them."""
+    """Walk the module once: every meaningful node in pre-order with its parent, and where it
+    sits (`_Placement`). The walk keeps the parent, scope and class of the nodes it pops; a node
+    with children pushes them whole, above a marker that holds its position and what was
+    current before it: popped, the marker closes the node's subtree and restores them."""
     nodes: List[cst.CSTNode] = []
-    depths: List[int] = []
     ends: List[int] = []
     parents: Dict[int, cst.CSTNode] = {}
     scopes: Dict[int, Scope] = {}
     classes: Dict[int, Optional[cst.ClassDef]] = {}
     listed: List[Tuple[cst.CSTNode, Scope]] = []
+    listed_at: List[int] = []
     stack: List[object] = [module]  # nodes, and markers (tuples) below each node's children
     pop, push, extend, leaves, made = stack.pop, stack.append, stack.extend, _LEAVES, _children_of
     recorded, wanted, new_scopes = _SCOPE_RECORDED, _LISTED, _NEW_SCOPES
     parent: Optional[cst.CSTNode] = None
-    depth, scope, klass = 0, module, None
+    scope, klass = module, None
     while stack:  # about six nodes a line: a tuple or a call less per node is a tenth of this walk
         node = pop()
-        if type(node) is tuple:
-            position, parent, depth, scope, klass = node
+        node_type = type(node)
+        if node_type is tuple:
+            position, parent, scope, klass = node  # type: ignore[misc]
             ends[position] = len(nodes)
             continue
         position = len(nodes)
         nodes.append(node)  # type: ignore[arg-type]
-        depths.append(depth)
         ends.append(position + 1)
-        parents[id(node)] = parent  # type: ignore[assignment]
-        node_type = type(node)
+        key = id(node)
+        parents[key] = parent  # type: ignore[assignment]
         if node_type in recorded:  # concrete types: `in` beats ABC isinstance
-            key = id(node)
             scopes[key] = scope
             if node_type in wanted:
                 listed.append((node, scope))  # type: ignore[arg-type]
+                listed_at.append(position)
             if node_type is cst.FunctionDef or node_type is cst.Lambda:
                 classes[key] = klass
         if node_type in leaves:
             continue
         kids = (made.get(node_type) or _make_children_of(node_type))(node)  # type: ignore[arg-type]
         if kids:
-            push((position, parent, depth, scope, klass))
+            push((position, parent, scope, klass))
             kids.reverse()
             extend(kids)
             parent = node  # type: ignore[assignment]
-            depth += 1
             if node_type in new_scopes:
                 if node_type is cst.ClassDef:
                     klass = node  # type: ignore[assignment]
@@ -484,7 +522,7 @@ def index(module: cst.Module) -> TreeIndex:
                         klass = None
     del parents[id(module)]  # (recorded as its children's are, with None): the module has no parent
     order = dict(zip(map(id, nodes), range(len(nodes))))
-    return TreeIndex(nodes, depths, parents, _Placement(order, ends, scopes, classes, listed))
+    return TreeIndex(nodes, parents, _Placement(order, ends, scopes, classes, listed, listed_at))
 
 
 _NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})

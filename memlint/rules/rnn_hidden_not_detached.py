@@ -225,10 +225,12 @@ class RnnHiddenNotDetached(Rule):
         if len(node.targets) != 1 or not type(call) is cst.Call or not call.args:
             return
         facts = self.facts
-        if not facts.roles.is_forward(call):
-            return
         if not any(type(a) in (cst.For, cst.While) for a in self.context.ancestors):
-            self._attribute_state(node, call)
+            # (state on the instance is a target `self.h`: most assignments outside loops have none)
+            if any(_on_self(leaf) for leaf in leaf_targets(node.targets[0].target)) and facts.roles.is_forward(call):
+                self._attribute_state(node, call)
+            return
+        if not facts.roles.is_forward(call):
             return
         names = _state_names(node.targets[0].target)
         args: Set[str] = set().union(*(sources_of(a.value) for a in call.args)) if call.args else set()
@@ -313,9 +315,7 @@ class RnnHiddenNotDetached(Rule):
         if klass is None or method is None or self._runs_once(klass, method):
             return  # run once, as the instance is built: nothing is fed back
         read = {dotted for a in call.args for dotted in _dotted_names(a.value)}
-        state = [leaf for leaf in leaf_targets(node.targets[0].target)
-                 if type(leaf) is cst.Attribute and dotted_name(leaf) in read
-                 and (dotted_name(leaf) or "").count(".") == 1 and (dotted_name(leaf) or "").startswith("self.")]
+        state = [leaf for leaf in leaf_targets(node.targets[0].target) if _on_self(leaf) and dotted_name(leaf) in read]
         if not state or facts.regions.grad_enabled(node) is not True:
             return
         for leaf in state:
@@ -374,6 +374,11 @@ class RnnHiddenNotDetached(Rule):
                         (dotted_name(other.func.value) or "").startswith(f"self.{attr}"):
                     return True
         return False
+
+
+def _on_self(leaf: cst.BaseExpression) -> bool:
+    """`self.h`: an attribute of the instance itself."""
+    return type(leaf) is cst.Attribute and type(leaf.value) is cst.Name and leaf.value.value == "self"  # type: ignore[attr-defined]
 
 
 def _dotted_names(expr: cst.BaseExpression) -> Set[str]:
