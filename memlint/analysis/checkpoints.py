@@ -115,7 +115,9 @@ class Checkpoints:
     def saves(self) -> List[Save]:
         found = []
         for call in self.scopes.calls:
-            if last_part(dotted_name(call.func)) != "save" or self.names.call_name(call) != SAVE:
+            func = call.func  # spelled `save` where it is called (no dotted name built for every call)
+            spelled = func.attr if type(func) is cst.Attribute else func  # type: ignore[attr-defined]
+            if type(spelled) is not cst.Name or spelled.value != "save" or self.names.call_name(call) != SAVE:
                 continue
             obj, path = argument(call, "obj", 0), argument(call, "f", 1)
             values = self._values(obj.value, call) if obj is not None else []

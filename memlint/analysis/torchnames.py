@@ -157,9 +157,15 @@ class TorchNames:
 
     def call_name(self, node: cst.CSTNode) -> Optional[str]:
         """The qualified name of the function a Call calls, or None."""
-        if type(node) is cst.Call:  # identity, not ABC isinstance (memlint.analysis.tree)
-            return self.qualified_name(node.func)  # type: ignore[attr-defined]
-        return None
+        if type(node) is not cst.Call:  # identity, not ABC isinstance (memlint.analysis.tree)
+            return None
+        func = node.func  # type: ignore[attr-defined]
+        head = func  # (`qualified_name`'s first test, here: most calls name no import, and every rule asks)
+        while type(head) is cst.Attribute:
+            head = head.value  # type: ignore[attr-defined]
+        if type(head) is not cst.Name or head.value not in self._aliases:  # type: ignore[attr-defined]
+            return None
+        return self.qualified_name(func)
 
     def local_name_for(self, qualified: str) -> Optional[str]:
         """How this module can spell `qualified` (e.g. `t.empty` for `torch.empty`), or None."""
