@@ -528,11 +528,6 @@ def index(module: cst.Module) -> TreeIndex:
 _NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 _SCOPE_KINDS = tuple(_NEW_SCOPES)  # (for `scope_nodes`' look-up of the nested scopes)
 NEW_SCOPES = _NEW_SCOPES  # for `type(node) in NEW_SCOPES`, where an ABC isinstance is too slow
-# Every concrete expression class: `type(node) in EXPRESSION_KINDS` is `isinstance(node,
-# cst.BaseExpression)` without the ABC's cost (LibCST's concrete node classes have no subclasses).
-# Read off each class's MRO: `issubclass` against the ABC costs 9 ms of every start.
-EXPRESSION_KINDS = frozenset(kind for kind in vars(cst).values() if isinstance(kind, type) and
-                             cst.BaseExpression in kind.__mro__ and not kind.__subclasses__())
 _OWN_SCOPE_EXPRESSIONS = frozenset({cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
 OWN_SCOPE_EXPRESSIONS = _OWN_SCOPE_EXPRESSIONS  # expressions whose body runs apart from them (or not at all)
 

@@ -62,9 +62,8 @@ from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
 from memlint.analysis.scopes import Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import (EXPRESSION_KINDS, NEW_SCOPES, Scope, TreeIndex, argument, children, dotted_name,
-                                   expression_nodes, holder, last_part, literal_bool, own_method, root_name, string_key,
-                                   walk_scope)
+from memlint.analysis.tree import (Scope, TreeIndex, argument, children, dotted_name, expression_nodes, holder,
+                                   last_part, literal_bool, own_method, root_name, string_key, walk_scope)
 
 # a keyword choosing a mode for inference, as `Values.in_a_quiet_mode` spells it (`mode=inference`)
 _INFERENCE_MODE = re.compile(r"^(mode|phase|stage)=(inference|infer|test|testing|eval|evaluation|predict|"
@@ -693,16 +692,12 @@ class Values:
         result = False
         if not _annotated_tensorless(func) and (
                 not trace.graph or self.regions.grad_enabled_by_decorator(func) is not False):
-            stack: List[cst.CSTNode] = [func.body]
-            while stack and not result:
-                node = stack.pop()
-                kind = type(node)  # identity, not ABC isinstance: every statement of the body passes here
-                if kind in NEW_SCOPES or kind in EXPRESSION_KINDS:
-                    continue
-                if kind is cst.Return and node.value is not None:  # type: ignore[attr-defined]
-                    result = self._traces(node.value, node, _Trace(trace.graph))  # type: ignore[attr-defined]
-                    continue
-                stack.extend(children(node))
+            # (the last `return` first, as a walk of the body from its end would meet them)
+            for ret in reversed(self.tree.scope_nodes(func, cst.Return)):
+                if ret.value is not None:  # type: ignore[attr-defined]
+                    result = self._traces(ret.value, ret, _Trace(trace.graph))  # type: ignore[attr-defined]
+                    if result:
+                        break
         self._memo_returns[key] = result
         return result
 
@@ -1392,9 +1387,10 @@ class Values:
         """`expr` reads the attribute `dotted` with its graph: not only inside what it detaches
         (`torch.cat(self.values).detach()`)."""
         stack = [expr]
+        attr = dotted.rpartition(".")[2]  # (tested first: no dotted name built for every attribute read)
         while stack:
             node = stack.pop()
-            if type(node) is cst.Attribute and dotted_name(node) == dotted:  # type: ignore[arg-type]
+            if type(node) is cst.Attribute and node.attr.value == attr and dotted_name(node) == dotted:  # type: ignore[attr-defined, arg-type]
                 return True
             if type(node) is cst.Call and type(node.func) is cst.Attribute and \
                     node.func.attr.value in DETACHING_METHODS:  # type: ignore[attr-defined]

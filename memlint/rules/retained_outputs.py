@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import List, Optional, Set, Tuple
 
 import libcst as cst
