@@ -476,6 +476,17 @@ def _bark(tmp_path: Path, **edits: Tuple[str, str, str]) -> List[Path]:
     # ... by a function every call of which another module makes under no_grad
     ({"main": ("main.py", "", "import torch\nfrom bark.api import generate_audio\n\n\ndef main(m, c, t):\n"
                               "    with torch.no_grad():\n        return generate_audio(m, c, t)\n")}, False),
+    # ... by a function a home-made decorator of another module runs without grad (no `no_grad` spelled here)
+    ({"decorated": ("bark/api.py", "def generate_audio(", "@smart_inference_mode()\n        def generate_audio("),
+      "imp": ("bark/api.py", "from .generation import", "from .utils import smart_inference_mode\n        from .generation import")},
+     False),
+    # ... by a Lightning module's validation hook, which Lightning runs without grad
+    ({"hook": ("bark/api.py", "def generate_audio(model, codec, text):", "class Voice(lightning.LightningModule):\n"
+               "            def validation_step(self, model, codec, text):"),
+      "body": ("bark/api.py", "    tokens = generate_fine(model, text)\n            audio = codec_decode(codec, tokens)\n"
+               "            return audio", "        tokens = generate_fine(model, text)\n"
+               "                audio = codec_decode(codec, tokens)\n                return audio"),
+      "imp": ("bark/api.py", "import torch\n", "import torch\n        import lightning\n")}, False),
     # ... from a module that turns grad off at its top
     ({"top": ("bark/api.py", "import torch\n", "import torch\n        torch.set_grad_enabled(False)\n")}, False),
     # it hands back what it decodes with its graph: a caller may train on it

@@ -237,7 +237,7 @@ def _evaluation_calls(facts: "Facts") -> Tuple[Tuple[str, bool], ...]:
     calls on an object other than `self` (`self.task_helper.eval_step(batch)`, its class not
     known here), each with whether a call of it runs with grad off: where every call of such a
     method in the project does, the method records no graph (PET's task helpers)."""
-    quiet = bool(facts.regions.grad_regions) or facts.regions.off_at_top or bool(_GRAD_OFF_NAMES & facts.identifiers)
+    quiet = facts.regions.turns_grad_off  # (grad is off at no call of a module that turns it off nowhere)
     found: Dict[Tuple[str, bool], None] = {}
     for call in facts.scopes.calls:
         func = call.func
@@ -484,8 +484,7 @@ def _edges(facts: "Facts") -> List[Edge]:
     of what `__init__` always puts on the instance (`self.conv(x)` after `self.conv =
     nn.Conv2d(...)`) calls that object, not a method a subclass could override: no edge."""
     tree, scopes, regions = facts.tree, facts.scopes, facts.regions
-    # (grad is off at no call of a module that turns it off nowhere: not asked call by call)
-    quiet = bool(regions.grad_regions) or regions.off_at_top or bool(_GRAD_OFF_NAMES & facts.identifiers)
+    quiet = regions.turns_grad_off  # (grad is off at no call of a module that turns it off nowhere)
     found: List[Tuple[cst.Call, Edge]] = []  # each with its call; its kind "" until the edge is known to be kept
     held: Dict[Tuple[int, str], bool] = {}  # (id(class), attribute) -> `_held_by_instance`
     for call in scopes.calls:
@@ -536,9 +535,11 @@ def _held_by_instance(klass: cst.ClassDef, attr: str) -> bool:
     init = own_method(klass, "__init__")
     for line in init.body.body if init is not None else ():
         for statement in line.body if type(line) is cst.SimpleStatementLine else ():  # type: ignore[attr-defined]
-            if type(statement) is cst.Assign and \
-                    any(_self_attribute(target.target) == attr for target in statement.targets) and \
-                    not any(_self_attribute(node) == attr for node in expression_nodes(statement.value)):  # type: ignore[attr-defined]
+            if type(statement) is not cst.Assign:
+                continue
+            value = statement.value  # type: ignore[attr-defined]
+            if any(_self_attribute(target.target) == attr for target in statement.targets) and \
+                    all(_self_attribute(node) != attr for node in expression_nodes(value)):  # type: ignore[attr-defined]
                 return True
     return False
 
@@ -566,10 +567,6 @@ def _leading_out(edges: List[Edge]) -> Set[str]:
                 leading.add(caller)
                 pending.append(caller)
     return leading
-
-
-# names a module spells where its code may turn grad off
-_GRAD_OFF_NAMES = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
 
 
 def _quiet(regions: "Regions", call: cst.Call) -> bool:
