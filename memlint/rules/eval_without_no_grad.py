@@ -1895,9 +1895,10 @@ class EvalWithoutNoGrad(Rule):
         a metric and dropped): `with torch.no_grad():` around that one statement."""
         facts = self.facts
         forward = _forward_of(node.value)
-        loops = facts.tree.loops_around(node) if forward is not None else None
-        if not loops or not facts.roles.is_forward(forward) or facts.regions.grad_enabled(forward) is not True or \
-                facts.values.requires_grad_off:  # (the loop first: most assignments are in none)
+        if forward is None or not facts.roles.is_forward(forward) or facts.regions.grad_enabled(forward) is not True:
+            return
+        loops = facts.tree.loops_around(node)
+        if not loops or facts.values.requires_grad_off:
             return
         loop = loops[0]
         if not facts.roles.backwards_in(loop) or facts.roles.asks_for_grad(loop):
