@@ -228,7 +228,7 @@ class TreeIndex:
         self.parents = parents  # id(node) -> parent; the module has none
         self.module: cst.Module = nodes[0]  # type: ignore[assignment]
         self._placement = placement
-        self._by_kinds: Dict[Tuple[type, ...], Optional[Tuple[List[int], List[cst.CSTNode]]]] = {}  # `_listed_of`
+        self._by_kinds: Dict[Tuple[type, ...], Tuple[List[int], List[cst.CSTNode]]] = {}  # `_listed_of`, several kinds
         self._statement_loops: Dict[int, Tuple[cst.CSTNode, ...]] = {}  # id(statement) -> `_loops_above`
         self._by_kind: Optional[Dict[type, Tuple[List[int], List[cst.CSTNode]]]] = None  # `_listed_of`, one kind
 
@@ -360,9 +360,8 @@ class TreeIndex:
     def _listed_of(self, kinds: Tuple[type, ...]) -> Optional[Tuple[List[int], List[cst.CSTNode]]]:
         """The pre-order positions of the listed nodes of `kinds`, ascending, and the nodes;
         None where a kind is not listed."""
-        found = self._by_kinds.get(kinds, ())
-        if found != ():
-            return found  # type: ignore[return-value]
+        if not _LISTED.issuperset(kinds):
+            return None
         if self._by_kind is None:
             by_kind: Dict[type, Tuple[List[int], List[cst.CSTNode]]] = {}
             placement = self._placement
@@ -373,15 +372,13 @@ class TreeIndex:
                 entry[0].append(position)
                 entry[1].append(node)
             self._by_kind = by_kind
-        if not _LISTED.issuperset(kinds):
-            found = None
-        elif len(kinds) == 1:
-            found = self._by_kind.get(kinds[0], ([], []))
-        else:
-            pairs = sorted(pair for kind in kinds for pair in zip(*self._by_kind.get(kind, ([], []))))
-            found = ([position for position, _ in pairs], [node for _, node in pairs])
-        self._by_kinds[kinds] = found  # type: ignore[assignment]
-        return found  # type: ignore[return-value]
+        if len(kinds) == 1:
+            return self._by_kind.get(kinds[0], _NONE_LISTED)
+        found = self._by_kinds.get(kinds)  # several kinds: their lists merged in source order, once
+        if found is None:
+            pairs = sorted(pair for kind in kinds for pair in zip(*self._by_kind.get(kind, _NONE_LISTED)))
+            found = self._by_kinds[kinds] = ([position for position, _ in pairs], [node for _, node in pairs])
+        return found
 
     def in_subtree(self, node: cst.CSTNode, items: Sequence[T], orders: Sequence[int]) -> Sequence[T]:
         """The `items` under `node`, given their pre-order `orders` in ascending order: a
@@ -526,6 +523,7 @@ def index(module: cst.Module) -> TreeIndex:
 
 
 _NEW_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_NONE_LISTED: Tuple[List[int], List[cst.CSTNode]] = ([], [])  # (never changed: read only)
 _SCOPE_KINDS = tuple(_NEW_SCOPES)  # (for `scope_nodes`' look-up of the nested scopes)
 NEW_SCOPES = _NEW_SCOPES  # for `type(node) in NEW_SCOPES`, where an ABC isinstance is too slow
 _OWN_SCOPE_EXPRESSIONS = frozenset({cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
