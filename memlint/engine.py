@@ -36,6 +36,7 @@ from memlint.findings import Edit, Finding, Fix, Range, Remove, Replace, Safety
 from memlint.profile import Timer, timed
 from memlint.rule import Rule
 from memlint.suppressions import Suppressions
+from memlint.trusted_nodes import trusted_nodes
 from memlint.torch_target import TorchVersion
 
 MAX_FIX_ROUNDS = 10
@@ -288,34 +289,10 @@ def why_not_compiled(error: Exception) -> str:
     return str(error) or type(error).__name__
 
 
-_VALIDATES_ONLY = cst.CSTNode.__post_init__.__code__.co_names == ("_validate",)
-
-
-@contextmanager
-def _trusting_the_parser() -> Iterator[None]:
-    """LibCST checks every node as it is made (`CSTNode.__post_init__`), a guard for trees
-    built by hand; the parser's own nodes are valid by construction, and checking them costs
-    about a seventh of a parse. Skipped while the parser runs, where the check does nothing else."""
-    if not _VALIDATES_ONLY:
-        yield
-        return
-    node = cst.CSTNode
-    checking = node.__post_init__
-    node.__post_init__ = _unchecked  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        node.__post_init__ = checking  # type: ignore[method-assign]
-
-
-def _unchecked(self: cst.CSTNode) -> None:
-    pass
-
-
 def parse(source: str) -> cst.Module:
     """The LibCST tree of a source that already compiles."""
     try:
-        with _trusting_the_parser(), paused():
+        with trusted_nodes(), paused():
             module = cst.parse_module(source)
             if source.endswith("\r") and not module.has_trailing_newline:  # LibCST takes a final lone
                 module = module.with_changes(has_trailing_newline=True)  # CR for none, and drops it

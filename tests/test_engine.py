@@ -248,16 +248,6 @@ def test_noqa_hides_from_lint_and_fix():
     assert fix(source, "t.py", [_NumbersToNames]).source == "x = 1  # noqa: MEM990\ny = n2  # noqa: MEM1\n"
 
 
-def test_the_parser_goes_unchecked_only_while_it_parses():
-    from memlint.engine import parse
-
-    source = "def f(a, *, b=1):\n    return [x async for x in a] if b else {**a}\n"
-    module = parse(source)
-    assert module.deep_equals(cst.parse_module(source)) and module.code == source
-    with pytest.raises(cst.CSTValidationError):
-        cst.Name("not a name")  # hand-made nodes are checked again
-
-
 def test_choosing_fixes_for_a_round_grows_with_their_number_not_its_square(monkeypatch):
     from memlint.findings import Range
 

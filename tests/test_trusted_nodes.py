@@ -1,0 +1,60 @@
+"""The parser's nodes built by the trusted `__init__`s: the same trees, checks back after."""
+
+from typing import List
+
+import libcst as cst
+import pytest
+
+from memlint.engine import parse
+from memlint.trusted_nodes import VALIDATES_ONLY, _trusted_inits, trusted_nodes
+from tests.test_tree import _sources
+
+
+def _every_node(module: cst.CSTNode) -> List[cst.CSTNode]:
+    found, stack = [], [module]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        stack.extend(node.children)
+    return found
+
+
+def test_libcst_checks_nodes_and_nothing_else_after_they_are_built():
+    assert VALIDATES_ONLY  # else the trusted `__init__`s are never put in: memlint would parse slower
+
+
+@pytest.mark.parametrize("source", _sources(), ids=lambda s: s.split("\n", 2)[1][:40])
+def test_the_trusted_parse_builds_the_tree_libcst_builds(source):
+    trusted, checked = parse(source), cst.parse_module(source)
+    assert trusted.deep_equals(checked) and trusted.code == checked.code == source
+    covered = {node_class for node_class, _, _ in _trusted_inits()}
+    # every kind of node the parser built came from a trusted `__init__`, each field set alike
+    for mine, theirs in zip(_every_node(trusted), _every_node(checked)):
+        assert type(mine) in covered, type(mine).__name__
+        assert type(mine) is type(theirs) and all(
+            getattr(mine, name) == getattr(theirs, name) for name in mine.__dataclass_fields__
+            if not isinstance(getattr(mine, name), (cst.CSTNode, tuple, list)))
+
+
+def test_the_trusted_inits_take_what_the_dataclass_takes():
+    with trusted_nodes():
+        name = cst.Name("x")  # by position, the defaults filled in
+        call, other = cst.Call(func=name), cst.Call(name)  # keywords; fields a factory makes (whitespace)
+        clash = cst.Name("not a name")  # (no check within)
+    assert name.lpar == () and name.rpar == () and call.args == ()
+    assert call.deep_equals(cst.Call(func=cst.Name("x"))) and other.deep_equals(call)
+    assert call.whitespace_after_func.deep_equals(cst.SimpleWhitespace(""))
+    assert call.whitespace_after_func is not other.whitespace_after_func  # one each, as the factory makes them
+    assert clash.value == "not a name"
+
+
+def test_nodes_built_outside_the_parse_are_checked_again():
+    parse("x = [y for y in z]\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")  # hand-made nodes are checked again
+    with pytest.raises(ValueError):
+        with trusted_nodes():
+            raise ValueError("the parse failed")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")  # and after a parse that failed
+    assert all(node_class.__init__ is own for node_class, own, _ in _trusted_inits())
