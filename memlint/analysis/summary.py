@@ -487,9 +487,12 @@ def _edges(facts: "Facts") -> List[Edge]:
     quiet = regions.turns_grad_off  # (grad is off at no call of a module that turns it off nowhere)
     found: List[Tuple[cst.Call, Edge]] = []  # each with its call; its kind "" until the edge is known to be kept
     held: Dict[Tuple[int, str], bool] = {}  # (id(class), attribute) -> `_held_by_instance`
+    named: Dict[int, Optional[str]] = {}  # id(scope) -> `_qualified` (a scope makes many calls)
     for call in scopes.calls:
         scope = tree.scope_of(call)
-        caller = _qualified(facts, scope)
+        caller = named.get(id(scope), _UNNAMED)
+        if caller is _UNNAMED:
+            caller = named[id(scope)] = _qualified(facts, scope)
         kind = ""
         if caller is None:
             caller, kind = _nested_caller(facts, scope, call)
@@ -497,7 +500,9 @@ def _edges(facts: "Facts") -> List[Edge]:
                 continue
         target = scopes.resolve(call)
         if target is not None:
-            callee = _qualified(facts, target)
+            callee = named.get(id(target), _UNNAMED)
+            if callee is _UNNAMED:
+                callee = named[id(target)] = _qualified(facts, target)
             if callee:
                 found.append((call, Edge(caller, callee, kind, local=True)))
         func = call.func
@@ -515,6 +520,9 @@ def _edges(facts: "Facts") -> List[Edge]:
     return [Edge(edge.caller, edge.callee, edge.kind or facts.steps.site(call), edge.local, edge.on_self,
                  quiet and _quiet(regions, call))
             for call, edge in found if not edge.local or edge.callee in leading_out]
+
+
+_UNNAMED = "<not yet named>"  # (`_edges`: `_qualified` not yet asked of a scope)
 
 
 def _held(held: Dict[Tuple[int, str], bool], klass: cst.ClassDef, attr: str) -> bool:
