@@ -180,6 +180,49 @@ def test_grad_regions_and_decorators():
     del modes
 
 
+_CYCLES = """
+    import torch
+    def recurse(node):                # called without grad, and by itself
+        a = model(node)
+        for child in node.children:
+            recurse(child)
+    def alone(node):                  # called by itself only: as a function no one calls
+        b = model(node)
+        alone(node.left)
+    def ping(x):                      # ping and pong call each other; only pong is called from outside
+        c = model(x)
+        pong(x)
+    def pong(x):
+        d = model(x)
+        ping(x)
+    def loop(xs):                     # loop and step call each other; step is also called where grad is set from a flag
+        for x in xs:
+            e = model(x)
+            step(x)
+    def step(x):
+        f = model(x)
+        loop([x])
+    def flagged(flag, x):
+        with torch.set_grad_enabled(flag):
+            step(x)
+    def main(tree, x):
+        with torch.no_grad():
+            recurse(tree)
+            pong(x)
+"""
+
+
+def test_functions_that_call_each_other_get_one_grad_mode_whichever_is_asked_first():
+    names = "abcdef"
+    answers = set()
+    orders = [names[i:] + names[:i] for i in range(len(names))]
+    for order in orders + [o[::-1] for o in orders]:  # a fresh module each time, its functions asked in this order
+        f = facts(_CYCLES)
+        statement = {s.targets[0].target.value: s for s in walk(f.module) if isinstance(s, cst.Assign)}
+        answers.add(tuple(sorted((name, f.regions.grad_enabled(statement[name])) for name in order)))
+    assert answers == {(("a", False), ("b", True), ("c", False), ("d", False), ("e", None), ("f", None))}
+
+
 def test_lightning_hooks_and_bare_toggle():
     f = facts("""
         import torch

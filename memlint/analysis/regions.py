@@ -110,6 +110,9 @@ class Autocast:
     wrapped: bool = False  # entered through a context manager that may do more around its yield
 
 
+_NOT_YET = object()  # (`Regions._function_grad_enabled`: a function of a cycle not yet answered)
+
+
 class Regions:
     """The regions of one module and grad mode at its nodes (see the module docstring)."""
 
@@ -129,6 +132,13 @@ class Regions:
         # one, or in a loop around one, the grad mode cannot be told
         self._toggles: Dict[int, List[cst.Call]] = {}
         self._memo_enabled: Dict[int, Optional[bool]] = {}
+        # `_function_grad_enabled`'s walk up the call sites: the functions being answered, at their
+        # depth; the least depth a cycle met below the current one reached; the functions of a
+        # cycle answered for now, with those answers; a cycle's answers while it is settled
+        self._depths: Dict[int, int] = {}
+        self._reached = 0
+        self._unsettled: List[Tuple[cst.FunctionDef, object]] = []
+        self._solving: Dict[int, object] = {}
         self._calls_entered: List[Tuple[cst.With, cst.WithItem]] = []  # `with f(...):` of no known API
         for node in scopes.withs:
             for item in node.items:
@@ -508,26 +518,79 @@ class Regions:
         return True
 
     def _function_grad_enabled(self, func: cst.FunctionDef) -> Optional[bool]:
+        """The grad mode a function runs in, from its decorators, else from its call sites
+        (`_from_callers`). Functions that call each other in a cycle are answered together,
+        whichever is asked first (`_solved`): asked again while its own answer is worked out,
+        a function answers `_NOT_YET`, and the functions of the cycle are settled together
+        once the outermost of them is done (the frames in between, in `_unsettled`)."""
         key = id(func)
-        if key in self._memo_enabled:
-            return self._memo_enabled[key]
-        self._memo_enabled[key] = True  # a recursive call does not decide
+        known = self._memo_enabled.get(key, _NOT_YET)
+        if known is not _NOT_YET:
+            return known
+        if key in self._solving:  # (a function of the cycle being settled: its answer so far)
+            return self._solving[key]
+        depth = self._depths.get(key)
+        if depth is not None:  # asked within its own answer: a cycle of calls
+            self._reached = min(self._reached, depth)
+            return _NOT_YET
+        depth = self._depths[key] = len(self._depths)
+        outer, self._reached = self._reached, depth + 1  # (the depths reached by cycles below this frame)
+        settled_below = len(self._unsettled)
+        try:
+            found = self._from_callers(func)
+        finally:
+            del self._depths[key]
+        reached, self._reached = self._reached, min(outer, self._reached)
+        if reached < depth:  # in a cycle through a function asked further out: settled with it
+            self._unsettled.append((func, found))
+            return found
+        cycle = [(func, found), *self._unsettled[settled_below:]]
+        del self._unsettled[settled_below:]
+        if reached == depth:  # the outermost function of a cycle
+            self._solved(cycle)
+        else:
+            self._memo_enabled[key] = found
+        return self._memo_enabled[key]
+
+    def _solved(self, cycle: List[Tuple[cst.FunctionDef, object]]) -> None:
+        """Settle the grad mode of functions that call each other, from the answers the first
+        pass gave them, asking each again until none changes: the least answers that agree
+        (a call within the cycle does not decide, and a cycle entered only from itself runs
+        as a function no one calls, with grad). Each answer only grows (`_NOT_YET`, False, True,
+        None: a function's is the greatest of its call sites'), so this ends."""
+        solving = self._solving = {id(func): found for func, found in cycle}
+        try:
+            changed = True
+            while changed:
+                changed = False
+                for func, _ in cycle:
+                    found = self._from_callers(func)
+                    if found is not solving[id(func)]:
+                        solving[id(func)] = found
+                        changed = True
+        finally:
+            self._solving = {}
+        for func, _ in cycle:
+            found = solving[id(func)]
+            self._memo_enabled[id(func)] = True if found is _NOT_YET else found  # type: ignore[assignment]
+
+    def _from_callers(self, func: cst.FunctionDef) -> object:
+        """A function's grad mode from its decorators, else the greatest of its call sites'
+        (False below True below None; with grad where it has none): `_NOT_YET` where every
+        site waits on a cycle's answer."""
         decorated = self.grad_enabled_by_decorator(func)
         if decorated is not None:
-            result: Optional[bool] = decorated
-        elif self._unknown_decorator(func):
-            result = None  # an unknown decorator may switch grad off: do not guess
-        else:
-            sites = self.scopes.call_sites(func)
-            modes = {self.grad_enabled(site) for site in sites}
-            if sites and modes == {False}:
-                result = False
-            elif None in modes:
-                result = None
-            else:
-                result = True
-        self._memo_enabled[key] = result
-        return result
+            return decorated
+        if self._unknown_decorator(func):
+            return None  # an unknown decorator may switch grad off: do not guess
+        sites = self.scopes.call_sites(func)
+        modes = {self.grad_enabled(site) for site in sites}
+        modes.discard(_NOT_YET)  # type: ignore[arg-type]
+        if sites and not modes:
+            return _NOT_YET
+        if sites and modes == {False}:
+            return False
+        return None if None in modes else True
 
     def quiet_modes(self, func: cst.FunctionDef) -> Tuple[str, ...]:
         """The modes a model's `forward` runs in without grad, as `param=value`: the branch of
