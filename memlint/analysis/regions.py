@@ -16,7 +16,9 @@ Asked as `facts.regions`:
   (inside `FlopCounterMode()`: run to be counted), and
   `grad_enabled`: whether autograd records there, from the regions around it, its function's
   decorators (`grad_enabled_by_decorator`: `@torch.no_grad()`, Lightning's `validation_step`-style
-  hooks, which Lightning runs without grad) and, for a helper, the grad mode at its call sites;
+  hooks, which Lightning runs without grad) and, for a helper, the grad mode at its call sites
+  (functions that call each other in a cycle answered together: the cycle's calls of its own do
+  not decide);
   `runs_without_grad(func)`: a function that records no graph whoever calls it (so decorated,
   or its whole body in `with torch.no_grad():`).
   It is None when that cannot be told (a bare `set_grad_enabled(...)`, an unknown decorator),
