@@ -71,12 +71,13 @@ def _trusted_inits() -> Tuple[Tuple[type, Callable[..., None]], ...]:
 def _trusted_init(node_class: type) -> "Callable[..., None] | None":
     """An `__init__` taking what the dataclass's takes, by position or keyword, with the same
     defaults (a factory called when its field is not given), that sets each slot and checks
-    the node only outside a parse; None for a class it would not build alike: an abstract one, one without slots
-    (LibCST keeps the class it made before adding them among the subclasses), one with a
-    field `__init__` does not take."""
+    the node only outside a parse; None for a class it would not build alike: one not LibCST's
+    own (another library's node class may take more, an `InitVar`), an abstract one, one
+    without slots (LibCST keeps the class it made before adding them among the subclasses),
+    one with a field `__init__` does not take."""
     own = node_class.__dict__
-    if not dataclasses.is_dataclass(node_class) or "__slots__" not in own or "__init__" not in own or \
-            getattr(node_class, "__abstractmethods__", None):
+    if not node_class.__module__.startswith("libcst.") or not dataclasses.is_dataclass(node_class) or \
+            "__slots__" not in own or "__init__" not in own or getattr(node_class, "__abstractmethods__", None):
         return None
     fields = dataclasses.fields(node_class)
     if not all(field.init for field in fields):

@@ -1,12 +1,13 @@
 """The parser's nodes built by the trusted `__init__`s: the same trees; hand-made nodes checked as ever."""
 
+import inspect
 from typing import List
 
 import libcst as cst
 import pytest
 
 from memlint.engine import parse
-from memlint.trusted_nodes import VALIDATES_ONLY, _trusted_inits, trusted_nodes
+from memlint.trusted_nodes import VALIDATES_ONLY, _trusted_init, _trusted_inits, trusted_nodes
 from tests.test_tree import _sources
 
 
@@ -58,3 +59,19 @@ def test_nodes_built_outside_the_parse_are_checked_again():
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")  # and after a parse that failed
     assert all(node_class.__init__ is trusted for node_class, trusted in _trusted_inits())  # (put in once)
+
+
+def test_node_classes_of_other_libraries_keep_their_own_init():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Tagged(cst.Name):  # another library's node class, taking an argument no field holds
+        tag: dataclasses.InitVar[str] = ""
+
+        def __post_init__(self, tag: str) -> None:
+            object.__setattr__(self, "value", self.value + tag)
+
+    assert _trusted_init(Tagged) is None
+    Tagged.__module__ = "libcst._nodes.tagged"  # as if it were LibCST's: its `tag` would be lost
+    made = _trusted_init(Tagged)
+    assert made is not None and "tag" not in inspect.signature(made).parameters
