@@ -73,3 +73,13 @@ def test_fixed_code_runs_on_cpu_torch():
 def test_the_message_says_the_warning_shows_once_per_call_site():
     [finding] = _findings("import torch\ns = torch.cuda.amp.GradScaler()\n")
     assert "once for this call site" in finding.message and "every use" not in finding.message
+
+
+def test_a_file_that_spells_no_amp_api_is_not_read_for_it():
+    from memlint.engine import wanted_rules
+
+    rule = registry()["MEM402"]
+    assert wanted_rules("import torch\nx = torch.zeros(3).cuda()\n", [rule]) == []
+    for spelled in ("from torch.cuda import amp\n", "from helpers import autocast\n", "from helpers import GradScaler\n",
+                    "from helpers import custom_fwd\n", "from helpers import custom_bwd\n"):
+        assert wanted_rules(spelled, [rule]) == [rule]

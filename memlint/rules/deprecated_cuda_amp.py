@@ -172,6 +172,9 @@ class DeprecatedCudaAmpApi(Rule):
     MESSAGE = "`torch.cuda.amp` is deprecated since torch 2.4; use `torch.amp` with device \"cuda\""
     FIX_SAFETY = Safety.SAFE
     CLAIM = Claim.NONE
+    # `torch.cuda.amp` spelled, or one of its APIs by name (imported from a module that took it
+    # from there); most PyTorch files have neither, and this rule asks of every name and call
+    REQUIRES = ("amp", "autocast", "GradScaler", "custom_fwd", "custom_bwd")
 
     VALID = (
         "import torch\nwith torch.amp.autocast(\"cuda\", dtype=torch.float16):\n    y = model(x)\n",
