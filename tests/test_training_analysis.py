@@ -223,6 +223,21 @@ def test_functions_that_call_each_other_get_one_grad_mode_whichever_is_asked_fir
     assert answers == {(("a", False), ("b", True), ("c", False), ("d", False), ("e", None), ("f", None))}
 
 
+def test_a_cycle_of_calls_is_walked_once_not_once_per_path(monkeypatch):
+    from memlint.analysis.regions import Regions
+
+    asked = []
+    from_callers = Regions._from_callers
+    monkeypatch.setattr(Regions, "_from_callers", lambda self, func: asked.append(func) or from_callers(self, func))
+    size = 10  # each function calls every other: 10! paths through them
+    f = facts("import torch\n" + "".join(
+        f"def f{i}(x):\n    v{i} = model(x)\n" + "".join(f"    f{j}(x)\n" for j in range(size) if j != i)
+        for i in range(size)) + "with torch.no_grad():\n    f0(1)\n")
+    statement = next(s for s in walk(f.module) if isinstance(s, cst.Assign))
+    assert f.regions.grad_enabled(statement) is False
+    assert len(asked) <= 3 * size  # a first pass, and a cycle settled in two rounds
+
+
 def test_lightning_hooks_and_bare_toggle():
     f = facts("""
         import torch

@@ -134,12 +134,14 @@ class Regions:
         # one, or in a loop around one, the grad mode cannot be told
         self._toggles: Dict[int, List[cst.Call]] = {}
         self._memo_enabled: Dict[int, Optional[bool]] = {}
-        # `_function_grad_enabled`'s walk up the call sites: the functions being answered, at their
-        # depth; the least depth a cycle met below the current one reached; the functions of a
-        # cycle answered for now, with those answers; a cycle's answers while it is settled
-        self._depths: Dict[int, int] = {}
+        # `_function_grad_enabled`'s walk up the call sites: the functions met and not yet answered
+        # for good, in the order met, each with its place in that order and its answer so far; the
+        # earliest place a cycle below the current function reached; the functions asked again
+        # while not yet answered; a cycle's answers while it is settled
+        self._walk: List[cst.FunctionDef] = []
+        self._met: Dict[int, Tuple[int, object]] = {}
         self._reached = 0
-        self._unsettled: List[Tuple[cst.FunctionDef, object]] = []
+        self._cyclic: Set[int] = set()
         self._solving: Dict[int, object] = {}
         self._calls_entered: List[Tuple[cst.With, cst.WithItem]] = []  # `with f(...):` of no known API
         for node in scopes.withs:
@@ -522,44 +524,48 @@ class Regions:
     def _function_grad_enabled(self, func: cst.FunctionDef) -> Optional[bool]:
         """The grad mode a function runs in, from its decorators, else from its call sites
         (`_from_callers`). Functions that call each other in a cycle are answered together,
-        whichever is asked first (`_solved`): asked again while its own answer is worked out,
-        a function answers `_NOT_YET`, and the functions of the cycle are settled together
-        once the outermost of them is done (the frames in between, in `_unsettled`)."""
+        whichever is asked first: the walk up the call sites keeps the functions it has met
+        and not yet answered for good (`_walk`, in the order met), each with the answer it
+        has so far (`_NOT_YET` while its own is worked out), which is what asking it again
+        gives; the outermost function of a cycle settles the cycle (`_solved`), once."""
         key = id(func)
         known = self._memo_enabled.get(key, _NOT_YET)
         if known is not _NOT_YET:
             return known
         if key in self._solving:  # (a function of the cycle being settled: its answer so far)
-            return self._solving[key]
-        depth = self._depths.get(key)
-        if depth is not None:  # asked within its own answer: a cycle of calls
-            self._reached = min(self._reached, depth)
-            return _NOT_YET
-        depth = self._depths[key] = len(self._depths)
-        outer, self._reached = self._reached, depth + 1  # (the depths reached by cycles below this frame)
-        settled_below = len(self._unsettled)
+            return self._solving[key]  # type: ignore[return-value]
+        met = self._met.get(key)
+        if met is not None:  # met and not yet answered for good: a cycle of calls
+            self._reached = min(self._reached, met[0])
+            self._cyclic.add(key)
+            return met[1]  # type: ignore[return-value]
+        order = len(self._walk)
+        self._met[key] = (order, _NOT_YET)
+        self._walk.append(func)
+        outer, self._reached = self._reached, order  # (the earliest function a cycle below this one reached)
         try:
             found = self._from_callers(func)
-        finally:
-            del self._depths[key]
+        except BaseException:  # (a walk too deep for Python: nothing of it is kept)
+            self._met, self._walk, self._cyclic = {}, [], set()
+            raise
         reached, self._reached = self._reached, min(outer, self._reached)
-        if reached < depth:  # in a cycle through a function asked further out: settled with it
-            self._unsettled.append((func, found))
-            return found
-        cycle = [(func, found), *self._unsettled[settled_below:]]
-        del self._unsettled[settled_below:]
-        if reached == depth:  # the outermost function of a cycle
+        self._met[key] = (order, found)
+        if reached < order:  # in a cycle through a function met before: settled with it
+            return found  # type: ignore[return-value]
+        cycle = [(member, self._met.pop(id(member))[1]) for member in self._walk[order:]]
+        del self._walk[order:]
+        if len(cycle) > 1 or key in self._cyclic:
             self._solved(cycle)
         else:
-            self._memo_enabled[key] = found
+            self._memo_enabled[key] = found  # type: ignore[assignment]
         return self._memo_enabled[key]
 
     def _solved(self, cycle: List[Tuple[cst.FunctionDef, object]]) -> None:
-        """Settle the grad mode of functions that call each other, from the answers the first
-        pass gave them, asking each again until none changes: the least answers that agree
-        (a call within the cycle does not decide, and a cycle entered only from itself runs
-        as a function no one calls, with grad). Each answer only grows (`_NOT_YET`, False, True,
-        None: a function's is the greatest of its call sites'), so this ends."""
+        """Settle the grad mode of functions that call each other, asking each again until
+        none changes: the least answers that agree (a call within the cycle does not decide,
+        and a cycle entered only from itself runs as a function no one calls, with grad).
+        Each answer only grows (`_NOT_YET`, False, True, None: a function's is the greatest of
+        its call sites'), from below the least answers, so this ends there."""
         solving = self._solving = {id(func): found for func, found in cycle}
         try:
             changed = True
@@ -573,6 +579,7 @@ class Regions:
         finally:
             self._solving = {}
         for func, _ in cycle:
+            self._cyclic.discard(id(func))
             found = solving[id(func)]
             self._memo_enabled[id(func)] = True if found is _NOT_YET else found  # type: ignore[assignment]
 
