@@ -1,23 +1,13 @@
 """The parser's nodes built by the trusted `__init__`s: the same trees; hand-made nodes checked as ever."""
 
 import inspect
-from typing import List
 
 import libcst as cst
 import pytest
 
 from memlint.engine import parse
 from memlint.trusted_nodes import VALIDATES_ONLY, _trusted_init, _trusted_inits, trusted_nodes
-from tests.test_tree import _sources
-
-
-def _every_node(module: cst.CSTNode) -> List[cst.CSTNode]:
-    found, stack = [], [module]
-    while stack:
-        node = stack.pop()
-        found.append(node)
-        stack.extend(node.children)
-    return found
+from tests.test_tree import _every_node, _sources
 
 
 def test_libcst_checks_nodes_and_nothing_else_after_they_are_built():
