@@ -294,9 +294,9 @@ def parse(source: str) -> cst.Module:
     try:
         with trusted_nodes(), paused():
             module = cst.parse_module(source)
-            if source.endswith("\r") and not module.has_trailing_newline:  # LibCST takes a final lone
-                module = module.with_changes(has_trailing_newline=True)  # CR for none, and drops it
-            return module
+        if source.endswith("\r") and not module.has_trailing_newline:  # LibCST takes a final lone
+            module = module.with_changes(has_trailing_newline=True)  # CR for none, and drops it
+        return module
     except cst.ParserSyntaxError as error:
         raise SourceError(
             f"cannot parse: {SYNTAX} accepts this file but memlint's parser does not: {error.message} "
