@@ -1607,6 +1607,82 @@ def test_every_question_a_module_asks_the_project_is_answered_again_the_same(tmp
         assert answers(facts.project.project, str(path), asked) == asked, path
 
 
+_EVERY_QUESTION = {  # each question of ProjectView, with what to ask it of
+    "external_often": [("step",)], "called_elsewhere": [("step", True), ("step", False)],
+    "method_called_quietly": [("inference",)], "forward_asks_for_grad": [()], "called_from_device_code": [()],
+    "is_module": [("pkg.nets.Net",)], "is_lightning_module": [("pkg.nets.Net",)], "uses_torch": [("pkg.nets",)],
+    "set_elsewhere": [("DEBUG",)], "imported_elsewhere": [()], "is_hf_trainer": [("pkg.nets.Net",)],
+    "returns": [("pkg.nets.loss_of", True), ("pkg.nets.loss_of", False)], "learns": [("pkg.nets.Meter",)],
+    "defines": [("pkg.nets.Net",)], "returns_device": [("pkg.nets.loss_of",)],
+    "language_model": [("pkg.nets.loss_of",)], "context": [("pkg.nets.quiet",)], "grad_off": [("pkg.nets.Net.infer",)],
+    "grad_off_method": [("infer",)], "empties_cache": [("pkg.nets.free",)], "quiet_modes": [("pkg.nets.Net",)],
+    "keeps": [("pkg.nets.Meter.update", True), ("pkg.nets.Meter.update", False)],
+    "accumulates": [("pkg.nets.Meter.update",)], "saved": [(["ckpt.pt"],)],
+}
+
+
+def test_every_kind_of_question_is_answered_again_the_same(tmp_path):
+    """`answers` must ask again every kind of question a view asks: one it cannot ask is never
+    the same, so a module that asks it is linted twice on every run, and its cached result
+    never stands in another project. Every question method of the view is asked here (a new
+    one must be added to `_EVERY_QUESTION`)."""
+    paths = tree(tmp_path, {"pkg/__init__.py": "", "pkg/nets.py": """\
+        import contextlib
+        import torch
+
+
+        class Net(torch.nn.Module):
+            @torch.no_grad()
+            def infer(self, x):
+                return self(x)
+
+
+        class Meter:
+            def __init__(self):
+                self.seen = []
+
+            def update(self, value):
+                self.seen.append(value)
+
+
+        def loss_of(model, x):
+            return model(x).sum()
+
+
+        @contextlib.contextmanager
+        def quiet():
+            with torch.no_grad():
+                yield
+
+
+        def free():
+            torch.cuda.empty_cache()
+        """, "pkg/train.py": """\
+        import torch
+        from pkg.nets import Meter, Net, free, loss_of, quiet
+
+        DEBUG = False
+
+
+        def step(model, x, meter):
+            loss = loss_of(model, x)
+            meter.update(loss)
+            loss.backward()
+            free()
+            torch.save(model.state_dict(), "ckpt.pt")
+        """})
+    methods = {name for name, value in vars(ProjectView).items()
+               if callable(value) and not name.startswith("_") and name not in ("knows", "fresh")}
+    assert methods == set(_EVERY_QUESTION)
+    train = tmp_path / "pkg" / "train.py"
+    view = facts_in_project(paths, train).project.fresh()
+    for method, calls in _EVERY_QUESTION.items():
+        for arguments in calls:
+            getattr(view, method)(*arguments)
+    assert len(view.asked) == sum(map(len, _EVERY_QUESTION.values()))
+    assert answers(view.project, str(train), dict(view.asked)) == view.asked
+
+
 def test_a_model_of_another_module_whose_forward_works_under_no_grad_records_nothing(tmp_path):
     """RWKV's inference model wraps its whole `forward` in `with torch.no_grad():`, in a
     module of its own: a script that imports it and runs it over prompts records no graph.

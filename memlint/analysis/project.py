@@ -697,6 +697,13 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
     "context": ProjectView.context,
     "grad-off": ProjectView.grad_off,
     "grad-off-method": ProjectView.grad_off_method,
+    "learns": ProjectView.learns,
+    "language-model": ProjectView.language_model,
+    "set": ProjectView.set_elsewhere,
+    "called-quiet": lambda view, dotted: view.called_elsewhere(dotted, True),
+    "called-recording": lambda view, dotted: view.called_elsewhere(dotted, False),
+    "method-quiet": ProjectView.method_called_quietly,
+    "forward-asks-for-grad": lambda view, _: view.forward_asks_for_grad(),
 }
 
 
