@@ -226,10 +226,10 @@ def _over(exitcode: Optional[int], memory: int) -> str:
     return ""
 
 
-def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable, budget: float,
+def _run_pool(function: Callable, items: Sequence, workers: int, order: Sequence[int], budget: float,
               memory: int, failed: Failed, results: Dict[int, object], done: Done) -> None:
     context = _context()
-    queue: Deque[int] = deque(sorted(range(len(items)), key=lambda i: -size(items[i])))
+    queue: Deque[int] = deque(order)
     pool: List[_Worker] = []
 
     def next_item(worker: _Worker) -> None:
@@ -276,24 +276,29 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
 
 def map_in_order(function: Callable[[Item], Result], items: Sequence[Item], jobs: int,
                  size: Callable[[Item], int], failed: Failed, budget: float = 0.0, memory: int = 0,
-                 notices: Optional[List[str]] = None, done: Optional[Done] = None) -> List[Result]:
+                 notices: Optional[List[str]] = None, done: Optional[Done] = None,
+                 order: Optional[Sequence[int]] = None) -> List[Result]:
     """[function(item) for item in items], over up to `jobs` worker processes, each item given
     `budget` seconds of CPU time and each worker `memory` bytes (0: no limit); an item that runs
     out, or whose worker dies, gets `failed(item, over, why)`. `function` must be a module-level
     function that raises nothing but MemoryError. `done(index, result)` is called in this
-    process as each result comes in."""
+    process as each result comes in. The items are run in `order` (their indices), by default
+    the largest first."""
     done = done or (lambda index, result: None)
     results: Dict[int, object] = {}
     workers = min(jobs, len(items))
+    if order is None:
+        order = sorted(range(len(items)), key=lambda i: -size(items[i]))
     if workers > 1 or (workers == 1 and (budget or memory) and budgets_enforced()):
         try:
-            _run_pool(function, items, workers, size, budget, memory, failed, results, done)
+            _run_pool(function, items, workers, order, budget, memory, failed, results, done)
         except (OSError, ImportError, NotImplementedError, ValueError) as error:
             if notices is not None:
                 notices.append(f"cannot start worker processes ({type(error).__name__}: {error}); "
                                f"the files left were linted in this one, with no time or memory budget")
-    for index, item in enumerate(items):
+    for index in order:
         if index not in results:
+            item = items[index]
             try:
                 results[index] = function(item)
             except MemoryError:

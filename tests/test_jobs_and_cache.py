@@ -114,6 +114,26 @@ def _failed(item: int, over_budget: bool, why: str) -> str:
     return f"{item}: {'over budget' if over_budget else why}"
 
 
+def _times_ten(item: int) -> int:
+    return item * 10
+
+
+@pytest.mark.parametrize("budget", [0, 5])
+def test_items_run_in_the_order_given_and_come_back_in_their_own(budget):
+    """The first phase of a project hands out each module after those it imports; the results
+    keep the items' order whatever order they ran in (with a budget, in a worker process)."""
+    handed: List[int] = []
+    results = jobs.map_in_order(_times_ten, [0, 1, 2, 3], jobs=1,
+                                size=lambda item: item, failed=_failed, budget=budget,
+                                order=[2, 0, 3, 1], done=lambda index, result: handed.append(index))
+    assert results == [0, 10, 20, 30]
+    assert handed == [2, 0, 3, 1]
+    largest_first: List[int] = []
+    jobs.map_in_order(_times_ten, [0, 3, 1, 2], jobs=1, size=lambda item: item, failed=_failed,
+                      budget=budget, done=lambda index, result: largest_first.append(index))
+    assert largest_first == [1, 3, 2, 0]
+
+
 @pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
 def test_an_item_over_its_cpu_budget_is_stopped_even_in_native_code_and_the_rest_go_on():
     results = jobs.map_in_order(_work, [0, 1, 4, 2, 3, 5], jobs=2, size=lambda item: item,
