@@ -108,6 +108,7 @@ class Project:
         self._modules: Dict[Tuple[str, str], ModuleSummary] = {}
         self._paths: Dict[Tuple[str, str], str] = {}  # the file each summary came from
         self._roots_of: Dict[str, List[str]] = {}
+        self._heads: Set[str] = set()  # every name a module defines or imports: all a star import may bring
         for path, summary in summaries.items():
             self._put(path, summary)
         self._forget()
@@ -128,6 +129,7 @@ class Project:
             return
         self._modules[key] = summary
         self._paths[key] = path
+        self._heads.update(summary.functions, summary.classes, summary.imports)
 
     def _forget(self) -> None:
         """Drop every answer drawn from the summaries so far."""
@@ -186,8 +188,8 @@ class Project:
             imported = summary.imports.get(head)
             if imported is not None and depth < _MAX_REEXPORTS:  # re-exported: `from .x import f`
                 return self.resolve(key[0], ".".join([imported, *rest[1:]]), depth + 1)
-            if imported is None and depth < _MAX_REEXPORTS:  # `from .models import *`: the last that has it
-                for star in reversed(summary.stars):
+            if imported is None and depth < _MAX_REEXPORTS and head in self._heads:  # `from .models import *`:
+                for star in reversed(summary.stars):  # the last that has it
                     found = self._resolved(key[0], ".".join([star, *rest]), depth + 1)
                     if found is not None:
                         return found
