@@ -454,7 +454,8 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
                                  learned=learned),
                          [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
-                         memory=options.memory_budget, notices=notices, order=order)
+                         memory=options.memory_budget, notices=notices, order=order,
+                         news=_summary_made, learn=partial(_learn, learned))
     found: Dict[int, FileOutcome] = {}
     for p, outcome in zip(first, alone):
         p.summary = outcome.summary
@@ -506,6 +507,15 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     for p, outcome in zip(second, linted):
         _keep(cache, p, outcome, key)
         _settle(outcomes, p.index, outcome)
+
+
+def _summary_made(task: _Task, outcome: FileOutcome) -> Optional[Tuple[str, ModuleSummary]]:
+    """What a first lint in one worker tells the others: the module's summary."""
+    return (str(task.path), outcome.summary) if outcome.summary is not None else None
+
+
+def _learn(learned: Project, news: Tuple[str, ModuleSummary]) -> None:
+    learned.add(*news)
 
 
 def _keep(cache: Optional[Cache], p: _Prepared, outcome: FileOutcome, key: str) -> None:

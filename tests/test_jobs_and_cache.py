@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -132,6 +133,29 @@ def test_items_run_in_the_order_given_and_come_back_in_their_own(budget):
     jobs.map_in_order(_times_ten, [0, 3, 1, 2], jobs=1, size=lambda item: item, failed=_failed,
                       budget=budget, done=lambda index, result: largest_first.append(index))
     assert largest_first == [1, 3, 2, 0]
+
+
+_HEARD: List[int] = []  # in each worker: the other workers' items it was told of
+
+
+def _hear(item: int) -> None:
+    _HEARD.append(item)
+
+
+def _after_a_while(item: int) -> tuple:
+    time.sleep((0, 0.5, 1.0, 0)[item])
+    return os.getpid(), tuple(_HEARD)
+
+
+def test_a_worker_learns_what_the_others_results_told_before_its_next_item():
+    """The first phase's workers pass on each module's summary, so that a module linted in one
+    worker learns from those summarised in the others (a worker learns its own itself)."""
+    results = jobs.map_in_order(_after_a_while, [0, 1, 2, 3], jobs=2, size=lambda item: 0, failed=_failed,
+                                order=[0, 1, 2, 3], news=lambda item, result: item, learn=_hear)
+    worker_of = {item: pid for item, (pid, _) in enumerate(results)}
+    for item, (pid, heard) in enumerate(results):
+        assert all(worker_of[other] != pid and other != item for other in heard)
+    assert any(heard for _, heard in results)  # the worker that ran 0 and 2 told the other of 0
 
 
 @pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
