@@ -226,7 +226,7 @@ class Checked:
     findings: List[Finding]
     positions: Union[Positions, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
     parents: Mapping[int, cst.CSTNode] = field(default_factory=dict)  # id(node) -> its parent
-    asked: Dict[str, object] = field(default_factory=dict)  # what the lint asked of the project, and heard
+    asked: Dict[str, object] = field(default_factory=dict)  # what the rules asked of the project, and heard
     summary: Optional[ModuleSummary] = None  # the module's summary, when asked for
 
     @cached_property
@@ -393,15 +393,12 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
         with clock("index"):
             context = FileContext(module, target_torch, project, path)
         try:
-            summary = None
-            if summarize:  # before the rules: from guesses alone (ProjectView.summarised)
-                with clock("summary"):
-                    summary = summarize_plain(python_ast or source, project.name, project.package) \
-                        if plain else summary_of(context.facts, project.imported)
-                project.summarised()
             checked = _report(context, source, path, wanted, timer, noqa) if wanted else Checked(source, module, [])
-            checked.asked = dict(project.asked)  # the summary's too: the rules read the facts it settled
-            checked.summary = summary
+            checked.asked = dict(project.asked)  # the rules' questions, not the summary's
+            if summarize:
+                with clock("summary"):
+                    checked.summary = summarize_plain(python_ast or source, project.name, project.package) \
+                        if plain else summary_of(context.facts, project.imported)
             return checked
         finally:
             context.close()

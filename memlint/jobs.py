@@ -4,8 +4,7 @@ CPU time per item and of memory per worker.
 Linting is CPU-bound Python, so threads would not help; worker processes do. The parent hands
 each worker one item at a time, largest first (the workers then end at about the same time),
 and puts results back in the order of the items whatever order they finish in, so a run's
-output does not depend on the number of jobs. A caller may give the order instead, and have
-what each result tells (`news`) passed on to the other workers before their next item.
+output does not depend on the number of jobs.
 
 The budget is the kernel's: before each item a worker lowers its own CPU-time limit
 (RLIMIT_CPU) to what it has used plus the budget, so an item that runs past it ends the worker
@@ -39,7 +38,7 @@ import signal
 import sys
 from collections import deque
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, TypeVar
 
 from memlint import hostmemory
 from memlint.interrupts import default_in_child
@@ -53,8 +52,6 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 Failed = Callable[[Any, str, str], Any]  # (item, "time" | "memory" | "" (the budget it ran out of), why)
 Done = Callable[[int, Any], None]  # (item's index, its result): called here as each result comes
-News = Callable[[Any, Any], Any]  # (item, its result): what the other workers should learn of it, or None
-Learn = Callable[[Any], None]  # called in a worker with each piece of news from the others
 PR_SET_PDEATHSIG = 1
 OUT_OF_MEMORY = 86  # a worker's exit status after a MemoryError
 # LibCST's parser peaks at about 320 bytes per byte of source (measured on real files of 0.2 to
@@ -145,10 +142,9 @@ def _quiet() -> None:
 
 
 def _serve(connection: Connection, others: List[Connection], function: Callable, budget: float,
-           memory: int, parent: int, items: Optional[Sequence] = None, learn: Optional[Learn] = None) -> None:
-    """A worker: run the items the parent sends until it sends None, each after learning what
-    the parent passes on from the other workers' results (`learn`). A forked worker holds the
-    parent's `items` already, and is sent only their indices."""
+           memory: int, parent: int, items: Optional[Sequence] = None) -> None:
+    """A worker: run the items the parent sends until it sends None. A forked worker holds
+    the parent's `items` already, and is sent only their indices."""
     _die_with(parent)
     for other in others:  # the parent's ends of the other workers' pipes: theirs to see close
         other.close()
@@ -168,11 +164,9 @@ def _serve(connection: Connection, others: List[Connection], function: Callable,
             return
         if message is None:
             return
-        index, item, heard = message
+        index, item = message
         if items is not None:
             item = items[index]
-        for news in heard:
-            learn(news)  # type: ignore[misc]
         if budget and budgets_enforced():
             _limit_cpu(budget)
         try:
@@ -185,7 +179,7 @@ def _serve(connection: Connection, others: List[Connection], function: Callable,
 
 class _Worker:
     def __init__(self, context, function: Callable, budget: float, memory: int, items: Sequence,
-                 others: Sequence["_Worker"] = (), learn: Optional[Learn] = None) -> None:
+                 others: Sequence["_Worker"] = ()) -> None:
         """A worker process for `items`: a forked one starts with them in its memory, so
         that a file's text and settings are not pickled through the pipe (a fifth of a
         run's bytes between processes, and their pickling both ways)."""
@@ -193,15 +187,14 @@ class _Worker:
         self.forked = context.get_start_method() == "fork"
         self.process = context.Process(target=_serve, daemon=True, args=(
             child, [other.connection for other in others], function, budget, memory, os.getpid(),
-            items if self.forked else None, learn))
+            items if self.forked else None))
         self.process.start()
         child.close()
         self.index: Optional[int] = None  # the item it is running
-        self.heard = 0  # how much of the run's news it has been given
 
-    def give(self, index: int, item: object, heard: Sequence[object] = ()) -> None:
+    def give(self, index: int, item: object) -> None:
         self.index = index
-        self.connection.send((index, None if self.forked else item, heard))
+        self.connection.send((index, None if self.forked else item))
 
     def stop(self) -> None:
         try:
@@ -233,28 +226,21 @@ def _over(exitcode: Optional[int], memory: int) -> str:
     return ""
 
 
-def _run_pool(function: Callable, items: Sequence, workers: int, order: Sequence[int], budget: float,
-              memory: int, failed: Failed, results: Dict[int, object], done: Done,
-              news: Optional[News] = None, learn: Optional[Learn] = None) -> None:
+def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable, budget: float,
+              memory: int, failed: Failed, results: Dict[int, object], done: Done) -> None:
     context = _context()
-    queue: Deque[int] = deque(order)
+    queue: Deque[int] = deque(sorted(range(len(items)), key=lambda i: -size(items[i])))
     pool: List[_Worker] = []
-    told: List[Tuple[_Worker, object]] = []  # each result's news, with the worker it came from
 
     def next_item(worker: _Worker) -> None:
         if queue:
             index = queue.popleft()
-            heard = [said for teller, said in told[worker.heard:] if teller is not worker]
-            worker.heard = len(told)
-            worker.give(index, items[index], heard)
-
-    def start() -> _Worker:
-        pool.append(_Worker(context, function, budget, memory, items, pool, learn))
-        return pool[-1]
+            worker.give(index, items[index])
 
     try:
         for _ in range(workers):
-            next_item(start())
+            pool.append(_Worker(context, function, budget, memory, items, pool))
+            next_item(pool[-1])
         while any(w.index is not None for w in pool):
             busy = [w for w in pool if w.index is not None]
             ready = wait([w.connection for w in busy] + [w.process.sentinel for w in busy])
@@ -273,13 +259,11 @@ def _run_pool(function: Callable, items: Sequence, workers: int, order: Sequence
                     pool.remove(worker)
                     worker.connection.close()
                     if queue:
-                        next_item(start())
+                        pool.append(_Worker(context, function, budget, memory, items, pool))
+                        next_item(pool[-1])
                     results[index] = failed(items[index], over, _why(code))
                     done(index, results[index])
                     continue
-                said = news(items[index], value) if news is not None and ok else None
-                if said is not None:
-                    told.append((worker, said))
                 next_item(worker)
                 results[index] = value if ok else failed(items[index], "", f"internal error ({value})")
                 done(index, results[index])
@@ -292,32 +276,24 @@ def _run_pool(function: Callable, items: Sequence, workers: int, order: Sequence
 
 def map_in_order(function: Callable[[Item], Result], items: Sequence[Item], jobs: int,
                  size: Callable[[Item], int], failed: Failed, budget: float = 0.0, memory: int = 0,
-                 notices: Optional[List[str]] = None, done: Optional[Done] = None,
-                 order: Optional[Sequence[int]] = None, news: Optional[News] = None,
-                 learn: Optional[Learn] = None) -> List[Result]:
+                 notices: Optional[List[str]] = None, done: Optional[Done] = None) -> List[Result]:
     """[function(item) for item in items], over up to `jobs` worker processes, each item given
     `budget` seconds of CPU time and each worker `memory` bytes (0: no limit); an item that runs
     out, or whose worker dies, gets `failed(item, over, why)`. `function` must be a module-level
     function that raises nothing but MemoryError. `done(index, result)` is called in this
-    process as each result comes in. The items are run in `order` (their indices), by default
-    the largest first. `news(item, result)`: what a result tells the other workers (None:
-    nothing), which each passes to `learn` before its next item; a worker learns from its own
-    results itself (in `function`), as does this process when the items run here."""
+    process as each result comes in."""
     done = done or (lambda index, result: None)
     results: Dict[int, object] = {}
     workers = min(jobs, len(items))
-    if order is None:
-        order = sorted(range(len(items)), key=lambda i: -size(items[i]))
     if workers > 1 or (workers == 1 and (budget or memory) and budgets_enforced()):
         try:
-            _run_pool(function, items, workers, order, budget, memory, failed, results, done, news, learn)
+            _run_pool(function, items, workers, size, budget, memory, failed, results, done)
         except (OSError, ImportError, NotImplementedError, ValueError) as error:
             if notices is not None:
                 notices.append(f"cannot start worker processes ({type(error).__name__}: {error}); "
                                f"the files left were linted in this one, with no time or memory budget")
-    for index in order:
+    for index, item in enumerate(items):
         if index not in results:
-            item = items[index]
             try:
                 results[index] = function(item)
             except MemoryError:

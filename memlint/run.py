@@ -20,8 +20,8 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple, Type
 
-from memlint.analysis.project import (Imports, Project, ProjectView, dependencies_first, imported_modules,
-                                      module_name, namespace_names, project_files, same_answers)
+from memlint.analysis.project import (Project, ProjectView, imported_modules, module_name, namespace_names,
+                                      project_files, same_answers)
 from memlint.analysis.summary import ModuleSummary
 from memlint.analysis.testcode import is_test_file
 from memlint.cache import Cache, Entry, file_key, text_digest
@@ -177,21 +177,17 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
 
 
 def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
-          imported: FrozenSet[str] = frozenset(), device_imported: FrozenSet[str] = frozenset(),
-          learned: Optional[Project] = None) -> FileOutcome:
+          imported: FrozenSet[str] = frozenset(), device_imported: FrozenSet[str] = frozenset()) -> FileOutcome:
     """Lint or fix one file (in a worker process, or here), knowing what `project` says of
     the other modules (`names`: those of the project's modules; `imported`: those the others
-    import; `device_imported`: those that files which may name a device import). In the first
-    phase, `learned` holds the summaries this process has made so far, and learns this
-    module's. What the lint found of the text as it is goes with the outcome (`entry`), for the
+    import; `device_imported`: those that files which may name a device import). What the lint found of the text as it is goes with the outcome (`entry`), for the
     run to cache once it knows that it stands. Never raises: a bug of memlint's becomes one
     line for this file, and the run goes on."""
     outcome = FileOutcome(task.display)
     timer = Timer() if task.options.profile else None
     source = task.source
     fixing = task.options.fix or task.options.diff
-    view = ProjectView(project, names, str(task.path), imported, device_imported,
-                       learned if task.summarize else None)
+    view = ProjectView(project, names, str(task.path), imported, device_imported)
     try:
         if is_notebook(task.path):
             outcome = _lint_notebook(source, task.display, task.rules, task.options, task.target, view)
@@ -231,8 +227,6 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
         outcome.error = f"internal error ({type(error).__name__}: {error}); please report it"
     if timer is not None:
         outcome.seconds = timer.totals()
-    if learned is not None and outcome.summary is not None:
-        learned.add(str(task.path), outcome.summary)
     return outcome
 
 
@@ -429,8 +423,7 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     else in the first phase), then keep what stands and lint the rest knowing the project.
     The names of its modules get the longer ones its imports give some (namespace packages)."""
     sources = {str(p.task.path): p.task.source.text for p in prepared if str(p.task.path) in modules}
-    imports = imported_modules(sources, modules) if names else Imports(frozenset(), frozenset(), {})
-    imported, device_imported = imports.imported, imports.device_imported
+    imported, device_imported = imported_modules(sources, modules) if names else (frozenset(), frozenset())
     aliases = namespace_names(modules, imported) if names else {}
     names |= frozenset(aliases)
     imported |= frozenset(aliases[name][1] for name in imported if name in aliases)  # by their longer names
@@ -442,20 +435,11 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
             if path in sources:
                 p.summary = cache.get_summary(p.key, _summary_key(modules[path], imported, named), p.digest)
 
-    # The first phase: every module of the project whose summary is not in the cache, linted
-    # without the project, each after the modules it imports, learning from their summaries.
+    # The first phase: every module of the project whose summary is not in the cache, linted alone.
     first = [p for p in prepared if names and p.summary is None and str(p.task.path) in modules]
-    learned = Project(modules, {str(p.task.path): p.summary for p in prepared if p.summary is not None},
-                      imported, aliases) if first else None
-    place = {str(p.task.path): position for position, p in enumerate(first)}
-    order = [place[path] for path in dependencies_first(list(place), imports.by_file, modules, aliases,
-                                                        lambda path: len(sources[path]))]
-    alone = map_in_order(partial(_lint, names=names, imported=imported, device_imported=device_imported,
-                                 learned=learned),
-                         [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
+    alone = map_in_order(partial(_lint, names=names, imported=imported, device_imported=device_imported), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
-                         memory=options.memory_budget, notices=notices, order=order,
-                         news=_summary_made, learn=partial(_learn, learned))
+                         memory=options.memory_budget, notices=notices)
     found: Dict[int, FileOutcome] = {}
     for p, outcome in zip(first, alone):
         p.summary = outcome.summary
@@ -507,15 +491,6 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     for p, outcome in zip(second, linted):
         _keep(cache, p, outcome, key)
         _settle(outcomes, p.index, outcome)
-
-
-def _summary_made(task: _Task, outcome: FileOutcome) -> Optional[Tuple[str, ModuleSummary]]:
-    """What a first lint in one worker tells the others: the module's summary."""
-    return (str(task.path), outcome.summary) if outcome.summary is not None else None
-
-
-def _learn(learned: Project, news: Tuple[str, ModuleSummary]) -> None:
-    learned.add(*news)
 
 
 def _keep(cache: Optional[Cache], p: _Prepared, outcome: FileOutcome, key: str) -> None:

@@ -12,7 +12,6 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -113,49 +112,6 @@ def _work(item: int) -> int:
 
 def _failed(item: int, over_budget: bool, why: str) -> str:
     return f"{item}: {'over budget' if over_budget else why}"
-
-
-def _times_ten(item: int) -> int:
-    return item * 10
-
-
-@pytest.mark.parametrize("budget", [0, 5])
-def test_items_run_in_the_order_given_and_come_back_in_their_own(budget):
-    """The first phase of a project hands out each module after those it imports; the results
-    keep the items' order whatever order they ran in (with a budget, in a worker process)."""
-    handed: List[int] = []
-    results = jobs.map_in_order(_times_ten, [0, 1, 2, 3], jobs=1,
-                                size=lambda item: item, failed=_failed, budget=budget,
-                                order=[2, 0, 3, 1], done=lambda index, result: handed.append(index))
-    assert results == [0, 10, 20, 30]
-    assert handed == [2, 0, 3, 1]
-    largest_first: List[int] = []
-    jobs.map_in_order(_times_ten, [0, 3, 1, 2], jobs=1, size=lambda item: item, failed=_failed,
-                      budget=budget, done=lambda index, result: largest_first.append(index))
-    assert largest_first == [1, 3, 2, 0]
-
-
-_HEARD: List[int] = []  # in each worker: the other workers' items it was told of
-
-
-def _hear(item: int) -> None:
-    _HEARD.append(item)
-
-
-def _after_a_while(item: int) -> tuple:
-    time.sleep((0, 0.5, 1.0, 0)[item])
-    return os.getpid(), tuple(_HEARD)
-
-
-def test_a_worker_learns_what_the_others_results_told_before_its_next_item():
-    """The first phase's workers pass on each module's summary, so that a module linted in one
-    worker learns from those summarised in the others (a worker learns its own itself)."""
-    results = jobs.map_in_order(_after_a_while, [0, 1, 2, 3], jobs=2, size=lambda item: 0, failed=_failed,
-                                order=[0, 1, 2, 3], news=lambda item, result: item, learn=_hear)
-    worker_of = {item: pid for item, (pid, _) in enumerate(results)}
-    for item, (pid, heard) in enumerate(results):
-        assert all(worker_of[other] != pid and other != item for other in heard)
-    assert any(heard for _, heard in results)  # the worker that ran 0 and 2 told the other of 0
 
 
 @pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")

@@ -14,17 +14,15 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import libcst as cst
 import pytest
 
-import memlint.run as run_module
 from memlint.analysis import Facts
 from memlint.analysis.often import INNER, STEP
-from memlint.analysis.project import (Project, ProjectView, answers, dependencies_first, imported_modules,
-                                      module_name, namespace_names, project_files)
+from memlint.analysis.project import (Project, ProjectView, answers, imported_modules, module_name, namespace_names,
+                                      project_files)
 from memlint.analysis.summary import ModuleSummary
 from memlint.config import Config, Selection
 from memlint.engine import check
 from memlint.rules import registry
 from memlint.run import Options, run
-from memlint.sourcefile import read
 
 
 def tree(top: Path, files: Dict[str, str]) -> List[Path]:
@@ -52,7 +50,7 @@ def facts_in_project(paths: List[Path], path: Path) -> Facts:
     """The facts of `path` as a run over `paths` sees them once every summary is known."""
     modules = project_files(paths)
     sources = {str(p): p.read_text() for p in paths}
-    imported = imported_modules(sources, modules).imported
+    imported, _ = imported_modules(sources, modules)
     aliases = namespace_names(modules, imported)
     names = frozenset(name for _, name in modules.values()) | frozenset(aliases)
     imported |= frozenset(aliases[name][1] for name in imported if name in aliases)
@@ -80,7 +78,7 @@ def test_the_modules_a_project_imports_are_read_from_its_import_lines(tmp_path):
         "script.py": "from pkg.train import run  # the entry point\n",
     })
     modules = project_files(paths)
-    found = imported_modules({str(p): p.read_text() for p in paths}, modules).imported
+    found, _ = imported_modules({str(p): p.read_text() for p in paths}, modules)
     assert {"pkg.metrics", "pkg.metrics.Accuracy", "os", "pkg.losses", "pkg.models", "pkg.data",
             "pkg.train", "pkg.train.run"} <= found
     assert "script" not in found
@@ -798,79 +796,6 @@ def test_a_meter_of_another_module_that_sums_its_argument_accumulates_the_graph(
     meters = tmp_path / "imagenet/meters.py"
     meters.write_text(meters.read_text().replace("self.sum += val * n", "self.sum += val.item() * n"))
     assert ("train.py", 8, "MEM201") not in lint(tmp_path)
-
-
-def test_a_module_whose_imports_the_first_phase_summarised_before_it_is_linted_once(tmp_path, monkeypatch):
-    """The first phase lints `meters.py` before `train.py`, which imports it, and answers
-    train.py's question about what `AverageMeter.update` sums from that summary: its first
-    lint gets the project's answer and stands. Guessed (nothing summed), it was linted again."""
-    tree(tmp_path, METER)
-    stood: Dict[str, bool] = {}
-    real = run_module.same_answers
-
-    def same_answers(project, path, asked):
-        stood[Path(path).name] = real(project, path, asked)
-        return stood[Path(path).name]
-
-    monkeypatch.setattr(run_module, "same_answers", same_answers)
-    assert ("train.py", 8, "MEM201") in lint(tmp_path)
-    assert stood == {"__init__.py": True, "meters.py": True, "train.py": True}
-
-
-def test_a_summary_is_drawn_from_guesses_whatever_the_first_phase_learned_before_it(tmp_path):
-    """What a module's summary says may rest on answers about other modules (whether a helper
-    it returns the result of returns a graph). It is made from the first phase's guesses, so
-    that it is the same whichever modules were summarised before it (the order of `-j N`'s
-    workers); only the rules then ask the summaries learned so far."""
-    paths = tree(tmp_path, {"pkg/__init__.py": "", "pkg/helpers.py": """\
-        import torch
-
-
-        def loss_of(model, x):
-            return model(x).sum()
-        """, "pkg/net.py": """\
-        import torch
-        from pkg.helpers import loss_of
-
-
-        def compute(model, x):
-            return loss_of(model, x)
-        """, "pkg/run.py": "from pkg.net import compute\n"})
-    modules = project_files(paths)
-    names = frozenset(name for _, name in modules.values())
-    net, helpers = tmp_path / "pkg" / "net.py", tmp_path / "pkg" / "helpers.py"
-
-    def first_lint(path: Path, learned: Project):
-        task = run_module._Task(path, str(path), tuple(registry().values()), read(path), Options(), None,
-                                summarize=True)
-        return run_module._lint(task, names=names, imported=imported, learned=learned)
-
-    imported = imported_modules({str(p): p.read_text() for p in paths}, modules).imported
-    learned = Project(modules, {}, imported)
-    alone = first_lint(net, learned)
-    assert first_lint(helpers, learned).summary.functions["loss_of"].returns_graph
-    after_helpers = first_lint(net, learned)
-    assert after_helpers.summary == alone.summary
-    assert not alone.summary.functions["compute"].returns_graph  # the guess: the helper's result has no graph
-    assert after_helpers.asked == alone.asked  # the summary's questions, with the guesses
-    assert alone.asked["returns-graph pkg.helpers.loss_of"] is False
-
-
-def test_modules_come_after_the_modules_they_import(tmp_path):
-    paths = tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from pkg import b\n",
-                            "pkg/b.py": "from pkg.c import f\nimport pkg.x\n", "pkg/c.py": "def f(): pass\n",
-                            "pkg/x.py": "from . import y\n" + "#" * 30, "pkg/y.py": "import pkg.x, pkg.z\n" + "#" * 50,
-                            "pkg/z.py": "import pkg.y\n", "pkg/big.py": "import os\n" + "#" * 100})
-    modules = project_files(paths)
-    sources = {str(p): p.read_text() for p in paths}
-    imports = imported_modules(sources, modules)
-    order = [Path(p).name for p in dependencies_first([str(p) for p in paths], imports.by_file, modules, {},
-                                                       lambda path: len(sources[path]))]
-    assert order.index("c.py") < order.index("b.py") < order.index("a.py")
-    assert order.index("x.py") < order.index("b.py")
-    assert order[0] == "big.py"  # of the modules that import none of the others, the largest first
-    # x, y and z import each other in a cycle: y, the largest, waits for two of them, x for one
-    assert order.index("x.py") < order.index("y.py") < order.index("z.py")
 
 
 def test_a_meter_class_behind_a_star_import_accumulates_the_graph(tmp_path):
@@ -1747,7 +1672,7 @@ def test_every_kind_of_question_is_answered_again_the_same(tmp_path):
             torch.save(model.state_dict(), "ckpt.pt")
         """})
     methods = {name for name, value in vars(ProjectView).items()
-               if callable(value) and not name.startswith("_") and name not in ("knows", "fresh", "summarised")}
+               if callable(value) and not name.startswith("_") and name not in ("knows", "fresh")}
     assert methods == set(_EVERY_QUESTION)
     train = tmp_path / "pkg" / "train.py"
     view = facts_in_project(paths, train).project.fresh()

@@ -35,25 +35,16 @@ module alone would give, and the analyses lean on such answers towards not repor
 linted alone never reports more than it does in its project. A result found with some answers
 stays true while the same questions get the same answers: that is how the run decides which
 files to lint again once every summary is known, and how the cache keeps a result.
-
-Before the project is known, a guess can be bettered: the first phase lints each module after
-the modules it imports (`dependencies_first`), and once a module is summarised, its rules'
-questions about another module's definitions (is this base class a model, what does this
-metric's `update` keep) are answered from the summaries that process has made so far
-(ProjectView.summarised). Such an answer is checked like a guess; where it is already the
-project's, the module is linted once. The summary itself is made from guesses alone, so that
-it does not depend on the order the modules were linted in.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Dict, FrozenSet, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, is_module_base_name,
                                          is_torch_library)
@@ -104,35 +95,13 @@ class Project:
         self.aliases = aliases or {}
         self.names = frozenset(name for _, name in modules.values()) | frozenset(self.aliases)
         self.imported = imported
-        self._places = modules
         self._modules: Dict[Tuple[str, str], ModuleSummary] = {}
-        self._paths: Dict[Tuple[str, str], str] = {}  # the file each summary came from
         self._roots_of: Dict[str, List[str]] = {}
-        self._heads: Set[str] = set()  # every name a module defines or imports: all a star import may bring
-        for path, summary in summaries.items():
-            self._put(path, summary)
-        self._forget()
-
-    def add(self, path: str, summary: ModuleSummary) -> None:
-        """One more module's summary (the first phase learns them one at a time): the project
-        then answers as if it had been built with it."""
-        self._put(path, summary)
-        self._forget()
-
-    def _put(self, path: str, summary: ModuleSummary) -> None:
-        """Hold a file's summary as its module's; of two files of one module, the first by path."""
-        key = self._places[path]
-        known = self._paths.get(key)
-        if known is None:
-            self._roots_of.setdefault(key[1], []).append(key[0])
-        elif known <= path:
-            return
-        self._modules[key] = summary
-        self._paths[key] = path
-        self._heads.update(summary.functions, summary.classes, summary.imports)
-
-    def _forget(self) -> None:
-        """Drop every answer drawn from the summaries so far."""
+        for path in sorted(summaries):
+            key = modules[path]
+            if key not in self._modules:
+                self._modules[key] = summaries[path]
+                self._roots_of.setdefault(key[1], []).append(key[0])
         self._often: Dict[Tuple[Ref, Optional[Ref]], Optional[str]] = {}
         self._star_names: Dict[Tuple[str, str], Optional[Ref]] = {}  # (root, dotted) -> through star imports
         self._incoming: Optional[Dict[Ref, List[Incoming]]] = None
@@ -188,8 +157,8 @@ class Project:
             imported = summary.imports.get(head)
             if imported is not None and depth < _MAX_REEXPORTS:  # re-exported: `from .x import f`
                 return self.resolve(key[0], ".".join([imported, *rest[1:]]), depth + 1)
-            if imported is None and depth < _MAX_REEXPORTS and head in self._heads:  # `from .models import *`:
-                for star in reversed(summary.stars):  # the last that has it
+            if imported is None and depth < _MAX_REEXPORTS:  # `from .models import *`: the last that has it
+                for star in reversed(summary.stars):
                     found = self._resolved(key[0], ".".join([star, *rest]), depth + 1)
                     if found is not None:
                         return found
@@ -477,16 +446,13 @@ class ProjectView:
 
     def __init__(self, project: Optional[Project] = None, names: FrozenSet[str] = frozenset(),
                  path: Optional[str] = None, imported: FrozenSet[str] = frozenset(),
-                 device_imported: FrozenSet[str] = frozenset(), learned: Optional[Project] = None) -> None:
+                 device_imported: FrozenSet[str] = frozenset()) -> None:
         """`names`: the project's module names (known from the paths before any summary is);
         `path`: this module's file (None: a source linted on its own, no module of a project);
         `imported`, `device_imported`: the modules other files import, and those that files
         which may name a device import (the guess of `called_from_device_code` before the
-        project is known); `learned`: before the project is known, the summaries made so far
-        (`summarised`)."""
+        project is known)."""
         self.project = project
-        self.learned = learned
-        self.drawing: Optional[Project] = None  # `learned`, once this module is summarised
         self.names = names
         # where the module is imported from, and its dotted name
         self.root, self.name = module_name(path) if path is not None and names else ("", "")
@@ -516,24 +482,13 @@ class ProjectView:
         parts = dotted.split(".")
         return any(".".join(parts[:cut]) in names for cut in range(1, len(parts)))
 
-    def summarised(self) -> None:
-        """This module's summary is made: from now on, a question about a definition of
-        another module is answered from the summaries learned so far (`learned`) before the
-        project is known. The summary itself is drawn from guesses only, so that it is the
-        same whatever was learned before it; what is learned is checked like a guess."""
-        self.drawing = self.learned
-
     def _ask(self, question: str, answer: Callable[[Project], Answer], guess: Answer, alone: Answer) -> Answer:
-        """The answer to `question`, recorded: from the project; before it is known, from the
-        summaries learned so far where it asks about a definition (`_FROM_DEFINITIONS`), else
-        `guess` (what the names alone suggest): the run checks either once the project is
-        known; for a module linted on its own, `alone`, the answer that leans towards not
-        reporting."""
+        """The answer to `question`, recorded: from the project; before it is known, `guess`
+        (what the names alone suggest: the run checks it once the project is known); for a
+        module linted on its own, `alone`, the answer that leans towards not reporting."""
         if question not in self.asked:
             if self.project is not None:
                 self.asked[question] = answer(self.project)
-            elif self.drawing is not None and question.partition(" ")[0] in _FROM_DEFINITIONS:
-                self.asked[question] = answer(self.drawing)
             else:
                 self.asked[question] = guess if self.names else alone
         return self.asked[question]
@@ -752,16 +707,6 @@ _QUESTIONS: Dict[str, Callable[[ProjectView, str], object]] = {
 }
 
 
-# Questions about a definition that the asking module's names lead to (through its imports,
-# their re-exports and the classes' bases), never about who calls or imports the module: where
-# the project lacks the summary of the module defining it, each answers what its guess says,
-# and once it holds every module the asking one imports, it answers as the whole project will.
-_FROM_DEFINITIONS = frozenset({
-    "module", "lightning", "hf-trainer", "torch", "returns-graph", "returns-output", "returns-device", "defines",
-    "keeps-graph", "keeps-output", "accumulates", "learns", "language-model", "context", "grad-off",
-    "empties-cache", "quiet-modes"})
-
-
 def answers(project: Optional[Project], path: str, asked: Dict[str, Answer]) -> Dict[str, Answer]:
     """What `asked` (questions a file's analysis asked) gets from `project` now."""
     view = ProjectView(project, project.names if project is not None else frozenset(), path)
@@ -784,68 +729,23 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)
                      re.MULTILINE)
 
 
-class Imports(NamedTuple):
-    """What the project's files import, read from the import lines of their texts (before any
-    is parsed), relative imports resolved (`imported_modules`)."""
-
-    imported: FrozenSet[str]  # the names other files import: a module no file imports needs no summary of its code
-    device_imported: FrozenSet[str]  # those a file that may name a device imports for its functions
-    by_file: Dict[str, Set[str]]  # the names each file imports, by path
-
-
-def imported_modules(sources: Dict[str, str], modules: Dict[str, Tuple[str, str]]) -> Imports:
-    """The names the project's files import (`Imports`). Those that a file whose text may name
-    a device imports for its functions (`_imports_of`) are the first phase's guess of whether
-    device code calls into a module (ProjectView.called_from_device_code), which the project
-    then checks: guessed no, a module called from another file's training loop was linted a
-    second time. Each file's import lines are read once, for all three."""
+def imported_modules(sources: Dict[str, str],
+                     modules: Dict[str, Tuple[str, str]]) -> Tuple[FrozenSet[str], FrozenSet[str]]:
+    """The names of the modules that the project's files import, read from the import lines of
+    their texts (before any is parsed), relative imports resolved: a module no other file
+    imports needs no summary of its functions and classes. Second, those of them that a file
+    whose text may name a device imports for its functions (`_imports_of`): the first phase's
+    guess of whether device code calls into a module (ProjectView.called_from_device_code),
+    which the project then checks. Guessed no, a module called from another file's training
+    loop was linted a second time. Each file's import lines are read once, for both."""
     imported: Set[str] = set()
     by_device_code: Set[str] = set()
-    by_file: Dict[str, Set[str]] = {}
     for path, text in sources.items():
         every, called = _imports_of(path, text, modules)
-        by_file[path] = every
         imported |= every
         if any(word in text for word in _DEVICE_WORDS):
             by_device_code |= called
-    return Imports(frozenset(imported), frozenset(by_device_code), by_file)
-
-
-def dependencies_first(paths: Sequence[str], imports: Dict[str, Set[str]], modules: Dict[str, Tuple[str, str]],
-                       aliases: Dict[str, Tuple[str, str]], size: Callable[[str], int]) -> List[str]:
-    """`paths` in an order where a module comes after those it imports (`imports`: the names
-    each imports), so that the first phase has summarised what a module's questions about
-    definitions ask of (ProjectView.summarised); among the modules whose imports are all
-    placed, the largest first (the workers of `-j N` then end together). Where only modules
-    that import each other in a cycle are left, the one that waits for the fewest goes first."""
-    by_name: Dict[str, List[str]] = {}
-    for path, key in modules.items():
-        by_name.setdefault(key[1], []).append(path)
-    for alias, key in aliases.items():
-        by_name.setdefault(alias, []).extend(path for path, place in modules.items() if place == key)
-    wanted = set(paths)
-    needs = {path: {dep for name in imports.get(path, ()) for dep in by_name.get(name, ()) if dep in wanted} - {path}
-             for path in paths}
-    needed_by: Dict[str, List[str]] = {path: [] for path in paths}
-    for path in paths:
-        for dep in needs[path]:
-            needed_by[dep].append(path)
-    waiting = {path: len(needs[path]) for path in paths}
-    rank = {path: (-size(path), position) for position, path in enumerate(paths)}
-    ready = [(rank[path], path) for path in paths if not waiting[path]]
-    heapq.heapify(ready)
-    placed: Dict[str, None] = {}
-    while len(placed) < len(paths):
-        if ready:
-            path = heapq.heappop(ready)[1]
-        else:  # a cycle: the module that waits for the fewest
-            path = min((p for p in paths if p not in placed), key=lambda p: (waiting[p], rank[p]))
-        placed[path] = None
-        for other in needed_by[path]:
-            waiting[other] -= 1
-            if not waiting[other] and other not in placed:
-                heapq.heappush(ready, (rank[other], other))
-    return list(placed)
+    return frozenset(imported), frozenset(by_device_code)
 
 
 # The words of a text whose module may name a device (`Facts.names_device` reads its names;
