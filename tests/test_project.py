@@ -1231,9 +1231,57 @@ def test_a_file_alone_reports_nothing_its_project_does_not(tmp_path):
         assert set(lint(tmp_path, path)) <= whole, path
 
 
+# Two functions that call each other beside a loop that also calls another module's helper:
+# some facts of a cycle (what `b` returns) depend on which of its functions is asked about first,
+# so a first lint that worked its facts out in another order than a second lint could differ
+CYCLE_BESIDE_HELPER = {
+    "cycle/helpers.py": """\
+        import torch
+        net = torch.nn.Linear(2, 2)
+
+
+        def f(x):
+            return net(x).sum()
+        """,
+    "cycle/m.py": """\
+        import torch
+        from helpers import f
+        model = torch.nn.Linear(2, 2)
+
+
+        def a(x):
+            if x.dim() > 3:
+                return model(x).sum()
+            return b(x)
+
+
+        def b(x):
+            return a(x[0])
+
+
+        def evaluate(loader):
+            total = 0
+            other = 0
+            for batch in loader:
+                total += b(batch)
+                other += f(batch)
+            print(total, other)
+        """,
+    "cycle/runner.py": "from m import evaluate\nevaluate([])\n",
+}
+
+
+def test_a_cycle_of_calls_beside_another_modules_helper_gives_one_answer_whatever_the_jobs(tmp_path):
+    tree(tmp_path, CYCLE_BESIDE_HELPER)
+    cold = lint(tmp_path)
+    assert [(name, line, code) for name, line, code in cold if name == "m.py"] == [
+        ("m.py", 20, "MEM201"), ("m.py", 20, "MEM203"), ("m.py", 21, "MEM201")]
+    assert lint(tmp_path, jobs=2) == cold
+
+
 def test_jobs_and_the_cache_give_what_one_cold_run_gives(tmp_path):
     tree(tmp_path / "src", {**HELPER_LOOP, **VIRTUAL, **LINEAGE, **METRIC, **METER, **CACHE_HELPER, **NAMESPACE,
-                            **DEVICE_CALLER, **NESTED_STEP})
+                            **DEVICE_CALLER, **NESTED_STEP, **CYCLE_BESIDE_HELPER})
     cold = lint(tmp_path / "src")
     assert lint(tmp_path / "src", jobs=2) == cold
     assert lint(tmp_path / "src", cache=tmp_path / "cache") == cold
