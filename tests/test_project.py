@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import libcst as cst
 import pytest
 
+import memlint.run as run_module
 from memlint.analysis import Facts
 from memlint.analysis.often import INNER, STEP
 from memlint.analysis.project import (Project, ProjectView, answers, imported_modules, module_name, namespace_names,
@@ -796,6 +797,50 @@ def test_a_meter_of_another_module_that_sums_its_argument_accumulates_the_graph(
     meters = tmp_path / "imagenet/meters.py"
     meters.write_text(meters.read_text().replace("self.sum += val * n", "self.sum += val.item() * n"))
     assert ("train.py", 8, "MEM201") not in lint(tmp_path)
+
+
+def test_a_subclass_defining_forward_guesses_its_project_base_a_module_and_is_linted_once(tmp_path, monkeypatch):
+    """Before the project is known, a base class of another module is guessed a model by its
+    name (`Block`, `Encoder`, ...), and also where the class deriving from it here defines
+    `forward` (detectron2's `CNNBlockBase`, fairseq's `TransformerDecoderBase`): guessed
+    right, the first lint stands."""
+    tree(tmp_path, {"pkg/__init__.py": "", "pkg/base.py": """\
+        import torch
+
+
+        class Base(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = torch.nn.Linear(4, 4)
+        """, "pkg/net.py": """\
+        import torch
+        from pkg.base import Base
+
+
+        class Net(Base):
+            def forward(self, x):
+                return self.proj(x)
+
+
+        def evaluate(loader):
+            model = Net().cuda()
+            model.eval()
+            outputs = []
+            for x in loader:
+                outputs.append(model(x.cuda()))
+            return outputs
+        """})
+    stood: Dict[str, bool] = {}
+    real = run_module.same_answers
+
+    def same_answers(project, path, asked):
+        stood[Path(path).name] = real(project, path, asked)
+        return stood[Path(path).name]
+
+    monkeypatch.setattr(run_module, "same_answers", same_answers)
+    found = lint(tmp_path)
+    assert ("net.py", 15, "MEM203") in found
+    assert stood["net.py"]
 
 
 def test_a_meter_class_behind_a_star_import_accumulates_the_graph(tmp_path):
@@ -1658,7 +1703,8 @@ def test_every_question_a_module_asks_the_project_is_answered_again_the_same(tmp
 _EVERY_QUESTION = {  # each question of ProjectView, with what to ask it of
     "external_often": [("step",)], "called_elsewhere": [("step", True), ("step", False)],
     "method_called_quietly": [("inference",)], "forward_asks_for_grad": [()], "called_from_device_code": [()],
-    "is_module": [("pkg.nets.Net",)], "is_lightning_module": [("pkg.nets.Net",)], "uses_torch": [("pkg.nets",)],
+    "is_module": [("pkg.nets.Net",), ("pkg.nets.Renamed", True)],  # (Renamed: an alias, not traced)
+    "is_lightning_module": [("pkg.nets.Net",)], "uses_torch": [("pkg.nets",)],
     "set_elsewhere": [("DEBUG",)], "imported_elsewhere": [()], "is_hf_trainer": [("pkg.nets.Net",)],
     "returns": [("pkg.nets.loss_of", True), ("pkg.nets.loss_of", False)], "learns": [("pkg.nets.Meter",)],
     "defines": [("pkg.nets.Net",)], "returns_device": [("pkg.nets.loss_of",)],
@@ -1683,6 +1729,9 @@ def test_every_kind_of_question_is_answered_again_the_same(tmp_path):
             @torch.no_grad()
             def infer(self, x):
                 return self(x)
+
+
+        Renamed = Net
 
 
         class Meter:

@@ -530,12 +530,15 @@ class ProjectView:
         return self._ask("device callers", lambda p: p.called_from_device_code(self.root, self.name),
                          self.device_imported, False)  # type: ignore[return-value]
 
-    def is_module(self, dotted: str) -> bool:
+    def is_module(self, dotted: str, likely: bool = False) -> bool:
         """Whether the project's class `dotted` (as this module imports it) is an nn.Module:
-        from its lineage, or, where the project cannot trace it, from its name."""
-        guess = bool(_MODULE_NAME.search(dotted))
-        return self._ask(f"module {dotted}", lambda p: self._by_lineage(p, dotted, is_module_base_name, guess),
-                         guess, False)  # type: ignore[return-value]
+        from its lineage, or, where the project cannot trace it, from its name. `likely`: the
+        asker's own sign that it is one (a class here derives from it and defines `forward`),
+        for the guess before the project is known only: the project's answer depends on the
+        question alone, so that every module asking it hears the same."""
+        named = bool(_MODULE_NAME.search(dotted))
+        return self._ask(f"module {dotted}", lambda p: self._by_lineage(p, dotted, is_module_base_name, named),
+                         likely or named, False)  # type: ignore[return-value]
 
     def is_lightning_module(self, dotted: str) -> bool:
         """Whether the project's class `dotted` derives from Lightning's module (a model class

@@ -903,15 +903,16 @@ class ModuleClasses:
             return False
         klass = self._scopes.classes.get(name)
         self._open.add(name)
-        known = klass is not None and any(self._module_base(base) for base in klass.bases)
+        known = klass is not None and any(self._module_base(base, klass) for base in klass.bases)
         self._open.discard(name)
         if known or not self._open:  # a "no" that leaned on an open class is asked again later
             self._known[name] = known
         return known
 
-    def _module_base(self, base: cst.Arg) -> bool:
-        """A base that makes its class an nn.Module: torch's, a library's or Lightning's module,
-        a module class of this module, or, with the project, of another module."""
+    def _module_base(self, base: cst.Arg, klass: cst.ClassDef) -> bool:
+        """A base that makes `klass` an nn.Module: torch's, a library's or Lightning's module,
+        a module class of this module, or, with the project, of another module (before the
+        project is known, guessed one where `klass` defines `forward`)."""
         named = base_class(base.value)
         dotted = dotted_name(named) or ""
         if dotted in self._scopes.classes and dotted in self:
@@ -922,7 +923,9 @@ class ModuleClasses:
         if self._project is None:
             return False
         absolute = self._names.absolute_name(dotted)  # a class of another module of the project
-        return absolute is not None and self._project.knows(absolute) and self._project.is_module(absolute)
+        return absolute is not None and self._project.knows(absolute) and self._project.is_module(
+            absolute, likely=any(type(statement) is cst.FunctionDef and statement.name.value == "forward"
+                                 for statement in klass.body.body))
 
 
 def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
