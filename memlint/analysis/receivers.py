@@ -52,7 +52,8 @@ from memlint.analysis.guards import Guards
 from memlint.analysis.memo import per_node
 from memlint.analysis.scopes import Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import TreeIndex, base_class, constructed, dotted_name, expression_nodes, last_part
+from memlint.analysis.tree import (TreeIndex, base_class, constructed, dotted_name, expression_nodes, last_part,
+                                   own_method)
 
 GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.cuda.amp.GradScaler",
                           "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler"})
@@ -397,7 +398,7 @@ class Receivers:
         a module class, a class defining `forward`, or one deriving from a model-like base."""
         if klass.name.value in self.module_classes:
             return True
-        if any(type(s) is cst.FunctionDef and s.name.value == "forward" for s in klass.body.body):
+        if own_method(klass, "forward") is not None:
             return True
         return any(MODEL_BASE.search(last_part(dotted_name(b.value))) for b in klass.bases)
 
@@ -923,9 +924,8 @@ class ModuleClasses:
         if self._project is None:
             return False
         absolute = self._names.absolute_name(dotted)  # a class of another module of the project
-        return absolute is not None and self._project.knows(absolute) and self._project.is_module(
-            absolute, likely=any(type(statement) is cst.FunctionDef and statement.name.value == "forward"
-                                 for statement in klass.body.body))
+        return absolute is not None and self._project.knows(absolute) and \
+            self._project.is_module(absolute, likely=own_method(klass, "forward") is not None)
 
 
 def _unmoved(value: cst.BaseExpression) -> cst.BaseExpression:
