@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -226,7 +226,12 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
                 bases, statement.name.value in facts.receivers.local_module_classes, methods,
                 _learns(facts, statement, asks))
     imports = names.absolute_imports()
-    return ModuleSummary(facts.project.name, imports, functions, classes, tuple(_edges(facts)),
+    scopes = facts.scopes
+    aliases = class_and_function_aliases(
+        _cst_aliases(module), lambda name: len(scopes.bindings(module, name)) + (
+            name in scopes.classes) + (name in scopes.classes_defined_again),
+        {*scopes.functions, *scopes.classes}, imports, facts.project.name)
+    return ModuleSummary(facts.project.name, {**imports, **aliases}, functions, classes, tuple(_edges(facts)),
                          _saved_files(facts), facts.names_device, names.star_modules,
                          _forward_asks_for_grad(facts, asks), _sets(facts, imports),
                          facts.outputs.builds_language_model, _evaluation_calls(facts))
@@ -373,6 +378,7 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
     imports: Dict[str, str] = {}
     stars: List[str] = []
     classes: Dict[str, ClassSummary] = {}
+    defined: Set[str] = set()
     tree = ast.parse(source) if isinstance(source, str) else source
     for statement in tree.body:
         if isinstance(statement, ast.Import):
@@ -392,7 +398,10 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                     stars.append(base)
                 elif base:
                     imports[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(statement.name)
         elif isinstance(statement, ast.ClassDef):
+            defined.add(statement.name)
             bases = []
             for base_expr in statement.bases:
                 dotted = _ast_dotted(base_expr.value if isinstance(base_expr, ast.Subscript) else base_expr)  # `Base[T]`
@@ -404,8 +413,73 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                                                                       *f.args.kwonlyargs)))
                        for f in statement.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
             classes[statement.name] = ClassSummary(tuple(bases), False, methods)
-    return ModuleSummary(name, imports, {}, classes, (), stars=tuple(dict.fromkeys(stars)), forward_asks_for_grad=False,
-                         sets=_plain_sets(tree, imports))
+    bound = _ast_bindings(tree)
+    aliases = class_and_function_aliases(_ast_aliases(tree), lambda local: bound.get(local, 0), defined, imports, name)
+    return ModuleSummary(name, {**imports, **aliases}, {}, classes, (), stars=tuple(dict.fromkeys(stars)),
+                         forward_asks_for_grad=False, sets=_plain_sets(tree, imports))
+
+
+def class_and_function_aliases(assigned: Iterable[Tuple[str, str]], bound: Callable[[str], int],
+                               defined: AbstractSet[str], imports: Dict[str, str], module: str) -> Dict[str, str]:
+    """The module-level names that only a plain `alias = name` binds, to a class or function
+    this module defines or imports (`ResNetBlockBase = CNNBlockBase`, an old name kept for the
+    code written against it; `ConvBnAct = ConvNormAct`), each with the absolute name it stands
+    for: a module that imports the alias is followed to the definition, as through an import.
+    `assigned`: the module's top-level `alias = name` statements; `bound`: how many times the
+    module binds a name at its level, imports aside (a definition is one);
+    `defined`: its functions and classes."""
+    found: Dict[str, str] = {}
+    for local, dotted in assigned:
+        head, _, rest = dotted.partition(".")
+        if local in imports or bound(local) != 1:
+            continue
+        if head in imports:
+            if bound(head) == 0:
+                found[local] = ".".join(filter(None, (imports[head], rest)))
+        elif head in defined and not rest and bound(head) == 1:
+            found[local] = f"{module}.{head}"
+    return found
+
+
+def _cst_aliases(module: cst.Module) -> Iterator[Tuple[str, str]]:
+    """The top-level `alias = name` statements of `module`, as (alias, dotted name)."""
+    for statement in module.body:
+        if type(statement) is cst.SimpleStatementLine:
+            for small in statement.body:
+                if type(small) is cst.Assign and len(small.targets) == 1 and \
+                        type(small.targets[0].target) is cst.Name and type(small.value) in (cst.Name, cst.Attribute):
+                    dotted = dotted_name(small.value)
+                    if dotted is not None:
+                        yield small.targets[0].target.value, dotted  # type: ignore[attr-defined]
+
+
+def _ast_aliases(tree: ast.Module) -> Iterator[Tuple[str, str]]:
+    """`_cst_aliases` of a module read with Python's own parser."""
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                isinstance(statement.targets[0], ast.Name):
+            dotted = _ast_dotted(statement.value)
+            if dotted is not None:
+                yield statement.targets[0].id, dotted
+
+
+def _ast_bindings(tree: ast.Module) -> Dict[str, int]:
+    """How many times the module binds each name at its level (in its top-level statements and
+    the blocks of its `if`, `try`, `for`, `while` and `with`, not in functions, classes, lambdas
+    or comprehensions), imports aside (as `Scopes` binds them)."""
+    counts: Dict[str, int] = {}
+    pending: List[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            counts[node.name] = counts.get(node.name, 0) + 1
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+        elif not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+                                   ast.Import, ast.ImportFrom)):
+            pending.extend(ast.iter_child_nodes(node))
+    return counts
 
 
 def _plain_sets(tree: ast.Module, imports: Dict[str, str]) -> Tuple[str, ...]:
