@@ -2095,3 +2095,88 @@ def test_a_module_s_eval_mode_is_no_call_of_an_evaluation_method(tmp_path):
               "    with torch.no_grad():\n        model.eval()\n")
     paths = tree(tmp_path, {"helpers.py": helpers, "runner.py": caller})
     assert ("helpers.py", "MEM203") in {(name, code) for name, _, code in lint(tmp_path, *paths)}
+
+
+ALIASED_BASE = {
+    "pkg/__init__.py": "",
+    "pkg/layers.py": """\
+        import torch
+
+
+        class Mixer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.proj(x)
+
+
+        OldMixer = Mixer  # the name earlier releases exported
+        """,
+    "pkg/net.py": """\
+        import torch
+        from pkg.layers import OldMixer
+
+
+        class Tagger(OldMixer):
+            def forward(self, x):
+                scale = torch.arange(4, device="cuda").float()
+                return self.proj(x) * scale
+        """,
+}
+
+
+def test_a_class_deriving_from_a_module_level_alias_of_a_model_is_a_model(tmp_path):
+    """`OldMixer = Mixer` is followed as an import is (detectron2's `ResNetBlockBase =
+    CNNBlockBase`): `Tagger`, which derives from the alias and whose name says nothing, is a
+    model, so its `forward` runs every step and the table it rebuilds there is found. Not
+    followed, the alias's name was all the project had, and it says no model."""
+    paths = tree(tmp_path, ALIASED_BASE)
+    assert facts_in_project(paths, paths[2]).project.is_module("pkg.layers.OldMixer")
+    assert ("net.py", 7, "MEM102") in lint(tmp_path)
+
+
+def test_an_alias_in_a_module_without_torch_is_followed_too(tmp_path):
+    """A module no rule reads (it never names torch) is summarised by Python's own parser: its
+    aliases are followed alike (a compatibility module re-exporting old names)."""
+    files = dict(ALIASED_BASE)
+    files["pkg/compat.py"] = "from pkg.layers import Mixer\n\nOldMixer = Mixer\n"
+    files["pkg/net.py"] = files["pkg/net.py"].replace("from pkg.layers import OldMixer", "from pkg.compat import OldMixer")
+    tree(tmp_path, files)
+    assert ("net.py", 7, "MEM102") in lint(tmp_path)
+
+
+@pytest.mark.parametrize("text, followed", [
+    ("from pkg.layers import Mixer\nOld = Mixer\n", {"Old": "pkg.layers.Mixer"}),
+    ("import pkg.layers as layers\nOld = layers.Mixer\n", {"Old": "pkg.layers.Mixer"}),
+    ("class Mixer:\n    pass\n\n\nOld = Mixer\n", {"Old": "pkg.compat.Mixer"}),
+    ("def mix(x):\n    return x\n\n\nold_mix = mix\n", {"old_mix": "pkg.compat.mix"}),
+    # rebound: which binding holds is not known
+    ("from pkg.layers import Mixer, Other\nOld = Mixer\nif FLAG:\n    Old = Other\n", {}),
+    ("from pkg.layers import Mixer\nOld = Mixer\nfor Old in ():\n    pass\n", {}),
+    # what it names is rebound, or not a definition
+    ("from pkg.layers import Mixer\nMixer = wrap(Mixer)\nOld = Mixer\n", {}),
+    ("class Mixer:\n    pass\n\n\nclass Mixer:\n    pass\n\n\nOld = Mixer\n", {}),
+    ("SIZE = 4\nOld = SIZE\n", {}),
+    # an alias that an import also binds, or an assignment inside a block
+    ("from pkg.layers import Mixer, Old\nOld = Mixer\n", {}),
+    ("from pkg.layers import Mixer\ntry:\n    Old = Mixer\nexcept ImportError:\n    pass\n", {}),
+    ("def build():\n    return Mixer\n\n\nOld = build()\n", {}),
+])
+def test_module_level_aliases_are_read_alike_by_both_summaries(tmp_path, text, followed):
+    """The summary made from LibCST's tree (a module a rule reads) and the one made with
+    Python's own parser (a module no rule reads) follow the same aliases: only a name bound
+    once, by `alias = name`, to a class or function the module defines or imports and does
+    not bind again."""
+    from memlint.analysis.summary import summarize, summarize_plain
+
+    path = tree(tmp_path, {"pkg/__init__.py": "", "pkg/compat.py": text})[1]
+    facts = Facts(cst.parse_module(text), project=ProjectView(None, frozenset({"pkg.compat", "pkg.layers"}),
+                                                                str(path), frozenset({"pkg.compat"})))
+    assert facts.project.name == "pkg.compat"
+    rich = summarize(facts)
+    plain = summarize_plain(text, "pkg.compat", "pkg")
+    imported = {"Mixer", "Other", "layers", "Old"} & set(plain.imports) - set(followed)
+    assert {k: v for k, v in rich.imports.items() if k not in imported} == followed
+    assert {k: v for k, v in plain.imports.items() if k not in imported} == followed
