@@ -79,7 +79,9 @@ class FileOutcome:
     seconds: Dict[str, float] = field(default_factory=dict)  # --profile: time per phase, rule and fact
     asked: Dict[str, object] = field(default_factory=dict)  # what the lint asked of the project, and heard
     summary: Optional[ModuleSummary] = None  # the first phase over a project: the module's summary
-    entry: Optional[Tuple[str, Entry]] = None  # what to cache (text, result), once the run knows it stands
+    # what to cache (text, result), once the run knows it stands; the text None where it is the
+    # file's as read (the run has it: a worker does not send it back)
+    entry: Optional[Tuple[Optional[str], Entry]] = None
     rewrite: Optional[Rewrite] = None  # --fix: what to write, once back in the run's process
 
 
@@ -167,7 +169,7 @@ def _fix_file(task: _Task, source: SourceText, outcome: FileOutcome, timer: Opti
     outcome.fixed = [f.detached() for f in result.applied]
     outcome.asked = result.asked
     if result.source == source.text:
-        outcome.entry = (source.text, Entry(outcome.findings, asked=result.asked))
+        outcome.entry = (None, Entry(outcome.findings, asked=result.asked))
     elif options.diff:
         outcome.diff = unified_diff(source.text, result.source, task.display)
     elif options.in_memory:
@@ -193,7 +195,7 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
             outcome = _lint_notebook(source, task.display, task.rules, task.options, task.target, view)
             if not outcome.diff and outcome.text is None and outcome.rewrite is None:  # the text as it is
                 diffs = outcome.fix_diffs if task.options.fix_diffs and not fixing else None
-                outcome.entry = (source.text, Entry(outcome.findings, outcome.error, diffs, outcome.asked,
+                outcome.entry = (None, Entry(outcome.findings, outcome.error, diffs, outcome.asked,
                                                     notebook=True))
         elif fixing and not task.summarize:
             _fix_file(task, source, outcome, timer, view)
@@ -208,11 +210,11 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
                     if f.fix is not None and id(f.fix) not in diffs:
                         diffs[id(f.fix)] = fix_diff(checked, f, task.display, timer)
                 outcome.fix_diffs = [diffs[id(f.fix)] if f.fix is not None else None for f in checked.findings]
-            outcome.entry = (source.text, Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs
+            outcome.entry = (None, Entry(outcome.findings, diffs=outcome.fix_diffs if task.options.fix_diffs
                                                 else None, asked=checked.asked))
     except NotebookError as error:  # a fact of the text, fixed or not
         outcome.error = str(error)
-        outcome.entry = (source.text, Entry([], error=outcome.error))
+        outcome.entry = (None, Entry([], error=outcome.error))
     except TooDeep as error:  # valid code memlint cannot follow: skipped, as a file over its time budget
         outcome.warning = str(error)
     except SourceError as error:
@@ -220,7 +222,7 @@ def _lint(task: _Task, project: Optional[Project] = None, names: FrozenSet[str] 
         if task.summarize:
             outcome.summary = ModuleSummary.empty(view.name)
         if not fixing:  # a fix's failure is no fact of the text
-            outcome.entry = (source.text, Entry([], error=outcome.error))
+            outcome.entry = (None, Entry([], error=outcome.error))
     except MemoryError:  # over the worker's memory budget: the worker ends, and the run goes on
         raise
     except Exception as error:  # a bug of memlint's: one line for this file, the run goes on
@@ -502,7 +504,7 @@ def _keep(cache: Optional[Cache], p: _Prepared, outcome: FileOutcome, key: str) 
     if cache is not None:
         header = diff_header(p.task.display)
         diffs = None if entry.diffs is None else [d[len(header):] if d else d for d in entry.diffs]
-        digest = p.digest if text == p.task.source.text else text_digest(text)
+        digest = p.digest if text is None or text == p.task.source.text else text_digest(text)
         cache.put(p.key, digest, replace(entry, diffs=diffs, project=key))
 
 

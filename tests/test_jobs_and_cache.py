@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import signal
 import stat
@@ -193,6 +194,20 @@ def test_a_warm_run_reads_every_result_from_the_cache_and_parses_nothing(tmp_pat
     assert counting.compiled == 1
     assert [o[:3] for o in again] == [o[:3] for o in cold]  # the edit kept every position
     assert "range(20)" in again[1][3][0]
+
+
+def test_a_worker_sends_back_what_it_found_not_the_text_it_was_given(tmp_path):
+    """The run has every file's text: a worker's outcome (pickled through a pipe, unpickled
+    here) holds what the lint found, not a copy of the text it was given (three quarters of
+    the bytes a run moved between its processes); the run caches it under the digest of the
+    text it read (that a warm run finds it: the warm-run test above)."""
+    marker = "a_name_found_in_no_finding_" * 40
+    path = write(tmp_path, "train.py", BAD + f"\n{marker} = 1\n")
+    source = run_module.read(path)
+    task = run_module._Task(path, "train.py", tuple(registry().values()), source, Options(), None)
+    outcome = run_module._lint(task)
+    assert outcome.findings and outcome.entry is not None
+    assert marker.encode() not in pickle.dumps(outcome)
 
 
 def test_the_key_covers_every_config_field_the_rules_and_the_text(tmp_path):
