@@ -5,7 +5,8 @@ file's text, and read by memlint.analysis.project:
 
 - `imports`: the absolute name each local name is imported as (relative imports resolved), so
   that a name another module imports through this one (`from pkg import Accuracy`, where
-  `pkg/__init__.py` imports it from `.metrics`) is followed to its definition;
+  `pkg/__init__.py` imports it from `.metrics`) is followed to its definition; also the name a
+  module-level alias of a class or function stands for (`ResNetBlockBase = CNNBlockBase`);
 - `functions` and `classes` (module level; a class with its bases as this module names them,
   whether it is known here to be an nn.Module, whether a method learns (backwards, steps an
   optimizer or asks for gradients), and its methods): for each function, its
