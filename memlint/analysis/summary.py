@@ -414,8 +414,9 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                                                                       *f.args.kwonlyargs)))
                        for f in statement.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
             classes[statement.name] = ClassSummary(tuple(bases), False, methods)
-    bound = _ast_bindings(tree)
-    aliases = class_and_function_aliases(_ast_aliases(tree), lambda local: bound.get(local, 0), defined, imports, name)
+    assigned = list(_ast_aliases(tree))  # (the module's bindings counted only where it may alias)
+    bound = _ast_bindings(tree) if assigned else {}
+    aliases = class_and_function_aliases(assigned, lambda local: bound.get(local, 0), defined, imports, name)
     return ModuleSummary(name, {**imports, **aliases}, {}, classes, (), stars=tuple(dict.fromkeys(stars)),
                          forward_asks_for_grad=False, sets=_plain_sets(tree, imports))
 
