@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -201,11 +201,13 @@ def _names(values: object) -> Tuple[str, ...]:
     return tuple(_name(v) for v in values)
 
 
-def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
+def summarize(facts: "Facts", imported: bool = True, source: Optional[str] = None) -> ModuleSummary:
     """The summary of the module `facts` describes (its name: `facts.project.name`), from what
     it alone says; `imported`: another module of the project imports it, so its functions may
     be called there (a module nobody imports has no callers elsewhere, only overrides of
-    what its classes' bases call: their names, parameters and grad mode are all it needs)."""
+    what its classes' bases call: their names, parameters and grad mode are all it needs).
+    `source`: the module's text (else made again from its tree), read by Python's own parser
+    where the module may alias a name (`module_aliases`)."""
     module = facts.module
     names = facts.names
     # the module's code may ask for gradients somewhere (it names what does: `torch.autograd.grad`,
@@ -227,11 +229,8 @@ def summarize(facts: "Facts", imported: bool = True) -> ModuleSummary:
                 bases, statement.name.value in facts.receivers.local_module_classes, methods,
                 _learns(facts, statement, asks))
     imports = names.absolute_imports()
-    scopes = facts.scopes
-    aliases = class_and_function_aliases(
-        _cst_aliases(module), lambda name: len(scopes.bindings(module, name)) + (
-            name in scopes.classes) + (name in scopes.classes_defined_again),
-        {*scopes.functions, *scopes.classes}, imports, facts.project.name)
+    aliases = module_aliases(ast.parse(source if source is not None else module.code), facts.project.name,
+                             facts.project.package) if _may_alias(module) else {}
     return ModuleSummary(facts.project.name, {**imports, **aliases}, functions, classes, tuple(_edges(facts)),
                          _saved_files(facts), facts.names_device, names.star_modules,
                          _forward_asks_for_grad(facts, asks), _sets(facts, imports),
@@ -379,30 +378,15 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
     imports: Dict[str, str] = {}
     stars: List[str] = []
     classes: Dict[str, ClassSummary] = {}
-    defined: Set[str] = set()
     tree = ast.parse(source) if isinstance(source, str) else source
     for statement in tree.body:
-        if isinstance(statement, ast.Import):
-            for alias in statement.names:
-                imports[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(statement, ast.ImportFrom):
-            base = statement.module or ""
-            if statement.level:
-                if package is None:
-                    continue
-                parts = package.split(".") if package else []
-                if statement.level - 1 > len(parts):
-                    continue
-                base = ".".join([*parts[:len(parts) - (statement.level - 1)], *([base] if base else [])])
-            for alias in statement.names:
-                if alias.name == "*" and base:
-                    stars.append(base)
-                elif base:
-                    imports[alias.asname or alias.name] = f"{base}.{alias.name}"
-        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            defined.add(statement.name)
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            for local, full in _imported(statement, package):
+                if local == "*":
+                    stars.append(full)
+                else:
+                    imports[local] = full
         elif isinstance(statement, ast.ClassDef):
-            defined.add(statement.name)
             bases = []
             for base_expr in statement.bases:
                 dotted = _ast_dotted(base_expr.value if isinstance(base_expr, ast.Subscript) else base_expr)  # `Base[T]`
@@ -414,74 +398,103 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                                                                       *f.args.kwonlyargs)))
                        for f in statement.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
             classes[statement.name] = ClassSummary(tuple(bases), False, methods)
-    assigned = list(_ast_aliases(tree))  # (the module's bindings counted only where it may alias)
-    bound = _ast_bindings(tree) if assigned else {}
-    aliases = class_and_function_aliases(assigned, lambda local: bound.get(local, 0), defined, imports, name)
-    return ModuleSummary(name, {**imports, **aliases}, {}, classes, (), stars=tuple(dict.fromkeys(stars)),
-                         forward_asks_for_grad=False, sets=_plain_sets(tree, imports))
+    return ModuleSummary(name, {**imports, **module_aliases(tree, name, package)}, {}, classes, (),
+                         stars=tuple(dict.fromkeys(stars)), forward_asks_for_grad=False, sets=_plain_sets(tree, imports))
 
 
-def class_and_function_aliases(assigned: Iterable[Tuple[str, str]], bound: Callable[[str], int],
-                               defined: AbstractSet[str], imports: Dict[str, str], module: str) -> Dict[str, str]:
-    """The module-level names that only a plain `alias = name` binds, to a class or function
-    this module defines or imports (`ResNetBlockBase = CNNBlockBase`, an old name kept for the
-    code written against it; `ConvBnAct = ConvNormAct`), each with the absolute name it stands
-    for: a module that imports the alias is followed to the definition, as through an import.
-    `assigned`: the module's top-level `alias = name` statements; `bound`: how many times the
-    module binds a name at its level, imports aside (a definition is one);
-    `defined`: its functions and classes."""
+def _imported(statement: Union[ast.Import, ast.ImportFrom], package: Optional[str]) -> Iterator[Tuple[str, str]]:
+    """Each local name an import statement binds, with the absolute name it stands for (a
+    relative import resolved from `package`; none where it cannot be); `("*", module)` for a
+    star import."""
+    if isinstance(statement, ast.Import):
+        for alias in statement.names:
+            head = alias.name.split(".")[0]
+            yield (alias.asname, alias.name) if alias.asname else (head, head)
+        return
+    base = statement.module or ""
+    if statement.level:
+        if package is None:
+            return
+        parts = package.split(".") if package else []
+        if statement.level - 1 > len(parts):
+            return
+        base = ".".join([*parts[:len(parts) - (statement.level - 1)], *([base] if base else [])])
+    if base:
+        for alias in statement.names:
+            yield ("*", base) if alias.name == "*" else (alias.asname or alias.name, f"{base}.{alias.name}")
+
+
+def _may_alias(module: cst.Module) -> bool:
+    """Whether a top-level statement of `module` is `alias = name` or `alias = name.attr`."""
+    return any(type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name
+               and type(small.value) in (cst.Name, cst.Attribute)
+               for statement in module.body if type(statement) is cst.SimpleStatementLine for small in statement.body)
+
+
+def module_aliases(tree: ast.Module, module: str, package: Optional[str]) -> Dict[str, str]:
+    """The module's aliases (`ResNetBlockBase = CNNBlockBase`, an old name kept for the code
+    written against it; `ConvBnAct = ConvNormAct`), each with the absolute name it stands for, so
+    that a module importing the alias is followed to what it names, as through an import: a
+    top-level `alias = name` or `alias = name.attr`, where `name` is imported (`package`: where
+    relative imports start) or defined, as a function or class, by a top-level statement before
+    it. Only where nothing else in the module binds either name, in any scope (another
+    assignment, import, definition, `global`, `del`, `except ... as`, `match` capture or walrus;
+    a function's local of the same name counts too), and the module has no star import: what the
+    alias names when it runs is then sure. Read from Python's tree for a module a rule reads and
+    for one no rule reads alike."""
+    assigned = [(index, statement) for index, statement in enumerate(tree.body)
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name) and _ast_dotted(statement.value) is not None]
+    if not assigned:
+        return {}
+    binders: Dict[str, List[ast.AST]] = {}
+    for node in ast.walk(tree):
+        for bound in _bound_names(node):
+            if bound == "*":
+                return {}
+            binders.setdefault(bound, []).append(node)
+    place = {id(statement): index for index, statement in enumerate(tree.body)}
     found: Dict[str, str] = {}
-    for local, dotted in assigned:
-        head, _, rest = dotted.partition(".")
-        if local in imports or bound(local) != 1:
+    for index, statement in assigned:
+        local, dotted = statement.targets[0].id, _ast_dotted(statement.value)  # type: ignore[attr-defined]
+        head, _, rest = dotted.partition(".")  # type: ignore[union-attr]
+        if len(binders.get(local, ())) != 1 or len(binders.get(head, ())) != 1:
             continue
-        if head in imports:
-            if bound(head) == 0:
-                found[local] = ".".join(filter(None, (imports[head], rest)))
-        elif head in defined and not rest and bound(head) == 1:
-            found[local] = f"{module}.{head}"
+        binder = binders[head][0]
+        if place.get(id(binder), index) >= index:  # (not a top-level statement before the alias)
+            continue
+        if isinstance(binder, (ast.Import, ast.ImportFrom)):
+            full = dict(_imported(binder, package)).get(head)
+            if full is not None:
+                found[local] = ".".join(filter(None, (full, rest)))
+        elif isinstance(binder, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found[local] = f"{module}.{dotted}"
     return found
 
 
-def _cst_aliases(module: cst.Module) -> Iterator[Tuple[str, str]]:
-    """The top-level `alias = name` statements of `module`, as (alias, dotted name)."""
-    for statement in module.body:
-        if type(statement) is cst.SimpleStatementLine:
-            for small in statement.body:
-                if type(small) is cst.Assign and len(small.targets) == 1 and \
-                        type(small.targets[0].target) is cst.Name and type(small.value) in (cst.Name, cst.Attribute):
-                    dotted = dotted_name(small.value)
-                    if dotted is not None:
-                        yield small.targets[0].target.value, dotted  # type: ignore[attr-defined]
+def _bound_names(node: ast.AST) -> Iterator[str]:
+    """The names `node` binds in its scope (`*` for a star import)."""
+    if isinstance(node, ast.Name):
+        if not isinstance(node.ctx, ast.Load):
+            yield node.id
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            yield alias.asname or (alias.name if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0])
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        yield node.name
+    elif isinstance(node, (ast.Global, ast.Nonlocal)):
+        yield from node.names
+    elif isinstance(node, _NAMED_CAPTURES):
+        if node.name is not None:  # type: ignore[attr-defined]
+            yield node.name  # type: ignore[attr-defined]
+    elif isinstance(node, _MAPPING_CAPTURE):
+        if node.rest is not None:  # type: ignore[attr-defined]
+            yield node.rest  # type: ignore[attr-defined]
 
 
-def _ast_aliases(tree: ast.Module) -> Iterator[Tuple[str, str]]:
-    """`_cst_aliases` of a module read with Python's own parser."""
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
-                isinstance(statement.targets[0], ast.Name):
-            dotted = _ast_dotted(statement.value)
-            if dotted is not None:
-                yield statement.targets[0].id, dotted
-
-
-def _ast_bindings(tree: ast.Module) -> Dict[str, int]:
-    """How many times the module binds each name at its level (in its top-level statements and
-    the blocks of its `if`, `try`, `for`, `while` and `with`, not in functions, classes, lambdas
-    or comprehensions), imports aside (as `Scopes` binds them)."""
-    counts: Dict[str, int] = {}
-    pending: List[ast.AST] = list(tree.body)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            counts[node.name] = counts.get(node.name, 0) + 1
-            continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            counts[node.id] = counts.get(node.id, 0) + 1
-        elif not isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
-                                   ast.Import, ast.ImportFrom)):
-            pending.extend(ast.iter_child_nodes(node))
-    return counts
+# `except ... as name` and the captures of `match` patterns (Python 3.10 on)
+_NAMED_CAPTURES = (ast.ExceptHandler, *(getattr(ast, kind) for kind in ("MatchAs", "MatchStar") if hasattr(ast, kind)))
+_MAPPING_CAPTURE = getattr(ast, "MatchMapping", ())
 
 
 def _plain_sets(tree: ast.Module, imports: Dict[str, str]) -> Tuple[str, ...]:
