@@ -398,7 +398,7 @@ def _check(source: str, path: str, rule_types: Sequence[Type[Rule]], target_torc
             if summarize:
                 with clock("summary"):
                     checked.summary = summarize_plain(python_ast or source, project.name, project.package) \
-                        if plain else summary_of(context.facts, project.imported, source)
+                        if plain else summary_of(context.facts, project.imported, python_ast or source)
             return checked
         finally:
             context.close()

@@ -154,7 +154,7 @@ class Project:
                 if len(rest) == 2:
                     return self._method(key, head, rest[1])
                 return None
-            imported = summary.imports.get(head)
+            imported = summary.imports.get(head) or summary.aliases.get(head)
             if imported is not None and depth < _MAX_REEXPORTS:  # re-exported: `from .x import f`
                 return self.resolve(key[0], ".".join([imported, *rest[1:]]), depth + 1)
             if imported is None and depth < _MAX_REEXPORTS:  # `from .models import *`: the last that has it

@@ -5,8 +5,9 @@ file's text, and read by memlint.analysis.project:
 
 - `imports`: the absolute name each local name is imported as (relative imports resolved), so
   that a name another module imports through this one (`from pkg import Accuracy`, where
-  `pkg/__init__.py` imports it from `.metrics`) is followed to its definition; also the name a
-  module-level alias of a class or function stands for (`ResNetBlockBase = CNNBlockBase`);
+  `pkg/__init__.py` imports it from `.metrics`) is followed to its definition;
+- `aliases`: likewise, the name each of its module-level aliases stands for (`ResNetBlockBase =
+  CNNBlockBase`, of a name it imports or of a function or class it defines);
 - `functions` and `classes` (module level; a class with its bases as this module names them,
   whether it is known here to be an nn.Module, whether a method learns (backwards, steps an
   optimizer or asks for gradients), and its methods): for each function, its
@@ -156,6 +157,8 @@ class ModuleSummary:
     language_model: bool = False  # what it builds is a language model (Outputs.builds_language_model)
     # the methods named for evaluation it calls on objects (not `self`), with whether each call runs with grad off
     evaluation_calls: Tuple[Tuple[str, bool], ...] = ()
+    # its aliases of a name it imports or of a function or class it defines, with the absolute name each stands for
+    aliases: Dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, name: str) -> "ModuleSummary":
@@ -169,14 +172,14 @@ class ModuleSummary:
                 "calls": [e.to_json() for e in self.calls], "saves": [s.to_json() for s in self.saves],
                 "device": self.device, "stars": list(self.stars), "forward_asks_for_grad": self.forward_asks_for_grad,
                 "sets": list(self.sets), "language_model": self.language_model,
-                "evaluation_calls": [[name, quiet] for name, quiet in self.evaluation_calls]}
+                "evaluation_calls": [[name, quiet] for name, quiet in self.evaluation_calls], "aliases": self.aliases}
 
     @classmethod
     def from_json(cls, data: dict) -> "ModuleSummary":
         imports, device, asks = data["imports"], data.get("device", False), data.get("forward_asks_for_grad", True)
         language_model = data.get("language_model", False)
-        evaluation_calls = data.get("evaluation_calls", [])
-        if not isinstance(imports, dict) or not all(isinstance(flag, bool) for flag in (device, asks, language_model)) \
+        evaluation_calls, aliases = data.get("evaluation_calls", []), data.get("aliases", {})
+        if not isinstance(imports, dict) or not isinstance(aliases, dict) or not all(isinstance(flag, bool) for flag in (device, asks, language_model)) \
                 or not isinstance(evaluation_calls, list) or not all(
                     isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], bool) for pair in evaluation_calls):
             raise ValueError("not a module summary")
@@ -186,7 +189,8 @@ class ModuleSummary:
                    tuple(Edge.from_json(e) for e in data["calls"]),
                    tuple(SavedFile.from_json(s) for s in data.get("saves", [])), device,
                    _names(data.get("stars", [])), asks, _names(data.get("sets", [])), language_model,
-                   tuple((_name(name), quiet) for name, quiet in evaluation_calls))
+                   tuple((_name(name), quiet) for name, quiet in evaluation_calls),
+                   {_name(k): _name(v) for k, v in aliases.items()})
 
 
 def _name(value: object) -> str:
@@ -201,12 +205,12 @@ def _names(values: object) -> Tuple[str, ...]:
     return tuple(_name(v) for v in values)
 
 
-def summarize(facts: "Facts", imported: bool = True, source: Optional[str] = None) -> ModuleSummary:
+def summarize(facts: "Facts", imported: bool = True, source: Union[str, ast.Module, None] = None) -> ModuleSummary:
     """The summary of the module `facts` describes (its name: `facts.project.name`), from what
     it alone says; `imported`: another module of the project imports it, so its functions may
     be called there (a module nobody imports has no callers elsewhere, only overrides of
     what its classes' bases call: their names, parameters and grad mode are all it needs).
-    `source`: the module's text (else made again from its tree), read by Python's own parser
+    `source`: the module's text (else made again from its tree) or Python's tree of it, read
     where the module may alias a name (`module_aliases`)."""
     module = facts.module
     names = facts.names
@@ -229,12 +233,13 @@ def summarize(facts: "Facts", imported: bool = True, source: Optional[str] = Non
                 bases, statement.name.value in facts.receivers.local_module_classes, methods,
                 _learns(facts, statement, asks))
     imports = names.absolute_imports()
-    aliases = module_aliases(ast.parse(source if source is not None else module.code), facts.project.name,
-                             facts.project.package) if _may_alias(module) else {}
-    return ModuleSummary(facts.project.name, {**imports, **aliases}, functions, classes, tuple(_edges(facts)),
+    aliases = module_aliases(source if isinstance(source, ast.Module) else ast.parse(
+        source if source is not None else module.code), facts.project.name, facts.project.package) \
+        if _may_alias(module) else {}
+    return ModuleSummary(facts.project.name, imports, functions, classes, tuple(_edges(facts)),
                          _saved_files(facts), facts.names_device, names.star_modules,
                          _forward_asks_for_grad(facts, asks), _sets(facts, imports),
-                         facts.outputs.builds_language_model, _evaluation_calls(facts))
+                         facts.outputs.builds_language_model, _evaluation_calls(facts), aliases)
 
 
 def _evaluation_calls(facts: "Facts") -> Tuple[Tuple[str, bool], ...]:
@@ -372,8 +377,8 @@ def _saved_files(facts: "Facts") -> Tuple[SavedFile, ...]:
 def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional[str]) -> ModuleSummary:
     """The summary of a module no rule looks into (it never mentions torch), or of a module of
     tests alone that no other module imports (memlint.engine): only what other modules may reach through it, its imports
-    (a package's `__init__.py` re-exporting its modules' classes) and its classes' bases (a
-    base class of a project's models). Read with Python's own parser (`source` may be its AST
+    (a package's `__init__.py` re-exporting its modules' classes), its aliases, and its classes'
+    bases (a base class of a project's models). Read with Python's own parser (`source` may be its AST
     already), a fraction of the cost of LibCST's, since nothing else is needed."""
     imports: Dict[str, str] = {}
     stars: List[str] = []
@@ -398,8 +403,8 @@ def summarize_plain(source: Union[str, ast.Module], name: str, package: Optional
                                                                       *f.args.kwonlyargs)))
                        for f in statement.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
             classes[statement.name] = ClassSummary(tuple(bases), False, methods)
-    return ModuleSummary(name, {**imports, **module_aliases(tree, name, package)}, {}, classes, (),
-                         stars=tuple(dict.fromkeys(stars)), forward_asks_for_grad=False, sets=_plain_sets(tree, imports))
+    return ModuleSummary(name, imports, {}, classes, (), stars=tuple(dict.fromkeys(stars)), forward_asks_for_grad=False,
+                         sets=_plain_sets(tree, imports), aliases=module_aliases(tree, name, package))
 
 
 def _imported(statement: Union[ast.Import, ast.ImportFrom], package: Optional[str]) -> Iterator[Tuple[str, str]]:
@@ -425,10 +430,14 @@ def _imported(statement: Union[ast.Import, ast.ImportFrom], package: Optional[st
 
 
 def _may_alias(module: cst.Module) -> bool:
-    """Whether a top-level statement of `module` is `alias = name` or `alias = name.attr`."""
+    """Whether a top-level statement of `module` is `alias = name` or `alias = name.attr` (not
+    `flag = True`)."""
     return any(type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name
-               and type(small.value) in (cst.Name, cst.Attribute)
+               and type(small.value) in (cst.Name, cst.Attribute) and dotted_name(small.value) not in _CONSTANTS
                for statement in module.body if type(statement) is cst.SimpleStatementLine for small in statement.body)
+
+
+_CONSTANTS = (None, "True", "False", "None")
 
 
 def module_aliases(tree: ast.Module, module: str, package: Optional[str]) -> Dict[str, str]:
@@ -437,11 +446,12 @@ def module_aliases(tree: ast.Module, module: str, package: Optional[str]) -> Dic
     that a module importing the alias is followed to what it names, as through an import: a
     top-level `alias = name` or `alias = name.attr`, where `name` is imported (`package`: where
     relative imports start) or defined, as a function or class, by a top-level statement before
-    it. Only where nothing else in the module binds either name, in any scope (another
-    assignment, import, definition, `global`, `del`, `except ... as`, `match` capture or walrus;
-    a function's local of the same name counts too), and the module has no star import: what the
-    alias names when it runs is then sure. Read from Python's tree for a module a rule reads and
-    for one no rule reads alike."""
+    it, undecorated. Only where nothing else in the module binds either name, in any scope
+    (another assignment, import, definition, `global`, `del`, `except ... as`, `match` capture or
+    walrus; a function's own local of the same name counts too, its parameters aside), and the
+    module neither imports everything of another nor names what binds names out of sight
+    (`globals`, `vars`, `exec`, `setattr`, `sys.modules`). Read from Python's tree for a module a
+    rule reads and for one no rule reads alike."""
     assigned = [(index, statement) for index, statement in enumerate(tree.body)
                 if isinstance(statement, ast.Assign) and len(statement.targets) == 1
                 and isinstance(statement.targets[0], ast.Name) and _ast_dotted(statement.value) is not None]
@@ -449,6 +459,9 @@ def module_aliases(tree: ast.Module, module: str, package: Optional[str]) -> Dic
         return {}
     binders: Dict[str, List[ast.AST]] = {}
     for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in _BINDING_OUT_OF_SIGHT or \
+                isinstance(node, ast.Attribute) and node.attr == "modules" and _ast_dotted(node) == "sys.modules":
+            return {}
         for bound in _bound_names(node):
             if bound == "*":
                 return {}
@@ -467,9 +480,12 @@ def module_aliases(tree: ast.Module, module: str, package: Optional[str]) -> Dic
             full = dict(_imported(binder, package)).get(head)
             if full is not None:
                 found[local] = ".".join(filter(None, (full, rest)))
-        elif isinstance(binder, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        elif isinstance(binder, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and not binder.decorator_list:
             found[local] = f"{module}.{dotted}"
     return found
+
+
+_BINDING_OUT_OF_SIGHT = frozenset({"globals", "vars", "exec", "setattr"})
 
 
 def _bound_names(node: ast.AST) -> Iterator[str]:
@@ -515,12 +531,16 @@ def _plain_sets(tree: ast.Module, imports: Dict[str, str]) -> Tuple[str, ...]:
 
 
 def _ast_dotted(expr: ast.expr) -> Optional[str]:
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.Attribute):
-        head = _ast_dotted(expr.value)
-        return None if head is None else f"{head}.{expr.attr}"
-    return None
+    """`a.b.c` for a chain of names and attributes of Python's tree, else None (walked, not
+    recursed: a chain may be longer than Python's recursion allows)."""
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
 
 
 def _base_name(facts: "Facts", base: cst.BaseExpression) -> Optional[str]:
