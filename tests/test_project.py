@@ -2136,6 +2136,11 @@ def test_a_class_deriving_from_a_module_level_alias_of_a_model_is_a_model(tmp_pa
     paths = tree(tmp_path, ALIASED_BASE)
     assert facts_in_project(paths, paths[2]).project.is_module("pkg.layers.OldMixer")
     assert ("net.py", 7, "MEM102") in lint(tmp_path)
+    # the summary of `layers.py` kept in the cache holds the alias too
+    cache = tmp_path.parent / f"{tmp_path.name}-cache"
+    assert ("net.py", 7, "MEM102") in lint(tmp_path, cache=cache)
+    paths[2].write_text(paths[2].read_text() + "# edited\n")
+    assert ("net.py", 7, "MEM102") in lint(tmp_path, cache=cache)
 
 
 def test_an_alias_in_a_module_without_torch_is_followed_too(tmp_path):
