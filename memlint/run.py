@@ -504,7 +504,7 @@ def _keep(cache: Optional[Cache], p: _Prepared, outcome: FileOutcome, key: str) 
     if cache is not None:
         header = diff_header(p.task.display)
         diffs = None if entry.diffs is None else [d[len(header):] if d else d for d in entry.diffs]
-        digest = p.digest if text is None or text == p.task.source.text else text_digest(text)
+        digest = p.digest if text is None else text_digest(text)  # (a text of its own: a fix's)
         cache.put(p.key, digest, replace(entry, diffs=diffs, project=key))
 
 

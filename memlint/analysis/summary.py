@@ -179,7 +179,8 @@ class ModuleSummary:
         imports, device, asks = data["imports"], data.get("device", False), data.get("forward_asks_for_grad", True)
         language_model = data.get("language_model", False)
         evaluation_calls, aliases = data.get("evaluation_calls", []), data.get("aliases", {})
-        if not isinstance(imports, dict) or not isinstance(aliases, dict) or not all(isinstance(flag, bool) for flag in (device, asks, language_model)) \
+        if not isinstance(imports, dict) or not isinstance(aliases, dict) or \
+                not all(isinstance(flag, bool) for flag in (device, asks, language_model)) \
                 or not isinstance(evaluation_calls, list) or not all(
                     isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], bool) for pair in evaluation_calls):
             raise ValueError("not a module summary")
