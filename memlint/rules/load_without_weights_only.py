@@ -129,11 +129,13 @@ class TorchLoadWithoutWeightsOnly(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if self._sites is None:
             facts = self.facts
-            targets = [t for t in (self.target_torch, facts.requirement.needs) if t is not None]
-            silent = bool(targets) and max(targets) >= SAFE_BY_DEFAULT
             apicalls = facts.apicalls
+            sites = apicalls.sites(LOAD, "weights_only")
+            # (the torch the code needs is asked only of a module that loads: reading it reads every name)
+            targets = [t for t in (self.target_torch, facts.requirement.needs if sites else None) if t is not None]
+            silent = bool(targets) and max(targets) >= SAFE_BY_DEFAULT
             self._sites = {} if silent else {
-                id(site.call): site for site in apicalls.sites(LOAD, "weights_only")
+                id(site.call): site for site in sites
                 if site.given == ABSENT and not apicalls.reads_buffer(site.call)
                 and not facts.in_test(site.call) and not self._fallback(site.call)
                 and not facts.checkpoints.under_safe_globals(site.call)}
