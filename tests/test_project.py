@@ -86,6 +86,21 @@ def test_the_modules_a_project_imports_are_read_from_its_import_lines(tmp_path):
     assert "script" not in found
 
 
+@pytest.mark.parametrize("text", [
+    "from a import (b,\n    c)  # import x\nimport y\n",  # a second `import` on the line a match ends on
+    "import os; import sys\n",  # the second statement of a line is not at its start
+    "x = 'import'\nimport a, b as c\n",
+    "\r\nimport a\rimport b\n",  # a lone CR starts no line for `^`
+    "from importlib import util\n    from . import (\n    a)\nfrom .b import c  # import\n",
+    "import", "  import\timport\n", 's = """\nimport inside_a_string\n"""\n', "# import a\nimport b",
+])
+def test_import_lines_are_read_as_the_pattern_reads_them_through_the_whole_text(text):
+    from memlint.analysis.project import _IMPORT, _import_statements
+
+    assert [(m.span(), m.groups()) for m in _import_statements(text)] == \
+        [(m.span(), m.groups()) for m in _IMPORT.finditer(text)]
+
+
 def test_module_names_follow_packages_and_roots(tmp_path):
     tree(tmp_path, {"src/pkg/__init__.py": "", "src/pkg/sub/__init__.py": "", "src/pkg/sub/mod.py": "",
                     "scripts/train.py": "", "scripts/utils.py": ""})

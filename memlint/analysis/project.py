@@ -44,7 +44,7 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from memlint.analysis.frameworks import (HF_TRAINER_BASES, LIGHTNING_BASES, is_module_base_name,
                                          is_torch_library)
@@ -732,6 +732,26 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)
                      re.MULTILINE)
 
 
+def _import_statements(text: str) -> Iterator["re.Match[str]"]:
+    """`_IMPORT.finditer(text)`, faster: a pattern that starts at the start of a line is tried
+    at every position of the text, where the word `import` is looked for at C speed, and the
+    pattern tried only at the start of each line that holds it (a match holds the word on its
+    first line; matches do not overlap, as `finditer`'s)."""
+    find, rfind, match_at = text.find, text.rfind, _IMPORT.match
+    done = 0  # where the last match ended: no match starts before it
+    at = find("import")
+    while at >= 0:
+        start = rfind("\n", 0, at) + 1
+        match = match_at(text, start) if start >= done else None
+        if match is not None:
+            yield match
+            done = match.end()
+            at = find("import", done)
+        else:  # none starts at this line's start: on to the next line that holds the word
+            end = find("\n", at)
+            at = find("import", end + 1) if end >= 0 else -1
+
+
 def imported_modules(sources: Dict[str, str],
                      modules: Dict[str, Tuple[str, str]]) -> Tuple[FrozenSet[str], FrozenSet[str]]:
     """The names of the modules that the project's files import, read from the import lines of
@@ -769,7 +789,7 @@ def _imports_of(path: str, text: str, modules: Dict[str, Tuple[str, str]]) -> Tu
         return every, called
     name = modules.get(path, ("", ""))[1]
     package = name if os.path.basename(path) == "__init__.py" else name.rpartition(".")[0]
-    for match in _IMPORT.finditer(text):
+    for match in _import_statements(text):
         dots, base, names, plain = match.groups()
         if plain is not None:
             whole = {part.split()[0] for part in plain.split(",") if part.strip()}
