@@ -41,6 +41,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, TypeVar
 
 from memlint import hostmemory
+from memlint.collector import Intake, thaw_inherited
 from memlint.interrupts import default_in_child
 
 try:
@@ -142,10 +143,13 @@ def _quiet() -> None:
 
 
 def _serve(connection: Connection, others: List[Connection], function: Callable, budget: float,
-           memory: int, parent: int, items: Optional[Sequence] = None) -> None:
+           memory: int, parent: int, items: Optional[Sequence] = None, thaw: bool = False) -> None:
     """A worker: run the items the parent sends until it sends None. A forked worker holds
-    the parent's `items` already, and is sent only their indices."""
+    the parent's `items` already, and is sent only their indices; `thaw`: it was forked while
+    the parent held results frozen (memlint.collector.Intake)."""
     _die_with(parent)
+    if thaw:
+        thaw_inherited()
     for other in others:  # the parent's ends of the other workers' pipes: theirs to see close
         other.close()
     default_in_child()  # Ctrl-C and the run's own stopping signals are the parent's to handle
@@ -179,7 +183,7 @@ def _serve(connection: Connection, others: List[Connection], function: Callable,
 
 class _Worker:
     def __init__(self, context, function: Callable, budget: float, memory: int, items: Sequence,
-                 others: Sequence["_Worker"] = ()) -> None:
+                 others: Sequence["_Worker"] = (), thaw: bool = False) -> None:
         """A worker process for `items`: a forked one starts with them in its memory, so
         that a file's text and settings are not pickled through the pipe (a fifth of a
         run's bytes between processes, and their pickling both ways)."""
@@ -187,7 +191,7 @@ class _Worker:
         self.forked = context.get_start_method() == "fork"
         self.process = context.Process(target=_serve, daemon=True, args=(
             child, [other.connection for other in others], function, budget, memory, os.getpid(),
-            items if self.forked else None))
+            items if self.forked else None, thaw and self.forked))
         self.process.start()
         child.close()
         self.index: Optional[int] = None  # the item it is running
@@ -231,6 +235,7 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
     context = _context()
     queue: Deque[int] = deque(sorted(range(len(items)), key=lambda i: -size(items[i])))
     pool: List[_Worker] = []
+    intake = Intake()  # the results stay alive in this process: kept off the collector
 
     def next_item(worker: _Worker) -> None:
         if queue:
@@ -243,15 +248,16 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
             next_item(pool[-1])
         while any(w.index is not None for w in pool):
             busy = [w for w in pool if w.index is not None]
-            ready = wait([w.connection for w in busy] + [w.process.sentinel for w in busy])
+            # (one worker busy: its result is read at once, or the end of its pipe if it died)
+            ready = wait([w.connection for w in busy] + [w.process.sentinel for w in busy]) if len(busy) > 1 else ()
             for worker in busy:
-                if worker.connection not in ready and worker.process.sentinel not in ready:
+                if ready and worker.connection not in ready and worker.process.sentinel not in ready:
                     continue
                 index = worker.index
                 assert index is not None
                 worker.index = None
                 try:
-                    _, ok, value = worker.connection.recv()
+                    _, ok, value = intake.take(worker.connection.recv)
                 except (EOFError, OSError):  # the worker died holding this item
                     worker.process.join()
                     code = worker.process.exitcode
@@ -259,7 +265,7 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
                     pool.remove(worker)
                     worker.connection.close()
                     if queue:
-                        pool.append(_Worker(context, function, budget, memory, items, pool))
+                        pool.append(_Worker(context, function, budget, memory, items, pool, intake.froze))
                         next_item(pool[-1])
                     results[index] = failed(items[index], over, _why(code))
                     done(index, results[index])
@@ -272,6 +278,7 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
             if worker.index is not None:  # interrupted: do not wait for it
                 worker.process.kill()
             worker.stop()
+        intake.close()
 
 
 def map_in_order(function: Callable[[Item], Result], items: Sequence[Item], jobs: int,

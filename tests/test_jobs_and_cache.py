@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import json
 import os
@@ -121,6 +122,30 @@ def test_an_item_over_its_cpu_budget_is_stopped_even_in_native_code_and_the_rest
                                 failed=_failed, budget=1)
     assert results == [0, "1: over budget", 40, "2: over budget",
                        "3: the process linting it was killed (SIGKILL)", 50]
+
+
+def _frozen_here(item: int) -> int:
+    """A stand-in for linting one file: how many objects this worker holds out of the cycle
+    collector when it starts the item; 3 dies."""
+    if item == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return gc.get_freeze_count()
+
+
+@pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
+def test_results_are_out_of_the_collectors_reach_while_taken_in_and_a_worker_forked_meanwhile_thaws_them():
+    """The run's process keeps each result a worker sends back (findings, a module's summary)
+    until the end: frozen as it comes in, so that no collection traverses them again, and
+    thawed when the pool is done. The worker that replaces one that died is forked while
+    results are frozen: it thaws them, else its own freezing of each tree would stand aside."""
+    gc.collect()
+    assert gc.get_freeze_count() == 0
+    frozen_here: List[int] = []
+    results = jobs.map_in_order(_frozen_here, [0, 3, 4], jobs=1, size=lambda item: 0, failed=_failed, budget=100,
+                                done=lambda index, result: frozen_here.append(gc.get_freeze_count()))
+    assert results == [0, "3: the process linting it was killed (SIGKILL)", 0]
+    assert frozen_here[0] > 0 and frozen_here[2] > 0
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
 
 
 @pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
