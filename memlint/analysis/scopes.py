@@ -41,7 +41,7 @@ from memlint.analysis.dataflow import Flow, leaf_targets, sources_of, target_nam
 from memlint.analysis.tree import NEW_SCOPES, OWN_SCOPE_EXPRESSIONS, Scope, TreeIndex, constructed, dotted_name, own_method
 
 # methods that hand back the module they are called on (`Model(...).to(device).eval()`)
-_MOVES_ITSELF = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
+MOVES_ITSELF = frozenset({"to", "cuda", "cpu", "eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 _APPENDING = ("append", "extend", "insert", "appendleft", "add")
 # Statements and expressions with one target, and the kind of binding they make.
 _SINGLE_TARGET = {cst.AnnAssign: "assign", cst.AugAssign: "aug", cst.NamedExpr: "walrus"}
@@ -90,6 +90,10 @@ class Scopes:
         self._attribute_classes: Dict[int, Dict[str, Optional[str]]] = {}  # id(ClassDef) -> its instances' attributes
         self._attribute_values: Dict[int, Dict[str, List[cst.BaseExpression]]] = {}  # id(ClassDef) -> attr -> values
         self._index()
+        # the names of the methods the module's classes define: a call of another name on an
+        # instance of one of them resolves to none of them, whatever the instance (`x.view()`)
+        self._method_names = frozenset(statement.name.value for klass in self.classes.values()  # type: ignore[attr-defined]
+                                       for statement in klass.body.body if type(statement) is cst.FunctionDef)
         self._resolved: Dict[int, cst.FunctionDef] = {}
         self._call_sites: Dict[int, List[cst.Call]] = {}  # id(FunctionDef) -> calls resolving to it
         for call in self.calls:
@@ -306,10 +310,12 @@ class Scopes:
                     return method
                 klass = self._attribute_class(call, func.attr.value)  # `self.model(x)`
                 return self.method_of(klass, "__call__") or self.method_of(klass, "forward")
+            if func.attr.value not in self._method_names:
+                return None
             if self.on_class(call):  # `Unet.from_config(...)`: a class or static method
                 return self.method_of(self.classes[func.value.value], func.attr.value)
             return self.method_of(self.instance_class(func.value), func.attr.value)
-        if type(func) is cst.Attribute and dotted_name(func.value) is not None and \
+        if type(func) is cst.Attribute and func.attr.value in self._method_names and dotted_name(func.value) is not None and \
                 (dotted_name(func.value) or "").count(".") == 1 and (dotted_name(func.value) or "").startswith("self."):
             return self.method_of(self._attribute_class(call, (dotted_name(func.value) or "")[5:]), func.attr.value)
         return None
@@ -415,7 +421,7 @@ class Scopes:
             values = self.attribute_values(klass, (dotted_name(receiver) or "")[5:]) if klass is not None else []
         else:
             return None
-        values = [constructed(v, _MOVES_ITSELF) if v is not None else v for v in values]
+        values = [constructed(v, MOVES_ITSELF) if v is not None else v for v in values]
         built = {absolute(dotted_name(v.func)) for v in values
                  if type(v) is cst.Call and type(v.func) in (cst.Name, cst.Attribute)}
         if len(built) != 1 or len(values) == 0 or any(not type(v) is cst.Call for v in values):
