@@ -60,9 +60,9 @@ from memlint.analysis.often import TRAINING_METHOD
 from memlint.analysis.project import ProjectView
 from memlint.analysis.regions import Regions
 from memlint.analysis.roles import AUTOGRAD_BACKWARD, Backward, Roles
-from memlint.analysis.scopes import Binding, Scopes
+from memlint.analysis.scopes import MOVES_ITSELF, Binding, Scopes
 from memlint.analysis.torchnames import TorchNames
-from memlint.analysis.tree import (Scope, TreeIndex, argument, children, dotted_name, expression_nodes, holder,
+from memlint.analysis.tree import (Scope, TreeIndex, argument, children, constructed, dotted_name, expression_nodes, holder,
                                    last_part, literal_bool, own_method, root_name, string_key, walk_scope)
 
 # a keyword choosing a mode for inference, as `Values.in_a_quiet_mode` spells it (`mode=inference`)
@@ -586,10 +586,36 @@ class Values:
             return None  # linted alone, or nothing of the project imported
         func = call.func
         local = dotted_name(func) if type(func) in (cst.Name, cst.Attribute) else None
-        dotted = self.names.absolute_name(local) or \
-            self.scopes.instance_method_name(call, lambda name: self._imported_name(name, call)) or \
-            self._imported_name(local, call)
+        dotted = self.names.absolute_name(local) or self._instance_method_name(call) or self._imported_name(local, call)
         return dotted if self.project.knows(dotted) else None
+
+    def _instance_method_name(self, call: cst.Call) -> Optional[str]:
+        """`Scopes.instance_method_name` of `call`, names read as this module imports them; at
+        once None for a method called on a name no assignment of the module binds to what an
+        import may name (`x.view()`, `loss.backward()`): which bindings are in effect at the
+        call is asked of the rest only."""
+        func = call.func
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and \
+                func.value.value not in self._bound_to_imported_calls:  # type: ignore[attr-defined]
+            return None
+        return self.scopes.instance_method_name(call, lambda name: self._imported_name(name, call))
+
+    @cached_property
+    def _bound_to_imported_calls(self) -> FrozenSet[str]:
+        """The names some assignment of the module binds, whole, to a call of what an import
+        (or a star import) may name, a chain of moves after it (`acc = Accuracy().to(device)`):
+        the only names `Scopes.imported_class_of` can find an instance of an imported class in."""
+        names = self.names
+        found: Set[str] = set()
+        for binding in self.scopes.every_binding():
+            if binding.kind != "assign" or not binding.whole or binding.value is None:
+                continue
+            value = constructed(binding.value, MOVES_ITSELF)
+            if type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute):  # type: ignore[attr-defined]
+                dotted = dotted_name(value.func)  # type: ignore[attr-defined]
+                if dotted is not None and (names.absolute_name(dotted) is not None or names.star_names(dotted)):
+                    found.add(binding.name)
+        return frozenset(found)
 
     def _imported_name(self, local: Optional[str], at: cst.CSTNode) -> Optional[str]:
         """The absolute name of `local` at `at`: imported by name, or through a star import of
@@ -598,8 +624,10 @@ class Values:
         if local is None:
             return None
         dotted = self.names.absolute_name(local)
-        if dotted is None and self._imports_project and not self.scopes.in_effect(local.partition(".")[0], at):
-            dotted = next((name for name in reversed(self.names.star_names(local)) if self.project.defines(name)), None)
+        if dotted is None and self._imports_project:
+            candidates = self.names.star_names(local)  # (none without a star import: asked first, it is cheaper)
+            if candidates and not self.scopes.in_effect(local.partition(".")[0], at):
+                dotted = next((name for name in reversed(candidates) if self.project.defines(name)), None)
         return dotted
 
     def forward_through_helper(self, call: cst.Call) -> bool:
@@ -970,7 +998,7 @@ class Values:
         if method is None:
             if not self._imports_project:
                 return []  # linted alone, or nothing of the project imported: no class of another module here
-            dotted = self.scopes.instance_method_name(call, lambda name: self._imported_name(name, call))
+            dotted = self._instance_method_name(call)
             if dotted is None or not self.project.knows(dotted):
                 return []
             positions = elsewhere(dotted)
