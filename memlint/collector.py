@@ -72,10 +72,10 @@ def kept_from_collector() -> Iterator[Callable[[], None]]:
 
 class Intake:
     """A process that takes in results which all stay alive until it is done with them (the
-    run's own process, over its workers: each file's findings and its module's summary, some
-    thirty objects a function) keeps the collector off each result. Taken in with the
-    collector on, the results would be traversed by every full collection while they pile up,
-    a quarter of the process's own time over a large project; each one is frozen as it comes
+    run's own process, over its workers: each file's findings and its module's summary) keeps
+    the collector off each result. Taken in with the collector on, the results would be
+    traversed by every full collection while they pile up (about a seventh of that process's
+    CPU time over the real-code corpus, docs/speed.md); each one is frozen as it comes
     in instead, and all are thawed when the intake closes. A worker forked meanwhile thaws
     what it inherited frozen (`thaw_inherited`), so that its own `kept_from_collector` works.
     Left alone, as the rest, when the host manages the collector."""
