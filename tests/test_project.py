@@ -2269,3 +2269,40 @@ def test_an_attribute_chain_longer_than_python_recursion_is_no_error(tmp_path):
     chain = "a" + ".a" * 1200
     tree(tmp_path, {"c.py": f"import os\nX = {chain}\n", "d.py": f"import os\n\n\nclass A({chain}):\n    pass\n"})
     assert lint(tmp_path) == []
+
+
+def test_a_package_whose_star_imports_the_run_lacks_is_resolved_at_once(tmp_path, monkeypatch):
+    """Pre-commit lints the files that changed: timm's `models/__init__.py`, which imports
+    everything of 91 modules, and one of those modules. A name looked for through a star import
+    of a module the run lacks was looked for in the package again, through every star import,
+    at each of eight steps: the run grew to 18 GB before it was killed. A star module the run
+    holds is still followed."""
+    missing = "".join(f"from .part{n} import *\n" for n in range(12))
+    paths = tree(tmp_path, {
+        "pkg/__init__.py": missing + "from .helpers import *\n",
+        "pkg/helpers.py": "import torch\n\n\ndef infer(model, x):\n    return model(x)\n",
+        "run_eval.py": """\
+            import torch
+            from pkg import infer, score
+
+
+            def evaluate(model, loader):
+                model.eval()
+                outs, scores = [], []
+                for x, y in loader:
+                    outs.append(infer(model, x.cuda()))
+                    scores.append(score(model, x.cuda()))
+                return torch.cat(outs), scores
+            """,
+    })
+    asked = []
+    resolve = Project.resolve
+
+    def counted(self, *args, **kwargs):
+        asked.append(args)
+        if len(asked) > 10_000:
+            pytest.fail("the project looks for the same names again and again")
+        return resolve(self, *args, **kwargs)
+
+    monkeypatch.setattr(Project, "resolve", counted)
+    assert ("run_eval.py", "MEM202") in {(name, code) for name, _, code in lint(tmp_path, *paths)}

@@ -159,6 +159,8 @@ class Project:
                 return self.resolve(key[0], ".".join([imported, *rest[1:]]), depth + 1)
             if imported is None and depth < _MAX_REEXPORTS:  # `from .models import *`: the last that has it
                 for star in reversed(summary.stars):
+                    if self._module(key[0], star) is None:  # a module the run lacks tells nothing (followed,
+                        continue  # its name was looked for in the package again, through every star import)
                     found = self._resolved(key[0], ".".join([star, *rest]), depth + 1)
                     if found is not None:
                         return found
