@@ -27,15 +27,17 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from compare import corpus_files
+
 Finding = Tuple[str, int, str]
 MEMLINT = [sys.executable, "-m", "memlint", "--select", "ALL", "--exit-zero", "--output-format", "json"]
 PART_SIZES = (1, 2, 3, 5, 8, 13, 30, 60)
 
 
 def python_files(repository: Path) -> List[str]:
-    """Its `.py` files as memlint finds them in the folder (no hidden folder's), relative to it."""
-    return sorted(str(p.relative_to(repository)) for p in repository.rglob("*.py")
-                  if not any(part.startswith(".") for part in p.relative_to(repository).parts))
+    """The files memlint lints in the folder (its own discovery, the folder's configuration's
+    excludes applied), relative to it: a part holds none the whole leaves out."""
+    return sorted(str(path.relative_to(repository)) for path in corpus_files(repository, None))
 
 
 def findings(output: str) -> Set[Finding]:
