@@ -143,13 +143,16 @@ def _quiet() -> None:
 
 
 def _serve(connection: Connection, others: List[Connection], function: Callable, budget: float,
-           memory: int, parent: int, items: Optional[Sequence] = None, thaw: bool = False) -> None:
+           memory: int, parent: int, items: Optional[Sequence] = None, thaw: bool = False,
+           start: Optional[Callable[[], None]] = None) -> None:
     """A worker: run the items the parent sends until it sends None. A forked worker holds
     the parent's `items` already, and is sent only their indices; `thaw`: it was forked while
-    the parent held results frozen (memlint.collector.Intake)."""
+    the parent held results frozen (memlint.collector.Intake); `start`: what it runs first."""
     _die_with(parent)
     if thaw:
         thaw_inherited()
+    if start is not None:
+        start()
     for other in others:  # the parent's ends of the other workers' pipes: theirs to see close
         other.close()
     default_in_child()  # Ctrl-C and the run's own stopping signals are the parent's to handle
@@ -183,7 +186,8 @@ def _serve(connection: Connection, others: List[Connection], function: Callable,
 
 class _Worker:
     def __init__(self, context, function: Callable, budget: float, memory: int, items: Sequence,
-                 others: Sequence["_Worker"] = (), thaw: bool = False) -> None:
+                 others: Sequence["_Worker"] = (), thaw: bool = False,
+                 start: Optional[Callable[[], None]] = None) -> None:
         """A worker process for `items`: a forked one starts with them in its memory, so
         that a file's text and settings are not pickled through the pipe (a fifth of a
         run's bytes between processes, and their pickling both ways)."""
@@ -191,7 +195,7 @@ class _Worker:
         self.forked = context.get_start_method() == "fork"
         self.process = context.Process(target=_serve, daemon=True, args=(
             child, [other.connection for other in others], function, budget, memory, os.getpid(),
-            items if self.forked else None, thaw and self.forked))
+            items if self.forked else None, thaw and self.forked, start))
         self.process.start()
         child.close()
         self.index: Optional[int] = None  # the item it is running
@@ -231,7 +235,8 @@ def _over(exitcode: Optional[int], memory: int) -> str:
 
 
 def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable, budget: float,
-              memory: int, failed: Failed, results: Dict[int, object], done: Done) -> None:
+              memory: int, failed: Failed, results: Dict[int, object], done: Done,
+              start: Optional[Callable[[], None]]) -> None:
     context = _context()
     queue: Deque[int] = deque(sorted(range(len(items)), key=lambda i: -size(items[i])))
     pool: List[_Worker] = []
@@ -244,7 +249,7 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
 
     try:
         for _ in range(workers):
-            pool.append(_Worker(context, function, budget, memory, items, pool))
+            pool.append(_Worker(context, function, budget, memory, items, pool, start=start))
             next_item(pool[-1])
         while any(w.index is not None for w in pool):
             busy = [w for w in pool if w.index is not None]
@@ -265,7 +270,7 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
                     pool.remove(worker)
                     worker.connection.close()
                     if queue:
-                        pool.append(_Worker(context, function, budget, memory, items, pool, intake.froze))
+                        pool.append(_Worker(context, function, budget, memory, items, pool, intake.froze, start))
                         next_item(pool[-1])
                     results[index] = failed(items[index], over, _why(code))
                     done(index, results[index])
@@ -283,18 +288,20 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
 
 def map_in_order(function: Callable[[Item], Result], items: Sequence[Item], jobs: int,
                  size: Callable[[Item], int], failed: Failed, budget: float = 0.0, memory: int = 0,
-                 notices: Optional[List[str]] = None, done: Optional[Done] = None) -> List[Result]:
+                 notices: Optional[List[str]] = None, done: Optional[Done] = None,
+                 start: Optional[Callable[[], None]] = None) -> List[Result]:
     """[function(item) for item in items], over up to `jobs` worker processes, each item given
     `budget` seconds of CPU time and each worker `memory` bytes (0: no limit); an item that runs
     out, or whose worker dies, gets `failed(item, over, why)`. `function` must be a module-level
     function that raises nothing but MemoryError. `done(index, result)` is called in this
-    process as each result comes in."""
+    process as each result comes in. `start()` runs first in each worker process (never here:
+    it may change what only a process of its own should)."""
     done = done or (lambda index, result: None)
     results: Dict[int, object] = {}
     workers = min(jobs, len(items))
     if workers > 1 or (workers == 1 and (budget or memory) and budgets_enforced()):
         try:
-            _run_pool(function, items, workers, size, budget, memory, failed, results, done)
+            _run_pool(function, items, workers, size, budget, memory, failed, results, done, start)
         except (OSError, ImportError, NotImplementedError, ValueError) as error:
             if notices is not None:
                 notices.append(f"cannot start worker processes ({type(error).__name__}: {error}); "

@@ -38,6 +38,7 @@ from memlint.rule import Rule
 from memlint.sourcefile import FileChanged, SourceText, TooLarge, UnreadableFile, digest, read, write_back
 from memlint.suppressions import unknown_codes
 from memlint.torch_target import TorchVersion
+from memlint.trusted_nodes import unguard
 
 
 @dataclass
@@ -441,7 +442,7 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
     first = [p for p in prepared if names and p.summary is None and str(p.task.path) in modules]
     alone = map_in_order(partial(_lint, names=names, imported=imported, device_imported=device_imported), [replace(p.task, summarize=True) for p in first],  # type: ignore[type-var]
                          options.jobs, size=_size, failed=_failed, budget=options.file_timeout,
-                         memory=options.memory_budget, notices=notices)
+                         memory=options.memory_budget, notices=notices, start=unguard)
     found: Dict[int, FileOutcome] = {}
     for p, outcome in zip(first, alone):
         p.summary = outcome.summary
@@ -487,7 +488,7 @@ def _lint_project(prepared: List[_Prepared], outcomes: List[FileOutcome], module
                                      not is_test_file(p.task.display) else p.task for p in second],
                               options.jobs, size=_size,
                               failed=_failed, budget=options.file_timeout, memory=options.memory_budget,
-                              notices=notices, done=write)
+                              notices=notices, done=write, start=unguard)
     except KeyboardInterrupt as stop:
         raise Interrupted(getattr(stop, "signum", signal.SIGINT), rewritten) from None
     for p, outcome in zip(second, linted):
