@@ -64,6 +64,11 @@ class Rule:
 
     def __init__(self, context: "FileContext") -> None:
         self.context = context
+        # (attributes, not properties: a rule reads its facts at nearly every node it handles)
+        self.facts: "Facts" = context.facts
+        # the oldest torch the project supports (None: no constraint). A fix states what it
+        # needs in `Fix.min_torch`; the engine withholds it below this.
+        self.target_torch: Optional["TorchVersion"] = context.target_torch
 
     @classmethod
     def may_report(cls, module: ast.Module) -> bool:
@@ -72,16 +77,6 @@ class Rule:
         of tests may report, the parse, most of a lint's cost, is skipped). True unless a rule
         can tell."""
         return True
-
-    @property
-    def facts(self) -> "Facts":
-        return self.context.facts
-
-    @property
-    def target_torch(self) -> Optional["TorchVersion"]:
-        """The oldest torch the project supports (None: no constraint). A fix states what it
-        needs in `Fix.min_torch`; the engine withholds it below this."""
-        return self.context.target_torch
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None,
                fix: Optional[Fix] = None) -> None:

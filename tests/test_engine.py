@@ -164,7 +164,7 @@ def test_in_a_test_module_only_the_rules_of_tests_run(monkeypatch, path):
     ran = []
     for rule in rules:
         monkeypatch.setattr(rule, "__init__", lambda self, context, code=rule.CODE: ran.append(code) or
-                            setattr(self, "context", context))
+                            Rule.__init__(self, context))
     check(_TEST_MODULE_LOOP + _ABSENT_API, path, rules)
     assert ran and all(rule.IN_TESTS for rule in rules if rule.CODE in ran)
 
