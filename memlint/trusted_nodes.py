@@ -41,8 +41,7 @@ VALIDATES_ONLY = cst.CSTNode.__post_init__.__code__.co_names == ("_validate",)
 def trusted_nodes() -> Iterator[None]:
     """The nodes built within are set, not checked."""
     if VALIDATES_ONLY and not _TRUSTING:
-        for node_class, trusted in _trusted_inits():
-            node_class.__init__ = trusted  # type: ignore[misc]
+        _put_in()
         _TRUSTING.append(False)
     if not _TRUSTING:  # (a LibCST whose `__post_init__` does more: its own `__init__`s, and checks)
         yield
@@ -56,6 +55,12 @@ def trusted_nodes() -> Iterator[None]:
 
 # whether a parse is running, once the trusted `__init__`s are in (empty before): what they read
 _TRUSTING: List[bool] = []
+
+
+def _put_in() -> None:
+    """Give each node class its trusted `__init__`."""
+    for node_class, trusted in _trusted_inits():
+        node_class.__init__ = trusted  # type: ignore[misc]
 
 
 @lru_cache(maxsize=1)
@@ -137,11 +142,9 @@ def unguard() -> None:
                 guard = klass.__dict__.get(name)
                 if guard is not None and klass.__module__.startswith("libcst.") and _only_guards(guard):
                     delattr(klass, name)
-    installed = bool(_TRUSTING)
     _trusted_inits.cache_clear()
-    if installed:
-        for node_class, trusted in _trusted_inits():
-            node_class.__init__ = trusted  # type: ignore[misc]
+    if _TRUSTING:  # already put in: the new ones replace them
+        _put_in()
 
 
 def _only_guards(method: object) -> bool:
