@@ -14,8 +14,9 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -146,6 +147,71 @@ def test_results_are_out_of_the_collectors_reach_while_taken_in_and_a_worker_for
     assert results == [0, "3: the process linting it was killed (SIGKILL)", 0]
     assert frozen_here[0] > 0 and frozen_here[2] > 0
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def _handed_the_next_meanwhile(item: Tuple[str, int, int]) -> bool:
+    """A stand-in for linting one file: whether the parent hands out the item after it (its
+    marker file appears) while this one runs; the last has none."""
+    folder, index, last = item
+    marker = Path(folder, f"given-{index + 1}")
+    deadline = time.monotonic() + 5
+    while index < last and not marker.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.skipif(not jobs.budgets_enforced() or jobs._context().get_start_method() != "fork",
+                    reason="no CPU-time limits, or no forked workers, on this platform")
+def test_a_forked_worker_is_handed_its_next_item_while_it_runs_one(tmp_path, monkeypatch):
+    """A worker given one item at a time sleeps on the parent between items, and may wake on
+    another core, its caches cold (jobs.AHEAD): the next item waits in its pipe instead. (A
+    worker that dies holding items ahead has them linted by the next one: the test above.)"""
+    give = jobs._Worker.give
+
+    def marked(worker: jobs._Worker, index: int, item: object) -> None:
+        give(worker, index, item)
+        (tmp_path / f"given-{index}").touch()
+
+    monkeypatch.setattr(jobs._Worker, "give", marked)
+    items = [(str(tmp_path), index, 3) for index in range(4)]
+    assert jobs.map_in_order(_handed_the_next_meanwhile, items, jobs=1, size=lambda item: -item[1],
+                             failed=_failed, budget=100) == [True] * 4
+
+
+_THIS_PROCESS = os.getpid()
+
+
+def _dies_in_a_worker(item: int) -> object:
+    """A stand-in for linting one file: 3 ends the worker running it."""
+    if item == 3:
+        if os.getpid() != _THIS_PROCESS:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return "linted in the test's own process"
+    return item * 10
+
+
+@pytest.mark.skipif(not jobs.budgets_enforced() or jobs._context().get_start_method() != "fork",
+                    reason="no CPU-time limits, or no forked workers, on this platform")
+def test_an_item_handed_ahead_to_a_worker_that_died_meanwhile_goes_to_the_next(monkeypatch):
+    """The parent hands a worker its next item while it runs one; if that one ended the
+    worker, the pipe is broken by the time the next is sent. The items it held go to the
+    worker started in its place, not to the parent's own process (a worker's death is no
+    reason to lint there, without budgets)."""
+    give = jobs._Worker.give
+
+    def late(worker: jobs._Worker, index: int, item: object) -> None:
+        if worker.held:  # (an item ahead: sent once the one running has surely ended it)
+            time.sleep(0.2)
+        give(worker, index, item)
+
+    monkeypatch.setattr(jobs._Worker, "give", late)
+    notices: List[str] = []
+    results = jobs.map_in_order(_dies_in_a_worker, [0, 3, 1, 2], jobs=1, size=lambda item: 0, failed=_failed,
+                                budget=100, notices=notices)
+    assert results == [0, "3: the process linting it was killed (SIGKILL)", 10, 20]
+    assert notices == []
 
 
 @pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
