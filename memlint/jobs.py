@@ -4,12 +4,13 @@ CPU time per item and of memory per worker.
 Linting is CPU-bound Python, so threads would not help; worker processes do. The parent hands
 out the items largest first (the workers then end at about the same time), and puts results
 back in the order of the items whatever order they finish in, so a run's output does not
-depend on the number of jobs. A forked worker is handed its next item before it ends the one
-it runs (AHEAD): it finds the next waiting in its pipe, where a worker given one item at a
-time slept on the parent between items, and a process woken that way may wake on another
+depend on the number of jobs. A lone forked worker is handed its next item before it ends
+the one it runs (AHEAD): it finds the next waiting in its pipe, where a worker given one item
+at a time slept on the parent between items, and a process woken that way may wake on another
 core, away from its caches. On a quiet 16-core machine, one job over the whole corpus took
 52 s of CPU time handed items ahead, 60 s handed one at a time (medians of six rounds;
-docs/speed.md, Speed42).
+docs/speed.md, Speed42). Where there are several workers, each is handed one item at a time:
+an item handed ahead to a worker stuck on a slow file would wait there while the others idle.
 
 The budget is the kernel's: before each item a worker lowers its own CPU-time limit
 (RLIMIT_CPU) to what it has used plus the budget, so an item that runs past it ends the worker
@@ -64,7 +65,7 @@ OUT_OF_MEMORY = 86  # a worker's exit status after a MemoryError
 # 4 MiB): 1 GiB lints a 2.5 MiB file, 4 GiB anything under memlint's size limit (4 MiB).
 MEMORY_FLOOR = 2**30
 MEMORY_CEILING = 4 * 2**30
-AHEAD = 2  # the items a forked worker holds: the one it runs, and the next waiting in its pipe
+AHEAD = 2  # the items a lone forked worker holds: the one it runs, and the next waiting in its pipe
 
 
 def cpu_count() -> int:
@@ -193,7 +194,7 @@ def _serve(connection: Connection, others: List[Connection], function: Callable,
 class _Worker:
     def __init__(self, context, function: Callable, budget: float, memory: int, items: Sequence,
                  others: Sequence["_Worker"] = (), thaw: bool = False,
-                 start: Optional[Callable[[], None]] = None) -> None:
+                 start: Optional[Callable[[], None]] = None, alone: bool = False) -> None:
         """A worker process for `items`: a forked one starts with them in its memory, so
         that a file's text and settings are not pickled through the pipe (a fifth of a
         run's bytes between processes, and their pickling both ways)."""
@@ -205,10 +206,10 @@ class _Worker:
         self.process.start()
         child.close()
         self.held: Deque[int] = deque()  # the items given, in order: it runs the first
-        # Only a forked worker is handed items ahead: its messages are indexes, where another's
-        # hold whole items, and a parent blocked sending one to a worker that is blocked
-        # sending its result back would wait forever.
-        self.ahead = AHEAD if self.forked else 1
+        # Only a lone worker (`alone`) is handed items ahead, and only a forked one: its messages
+        # are indexes, where another's hold whole items, and a parent blocked sending one to a
+        # worker that is blocked sending its result back would wait forever.
+        self.ahead = AHEAD if alone and self.forked else 1
 
     def give(self, index: int, item: object) -> None:
         self.held.append(index)
@@ -262,7 +263,7 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
 
     try:
         for _ in range(workers):
-            pool.append(_Worker(context, function, budget, memory, items, pool, start=start))
+            pool.append(_Worker(context, function, budget, memory, items, pool, start=start, alone=workers == 1))
             fill(pool[-1], 1)
         for worker in pool:  # (each its largest item first, then the next ones)
             fill(worker, worker.ahead)
@@ -285,7 +286,8 @@ def _run_pool(function: Callable, items: Sequence, workers: int, size: Callable,
                     queue.extendleft(reversed(worker.held))  # the items waiting for it go next
                     worker.held.clear()
                     if queue:
-                        pool.append(_Worker(context, function, budget, memory, items, pool, intake.froze, start))
+                        pool.append(_Worker(context, function, budget, memory, items, pool, intake.froze, start,
+                                            alone=workers == 1))
                         fill(pool[-1], pool[-1].ahead)
                     results[index] = failed(items[index], over, _why(code))
                     done(index, results[index])

@@ -180,6 +180,31 @@ def test_a_forked_worker_is_handed_its_next_item_while_it_runs_one(tmp_path, mon
                              failed=_failed, budget=100) == [True] * 4
 
 
+def _waits_for_the_others(item: Tuple[str, int]) -> bool:
+    """A stand-in for linting files: 0 is slow, and says whether the others were all done
+    while it ran; the others leave a marker."""
+    folder, index = item
+    if index:
+        Path(folder, f"done-{index}").touch()
+        return True
+    deadline = time.monotonic() + 5
+    while not all(Path(folder, f"done-{other}").exists() for other in (1, 2, 3)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
+def test_with_several_workers_no_item_waits_behind_a_slow_one(tmp_path):
+    """Handed ahead, an item would wait in the pipe of a worker stuck on a slow file while
+    another worker sat idle: with several workers, each is handed one item at a time."""
+    items = [(str(tmp_path), index) for index in range(4)]
+    assert jobs.map_in_order(_waits_for_the_others, items, jobs=2, size=lambda item: -item[1],
+                             failed=_failed, budget=100) == [True] * 4
+
+
+_THIS_PROCESS = os.getpid()
 _THIS_PROCESS = os.getpid()
 
 
