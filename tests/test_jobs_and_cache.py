@@ -16,7 +16,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import pytest
 
@@ -149,17 +149,21 @@ def test_results_are_out_of_the_collectors_reach_while_taken_in_and_a_worker_for
     assert gc.get_freeze_count() == 0 and gc.isenabled()
 
 
-def _handed_the_next_meanwhile(item: Tuple[str, int, int]) -> bool:
-    """A stand-in for linting one file: whether the parent hands out the item after it (its
-    marker file appears) while this one runs; the last has none."""
-    folder, index, last = item
-    marker = Path(folder, f"given-{index + 1}")
-    deadline = time.monotonic() + 5
-    while index < last and not marker.exists():
+def _comes_true(condition: Callable[[], bool], seconds: float = 5) -> bool:
+    """Whether `condition()` holds within `seconds` (asked every hundredth of a second)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.01)
     return True
+
+
+def _handed_the_next_meanwhile(item: Tuple[str, int, int]) -> bool:
+    """A stand-in for linting one file: whether the parent hands out the item after it (its
+    marker file appears) while this one runs; the last has none."""
+    folder, index, last = item
+    return index == last or _comes_true(Path(folder, f"given-{index + 1}").exists)
 
 
 @pytest.mark.skipif(not jobs.budgets_enforced() or jobs._context().get_start_method() != "fork",
@@ -187,12 +191,7 @@ def _waits_for_the_others(item: Tuple[str, int]) -> bool:
     if index:
         Path(folder, f"done-{index}").touch()
         return True
-    deadline = time.monotonic() + 5
-    while not all(Path(folder, f"done-{other}").exists() for other in (1, 2, 3)):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    return _comes_true(lambda: all(Path(folder, f"done-{other}").exists() for other in (1, 2, 3)))
 
 
 @pytest.mark.skipif(not jobs.budgets_enforced(), reason="no CPU-time limits on this platform")
@@ -204,7 +203,6 @@ def test_with_several_workers_no_item_waits_behind_a_slow_one(tmp_path):
                              failed=_failed, budget=100) == [True] * 4
 
 
-_THIS_PROCESS = os.getpid()
 _THIS_PROCESS = os.getpid()
 
 
